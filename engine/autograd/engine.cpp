@@ -1,0 +1,160 @@
+// engine.cpp — attach_grad_fn and the backward walk.
+// The walk: collect nodes reachable from the root, count dependencies, then execute in
+// dependency order, highest creation sequence first among the ready ones (PyTorch's
+// order). Each node's gradient buffer is dropped and its closure released as soon as it
+// has run, so memory during backward falls as in PyTorch.
+#include <algorithm>
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/ops/elementwise.h"
+
+namespace oomlab {
+namespace {
+std::atomic<uint64_t> g_seq{0};
+
+std::string layer_of(const std::string& frame) {
+  auto p = frame.rfind('/');
+  return p == std::string::npos ? frame : frame.substr(0, p);
+}
+
+bool uniquely_owned(const Tensor& t) {
+  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous();
+}
+
+// Sum gradients flowing into one place: in place when we own the buffer.
+void accumulate(Tensor& slot, Tensor g) {
+  if (!slot.defined()) { slot = std::move(g); return; }
+  OOMLAB_CHECK_T(ShapeError, slot.shape() == g.shape(), "autograd: gradient shape ",
+                 shape_str(g.shape()), " does not match ", shape_str(slot.shape()));
+  if (uniquely_owned(slot)) add_inplace(slot, g);
+  else slot = add(slot, g);
+}
+
+void accumulate_leaf(TensorImpl* leaf, Tensor g) {
+  OOMLAB_CHECK_T(ShapeError, leaf->shape == g.shape(), "autograd: gradient of '", leaf->name,
+                 "' has shape ", shape_str(g.shape()), " but the tensor has ",
+                 shape_str(leaf->shape));
+  if (!leaf->grad) {
+    // Steal the buffer when nobody else sees it (PyTorch's AccumulateGrad does the same).
+    if (!uniquely_owned(g)) g = g.clone();
+    leaf->grad = g.impl_ptr();
+    return;
+  }
+  Tensor slot(leaf->grad);
+  add_inplace(slot, g);   // parameter gradients accumulate with +=
+}
+}  // namespace
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor attach_grad_fn(Tensor out, const char* op, const std::vector<Tensor>& inputs,
+                      const std::function<BackwardFn()>& make_backward) {
+  if (!any_requires_grad(inputs)) return out;
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->scope = layer_of(MemoryContext::current());
+  node->seq = g_seq.fetch_add(1);
+  node->next.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    Edge e;
+    if (t.defined() && t.requires_grad()) {
+      if (t.grad_fn()) e.node = t.grad_fn();
+      else e.leaf = t.impl_ptr();
+    }
+    node->next.push_back(std::move(e));
+  }
+  node->backward = make_backward();
+  out.impl()->grad_fn = std::move(node);
+  out.impl()->requires_grad = true;
+  return out;
+}
+
+void run_backward(const Tensor& root, const Tensor& grad_output) {
+  OOMLAB_CHECK_T(AutogradError, root.defined() && root.requires_grad(),
+                 "element 0 of tensors does not require grad and does not have a grad_fn");
+  Tensor grad = grad_output;
+  if (!grad.defined()) {
+    OOMLAB_CHECK_T(AutogradError, root.numel() == 1,
+                   "grad can be implicitly created only for scalar outputs (got ",
+                   shape_str(root.shape()), ")");
+    grad = Tensor::ones(root.shape(), root.dtype(), root.device());
+  }
+  OOMLAB_CHECK_T(ShapeError, grad.shape() == root.shape(), "backward: grad_output shape ",
+                 shape_str(grad.shape()), " does not match output shape ", shape_str(root.shape()));
+  NoGradGuard no_grad;
+  if (root.is_leaf()) {
+    TensorImpl* leaf = root.impl();
+    accumulate_leaf(leaf, grad);
+    for (auto& h : leaf->grad_ready_hooks) { Tensor g(leaf->grad); h(g); }
+    return;
+  }
+
+  // 1. reachable nodes, dependency counts, pending edges per leaf.
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<TensorImpl*, int> leaf_pending;
+  std::vector<Node*> stack{root.grad_fn().get()};
+  deps[root.grad_fn().get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back(); stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (e.node) {
+        auto [it, inserted] = deps.try_emplace(e.node.get(), 0);
+        it->second++;
+        if (inserted) stack.push_back(e.node.get());
+      } else if (e.leaf) {
+        leaf_pending[e.leaf.get()]++;
+      }
+    }
+  }
+
+  // 2. execute.
+  auto later_first = [](Node* a, Node* b) { return a->seq < b->seq; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root.grad_fn().get()] = grad;
+  grad = Tensor();
+  ready.push(root.grad_fn().get());
+  while (!ready.empty()) {
+    Node* n = ready.top(); ready.pop();
+    Tensor g;
+    if (auto it = grads.find(n); it != grads.end()) { g = std::move(it->second); grads.erase(it); }
+    std::vector<Tensor> in_grads;
+    if (g.defined()) {
+      OOMLAB_CHECK_T(AutogradError, !n->released,
+                     "Trying to backward through the graph a second time (op '", n->op,
+                     "'): saved tensors were freed after the first backward");
+      MemoryContext ctx(n->scope, "bwd");
+      std::vector<bool> needs(n->next.size());
+      for (size_t i = 0; i < n->next.size(); ++i) needs[i] = n->next[i].needs_grad();
+      in_grads = n->backward(g, needs);
+      g = Tensor();
+      n->release();
+      OOMLAB_ASSERT(in_grads.size() == n->next.size());
+    }
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      const Edge& e = n->next[i];
+      Tensor gi = i < in_grads.size() ? std::move(in_grads[i]) : Tensor();
+      if (e.node) {
+        if (gi.defined()) accumulate(grads[e.node.get()], std::move(gi));
+        if (--deps[e.node.get()] == 0) ready.push(e.node.get());
+      } else if (e.leaf) {
+        TensorImpl* leaf = e.leaf.get();
+        if (gi.defined()) accumulate_leaf(leaf, std::move(gi));
+        if (--leaf_pending[leaf] == 0 && leaf->grad)
+          for (auto& h : leaf->grad_ready_hooks) { Tensor lg(leaf->grad); h(lg); }
+      }
+    }
+  }
+}
+
+}  // namespace oomlab

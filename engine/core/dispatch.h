@@ -1,0 +1,53 @@
+// dispatch.h — kernel tables: kernel_table[device type][dtype] -> function pointer.
+// Contracts:
+//  * Each op family declares its tables (with a per-op argument struct of raw pointers
+//    and explicit dims) in engine/ops/<family>_kernels.h; kernels/cpu and kernels/cuda
+//    fill them from register_*_kernels(), called once by ensure_kernels_registered().
+//  * launch() on the meta device does nothing: meta runs shapes and allocations only.
+//  * A missing entry raises NotImplementedError "op 'X' has no cuda/bfloat16 kernel";
+//    there is never a silent fallback to another device or dtype.
+#pragma once
+#include "engine/core/device.h"
+#include "engine/core/dtype.h"
+#include "engine/core/error.h"
+
+namespace oomlab {
+
+void ensure_kernels_registered();   // idempotent; defined in engine/ops/kernel_registry.cpp
+bool built_with_cuda();             // true when the CUDA backend was compiled in
+
+template <class Args>
+class KernelTable {
+ public:
+  using Fn = void (*)(const Args&);
+  explicit KernelTable(const char* op) : op_(op) {}
+  void set(DeviceType d, DType t, Fn f) { fns_[int(d)][int(t)] = f; }
+  bool has(DeviceType d, DType t) const { return fns_[int(d)][int(t)] != nullptr; }
+  Fn get(Device d, DType t) const {
+    ensure_kernels_registered();
+    Fn f = fns_[int(d.type)][int(t)];
+    if (!f)
+      throw NotImplementedError(str_cat("op '", op_, "' has no ", device_type_name(d.type), "/",
+                                        dtype_name(t), " kernel"));
+    return f;
+  }
+  // Runs the kernel for (device, dtype); no-op on meta.
+  void launch(Device d, DType t, const Args& args) const {
+    if (d.is_meta()) return;
+    get(d, t)(args);
+  }
+  const char* op() const { return op_; }
+
+ private:
+  const char* op_;
+  Fn fns_[kNumDeviceTypes][kNumDTypes] = {};
+};
+
+// Register one templated CPU kernel body for the float types.
+#define OOMLAB_REGISTER_FLOAT_CPU(table, fn_template)                 \
+  do {                                                                \
+    (table).set(::oomlab::DeviceType::cpu, ::oomlab::DType::f32, &fn_template<float>);  \
+    (table).set(::oomlab::DeviceType::cpu, ::oomlab::DType::f64, &fn_template<double>); \
+  } while (0)
+
+}  // namespace oomlab

@@ -1,0 +1,33 @@
+// dtype.h — element types of oomlab tensors and their conversions.
+// Contract: DType values index kernel tables (kNumDTypes entries); float16/bfloat16
+// are stored as uint16_t bit patterns and converted with round-to-nearest-even.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace oomlab {
+
+enum class DType : int { f32 = 0, f64, f16, bf16, i64, u8 };  // u8: masks, raw images
+inline constexpr int kNumDTypes = 6;
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);  // "float32", "float64", "float16", "bfloat16", "int64", "uint8"
+DType parse_dtype(std::string_view s);  // accepts the names above and f32/fp32/f64/fp16/bf16/i64; throws ValueError
+bool dtype_is_floating(DType t);
+
+// IEEE half / bfloat16 <-> float conversions (round to nearest even; NaN preserved).
+uint16_t float_to_half(float f);
+float half_to_float(uint16_t h);
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u; std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+inline float bf16_to_float(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
+
+}  // namespace oomlab

@@ -1,0 +1,53 @@
+// rng.h — counter-based random numbers (Philox4x32-10, Salmon et al. 2011).
+// Contract: the value drawn for element i of a call depends only on (seed, offset, i),
+// never on thread count or schedule; a Generator advances its offset by the number of
+// 4-word blocks each call consumes, so saving (seed, offset) saves the whole state.
+#pragma once
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+namespace oomlab {
+
+inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {
+  constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  for (int r = 0; r < 10; ++r) {
+    uint64_t p0 = uint64_t(M0) * ctr[0], p1 = uint64_t(M1) * ctr[2];
+    ctr = {uint32_t(p1 >> 32) ^ ctr[1] ^ key[0], uint32_t(p1), uint32_t(p0 >> 32) ^ ctr[3] ^ key[1],
+           uint32_t(p0)};
+    key[0] += W0; key[1] += W1;
+  }
+  return ctr;
+}
+
+// Uniform float in [0,1) from 24 random bits.
+inline float uint_to_unit_float(uint32_t x) { return float(x >> 8) * (1.0f / 16777216.0f); }
+
+struct Generator {
+  uint64_t seed = 0;
+  uint64_t offset = 0;   // in 4-word blocks
+
+  // The 4 random words of block `i` of a call starting at `base`.
+  static std::array<uint32_t, 4> block(uint64_t seed, uint64_t base, uint64_t i) {
+    uint64_t c = base + i;
+    return philox4x32({uint32_t(c), uint32_t(c >> 32), 0u, 0u}, {uint32_t(seed), uint32_t(seed >> 32)});
+  }
+  // Reserve n uniforms (ceil(n/4) blocks); returns the base to use with block().
+  uint64_t reserve(uint64_t n) { uint64_t b = offset; offset += (n + 3) / 4; return b; }
+
+  // Sequential helpers for host-side use (data shuffling, init). Each consumes one block.
+  uint32_t next_u32() { return block(seed, offset++, 0)[0]; }
+  double next_unit() { auto b = block(seed, offset++, 0); return (double(b[0] >> 5) * 67108864.0 + double(b[1] >> 6)) / 9007199254740992.0; }
+  double next_normal() {  // Box-Muller, one block per draw
+    auto b = block(seed, offset++, 0);
+    double u1 = (double(b[0]) + 1.0) / 4294967297.0, u2 = double(b[1]) / 4294967296.0;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+  uint64_t next_below(uint64_t n) { return n ? (uint64_t(next_u32()) << 32 | next_u32()) % n : 0; }
+};
+
+// The process-wide default generator (torch.manual_seed equivalent).
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace oomlab

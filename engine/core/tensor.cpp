@@ -1,0 +1,215 @@
+// tensor.cpp — Tensor factories, metadata, host access; views live in ops/view_ops.cpp.
+#include "engine/core/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "engine/autograd/node.h"
+#include "engine/core/error.h"
+#include "engine/core/rng.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/ops/copy.h"
+#include "engine/ops/elementwise.h"
+
+namespace oomlab {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape st(shape.size());
+  int64_t acc = 1;
+  for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) { st[i] = acc; acc *= std::max<int64_t>(shape[i], 1); }
+  return st;
+}
+
+Storage::Storage(Device dev, size_t n, const char* tag) : device(dev), nbytes(n) {
+  allocator = &allocator_for(dev);
+  data = allocator->allocate(n, tag);
+}
+
+Storage::~Storage() {
+  if (data) allocator->free(data);
+}
+
+Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char* tag) {
+  for (int64_t d : shape)
+    OOMLAB_CHECK_T(ShapeError, d >= 0, "cannot create a tensor with negative dimension: ",
+                   shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(device, size_t(shape_numel(shape)) * dtype_size(dtype), tag);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
+  OOMLAB_CHECK_T(ShapeError, int64_t(values.size()) == shape_numel(shape), "from_vector: ",
+                 values.size(), " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype, device);
+  if (device.is_meta()) return t;
+  OOMLAB_CHECK_T(DeviceError, device.is_cpu(), "from_vector: host data goes to cpu first, then .to(device)");
+  CopyArgs a{};
+  a.out = t.raw_data(); a.out_dtype = dtype; a.in = values.data(); a.in_dtype = DType::f64;
+  a.ndim = 1; a.shape[0] = int64_t(values.size()); a.in_strides[0] = 1; a.out_strides[0] = 1;
+  copy_kernels().launch(device, DType::f64, a);
+  return t;
+}
+
+Tensor Tensor::from_vector_i64(const std::vector<int64_t>& values, const Shape& shape, Device device) {
+  OOMLAB_CHECK_T(ShapeError, int64_t(values.size()) == shape_numel(shape), "from_vector_i64: ",
+                 values.size(), " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, DType::i64, device);
+  if (!device.is_meta()) std::memcpy(t.raw_data(), values.data(), values.size() * 8);
+  return t;
+}
+
+Tensor Tensor::uniform(const Shape& shape, double lo, double hi, DType dtype, Device device) {
+  std::vector<double> v(size_t(shape_numel(shape)));
+  Generator& g = default_generator();
+  for (double& x : v) x = lo + (hi - lo) * g.next_unit();
+  return from_vector(v, shape, dtype, device);
+}
+
+Tensor Tensor::normal(const Shape& shape, double mean, double std, DType dtype, Device device) {
+  std::vector<double> v(size_t(shape_numel(shape)));
+  Generator& g = default_generator();
+  for (double& x : v) x = mean + std * g.next_normal();
+  return from_vector(v, shape, dtype, device);
+}
+
+int64_t Tensor::size(int64_t d) const {
+  int64_t n = dim();
+  if (d < 0) d += n;
+  OOMLAB_CHECK_T(ShapeError, d >= 0 && d < n, "dimension ", d, " out of range for ", str());
+  return impl_->shape[d];
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t acc = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (impl_->shape[i] != 1 && impl_->strides[i] != acc) return false;
+    acc *= impl_->shape[i];
+  }
+  return true;
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "undefined tensor";
+  return std::string(dtype_name(dtype())) + shape_str(shape()) + " on " + device().str();
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl_->storage->data) + impl_->offset * int64_t(dtype_size(dtype()));
+}
+
+std::vector<double> Tensor::to_vector() const {
+  OOMLAB_CHECK_T(DeviceError, device().is_cpu(), "to_vector: ", str(), " is not on cpu");
+  Tensor c = dtype() == DType::f64 ? contiguous() : to(DType::f64);
+  const double* p = c.data<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+std::vector<int64_t> Tensor::to_vector_i64() const {
+  OOMLAB_CHECK_T(DTypeError, dtype() == DType::i64, "to_vector_i64: ", str(), " is not int64");
+  OOMLAB_CHECK_T(DeviceError, device().is_cpu(), "to_vector_i64: ", str(), " is not on cpu");
+  Tensor c = contiguous();
+  const int64_t* p = c.data<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
+double Tensor::item() const {
+  OOMLAB_CHECK_T(ShapeError, numel() == 1, "item(): ", str(), " has ", numel(), " elements, not 1");
+  if (device().is_meta()) return 0.0;
+  if (dtype() == DType::i64) return double(to_vector_i64()[0]);
+  return to_vector()[0];
+}
+
+Tensor Tensor::detach() const {
+  Tensor v = make_view(*this, shape(), strides(), offset());
+  v.impl()->name = impl_->name;
+  return v;
+}
+
+Tensor& Tensor::set_requires_grad(bool r) {
+  OOMLAB_CHECK_T(AutogradError, is_leaf(), "set_requires_grad: only leaf tensors can change requires_grad (",
+                 str(), " has a grad_fn)");
+  OOMLAB_CHECK_T(AutogradError, !r || dtype_is_floating(dtype()), "only floating point tensors can require gradients");
+  impl_->requires_grad = r;
+  return *this;
+}
+
+void Tensor::zero_grad(bool set_to_none) {
+  if (!impl_->grad) return;
+  if (set_to_none) impl_->grad.reset();
+  else Tensor(impl_->grad).fill_(0.0);
+}
+
+void Tensor::backward(const Tensor& grad_output) const { run_backward(*this, grad_output); }
+
+void Tensor::fill_(double value) {
+  OOMLAB_CHECK_T(ShapeError, is_contiguous(), "fill_: ", str(), " must be contiguous");
+  bump_version();
+  if (dtype() == DType::i64 || dtype() == DType::u8) {
+    if (device().is_meta()) return;
+    OOMLAB_CHECK_T(DeviceError, device().is_cpu(), "fill_: integer fill only on cpu");
+    if (dtype() == DType::u8) { std::memset(raw_data(), int(uint8_t(value)), size_t(numel())); return; }
+    int64_t* p = data<int64_t>();
+    for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = int64_t(value);
+    return;
+  }
+  fill_kernels().launch(device(), dtype(), FillArgs{raw_data(), value, numel()});
+}
+
+void Tensor::copy_(const Tensor& src) {
+  OOMLAB_CHECK_T(ShapeError, src.shape() == shape(), "copy_: source ", src.str(), " and destination ",
+                 str(), " differ in shape");
+  OOMLAB_CHECK_T(ShapeError, is_contiguous(), "copy_: destination ", str(), " must be contiguous");
+  OOMLAB_CHECK_T(ShapeError, dim() <= 8, "copy_: rank ", dim(), " > 8 is not supported");
+  OOMLAB_CHECK_T(DeviceError, src.device() == device() || src.device().is_cpu() || device().is_cpu() ||
+                 src.device().is_meta() || device().is_meta(),
+                 "copy_: cannot copy ", src.str(), " into ", str());
+  bump_version();
+  if (device().is_meta() || src.device().is_meta()) return;
+  CopyArgs a{};
+  a.out = raw_data(); a.out_dtype = dtype(); a.in = src.raw_data(); a.in_dtype = src.dtype();
+  a.ndim = int(dim());
+  Shape ost = contiguous_strides(shape());
+  for (int i = 0; i < a.ndim; ++i) { a.shape[i] = shape()[i]; a.in_strides[i] = src.strides()[i]; a.out_strides[i] = ost[i]; }
+  if (a.ndim == 0) { a.ndim = 1; a.shape[0] = 1; a.in_strides[0] = 1; a.out_strides[0] = 1; }
+  // Cross-device copies are run by the non-cpu side's kernel (it knows both memories).
+  Device kdev = src.device().is_cpu() ? device() : src.device();
+  copy_kernels().launch(kdev, src.dtype(), a);
+}
+
+}  // namespace oomlab

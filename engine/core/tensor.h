@@ -1,0 +1,145 @@
+// tensor.h — Tensor: a shared handle to (storage, shape, strides, offset, dtype) plus
+// autograd metadata.
+// Contracts:
+//  * Storage memory comes from the device's CachingAllocator and returns to it when the
+//    last tensor viewing it dies; nothing allocates behind the allocator's back.
+//  * Views (reshape of a contiguous tensor, transpose/permute, narrow) share storage;
+//    kernels require contiguous inputs, ops call contiguous() (a copy when needed).
+//  * The version counter lives in Storage: every in-place op bumps it, so saved tensors
+//    detect modification (see autograd/saved_tensor.h).
+//  * On the meta device data() is a fake address that must never be dereferenced.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/device.h"
+#include "engine/core/dtype.h"
+
+namespace oomlab {
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& s);   // "[2, 3, 4]"
+int64_t shape_numel(const Shape& s);
+
+class CachingAllocator;
+struct Node;
+class Tensor;
+
+struct Storage {
+  Storage(Device device, size_t nbytes, const char* tag = "");
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  Device device;
+  void* data = nullptr;
+  size_t nbytes = 0;
+  CachingAllocator* allocator = nullptr;
+  uint64_t version = 0;
+};
+
+// Called with the accumulated gradient of a leaf once backward has finished adding to it.
+using GradReadyHook = std::function<void(Tensor& grad)>;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape, strides;
+  int64_t offset = 0;              // in elements
+  DType dtype = DType::f32;
+  // autograd
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;       // leaves only
+  std::shared_ptr<Node> grad_fn;          // non-leaves only
+  std::vector<GradReadyHook> grad_ready_hooks;
+  std::string name;                       // parameters: "layer1.0.conv1.weight"
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- factories (allocate through the device's allocator) ----
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = cpu_device(),
+                      const char* tag = "");
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = cpu_device());
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
+                     Device device = cpu_device());
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = cpu_device()) {
+    return full(shape, 1.0, dtype, device);
+  }
+  // Host values converted to dtype (a copy); shape must match values.size().
+  static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
+                            DType dtype = DType::f32, Device device = cpu_device());
+  static Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape,
+                                Device device = cpu_device());
+  // Random fills using the default generator (or the given one): uniform [lo,hi), normal.
+  static Tensor uniform(const Shape& shape, double lo, double hi, DType dtype = DType::f32,
+                        Device device = cpu_device());
+  static Tensor normal(const Shape& shape, double mean, double std, DType dtype = DType::f32,
+                       Device device = cpu_device());
+
+  // ---- metadata ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl_->shape; }
+  const Shape& strides() const { return impl_->strides; }
+  int64_t dim() const { return int64_t(impl_->shape.size()); }
+  int64_t size(int64_t d) const;           // negative d counts from the end
+  int64_t numel() const { return shape_numel(impl_->shape); }
+  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype()); }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage->device; }
+  bool is_contiguous() const;
+  int64_t offset() const { return impl_->offset; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  std::string str() const;  // "float32[2, 3] on cpu"
+
+  // ---- data access (cpu only for host reads; meta: pointer must not be used) ----
+  void* raw_data() const;  // storage data + offset * itemsize
+  template <class T> T* data() const { return static_cast<T*>(raw_data()); }
+  std::vector<double> to_vector() const;     // any floating dtype -> double (copies; cpu only)
+  std::vector<int64_t> to_vector_i64() const;
+  double item() const;                       // numel()==1; returns 0 on meta
+
+  // ---- views and copies (autograd-aware, see ops/view_ops.h) ----
+  Tensor reshape(const Shape& shape) const;  // -1 allowed once
+  Tensor flatten(int64_t start_dim = 1) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+  Tensor detach() const;                     // shares storage, no autograd history
+  void copy_(const Tensor& src);             // in place, same shape, dtype conversion allowed; no autograd
+  void fill_(double value);                  // in place; no autograd
+
+  // ---- autograd ----
+  bool requires_grad() const { return impl_->requires_grad; }
+  Tensor& set_requires_grad(bool r);         // leaves only
+  bool is_leaf() const { return impl_->grad_fn == nullptr; }
+  Tensor grad() const { return impl_->grad ? Tensor(impl_->grad) : Tensor(); }
+  void set_grad(const Tensor& g) { impl_->grad = g.impl_; }
+  void zero_grad(bool set_to_none = true);
+  const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
+  void backward(const Tensor& grad_output = Tensor()) const;   // see autograd/engine.h
+  void register_grad_ready_hook(GradReadyHook hook) { impl_->grad_ready_hooks.push_back(std::move(hook)); }
+  uint64_t version() const { return impl_->storage->version; }
+  void bump_version() const { ++impl_->storage->version; }
+  const std::string& name() const { return impl_->name; }
+  void set_name(const std::string& n) { impl_->name = n; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+Shape contiguous_strides(const Shape& shape);
+// A new tensor viewing `base`'s storage with the given geometry (no autograd meta).
+Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
+
+}  // namespace oomlab

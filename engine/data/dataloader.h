@@ -1,0 +1,91 @@
+// dataloader.h — batches from a Dataset with a background prefetch thread.
+// Contracts:
+//  * Epoch e visits the indices in order epoch_order(e): identity without shuffle, else a
+//    Fisher-Yates permutation drawn from Generator{seed ^ mix(e), 0} — a pure function of
+//    (seed, e, dataset size), so runs, resumes and thread timing never change it.
+//  * next(batch) returns the epoch's batches in order and false once at the epoch's end;
+//    the loader then moves to epoch e+1 (so `while (next(b))` loops run consecutive
+//    epochs; set_epoch(e) jumps to the start of epoch e).
+//  * state() = {epoch, cursor = batches already returned}; restore(state) on any loader
+//    with the same (dataset, batch, shuffle, drop_last, seed) yields exactly the same
+//    subsequent batches.
+//  * prefetch > 0 builds up to `prefetch` batches ahead on one std::thread; an exception
+//    thrown while building a batch is rethrown by the next() that would have returned it.
+//    The destructor stops and joins the thread (never hangs, never throws). prefetch == 0
+//    builds batches synchronously inside next(). Single consumer: not thread-safe itself.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/data/dataset.h"
+
+namespace oomlab {
+
+struct HostBatch {
+  std::vector<float> images;     // n * C * H * W
+  std::vector<int64_t> labels;   // n
+  int64_t n = 0;
+  Shape shape;                   // {n, C, H, W}
+};
+
+struct LoaderState {
+  int64_t epoch = 0;
+  int64_t cursor = 0;            // batches already returned in `epoch`
+  bool operator==(const LoaderState&) const = default;
+};
+
+class DataLoader {
+ public:
+  DataLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed,
+             int prefetch = 2);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  bool next(HostBatch& out);
+  void set_epoch(int64_t epoch);
+  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  int64_t batch_size() const { return batch_; }
+  int64_t epoch() const { return epoch_; }
+  LoaderState state() const { return {epoch_, cursor_}; }
+  void restore(const LoaderState& s);
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+  const Dataset& dataset() const { return ds_; }
+
+ private:
+  void ensure_order();
+  void build_batch(int64_t b, HostBatch& out) const;
+  void start_worker();
+  void stop_worker() noexcept;
+  void worker_loop(int64_t first_batch);
+
+  const Dataset& ds_;
+  int64_t batch_;
+  bool shuffle_, drop_last_;
+  uint64_t seed_;
+  int prefetch_;
+  int64_t batches_per_epoch_ = 0;
+
+  // Consumer side.
+  int64_t epoch_ = 0, cursor_ = 0;
+  std::vector<int64_t> order_;     // epoch_order(order_epoch_); read-only while a worker runs
+  int64_t order_epoch_ = -1;
+
+  // Shared with the worker (guarded by mu_).
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<HostBatch> queue_;
+  std::vector<HostBatch> pool_;    // returned buffers the worker reuses
+  std::exception_ptr error_;
+  bool worker_done_ = false;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace oomlab

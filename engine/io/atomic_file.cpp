@@ -1,0 +1,169 @@
+// atomic_file.cpp — write-temp/fsync/rename/fsync-dir, the strict JSON walk, read_file.
+#include "engine/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "engine/core/error.h"
+
+namespace oomlab {
+namespace {
+
+std::string errno_str(int e) { return std::strerror(e); }
+
+// Removes the temp file (and closes its fd) unless committed.
+struct TempGuard {
+  std::string path;
+  int fd = -1;
+  bool committed = false;
+  ~TempGuard() {
+    if (fd >= 0) ::close(fd);
+    if (!committed && !path.empty()) ::unlink(path.c_str());
+  }
+};
+
+template <class J>
+void walk_finite(const J& j, std::string& key_path) {
+  if (j.is_number_float()) {
+    double v = j.template get<double>();
+    if (!std::isfinite(v))
+      throw ValueError(str_cat("strict JSON: non-finite number ", v, " at ",
+                               key_path.empty() ? std::string("<root>") : key_path,
+                               " (JSON has no NaN/Infinity; record null or a string explicitly)"));
+  } else if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      size_t len = key_path.size();
+      key_path += (len ? "." : "") + it.key();
+      walk_finite(it.value(), key_path);
+      key_path.resize(len);
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      size_t len = key_path.size();
+      key_path += "[" + std::to_string(i) + "]";
+      walk_finite(j[i], key_path);
+      key_path.resize(len);
+    }
+  }
+}
+
+template <class J>
+std::string dump_strict(const J& j, int indent) {
+  std::string kp;
+  walk_finite(j, kp);
+  try {
+    return j.dump(indent) + "\n";
+  } catch (const nlohmann::json::exception& e) {
+    throw ValueError(str_cat("strict JSON: cannot serialise: ", e.what()));
+  }
+}
+
+}  // namespace
+
+std::function<void(const std::string&)>& atomic_write_fault_hook() {
+  static std::function<void(const std::string&)> hook;
+  return hook;
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  OOMLAB_CHECK_T(IoError, !target.filename().empty(), "cannot write ", path, ": not a file path");
+  const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+  auto fail = [&](const std::string& step, int e) {
+    return IoError(str_cat("cannot write ", path, ": ", step, " failed: ", errno_str(e)));
+  };
+
+  mode_t mode = 0644;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) mode = st.st_mode & 07777;
+
+  TempGuard tmp;
+  std::string templ = (fs::path(dir) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  std::vector<char> name(templ.begin(), templ.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0) throw fail(str_cat("creating a temp file in ", dir), errno);
+  tmp.fd = fd;
+  tmp.path = name.data();
+
+  if (::fchmod(fd, mode) != 0) throw fail("fchmod", errno);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw fail(str_cat("write (", done, " of ", bytes.size(), " bytes written)"), errno);
+    }
+    done += size_t(w);
+  }
+  if (::fsync(fd) != 0) throw fail("fsync", errno);
+  tmp.fd = -1;
+  if (::close(fd) != 0) throw fail("close", errno);
+
+  try {
+    if (auto& hook = atomic_write_fault_hook()) hook(tmp.path);
+  } catch (const std::exception& e) {
+    throw IoError(str_cat("cannot write ", path, ": interrupted before rename: ", e.what()));
+  }
+
+  if (::rename(tmp.path.c_str(), path.c_str()) != 0) throw fail("rename", errno);
+  tmp.committed = true;
+
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd < 0) throw fail(str_cat("opening directory ", dir), errno);
+  int rc = ::fsync(dfd), e = errno;
+  ::close(dfd);
+  if (rc != 0 && e != EINVAL && e != EROFS) throw fail(str_cat("fsync of directory ", dir), e);
+}
+
+void check_json_finite(const nlohmann::json& j) { std::string kp; walk_finite(j, kp); }
+void check_json_finite(const nlohmann::ordered_json& j) { std::string kp; walk_finite(j, kp); }
+std::string dump_json_strict(const nlohmann::json& j, int indent) { return dump_strict(j, indent); }
+std::string dump_json_strict(const nlohmann::ordered_json& j, int indent) { return dump_strict(j, indent); }
+
+namespace {
+template <class J>
+void write_json_atomic_impl(const std::string& path, const J& j, int indent) {
+  std::string text;
+  try {
+    text = dump_strict(j, indent);
+  } catch (const ValueError& e) {
+    throw ValueError(str_cat("cannot write ", path, ": ", e.what()));
+  }
+  write_file_atomic(path, text);
+}
+}  // namespace
+
+void write_json_atomic(const std::string& path, const nlohmann::json& j, int indent) {
+  write_json_atomic_impl(path, j, indent);
+}
+void write_json_atomic(const std::string& path, const nlohmann::ordered_json& j, int indent) {
+  write_json_atomic_impl(path, j, indent);
+}
+
+std::string read_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw IoError(str_cat("cannot read ", path, ": ", errno_str(errno)));
+  std::string out;
+  struct stat st;
+  if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode)) out.reserve(size_t(st.st_size));
+  char buf[1 << 16];
+  size_t r;
+  while ((r = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, r);
+  bool err = std::ferror(f) != 0;
+  int e = errno;
+  std::fclose(f);
+  if (err) throw IoError(str_cat("cannot read ", path, ": ", errno_str(e)));
+  return out;
+}
+
+}  // namespace oomlab

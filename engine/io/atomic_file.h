@@ -1,0 +1,36 @@
+// atomic_file.h — crash-safe file replacement, strict JSON output, whole-file reads.
+// Contracts:
+//  * write_file_atomic: the target is either its old content or the complete new content,
+//    never a mix: temp file in the same directory (mkstemp), write all, fsync, close,
+//    rename over the target, fsync the directory. New files get mode 0644; an existing
+//    target keeps its mode. On any failure the temp is removed and IoError names the path.
+//  * write_json_atomic / dump_json_strict reject NaN and +-Inf (nlohmann would write
+//    `null`): ValueError naming the key path, e.g. "metrics.curve[3].loss".
+//  * atomic_write_fault_hook(): test-only; when set it is called with the temp path after
+//    the fsync and before the rename, and may throw to simulate a crash at that point.
+#pragma once
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace oomlab {
+
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+// Throws ValueError naming the first non-finite number's key path.
+void check_json_finite(const nlohmann::json& j);
+void check_json_finite(const nlohmann::ordered_json& j);
+// check_json_finite + dump (indent < 0: compact) + trailing newline; invalid UTF-8 -> ValueError.
+std::string dump_json_strict(const nlohmann::json& j, int indent = 2);
+std::string dump_json_strict(const nlohmann::ordered_json& j, int indent = 2);
+void write_json_atomic(const std::string& path, const nlohmann::json& j, int indent = 2);
+void write_json_atomic(const std::string& path, const nlohmann::ordered_json& j, int indent = 2);
+
+// Whole file as bytes; IoError naming the path when it cannot be opened or read.
+std::string read_file(const std::string& path);
+
+std::function<void(const std::string& temp_path)>& atomic_write_fault_hook();
+
+}  // namespace oomlab

@@ -1,0 +1,55 @@
+// memory_export.h — exporters for an allocator's state and history, plus op-span timing.
+// Contracts: memory_snapshot_json() returns the dict torch.cuda.memory._snapshot() returns
+// ({segments, device_traces, allocator_settings}), which pytorch.org/memory_viz opens as
+// JSON; frames are {"filename": layer, "line": 0, "name": phase} from MemoryContext.
+// chrome_trace_json() returns a Chrome/Perfetto trace: one "X" event per OpSpan (tid =
+// stream), "C" counters "allocated"/"reserved" (bytes) after every allocator trace event,
+// and an "i" instant event per oom. Both only build json; writing files is the caller's.
+// All timestamps (allocator trace, OpSpan) share the trace_clock_us() origin.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/memory/caching_allocator.h"
+
+namespace oomlab {
+
+// Microseconds on a steady clock since the first call in this process (defined in
+// caching_allocator.cpp; allocator TraceEvent::time_us uses it too).
+int64_t trace_clock_us();
+
+struct OpSpan {
+  std::string name;
+  int64_t ts_us = 0, dur_us = 0;
+  int tid = 0;  // stream: 0 compute, others for comm / copy streams
+};
+
+// Process-wide, thread-safe span recorder; off by default.
+class OpProfiler {
+ public:
+  static void enable(bool on);
+  static bool enabled();
+  static void record(OpSpan span);
+  static std::vector<OpSpan> take();  // returns and clears the recorded spans
+};
+
+// Times its own lifetime and records it when the profiler was enabled at construction.
+class OpSpanScope {
+ public:
+  explicit OpSpanScope(const char* name, int tid = 0);
+  ~OpSpanScope();
+  OpSpanScope(const OpSpanScope&) = delete;
+  OpSpanScope& operator=(const OpSpanScope&) = delete;
+ private:
+  const char* name_;
+  int tid_;
+  int64_t start_us_ = -1;  // -1: not recording
+};
+
+nlohmann::json memory_snapshot_json(const CachingAllocator& alloc);
+nlohmann::json chrome_trace_json(const CachingAllocator& alloc, const std::vector<OpSpan>& spans);
+
+}  // namespace oomlab

@@ -1,0 +1,118 @@
+// conv.cpp — conv2d (NCHW, stride/padding/dilation/groups) with autograd; kernels via
+// the conv2d_* and channel_bias_* tables (CPU: kernels/cpu/conv_cpu.cpp).
+// Saved for backward: x only if the weight needs grad, w only if x needs grad; the bias
+// gradient needs nothing. Allocation order (identical on meta): forward: contiguous
+// copies of x/w if needed, y; backward: contiguous(g) if needed, dx, dw, db.
+// Errors: ShapeError naming "conv2d" and the input and weight shapes; ValueError for
+// bad stride/padding/dilation/groups.
+#include "engine/ops/conv.h"
+
+#include "engine/autograd/node.h"
+#include "engine/autograd/saved_tensor.h"
+
+namespace oomlab {
+
+KernelTable<Conv2dArgs>& conv2d_forward_kernels() {
+  static KernelTable<Conv2dArgs> t("conv2d_forward"); return t;
+}
+KernelTable<Conv2dArgs>& conv2d_backward_data_kernels() {
+  static KernelTable<Conv2dArgs> t("conv2d_backward_data"); return t;
+}
+KernelTable<Conv2dArgs>& conv2d_backward_weight_kernels() {
+  static KernelTable<Conv2dArgs> t("conv2d_backward_weight"); return t;
+}
+KernelTable<ChannelBiasArgs>& channel_bias_add_kernels() {
+  static KernelTable<ChannelBiasArgs> t("channel_bias_add"); return t;
+}
+KernelTable<ChannelBiasArgs>& channel_bias_grad_kernels() {
+  static KernelTable<ChannelBiasArgs> t("channel_bias_grad"); return t;
+}
+
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  OOMLAB_CHECK_T(ShapeError, x.size() == 4 && w.size() == 4,
+                 "conv2d: expected 4-D input [N, C, H, W] and 4-D weight [K, C/groups, R, S], got input ",
+                 shape_str(x), " and weight ", shape_str(w));
+  OOMLAB_CHECK(p.stride_h >= 1 && p.stride_w >= 1 && p.dil_h >= 1 && p.dil_w >= 1 &&
+                   p.pad_h >= 0 && p.pad_w >= 0 && p.groups >= 1,
+               "conv2d: invalid parameters stride (", p.stride_h, ", ", p.stride_w, "), padding (",
+               p.pad_h, ", ", p.pad_w, "), dilation (", p.dil_h, ", ", p.dil_w, "), groups ", p.groups,
+               " for input ", shape_str(x), " and weight ", shape_str(w));
+  const int64_t N = x[0], C = x[1], H = x[2], W = x[3], K = w[0], R = w[2], S = w[3];
+  OOMLAB_CHECK_T(ShapeError, C % p.groups == 0 && K % p.groups == 0 && w[1] * p.groups == C,
+                 "conv2d: input ", shape_str(x), " with groups=", p.groups,
+                 " expects weight [K, ", (C % p.groups == 0 ? C / p.groups : C), ", R, S] with K divisible by ",
+                 p.groups, ", got weight ", shape_str(w));
+  OOMLAB_CHECK_T(ShapeError, R >= 1 && S >= 1, "conv2d: empty kernel in weight ", shape_str(w),
+                 " for input ", shape_str(x));
+  const int64_t eff_h = p.dil_h * (R - 1) + 1, eff_w = p.dil_w * (S - 1) + 1;
+  const int64_t hp = H + 2 * p.pad_h, wp = W + 2 * p.pad_w;
+  OOMLAB_CHECK_T(ShapeError, hp >= eff_h && wp >= eff_w, "conv2d: input ", shape_str(x),
+                 " (padded ", hp, "x", wp, ") is smaller than the dilated kernel (", eff_h, "x", eff_w,
+                 ") of weight ", shape_str(w));
+  return {N, K, (hp - eff_h) / p.stride_h + 1, (wp - eff_w) / p.stride_w + 1};
+}
+
+Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Conv2dParams& p) {
+  const Shape y_shape = conv2d_output_shape(x0.shape(), w0.shape(), p);
+  OOMLAB_CHECK_T(DTypeError, x0.dtype() == w0.dtype() && dtype_is_floating(x0.dtype()),
+                 "conv2d: input dtype ", dtype_name(x0.dtype()), " and weight dtype ",
+                 dtype_name(w0.dtype()), " must be the same floating type");
+  OOMLAB_CHECK_T(DeviceError, x0.device() == w0.device(), "conv2d: input on ", x0.device().str(),
+                 " and weight on ", w0.device().str());
+  const bool has_bias = b0.defined();
+  if (has_bias) {
+    OOMLAB_CHECK_T(ShapeError, b0.dim() == 1 && b0.size(0) == w0.size(0), "conv2d: bias ",
+                   shape_str(b0.shape()), " does not match weight ", shape_str(w0.shape()),
+                   " (input ", shape_str(x0.shape()), ")");
+    OOMLAB_CHECK_T(DTypeError, b0.dtype() == x0.dtype(), "conv2d: bias dtype ",
+                   dtype_name(b0.dtype()), " differs from input dtype ", dtype_name(x0.dtype()));
+    OOMLAB_CHECK_T(DeviceError, b0.device() == x0.device(), "conv2d: bias on ", b0.device().str(),
+                   " and input on ", x0.device().str());
+  }
+  Tensor x = x0.contiguous(), w = w0.contiguous();
+  Tensor b = has_bias ? b0.contiguous() : Tensor();
+  Conv2dArgs a{};
+  a.N = x.size(0); a.C = x.size(1); a.H = x.size(2); a.W = x.size(3);
+  a.K = w.size(0); a.R = w.size(2); a.S = w.size(3); a.P = y_shape[2]; a.Q = y_shape[3];
+  a.p = p;
+  Tensor y = Tensor::empty(y_shape, x.dtype(), x.device());
+  a.x = x.raw_data(); a.w = w.raw_data(); a.y = y.raw_data();
+  conv2d_forward_kernels().launch(x.device(), x.dtype(), a);
+  if (has_bias)
+    channel_bias_add_kernels().launch(y.device(), y.dtype(),
+                                      ChannelBiasArgs{y.raw_data(), b.raw_data(), nullptr, nullptr,
+                                                      a.N, a.K, a.P * a.Q});
+  return attach_grad_fn(y, "conv2d", {x0, w0, b0}, [&]() -> BackwardFn {
+    SavedTensor sx(w0.requires_grad() ? x : Tensor(), "conv2d");
+    SavedTensor sw(x0.requires_grad() ? w : Tensor(), "conv2d");
+    Shape x_shape = x.shape(), w_shape = w.shape();
+    return [sx, sw, a, x_shape, w_shape](const Tensor& g0, const std::vector<bool>& needs) {
+      Tensor g = g0.contiguous();
+      Conv2dArgs k = a;
+      k.x = k.w = nullptr; k.y = nullptr;
+      k.dy = g.raw_data();
+      Tensor gx, gw, gb;
+      if (needs[0]) {
+        Tensor w = sw.unpack();
+        gx = Tensor::empty(x_shape, g.dtype(), g.device());
+        k.w = w.raw_data(); k.dx = gx.raw_data();
+        conv2d_backward_data_kernels().launch(g.device(), g.dtype(), k);
+      }
+      if (needs[1]) {
+        Tensor x = sx.unpack();
+        gw = Tensor::empty(w_shape, g.dtype(), g.device());
+        k.x = x.raw_data(); k.dw = gw.raw_data();
+        conv2d_backward_weight_kernels().launch(g.device(), g.dtype(), k);
+      }
+      if (needs.size() > 2 && needs[2]) {
+        gb = Tensor::empty({a.K}, g.dtype(), g.device());
+        channel_bias_grad_kernels().launch(g.device(), g.dtype(),
+                                           ChannelBiasArgs{nullptr, nullptr, g.raw_data(),
+                                                           gb.raw_data(), a.N, a.K, a.P * a.Q});
+      }
+      return std::vector<Tensor>{gx, gw, gb};
+    };
+  });
+}
+
+}  // namespace oomlab

@@ -1,0 +1,121 @@
+// elementwise.cpp — add/sub/mul/scale/sum with autograd; kernels via tables.
+#include "engine/ops/elementwise.h"
+
+#include "engine/autograd/node.h"
+#include "engine/autograd/saved_tensor.h"
+
+namespace oomlab {
+
+KernelTable<AxpbyArgs>& axpby_kernels() { static KernelTable<AxpbyArgs> t("axpby"); return t; }
+KernelTable<MulArgs>& mul_kernels() { static KernelTable<MulArgs> t("mul"); return t; }
+KernelTable<SumArgs>& sum_kernels() { static KernelTable<SumArgs> t("sum"); return t; }
+KernelTable<FillArgs>& fill_kernels() { static KernelTable<FillArgs> t("fill"); return t; }
+
+namespace {
+void check_same(const Tensor& a, const Tensor& b, const char* op) {
+  OOMLAB_CHECK_T(ShapeError, a.shape() == b.shape(), op, ": shapes ", shape_str(a.shape()), " and ",
+                 shape_str(b.shape()), " do not match");
+  OOMLAB_CHECK_T(DTypeError, a.dtype() == b.dtype(), op, ": dtypes ", dtype_name(a.dtype()), " and ",
+                 dtype_name(b.dtype()), " differ");
+  OOMLAB_CHECK_T(DeviceError, a.device() == b.device(), op, ": tensors on ", a.device().str(), " and ",
+                 b.device().str());
+}
+
+Tensor axpby(const Tensor& a0, const Tensor& b0, double alpha, double beta, double gamma) {
+  Tensor a = a0.contiguous();
+  Tensor b = b0.defined() ? b0.contiguous() : Tensor();
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  axpby_kernels().launch(a.device(), a.dtype(),
+                         AxpbyArgs{out.raw_data(), a.raw_data(), b.defined() ? b.raw_data() : nullptr,
+                                   alpha, beta, gamma, a.numel()});
+  return out;
+}
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  check_same(a, b, "add");
+  Tensor out = axpby(a, b, 1.0, 1.0, 0.0);
+  return attach_grad_fn(out, "add", {a, b}, []() -> BackwardFn {
+    return [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g, g}; };
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  check_same(a, b, "sub");
+  Tensor out = axpby(a, b, 1.0, -1.0, 0.0);
+  return attach_grad_fn(out, "sub", {a, b}, []() -> BackwardFn {
+    return [](const Tensor& g, const std::vector<bool>& needs) {
+      return std::vector<Tensor>{g, needs[1] ? scale(g, -1.0) : Tensor()};
+    };
+  });
+}
+
+Tensor mul(const Tensor& a0, const Tensor& b0) {
+  check_same(a0, b0, "mul");
+  Tensor a = a0.contiguous(), b = b0.contiguous();
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  mul_kernels().launch(a.device(), a.dtype(), MulArgs{out.raw_data(), a.raw_data(), b.raw_data(), 1.0, a.numel()});
+  bool need_a = a0.requires_grad(), need_b = b0.requires_grad();
+  return attach_grad_fn(out, "mul", {a0, b0}, [=]() -> BackwardFn {
+    // saves b if a needs grad, a if b needs grad
+    SavedTensor sa(need_b ? a : Tensor(), "mul"), sb(need_a ? b : Tensor(), "mul");
+    return [sa, sb](const Tensor& g, const std::vector<bool>& needs) {
+      return std::vector<Tensor>{needs[0] ? mul(g, sb.unpack()) : Tensor(),
+                                 needs[1] ? mul(g, sa.unpack()) : Tensor()};
+    };
+  });
+}
+
+Tensor scale(const Tensor& a, double alpha) {
+  Tensor out = axpby(a, Tensor(), alpha, 0.0, 0.0);
+  return attach_grad_fn(out, "scale", {a}, [alpha]() -> BackwardFn {
+    return [alpha](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{scale(g, alpha)}; };
+  });
+}
+
+Tensor add_scalar(const Tensor& a, double beta) {
+  Tensor out = axpby(a, Tensor(), 1.0, 0.0, beta);
+  return attach_grad_fn(out, "add_scalar", {a}, []() -> BackwardFn {
+    return [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; };
+  });
+}
+
+void add_inplace(Tensor& a, const Tensor& b, double alpha) {
+  check_same(a, b, "add_");
+  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "add_: destination ", a.str(), " must be contiguous");
+  Tensor bc = b.contiguous();
+  a.bump_version();
+  axpby_kernels().launch(a.device(), a.dtype(),
+                         AxpbyArgs{a.raw_data(), a.raw_data(), bc.raw_data(), 1.0, alpha, 0.0, a.numel()});
+}
+
+void scale_inplace(Tensor& a, double alpha) {
+  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "mul_: destination ", a.str(), " must be contiguous");
+  a.bump_version();
+  axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{a.raw_data(), a.raw_data(), nullptr, alpha, 0.0, 0.0, a.numel()});
+}
+
+namespace {
+Tensor sum_scaled(const Tensor& a0, double alpha, const char* op) {
+  Tensor a = a0.contiguous();
+  Tensor out = Tensor::empty({}, a.dtype(), a.device());
+  sum_kernels().launch(a.device(), a.dtype(), SumArgs{out.raw_data(), a.raw_data(), alpha, a.numel()});
+  Shape in_shape = a.shape();
+  return attach_grad_fn(out, op, {a0}, [=]() -> BackwardFn {
+    return [=](const Tensor& g, const std::vector<bool>&) {
+      // d/da = alpha * g broadcast: fill with g's value (read on host; meta gives 0).
+      Tensor gi = Tensor::empty(in_shape, g.dtype(), g.device());
+      gi.fill_(g.device().is_cpu() ? g.item() * alpha : 0.0);
+      return std::vector<Tensor>{gi};
+    };
+  });
+}
+}  // namespace
+
+Tensor sum_all(const Tensor& a) { return sum_scaled(a, 1.0, "sum"); }
+Tensor mean_all(const Tensor& a) {
+  OOMLAB_CHECK_T(ShapeError, a.numel() > 0, "mean: empty tensor");
+  return sum_scaled(a, 1.0 / double(a.numel()), "mean");
+}
+
+}  // namespace oomlab

@@ -1,0 +1,60 @@
+// adam.cpp — torch.optim.Adam (L2 weight decay added to the grad) and torch.optim.AdamW
+// (decoupled: param *= 1 - lr * weight_decay), bias-corrected, amsgrad off, one fused
+// kernel launch per parameter. State: "exp_avg" and "exp_avg_sq", zero-filled tensors
+// allocated at a parameter's first update (in that order, like PyTorch), plus a
+// per-parameter step count kept on the host (in state_json()).
+#include <cmath>
+
+#include "engine/core/error.h"
+#include "engine/optim/optim_kernels.h"
+#include "engine/optim/optimizer.h"
+
+namespace oomlab {
+
+KernelTable<AdamArgs>& adam_kernels() { static KernelTable<AdamArgs> t("adam_step"); return t; }
+
+namespace {
+class Adam final : public Optimizer {
+ public:
+  Adam(std::vector<ParamGroup> groups, bool decoupled)
+      : Optimizer(decoupled ? "adamw" : "adam", std::move(groups)), decoupled_(decoupled) {
+    for (size_t i = 0; i < param_groups().size(); ++i) validate_group(param_groups()[i], i);
+  }
+
+ protected:
+  std::vector<std::string> state_kinds() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> required_state_kinds(const ParamGroup&) const override { return state_kinds(); }
+  void validate_group(const ParamGroup& g, size_t i) const override {
+    Optimizer::validate_group(g, i);
+    OOMLAB_CHECK(std::isfinite(g.eps) && g.eps >= 0, name(), ": invalid eps ", g.eps, " in group ", i);
+    OOMLAB_CHECK(g.beta1 >= 0 && g.beta1 < 1, name(), ": invalid beta1 ", g.beta1, " in group ", i,
+                 " (need 0 <= beta1 < 1)");
+    OOMLAB_CHECK(g.beta2 >= 0 && g.beta2 < 1, name(), ": invalid beta2 ", g.beta2, " in group ", i,
+                 " (need 0 <= beta2 < 1)");
+  }
+  void update(const ParamGroup& g, Tensor& p, const Tensor& grad, ParamState& s) override {
+    Tensor& m = s.tensors[0];
+    Tensor& v = s.tensors[1];
+    if (!m.defined()) m = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    if (!v.defined()) v = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    const double t = double(s.step);
+    const double bias_correction1 = 1.0 - std::pow(g.beta1, t);
+    const double bias_correction2 = 1.0 - std::pow(g.beta2, t);
+    AdamArgs a{p.raw_data(), grad.raw_data(), m.raw_data(), v.raw_data(),
+               g.lr, g.beta1, g.beta2, g.eps, g.weight_decay,
+               g.lr / bias_correction1, std::sqrt(bias_correction2), decoupled_, p.numel()};
+    adam_kernels().launch(p.device(), p.dtype(), a);
+    m.bump_version();
+    v.bump_version();
+  }
+
+ private:
+  bool decoupled_;
+};
+}  // namespace
+
+std::unique_ptr<Optimizer> make_adam(std::vector<ParamGroup> groups, bool decoupled_weight_decay) {
+  return std::make_unique<Adam>(std::move(groups), decoupled_weight_decay);
+}
+
+}  // namespace oomlab

@@ -1,0 +1,97 @@
+// optimizer.h — Optimizer base class (torch.optim.Optimizer's shape), parameter groups,
+// and make_optimizer("sgd" | "adam" | "adamw").
+// Contracts:
+//  * step() runs under NoGradGuard, skips parameters whose grad is undefined, bumps the
+//    version of every parameter it updates, and launches one fused kernel per parameter
+//    (engine/optim/optim_kernels.h): no temporaries besides the state itself.
+//  * State tensors are allocated lazily, at a parameter's first update, with
+//    Tensor::empty/zeros on the parameter's device and dtype (as PyTorch does), so memory
+//    stats show them after step 1. On meta the same allocations happen and the
+//    arithmetic is skipped (KernelTable::launch no-ops).
+//  * Checkpoints: state_tensors() (handles sharing the live state, named
+//    "state.<param name>.<kind>") + state_json() (step counts, group hyper-parameters,
+//    parameter names). load_state() validates everything before changing anything.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/tensor.h"
+
+namespace oomlab {
+
+// Same type as nn::NamedTensors (kept here so optim does not depend on nn).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// Hyper-parameters not used by an optimizer are ignored by it (SGD ignores beta1/beta2/eps,
+// Adam ignores momentum/dampening/nesterov). Parameter names must be unique.
+struct ParamGroup {
+  NamedTensors params;
+  double lr = 1e-3;
+  double momentum = 0, dampening = 0, weight_decay = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool nesterov = false;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual void step();
+  void zero_grad(bool set_to_none = true);
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  int64_t step_count() const { return step_count_; }   // number of step() calls
+  const std::string& name() const { return name_; }     // "sgd", "adam", "adamw"
+
+  // ---- checkpoint support ----
+  // Live state handles in group/parameter order: "state.<name>.momentum_buffer" (SGD with
+  // momentum), "state.<name>.exp_avg" and "state.<name>.exp_avg_sq" (Adam/AdamW).
+  NamedTensors state_tensors() const;
+  // {"optimizer", "step_count", "param_groups": [{hyper-parameters, "params": [names]}],
+  //  "state": {name: {"step": n}}}
+  nlohmann::json state_json() const;
+  // Restores step counts, group hyper-parameters and state tensors (copied into fresh
+  // tensors on each parameter's device/dtype). Throws ValueError/ShapeError naming the
+  // offending entry (wrong optimizer, group/parameter mismatch, unknown or missing state
+  // tensor, shape mismatch); on error the optimizer is unchanged.
+  void load_state(const nlohmann::json& state, const NamedTensors& tensors);
+
+ protected:
+  struct ParamState {
+    int64_t step = 0;                  // updates applied to this parameter
+    std::vector<Tensor> tensors;       // indexed like state_kinds(); undefined = absent
+  };
+  Optimizer(std::string name, std::vector<ParamGroup> groups);
+
+  // State kinds this optimizer may hold per parameter, in export order.
+  virtual std::vector<std::string> state_kinds() const = 0;
+  // Kinds that must be present once a parameter has step > 0 under this group.
+  virtual std::vector<std::string> required_state_kinds(const ParamGroup& g) const = 0;
+  // Checks a group's hyper-parameters (ValueError naming the group and value).
+  virtual void validate_group(const ParamGroup& g, size_t index) const;
+  // Updates one parameter; s.step has already been incremented. Allocates state lazily.
+  virtual void update(const ParamGroup& g, Tensor& param, const Tensor& grad, ParamState& s) = 0;
+
+ private:
+  std::string name_;
+  std::vector<ParamGroup> groups_;
+  std::unordered_map<std::string, ParamState> state_;
+  int64_t step_count_ = 0;
+};
+
+// name: "sgd" | "adam" | "adamw" (case-sensitive); anything else -> ValueError.
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<ParamGroup> groups);
+
+// Implementations (sgd.cpp, adam.cpp); make_optimizer is the usual entry point.
+std::unique_ptr<Optimizer> make_sgd(std::vector<ParamGroup> groups);
+std::unique_ptr<Optimizer> make_adam(std::vector<ParamGroup> groups, bool decoupled_weight_decay);
+
+}  // namespace oomlab

@@ -1,0 +1,51 @@
+// sgd.cpp — torch.optim.SGD (momentum, dampening, nesterov, L2 weight decay added to the
+// grad) as one fused kernel launch per parameter. State: "momentum_buffer", created at
+// a parameter's first update (Tensor::empty, filled by the kernel with a copy of the
+// weight-decayed grad, exactly like PyTorch's clone) and only when momentum != 0.
+#include "engine/core/error.h"
+#include "engine/optim/optim_kernels.h"
+#include "engine/optim/optimizer.h"
+
+namespace oomlab {
+
+KernelTable<SgdArgs>& sgd_kernels() { static KernelTable<SgdArgs> t("sgd_step"); return t; }
+
+namespace {
+class Sgd final : public Optimizer {
+ public:
+  explicit Sgd(std::vector<ParamGroup> groups) : Optimizer("sgd", std::move(groups)) {
+    for (size_t i = 0; i < param_groups().size(); ++i) validate_group(param_groups()[i], i);
+  }
+
+ protected:
+  std::vector<std::string> state_kinds() const override { return {"momentum_buffer"}; }
+  std::vector<std::string> required_state_kinds(const ParamGroup& g) const override {
+    if (g.momentum != 0) return {"momentum_buffer"};
+    return {};
+  }
+  void validate_group(const ParamGroup& g, size_t i) const override {
+    Optimizer::validate_group(g, i);
+    OOMLAB_CHECK(g.momentum >= 0, "sgd: invalid momentum ", g.momentum, " in group ", i);
+    OOMLAB_CHECK(!g.nesterov || (g.momentum > 0 && g.dampening == 0), "sgd: nesterov momentum requires a "
+                 "momentum > 0 and zero dampening (group ", i, ")");
+  }
+  void update(const ParamGroup& g, Tensor& p, const Tensor& grad, ParamState& s) override {
+    Tensor& buf = s.tensors[0];
+    bool first = false;
+    if (g.momentum != 0 && !buf.defined()) {
+      buf = Tensor::empty(p.shape(), p.dtype(), p.device());
+      first = true;
+    }
+    SgdArgs a{p.raw_data(), grad.raw_data(), g.momentum != 0 ? buf.raw_data() : nullptr,
+              g.lr, g.momentum, g.dampening, g.weight_decay, g.nesterov, first, p.numel()};
+    sgd_kernels().launch(p.device(), p.dtype(), a);
+    if (g.momentum != 0) buf.bump_version();
+  }
+};
+}  // namespace
+
+std::unique_ptr<Optimizer> make_sgd(std::vector<ParamGroup> groups) {
+  return std::make_unique<Sgd>(std::move(groups));
+}
+
+}  // namespace oomlab

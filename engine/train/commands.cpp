@@ -1,0 +1,193 @@
+// commands.cpp — flag parsing and console output of the oomlab subcommands; the work
+// itself lives in trainer.cpp, memory_report.cpp and experiment_runner.cpp.
+#include "engine/train/commands.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "engine/core/error.h"
+#include "engine/io/atomic_file.h"
+#include "engine/train/cli_args.h"
+#include "engine/train/experiment_runner.h"
+#include "engine/train/memory_report.h"
+#include "engine/train/results.h"
+#include "engine/train/trainer.h"
+#include "models/model_zoo.h"
+
+namespace oomlab {
+namespace {
+bool wants_help(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
+ModelSpec model_spec(const CliArgs& a) {
+  ModelSpec s;
+  s.model = a.get("model", "");
+  OOMLAB_CHECK(!s.model.empty(), "--model is required (one of: ", [] {
+    std::string n;
+    for (const auto& m : model_names()) n += (n.empty() ? "" : ", ") + m;
+    return n;
+  }(), ")");
+  if (auto in = a.get_opt("input")) s.input = parse_int_list(*in, "--input");
+  s.num_classes = a.get_int("classes", 0);
+  return s;
+}
+
+void check_output_path(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(dir) && access(dir.c_str(), W_OK) == 0, "cannot write ",
+                 path, ": directory ", dir.string(), " does not exist or is not writable");
+}
+
+void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
+  if (auto path = a.get_opt("json")) {
+    write_json_atomic(*path, j);
+    std::printf("wrote %s\n", path->c_str());
+  }
+}
+}  // namespace
+
+int cmd_models(const std::vector<std::string>&) {
+  for (const auto& m : model_names()) std::printf("%s\n", m.c_str());
+  return 0;
+}
+
+int cmd_summary(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::puts("oomlab summary --model M [--input C,H,W] [--classes K] [--batch B] [--json FILE]");
+    return 0;
+  }
+  CliArgs a(args, {"model", "input", "classes", "batch", "json"}, {}, "summary");
+  ModelSpec spec = model_spec(a);
+  if (auto path = a.get_opt("json")) check_output_path(*path);
+  ModelSummary s = summarize_model(spec, a.get_int("batch", 1));
+  std::printf("%-28s %-18s %-18s %12s %12s %14s %14s\n", "layer", "type", "output", "values/img",
+              "params", "output bytes", "saved bytes");
+  for (const LayerRow& r : s.layers)
+    std::printf("%-28s %-18s %-18s %12lld %12lld %14s %14s\n", r.name.c_str(), r.type.c_str(),
+                shape_str(r.output_shape).c_str(), (long long)r.output_values, (long long)r.params,
+                format_bytes(double(r.output_bytes)).c_str(), format_bytes(double(r.saved_bytes)).c_str());
+  std::printf("total params %lld; activation values per sample %lld (%s fp32); saved for backward %s "
+              "(batch %lld); forward-only peak %s; training-forward peak %s\n",
+              (long long)s.params, (long long)s.activation_values_per_sample,
+              format_bytes(4.0 * double(s.activation_values_per_sample)).c_str(),
+              format_bytes(double(s.saved_bytes)).c_str(), (long long)s.batch,
+              format_bytes(double(s.forward_only_peak_bytes)).c_str(),
+              format_bytes(double(s.training_forward_peak_bytes)).c_str());
+  nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}};
+  write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json()));
+  return 0;
+}
+
+int cmd_estimate(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::puts("oomlab estimate --model M --batch B [--optimizer sgd|adam|adamw] [--input C,H,W] "
+              "[--classes K] [--device-memory SIZE] [--json FILE]");
+    return 0;
+  }
+  CliArgs a(args, {"model", "input", "classes", "batch", "optimizer", "device-memory", "json"}, {}, "estimate");
+  ModelSpec spec = model_spec(a);
+  OOMLAB_CHECK(a.has("batch"), "--batch is required");
+  std::string opt = a.get("optimizer", "sgd");
+  uint64_t cap = a.has("device-memory") ? parse_size(a.get("device-memory", "")) : 0;
+  if (auto path = a.get_opt("json")) check_output_path(*path);
+  MemoryEstimate e = estimate_memory(spec, a.get_int("batch", 1), opt, cap);
+  auto row = [](const char* what, int64_t exact, const char* formula_what, int64_t formula) {
+    std::printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
+                formula < 0 ? "" : format_bytes(double(formula)).c_str());
+  };
+  std::printf("%s, batch %lld, %s: %lld params, %lld output values per sample\n", e.model.c_str(),
+              (long long)e.batch, e.optimizer.c_str(), (long long)e.params, (long long)e.outputs_per_sample);
+  std::printf("  %-22s %14s   %-30s %14s\n", "component (exact, meta)", "bytes", "source formula", "bytes");
+  row("params", e.params_bytes, "params x n (n=2 SGD, 4 Adam)", e.formula_params_bytes);
+  row("buffers (BN stats)", e.buffers_bytes, "-", -1);
+  row("grads", e.grads_bytes, "(inside params x n)", -1);
+  row("optimizer state", e.optimizer_state_bytes, "(inside params x n)", -1);
+  row("input batch", e.input_bytes, "input batch", e.formula_input_bytes);
+  row("activations (saved)", e.activation_bytes, "batch x outputs x 2", e.formula_activation_bytes);
+  row("transient over fwd", e.transient_bytes, "-", -1);
+  row("PEAK allocated", e.peak_allocated_bytes, "TOTAL", e.formula_bytes);
+  row("peak reserved", e.peak_reserved_bytes, "-", -1);
+  std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
+  nlohmann::json cfg = {{"model", spec.model}, {"batch", e.batch}, {"optimizer", opt}, {"device_memory", cap}};
+  write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json()));
+  return 0;
+}
+
+int cmd_train(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::puts("oomlab train --model M --dataset fashion-mnist|synthetic [--data-dir DIR] [--input C,H,W]\n"
+              "  [--classes K] [--synthetic-size N] [--device cpu|meta|cuda[:i]] [--batch B]\n"
+              "  [--epochs E | --steps S] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
+              "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
+              "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR]\n"
+              "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]");
+    return 0;
+  }
+  CliArgs a(args,
+            {"model", "dataset", "data-dir", "input", "classes", "synthetic-size", "device", "batch", "epochs",
+             "steps", "optimizer", "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory",
+             "save", "save-every", "resume", "eval-batches", "log-every", "json"},
+            {"nesterov", "quiet"}, "train");
+  TrainConfig c;
+  c.model = a.get("model", c.model);
+  c.dataset = a.get("dataset", c.dataset);
+  OOMLAB_CHECK(c.dataset == "fashion-mnist" || c.dataset == "synthetic", "--dataset must be fashion-mnist or synthetic (got '",
+               c.dataset, "')");
+  c.data_dir = a.get("data-dir", "");
+  if (auto in = a.get_opt("input")) c.input = parse_int_list(*in, "--input");
+  c.num_classes = a.get_int("classes", c.num_classes);
+  c.synthetic_size = a.get_int("synthetic-size", c.synthetic_size);
+  c.device = parse_device(a.get("device", "cpu"));
+  c.batch = a.get_int("batch", c.batch);
+  c.epochs = a.get_int("epochs", c.epochs);
+  c.steps = a.get_int("steps", 0);
+  OOMLAB_CHECK(!(a.has("epochs") && a.has("steps")), "give --epochs or --steps, not both");
+  c.optimizer = a.get("optimizer", c.optimizer);
+  c.lr = a.get_double("lr", c.optimizer == "sgd" ? 0.1 : 1e-3);
+  c.momentum = a.get_double("momentum", c.momentum);
+  c.weight_decay = a.get_double("weight-decay", c.weight_decay);
+  c.nesterov = a.flag("nesterov");
+  c.schedule = a.get("schedule", c.schedule);
+  c.ema_decay = a.get_double("ema", 0.0);
+  c.seed = uint64_t(a.get_int("seed", 0));
+  if (a.has("device-memory")) c.device_memory = parse_size(a.get("device-memory", ""));
+  c.save_dir = a.get("save", "");
+  c.save_every = a.get_int("save-every", 0);
+  c.resume_dir = a.get("resume", "");
+  c.eval_batches = a.get_int("eval-batches", -1);
+  c.log_every = a.get_int("log-every", c.log_every);
+  c.quiet = a.flag("quiet");
+  OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
+  OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
+  OOMLAB_CHECK(c.steps >= 0, "--steps must be >= 1 (got ", c.steps, ")");
+  OOMLAB_CHECK(c.lr > 0, "--lr must be > 0");
+  OOMLAB_CHECK(c.ema_decay >= 0 && c.ema_decay < 1, "--ema must be in [0, 1)");
+  // Validate the output path before hours of training, not after.
+  if (auto path = a.get_opt("json")) check_output_path(*path);
+  nlohmann::json results = train(c);
+  write_json_if_asked(a, results);
+  return 0;
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::puts("oomlab run experiments/NN_name [--profile quick|full] [--out FILE]");
+    return 0;
+  }
+  CliArgs a(args, {"profile", "out"}, {}, "run");
+  OOMLAB_CHECK(a.positionals().size() == 1, "oomlab run: give exactly one experiment folder, e.g. "
+               "oomlab run experiments/01_vgg16_memory");
+  std::string profile = a.get("profile", "quick");
+  OOMLAB_CHECK(profile == "quick" || profile == "full", "--profile must be quick or full (got '", profile, "')");
+  std::string out = run_experiment(a.positionals()[0], profile, a.get("out", ""));
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace oomlab

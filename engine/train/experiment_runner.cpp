@@ -1,0 +1,229 @@
+// experiment_runner.cpp — runners for the experiments in experiments/ (one function per
+// question), the matrix expansion, and the verdicts computed from the measurements.
+// Every point starts from fresh allocators (reset inside summarize/estimate).
+#include "engine/train/experiment_runner.h"
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include "engine/core/error.h"
+#include "engine/io/atomic_file.h"
+#include "engine/train/memory_report.h"
+#include "engine/train/results.h"
+
+namespace oomlab {
+namespace fs = std::filesystem;
+namespace {
+
+using json = nlohmann::json;
+
+struct Fit { double intercept = 0, slope = 0, r2 = 1; };
+
+Fit linear_fit(const std::vector<double>& x, const std::vector<double>& y) {
+  Fit f;
+  size_t n = x.size();
+  if (n < 2) { f.intercept = n ? y[0] : 0; return f; }
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < n; ++i) { mx += x[i]; my += y[i]; }
+  mx /= double(n); my /= double(n);
+  double sxx = 0, sxy = 0, syy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx); sxy += (x[i] - mx) * (y[i] - my); syy += (y[i] - my) * (y[i] - my);
+  }
+  f.slope = sxx > 0 ? sxy / sxx : 0;
+  f.intercept = my - f.slope * mx;
+  double ss_res = 0;
+  for (size_t i = 0; i < n; ++i) { double e = y[i] - (f.intercept + f.slope * x[i]); ss_res += e * e; }
+  f.r2 = syy > 0 ? 1.0 - ss_res / syy : 1.0;
+  return f;
+}
+
+std::vector<int64_t> batches_of(const json& spec, const std::string& profile) {
+  OOMLAB_CHECK(spec.contains("batches") && spec["batches"].contains(profile), "experiment.json: no batches.",
+               profile, " list");
+  std::vector<int64_t> b = spec["batches"][profile].get<std::vector<int64_t>>();
+  OOMLAB_CHECK(!b.empty(), "experiment.json: batches.", profile, " is empty");
+  for (int64_t v : b) OOMLAB_CHECK(v >= 1, "experiment.json: batch sizes must be >= 1 (got ", v, ")");
+  return b;
+}
+
+ModelSpec spec_from(const json& spec, const std::string& model) {
+  ModelSpec m;
+  m.model = model;
+  if (spec.contains("input") && spec["input"].contains("shape") && model == spec["models"][0].get<std::string>())
+    m.input = spec["input"]["shape"].get<Shape>();
+  if (spec.contains("input") && spec["input"].contains("classes") && !m.input.empty())
+    m.num_classes = spec["input"]["classes"].get<int64_t>();
+  return m;
+}
+
+// ---- 01: VGG16 per-layer memory --------------------------------------------------------
+json run_01(const json& spec, const std::string& profile, json& points) {
+  std::string model = spec["models"][0];
+  ModelSpec ms = spec_from(spec, model);
+  ModelSummary s1 = summarize_model(ms, 1);
+  std::vector<double> bx, fwd, train;
+  for (int64_t b : batches_of(spec, profile)) {
+    ModelSummary sb = summarize_model(ms, b);
+    MemoryEstimate e = estimate_memory(ms, b, spec["optimizers"][0]);
+    bx.push_back(double(b));
+    fwd.push_back(double(sb.forward_only_peak_bytes));
+    train.push_back(double(e.peak_allocated_bytes));
+    points.push_back({{"name", model + " batch " + std::to_string(b)},
+                      {"config", {{"model", model}, {"batch", b}, {"optimizer", spec["optimizers"][0]}}},
+                      {"metrics", {{"batch", b}, {"forward_only_peak_bytes", sb.forward_only_peak_bytes},
+                                   {"training_forward_peak_bytes", sb.training_forward_peak_bytes},
+                                   {"training_peak_bytes", e.peak_allocated_bytes},
+                                   {"saved_bytes", sb.saved_bytes}}},
+                      {"memory", {{"allocated_bytes.all.peak", e.peak_allocated_bytes},
+                                  {"reserved_bytes.all.peak", e.peak_reserved_bytes}}}});
+  }
+  // Per-image figures: the slope over batch (static parts cancel); with one batch size,
+  // the activation bytes of the summary.
+  double fwd_per_image = bx.size() > 1 ? linear_fit(bx, fwd).slope : double(4 * s1.activation_values_per_sample);
+  double train_per_image = bx.size() > 1 ? linear_fit(bx, train).slope : double(s1.saved_bytes);
+  json layers = s1.to_json()["layers"];
+  json totals = {{"activation_values_per_image", s1.activation_values_per_sample},
+                 {"activation_bytes_per_image", 4 * s1.activation_values_per_sample},
+                 {"params", s1.params},
+                 {"saved_bytes_per_image", s1.saved_bytes},
+                 {"forward_only_bytes_per_image", fwd_per_image},
+                 {"training_bytes_per_image", train_per_image},
+                 {"training_over_forward", fwd_per_image > 0 ? train_per_image / fwd_per_image : 0.0},
+                 {"training_over_activations", s1.activation_values_per_sample > 0
+                      ? train_per_image / (4.0 * double(s1.activation_values_per_sample)) : 0.0}};
+  return {{"layers", layers}, {"totals", totals}};
+}
+
+json verdict_01(const json& spec, const json& summary) {
+  const json& src = spec["source"]["totals"];
+  const json& t = summary["totals"];
+  double ours_values = t["activation_values_per_image"].get<double>();
+  double src_values = src["activation_values_per_image"].get<double>();
+  double ratio = t["training_over_activations"].get<double>();
+  double params_err = std::fabs(t["params"].get<double>() - src["params"].get<double>()) / src["params"].get<double>();
+  bool values_ok = std::fabs(ours_values - src_values) / src_values < 0.1;
+  bool ratio_ok = ratio > 1.5 && ratio < 2.5;
+  std::string status = values_ok && ratio_ok && params_err < 0.01 ? "confirmed" : (params_err < 0.01 ? "depends" : "refuted");
+  char buf[640];
+  std::snprintf(buf, sizeof buf,
+                "Measured on the meta device (exact allocator trace): %.2fM activation values per image "
+                "counting every layer output incl. ReLU (source: %.0fM; its own rows sum to %.2fM), %.3fM "
+                "params (source 138M); training needs %.2fx the forward activation bytes per image "
+                "(%.1f MiB vs %.1f MiB forward values; source: ~2x).",
+                ours_values / 1e6, src_values / 1e6, src["table_row_sum_activation_values"].get<double>() / 1e6,
+                t["params"].get<double>() / 1e6, ratio, t["training_bytes_per_image"].get<double>() / 1048576.0,
+                t["activation_bytes_per_image"].get<double>() / 1048576.0);
+  return {{"status", status}, {"reason", buf}};
+}
+
+// ---- 02: memory vs batch, formula vs exact -----------------------------------------------
+json run_02(const json& spec, const std::string& profile, json& points) {
+  json fits = json::array();
+  std::vector<int64_t> batches = batches_of(spec, profile);
+  for (const auto& model : spec["models"]) {
+    for (const auto& opt : spec["optimizers"]) {
+      ModelSpec ms;
+      ms.model = model.get<std::string>();
+      std::vector<double> bx, exact, formula;
+      int64_t params = 0, outputs = 0, static_formula = 0;
+      for (int64_t b : batches) {
+        MemoryEstimate e = estimate_memory(ms, b, opt.get<std::string>());
+        params = e.params; outputs = e.outputs_per_sample; static_formula = e.formula_params_bytes;
+        bx.push_back(double(b));
+        exact.push_back(double(e.peak_allocated_bytes));
+        formula.push_back(double(e.formula_bytes));
+        points.push_back({{"name", ms.model + " " + opt.get<std::string>() + " batch " + std::to_string(b)},
+                          {"config", {{"model", ms.model}, {"optimizer", opt}, {"batch", b}}},
+                          {"metrics", {{"model", ms.model}, {"optimizer", opt}, {"batch", b},
+                                       {"peak_allocated_bytes", e.peak_allocated_bytes},
+                                       {"formula_bytes", e.formula_bytes},
+                                       {"formula_error_pct", e.formula_error_pct},
+                                       {"params_bytes", e.params_bytes}, {"buffers_bytes", e.buffers_bytes},
+                                       {"grads_bytes", e.grads_bytes},
+                                       {"optimizer_state_bytes", e.optimizer_state_bytes},
+                                       {"activation_bytes", e.activation_bytes},
+                                       {"transient_bytes", e.transient_bytes},
+                                       {"input_bytes", e.input_bytes}}},
+                          {"memory", {{"allocated_bytes.all.peak", e.peak_allocated_bytes},
+                                      {"reserved_bytes.all.peak", e.peak_reserved_bytes}}}});
+      }
+      Fit f = linear_fit(bx, exact), ff = linear_fit(bx, formula);
+      fits.push_back({{"model", ms.model}, {"optimizer", opt}, {"params", params},
+                      {"outputs_per_sample", outputs},
+                      {"static_bytes", f.intercept}, {"per_sample_bytes", f.slope}, {"r2", f.r2},
+                      {"formula_static_bytes", double(static_formula)},
+                      {"formula_per_sample_bytes", ff.slope}});
+    }
+  }
+  return {{"fits", fits}};
+}
+
+json verdict_02(const json& points, const json& summary) {
+  double min_err = 1e300, max_err = -1e300, min_r2 = 1;
+  for (const auto& p : points) {
+    double e = p["metrics"]["formula_error_pct"].get<double>();
+    min_err = std::min(min_err, e); max_err = std::max(max_err, e);
+  }
+  std::string per_fit;
+  for (const auto& f : summary["fits"]) {
+    min_r2 = std::min(min_r2, f["r2"].get<double>());
+    char b[200];
+    std::snprintf(b, sizeof b, " %s/%s: per-sample %.1f MiB measured vs %.1f MiB formula, static %.0f MiB vs %.0f MiB;",
+                  f["model"].get<std::string>().c_str(), f["optimizer"].get<std::string>().c_str(),
+                  f["per_sample_bytes"].get<double>() / 1048576.0, f["formula_per_sample_bytes"].get<double>() / 1048576.0,
+                  f["static_bytes"].get<double>() / 1048576.0, f["formula_static_bytes"].get<double>() / 1048576.0);
+    per_fit += b;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "Peak memory is linear in batch (min R^2 %.5f) - confirmed; the formula's total is off by %+.1f%% to "
+                "%+.1f%% against the exact meta-device peak.",
+                min_r2, min_err, max_err);
+  bool linear = min_r2 > 0.999;
+  bool formula_ok = std::fabs(min_err) < 10 && std::fabs(max_err) < 10;
+  return {{"status", linear && formula_ok ? "confirmed" : "depends"}, {"reason", std::string(buf) + per_fit}};
+}
+
+}  // namespace
+
+std::string run_experiment(const std::string& dir, const std::string& profile, const std::string& out) {
+  fs::path d = fs::absolute(fs::path(dir)).lexically_normal();
+  if (d.filename().empty()) d = d.parent_path();
+  fs::path spec_path = d / "experiment.json";
+  OOMLAB_CHECK_T(IoError, fs::exists(spec_path), "oomlab run: ", spec_path.string(), " not found (give an ",
+                 "experiment folder such as experiments/01_vgg16_memory)");
+  json spec;
+  try {
+    spec = json::parse(read_file(spec_path.string()));
+  } catch (const json::exception& e) {
+    throw IoError(str_cat(spec_path.string(), ": invalid JSON: ", e.what()));
+  }
+  OOMLAB_CHECK(spec.contains("name") && spec["name"].is_string(), spec_path.string(), ": missing \"name\"");
+  std::string name = spec["name"];
+  json points = json::array(), summary, verdict;
+  if (name == "01_vgg16_memory") {
+    summary = run_01(spec, profile, points);
+    verdict = verdict_01(spec, summary);
+  } else if (name == "02_memory_vs_batch") {
+    summary = run_02(spec, profile, points);
+    verdict = verdict_02(points, summary);
+  } else {
+    throw ValueError(str_cat("oomlab run: no runner for experiment '", name, "' (known: 01_vgg16_memory, 02_memory_vs_batch)"));
+  }
+  json config = spec;
+  config.erase("source");
+  config["profile"] = profile;
+  json results = {{"schema_version", kResultsSchemaVersion}, {"experiment", name},
+                  {"context", results_context(meta_device())}, {"config", config},
+                  {"source", spec.value("source", json::object())}, {"points", points},
+                  {"summary", summary}, {"verdict", verdict}};
+  fs::path out_path = out.empty() ? d.parent_path().parent_path() / "reports" / "results" / (name + ".json") : fs::path(out);
+  fs::create_directories(out_path.parent_path());
+  write_json_atomic(out_path.string(), results);
+  return out_path.string();
+}
+
+}  // namespace oomlab

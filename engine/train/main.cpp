@@ -1,0 +1,44 @@
+// main.cpp — the `oomlab` command line: train | summary | estimate | run | help.
+// Contract: any oomlab::Error prints "oomlab: error: <message>" and exits 2; anything
+// unexpected exits 3; output files are written atomically or not at all.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/train/commands.h"
+
+namespace {
+const char* kUsage =
+    "usage: oomlab <command> [flags]\n"
+    "commands:\n"
+    "  train     train a model (--model M --dataset fashion-mnist|synthetic ...)\n"
+    "  summary   per-layer outputs, params and saved-for-backward bytes of a model\n"
+    "  estimate  the source's memory formula vs the exact meta-device peak\n"
+    "  run       run an experiment folder: oomlab run experiments/NN_name [--profile quick|full]\n"
+    "  models    list the model zoo\n"
+    "run `oomlab <command> --help` for the flags of a command\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) { std::fputs(kUsage, stderr); return 2; }
+  std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") { std::fputs(kUsage, stdout); return 0; }
+  try {
+    if (cmd == "train") return oomlab::cmd_train(args);
+    if (cmd == "summary") return oomlab::cmd_summary(args);
+    if (cmd == "estimate") return oomlab::cmd_estimate(args);
+    if (cmd == "run") return oomlab::cmd_run(args);
+    if (cmd == "models") return oomlab::cmd_models(args);
+    std::fprintf(stderr, "oomlab: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const oomlab::Error& e) {
+    std::fprintf(stderr, "oomlab: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "oomlab: internal error: %s\n", e.what());
+    return 3;
+  }
+}

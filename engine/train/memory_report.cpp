@@ -1,0 +1,195 @@
+// memory_report.cpp — layer summary and formula-vs-exact memory estimate (meta device).
+#include "engine/train/memory_report.h"
+
+#include <cmath>
+#include <set>
+#include <unordered_map>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/saved_tensor.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/nn/forward_observer.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/train_step.h"
+#include "models/model_zoo.h"
+
+namespace oomlab {
+
+Shape default_input_for(const std::string& model) {
+  if (model == "resnet20" || model == "resnet56" || model == "mlp") return {1, 28, 28};
+  return {3, 224, 224};
+}
+
+int64_t default_classes_for(const std::string& model) {
+  Shape in = default_input_for(model);
+  return in[1] == 28 ? 10 : 1000;
+}
+
+namespace {
+struct Built {
+  nn::ModulePtr model;
+  Shape input;
+  int64_t classes;
+};
+
+Built build_on_meta(const ModelSpec& spec) {
+  Built b;
+  b.input = spec.input.empty() ? default_input_for(spec.model) : spec.input;
+  OOMLAB_CHECK_T(ShapeError, b.input.size() == 3, "--input must be C,H,W (got ", shape_str(b.input), ")");
+  b.classes = spec.num_classes > 0 ? spec.num_classes : default_classes_for(spec.model);
+  ModelConfig cfg;
+  cfg.num_classes = b.classes;
+  cfg.in_channels = b.input[0];
+  cfg.height = b.input[1];
+  cfg.width = b.input[2];
+  cfg.device = meta_device();
+  b.model = build_model(spec.model, cfg);
+  return b;
+}
+
+Shape batched(const Shape& chw, int64_t batch) { return {batch, chw[0], chw[1], chw[2]}; }
+
+int64_t bytes_of(const nn::NamedTensors& ts) {
+  int64_t s = 0;
+  for (const auto& [n, t] : ts) s += int64_t(t.nbytes());
+  return s;
+}
+}  // namespace
+
+nlohmann::json ModelSummary::to_json() const {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const LayerRow& r : layers)
+    rows.push_back({{"name", r.name}, {"type", r.type}, {"output_shape", r.output_shape},
+                    {"output_values", r.output_values}, {"params", r.params},
+                    {"output_bytes", r.output_bytes}, {"saved_bytes", r.saved_bytes}});
+  return {{"model", model}, {"batch", batch}, {"input", input}, {"layers", rows},
+          {"totals", {{"params", params}, {"activation_values_per_sample", activation_values_per_sample},
+                      {"saved_bytes", saved_bytes}, {"forward_only_peak_bytes", forward_only_peak_bytes},
+                      {"training_forward_peak_bytes", training_forward_peak_bytes}}}};
+}
+
+ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
+  OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
+  reset_allocators();
+  Built b = build_on_meta(spec);
+  ModelSummary s;
+  s.model = spec.model;
+  s.batch = batch;
+  s.input = b.input;
+  s.params = b.model->num_parameters();
+  CachingAllocator& al = allocator_for(meta_device());
+
+  // Forward only (inference, no activations kept).
+  {
+    b.model->eval();
+    Tensor x = Tensor::empty(batched(b.input, batch), DType::f32, meta_device());
+    al.reset_peak_stats();
+    NoGradGuard ng;
+    Tensor y = (*b.model)(x);
+    s.forward_only_peak_bytes = al.stat("allocated_bytes.all.peak");
+    b.model->train();
+  }
+
+  // Training forward with observers: per-layer outputs and saved storages.
+  std::set<const void*> param_storages;
+  for (const auto& [n, t] : b.model->named_parameters()) param_storages.insert(t.storage().get());
+  std::unordered_map<std::string, int64_t> saved_by_layer;
+  std::set<const void*> seen_storages;
+  SavedTensorHooks hooks;
+  hooks.pack = [&](const Tensor& t) -> std::shared_ptr<void> {
+    const void* key = t.storage().get();
+    if (!param_storages.count(key) && seen_storages.insert(key).second) {
+      std::string frame = MemoryContext::current();
+      auto p = frame.rfind('/');
+      saved_by_layer[p == std::string::npos ? frame : frame.substr(0, p)] += int64_t(t.storage()->nbytes);
+    }
+    return std::make_shared<Tensor>(t);
+  };
+  hooks.unpack = [](const std::shared_ptr<void>& h) { return *static_cast<Tensor*>(h.get()); };
+
+  std::vector<LayerRow> rows;
+  {
+    nn::ForwardObserverGuard obs([&](const nn::Module& m, const Tensor&, const Tensor& out) {
+      if (!m.is_leaf_module()) return;
+      LayerRow r;
+      r.name = m.full_name();
+      r.type = m.type_name();
+      r.output_shape = Shape(out.shape().begin() + 1, out.shape().end());
+      r.output_values = shape_numel(r.output_shape);
+      r.params = m.num_parameters();
+      r.output_bytes = int64_t(out.nbytes());
+      rows.push_back(r);
+    });
+    SavedTensorHooksGuard guard(hooks);
+    Tensor x = Tensor::empty(batched(b.input, batch), DType::f32, meta_device());
+    al.reset_peak_stats();
+    Tensor y = (*b.model)(x);
+    s.training_forward_peak_bytes = al.stat("allocated_bytes.all.peak");
+  }
+  for (LayerRow& r : rows) {
+    r.saved_bytes = saved_by_layer.count(r.name) ? saved_by_layer[r.name] : 0;
+    s.activation_values_per_sample += r.output_values;
+    s.saved_bytes += r.saved_bytes;
+  }
+  s.layers = std::move(rows);
+  return s;
+}
+
+nlohmann::json MemoryEstimate::to_json() const {
+  return {{"model", model}, {"optimizer", optimizer}, {"batch", batch}, {"params", params},
+          {"outputs_per_sample", outputs_per_sample},
+          {"exact", {{"params_bytes", params_bytes}, {"buffers_bytes", buffers_bytes},
+                     {"grads_bytes", grads_bytes}, {"optimizer_state_bytes", optimizer_state_bytes},
+                     {"input_bytes", input_bytes}, {"activation_bytes", activation_bytes},
+                     {"transient_bytes", transient_bytes}, {"peak_allocated_bytes", peak_allocated_bytes},
+                     {"peak_reserved_bytes", peak_reserved_bytes}}},
+          {"formula", {{"params_bytes", formula_params_bytes}, {"activation_bytes", formula_activation_bytes},
+                       {"input_bytes", formula_input_bytes}, {"total_bytes", formula_bytes}}},
+          {"formula_error_pct", formula_error_pct}};
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
+                               uint64_t device_memory) {
+  OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
+  const int64_t outputs = summarize_model(spec, 1).activation_values_per_sample;
+  reset_allocators();
+  allocator_for(meta_device()).set_capacity(device_memory);
+  Built b = build_on_meta(spec);
+  MemoryEstimate e;
+  e.model = spec.model;
+  e.optimizer = optimizer;
+  e.batch = batch;
+  e.params = b.model->num_parameters();
+  e.outputs_per_sample = outputs;
+  e.params_bytes = bytes_of(b.model->named_parameters());
+  e.buffers_bytes = bytes_of(b.model->named_buffers());
+
+  ParamGroup g;
+  g.params = b.model->named_parameters();
+  g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
+  if (optimizer == "sgd") g.momentum = 0.9;
+  auto opt = make_optimizer(optimizer, {g});
+  Tensor x = Tensor::empty(batched(b.input, batch), DType::f32, meta_device());
+  Tensor y = Tensor::empty({batch}, DType::i64, meta_device());
+  e.input_bytes = int64_t(x.nbytes() + y.nbytes());
+  train_step(*b.model, *opt, x, y);                 // step 1 creates optimizer state
+  StepOutput s2 = train_step(*b.model, *opt, x, y);   // steady state
+  e.grads_bytes = 0;
+  for (const auto& [n, p] : b.model->named_parameters())
+    if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());
+  e.optimizer_state_bytes = bytes_of(opt->state_tensors());
+  e.activation_bytes = s2.memory.after_forward - s2.memory.start_allocated;
+  e.peak_allocated_bytes = s2.memory.step_peak;
+  e.peak_reserved_bytes = s2.memory.reserved_peak;
+  e.transient_bytes = e.peak_allocated_bytes - s2.memory.after_forward;
+
+  const int64_t n = optimizer == "sgd" ? 2 : 4;
+  e.formula_params_bytes = e.params * 4 * n;
+  e.formula_activation_bytes = batch * outputs * 4 * 2;
+  e.formula_input_bytes = int64_t(x.nbytes());
+  e.formula_bytes = e.formula_params_bytes + e.formula_activation_bytes + e.formula_input_bytes;
+  e.formula_error_pct = 100.0 * double(e.formula_bytes - e.peak_allocated_bytes) / double(e.peak_allocated_bytes);
+  return e;
+}
+
+}  // namespace oomlab

@@ -1,0 +1,85 @@
+// results.cpp — provenance and memory blocks of results JSON.
+#include "engine/train/results.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+
+#include "engine/core/dispatch.h"
+#include "engine/memory/caching_allocator.h"
+
+#ifndef OOMLAB_GIT_SHA
+#define OOMLAB_GIT_SHA "unknown"
+#endif
+
+extern "C" char* openblas_get_config(void);
+
+namespace oomlab {
+namespace {
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      return p == std::string::npos ? line : line.substr(p + 2);
+    }
+  return "unknown";
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+}  // namespace
+
+nlohmann::json results_context(const Device& device) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return {{"oomlab_version", "0.1.0"},
+          {"git_sha", OOMLAB_GIT_SHA},
+          {"build_type", OOMLAB_BUILD_TYPE},
+          {"compiler", OOMLAB_COMPILER},
+          {"blas", std::string("OpenBLAS ") + openblas_get_config()},
+          {"host", host},
+          {"cpu", cpu_model()},
+          {"num_cpus", int(sysconf(_SC_NPROCESSORS_ONLN))},
+          {"device", device.str()},
+          {"cuda_compiled", built_with_cuda()},
+          {"date", utc_now()}};
+}
+
+nlohmann::json memory_stats_json(const Device& device) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : allocator_for(device).stats()) j[k] = v;
+  j["capacity_bytes"] = allocator_for(device).capacity();
+  return j;
+}
+
+nlohmann::json make_results(const std::string& command, const Device& device, nlohmann::json config,
+                            nlohmann::json metrics) {
+  return {{"schema_version", kResultsSchemaVersion},
+          {"command", command},
+          {"context", results_context(device)},
+          {"config", std::move(config)},
+          {"metrics", std::move(metrics)},
+          {"memory", memory_stats_json(device)}};
+}
+
+nlohmann::json summarize_times(std::vector<double> s) {
+  if (s.empty()) return {{"median", 0.0}, {"p10", 0.0}, {"p90", 0.0}, {"mean", 0.0}, {"count", 0}};
+  std::sort(s.begin(), s.end());
+  auto pct = [&](double q) { return s[size_t(std::min<double>(double(s.size() - 1), q * double(s.size() - 1) + 0.5))]; };
+  double mean = 0;
+  for (double v : s) mean += v;
+  return {{"median", pct(0.5)}, {"p10", pct(0.1)}, {"p90", pct(0.9)}, {"mean", mean / double(s.size())},
+          {"count", s.size()}};
+}
+
+}  // namespace oomlab

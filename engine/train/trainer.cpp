@@ -1,0 +1,230 @@
+// trainer.cpp — the `oomlab train` loop: data, model, optimizer, schedule, EMA,
+// evaluation, metrics, checkpoints and bit-exact resume.
+#include "engine/train/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/rng.h"
+#include "engine/data/dataloader.h"
+#include "engine/data/dataset.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/ops/loss.h"
+#include "engine/optim/ema.h"
+#include "engine/optim/lr_schedule.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/results.h"
+#include "engine/train/train_step.h"
+#include "models/model_zoo.h"
+
+namespace oomlab {
+using json = nlohmann::json;
+
+json TrainConfig::to_json() const {
+  return {{"model", model}, {"dataset", dataset}, {"data_dir", data_dir}, {"input", input},
+          {"num_classes", num_classes}, {"synthetic_size", synthetic_size}, {"device", device.str()},
+          {"batch", batch}, {"epochs", epochs}, {"steps", steps}, {"optimizer", optimizer}, {"lr", lr},
+          {"momentum", momentum}, {"weight_decay", weight_decay}, {"nesterov", nesterov},
+          {"schedule", schedule}, {"ema_decay", ema_decay}, {"seed", seed}, {"device_memory", device_memory},
+          {"save_dir", save_dir}, {"save_every", save_every}, {"resume_dir", resume_dir},
+          {"eval_batches", eval_batches}};
+}
+
+namespace {
+// A contiguous index range of another dataset (synthetic train/test splits).
+class RangeDataset final : public Dataset {
+ public:
+  RangeDataset(std::shared_ptr<Dataset> base, int64_t begin, int64_t size, std::string name)
+      : base_(std::move(base)), begin_(begin), size_(size), name_(std::move(name)) {}
+  int64_t size() const override { return size_; }
+  Shape sample_shape() const override { return base_->sample_shape(); }
+  int64_t num_classes() const override { return base_->num_classes(); }
+  void get(int64_t i, float* img, int64_t* label) const override { base_->get(begin_ + i, img, label); }
+  std::string name() const override { return name_; }
+ private:
+  std::shared_ptr<Dataset> base_;
+  int64_t begin_, size_;
+  std::string name_;
+};
+
+struct Datasets { std::shared_ptr<Dataset> train, test; };
+
+Datasets make_datasets(const TrainConfig& c) {
+  if (c.dataset == "fashion-mnist")
+    return {std::make_shared<FashionMnistDataset>(Split::train, c.data_dir),
+            std::make_shared<FashionMnistDataset>(Split::test, c.data_dir)};
+  ModelConfig mc = default_model_config(c.model);
+  Shape in = c.input.empty() ? Shape{mc.in_channels, mc.height, mc.width} : c.input;
+  OOMLAB_CHECK_T(ShapeError, in.size() == 3, "--input must be C,H,W (got ", shape_str(in), ")");
+  int64_t test_size = std::max<int64_t>(c.synthetic_size / 4, c.batch);
+  auto all = std::make_shared<SyntheticImageDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
+  return {std::make_shared<RangeDataset>(all, 0, c.synthetic_size, all->name() + "[train]"),
+          std::make_shared<RangeDataset>(all, c.synthetic_size, test_size, all->name() + "[test]")};
+}
+
+struct EvalResult { double loss = 0, accuracy = 0; int64_t samples = 0; };
+
+EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64_t max_batches, Device dev) {
+  NoGradGuard ng;
+  model.eval();
+  DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0);
+  HostBatch b;
+  EvalResult r;
+  double loss_sum = 0;
+  int64_t correct = 0, nb = 0;
+  while ((max_batches < 0 || nb < max_batches) && loader.next(b)) {
+    Tensor x = images_to_device(b.images.data(), b.shape, dev);
+    Tensor y = labels_to_device(b.labels.data(), b.n, dev);
+    Tensor logits = model(x);
+    loss_sum += cross_entropy(logits, y).item() * double(b.n);
+    correct += count_correct(logits, y);
+    r.samples += b.n;
+    ++nb;
+  }
+  model.train();
+  if (r.samples) { r.loss = loss_sum / double(r.samples); r.accuracy = double(correct) / double(r.samples); }
+  return r;
+}
+
+NamedTensors state_dict(nn::Module& m) {
+  NamedTensors s = m.named_parameters();
+  for (auto& b : m.named_buffers()) s.push_back(b);
+  return s;
+}
+}  // namespace
+
+json train(const TrainConfig& c) {
+  manual_seed(c.seed);
+  reset_allocators();
+  allocator_for(c.device).set_capacity(c.device_memory);
+  Datasets data = make_datasets(c);
+  OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
+               data.train->name(), " training set (", data.train->size(), " samples)");
+
+  Shape in = data.train->sample_shape();
+  ModelConfig mc;
+  mc.num_classes = data.train->num_classes();
+  mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
+  mc.device = c.device;
+  mc.seed = c.seed;
+  nn::ModulePtr model = build_model(c.model, mc);
+  model->train();
+
+  ParamGroup g;
+  g.params = model->named_parameters();
+  g.lr = c.lr;
+  g.momentum = c.optimizer == "sgd" ? c.momentum : 0.0;
+  g.weight_decay = c.weight_decay;
+  g.nesterov = c.nesterov;
+  std::unique_ptr<Optimizer> opt = make_optimizer(c.optimizer, {g});
+
+  DataLoader loader(*data.train, c.batch, /*shuffle=*/true, /*drop_last=*/true, c.seed);
+  const int64_t total_steps = c.steps > 0 ? c.steps : c.epochs * loader.batches_per_epoch();
+  std::string sched_spec = c.schedule;
+  if (sched_spec == "cosine") sched_spec = "cosine:t_max=" + std::to_string(total_steps);
+  LrScheduler sched(*opt, parse_lr_schedule(sched_spec));
+  std::unique_ptr<WeightEma> ema;
+  if (c.ema_decay > 0) ema = std::make_unique<WeightEma>(state_dict(*model), c.ema_decay);
+
+  json history = {{"train_loss", json::array()}, {"lr", json::array()}, {"epochs", json::array()}};
+  int64_t step = 0;
+  double epoch_loss = 0;   // running sums of the current epoch (checkpointed)
+  int64_t epoch_correct = 0, epoch_samples = 0;
+  if (!c.resume_dir.empty()) {
+    LoadedCheckpoint ck = load_checkpoint(c.resume_dir, state_dict(*model));
+    const json& st = ck.state;
+    for (const char* k : {"model", "dataset", "batch", "optimizer", "seed"})
+      OOMLAB_CHECK(st["config"][k] == c.to_json()[k], "--resume: checkpoint ", ck.path, " was made with ", k, "=",
+                   st["config"][k].dump(), ", this run has ", c.to_json()[k].dump());
+    NamedTensors opt_tensors, ema_tensors;
+    for (auto& [n, t] : ck.trainer) (n.rfind("ema.", 0) == 0 ? ema_tensors : opt_tensors).push_back({n, t});
+    opt->load_state(st["optimizer"], opt_tensors);
+    sched.load_state(st["scheduler"]);
+    if (ema) ema->load_state(ema_tensors);
+    default_generator() = Generator{st["rng"]["seed"].get<uint64_t>(), st["rng"]["offset"].get<uint64_t>()};
+    loader.restore(LoaderState{st["loader"]["epoch"].get<int64_t>(), st["loader"]["cursor"].get<int64_t>()});
+    history = st["history"];
+    step = st["step"].get<int64_t>();
+    epoch_loss = st["epoch_sums"]["loss"].get<double>();
+    epoch_correct = st["epoch_sums"]["correct"].get<int64_t>();
+    epoch_samples = st["epoch_sums"]["samples"].get<int64_t>();
+    if (!c.quiet) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step);
+  }
+
+  auto checkpoint = [&]() {
+    CheckpointData d;
+    d.model = state_dict(*model);
+    d.trainer = opt->state_tensors();
+    if (ema) for (auto& t : ema->state_tensors()) d.trainer.push_back(t);
+    LoaderState ls = loader.state();
+    d.state = {{"step", step}, {"config", c.to_json()}, {"optimizer", opt->state_json()},
+               {"scheduler", sched.state_json()}, {"loader", {{"epoch", ls.epoch}, {"cursor", ls.cursor}}},
+               {"rng", {{"seed", default_generator().seed}, {"offset", default_generator().offset}}},
+               {"history", history},
+               {"epoch_sums", {{"loss", epoch_loss}, {"correct", epoch_correct}, {"samples", epoch_samples}}}};
+    std::string where = save_checkpoint(c.save_dir, step, d);
+    if (!c.quiet) std::printf("saved checkpoint %s\n", where.c_str());
+  };
+
+  std::vector<double> step_times;
+  HostBatch b;
+  auto end_epoch = [&](int64_t epoch) {
+    EvalResult ev;
+    if (c.eval_batches != 0) {
+      if (ema) ema->swap_in();
+      ev = evaluate(*model, *data.test, c.batch, c.eval_batches, c.device);
+      if (ema) ema->swap_out();
+    }
+    json e = {{"epoch", epoch}, {"step", step},
+              {"train_loss", epoch_samples ? epoch_loss / double(epoch_samples) : 0.0},
+              {"train_accuracy", epoch_samples ? double(epoch_correct) / double(epoch_samples) : 0.0},
+              {"test_loss", ev.loss}, {"test_accuracy", ev.accuracy}, {"test_samples", ev.samples}};
+    history["epochs"].push_back(e);
+    if (!c.quiet)
+      std::printf("epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f\n", (long long)epoch,
+                  (long long)step, e["train_loss"].get<double>(), e["train_accuracy"].get<double>(), ev.loss, ev.accuracy);
+    epoch_loss = 0; epoch_correct = 0; epoch_samples = 0;
+  };
+
+  while (step < total_steps) {
+    if (!loader.next(b)) {
+      end_epoch(loader.epoch());
+      loader.set_epoch(loader.epoch() + 1);
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    Tensor x = images_to_device(b.images.data(), b.shape, c.device);
+    Tensor y = labels_to_device(b.labels.data(), b.n, c.device);
+    StepOutput out = train_step(*model, *opt, x, y, /*track_memory=*/false);
+    double loss = out.loss.item();
+    sched.step();
+    if (ema) ema->update();
+    step_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ++step;
+    epoch_loss += loss * double(b.n);
+    epoch_correct += out.correct;
+    epoch_samples += b.n;
+    history["train_loss"].push_back(loss);
+    history["lr"].push_back(opt->param_groups()[0].lr);
+    if (!c.quiet && c.log_every > 0 && step % c.log_every == 0)
+      std::printf("step %lld/%lld loss %.4f lr %.5f %.1f ms/step\n", (long long)step, (long long)total_steps, loss,
+                  opt->param_groups()[0].lr, 1e3 * step_times.back());
+    if (!c.save_dir.empty() && c.save_every > 0 && step % c.save_every == 0 && step < total_steps) checkpoint();
+  }
+  if (epoch_samples > 0 || history["epochs"].empty()) end_epoch(loader.epoch());
+  if (!c.save_dir.empty()) checkpoint();
+
+  // Steady-state timing: drop the first step (allocator warm-up) when we have more.
+  std::vector<double> steady(step_times.size() > 1 ? step_times.begin() + 1 : step_times.begin(), step_times.end());
+  json times = summarize_times(steady);
+  double med = times["median"].get<double>();
+  json metrics = {{"steps", step}, {"history", history}, {"step_time_s", times},
+                  {"images_per_s", med > 0 ? double(c.batch) / med : 0.0}};
+  if (!history["epochs"].empty()) metrics["final_test_accuracy"] = history["epochs"].back()["test_accuracy"];
+  return make_results("train", c.device, c.to_json(), metrics);
+}
+
+}  // namespace oomlab

@@ -1,0 +1,49 @@
+// trainer.h — `oomlab train`: the training loop with evaluation, metrics, checkpoints
+// and resume.
+// Contracts:
+//  * Steps run through train_step() (the same code estimate/experiments measure).
+//  * Checkpoints are taken only at optimizer-step boundaries; a checkpoint directory is
+//    written whole under a temporary name and renamed, then `latest` is replaced
+//    atomically, so a crash leaves the previous checkpoint intact.
+//  * Resuming from a checkpoint reproduces the uninterrupted run bit-exactly on CPU
+//    (weights, optimizer, schedule, EMA, RNG and data position are restored).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/core/device.h"
+#include "engine/core/tensor.h"
+
+namespace oomlab {
+
+struct TrainConfig {
+  std::string model = "resnet20";
+  std::string dataset = "fashion-mnist";   // fashion-mnist | synthetic
+  std::string data_dir;
+  Shape input;                             // synthetic: C,H,W (default: model's)
+  int64_t num_classes = 10;
+  int64_t synthetic_size = 2048;
+  Device device = cpu_device();
+  int64_t batch = 128;
+  int64_t epochs = 1;
+  int64_t steps = 0;                       // > 0: stop after this many steps (overrides epochs)
+  std::string optimizer = "sgd";
+  double lr = 0.1, momentum = 0.9, weight_decay = 5e-4;
+  bool nesterov = false;
+  std::string schedule = "cosine";         // see engine/optim/lr_schedule.h
+  double ema_decay = 0.0;                  // 0 = off; e.g. 0.999
+  uint64_t seed = 0;
+  uint64_t device_memory = 0;              // emulated capacity; 0 = unlimited
+  std::string save_dir, resume_dir;
+  int64_t save_every = 0;                  // steps between checkpoints (0: only at the end)
+  int64_t eval_batches = -1;               // -1: full test set
+  int64_t log_every = 50;
+  bool quiet = false;
+  nlohmann::json to_json() const;
+};
+
+// Runs training; returns the results JSON (make_results("train", ...)).
+nlohmann::json train(const TrainConfig& cfg);
+
+}  // namespace oomlab

@@ -1,0 +1,337 @@
+// conv_cpu.cpp — CPU conv2d kernels (float, double): tiled im2col + GEMM, plus NCHW
+// channel-bias add / grad. The output-pixel space (image-major) is cut into column tiles
+// fixed by the shapes alone: slices of one image when P*Q is large, else groups of whole
+// images. A tile's col panel [C*R*S, cols] stays cache-sized; group g owns col rows
+// [g*CRSg, (g+1)*CRSg). 1x1 / stride 1 / pad 0 convs read x directly (no im2col).
+//   forward:         y_g = W_g * col_g              (OpenMP over tiles)
+//   backward data:   dcol_g = W_g^T * dY_g; col2im  (OpenMP over images: no write races)
+//   backward weight: dW[:, rows] (+)= dY * col[rows]^T (OpenMP over col-row slices, each
+//                    slice sums the tiles in tile order: bitwise independent of threads)
+// Threading is one level: OpenMP outside, single-threaded OpenBLAS inside (set for the
+// call, restored after). Scratch panels are thread-local host buffers (kernel-private,
+// not device memory; grow-only).
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "engine/ops/conv.h"
+
+namespace oomlab {
+namespace {
+
+constexpr int64_t kPanelBytes = 512 << 10;   // target col-panel size (per-core L2)
+constexpr int64_t kMinCols = 192, kMaxCols = 2048;
+constexpr double kParallelFlops = 4e6;        // below this, one thread (no OpenMP region)
+
+template <class T>
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  OOMLAB_ASSERT(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX &&
+                ldc <= INT_MAX);
+  const auto ta_ = ta ? CblasTrans : CblasNoTrans, tb_ = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0f, A, int(lda), B, int(ldb), beta,
+                C, int(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), beta,
+                C, int(ldc));
+}
+
+// One level of parallelism: OpenBLAS runs single-threaded inside our OpenMP regions.
+// With a single OpenMP thread (or a small problem) OpenBLAS keeps its own threads. The
+// switch is not atomic across concurrent callers; a race costs oversubscription only.
+struct SerialBlas {
+  int saved;
+  explicit SerialBlas(int nt) : saved(nt > 1 ? openblas_get_num_threads() : 1) {
+    if (saved != 1) openblas_set_num_threads(1);
+  }
+  ~SerialBlas() { if (saved != 1) openblas_set_num_threads(saved); }
+};
+
+// Thread-local grow-only scratch (slot 0: col/dcol panel, slot 1: gathered dY panel).
+template <class T> T* scratch(int slot, size_t n) {
+  thread_local std::vector<T> bufs[2];
+  std::vector<T>& b = bufs[slot];
+  if (b.size() < n) { std::vector<T>().swap(b); b.resize(n); }
+  return b.data();
+}
+
+struct Geom {
+  int64_t N, C, H, W, K, R, S, P, Q, G, Cg, Kg, CRS, CRSg, HW, PQ;
+  int64_t sh, sw, ph, pw, dh, dw;
+  bool direct;     // 1x1, stride 1, no padding: col rows of an image are x itself
+  int64_t nb;      // images per tile (> 1 only when whole images fit in a tile)
+  int64_t cols;    // tile width when nb == 1 (the last tile of an image may be narrower)
+  int64_t per_img; // tiles per image when nb == 1
+  int64_t ntiles;
+  int nt;          // OpenMP threads for this call (1 for small problems)
+};
+
+template <class T> Geom make_geom(const Conv2dArgs& a) {
+  Geom g{};
+  g.N = a.N; g.C = a.C; g.H = a.H; g.W = a.W; g.K = a.K; g.R = a.R; g.S = a.S; g.P = a.P; g.Q = a.Q;
+  g.G = a.p.groups; g.Cg = a.C / g.G; g.Kg = a.K / g.G;
+  g.CRSg = g.Cg * a.R * a.S; g.CRS = g.CRSg * g.G; g.HW = a.H * a.W; g.PQ = a.P * a.Q;
+  g.sh = a.p.stride_h; g.sw = a.p.stride_w; g.ph = a.p.pad_h; g.pw = a.p.pad_w;
+  g.dh = a.p.dil_h; g.dw = a.p.dil_w;
+  g.direct = a.R == 1 && a.S == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  int64_t target = kPanelBytes / int64_t(sizeof(T)) / std::max<int64_t>(g.CRS, 1);
+  target = std::clamp(target, kMinCols, kMaxCols);
+  if (g.PQ >= target) {
+    g.nb = 1;
+    g.per_img = (g.PQ + target - 1) / target;
+    g.cols = (g.PQ + g.per_img - 1) / g.per_img;
+    g.ntiles = g.N * g.per_img;
+  } else {
+    g.nb = std::clamp<int64_t>(target / std::max<int64_t>(g.PQ, 1), 1, std::max<int64_t>(g.N, 1));
+    g.per_img = 1;
+    g.cols = g.PQ;
+    g.ntiles = (g.N + g.nb - 1) / g.nb;
+  }
+  const double flops = 2.0 * double(g.N * g.K * g.PQ) * double(g.CRSg);
+  g.nt = omp_in_parallel() || flops < kParallelFlops ? 1 : omp_get_max_threads();
+  return g;
+}
+
+// A tile: images [n0, n0+nbc) and, when nbc == 1, pixels [pq0, pq1) of image n0.
+struct Tile { int64_t n0, nbc, pq0, pq1; };
+Tile tile_of(const Geom& g, int64_t t) {
+  if (g.nb > 1) {
+    const int64_t n0 = t * g.nb;
+    return {n0, std::min(g.nb, g.N - n0), 0, g.PQ};
+  }
+  const int64_t n0 = t / g.per_img, pq0 = (t % g.per_img) * g.cols;
+  return {n0, 1, pq0, std::min(g.PQ, pq0 + g.cols)};
+}
+int64_t tile_cols(const Geom& g, const Tile& t) { return t.nbc * (t.pq1 - t.pq0); }
+
+// Output columns q in [lo, hi) read input column iw0 + q*sw inside [0, W).
+inline void q_range(int64_t iw0, int64_t sw, int64_t W, int64_t Q, int64_t& lo, int64_t& hi) {
+  lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+  hi = iw0 > W - 1 ? 0 : (W - 1 - iw0) / sw + 1;
+  lo = std::min(lo, Q);
+  hi = std::max(lo, std::min(hi, Q));
+}
+
+// Visits the output pixels [pq0, pq1) of col row (c, r, s) row by row: f(p, q0, q1, ih, lo, hi, j0)
+// with j0 the column of q = 0 (may be negative), [lo, hi) the in-bounds q's.
+template <class F>
+inline void for_row_pixels(const Geom& g, int64_t r, int64_t s, int64_t pq0, int64_t pq1, F f) {
+  int64_t lo, hi;
+  const int64_t iw0 = s * g.dw - g.pw;
+  q_range(iw0, g.sw, g.W, g.Q, lo, hi);
+  for (int64_t pq = pq0; pq < pq1;) {
+    const int64_t p = pq / g.Q, q0 = pq % g.Q, q1 = std::min(g.Q, q0 + (pq1 - pq));
+    f(p, q0, q1, p * g.sh - g.ph + r * g.dh, iw0, std::clamp(lo, q0, q1), std::clamp(hi, q0, q1),
+      (pq - pq0) - q0);
+    pq += q1 - q0;
+  }
+}
+
+// col[row - row0, coff + j] for rows [row0, row1) and pixels [pq0, pq1) of image n.
+template <class T>
+void im2col(const Geom& g, const T* x, int64_t n, int64_t pq0, int64_t pq1, int64_t row0, int64_t row1,
+            T* col, int64_t ld, int64_t coff) {
+  const int64_t RS = g.R * g.S;
+  for (int64_t row = row0; row < row1; ++row) {
+    const int64_t c = row / RS, r = (row / g.S) % g.R, s = row % g.S;
+    const T* xp = x + (n * g.C + c) * g.HW;
+    T* d = col + (row - row0) * ld + coff;
+    for_row_pixels(g, r, s, pq0, pq1, [&](int64_t, int64_t q0, int64_t q1, int64_t ih, int64_t iw0,
+                                          int64_t lo, int64_t hi, int64_t j0) {
+      // d[j0 + q] is the slot of pixel (p, q); input column of q is iw0 + q*sw
+      if (ih < 0 || ih >= g.H) { std::fill(d + j0 + q0, d + j0 + q1, T(0)); return; }
+      const T* src = xp + ih * g.W;
+      std::fill(d + j0 + q0, d + j0 + lo, T(0));
+      if (g.sw == 1) std::memcpy(d + j0 + lo, src + iw0 + lo, size_t(hi - lo) * sizeof(T));
+      else
+        for (int64_t q = lo; q < hi; ++q) d[j0 + q] = src[iw0 + q * g.sw];
+      std::fill(d + j0 + hi, d + j0 + q1, T(0));
+    });
+  }
+}
+
+// dx[n] += col2im of dcol[:, coff + j] for pixels [pq0, pq1) (all C*R*S rows).
+template <class T>
+void col2im_add(const Geom& g, const T* dcol, int64_t ld, int64_t coff, int64_t n, int64_t pq0,
+                int64_t pq1, T* dx) {
+  for (int64_t c = 0; c < g.C; ++c) {
+    T* xp = dx + (n * g.C + c) * g.HW;
+    for (int64_t r = 0; r < g.R; ++r)
+      for (int64_t s = 0; s < g.S; ++s) {
+        const T* sp = dcol + ((c * g.R + r) * g.S + s) * ld + coff;
+        for_row_pixels(g, r, s, pq0, pq1, [&](int64_t, int64_t, int64_t, int64_t ih, int64_t iw0,
+                                              int64_t lo, int64_t hi, int64_t j0) {
+          if (ih < 0 || ih >= g.H) return;
+          T* d = xp + ih * g.W;
+          if (g.sw == 1) {
+#pragma omp simd
+            for (int64_t q = lo; q < hi; ++q) d[iw0 + q] += sp[j0 + q];
+          } else {
+            for (int64_t q = lo; q < hi; ++q) d[iw0 + q * g.sw] += sp[j0 + q];
+          }
+        });
+      }
+  }
+}
+
+// panel[k, i*PQ + pq] = dy[n0+i, k, pq]
+template <class T> void gather_dy(const Geom& g, const T* dy, const Tile& t, T* panel) {
+  const int64_t ld = t.nbc * g.PQ;
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t i = 0; i < t.nbc; ++i)
+      std::memcpy(panel + k * ld + i * g.PQ, dy + ((t.n0 + i) * g.K + k) * g.PQ, size_t(g.PQ) * sizeof(T));
+}
+
+template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
+  const Geom g = make_geom<T>(a);
+  const T* x = static_cast<const T*>(a.x);
+  const T* w = static_cast<const T*>(a.w);
+  T* y = static_cast<T*>(a.y);
+  SerialBlas serial(g.nt);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(g.nt) if (g.nt > 1)
+  for (int64_t ti = 0; ti < g.ntiles; ++ti) {
+    const Tile t = tile_of(g, ti);
+    const int64_t L = tile_cols(g, t);
+    const T* col;   // [CRS, L] with leading dimension ldb
+    int64_t ldb = L;
+    if (g.direct && t.nbc == 1) { col = x + t.n0 * g.C * g.HW + t.pq0; ldb = g.HW; }
+    else {
+      T* c = scratch<T>(0, size_t(g.CRS * L));
+      for (int64_t i = 0; i < t.nbc; ++i) im2col(g, x, t.n0 + i, t.pq0, t.pq1, 0, g.CRS, c, L, i * g.PQ);
+      col = c;
+    }
+    // nbc == 1: write straight into y[n0, :, pq0:pq1]; else into a panel, then scatter.
+    T* out = t.nbc == 1 ? y + t.n0 * g.K * g.PQ + t.pq0 : scratch<T>(1, size_t(g.K * L));
+    const int64_t ldc = t.nbc == 1 ? g.PQ : L;
+    for (int64_t gi = 0; gi < g.G; ++gi)
+      blas_gemm<T>(false, false, g.Kg, L, g.CRSg, w + gi * g.Kg * g.CRSg, g.CRSg, col + gi * g.CRSg * ldb,
+                   ldb, T(0), out + gi * g.Kg * ldc, ldc);
+    if (t.nbc > 1)
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t i = 0; i < t.nbc; ++i)
+          std::memcpy(y + ((t.n0 + i) * g.K + k) * g.PQ, out + k * L + i * g.PQ, size_t(g.PQ) * sizeof(T));
+  }
+}
+
+template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
+  const Geom g = make_geom<T>(a);
+  const T* w = static_cast<const T*>(a.w);
+  const T* dy = static_cast<const T*>(a.dy);
+  T* dx = static_cast<T*>(a.dx);
+  SerialBlas serial(g.nt);
+  // Work item: all tiles of a set of whole images (col2im of neighbouring pixel tiles
+  // overlaps in dx, so one thread owns an image; its tiles run in order).
+  const int64_t groups_of_imgs = g.nb > 1 ? g.ntiles : g.N;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(g.nt) if (g.nt > 1)
+  for (int64_t item = 0; item < groups_of_imgs; ++item) {
+    const int64_t t_begin = g.nb > 1 ? item : item * g.per_img, t_end = g.nb > 1 ? item + 1 : t_begin + g.per_img;
+    for (int64_t ti = t_begin; ti < t_end; ++ti) {
+      const Tile t = tile_of(g, ti);
+      const int64_t L = tile_cols(g, t);
+      const T* dyp;   // [K, L] with leading dimension lda
+      int64_t lda;
+      if (t.nbc == 1) { dyp = dy + t.n0 * g.K * g.PQ + t.pq0; lda = g.PQ; }
+      else { T* p = scratch<T>(1, size_t(g.K * L)); gather_dy(g, dy, t, p); dyp = p; lda = L; }
+      if (g.direct && t.nbc == 1) {   // dx pixels map 1:1 to output pixels: GEMM in place
+        for (int64_t gi = 0; gi < g.G; ++gi)
+          blas_gemm<T>(true, false, g.Cg, L, g.Kg, w + gi * g.Kg * g.CRSg, g.CRSg, dyp + gi * g.Kg * lda, lda,
+                       T(0), dx + (t.n0 * g.C + gi * g.Cg) * g.HW + t.pq0, g.HW);
+        continue;
+      }
+      T* dcol = scratch<T>(0, size_t(g.CRS * L));
+      for (int64_t gi = 0; gi < g.G; ++gi)
+        blas_gemm<T>(true, false, g.CRSg, L, g.Kg, w + gi * g.Kg * g.CRSg, g.CRSg, dyp + gi * g.Kg * lda, lda,
+                     T(0), dcol + gi * g.CRSg * L, L);
+      if (t.pq0 == 0) std::fill(dx + t.n0 * g.C * g.HW, dx + (t.n0 + t.nbc) * g.C * g.HW, T(0));
+      for (int64_t i = 0; i < t.nbc; ++i) col2im_add(g, dcol, L, i * g.PQ, t.n0 + i, t.pq0, t.pq1, dx);
+    }
+  }
+}
+
+template <class T> void conv2d_backward_weight_cpu(const Conv2dArgs& a) {
+  const Geom g = make_geom<T>(a);
+  const T* x = static_cast<const T*>(a.x);
+  const T* dy = static_cast<const T*>(a.dy);
+  T* dw = static_cast<T*>(a.dw);
+  if (g.N == 0) { std::fill(dw, dw + g.K * g.CRSg, T(0)); return; }
+  SerialBlas serial(g.nt);
+  // Col rows are cut into a number of slices fixed by the shapes (1..16, >= 64 rows each);
+  // a slice is owned by one thread and accumulates the tiles in tile order, so every GEMM
+  // and every dW sum is the same whatever the thread count.
+  int64_t nslices = 1;
+  while (nslices < 16 && g.CRS / (nslices * 2) >= 64) nslices *= 2;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(g.nt) if (g.nt > 1)
+  for (int64_t sl = 0; sl < nslices; ++sl) {
+    const int64_t row0 = g.CRS * sl / nslices, row1 = g.CRS * (sl + 1) / nslices;
+    for (int64_t ti = 0; ti < g.ntiles; ++ti) {
+      const Tile t = tile_of(g, ti);
+      const int64_t L = tile_cols(g, t);
+      const T* dyp;
+      int64_t lda;
+      if (t.nbc == 1) { dyp = dy + t.n0 * g.K * g.PQ + t.pq0; lda = g.PQ; }
+      else { T* p = scratch<T>(1, size_t(g.K * L)); gather_dy(g, dy, t, p); dyp = p; lda = L; }
+      const T* col;   // rows [row0, row1) of the col panel, leading dimension ldb
+      int64_t ldb = L;
+      if (g.direct && t.nbc == 1) { col = x + (t.n0 * g.C + row0) * g.HW + t.pq0; ldb = g.HW; }
+      else {
+        T* c = scratch<T>(0, size_t((row1 - row0) * L));
+        for (int64_t i = 0; i < t.nbc; ++i) im2col(g, x, t.n0 + i, t.pq0, t.pq1, row0, row1, c, L, i * g.PQ);
+        col = c;
+      }
+      const T beta = ti == 0 ? T(0) : T(1);
+      for (int64_t gi = row0 / g.CRSg; gi < g.G && gi * g.CRSg < row1; ++gi) {
+        const int64_t lo = std::max(row0, gi * g.CRSg), hi = std::min(row1, (gi + 1) * g.CRSg);
+        blas_gemm<T>(false, true, g.Kg, hi - lo, L, dyp + gi * g.Kg * lda, lda, col + (lo - row0) * ldb, ldb,
+                     beta, dw + gi * g.Kg * g.CRSg + (lo - gi * g.CRSg), g.CRSg);
+      }
+    }
+  }
+}
+
+template <class T> void channel_bias_add_cpu(const ChannelBiasArgs& a) {
+  T* y = static_cast<T*>(a.y);
+  const T* b = static_cast<const T*>(a.b);
+#pragma omp parallel for collapse(2) schedule(static) if (a.N * a.K * a.HW > 32768)
+  for (int64_t n = 0; n < a.N; ++n)
+    for (int64_t k = 0; k < a.K; ++k) {
+      T* p = y + (n * a.K + k) * a.HW;
+      const T bk = b[k];
+#pragma omp simd
+      for (int64_t i = 0; i < a.HW; ++i) p[i] += bk;
+    }
+}
+
+template <class T> void channel_bias_grad_cpu(const ChannelBiasArgs& a) {
+  const T* dy = static_cast<const T*>(a.dy);
+  T* db = static_cast<T*>(a.db);
+#pragma omp parallel for schedule(static) if (a.N * a.K * a.HW > 32768)
+  for (int64_t k = 0; k < a.K; ++k) {
+    double acc = 0.0;   // fixed order: images, then pixels
+    for (int64_t n = 0; n < a.N; ++n) {
+      const T* p = dy + (n * a.K + k) * a.HW;
+      double s = 0.0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < a.HW; ++i) s += double(p[i]);
+      acc += s;
+    }
+    db[k] = T(acc);
+  }
+}
+}  // namespace
+
+void register_conv_cpu_kernels() {
+  OOMLAB_REGISTER_FLOAT_CPU(conv2d_forward_kernels(), conv2d_forward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(conv2d_backward_data_kernels(), conv2d_backward_data_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(conv2d_backward_weight_kernels(), conv2d_backward_weight_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(channel_bias_add_kernels(), channel_bias_add_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(channel_bias_grad_kernels(), channel_bias_grad_cpu);
+}
+
+}  // namespace oomlab

@@ -1,0 +1,86 @@
+// copy_cpu.cpp — strided copy with dtype conversion on the host (any dtype -> any dtype).
+// Contiguous same-dtype copies are a memcpy; otherwise an index walk over the shape.
+#include <cstring>
+
+#include "engine/ops/copy.h"
+
+namespace oomlab {
+namespace {
+inline double load(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::f64: return static_cast<const double*>(p)[i];
+    case DType::f16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::i64: return double(static_cast<const int64_t*>(p)[i]);
+    case DType::u8: return double(static_cast<const uint8_t*>(p)[i]);
+  }
+  return 0;
+}
+inline void store(void* p, DType t, int64_t i, double v) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(p)[i] = float(v); break;
+    case DType::f64: static_cast<double*>(p)[i] = v; break;
+    case DType::f16: static_cast<uint16_t*>(p)[i] = float_to_half(float(v)); break;
+    case DType::bf16: static_cast<uint16_t*>(p)[i] = float_to_bf16(float(v)); break;
+    case DType::i64: static_cast<int64_t*>(p)[i] = int64_t(v); break;
+    case DType::u8: static_cast<uint8_t*>(p)[i] = uint8_t(v); break;
+  }
+}
+
+void copy_cpu(const CopyArgs& a) {
+  int64_t n = 1;
+  bool in_contig = true, out_contig = true;
+  int64_t acc = 1;
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    if (a.shape[d] != 1 && a.in_strides[d] != acc) in_contig = false;
+    if (a.shape[d] != 1 && a.out_strides[d] != acc) out_contig = false;
+    acc *= a.shape[d];
+  }
+  n = acc;
+  if (n == 0) return;
+  if (in_contig && out_contig) {
+    if (a.in_dtype == a.out_dtype) { std::memcpy(a.out, a.in, size_t(n) * dtype_size(a.in_dtype)); return; }
+    if (a.in_dtype == DType::f32 && a.out_dtype == DType::f64) {
+      const float* s = static_cast<const float*>(a.in); double* o = static_cast<double*>(a.out);
+      for (int64_t i = 0; i < n; ++i) o[i] = s[i];
+      return;
+    }
+    if (a.in_dtype == DType::f64 && a.out_dtype == DType::f32) {
+      const double* s = static_cast<const double*>(a.in); float* o = static_cast<float*>(a.out);
+      for (int64_t i = 0; i < n; ++i) o[i] = float(s[i]);
+      return;
+    }
+  }
+  const size_t isz = dtype_size(a.in_dtype);
+  const bool same = a.in_dtype == a.out_dtype;
+  int64_t inner = a.shape[a.ndim - 1], in_st = a.in_strides[a.ndim - 1], out_st = a.out_strides[a.ndim - 1];
+  int64_t outer = n / inner;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rem = o, ioff = 0, ooff = 0;
+    for (int d = a.ndim - 2; d >= 0; --d) {
+      int64_t idx = rem % a.shape[d];
+      rem /= a.shape[d];
+      ioff += idx * a.in_strides[d];
+      ooff += idx * a.out_strides[d];
+    }
+    if (same && isz == 4) {
+      const float* s = static_cast<const float*>(a.in) + ioff; float* d = static_cast<float*>(a.out) + ooff;
+      for (int64_t i = 0; i < inner; ++i) d[i * out_st] = s[i * in_st];
+    } else if (same && isz == 8) {
+      const double* s = static_cast<const double*>(a.in) + ioff; double* d = static_cast<double*>(a.out) + ooff;
+      for (int64_t i = 0; i < inner; ++i) d[i * out_st] = s[i * in_st];
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        store(a.out, a.out_dtype, ooff + i * out_st, load(a.in, a.in_dtype, ioff + i * in_st));
+    }
+  }
+}
+}  // namespace
+
+void register_copy_cpu_kernels() {
+  for (int t = 0; t < kNumDTypes; ++t) copy_kernels().set(DeviceType::cpu, DType(t), &copy_cpu);
+}
+
+}  // namespace oomlab

@@ -1,0 +1,110 @@
+// model_zoo.cpp — name -> family builder dispatch, per-model default input sizes, and the
+// torchvision weight init shared by the CNN families (see model_zoo.h for the contracts).
+#include "models/model_zoo.h"
+
+#include <cmath>
+
+#include "engine/core/error.h"
+#include "engine/core/rng.h"
+
+namespace oomlab {
+
+namespace {
+enum class Family { vgg, resnet, cifar_resnet, mlp };
+struct Entry { const char* name; Family family; };
+constexpr Entry kModels[] = {
+    {"vgg11", Family::vgg},       {"vgg11_bn", Family::vgg},     {"vgg16", Family::vgg},
+    {"vgg16_bn", Family::vgg},    {"resnet18", Family::resnet},  {"resnet34", Family::resnet},
+    {"resnet50", Family::resnet}, {"resnet20", Family::cifar_resnet}, {"resnet56", Family::cifar_resnet},
+    {"mlp", Family::mlp},
+};
+
+Family family_of(const std::string& name) {
+  for (const Entry& e : kModels)
+    if (name == e.name) return e.family;
+  std::string valid;
+  for (const Entry& e : kModels) valid += (valid.empty() ? "" : ", ") + std::string(e.name);
+  throw ValueError(str_cat("unknown model '", name, "'; valid models: ", valid));
+}
+}  // namespace
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> out;
+  for (const Entry& e : kModels) out.emplace_back(e.name);
+  return out;
+}
+
+int64_t default_image_size(const std::string& name) {
+  Family f = family_of(name);
+  return (f == Family::cifar_resnet || f == Family::mlp) ? 28 : 224;
+}
+
+int64_t default_in_channels(const std::string& name) {
+  Family f = family_of(name);
+  return (f == Family::cifar_resnet || f == Family::mlp) ? 1 : 3;
+}
+
+ModelConfig default_model_config(const std::string& name) {
+  ModelConfig cfg;
+  cfg.in_channels = default_in_channels(name);
+  cfg.height = cfg.width = default_image_size(name);
+  return cfg;
+}
+
+int64_t min_image_size(const std::string& name) { return family_of(name) == Family::vgg ? 32 : 1; }
+
+nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg) {
+  Family f = family_of(name);
+  OOMLAB_CHECK(cfg.num_classes > 0, name, ": num_classes must be > 0, got ", cfg.num_classes);
+  OOMLAB_CHECK(cfg.in_channels > 0, name, ": in_channels must be > 0, got ", cfg.in_channels);
+  OOMLAB_CHECK_T(DTypeError, dtype_is_floating(cfg.dtype), name, ": model dtype must be floating, got ",
+                 dtype_name(cfg.dtype));
+  check_min_input(name, cfg.in_channels, cfg.height, cfg.width, min_image_size(name),
+                  f == Family::vgg ? "its 5 max-pools halve the size 5 times" : "");
+  switch (f) {
+    case Family::vgg: return build_vgg(name, cfg);
+    case Family::resnet: return build_resnet(name, cfg);
+    case Family::cifar_resnet: return build_cifar_resnet(name, cfg);
+    case Family::mlp: return build_mlp(name, cfg);
+  }
+  throw InternalError("build_model: unhandled family");
+}
+
+void check_min_input(const std::string& model, int64_t c, int64_t h, int64_t w, int64_t min_size,
+                     const char* why) {
+  OOMLAB_CHECK_T(ShapeError, h >= min_size && w >= min_size, model, ": input ", c, "x", h, "x", w,
+                 " is too small; height and width must be >= ", min_size,
+                 (why && *why) ? str_cat(" (", why, ")") : std::string(),
+                 "; resize or pad the images, or pick a model for small inputs (resnet20, resnet18)");
+}
+
+nn::LayerOptions zoo_layer_options(const ModelConfig& cfg) {
+  nn::LayerOptions o;
+  o.device = cfg.device;
+  o.dtype = cfg.dtype;
+  o.skip_init = true;
+  return o;
+}
+
+void init_torchvision_weights(nn::Module& model, const ModelConfig& cfg, LinearInit linear) {
+  if (cfg.device.is_meta()) return;
+  Generator gen{cfg.seed, 0};
+  for (auto& [name, m] : model.named_modules()) {
+    if (auto* conv = dynamic_cast<nn::Conv2d*>(m)) {
+      nn::init::kaiming_normal_fan_out_relu_(conv->weight, gen);
+      if (conv->bias.defined()) nn::init::constant_(conv->bias, 0.0);
+    } else if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m)) {
+      nn::init::constant_(bn->weight, 1.0);
+      nn::init::constant_(bn->bias, 0.0);
+    } else if (auto* fc = dynamic_cast<nn::Linear*>(m)) {
+      if (linear == LinearInit::normal_0_01) {
+        nn::init::normal_(fc->weight, 0.0, 0.01, gen);
+        if (fc->bias.defined()) nn::init::constant_(fc->bias, 0.0);
+      } else {
+        fc->reset_parameters(gen);
+      }
+    }
+  }
+}
+
+}  // namespace oomlab

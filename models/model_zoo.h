@@ -1,0 +1,73 @@
+// model_zoo.h — build a model by name: the torchvision CNNs (vgg11/16[_bn], resnet18/34/50),
+// He et al.'s CIFAR ResNets (resnet20/56) and a small MLP, all made of engine/nn layers.
+// Contracts:
+//  * Module names equal torchvision's state_dict keys (features.N / avgpool /
+//    classifier.N; conv1, bn1, layer1.0.conv1, layer1.0.downsample.0, fc), so parameter
+//    counts match torchvision exactly (tests/test_models.cpp asserts them).
+//  * Init is torchvision's (kaiming_normal fan_out/relu for convs, BN 1/0, VGG linear
+//    N(0, 0.01) with bias 0, ResNet fc PyTorch default U(+-1/sqrt(fan_in))), drawn from a
+//    local Generator seeded with ModelConfig::seed (reproducible, the default generator
+//    is untouched). On meta nothing is initialised (no data is ever touched).
+//  * Inputs too small for a model raise ShapeError naming the model and the input size.
+//  * Unknown names raise ValueError listing the valid names.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/core/device.h"
+#include "engine/core/dtype.h"
+#include "engine/nn/layers.h"
+#include "engine/nn/module.h"
+
+namespace oomlab {
+
+struct ModelConfig {
+  int64_t num_classes = 10;
+  int64_t in_channels = 3, height = 224, width = 224;
+  Device device = cpu_device();
+  DType dtype = DType::f32;
+  bool inplace_relu = true;
+  uint64_t seed = 0;
+};
+
+// Valid names: vgg11 vgg11_bn vgg16 vgg16_bn resnet18 resnet34 resnet50 resnet20 resnet56 mlp.
+std::vector<std::string> model_names();
+nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg);
+
+// The input a model is meant for: 224x224x3 for the ImageNet models, 28x28x1
+// (Fashion-MNIST) for resnet20/56 and mlp.
+int64_t default_image_size(const std::string& name);
+int64_t default_in_channels(const std::string& name);
+// ModelConfig{} with in_channels/height/width set to the model's defaults.
+ModelConfig default_model_config(const std::string& name);
+// Smallest height/width the model accepts (vgg: 32 because of its 5 max-pools; others 1).
+int64_t min_image_size(const std::string& name);
+
+// ---- per-family builders (one file each; `name` must belong to the family) ----
+// VGG (models/vgg.cpp): features = cfg A (vgg11) / D (vgg16) 3x3 convs (+BN for *_bn)
+// with 2x2 max-pools, avgpool = AdaptiveAvgPool2d(7, 7), classifier = Linear(25088, 4096),
+// ReLU, Dropout(0.5), Linear(4096, 4096), ReLU, Dropout(0.5), Linear(4096, num_classes).
+nn::ModulePtr build_vgg(const std::string& name, const ModelConfig& cfg);
+// ResNet (models/resnet.cpp): torchvision v1.5 (Bottleneck stride on the 3x3 conv).
+nn::ModulePtr build_resnet(const std::string& name, const ModelConfig& cfg);
+// CIFAR ResNet (models/cifar_resnet.cpp): see models/resnet.h for the shortcut choice.
+nn::ModulePtr build_cifar_resnet(const std::string& name, const ModelConfig& cfg);
+// MLP (models/mlp.cpp): Sequential(Flatten, Linear(C*H*W, 256), ReLU, Linear(256, 128),
+// ReLU, Linear(128, num_classes)); keys "1.weight", "3.weight", "5.weight" (+ biases).
+nn::ModulePtr build_mlp(const std::string& name, const ModelConfig& cfg);
+
+// ---- helpers shared by the family builders (models/model_zoo.cpp) ----
+// Layer options for a zoo model: cfg's device/dtype, skip_init (init_torchvision_weights
+// initialises everything afterwards from one seeded generator).
+nn::LayerOptions zoo_layer_options(const ModelConfig& cfg);
+enum class LinearInit { normal_0_01, pytorch_default };   // VGG / ResNet classifier init
+// torchvision's init over model.named_modules() in pre-order with Generator{cfg.seed}:
+// Conv2d kaiming_normal(fan_out, relu) and bias 0; BatchNorm2d weight 1, bias 0; Linear
+// per `linear`. No-op on meta.
+void init_torchvision_weights(nn::Module& model, const ModelConfig& cfg, LinearInit linear);
+// Throws ShapeError "<model>: input CxHxW is too small ..." if h or w < min_size.
+void check_min_input(const std::string& model, int64_t c, int64_t h, int64_t w, int64_t min_size,
+                     const char* why);
+
+}  // namespace oomlab

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install oomlab's build/test dependencies (Debian/Ubuntu) and configure + build it.
+# Idempotent: apt is skipped entirely when every package is already installed (checked with
+# dpkg-query), and the CMake build is incremental, so a second run takes seconds.
+# Environment: OOMLAB_BUILD_DIR (default: build), OOMLAB_BUILD_TYPE (default: Release),
+#   OOMLAB_JOBS (default: nproc), OOMLAB_CMAKE_ARGS (extra configure flags, word-split),
+#   OOMLAB_SKIP_BUILD=1 (install packages only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ make libopenblas-dev libopenmpi-dev openmpi-bin zlib1g-dev
+          nlohmann-json3-dev libgtest-dev libbenchmark-dev python3 python3-matplotlib
+          dataset-fashion-mnist)
+
+if command -v dpkg-query >/dev/null 2>&1; then
+  missing=()
+  for pkg in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    sudo=()
+    if [[ "$(id -u)" -ne 0 ]]; then sudo=(sudo); fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y --no-install-recommends "${packages[@]}"
+  else
+    echo "setup: all ${#packages[@]} packages already installed"
+  fi
+else
+  echo "setup: no dpkg-query (not Debian/Ubuntu); install the equivalents of: ${packages[*]}" >&2
+fi
+
+if [[ "${OOMLAB_SKIP_BUILD:-0}" == 1 ]]; then
+  exit 0
+fi
+build_dir="${OOMLAB_BUILD_DIR:-build}"
+jobs="${OOMLAB_JOBS:-$(nproc)}"
+# shellcheck disable=SC2086  # OOMLAB_CMAKE_ARGS is a list of flags
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${OOMLAB_BUILD_TYPE:-Release}" ${OOMLAB_CMAKE_ARGS:-}
+cmake --build "$build_dir" -j"$jobs"
