@@ -446,7 +446,9 @@ def build_report(results, specs, out_dir, results_dir):
         lines.append(f"### Verdict: **{v['status']}**\n\n{v['reason']}\n")
         lines.append(provenance_line(doc))
     if results:
-        keys = list(dict.fromkeys(k for d in results.values() for k in d["context"]))
+        order = ("host", "device", "git_sha", "date", "build_type", "compiler", "blas",
+                 "oomlab_version")
+        keys = list(dict.fromkeys(list(order) + [k for d in results.values() for k in d["context"]]))
         lines.append("## Provenance of the results files\n")
         lines.append(md_table(["file"] + keys,
                               [[f"`{n}.json`"] + [fmt_num(results[n]["context"].get(k)) for k in keys]

@@ -168,13 +168,22 @@ TEST(Safetensors, HeaderLayout) {
   auto h = nlohmann::ordered_json::parse(f.substr(8, n));
   EXPECT_EQ(h["w"]["dtype"], "F32");
   EXPECT_EQ(h["w"]["shape"], nlohmann::json::array({3}));
-  EXPECT_EQ(h["w"]["data_offsets"], nlohmann::json::array({0, 12}));
+  EXPECT_EQ(h.begin().key(), "__metadata__");
+  EXPECT_EQ(std::next(h.begin()).key(), "w");  // header in insertion order
   EXPECT_EQ(h["b"]["dtype"], "I64");
-  EXPECT_EQ(h["b"]["data_offsets"], nlohmann::json::array({12, 20}));
+  EXPECT_EQ(h["b"]["data_offsets"], nlohmann::json::array({0, 8}));  // data: 8-byte items first
+  EXPECT_EQ(h["w"]["data_offsets"], nlohmann::json::array({8, 20}));
   EXPECT_TRUE(h["__metadata__"].contains(kSafetensorsCrcKey));
   float w1;
-  std::memcpy(&w1, f.data() + 8 + n + 4, 4);
+  std::memcpy(&w1, f.data() + 8 + n + 8 + 4, 4);
   EXPECT_EQ(w1, 2.0f);
+  // Every tensor starts at a multiple of its itemsize whatever the insertion order.
+  std::string g = serialize_safetensors({{"u", Tensor::empty({3}, DType::u8)}, {"h", Tensor::zeros({3}, DType::f16)},
+                                         {"f", Tensor::zeros({1})}, {"d", Tensor::zeros({1}, DType::f64)}});
+  std::memcpy(&n, g.data(), 8);
+  auto hg = nlohmann::json::parse(g.substr(8, n));
+  for (auto [name, size] : {std::pair{"u", 1}, {"h", 2}, {"f", 4}, {"d", 8}})
+    EXPECT_EQ(hg[name]["data_offsets"][0].get<uint64_t>() % size, 0u) << name;
   EXPECT_THROW(serialize_safetensors({{"a", Tensor::zeros({1})}, {"a", Tensor::zeros({1})}}), ValueError);
   EXPECT_THROW(serialize_safetensors({{"x", Tensor::empty({2}, DType::f32, meta_device())}}), DeviceError);
 }

@@ -75,26 +75,31 @@ std::string serialize_safetensors(const NamedTensors& tensors, const TensorMetad
   std::set<std::string> seen;
   std::vector<Tensor> host;
   host.reserve(tensors.size());
-  uint64_t data_bytes = 0;
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  header["__metadata__"] = nlohmann::ordered_json::object();  // filled last (needs the CRC)
   for (const auto& [name, t] : tensors) {
     OOMLAB_CHECK(!name.empty() && name != "__metadata__", "safetensors: invalid tensor name '", name, "'");
     OOMLAB_CHECK(seen.insert(name).second, "safetensors: duplicate tensor name '", name, "'");
     host.push_back(host_contiguous(t, name));
-    const uint64_t nb = host.back().nbytes();
-    header[name] = {{"dtype", safetensors_dtype_name(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {data_bytes, data_bytes + nb}}};
-    data_bytes += nb;
   }
-  // Data first (into its final place would need the header size, which needs the CRC):
+  // Data layout: largest itemsize first (stable), so every tensor starts at a multiple of
+  // its itemsize (the header is padded to 8) and mmap readers get aligned views, as the
+  // reference writer does. The header lists tensors in insertion order.
+  std::vector<size_t> layout(host.size());
+  for (size_t i = 0; i < layout.size(); ++i) layout[i] = i;
+  std::stable_sort(layout.begin(), layout.end(), [&](size_t a, size_t b) {
+    return dtype_size(host[a].dtype()) > dtype_size(host[b].dtype());
+  });
+  std::vector<uint64_t> begin(host.size());
+  uint64_t data_bytes = 0;
+  for (size_t i : layout) { begin[i] = data_bytes; data_bytes += host[i].nbytes(); }
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  header["__metadata__"] = nlohmann::ordered_json::object();  // filled below (needs the CRC)
+  for (size_t i = 0; i < host.size(); ++i)
+    header[tensors[i].first] = {{"dtype", safetensors_dtype_name(host[i].dtype())},
+                                {"shape", host[i].shape()},
+                                {"data_offsets", {begin[i], begin[i] + host[i].nbytes()}}};
   std::string data(size_t(data_bytes), '\0');
-  size_t off = 0;
-  for (const Tensor& h : host) {
-    if (h.nbytes()) std::memcpy(data.data() + off, h.raw_data(), h.nbytes());
-    off += h.nbytes();
-  }
+  for (size_t i = 0; i < host.size(); ++i)
+    if (host[i].nbytes()) std::memcpy(data.data() + begin[i], host[i].raw_data(), host[i].nbytes());
   auto& meta = header["__metadata__"];
   for (const auto& [k, v] : metadata)
     if (k != kSafetensorsCrcKey) meta[k] = v;
@@ -207,8 +212,7 @@ SafetensorsContents parse_safetensors(std::string_view bytes, const std::string&
       throw bad("CRC32 mismatch: header records ", c->second, " but the data section hashes to ", actual,
                 " (file corrupt)");
   }
-  for (size_t i : order) {
-    const Entry& e = entries[i];
+  for (const Entry& e : entries) {  // header order (our writer: insertion order)
     Tensor t = Tensor::empty(e.shape, e.dtype, cpu_device());
     if (e.end > e.begin) std::memcpy(t.raw_data(), data.data() + e.begin, size_t(e.end - e.begin));
     out.tensors.emplace_back(e.name, std::move(t));

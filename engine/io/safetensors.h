@@ -3,8 +3,9 @@
 // Layout: u64 little-endian header length N | JSON header (N bytes, space-padded so the
 // data starts 8-byte aligned) | data. Header: {"__metadata__": {str: str},
 // "name": {"dtype": "F32"|"F64"|"F16"|"BF16"|"I64"|"U8", "shape": [...],
-// "data_offsets": [begin, end]}} with offsets relative to the data section. Tensors keep
-// insertion order (any order is valid for readers).
+// "data_offsets": [begin, end]}} with offsets relative to the data section. The header
+// keeps insertion order; the data is laid out largest itemsize first so every tensor is
+// aligned to its itemsize (as the reference writer guarantees for mmap readers).
 // Integrity: the writer adds metadata "oomlab_crc32" (zlib CRC32 of the data section, 8
 // lowercase hex digits); the reader verifies it when present. Every malformed file is an
 // IoError naming the file and the problem. Files are written with write_file_atomic.
@@ -24,7 +25,7 @@ using TensorMetadata = std::map<std::string, std::string>;
 inline constexpr const char* kSafetensorsCrcKey = "oomlab_crc32";
 
 struct SafetensorsContents {
-  NamedTensors tensors;     // cpu, contiguous, in data-offset order
+  NamedTensors tensors;     // cpu, contiguous, in header order
   TensorMetadata metadata;  // includes oomlab_crc32 when the file has it
 };
 

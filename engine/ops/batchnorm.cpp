@@ -44,10 +44,10 @@ void* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nul
 
 Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum, double eps) {
-  OOMLAB_CHECK_T(ShapeError, x0.dim() == 2 || x0.dim() == 4, "batch_norm: expected a [N, C] or [N, C, H, W] input, got ",
-                 shape_str(x0.shape()));
-  OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()), "batch_norm: input must be floating point, got ",
-                 dtype_name(x0.dtype()));
+  OOMLAB_CHECK_T(ShapeError, x0.dim() == 2 || x0.dim() == 4,
+                 "batch_norm: expected a [N, C] or [N, C, H, W] input, got ", shape_str(x0.shape()));
+  OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()),
+                 "batch_norm: input must be floating point, got ", dtype_name(x0.dtype()));
   OOMLAB_CHECK(eps > 0.0, "batch_norm: eps must be positive, got ", eps);
   const int64_t N = x0.size(0), C = x0.size(1);
   const int64_t HW = x0.dim() == 4 ? x0.size(2) * x0.size(3) : 1;
@@ -58,14 +58,16 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Te
   OOMLAB_CHECK(running_mean.defined() == running_var.defined(),
                "batch_norm: running_mean and running_var must both be given or both be undefined");
   if (training) {
-    OOMLAB_CHECK(N * HW > 1, "batch_norm: expected more than 1 value per channel when training, got input size ",
-                 shape_str(x0.shape()));
+    OOMLAB_CHECK(N * HW > 1, "batch_norm: expected more than 1 value per channel when training, ",
+                 "got input size ", shape_str(x0.shape()));
   } else {
-    OOMLAB_CHECK(running_mean.defined(), "batch_norm: running_mean and running_var must be defined in evaluation mode");
+    OOMLAB_CHECK(running_mean.defined(),
+                 "batch_norm: running_mean and running_var must be defined in evaluation mode");
   }
   for (const Tensor* t : {&running_mean, &running_var})
     if (t->defined())
-      OOMLAB_CHECK_T(ShapeError, t->is_contiguous(), "batch_norm: running stats must be contiguous, got ", t->str());
+      OOMLAB_CHECK_T(ShapeError, t->is_contiguous(), "batch_norm: running stats must be contiguous, got ",
+                     t->str());
   // One parameter dtype for weight, bias and running stats (the kernel's contract).
   DType pdt = param_dtype_for(x0.dtype());
   bool first = true;
@@ -73,8 +75,9 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Te
   for (const Tensor* t : params) {
     if (!t->defined()) continue;
     if (first) { pdt = t->dtype(); first = false; }
-    OOMLAB_CHECK_T(DTypeError, t->dtype() == pdt, "batch_norm: weight, bias and running stats must share one dtype (got ",
-                   dtype_name(pdt), " and ", dtype_name(t->dtype()), ")");
+    OOMLAB_CHECK_T(DTypeError, t->dtype() == pdt,
+                   "batch_norm: weight, bias and running stats must share one dtype (got ", dtype_name(pdt),
+                   " and ", dtype_name(t->dtype()), ")");
   }
 
   const Device dev = x0.device();

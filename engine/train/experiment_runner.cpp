@@ -85,15 +85,16 @@ json run_01(const json& spec, const std::string& profile, json& points) {
   double fwd_per_image = bx.size() > 1 ? linear_fit(bx, fwd).slope : double(4 * s1.activation_values_per_sample);
   double train_per_image = bx.size() > 1 ? linear_fit(bx, train).slope : double(s1.saved_bytes);
   json layers = s1.to_json()["layers"];
-  json totals = {{"activation_values_per_image", s1.activation_values_per_sample},
-                 {"activation_bytes_per_image", 4 * s1.activation_values_per_sample},
+  const int64_t distinct = s1.distinct_activation_values_per_sample;
+  json totals = {{"activation_values_per_image", distinct},
+                 {"activation_values_incl_inplace_per_image", s1.activation_values_per_sample},
+                 {"activation_bytes_per_image", 4 * distinct},
                  {"params", s1.params},
                  {"saved_bytes_per_image", s1.saved_bytes},
                  {"forward_only_bytes_per_image", fwd_per_image},
                  {"training_bytes_per_image", train_per_image},
                  {"training_over_forward", fwd_per_image > 0 ? train_per_image / fwd_per_image : 0.0},
-                 {"training_over_activations", s1.activation_values_per_sample > 0
-                      ? train_per_image / (4.0 * double(s1.activation_values_per_sample)) : 0.0}};
+                 {"training_over_activations", distinct > 0 ? train_per_image / (4.0 * double(distinct)) : 0.0}};
   return {{"layers", layers}, {"totals", totals}};
 }
 
@@ -101,21 +102,25 @@ json verdict_01(const json& spec, const json& summary) {
   const json& src = spec["source"]["totals"];
   const json& t = summary["totals"];
   double ours_values = t["activation_values_per_image"].get<double>();
-  double src_values = src["activation_values_per_image"].get<double>();
+  double src_rows = src["table_row_sum_activation_values"].get<double>();
   double ratio = t["training_over_activations"].get<double>();
   double params_err = std::fabs(t["params"].get<double>() - src["params"].get<double>()) / src["params"].get<double>();
-  bool values_ok = std::fabs(ours_values - src_values) / src_values < 0.1;
+  bool table_ok = std::fabs(ours_values - src_rows) / src_rows < 0.05 && params_err < 0.01;
   bool ratio_ok = ratio > 1.5 && ratio < 2.5;
-  std::string status = values_ok && ratio_ok && params_err < 0.01 ? "confirmed" : (params_err < 0.01 ? "depends" : "refuted");
-  char buf[640];
+  std::string status = table_ok && ratio_ok ? "confirmed" : (table_ok ? "refuted" : "depends");
+  char buf[900];
   std::snprintf(buf, sizeof buf,
-                "Measured on the meta device (exact allocator trace): %.2fM activation values per image "
-                "counting every layer output incl. ReLU (source: %.0fM; its own rows sum to %.2fM), %.3fM "
-                "params (source 138M); training needs %.2fx the forward activation bytes per image "
-                "(%.1f MiB vs %.1f MiB forward values; source: ~2x).",
-                ours_values / 1e6, src_values / 1e6, src["table_row_sum_activation_values"].get<double>() / 1e6,
-                t["params"].get<double>() / 1e6, ratio, t["training_bytes_per_image"].get<double>() / 1048576.0,
-                t["activation_bytes_per_image"].get<double>() / 1048576.0);
+                "Per-layer table confirmed: %.2fM activation values per image in layers that own their memory "
+                "(source rows sum to %.2fM incl. the input; its stated total is %.0fM; %.2fM if in-place ReLU "
+                "outputs are counted too), %.3fM params (source 138M). The 'x2 for training' does not hold: a "
+                "training step needs %.2fx the forward activation bytes per image (%.1f MiB vs %.1f MiB), because "
+                "activation gradients are freed layer by layer during backward and in-place ReLU adds nothing; "
+                "forward-only inference needs %.1f MiB per image (two live layers at a time).",
+                ours_values / 1e6, src_rows / 1e6, src["activation_values_per_image"].get<double>() / 1e6,
+                t["activation_values_incl_inplace_per_image"].get<double>() / 1e6, t["params"].get<double>() / 1e6,
+                ratio, t["training_bytes_per_image"].get<double>() / 1048576.0,
+                t["activation_bytes_per_image"].get<double>() / 1048576.0,
+                t["forward_only_bytes_per_image"].get<double>() / 1048576.0);
   return {{"status", status}, {"reason", buf}};
 }
 

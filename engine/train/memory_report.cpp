@@ -61,9 +61,10 @@ nlohmann::json ModelSummary::to_json() const {
   for (const LayerRow& r : layers)
     rows.push_back({{"name", r.name}, {"type", r.type}, {"output_shape", r.output_shape},
                     {"output_values", r.output_values}, {"params", r.params},
-                    {"output_bytes", r.output_bytes}, {"saved_bytes", r.saved_bytes}});
+                    {"output_bytes", r.output_bytes}, {"saved_bytes", r.saved_bytes}, {"inplace", r.inplace}});
   return {{"model", model}, {"batch", batch}, {"input", input}, {"layers", rows},
           {"totals", {{"params", params}, {"activation_values_per_sample", activation_values_per_sample},
+                      {"distinct_activation_values_per_sample", distinct_activation_values_per_sample},
                       {"saved_bytes", saved_bytes}, {"forward_only_peak_bytes", forward_only_peak_bytes},
                       {"training_forward_peak_bytes", training_forward_peak_bytes}}}};
 }
@@ -109,7 +110,7 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
 
   std::vector<LayerRow> rows;
   {
-    nn::ForwardObserverGuard obs([&](const nn::Module& m, const Tensor&, const Tensor& out) {
+    nn::ForwardObserverGuard obs([&](const nn::Module& m, const Tensor& in, const Tensor& out) {
       if (!m.is_leaf_module()) return;
       LayerRow r;
       r.name = m.full_name();
@@ -118,6 +119,7 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
       r.output_values = shape_numel(r.output_shape);
       r.params = m.num_parameters();
       r.output_bytes = int64_t(out.nbytes());
+      r.inplace = in.defined() && in.storage() == out.storage();
       rows.push_back(r);
     });
     SavedTensorHooksGuard guard(hooks);
@@ -129,6 +131,7 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
   for (LayerRow& r : rows) {
     r.saved_bytes = saved_by_layer.count(r.name) ? saved_by_layer[r.name] : 0;
     s.activation_values_per_sample += r.output_values;
+    if (!r.inplace) s.distinct_activation_values_per_sample += r.output_values;
     s.saved_bytes += r.saved_bytes;
   }
   s.layers = std::move(rows);
@@ -151,7 +154,9 @@ nlohmann::json MemoryEstimate::to_json() const {
 MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
                                uint64_t device_memory) {
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
-  const int64_t outputs = summarize_model(spec, 1).activation_values_per_sample;
+  // "Sum of layer outputs" as the source's table counts it: outputs that occupy memory
+  // of their own (in-place ReLU and flatten views share their input's).
+  const int64_t outputs = summarize_model(spec, 1).distinct_activation_values_per_sample;
   reset_allocators();
   allocator_for(meta_device()).set_capacity(device_memory);
   Built b = build_on_meta(spec);

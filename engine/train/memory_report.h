@@ -21,6 +21,7 @@ struct LayerRow {
   int64_t params = 0;
   int64_t output_bytes = 0;      // whole batch
   int64_t saved_bytes = 0;       // whole batch, activations saved for backward
+  bool inplace = false;          // output shares its input's storage (relu_, flatten view)
 };
 
 struct ModelSummary {
@@ -30,6 +31,7 @@ struct ModelSummary {
   std::vector<LayerRow> layers;
   int64_t params = 0;
   int64_t activation_values_per_sample = 0;   // sum of leaf-layer outputs
+  int64_t distinct_activation_values_per_sample = 0;  // same, minus in-place/view outputs
   int64_t saved_bytes = 0;                    // sum of saved_bytes
   int64_t forward_only_peak_bytes = 0;        // no_grad forward, allocated peak
   int64_t training_forward_peak_bytes = 0;    // grad-enabled forward, allocated peak

@@ -1,9 +1,10 @@
 // activation_cpu.cpp — CPU kernels for relu / relu backward / dropout (float32, float64).
 // OpenMP over elements, static schedule. Dropout: element i keeps iff
 // uint_to_unit_float(Generator::block(seed, base, i / 4)[i % 4]) >= p, so the mask
-// depends only on (seed, base, i), never on the thread count; kept values are x / (1-p).
-// The forward writes the uint8 mask when given (mask may be null); the backward computes
-// dx = dy * mask / (1-p).
+// depends only on (seed, base, i), never on the thread count. As PyTorch, y = x * mask *
+// (1/(1-p)) (a multiply, so inf/NaN inputs give NaN where dropped); the forward writes the
+// uint8 mask when given (may be null); the backward computes dx = dy * mask * (1/(1-p)).
+// Philox runs on batches of 64 blocks in structure-of-arrays form so it vectorises.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -72,7 +73,7 @@ template <class T> void dropout_forward_cpu(const DropoutArgs& a) {
       for (int k = 0; k < 4; ++k) keep[4 * b + k] = uint8_t((w[k][b] >> 8) >= thr);
     const int64_t i0 = b0 * 4, m = std::min(nb * 4, a.n - i0);
 #pragma omp simd
-    for (int64_t e = 0; e < m; ++e) y[i0 + e] = keep[e] ? x[i0 + e] * scale : T(0);
+    for (int64_t e = 0; e < m; ++e) y[i0 + e] = x[i0 + e] * (T(keep[e]) * scale);
     if (mask) std::memcpy(mask + i0, keep, size_t(m));
   }
 }
@@ -83,7 +84,7 @@ template <class T> void dropout_backward_cpu(const DropoutArgs& a) {
   const uint8_t* mask = a.mask;
   const T scale = T(1.0 / (1.0 - a.p));
 #pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
-  for (int64_t i = 0; i < a.n; ++i) dx[i] = mask[i] ? dy[i] * scale : T(0);
+  for (int64_t i = 0; i < a.n; ++i) dx[i] = dy[i] * (T(mask[i]) * scale);
 }
 }  // namespace
 

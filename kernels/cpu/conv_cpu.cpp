@@ -134,10 +134,26 @@ inline void for_row_pixels(const Geom& g, int64_t r, int64_t s, int64_t pq0, int
   }
 }
 
+// Short-row helpers; SW is the stride when known at compile time (0: runtime `sw`).
+template <int SW, class T> inline void copy_row(T* __restrict d, const T* __restrict src, int64_t n, int64_t sw) {
+  const int64_t st = SW ? SW : sw;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = src[i * st];
+}
+template <int SW, class T> inline void add_row(T* __restrict d, const T* __restrict src, int64_t n, int64_t sw) {
+  const int64_t st = SW ? SW : sw;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i * st] += src[i];
+}
+template <class T> inline void zero_row(T* d, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = T(0);
+}
+
 // col[row - row0, coff + j] for rows [row0, row1) and pixels [pq0, pq1) of image n.
-template <class T>
-void im2col(const Geom& g, const T* x, int64_t n, int64_t pq0, int64_t pq1, int64_t row0, int64_t row1,
-            T* col, int64_t ld, int64_t coff) {
+template <int SW, class T>
+void im2col_sw(const Geom& g, const T* x, int64_t n, int64_t pq0, int64_t pq1, int64_t row0, int64_t row1,
+               T* col, int64_t ld, int64_t coff) {
   const int64_t RS = g.R * g.S;
   for (int64_t row = row0; row < row1; ++row) {
     const int64_t c = row / RS, r = (row / g.S) % g.R, s = row % g.S;
@@ -146,21 +162,25 @@ void im2col(const Geom& g, const T* x, int64_t n, int64_t pq0, int64_t pq1, int6
     for_row_pixels(g, r, s, pq0, pq1, [&](int64_t, int64_t q0, int64_t q1, int64_t ih, int64_t iw0,
                                           int64_t lo, int64_t hi, int64_t j0) {
       // d[j0 + q] is the slot of pixel (p, q); input column of q is iw0 + q*sw
-      if (ih < 0 || ih >= g.H) { std::fill(d + j0 + q0, d + j0 + q1, T(0)); return; }
-      const T* src = xp + ih * g.W;
-      std::fill(d + j0 + q0, d + j0 + lo, T(0));
-      if (g.sw == 1) std::memcpy(d + j0 + lo, src + iw0 + lo, size_t(hi - lo) * sizeof(T));
-      else
-        for (int64_t q = lo; q < hi; ++q) d[j0 + q] = src[iw0 + q * g.sw];
-      std::fill(d + j0 + hi, d + j0 + q1, T(0));
+      if (ih < 0 || ih >= g.H) { zero_row(d + j0 + q0, q1 - q0); return; }
+      zero_row(d + j0 + q0, lo - q0);
+      copy_row<SW>(d + j0 + lo, xp + ih * g.W + iw0 + lo * g.sw, hi - lo, g.sw);
+      zero_row(d + j0 + hi, q1 - hi);
     });
   }
 }
+template <class T>
+void im2col(const Geom& g, const T* x, int64_t n, int64_t pq0, int64_t pq1, int64_t row0, int64_t row1,
+            T* col, int64_t ld, int64_t coff) {
+  if (g.sw == 1) im2col_sw<1>(g, x, n, pq0, pq1, row0, row1, col, ld, coff);
+  else if (g.sw == 2) im2col_sw<2>(g, x, n, pq0, pq1, row0, row1, col, ld, coff);
+  else im2col_sw<0>(g, x, n, pq0, pq1, row0, row1, col, ld, coff);
+}
 
 // dx[n] += col2im of dcol[:, coff + j] for pixels [pq0, pq1) (all C*R*S rows).
-template <class T>
-void col2im_add(const Geom& g, const T* dcol, int64_t ld, int64_t coff, int64_t n, int64_t pq0,
-                int64_t pq1, T* dx) {
+template <int SW, class T>
+void col2im_add_sw(const Geom& g, const T* dcol, int64_t ld, int64_t coff, int64_t n, int64_t pq0,
+                   int64_t pq1, T* dx) {
   for (int64_t c = 0; c < g.C; ++c) {
     T* xp = dx + (n * g.C + c) * g.HW;
     for (int64_t r = 0; r < g.R; ++r)
@@ -168,17 +188,17 @@ void col2im_add(const Geom& g, const T* dcol, int64_t ld, int64_t coff, int64_t 
         const T* sp = dcol + ((c * g.R + r) * g.S + s) * ld + coff;
         for_row_pixels(g, r, s, pq0, pq1, [&](int64_t, int64_t, int64_t, int64_t ih, int64_t iw0,
                                               int64_t lo, int64_t hi, int64_t j0) {
-          if (ih < 0 || ih >= g.H) return;
-          T* d = xp + ih * g.W;
-          if (g.sw == 1) {
-#pragma omp simd
-            for (int64_t q = lo; q < hi; ++q) d[iw0 + q] += sp[j0 + q];
-          } else {
-            for (int64_t q = lo; q < hi; ++q) d[iw0 + q * g.sw] += sp[j0 + q];
-          }
+          if (ih >= 0 && ih < g.H) add_row<SW>(xp + ih * g.W + iw0 + lo * g.sw, sp + j0 + lo, hi - lo, g.sw);
         });
       }
   }
+}
+template <class T>
+void col2im_add(const Geom& g, const T* dcol, int64_t ld, int64_t coff, int64_t n, int64_t pq0,
+                int64_t pq1, T* dx) {
+  if (g.sw == 1) col2im_add_sw<1>(g, dcol, ld, coff, n, pq0, pq1, dx);
+  else if (g.sw == 2) col2im_add_sw<2>(g, dcol, ld, coff, n, pq0, pq1, dx);
+  else col2im_add_sw<0>(g, dcol, ld, coff, n, pq0, pq1, dx);
 }
 
 // panel[k, i*PQ + pq] = dy[n0+i, k, pq]

@@ -34,7 +34,10 @@ template <class T> void sgd_step_cpu(const SgdArgs& a) {
   }
 }
 
-template <class T> void adam_step_cpu(const AdamArgs& a) {
+// The flags are template parameters so the inner loop has no branches. (GCC vectorizes
+// it only with -fno-math-errno: otherwise each std::sqrt keeps an errno branch.)
+template <class T, bool Decay, bool Decoupled, bool LerpLow>
+void adam_loop(const AdamArgs& a) {
   T* p = static_cast<T*>(a.param);
   const T* g = static_cast<const T*>(a.grad);
   T* m = static_cast<T*>(a.exp_avg);
@@ -42,23 +45,27 @@ template <class T> void adam_step_cpu(const AdamArgs& a) {
   const T w1 = T(1.0 - a.beta1), beta2 = T(a.beta2), w2 = T(1.0 - a.beta2);
   const T wd = T(a.weight_decay), shrink = T(1.0 - a.lr * a.weight_decay);
   const T step_size = T(a.step_size), bc2_sqrt = T(a.bias_correction2_sqrt), eps = T(a.eps);
-  const bool decoupled = a.decoupled, decay = a.weight_decay != 0;
-  const bool lerp_low = w1 < T(0.5);   // torch.lerp's two-branch formula
 #pragma omp parallel for simd schedule(static) if (a.n > 32768)
   for (int64_t i = 0; i < a.n; ++i) {
     T pi = p[i], gi = g[i];
-    if (decay) {
-      if (decoupled) pi = pi * shrink;
-      else gi = gi + wd * pi;
-    }
+    if constexpr (Decay && Decoupled) pi = pi * shrink;
+    if constexpr (Decay && !Decoupled) gi = gi + wd * pi;
     T mi = m[i];
-    mi = lerp_low ? mi + w1 * (gi - mi) : gi - (gi - mi) * (T(1) - w1);
+    if constexpr (LerpLow) mi = mi + w1 * (gi - mi);          // torch.lerp's two branches
+    else mi = gi - (gi - mi) * (T(1) - w1);
     T vi = v[i] * beta2 + w2 * gi * gi;
     T denom = std::sqrt(vi) / bc2_sqrt + eps;
     m[i] = mi;
     v[i] = vi;
     p[i] = pi - step_size * (mi / denom);
   }
+}
+
+template <class T> void adam_step_cpu(const AdamArgs& a) {
+  const bool decay = a.weight_decay != 0, low = (1.0 - a.beta1) < 0.5;
+  if (!decay) return low ? adam_loop<T, false, false, true>(a) : adam_loop<T, false, false, false>(a);
+  if (a.decoupled) return low ? adam_loop<T, true, true, true>(a) : adam_loop<T, true, true, false>(a);
+  return low ? adam_loop<T, true, false, true>(a) : adam_loop<T, true, false, false>(a);
 }
 }  // namespace
 
