@@ -190,9 +190,9 @@ json train(const TrainConfig& c) {
   };
 
   while (step < total_steps) {
-    if (!loader.next(b)) {
-      end_epoch(loader.epoch());
-      loader.set_epoch(loader.epoch() + 1);
+    const int64_t epoch = loader.epoch();
+    if (!loader.next(b)) {   // the loader moves itself to the next epoch
+      end_epoch(epoch);
       continue;
     }
     auto t0 = std::chrono::steady_clock::now();

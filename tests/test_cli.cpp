@@ -1,0 +1,88 @@
+// test_cli.cpp — the oomlab binary on bad input: a clear message, exit code 2, and no
+// output file; on good input: exit 0 and a strict results JSON with provenance.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+struct CliRun { int code; std::string output; };
+
+CliRun run_oomlab(const std::string& args) {
+  std::string cmd = std::string(OOMLAB_BINARY_DIR) + "/oomlab " + args + " 2>&1";
+  CliRun r{0, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  while (fgets(buf.data(), int(buf.size()), p)) r.output += buf.data();
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path tmp(const std::string& name) { return fs::temp_directory_path() / ("oomlab_cli_" + name + "_" + std::to_string(::getpid())); }
+}  // namespace
+
+struct BadInputCase { const char* args; const char* expected; };
+
+class CliBadInput : public ::testing::TestWithParam<BadInputCase> {};
+
+TEST_P(CliBadInput, ClearMessageNonZeroExitNoOutputFile) {
+  fs::path out = tmp("bad.json");
+  fs::remove(out);
+  CliRun r = run_oomlab(std::string(GetParam().args) + " --json " + out.string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find(GetParam().expected), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliBadInput,
+    ::testing::Values(
+        BadInputCase{"train --model resnet20 --bogus 1", "unknown flag --bogus"},
+        BadInputCase{"train --model resnet99 --dataset synthetic", "unknown model"},
+        BadInputCase{"train --model resnet20 --dataset imagenet", "--dataset must be"},
+        BadInputCase{"train --model resnet20 --device tpu", "unknown device 'tpu'"},
+        BadInputCase{"train --model resnet20 --batch abc", "expects an integer"},
+        BadInputCase{"train --model resnet20 --batch 0", "--batch must be >= 1"},
+        BadInputCase{"train --model resnet20 --data-dir /nonexistent/fmnist", "dataset-fashion-mnist"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --synthetic-size 16 --batch 64", "impossible batch"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --device-memory 12XB", "invalid size"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --schedule zigzag", "zigzag"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --optimizer lion", "lion"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --resume /nonexistent/ckpt", "does not exist"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --steps 1 --device-memory 1MiB", "out of memory"},
+        BadInputCase{"summary --model vgg16 --input 1,28,28", "too small"},
+        BadInputCase{"summary --model resnet18 --input 3,x,224", "invalid --input"},
+        BadInputCase{"estimate --model resnet20", "--batch is required"},
+        BadInputCase{"estimate --model resnet50 --batch 64 --device-memory 1GiB", "out of memory"}));
+
+TEST(Cli, UnknownCommandAndJsonIntoMissingDirectory) {
+  EXPECT_EQ(run_oomlab("frobnicate").code, 2);
+  CliRun missing = run_oomlab("run experiments/does_not_exist");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.output.find("not found"), std::string::npos) << missing.output;
+  CliRun r = run_oomlab("summary --model mlp --json /nonexistent/dir/out.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("does not exist or is not writable"), std::string::npos) << r.output;
+}
+
+TEST(Cli, EstimateWritesStrictJsonWithProvenance) {
+  fs::path out = tmp("estimate.json");
+  CliRun r = run_oomlab("estimate --model resnet50 --batch 8 --optimizer adam --json " + out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(out);
+  nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["schema_version"], 1);
+  for (const char* k : {"git_sha", "build_type", "compiler", "blas", "host", "device", "date"})
+    EXPECT_TRUE(j["context"].contains(k)) << k;
+  EXPECT_GT(j["metrics"]["exact"]["peak_allocated_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(j["metrics"]["exact"]["optimizer_state_bytes"], 2 * j["metrics"]["exact"]["params_bytes"].get<int64_t>());
+  fs::remove(out);
+}
