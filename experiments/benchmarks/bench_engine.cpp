@@ -1,0 +1,133 @@
+// bench_engine.cpp — Google Benchmark for whole-engine figures, each measured against an
+// OpenBLAS sgemm run in the same process (sgemm runs first):
+//   BM_sgemm_square/1024        reference GFLOP/s of this machine
+//   BM_train_step_cpu/<model>   one full training step (SGD momentum) on synthetic data,
+//                               images/s and pct_sgemm = model FLOP/s as % of sgemm
+//                               (FLOPs: 3x the forward conv+linear multiply-adds x2)
+//   BM_train_step_meta          full ResNet-50 step at batch 256 on the meta device
+//   BM_autograd_overhead        per-op cost of recording + backward for a chain of tiny ops
+// Usage: ./bench_engine --benchmark_min_time=1 [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <chrono>
+#include <vector>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/nn/forward_observer.h"
+#include "engine/ops/elementwise.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/train_step.h"
+#include "models/model_zoo.h"
+
+using namespace oomlab;
+
+namespace {
+double g_sgemm_gflops = 0;
+
+void BM_sgemm_square(benchmark::State& st) {
+  const int n = int(st.range(0));
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  double total = 0;
+  int64_t iters = 0;
+  for (auto _ : st) {
+    auto t0 = std::chrono::steady_clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++iters;
+  }
+  double g = 2.0 * n * n * double(n) * double(iters) / total * 1e-9;
+  g_sgemm_gflops = std::max(g_sgemm_gflops, g);
+  st.counters["GFLOPS"] = g;
+}
+BENCHMARK(BM_sgemm_square)->Arg(1024)->Unit(benchmark::kMillisecond);
+
+// Forward multiply-add FLOPs of conv and linear layers (x2 per MAC), measured on meta.
+double forward_flops(const std::string& name, const ModelConfig& base, int64_t batch) {
+  ModelConfig cfg = base;
+  cfg.device = meta_device();
+  nn::ModulePtr m = build_model(name, cfg);
+  double flops = 0;
+  nn::ForwardObserverGuard obs([&](const nn::Module& mod, const Tensor&, const Tensor& out) {
+    std::string t = mod.type_name();
+    if (t != "Conv2d" && t != "Linear") return;
+    Tensor w = mod.named_parameters()[0].second;   // weight first
+    double macs_per_output = double(w.numel()) / double(w.size(0));
+    flops += 2.0 * double(out.numel()) * macs_per_output;
+  });
+  Tensor x = Tensor::empty({batch, cfg.in_channels, cfg.height, cfg.width}, DType::f32, meta_device());
+  NoGradGuard ng;
+  (*m)(x);
+  return flops;
+}
+
+void train_step_bench(benchmark::State& st, const std::string& name, ModelConfig cfg, int64_t batch, Device dev) {
+  reset_allocators();
+  cfg.device = dev;
+  nn::ModulePtr model = build_model(name, cfg);
+  ParamGroup g;
+  g.params = model->named_parameters();
+  g.lr = 0.01;
+  g.momentum = 0.9;
+  auto opt = make_optimizer("sgd", {g});
+  std::vector<float> images(size_t(batch * cfg.in_channels * cfg.height * cfg.width), 0.1f);
+  std::vector<int64_t> labels(size_t(batch), 1);
+  for (size_t i = 0; i < images.size(); ++i) images[i] = float((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = i % cfg.num_classes;
+  const double step_flops = dev.is_meta() ? 0.0 : 3.0 * forward_flops(name, cfg, batch);
+  double total = 0;
+  int64_t iters = 0;
+  for (auto _ : st) {
+    auto t0 = std::chrono::steady_clock::now();
+    Tensor x = images_to_device(images.data(), {batch, cfg.in_channels, cfg.height, cfg.width}, dev);
+    Tensor y = labels_to_device(labels.data(), batch, dev);
+    StepOutput out = train_step(*model, *opt, x, y, /*track_memory=*/false);
+    benchmark::DoNotOptimize(out.loss.item());
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++iters;
+  }
+  const double sec = total / double(iters);
+  st.counters["images_per_s"] = double(batch) / sec;
+  if (step_flops > 0) {
+    st.counters["step_GFLOP"] = step_flops * 1e-9;
+    st.counters["GFLOPS"] = step_flops / sec * 1e-9;
+    if (g_sgemm_gflops > 0) st.counters["pct_sgemm"] = 100.0 * step_flops / sec * 1e-9 / g_sgemm_gflops;
+  }
+}
+
+void BM_train_step_cpu_resnet20(benchmark::State& st) {
+  ModelConfig cfg = default_model_config("resnet20");
+  cfg.num_classes = 10;
+  train_step_bench(st, "resnet20", cfg, 128, cpu_device());
+}
+BENCHMARK(BM_train_step_cpu_resnet20)->Unit(benchmark::kMillisecond)->Iterations(20);
+
+void BM_train_step_meta_resnet50(benchmark::State& st) {
+  ModelConfig cfg = default_model_config("resnet50");
+  cfg.num_classes = 1000;
+  train_step_bench(st, "resnet50", cfg, 256, meta_device());
+}
+BENCHMARK(BM_train_step_meta_resnet50)->Unit(benchmark::kMillisecond);
+
+// Chain of N tiny ops (1-element scale), then backward: time per op (forward record +
+// backward), i.e. the bookkeeping cost the engine adds per op.
+void BM_autograd_overhead(benchmark::State& st) {
+  const int64_t n_ops = st.range(0);
+  reset_allocators();
+  Tensor w = Tensor::full({1}, 1.0, DType::f32);
+  w.set_requires_grad(true);
+  for (auto _ : st) {
+    Tensor h = w;
+    for (int64_t i = 0; i < n_ops; ++i) h = scale(h, 1.0001);
+    h.backward(Tensor::ones({1}));
+    w.zero_grad();
+  }
+  st.counters["us_per_op"] = benchmark::Counter(double(n_ops) * double(st.iterations()),
+                                                benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  st.counters["us_per_op"] = st.counters["us_per_op"];
+}
+BENCHMARK(BM_autograd_overhead)->Arg(1000)->Unit(benchmark::kMicrosecond);
+}  // namespace
+
+BENCHMARK_MAIN();
