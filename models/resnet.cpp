@@ -37,7 +37,7 @@ Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = (*relu)((*bn1)((*conv1)(x)));
   out = (*bn2)((*conv2)(out));
   Tensor identity = downsample ? (*downsample)(x) : x;
-  out = add(out, identity);
+  add_(out, identity);   // in place, as torchvision
   return (*relu)(out);
 }
 
@@ -59,7 +59,7 @@ Tensor Bottleneck::forward(const Tensor& x) {
   out = (*relu)((*bn2)((*conv2)(out)));
   out = (*bn3)((*conv3)(out));
   Tensor identity = downsample ? (*downsample)(x) : x;
-  out = add(out, identity);
+  add_(out, identity);   // in place, as torchvision
   return (*relu)(out);
 }
 

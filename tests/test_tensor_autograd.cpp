@@ -90,3 +90,18 @@ TEST(Autograd, SavedTensorsFreedAfterBackward) {
   a.zero_grad();
   EXPECT_EQ(al.stat("allocated_bytes.all.current"), base);
 }
+
+TEST(Autograd, InPlaceAddRebasesHistory) {
+  Tensor a = Tensor::from_vector({1, 2, 3}, {3}, DType::f64);
+  a.set_requires_grad(true);
+  Tensor b = Tensor::from_vector({4, 5, 6}, {3}, DType::f64);
+  b.set_requires_grad(true);
+  Tensor h = mul(a, a);          // saves a; h is not saved by anyone
+  uint64_t v = h.version();
+  add_(h, b);                    // h = a*a + b
+  EXPECT_EQ(h.version(), v + 1);
+  sum_all(mul(h, b)).backward();  // d/da = 2a*b, d/db = a*a + 2b
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<double>{8, 20, 36}));
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<double>{9, 14, 21}));
+  EXPECT_THROW(add_(a, b), AutogradError);   // leaf requiring grad
+}

@@ -135,9 +135,21 @@ void* Tensor::raw_data() const {
 
 std::vector<double> Tensor::to_vector() const {
   OOMLAB_CHECK_T(DeviceError, device().is_cpu(), "to_vector: ", str(), " is not on cpu");
-  Tensor c = dtype() == DType::f64 ? contiguous() : to(DType::f64);
-  const double* p = c.data<double>();
-  return std::vector<double>(p, p + c.numel());
+  // Host reads must not allocate through the device allocator (meta/cpu traces agree).
+  Tensor c = is_contiguous() ? *this : contiguous();
+  std::vector<double> out(size_t(c.numel()));
+  const void* p = c.raw_data();
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (c.dtype()) {
+      case DType::f32: out[i] = static_cast<const float*>(p)[i]; break;
+      case DType::f64: out[i] = static_cast<const double*>(p)[i]; break;
+      case DType::f16: out[i] = half_to_float(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::bf16: out[i] = bf16_to_float(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::i64: out[i] = double(static_cast<const int64_t*>(p)[i]); break;
+      case DType::u8: out[i] = double(static_cast<const uint8_t*>(p)[i]); break;
+    }
+  }
+  return out;
 }
 
 std::vector<int64_t> Tensor::to_vector_i64() const {
@@ -151,7 +163,7 @@ std::vector<int64_t> Tensor::to_vector_i64() const {
 double Tensor::item() const {
   OOMLAB_CHECK_T(ShapeError, numel() == 1, "item(): ", str(), " has ", numel(), " elements, not 1");
   if (device().is_meta()) return 0.0;
-  if (dtype() == DType::i64) return double(to_vector_i64()[0]);
+  if (!device().is_cpu()) { Tensor h = Tensor::empty(shape(), dtype(), cpu_device()); h.copy_(*this); return h.item(); }
   return to_vector()[0];
 }
 

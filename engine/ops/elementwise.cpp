@@ -1,6 +1,7 @@
 // elementwise.cpp — add/sub/mul/scale/sum with autograd; kernels via tables.
 #include "engine/ops/elementwise.h"
 
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 
@@ -78,6 +79,22 @@ Tensor add_scalar(const Tensor& a, double beta) {
   return attach_grad_fn(out, "add_scalar", {a}, []() -> BackwardFn {
     return [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; };
   });
+}
+
+Tensor& add_(Tensor& a, const Tensor& b) {
+  OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && a.is_leaf() && a.requires_grad()),
+                 "add_: a leaf Variable that requires grad (", a.str(), ") is being used in an in-place operation");
+  const bool track = any_requires_grad({a, b});
+  // A stand-in for `a` before the op (its old grad_fn), as relu_ does.
+  auto before = std::make_shared<TensorImpl>(*a.impl());
+  before->grad.reset();
+  before->grad_ready_hooks.clear();
+  add_inplace(a, b);
+  if (!track) return a;
+  attach_grad_fn(a, "add_", {Tensor(std::move(before)), b}, []() -> BackwardFn {
+    return [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g, g}; };
+  });
+  return a;
 }
 
 void add_inplace(Tensor& a, const Tensor& b, double alpha) {

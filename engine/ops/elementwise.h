@@ -14,6 +14,9 @@ Tensor sub(const Tensor& a, const Tensor& b);            // a - b
 Tensor mul(const Tensor& a, const Tensor& b);            // a * b
 Tensor scale(const Tensor& a, double alpha);             // alpha * a
 Tensor add_scalar(const Tensor& a, double beta);         // a + beta
+// In place with autograd (torchvision's residual `out += identity`): a += b, bumps a's
+// version and rebases a's history onto an "add_" node; saves nothing.
+Tensor& add_(Tensor& a, const Tensor& b);
 // In place, no autograd (used by the engine, optimizers, accumulation): a += alpha * b.
 void add_inplace(Tensor& a, const Tensor& b, double alpha = 1.0);
 void scale_inplace(Tensor& a, double alpha);

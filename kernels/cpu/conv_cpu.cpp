@@ -24,7 +24,7 @@
 namespace oomlab {
 namespace {
 
-constexpr int64_t kPanelBytes = 512 << 10;   // target col-panel size (per-core L2)
+constexpr int64_t kPanelBytes = 512 << 10;   // target col-panel size (per-core L2); 256K-2M measured
 constexpr int64_t kMinCols = 192, kMaxCols = 2048;
 constexpr double kParallelFlops = 4e6;        // below this, one thread (no OpenMP region)
 
