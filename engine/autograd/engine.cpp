@@ -5,12 +5,14 @@
 // has run, so memory during backward falls as in PyTorch.
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory_export.h"
 #include "engine/ops/elementwise.h"
 
 namespace oomlab {
@@ -134,6 +136,12 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
                      "Trying to backward through the graph a second time (op '", n->op,
                      "'): saved tensors were freed after the first backward");
       MemoryContext ctx(n->scope, "bwd");
+      std::string span_name;   // outlives the span
+      std::optional<OpSpanScope> span;
+      if (OpProfiler::enabled()) {
+        span_name = n->scope + "/" + n->op + "/bwd";
+        span.emplace(span_name.c_str());
+      }
       std::vector<bool> needs(n->next.size());
       for (size_t i = 0; i < n->next.size(); ++i) needs[i] = n->next[i].needs_grad();
       in_grads = n->backward(g, needs);

@@ -7,6 +7,10 @@
 // type_name().
 #include "engine/nn/module.h"
 
+#include <optional>
+
+#include "engine/memory/memory_export.h"
+
 #include <algorithm>
 
 #include "engine/core/error.h"
@@ -29,7 +33,14 @@ template <class V> bool has_key(const V& v, const std::string& name) {
 }  // namespace
 
 Tensor Module::operator()(const Tensor& x) {
-  MemoryContext ctx(full_name_.empty() ? std::string(type_name()) : full_name_, "fwd");
+  const std::string& label = full_name_.empty() ? std::string(type_name()) : full_name_;
+  MemoryContext ctx(label, "fwd");
+  std::string span_name;             // outlives the span (OpSpanScope keeps the pointer)
+  std::optional<OpSpanScope> span;   // Chrome-trace span per leaf layer when profiling
+  if (children_.empty() && OpProfiler::enabled()) {
+    span_name = label + "/fwd";
+    span.emplace(span_name.c_str());
+  }
   Tensor y = forward(x);
   notify_forward(*this, x, y);   // engine/nn/forward_observer.h (no-op unless installed)
   return y;

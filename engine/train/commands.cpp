@@ -9,6 +9,8 @@
 
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory_export.h"
 #include "engine/train/cli_args.h"
 #include "engine/train/experiment_runner.h"
 #include "engine/train/memory_report.h"
@@ -42,6 +44,23 @@ void check_output_path(const std::string& path) {
   if (dir.empty()) dir = ".";
   OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(dir) && access(dir.c_str(), W_OK) == 0, "cannot write ",
                  path, ": directory ", dir.string(), " does not exist or is not writable");
+}
+
+// --memory-snapshot FILE (pytorch.org/memory_viz) and --chrome-trace FILE (Perfetto).
+void write_traces_if_asked(const CliArgs& a, const Device& dev) {
+  if (auto path = a.get_opt("memory-snapshot")) {
+    write_json_atomic(*path, memory_snapshot_json(allocator_for(dev)), -1);
+    std::printf("wrote %s (open it at pytorch.org/memory_viz)\n", path->c_str());
+  }
+  if (auto path = a.get_opt("chrome-trace")) {
+    write_json_atomic(*path, chrome_trace_json(allocator_for(dev), OpProfiler::take()), -1);
+    std::printf("wrote %s (open it in ui.perfetto.dev or chrome://tracing)\n", path->c_str());
+  }
+}
+
+void check_trace_paths(const CliArgs& a) {
+  for (const char* k : {"memory-snapshot", "chrome-trace"})
+    if (auto path = a.get_opt(k)) check_output_path(*path);
 }
 
 void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
@@ -87,16 +106,19 @@ int cmd_summary(const std::vector<std::string>& args) {
 int cmd_estimate(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::puts("oomlab estimate --model M --batch B [--optimizer sgd|adam|adamw] [--input C,H,W] "
-              "[--classes K] [--device-memory SIZE] [--json FILE]");
+              "[--classes K] [--device-memory SIZE] [--json FILE]\n  [--memory-snapshot FILE] [--chrome-trace FILE]");
     return 0;
   }
-  CliArgs a(args, {"model", "input", "classes", "batch", "optimizer", "device-memory", "json"}, {}, "estimate");
+  CliArgs a(args, {"model", "input", "classes", "batch", "optimizer", "device-memory", "json", "memory-snapshot",
+                   "chrome-trace"}, {}, "estimate");
   ModelSpec spec = model_spec(a);
   OOMLAB_CHECK(a.has("batch"), "--batch is required");
   std::string opt = a.get("optimizer", "sgd");
   uint64_t cap = a.has("device-memory") ? parse_size(a.get("device-memory", "")) : 0;
   if (auto path = a.get_opt("json")) check_output_path(*path);
-  MemoryEstimate e = estimate_memory(spec, a.get_int("batch", 1), opt, cap);
+  check_trace_paths(a);
+  const bool record = a.has("memory-snapshot") || a.has("chrome-trace");
+  MemoryEstimate e = estimate_memory(spec, a.get_int("batch", 1), opt, cap, record);
   auto row = [](const char* what, int64_t exact, const char* formula_what, int64_t formula) {
     std::printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
                 formula < 0 ? "" : format_bytes(double(formula)).c_str());
@@ -116,6 +138,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
   nlohmann::json cfg = {{"model", spec.model}, {"batch", e.batch}, {"optimizer", opt}, {"device_memory", cap}};
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json()));
+  write_traces_if_asked(a, meta_device());
   return 0;
 }
 
@@ -126,13 +149,14 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--epochs E | --steps S] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
               "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR]\n"
-              "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]");
+              "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
+              "  [--memory-snapshot FILE] [--chrome-trace FILE]");
     return 0;
   }
   CliArgs a(args,
             {"model", "dataset", "data-dir", "input", "classes", "synthetic-size", "device", "batch", "epochs",
              "steps", "optimizer", "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory",
-             "save", "save-every", "resume", "eval-batches", "log-every", "json"},
+             "save", "save-every", "resume", "eval-batches", "log-every", "json", "memory-snapshot", "chrome-trace"},
             {"nesterov", "quiet"}, "train");
   TrainConfig c;
   c.model = a.get("model", c.model);
@@ -170,8 +194,11 @@ int cmd_train(const std::vector<std::string>& args) {
   OOMLAB_CHECK(c.ema_decay >= 0 && c.ema_decay < 1, "--ema must be in [0, 1)");
   // Validate the output path before hours of training, not after.
   if (auto path = a.get_opt("json")) check_output_path(*path);
+  check_trace_paths(a);
+  c.record_history = a.has("memory-snapshot") || a.has("chrome-trace");
   nlohmann::json results = train(c);
   write_json_if_asked(a, results);
+  write_traces_if_asked(a, c.device);
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "engine/io/atomic_file.h"
 #include "engine/train/memory_report.h"
 #include "engine/train/results.h"
+#include "engine/train/trainer.h"
 
 namespace oomlab {
 namespace fs = std::filesystem;
@@ -197,6 +198,53 @@ json verdict_02(const json& points, const json& summary) {
   return {{"status", linear && formula_ok ? "confirmed" : "depends"}, {"reason", std::string(buf) + per_fit + why}};
 }
 
+// ---- 03: ResNet-20 accuracy on Fashion-MNIST ------------------------------------------------
+json run_03(const json& spec, const std::string& profile, json& points) {
+  OOMLAB_CHECK(spec.contains("epochs") && spec["epochs"].contains(profile), "experiment.json: no epochs.", profile);
+  const json& t = spec["train"];
+  TrainConfig c;
+  c.model = spec["models"][0];
+  c.dataset = spec["dataset"];
+  c.device = parse_device(spec.value("device", "cpu"));
+  c.batch = t["batch"];
+  c.optimizer = t["optimizer"];
+  c.lr = t["lr"];
+  c.momentum = t["momentum"];
+  c.weight_decay = t["weight_decay"];
+  c.schedule = t["schedule"];
+  c.seed = t["seed"];
+  c.epochs = spec["epochs"][profile];
+  c.log_every = 100;
+  json r = train(c);
+  const json& hist = r["metrics"]["history"];
+  for (const auto& e : hist["epochs"])
+    points.push_back({{"name", "epoch " + std::to_string(e["epoch"].get<int64_t>())},
+                      {"config", {{"epoch", e["epoch"]}}},
+                      {"metrics", e},
+                      {"memory", json::object()}});
+  return {{"epochs", hist["epochs"]}, {"epochs_run", c.epochs}, {"profile", profile},
+          {"final_test_accuracy", hist["epochs"].back()["test_accuracy"]},
+          {"step_time_s", r["metrics"]["step_time_s"]}, {"images_per_s", r["metrics"]["images_per_s"]},
+          {"train_config", r["config"]}, {"memory", r["memory"]}};
+}
+
+json verdict_03(const json& spec, const json& summary) {
+  const double target = spec["source"]["target_test_accuracy"];
+  const int64_t target_epochs = spec["source"]["target_epochs"];
+  const double acc = summary["final_test_accuracy"];
+  const int64_t epochs = summary["epochs_run"];
+  char buf[400];
+  std::snprintf(buf, sizeof buf, "ResNet-20 reached %.2f%% test accuracy after %lld epoch(s) (%s profile) at %.0f images/s on "
+                "this CPU; target %.0f%% within %lld epochs.", 100 * acc, (long long)epochs,
+                summary["profile"].get<std::string>().c_str(), summary["images_per_s"].get<double>(), 100 * target,
+                (long long)target_epochs);
+  std::string status = acc >= target && epochs <= target_epochs ? "confirmed"
+                       : (epochs < target_epochs ? "depends" : "refuted");
+  std::string reason = buf;
+  if (status == "depends") reason += " Too few epochs to judge the claim: run the full profile.";
+  return {{"status", status}, {"reason", reason}};
+}
+
 }  // namespace
 
 std::string run_experiment(const std::string& dir, const std::string& profile, const std::string& out) {
@@ -220,14 +268,18 @@ std::string run_experiment(const std::string& dir, const std::string& profile, c
   } else if (name == "02_memory_vs_batch") {
     summary = run_02(spec, profile, points);
     verdict = verdict_02(points, summary);
+  } else if (name == "03_resnet20_fashion_mnist") {
+    summary = run_03(spec, profile, points);
+    verdict = verdict_03(spec, summary);
   } else {
-    throw ValueError(str_cat("oomlab run: no runner for experiment '", name, "' (known: 01_vgg16_memory, 02_memory_vs_batch)"));
+    throw ValueError(str_cat("oomlab run: no runner for experiment '", name,
+                             "' (known: 01_vgg16_memory, 02_memory_vs_batch, 03_resnet20_fashion_mnist)"));
   }
   json config = spec;
   config.erase("source");
   config["profile"] = profile;
   json results = {{"schema_version", kResultsSchemaVersion}, {"experiment", name},
-                  {"context", results_context(meta_device())}, {"config", config},
+                  {"context", results_context(parse_device(spec.value("device", "meta")))}, {"config", config},
                   {"source", spec.value("source", json::object())}, {"points", points},
                   {"summary", summary}, {"verdict", verdict}};
   fs::path out_path = out.empty() ? d.parent_path().parent_path() / "reports" / "results" / (name + ".json") : fs::path(out);

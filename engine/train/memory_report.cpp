@@ -8,6 +8,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/saved_tensor.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory_export.h"
 #include "engine/nn/forward_observer.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
@@ -152,13 +153,17 @@ nlohmann::json MemoryEstimate::to_json() const {
 }
 
 MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
-                               uint64_t device_memory) {
+                               uint64_t device_memory, bool record) {
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   // "Sum of layer outputs" as the source's table counts it: outputs that occupy memory
   // of their own (in-place ReLU and flatten views share their input's).
   const int64_t outputs = summarize_model(spec, 1).distinct_activation_values_per_sample;
   reset_allocators();
   allocator_for(meta_device()).set_capacity(device_memory);
+  if (record) {
+    allocator_for(meta_device()).record_history(true);
+    OpProfiler::enable(true);
+  }
   Built b = build_on_meta(spec);
   MemoryEstimate e;
   e.model = spec.model;
@@ -193,6 +198,7 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   e.formula_activation_bytes = batch * outputs * 4 * 2;
   e.formula_input_bytes = int64_t(x.nbytes());
   e.formula_bytes = e.formula_params_bytes + e.formula_activation_bytes + e.formula_input_bytes;
+  if (record) OpProfiler::enable(false);
   e.formula_error_pct = 100.0 * double(e.formula_bytes - e.peak_allocated_bytes) / double(e.peak_allocated_bytes);
   return e;
 }

@@ -62,8 +62,10 @@ struct MemoryEstimate {
   nlohmann::json to_json() const;
 };
 
+// record: keep the meta allocator's trace and op spans (for --memory-snapshot /
+// --chrome-trace); read them from allocator_for(meta_device()) afterwards.
 MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
-                               uint64_t device_memory = 0);
+                               uint64_t device_memory = 0, bool record = false);
 
 // The default input (C,H,W) and class count for a model name.
 Shape default_input_for(const std::string& model);

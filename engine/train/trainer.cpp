@@ -11,6 +11,7 @@
 #include "engine/data/dataloader.h"
 #include "engine/data/dataset.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory_export.h"
 #include "engine/ops/loss.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/lr_schedule.h"
@@ -100,6 +101,10 @@ json train(const TrainConfig& c) {
   manual_seed(c.seed);
   reset_allocators();
   allocator_for(c.device).set_capacity(c.device_memory);
+  if (c.record_history) {
+    allocator_for(c.device).record_history(true);
+    OpProfiler::enable(true);
+  }
   Datasets data = make_datasets(c);
   OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
                data.train->name(), " training set (", data.train->size(), " samples)");
@@ -217,6 +222,7 @@ json train(const TrainConfig& c) {
   if (epoch_samples > 0 || history["epochs"].empty()) end_epoch(loader.epoch());
   if (!c.save_dir.empty()) checkpoint();
 
+  if (c.record_history) OpProfiler::enable(false);
   // Steady-state timing: drop the first step (allocator warm-up) when we have more.
   std::vector<double> steady(step_times.size() > 1 ? step_times.begin() + 1 : step_times.begin(), step_times.end());
   json times = summarize_times(steady);

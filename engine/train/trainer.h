@@ -40,6 +40,7 @@ struct TrainConfig {
   int64_t eval_batches = -1;               // -1: full test set
   int64_t log_every = 50;
   bool quiet = false;
+  bool record_history = false;             // keep allocator trace + op spans for export
   nlohmann::json to_json() const;
 };
 
