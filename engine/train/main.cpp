@@ -22,6 +22,7 @@ const char* kUsage =
 }
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);   // progress lines appear promptly in logs
   if (argc < 2) { std::fputs(kUsage, stderr); return 2; }
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);

@@ -178,7 +178,7 @@ json train(const TrainConfig& c) {
   HostBatch b;
   auto end_epoch = [&](int64_t epoch) {
     EvalResult ev;
-    if (c.eval_batches != 0) {
+    if (c.eval_batches != 0 && !c.device.is_meta()) {   // meta has no values to score
       if (ema) ema->swap_in();
       ev = evaluate(*model, *data.test, c.batch, c.eval_batches, c.device);
       if (ema) ema->swap_out();
