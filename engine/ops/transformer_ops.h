@@ -1,7 +1,8 @@
 // transformer_ops.h — the ops a BERT-style encoder needs, as torch.nn.functional:
 //   embedding(weight [V, H], ids int64 [...]) -> [..., H]; backward = scatter-add of the
 //     output grad into the rows of the ids (rows == padding_idx get no gradient);
-//     saves the ids.
+//     saves the ids. padding_idx < 0 means none (PyTorch's None; not wrapped); ids are
+//     range-checked on cpu (ValueError naming the id).
 //   layer_norm(x [..., H], weight [H], bias [H], eps) over the last dim; saves x, weight,
 //     mean and rstd ([rows], fp32 or f64).
 //   gelu(x, approximate "none" (erf) | "tanh"); saves x.

@@ -11,6 +11,8 @@ void register_batchnorm_cpu_kernels();
 void register_activation_cpu_kernels();
 void register_loss_cpu_kernels();
 void register_optim_cpu_kernels();
+void register_transformer_cpu_kernels();
+void register_vision_cpu_kernels();
 
 void register_cpu_kernels() {
   register_elementwise_cpu_kernels();
@@ -23,6 +25,8 @@ void register_cpu_kernels() {
   register_activation_cpu_kernels();
   register_loss_cpu_kernels();
   register_optim_cpu_kernels();
+  register_transformer_cpu_kernels();
+  register_vision_cpu_kernels();
 }
 
 }  // namespace oomlab

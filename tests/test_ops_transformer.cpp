@@ -1,0 +1,428 @@
+// test_ops_transformer.cpp — embedding, layer_norm, gelu, bmm, masked_softmax,
+// scaled_dot_product_attention, cat / split / chunk: float64 gradchecks for every op,
+// forward values against hand-computed or naive references, shape / range errors,
+// thread-count determinism of the column reductions, and meta == cpu allocation
+// sequences for a small attention block (forward + backward).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+
+#include "engine/core/error.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/transformer_ops.h"
+#include "tests/gradcheck.h"
+
+using namespace oomlab;
+using oomlab::testing::gradcheck;
+using oomlab::testing::leaf;
+using oomlab::testing::random_f64;
+
+namespace {
+template <class E, class F> std::string error_of(F&& f) {
+  try { f(); } catch (const E& e) { return e.what(); }
+  return "<no exception of the expected type>";
+}
+bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+void expect_near(const std::vector<double>& a, const std::vector<double>& b, double tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol) << "element " << i;
+}
+Tensor u8_mask(const std::vector<double>& v, const Shape& s, Device dev = cpu_device()) {
+  return Tensor::from_vector(v, s, DType::u8, dev);
+}
+}  // namespace
+
+// ---- embedding -------------------------------------------------------------------------
+TEST(Embedding, ValuesAndGradcheck) {
+  Tensor w = Tensor::from_vector({0, 1, 10, 11, 20, 21}, {3, 2}, DType::f64);
+  Tensor ids = Tensor::from_vector_i64({2, 0, 2, 1}, {2, 2});
+  Tensor out = embedding(w, ids);
+  EXPECT_EQ(out.shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(out.to_vector(), (std::vector<double>{20, 21, 0, 1, 20, 21, 10, 11}));
+  // repeated ids, padding_idx set (row 4, not looked up: its numeric gradient is 0 too)
+  Tensor ids2 = Tensor::from_vector_i64({1, 3, 1, 0, 3, 1}, {2, 3});
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], ids2, 4); },
+                        {leaf(random_f64({5, 3}, -1, 1, 1))}));
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], ids2); },
+                        {leaf(random_f64({5, 3}, -1, 1, 2))}));
+}
+
+TEST(Embedding, PaddingRowGetsNoGradAndRepeatsAccumulate) {
+  Tensor w = leaf(random_f64({4, 3}, -1, 1, 3));
+  Tensor ids = Tensor::from_vector_i64({2, 0, 2, 2, 1, 0}, {6});
+  Tensor g = random_f64({6, 3}, -1, 1, 4);
+  Tensor out = embedding(w, ids, /*padding_idx=*/0);
+  EXPECT_EQ(out.to_vector()[3], w.to_vector()[0]);   // the padding row is still looked up
+  out.backward(g);
+  std::vector<double> gw = w.grad().to_vector(), gv = g.to_vector();
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(gw[0 * 3 + c], 0.0);                                        // padding row
+    EXPECT_NEAR(gw[2 * 3 + c], gv[0 * 3 + c] + gv[2 * 3 + c] + gv[3 * 3 + c], 1e-15);  // id 2 x3
+    EXPECT_EQ(gw[1 * 3 + c], gv[4 * 3 + c]);
+    EXPECT_EQ(gw[3 * 3 + c], 0.0);                                        // never used
+  }
+}
+
+TEST(Embedding, Errors) {
+  Tensor w = Tensor::zeros({5, 2});
+  std::string m = error_of<ValueError>([&] { embedding(w, Tensor::from_vector_i64({1, 7, 2}, {3})); });
+  EXPECT_TRUE(has(m, "index 7")) << m;
+  EXPECT_TRUE(has(m, "5")) << m;
+  m = error_of<ValueError>([&] { embedding(w, Tensor::from_vector_i64({-1}, {1})); });
+  EXPECT_TRUE(has(m, "index -1")) << m;
+  EXPECT_THROW(embedding(w, Tensor::from_vector({1}, {1})), DTypeError);
+  EXPECT_THROW(embedding(w, Tensor::from_vector_i64({1}, {1}), 5), ValueError);
+  // meta has no data: no range check, shapes only
+  Tensor wm = Tensor::empty({5, 2}, DType::f32, meta_device());
+  Tensor om = embedding(wm, Tensor::empty({2, 3}, DType::i64, meta_device()));
+  EXPECT_EQ(om.shape(), (Shape{2, 3, 2}));
+}
+
+// ---- layer_norm -------------------------------------------------------------------------
+TEST(LayerNorm, Values) {
+  Tensor x = Tensor::from_vector({1, 2, 3, 4, -1, -1, 1, 1}, {2, 4}, DType::f64);
+  Tensor w = Tensor::from_vector({1, 2, 1, 1}, {4}, DType::f64);
+  Tensor b = Tensor::from_vector({0, 0, 1, 0}, {4}, DType::f64);
+  // row 0: mean 2.5, var 1.25; row 1: mean 0, var 1
+  const double s = 1.0 / std::sqrt(1.25 + 1e-5);
+  expect_near(layer_norm(x, w, b, 1e-5).to_vector(),
+              {-1.5 * s, -0.5 * s * 2, 0.5 * s + 1, 1.5 * s, -1 / std::sqrt(1 + 1e-5) * 1,
+               -2 / std::sqrt(1 + 1e-5), 1 / std::sqrt(1 + 1e-5) + 1, 1 / std::sqrt(1 + 1e-5)},
+              1e-12);
+  Tensor xf = Tensor::from_vector({1, 2, 3, 4}, {1, 4});
+  expect_near(layer_norm(xf, Tensor(), Tensor()).to_vector(), {-1.3416408, -0.4472136, 0.4472136, 1.3416408}, 1e-6);
+}
+
+TEST(LayerNorm, Gradcheck) {
+  auto f = [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); };
+  EXPECT_TRUE(gradcheck(f, {leaf(random_f64({2, 3, 8}, -1, 1, 5)), leaf(random_f64({8}, 0.5, 1.5, 6)),
+                            leaf(random_f64({8}, -1, 1, 7))}));
+  // only the affine parameters; no affine at all
+  EXPECT_TRUE(gradcheck(f, {random_f64({4, 5}, -1, 1, 8), leaf(random_f64({5}, -1, 1, 9)),
+                            leaf(random_f64({5}, -1, 1, 10))}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], Tensor(), Tensor()); },
+                        {leaf(random_f64({3, 6}, -1, 1, 11))}));
+  // non-contiguous input
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0].transpose(0, 1), in[1], in[2]); },
+                        {leaf(random_f64({6, 3}, -1, 1, 12)), leaf(random_f64({6}, -1, 1, 13)),
+                         leaf(random_f64({6}, -1, 1, 14))}));
+}
+
+TEST(LayerNorm, ShapeErrors) {
+  Tensor x = Tensor::zeros({2, 3, 8});
+  std::string m = error_of<ShapeError>([&] { layer_norm(x, Tensor::ones({7}), Tensor::zeros({8})); });
+  EXPECT_TRUE(has(m, "[7]") && has(m, "[2, 3, 8]") && has(m, "weight")) << m;
+  m = error_of<ShapeError>([&] { layer_norm(x, Tensor::ones({8}), Tensor::zeros({2, 4})); });
+  EXPECT_TRUE(has(m, "[2, 4]") && has(m, "bias")) << m;
+}
+
+// ---- gelu ----------------------------------------------------------------------------------
+TEST(Gelu, ValuesAndGradcheck) {
+  Tensor x = Tensor::from_vector({1.0, -1.0, 0.0, 3.0}, {4}, DType::f64);
+  std::vector<double> e = gelu(x).to_vector(), t = gelu(x, "tanh").to_vector();
+  EXPECT_NEAR(e[0], 0.8413447, 1e-7);
+  EXPECT_NEAR(t[0], 0.8411920, 1e-7);
+  EXPECT_NEAR(e[1], -0.1586553, 1e-7);
+  EXPECT_EQ(e[2], 0.0);
+  EXPECT_NEAR(e[3], 2.9959503, 1e-7);   // 3 * Phi(3)
+  EXPECT_NEAR(gelu(Tensor::from_vector({1.0}, {1})).to_vector()[0], 0.8413447, 1e-6);   // float32
+  for (const char* mode : {"none", "tanh"})
+    EXPECT_TRUE(gradcheck([mode](const std::vector<Tensor>& in) { return gelu(in[0], mode); },
+                          {leaf(random_f64({3, 7}, -3, 3, 15))}))
+        << mode;
+  EXPECT_THROW(gelu(x, "sigmoid"), ValueError);
+}
+
+TEST(Gelu, Float32MatchesFloat64) {
+  // float32 uses vectorised exp / erf approximations: compare values and gradients over
+  // a wide range (both tails included) with float64 (std::erf / std::exp).
+  std::vector<double> xv;
+  for (double v = -12; v <= 12; v += 0.01) xv.push_back(v);
+  const Shape s{int64_t(xv.size())};
+  for (const char* mode : {"none", "tanh"}) {
+    Tensor x64 = leaf(Tensor::from_vector(xv, s, DType::f64)), x32 = leaf(Tensor::from_vector(xv, s, DType::f32));
+    Tensor y64 = gelu(x64, mode), y32 = gelu(x32, mode);
+    y64.backward(Tensor::ones(s, DType::f64));
+    y32.backward(Tensor::ones(s, DType::f32));
+    std::vector<double> a = y64.to_vector(), b = y32.to_vector(), ga = x64.grad().to_vector(),
+                        gb = x32.grad().to_vector();
+    for (size_t i = 0; i < xv.size(); ++i) {
+      EXPECT_NEAR(a[i], b[i], 1e-6 * std::max(1.0, std::fabs(xv[i]))) << mode << " x=" << xv[i];
+      EXPECT_NEAR(ga[i], gb[i], 2e-6) << mode << " x=" << xv[i];
+    }
+  }
+}
+
+// ---- bmm -------------------------------------------------------------------------------------
+TEST(Bmm, ValuesAndGradcheck) {
+  Tensor a = Tensor::from_vector({1, 2, 3, 4, 1, 0, 0, 1}, {2, 2, 2});
+  Tensor b = Tensor::from_vector({1, 1, 0, 1, 5, 6, 7, 8}, {2, 2, 2});
+  EXPECT_EQ(bmm(a, b).to_vector(), (std::vector<double>{1, 3, 3, 7, 5, 6, 7, 8}));
+  auto f = [](const std::vector<Tensor>& in) { return bmm(in[0], in[1]); };
+  EXPECT_TRUE(gradcheck(f, {leaf(random_f64({3, 2, 4}, -1, 1, 16)), leaf(random_f64({3, 4, 5}, -1, 1, 17))}));
+  // transposed operands (GEMM flags, no copies) and a transposed output gradient
+  auto ft = [](const std::vector<Tensor>& in) {
+    return bmm(in[0].transpose(1, 2), in[1].transpose(1, 2)).transpose(1, 2);
+  };
+  EXPECT_TRUE(gradcheck(ft, {leaf(random_f64({2, 4, 3}, -1, 1, 18)), leaf(random_f64({2, 5, 4}, -1, 1, 19))}));
+  // a generally strided operand (copied)
+  auto fp = [](const std::vector<Tensor>& in) { return bmm(in[0].permute({1, 0, 2}), in[1]); };
+  EXPECT_TRUE(gradcheck(fp, {leaf(random_f64({2, 3, 4}, -1, 1, 20)), random_f64({3, 4, 2}, -1, 1, 21)}));
+  // transposed result equals the plain one
+  Tensor x = random_f64({2, 3, 4}, -1, 1, 22), y = random_f64({2, 5, 4}, -1, 1, 23);
+  expect_near(bmm(x, y.transpose(1, 2)).to_vector(), bmm(x, y.transpose(1, 2).contiguous()).to_vector(), 1e-14);
+}
+
+TEST(Bmm, ShapeErrors) {
+  std::string m = error_of<ShapeError>([] { bmm(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 5})); });
+  EXPECT_TRUE(has(m, "[2, 3, 4]") && has(m, "[3, 4, 5]")) << m;
+  m = error_of<ShapeError>([] { bmm(Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 5, 6})); });
+  EXPECT_TRUE(has(m, "[2, 3, 4]") && has(m, "[2, 5, 6]")) << m;
+  EXPECT_THROW(bmm(Tensor::zeros({3, 4}), Tensor::zeros({4, 5})), ShapeError);
+}
+
+// ---- masked_softmax ------------------------------------------------------------------------
+TEST(MaskedSoftmax, Values) {
+  // [B=2, H=1, T=2, T=3]; batch 1 pads key 2; batch 0 no padding
+  Tensor x = Tensor::from_vector({0, 0, 0, 1, 2, 3, 0, std::log(3.0), 100, 5, 5, -1}, {2, 1, 2, 3}, DType::f64);
+  Tensor m = u8_mask({0, 0, 0, 0, 0, 1}, {2, 3});
+  std::vector<double> y = masked_softmax(x, m).to_vector();
+  const double e1 = std::exp(1.0), e2 = std::exp(2.0), z = 1 + e1 + e2;
+  expect_near(y, {1.0 / 3, 1.0 / 3, 1.0 / 3, 1 / z, e1 / z, e2 / z, 0.25, 0.75, 0, 0.5, 0.5, 0}, 1e-12);
+  // scale; fully padded rows give zeros
+  Tensor all = u8_mask({0, 0, 0, 1, 1, 1}, {2, 3});
+  y = masked_softmax(x, all, 2.0).to_vector();
+  const double z2 = 1 + std::exp(2.0) + std::exp(4.0);
+  expect_near(y, {1.0 / 3, 1.0 / 3, 1.0 / 3, 1 / z2, std::exp(2.0) / z2, std::exp(4.0) / z2, 0, 0, 0, 0, 0, 0}, 1e-12);
+  // no mask on a 2-D input = softmax
+  Tensor r = random_f64({3, 5}, -2, 2, 24);
+  expect_near(masked_softmax(r, Tensor()).to_vector(), softmax(r).to_vector(), 1e-15);
+}
+
+TEST(MaskedSoftmax, Float32MatchesFloat64) {
+  Tensor x = random_f64({3, 2, 4, 37}, -30, 30, 41);
+  std::vector<double> mv(3 * 37, 0.0);
+  for (int j = 30; j < 37; ++j) mv[37 + j] = 1;   // batch 1 pads 7 keys
+  for (int j = 0; j < 37; ++j) mv[2 * 37 + j] = 1;  // batch 2 fully padded
+  Tensor m = u8_mask(mv, {3, 37});
+  expect_near(masked_softmax(x.to(DType::f32), m, 0.3).to_vector(), masked_softmax(x, m, 0.3).to_vector(), 1e-6);
+}
+
+TEST(MaskedSoftmax, Gradcheck) {
+  // B=2, H=2, T=5: batch 1 pads the last 2 keys
+  Tensor m = u8_mask({0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 5});
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return masked_softmax(in[0], m, 0.7); },
+                        {leaf(random_f64({2, 2, 5, 5}, -2, 2, 25))}));
+  Tensor all = u8_mask({1, 1, 1, 0, 1, 0}, {2, 3});   // batch 0 fully padded
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return masked_softmax(in[0], all); },
+                        {leaf(random_f64({2, 1, 2, 3}, -2, 2, 26))}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return masked_softmax(in[0], Tensor(), 1.5); },
+                        {leaf(random_f64({4, 3}, -2, 2, 27))}));
+}
+
+TEST(MaskedSoftmax, Errors) {
+  std::string msg = error_of<ShapeError>([] { masked_softmax(Tensor::zeros({2, 1, 3, 3}), u8_mask({0, 0, 0, 0}, {2, 2})); });
+  EXPECT_TRUE(has(msg, "[2, 2]") && has(msg, "[2, 1, 3, 3]")) << msg;
+  EXPECT_THROW(masked_softmax(Tensor::zeros({2, 1, 3, 3}), Tensor::zeros({2, 3})), DTypeError);
+}
+
+// ---- scaled_dot_product_attention ----------------------------------------------------------
+namespace {
+// Naive softmax(q k^T / sqrt(D) with padded keys at -inf) v, no dropout.
+std::vector<double> naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int>& pad) {
+  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), D = q.size(3), Tk = k.size(2), Dv = v.size(3);
+  std::vector<double> Q = q.to_vector(), K = k.to_vector(), V = v.to_vector(), out(size_t(B * NH * T * Dv), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        std::vector<double> s(static_cast<size_t>(Tk));
+        double mx = -INFINITY, z = 0;
+        for (int64_t j = 0; j < Tk; ++j) {
+          double acc = 0;
+          for (int64_t d = 0; d < D; ++d) acc += Q[((b * NH + h) * T + i) * D + d] * K[((b * NH + h) * Tk + j) * D + d];
+          s[j] = pad[b * Tk + j] ? -INFINITY : acc / std::sqrt(double(D));
+          mx = std::max(mx, s[j]);
+        }
+        for (int64_t j = 0; j < Tk; ++j) z += s[j] = std::exp(s[j] - mx);
+        for (int64_t j = 0; j < Tk; ++j)
+          for (int64_t d = 0; d < Dv; ++d)
+            out[((b * NH + h) * T + i) * Dv + d] += s[j] / z * V[((b * NH + h) * Tk + j) * Dv + d];
+      }
+  return out;
+}
+}  // namespace
+
+TEST(Attention, ValuesAndGradcheck) {
+  std::vector<int> pad = {0, 0, 0, 0, 0, 0, 1, 1};   // B=2, T=4: batch 1 pads 2 keys
+  Tensor m = u8_mask({0, 0, 0, 0, 0, 0, 1, 1}, {2, 4});
+  Tensor q = leaf(random_f64({2, 2, 4, 3}, -1, 1, 28)), k = leaf(random_f64({2, 2, 4, 3}, -1, 1, 29)),
+         v = leaf(random_f64({2, 2, 4, 3}, -1, 1, 30));
+  expect_near(scaled_dot_product_attention(q, k, v, m, 0.0, true).to_vector(), naive_attention(q, k, v, pad), 1e-12);
+  EXPECT_TRUE(gradcheck(
+      [&](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[1], in[2], m, 0.0, true); },
+      {q, k, v}));
+  // dropout 0.1: the same mask on every call (generator reset inside the closure)
+  {
+    Generator gen{42, 0};
+    std::vector<double> dropped = scaled_dot_product_attention(q, k, v, m, 0.1, true, gen).to_vector();
+    EXPECT_EQ(gen.offset, uint64_t(2 * 2 * 4 * 4 / 4));   // one uniform per probability
+    std::vector<double> plain = naive_attention(q, k, v, pad);
+    size_t differ = 0;
+    for (size_t i = 0; i < plain.size(); ++i) differ += std::fabs(dropped[i] - plain[i]) > 1e-9;
+    EXPECT_GT(differ, 0u);   // some probabilities were dropped
+  }
+  EXPECT_TRUE(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        Generator gen{42, 0};
+        return scaled_dot_product_attention(in[0], in[1], in[2], m, 0.1, true, gen);
+      },
+      {q, k, v}));
+  // Tq != Tk, Dv != D, permuted (non-contiguous) inputs as a model produces them
+  Tensor q2 = leaf(random_f64({1, 3, 2, 2}, -1, 1, 31)), k2 = leaf(random_f64({1, 5, 2, 2}, -1, 1, 32)),
+         v2 = leaf(random_f64({1, 5, 2, 3}, -1, 1, 33));
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return scaled_dot_product_attention(in[0].permute({0, 2, 1, 3}), in[1].permute({0, 2, 1, 3}),
+                                            in[2].permute({0, 2, 1, 3}), Tensor(), 0.0, false);
+      },
+      {q2, k2, v2}));
+  // eval mode ignores dropout
+  Generator g1{1, 0};
+  expect_near(scaled_dot_product_attention(q, k, v, m, 0.5, false, g1).to_vector(), naive_attention(q, k, v, pad), 1e-12);
+  EXPECT_EQ(g1.offset, 0u);
+  EXPECT_THROW(scaled_dot_product_attention(q, k, Tensor::zeros({2, 2, 3, 3}, DType::f64), m, 0.0, true), ShapeError);
+}
+
+// ---- cat / split / chunk ---------------------------------------------------------------------
+TEST(Concat, CatValuesAndGradcheck) {
+  Tensor a = Tensor::from_vector({1, 2, 3, 4}, {2, 2}), b = Tensor::from_vector({5, 6}, {1, 2});
+  EXPECT_EQ(cat({a, b}, 0).to_vector(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  Tensor c = Tensor::from_vector({7, 8}, {2, 1});
+  EXPECT_EQ(cat({a, c}, -1).to_vector(), (std::vector<double>{1, 2, 7, 3, 4, 8}));
+  EXPECT_EQ(cat({a.transpose(0, 1), c}, 1).to_vector(), (std::vector<double>{1, 3, 7, 2, 4, 8}));
+  auto f0 = [](const std::vector<Tensor>& in) { return cat({in[0], in[1], in[2]}, 0); };
+  EXPECT_TRUE(gradcheck(f0, {leaf(random_f64({2, 3}, -1, 1, 34)), random_f64({1, 3}, -1, 1, 35),
+                             leaf(random_f64({3, 3}, -1, 1, 36))}));
+  auto f1 = [](const std::vector<Tensor>& in) { return cat({in[0], in[1].transpose(1, 2)}, 1); };
+  EXPECT_TRUE(gradcheck(f1, {leaf(random_f64({2, 3, 2}, -1, 1, 37)), leaf(random_f64({2, 2, 4}, -1, 1, 38))}));
+}
+
+TEST(Concat, CatErrors) {
+  std::string m = error_of<ShapeError>([] { cat({Tensor::zeros({2, 3}), Tensor::zeros({2, 4})}, 0); });
+  EXPECT_TRUE(has(m, "[2, 3]") && has(m, "[2, 4]")) << m;
+  EXPECT_THROW(cat({Tensor::zeros({2, 3}), Tensor::zeros({2, 3, 1})}, 0), ShapeError);
+  EXPECT_THROW(cat({Tensor::zeros({2, 3}), Tensor::zeros({2, 3})}, 2), ShapeError);
+  EXPECT_THROW(cat({Tensor::zeros({2}), Tensor::zeros({2}, DType::f64)}, 0), DTypeError);
+  EXPECT_THROW(cat({}, 0), ValueError);
+}
+
+TEST(Concat, SplitAndChunk) {
+  Tensor x = Tensor::from_vector({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5});
+  std::vector<Tensor> p = split(x, {2, 3}, 1);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].to_vector(), (std::vector<double>{0, 1, 5, 6}));
+  EXPECT_EQ(p[1].to_vector(), (std::vector<double>{2, 3, 4, 7, 8, 9}));
+  EXPECT_EQ(p[1].storage(), x.storage());   // views
+  auto sizes = [](const std::vector<Tensor>& v, int64_t d) {
+    std::vector<int64_t> s;
+    for (const Tensor& t : v) s.push_back(t.size(d));
+    return s;
+  };
+  EXPECT_EQ(sizes(chunk(x, 3, 1), 1), (std::vector<int64_t>{2, 2, 1}));
+  EXPECT_EQ(sizes(chunk(Tensor::zeros({6}), 4, 0), 0), (std::vector<int64_t>{2, 2, 2}));   // fewer chunks
+  EXPECT_EQ(sizes(chunk(Tensor::zeros({0, 2}), 3, 0), 0), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(sizes(chunk(x, 2, 0), 0), (std::vector<int64_t>{1, 1}));
+  EXPECT_THROW(split(x, {2, 2}, 1), ShapeError);
+  EXPECT_THROW(chunk(x, 0, 1), ValueError);
+  // gradients: pieces recombined in another order, one piece scaled
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) {
+        std::vector<Tensor> s = split(in[0], {1, 3, 1}, 1);
+        return cat({s[2], scale(s[0], 3.0), s[1]}, 1);
+      },
+      {leaf(random_f64({2, 5, 2}, -1, 1, 39))}));
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) {
+        std::vector<Tensor> c = chunk(in[0], 3, -1);
+        return cat({c[1], c[0]}, 0);   // c[2] unused: zero gradient
+      },
+      {leaf(random_f64({3, 7}, -1, 1, 40))}));
+}
+
+// ---- determinism -------------------------------------------------------------------------------
+TEST(Transformer, ColumnReductionsIndependentOfThreadCount) {
+  const int saved = omp_get_max_threads();
+  auto run = [](int threads) {
+    omp_set_num_threads(threads);
+    Tensor w = Tensor::uniform({50, 300}, -1, 1, DType::f32);
+    w.set_requires_grad(true);
+    Generator gen{9, 0};
+    std::vector<int64_t> idv(400);
+    for (auto& i : idv) i = int64_t(gen.next_below(50));
+    Tensor ids = Tensor::from_vector_i64(idv, {400});
+    Tensor lw = Tensor::uniform({300}, 0.5, 1.5, DType::f32), lb = Tensor::uniform({300}, -1, 1, DType::f32);
+    lw.set_requires_grad(true);
+    lb.set_requires_grad(true);
+    Tensor y = gelu(layer_norm(embedding(w, ids, 3), lw, lb));
+    y.backward(Tensor::uniform(y.shape(), -1, 1, DType::f32));
+    std::vector<double> r = w.grad().to_vector(), a = lw.grad().to_vector(), b = lb.grad().to_vector();
+    r.insert(r.end(), a.begin(), a.end());
+    r.insert(r.end(), b.begin(), b.end());
+    return r;
+  };
+  manual_seed(5);
+  std::vector<double> one = run(1);
+  manual_seed(5);
+  std::vector<double> two = run(2);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one, two);
+}
+
+// ---- meta == cpu -----------------------------------------------------------------------------
+namespace {
+// A small BERT-like block on `dev`, forward + backward; returns (action, size) of every
+// allocator event.
+std::vector<std::pair<std::string, size_t>> attention_block(Device dev) {
+  reset_allocators();
+  CachingAllocator& al = allocator_for(dev);
+  al.record_history(true);
+  {
+    const int64_t B = 2, T = 6, H = 8, NH = 2, D = 4, V = 11;
+    manual_seed(1);
+    Generator gen{3, 0};
+    auto param = [&](const Shape& s) {
+      Tensor t = Tensor::uniform(s, -0.5, 0.5, DType::f32, dev);
+      t.set_requires_grad(true);
+      return t;
+    };
+    Tensor emb = param({V, H}), lnw = param({H}), lnb = param({H});
+    Tensor wq = param({H, H}), wk = param({H, H}), wv = param({H, H}), wo = param({H, H}), bo = param({H});
+    Tensor ids = Tensor::from_vector_i64({1, 2, 3, 4, 5, 0, 6, 7, 8, 9, 0, 0}, {B, T}, dev);
+    Tensor mask = u8_mask({0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1}, {B, T}, dev);
+    Tensor x = layer_norm(embedding(emb, ids, 0), lnw, lnb);
+    auto heads = [&](const Tensor& w) { return linear(x, w, Tensor()).reshape({B, T, NH, D}).permute({0, 2, 1, 3}); };
+    Tensor a = scaled_dot_product_attention(heads(wq), heads(wk), heads(wv), mask, 0.1, true, gen);
+    Tensor o = linear(a.permute({0, 2, 1, 3}).reshape({B, T, H}), wo, bo);
+    Tensor h = gelu(add(x, o), "tanh");
+    std::vector<Tensor> c = chunk(h, 2, 2);
+    Tensor s = split(h, {2, 4, 2}, 2)[1];
+    Tensor y = cat({bmm(c[0], s.transpose(1, 2)), c[1]}, 2);   // [B, T, T + 4]
+    y.backward(Tensor::ones(y.shape(), DType::f32, dev));
+  }
+  std::vector<std::pair<std::string, size_t>> ev;
+  for (const TraceEvent& e : al.trace()) ev.emplace_back(e.action, e.size);
+  EXPECT_EQ(al.stat("allocated_bytes.all.current"), 0);
+  return ev;
+}
+}  // namespace
+
+TEST(Transformer, MetaAllocationsEqualCpu) {
+  auto cpu_events = attention_block(cpu_device());
+  auto meta_events = attention_block(meta_device());
+  EXPECT_GT(cpu_events.size(), 60u);
+  EXPECT_EQ(cpu_events, meta_events);
+}

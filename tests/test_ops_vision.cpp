@@ -1,0 +1,427 @@
+// test_ops_vision.cpp — upsample2x (nearest, bilinear), conv_transpose2d, sigmoid,
+// pixel_cross_entropy: float64 gradchecks, forward values against hand-computed and
+// naive reference results, output shapes and error messages, thread-count independence,
+// and meta-device allocation parity with cpu for an upsample -> conv_transpose ->
+// sigmoid -> pixel CE chain with backward.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <map>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/error.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/vision_ops.h"
+#include "tests/gradcheck.h"
+
+using namespace oomlab;
+using oomlab::testing::gradcheck;
+using oomlab::testing::leaf;
+using oomlab::testing::random_f64;
+
+namespace {
+template <class F> std::string error_of(F&& f) {
+  try { f(); } catch (const Error& e) { return e.what(); }
+  return "";
+}
+bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+void expect_near(const std::vector<double>& a, const std::vector<double>& b, double tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol) << "element " << i;
+}
+
+// Naive F.conv_transpose2d: every input pixel scatters weight * x into the output.
+std::vector<double> naive_conv_transpose(const Tensor& x, const Tensor& w, const Tensor& b,
+                                         const ConvTranspose2dParams& p, const Shape& y) {
+  std::vector<double> xv = x.to_vector(), wv = w.to_vector(), out(size_t(shape_numel(y)), 0.0);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Kg = w.size(1), R = w.size(2), S = w.size(3), Cg = C / p.groups, K = y[1];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t ww = 0; ww < W; ++ww)
+          for (int64_t j = 0; j < Kg; ++j)
+            for (int64_t r = 0; r < R; ++r)
+              for (int64_t s = 0; s < S; ++s) {
+                const int64_t oh = h * p.stride - p.padding + r, ow = ww * p.stride - p.padding + s;
+                if (oh < 0 || oh >= y[2] || ow < 0 || ow >= y[3]) continue;
+                const int64_t k = (c / Cg) * Kg + j;
+                out[size_t(((n * K + k) * y[2] + oh) * y[3] + ow)] +=
+                    xv[size_t(((n * C + c) * H + h) * W + ww)] * wv[size_t(((c * Kg + j) * R + r) * S + s)];
+              }
+  if (b.defined()) {
+    std::vector<double> bv = b.to_vector();
+    for (size_t i = 0; i < out.size(); ++i) out[i] += bv[(i / size_t(y[2] * y[3])) % size_t(K)];
+  }
+  return out;
+}
+}  // namespace
+
+// ---- upsample2x ----------------------------------------------------------------------
+
+TEST(Upsample, NearestValues) {
+  Tensor x = Tensor::from_vector({1, 2, 3, 4}, {1, 1, 2, 2}, DType::f64);
+  Tensor y = upsample2x(x, "nearest");
+  EXPECT_EQ(y.shape(), (Shape{1, 1, 4, 4}));
+  EXPECT_EQ(y.to_vector(), (std::vector<double>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+  EXPECT_EQ(upsample2x(x).to_vector(), y.to_vector());   // nearest is the default
+}
+
+TEST(Upsample, BilinearValues) {
+  Tensor row = Tensor::from_vector({1, 2}, {1, 1, 1, 2}, DType::f64);
+  EXPECT_EQ(upsample2x(row, "bilinear").to_vector(), (std::vector<double>{1, 1.25, 1.75, 2, 1, 1.25, 1.75, 2}));
+  // torch.nn.functional.interpolate([[1, 2], [3, 4]], scale_factor=2, mode="bilinear")
+  Tensor x = Tensor::from_vector({1, 2, 3, 4}, {1, 1, 2, 2}, DType::f32);
+  EXPECT_EQ(upsample2x(x, "bilinear").to_vector(),
+            (std::vector<double>{1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4}));
+  // A strided (transposed) input gives the same as its contiguous copy.
+  Tensor z = random_f64({2, 3, 5, 4}, -1, 1, 3);
+  EXPECT_EQ(upsample2x(z.transpose(2, 3), "bilinear").to_vector(),
+            upsample2x(z.transpose(2, 3).contiguous(), "bilinear").to_vector());
+}
+
+TEST(Upsample, BilinearMatchesPyTorchFormula) {
+  // PyTorch (align_corners=False, scale 1/2): src = max(0, (d + 0.5) / 2 - 0.5),
+  // i0 = floor(src), i1 = min(i0 + 1, n - 1), weights 1 - frac and frac.
+  auto taps = [](int64_t d, int64_t n, int64_t& i0, int64_t& i1, double& l1) {
+    const double s = std::max(0.0, (double(d) + 0.5) * 0.5 - 0.5);
+    i0 = int64_t(s);
+    i1 = std::min(i0 + 1, n - 1);
+    l1 = s - double(i0);
+  };
+  for (Shape sh : {Shape{2, 3, 5, 7}, Shape{1, 2, 1, 3}, Shape{1, 1, 2, 1}, Shape{1, 1, 3, 2}, Shape{1, 1, 6, 9}}) {
+    Tensor x = random_f64(sh, -1, 1, 12);
+    std::vector<double> xv = x.to_vector(), ref;
+    const int64_t H = sh[2], W = sh[3];
+    for (int64_t pl = 0; pl < sh[0] * sh[1]; ++pl)
+      for (int64_t oh = 0; oh < 2 * H; ++oh)
+        for (int64_t ow = 0; ow < 2 * W; ++ow) {
+          int64_t h0, h1, w0, w1;
+          double lh, lw;
+          taps(oh, H, h0, h1, lh);
+          taps(ow, W, w0, w1, lw);
+          auto at = [&](int64_t h, int64_t w) { return xv[size_t((pl * H + h) * W + w)]; };
+          ref.push_back((1 - lh) * ((1 - lw) * at(h0, w0) + lw * at(h0, w1)) +
+                        lh * ((1 - lw) * at(h1, w0) + lw * at(h1, w1)));
+        }
+    expect_near(upsample2x(x, "bilinear").to_vector(), ref, 1e-15);
+    expect_near(upsample2x(x.to(DType::f32), "bilinear").to_vector(), ref, 1e-6);
+  }
+}
+
+TEST(Upsample, BackwardSumsSources) {
+  Tensor x = leaf(Tensor::zeros({1, 2, 3, 5}, DType::f64));
+  upsample2x(x, "nearest").backward(Tensor::ones({1, 2, 6, 10}, DType::f64));
+  for (double v : x.grad().to_vector()) EXPECT_EQ(v, 4.0);
+  // Bilinear weights per axis sum to 1 for every output, so the grad sums to 4 * numel.
+  Tensor xb = leaf(Tensor::zeros({1, 2, 3, 5}, DType::f64));
+  upsample2x(xb, "bilinear").backward(Tensor::ones({1, 2, 6, 10}, DType::f64));
+  double total = 0;
+  for (double v : xb.grad().to_vector()) total += v;
+  EXPECT_NEAR(total, 4.0 * 30, 1e-12);
+}
+
+TEST(Upsample, Gradchecks) {
+  for (const char* mode : {"nearest", "bilinear"}) {
+    for (Shape s : {Shape{2, 3, 3, 5}, Shape{1, 2, 1, 1}, Shape{1, 1, 4, 2}}) {
+      EXPECT_TRUE(gradcheck([mode](const std::vector<Tensor>& in) { return upsample2x(in[0], mode); },
+                            {leaf(random_f64(s, -1, 1, 11))}))
+          << mode << " " << shape_str(s);
+    }
+  }
+}
+
+TEST(Upsample, Errors) {
+  EXPECT_THROW(upsample2x(Tensor::zeros({2, 3, 4}), "nearest"), ShapeError);
+  std::string msg = error_of([] { upsample2x(Tensor::zeros({1, 1, 2, 2}), "bicubic"); });
+  EXPECT_TRUE(contains(msg, "bicubic")) << msg;
+  EXPECT_THROW(upsample2x(Tensor::zeros({1, 1, 2, 2}), "bicubic"), ValueError);
+  EXPECT_THROW(upsample2x(Tensor::empty({1, 1, 2, 2}, DType::i64), "nearest"), DTypeError);
+}
+
+// ---- conv_transpose2d ------------------------------------------------------------------
+
+TEST(ConvTranspose, SinglePixelReproducesKernel) {
+  Tensor w = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3}, DType::f64);
+  Tensor y = conv_transpose2d(Tensor::ones({1, 1, 1, 1}, DType::f64), w, Tensor());
+  EXPECT_EQ(y.shape(), (Shape{1, 1, 3, 3}));
+  EXPECT_EQ(y.to_vector(), w.to_vector());
+  // Stride 2: a 1 at (1, 1) of a 3x3 input lands the kernel at rows/cols 2..4 of 7x7.
+  std::vector<double> xv(9, 0.0);
+  xv[4] = 1;
+  Tensor y2 = conv_transpose2d(Tensor::from_vector(xv, {1, 1, 3, 3}, DType::f64), w, Tensor(), {2, 0, 0, 1});
+  ASSERT_EQ(y2.shape(), (Shape{1, 1, 7, 7}));
+  std::vector<double> v = y2.to_vector();
+  for (int64_t r = 0; r < 7; ++r)
+    for (int64_t c = 0; c < 7; ++c) {
+      const bool in = r >= 2 && r <= 4 && c >= 2 && c <= 4;
+      EXPECT_EQ(v[size_t(r * 7 + c)], in ? double((r - 2) * 3 + (c - 2) + 1) : 0.0) << r << "," << c;
+    }
+  // Channel 0 of a 2-channel input selects weight[0]: [3, 2, 2] output channels.
+  Tensor w3 = random_f64({2, 3, 2, 2}, -1, 1, 5);
+  Tensor y3 = conv_transpose2d(Tensor::from_vector({1, 0}, {1, 2, 1, 1}, DType::f64), w3, Tensor());
+  std::vector<double> w3v = w3.to_vector();
+  EXPECT_EQ(y3.to_vector(), std::vector<double>(w3v.begin(), w3v.begin() + 12));
+}
+
+TEST(ConvTranspose, MatchesNaiveReference) {
+  struct Case { Shape x, w; ConvTranspose2dParams p; bool bias; };
+  for (const Case& c : {Case{{2, 3, 4, 5}, {3, 2, 3, 3}, {1, 0, 0, 1}, true},
+                        Case{{2, 3, 4, 5}, {3, 2, 3, 3}, {2, 1, 1, 1}, true},
+                        Case{{1, 4, 3, 3}, {4, 3, 2, 2}, {2, 0, 0, 1}, false},
+                        Case{{2, 4, 3, 4}, {4, 2, 3, 3}, {2, 1, 1, 2}, true},
+                        Case{{1, 2, 5, 5}, {2, 3, 1, 1}, {1, 0, 0, 1}, true},
+                        Case{{1, 2, 3, 3}, {2, 2, 4, 4}, {3, 2, 2, 1}, false},
+                        Case{{2, 3, 5, 4}, {3, 2, 1, 1}, {2, 0, 1, 1}, true},     // uncovered output pixels
+                        Case{{1, 2, 6, 5}, {2, 3, 3, 3}, {1, 2, 0, 1}, true}}) {   // padding > R - 1
+    for (DType dt : {DType::f64, DType::f32}) {
+      Tensor x = random_f64(c.x, -1, 1, 21).to(dt), w = random_f64(c.w, -1, 1, 22).to(dt);
+      Tensor b = c.bias ? random_f64({c.w[1] * c.p.groups}, -1, 1, 23).to(dt) : Tensor();
+      Tensor y = conv_transpose2d(x, w, b, c.p);
+      expect_near(y.to_vector(), naive_conv_transpose(x, w, b, c.p, y.shape()), dt == DType::f64 ? 1e-12 : 1e-5);
+    }
+  }
+}
+
+TEST(ConvTranspose, OutputShape) {
+  Tensor w = Tensor::zeros({4, 3, 3, 3});
+  EXPECT_EQ(conv_transpose2d(Tensor::zeros({2, 4, 5, 6}), w, Tensor(), {2, 1, 1, 1}).shape(),
+            (Shape{2, 3, 10, 12}));   // (H-1)*stride - 2*pad + R + output_padding
+  EXPECT_EQ(conv_transpose2d(Tensor::zeros({2, 4, 5, 6}), w, Tensor()).shape(), (Shape{2, 3, 7, 8}));
+  EXPECT_EQ(conv_transpose2d(Tensor::zeros({1, 4, 8, 8}), Tensor::zeros({4, 2, 2, 2}), Tensor(), {2, 0, 0, 1})
+                .shape(),
+            (Shape{1, 2, 16, 16}));   // the UNet up-convolution doubles H and W
+  EXPECT_EQ(conv_transpose2d(Tensor::zeros({1, 4, 3, 3}), Tensor::zeros({4, 3, 3, 3}), Tensor(), {1, 0, 0, 2})
+                .shape(),
+            (Shape{1, 6, 5, 5}));   // groups: K = weight[1] * groups
+}
+
+TEST(ConvTranspose, Errors) {
+  std::string msg = error_of([] { conv_transpose2d(Tensor::zeros({2, 5, 4, 4}), Tensor::zeros({4, 3, 3, 3}), Tensor()); });
+  EXPECT_TRUE(contains(msg, "conv_transpose2d")) << msg;
+  EXPECT_TRUE(contains(msg, "[2, 5, 4, 4]")) << msg;
+  EXPECT_TRUE(contains(msg, "[4, 3, 3, 3]")) << msg;
+  EXPECT_THROW(conv_transpose2d(Tensor::zeros({2, 5, 4, 4}), Tensor::zeros({4, 3, 3, 3}), Tensor()), ShapeError);
+  Tensor x = Tensor::zeros({1, 4, 4, 4}), w = Tensor::zeros({4, 3, 3, 3});
+  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {2, 0, 2, 1}), ValueError);   // output_padding >= stride
+  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, 0, 1, 1}), ValueError);
+  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {0, 0, 0, 1}), ValueError);
+  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, -1, 0, 1}), ValueError);
+  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, 0, 0, 0}), ValueError);   // groups
+  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, 0, 0, 3}), ShapeError);   // 4 % 3 != 0
+  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, 3, 0, 1}), ShapeError);   // empty output
+  EXPECT_THROW(conv_transpose2d(Tensor::zeros({4, 4, 4}), w, Tensor()), ShapeError);
+  msg = error_of([&] { conv_transpose2d(x, w, Tensor::zeros({4})); });
+  EXPECT_TRUE(contains(msg, "bias [4]")) << msg;
+  EXPECT_THROW(conv_transpose2d(x, w, Tensor::zeros({4})), ShapeError);
+  EXPECT_THROW(conv_transpose2d(x, Tensor::zeros({4, 3, 3, 3}, DType::f64), Tensor()), DTypeError);
+}
+
+TEST(ConvTranspose, Gradchecks) {
+  struct Case { Shape x, w; ConvTranspose2dParams p; bool bias; };
+  for (const Case& c : {Case{{2, 2, 3, 3}, {2, 3, 3, 3}, {1, 0, 0, 1}, true},
+                        Case{{2, 2, 3, 3}, {2, 3, 3, 3}, {1, 1, 0, 1}, false},
+                        Case{{1, 2, 3, 4}, {2, 2, 3, 3}, {2, 0, 0, 1}, false},
+                        Case{{2, 2, 3, 3}, {2, 2, 3, 3}, {2, 1, 1, 1}, true},
+                        Case{{1, 3, 2, 3}, {3, 2, 2, 2}, {2, 0, 1, 1}, true},
+                        Case{{1, 4, 3, 3}, {4, 1, 3, 3}, {2, 1, 1, 2}, true}}) {
+    std::vector<Tensor> in{leaf(random_f64(c.x, -1, 1, 31)), leaf(random_f64(c.w, -1, 1, 32))};
+    if (c.bias) in.push_back(leaf(random_f64({c.w[1] * c.p.groups}, -1, 1, 33)));
+    const ConvTranspose2dParams p = c.p;
+    EXPECT_TRUE(gradcheck([p](const std::vector<Tensor>& t) {
+                            return conv_transpose2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), p);
+                          },
+                          in))
+        << shape_str(c.x) << " stride " << p.stride << " pad " << p.padding << " out_pad " << p.output_padding
+        << " groups " << p.groups;
+  }
+  // Only x needs grad / only the weight needs grad.
+  Tensor w = random_f64({2, 3, 3, 3}, -1, 1, 34);
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return conv_transpose2d(t[0], w, Tensor(), {2, 1, 1, 1}); },
+                        {leaf(random_f64({1, 2, 3, 3}, -1, 1, 35))}));
+  Tensor x = random_f64({1, 2, 3, 3}, -1, 1, 36);
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return conv_transpose2d(x, t[0], Tensor(), {2, 1, 1, 1}); },
+                        {leaf(random_f64({2, 3, 3, 3}, -1, 1, 37))}));
+}
+
+// ---- sigmoid --------------------------------------------------------------------------
+
+TEST(Sigmoid, ValuesGradcheckAndExtremes) {
+  Tensor x = Tensor::from_vector({0, 1, -2, 1000, -1000}, {5}, DType::f64);
+  std::vector<double> y = sigmoid(x).to_vector();
+  EXPECT_EQ(y[0], 0.5);
+  EXPECT_NEAR(y[1], 1 / (1 + std::exp(-1.0)), 1e-15);
+  EXPECT_NEAR(y[2], 1 / (1 + std::exp(2.0)), 1e-15);
+  EXPECT_EQ(y[3], 1.0);
+  EXPECT_EQ(y[4], 0.0);
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return sigmoid(in[0]); },
+                        {leaf(random_f64({3, 4, 2}, -4, 4, 41))}));
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor big = leaf(Tensor::from_vector({-1000, 1000, 0}, {3}, dt));
+    sigmoid(big).backward(Tensor::ones({3}, dt));
+    EXPECT_EQ(big.grad().to_vector(), (std::vector<double>{0, 0, 0.25}));
+  }
+}
+
+TEST(Sigmoid, Float32Accuracy) {
+  // float sigmoid (vectorised exp) within a few ulp of the exact value, over the whole
+  // range including exp's overflow / underflow edges; NaN and inf behave.
+  std::vector<double> xs;
+  for (int i = -20000; i <= 20000; ++i) xs.push_back(i * 0.0053);
+  for (double v : {-104.5, -104.0, -103.9, -89.0, -88.73, -88.72, -87.4, -87.3, 87.3, 88.72, 88.73, 89.0, 104.0})
+    xs.push_back(v);
+  std::vector<double> y = sigmoid(Tensor::from_vector(xs, {int64_t(xs.size())}, DType::f32)).to_vector();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double xf = double(float(xs[i]));
+    if (std::exp(-xf) > double(FLT_MAX)) { EXPECT_EQ(y[i], 0.0) << "x = " << xf; continue; }   // exp overflows
+    const double ref = 1.0 / (1.0 + std::exp(-xf));
+    const double ulp = std::max(std::fabs(ref) * 0x1p-23, 0x1p-149);
+    EXPECT_LE(std::fabs(y[i] - ref), 4 * ulp) << "x = " << xf;
+  }
+  std::vector<double> s = sigmoid(Tensor::from_vector({NAN, INFINITY, -INFINITY}, {3}, DType::f32)).to_vector();
+  EXPECT_TRUE(std::isnan(s[0]));
+  EXPECT_EQ(s[1], 1.0);
+  EXPECT_EQ(s[2], 0.0);
+}
+
+// ---- pixel_cross_entropy ------------------------------------------------------------
+
+namespace {
+// The same loss through the 2-D path: logits [N, C, H, W] -> [N*H*W, C] rows.
+Tensor rows_cross_entropy(const Tensor& logits, const Tensor& target) {
+  const int64_t C = logits.size(1);
+  return cross_entropy(logits.permute({0, 2, 3, 1}).reshape({-1, C}), target.reshape({-1}));
+}
+Tensor pixel_target() {   // [2, 3, 2] with three ignored pixels
+  return Tensor::from_vector_i64({0, 3, -100, 2, 1, 1, 3, -100, 0, 2, -100, 1}, {2, 3, 2});
+}
+}  // namespace
+
+TEST(PixelCrossEntropy, MatchesRowCrossEntropy) {
+  Tensor t = pixel_target();
+  Tensor a = leaf(random_f64({2, 4, 3, 2}, -2, 2, 51));
+  Tensor b = leaf(a.detach().clone());
+  Tensor la = pixel_cross_entropy(a, t), lb = rows_cross_entropy(b, t);
+  EXPECT_EQ(la.dim(), 0);
+  EXPECT_NEAR(la.item(), lb.item(), 1e-14);
+  la.backward();
+  lb.backward();
+  expect_near(a.grad().to_vector(), b.grad().to_vector(), 1e-15);
+  // Ignored pixels get exactly zero gradient.
+  std::vector<double> g = a.grad().to_vector();
+  for (int64_t c = 0; c < 4; ++c) EXPECT_EQ(g[size_t(c * 6 + 2)], 0.0);   // n=0, pixel (1, 0)
+  // Hand-computed two-pixel case: mean of -log softmax at the targets.
+  Tensor x = Tensor::from_vector({1, 0.5, 2, -1, 3, 2}, {1, 3, 1, 2}, DType::f64);
+  Tensor tt = Tensor::from_vector_i64({0, 2}, {1, 1, 2});
+  double l0 = -(1 - std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)));
+  double l1 = -(2 - std::log(std::exp(0.5) + std::exp(-1.0) + std::exp(2.0)));
+  EXPECT_NEAR(pixel_cross_entropy(x, tt).item(), (l0 + l1) / 2, 1e-14);
+  // All pixels ignored: NaN, as PyTorch.
+  EXPECT_TRUE(std::isnan(pixel_cross_entropy(x, Tensor::from_vector_i64({-100, -100}, {1, 1, 2})).item()));
+}
+
+TEST(PixelCrossEntropy, GradcheckAndStability) {
+  Tensor t = pixel_target();
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return pixel_cross_entropy(in[0], t); },
+                        {leaf(random_f64({2, 4, 3, 2}, -2, 2, 52))}));
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor big = leaf(Tensor::from_vector({1000, -1000, -1000, 1000}, {1, 2, 1, 2}, dt));
+    Tensor l = pixel_cross_entropy(big, Tensor::from_vector_i64({0, 0}, {1, 1, 2}));
+    EXPECT_NEAR(l.item(), 1000.0, 1e-3);   // pixel 0: 0, pixel 1: 2000
+    l.backward();
+    expect_near(big.grad().to_vector(), {0, -0.5, 0, 0.5}, 1e-6);
+  }
+}
+
+TEST(PixelCrossEntropy, TargetErrors) {
+  Tensor x = random_f64({2, 4, 3, 2});
+  std::string msg = error_of([&] { pixel_cross_entropy(x, Tensor::zeros({2, 3, 3}, DType::i64)); });
+  EXPECT_TRUE(contains(msg, "[2, 3, 3]")) << msg;
+  EXPECT_TRUE(contains(msg, "[2, 4, 3, 2]")) << msg;
+  EXPECT_THROW(pixel_cross_entropy(x, Tensor::zeros({2, 3, 3}, DType::i64)), ShapeError);
+  EXPECT_THROW(pixel_cross_entropy(x, Tensor::zeros({6, 2}, DType::i64)), ShapeError);
+  EXPECT_THROW(pixel_cross_entropy(x, Tensor::zeros({2, 3, 2}, DType::f64)), DTypeError);
+  EXPECT_THROW(pixel_cross_entropy(Tensor::zeros({2, 4}), Tensor::zeros({2}, DType::i64)), ShapeError);
+  std::vector<int64_t> tv{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+  tv[9] = 4;   // n=1, h=1, w=1
+  msg = error_of([&] { pixel_cross_entropy(x, Tensor::from_vector_i64(tv, {2, 3, 2})); });
+  EXPECT_TRUE(contains(msg, "target 4")) << msg;
+  EXPECT_TRUE(contains(msg, "[1, 1, 1]")) << msg;
+  tv[9] = -1;
+  EXPECT_THROW(pixel_cross_entropy(x, Tensor::from_vector_i64(tv, {2, 3, 2})), ValueError);
+  // Range is not checked on meta (no data there).
+  EXPECT_NO_THROW(pixel_cross_entropy(Tensor::empty({2, 4, 3, 2}, DType::f32, meta_device()),
+                                      Tensor::empty({2, 3, 2}, DType::i64, meta_device())));
+}
+
+// ---- determinism and meta parity -----------------------------------------------------
+
+TEST(Vision, ThreadCountIndependent) {
+  auto run = [](int threads) {
+    int prev = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Tensor x = leaf(Tensor::uniform({2, 8, 33, 47}, -1, 1, DType::f32));
+    Tensor w = leaf(Tensor::uniform({8, 5, 2, 2}, -1, 1, DType::f32));
+    Tensor u = upsample2x(x, "bilinear");
+    Tensor y = conv_transpose2d(upsample2x(sigmoid(u), "nearest"), w, Tensor(), {2, 0, 0, 1});
+    std::vector<int64_t> tv(size_t(2 * y.size(2) * y.size(3)));
+    for (size_t i = 0; i < tv.size(); ++i) tv[i] = i % 7 == 0 ? -100 : int64_t(i % 5);
+    Tensor loss = pixel_cross_entropy(y, Tensor::from_vector_i64(tv, {2, y.size(2), y.size(3)}));
+    loss.backward();
+    omp_set_num_threads(prev);
+    std::vector<double> out = x.grad().to_vector(), gw = w.grad().to_vector();
+    out.insert(out.end(), gw.begin(), gw.end());
+    out.push_back(loss.item());
+    return out;
+  };
+  Generator saved = default_generator();
+  std::vector<double> a = run(1);
+  default_generator() = saved;
+  std::vector<double> b = run(2);
+  EXPECT_EQ(a, b);
+}
+
+namespace {
+std::vector<std::pair<std::string, size_t>> run_chain(Device dev) {
+  reset_allocators();
+  CachingAllocator& al = allocator_for(dev);
+  al.record_history(true);
+  {
+    Tensor x = Tensor::uniform({2, 4, 5, 3}, -1, 1, DType::f32, dev);
+    x.set_requires_grad(true);
+    Tensor w = Tensor::uniform({4, 3, 2, 2}, -1, 1, DType::f32, dev);
+    w.set_requires_grad(true);
+    Tensor b = Tensor::uniform({3}, -1, 1, DType::f32, dev);
+    b.set_requires_grad(true);
+    Tensor t = Tensor::from_vector_i64(std::vector<int64_t>(2 * 13 * 20, 1), {2, 13, 20}, dev);
+    Tensor u = upsample2x(x.transpose(2, 3), "bilinear");                       // [2, 4, 6, 10]
+    Tensor y = conv_transpose2d(upsample2x(u, "nearest").narrow(3, 0, 19), w, b);   // strided input
+    Tensor s = sigmoid(y);
+    Tensor loss = pixel_cross_entropy(s, t);
+    EXPECT_EQ(s.shape(), (Shape{2, 3, 13, 20}));
+    loss.backward();
+  }
+  std::vector<std::pair<std::string, size_t>> ev;
+  for (const TraceEvent& e : al.trace()) ev.emplace_back(e.action, e.size);
+  EXPECT_EQ(al.stat("allocated_bytes.all.current"), 0);
+  return ev;
+}
+}  // namespace
+
+TEST(Meta, VisionChainAllocationsEqualCpu) {
+  auto cpu_events = run_chain(cpu_device());
+  std::map<std::string, int64_t> cpu_stats = allocator_for(cpu_device()).stats();
+  auto meta_events = run_chain(meta_device());
+  std::map<std::string, int64_t> meta_stats = allocator_for(meta_device()).stats();
+  EXPECT_GT(cpu_events.size(), 15u);
+  EXPECT_EQ(cpu_events, meta_events);
+  for (const char* k : {"allocation.all.allocated", "allocated_bytes.all.peak", "allocated_bytes.all.allocated",
+                        "reserved_bytes.all.peak"})
+    EXPECT_EQ(cpu_stats.at(k), meta_stats.at(k)) << k;
+}
