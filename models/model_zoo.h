@@ -29,7 +29,21 @@ struct ModelConfig {
   DType dtype = DType::f32;
   bool inplace_relu = true;
   uint64_t seed = 0;
+  // Sequence models (bert-*): tokens [B, seq_len] int64, id 0 = padding (the attention
+  // mask is derived from it). 0 = the preset's value.
+  int64_t seq_len = 128, vocab_size = 0, hidden = 0, layers = 0, heads = 0, max_positions = 0;
+  double dropout = 0.1;
+  // UNet: base width (0 = preset) and depth (levels, 0 = preset).
+  int64_t base_width = 0, depth = 0;
 };
+
+// What a model consumes and predicts (the trainer, summary and estimate use these).
+enum class InputKind { image, tokens };           // float [B,C,H,W] | int64 [B,T]
+enum class TaskKind { classification, segmentation };   // target [B] | [B,H,W]
+InputKind model_input_kind(const std::string& name);
+TaskKind model_task_kind(const std::string& name);
+// The input shape of a batch for this config: [B, C, H, W] or [B, seq_len].
+Shape model_input_shape(const std::string& name, const ModelConfig& cfg, int64_t batch);
 
 // Valid names: vgg11 vgg11_bn vgg16 vgg16_bn resnet18 resnet34 resnet50 resnet20 resnet56 mlp.
 std::vector<std::string> model_names();
