@@ -1,5 +1,6 @@
-// model_zoo.cpp — name -> family builder dispatch, per-model default input sizes, and the
-// torchvision weight init shared by the CNN families (see model_zoo.h for the contracts).
+// model_zoo.cpp — name -> family builder dispatch, per-model default inputs (image or
+// token shapes, input/task kinds), and the torchvision weight init shared by the CNN
+// families (see model_zoo.h for the contracts).
 #include "models/model_zoo.h"
 
 #include <cmath>
@@ -10,13 +11,15 @@
 namespace oomlab {
 
 namespace {
-enum class Family { vgg, resnet, cifar_resnet, mlp };
+enum class Family { vgg, resnet, cifar_resnet, mlp, bert, unet, tiny_ff };
 struct Entry { const char* name; Family family; };
 constexpr Entry kModels[] = {
     {"vgg11", Family::vgg},       {"vgg11_bn", Family::vgg},     {"vgg16", Family::vgg},
     {"vgg16_bn", Family::vgg},    {"resnet18", Family::resnet},  {"resnet34", Family::resnet},
     {"resnet50", Family::resnet}, {"resnet20", Family::cifar_resnet}, {"resnet56", Family::cifar_resnet},
-    {"mlp", Family::mlp},
+    {"mlp", Family::mlp},         {"bert-tiny", Family::bert},   {"bert-mini", Family::bert},
+    {"bert-small", Family::bert}, {"bert-base", Family::bert},   {"unet", Family::unet},
+    {"unet-small", Family::unet}, {"tiny-ff", Family::tiny_ff},
 };
 
 Family family_of(const std::string& name) {
@@ -36,29 +39,58 @@ std::vector<std::string> model_names() {
 
 int64_t default_image_size(const std::string& name) {
   Family f = family_of(name);
-  return (f == Family::cifar_resnet || f == Family::mlp) ? 28 : 224;
+  if (f == Family::bert) return 0;   // token model: no image
+  if (f == Family::unet) return name == "unet-small" ? 64 : 256;
+  return (f == Family::cifar_resnet || f == Family::mlp || f == Family::tiny_ff) ? 28 : 224;
 }
 
 int64_t default_in_channels(const std::string& name) {
   Family f = family_of(name);
-  return (f == Family::cifar_resnet || f == Family::mlp) ? 1 : 3;
+  if (f == Family::bert) return 0;
+  return (f == Family::cifar_resnet || f == Family::mlp || f == Family::tiny_ff) ? 1 : 3;
 }
 
 ModelConfig default_model_config(const std::string& name) {
   ModelConfig cfg;
+  Family f = family_of(name);
+  if (f == Family::bert) {   // image fields stay at their (unused) defaults
+    cfg.seq_len = 128;
+    cfg.num_classes = 2;
+    return cfg;
+  }
   cfg.in_channels = default_in_channels(name);
   cfg.height = cfg.width = default_image_size(name);
+  if (f == Family::unet) cfg.num_classes = 2;
   return cfg;
 }
 
-int64_t min_image_size(const std::string& name) { return family_of(name) == Family::vgg ? 32 : 1; }
+int64_t min_image_size(const std::string& name) {
+  Family f = family_of(name);
+  if (f == Family::unet) return int64_t(1) << 4;   // the preset depth; build checks divisibility
+  return f == Family::vgg ? 32 : 1;
+}
+
+InputKind model_input_kind(const std::string& name) {
+  return family_of(name) == Family::bert ? InputKind::tokens : InputKind::image;
+}
+
+TaskKind model_task_kind(const std::string& name) {
+  return family_of(name) == Family::unet ? TaskKind::segmentation : TaskKind::classification;
+}
+
+Shape model_input_shape(const std::string& name, const ModelConfig& cfg, int64_t batch) {
+  if (model_input_kind(name) == InputKind::tokens) return {batch, bert_shape(name, cfg).seq_len};
+  return {batch, cfg.in_channels, cfg.height, cfg.width};
+}
 
 nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg) {
   Family f = family_of(name);
   OOMLAB_CHECK(cfg.num_classes > 0, name, ": num_classes must be > 0, got ", cfg.num_classes);
-  OOMLAB_CHECK(cfg.in_channels > 0, name, ": in_channels must be > 0, got ", cfg.in_channels);
   OOMLAB_CHECK_T(DTypeError, dtype_is_floating(cfg.dtype), name, ": model dtype must be floating, got ",
                  dtype_name(cfg.dtype));
+  if (f == Family::bert) return build_bert(name, cfg);   // token input: no image checks
+  OOMLAB_CHECK(cfg.in_channels > 0, name, ": in_channels must be > 0, got ", cfg.in_channels);
+  if (f == Family::unet) return build_unet(name, cfg);    // checks divisibility by 2^depth
   check_min_input(name, cfg.in_channels, cfg.height, cfg.width, min_image_size(name),
                   f == Family::vgg ? "its 5 max-pools halve the size 5 times" : "");
   switch (f) {
@@ -66,6 +98,9 @@ nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg) {
     case Family::resnet: return build_resnet(name, cfg);
     case Family::cifar_resnet: return build_cifar_resnet(name, cfg);
     case Family::mlp: return build_mlp(name, cfg);
+    case Family::tiny_ff: return build_tiny_ff(name, cfg);
+    case Family::bert: return build_bert(name, cfg);
+    case Family::unet: return build_unet(name, cfg);
   }
   throw InternalError("build_model: unhandled family");
 }

@@ -1,5 +1,7 @@
 // model_zoo.h — build a model by name: the torchvision CNNs (vgg11/16[_bn], resnet18/34/50),
-// He et al.'s CIFAR ResNets (resnet20/56) and a small MLP, all made of engine/nn layers.
+// He et al.'s CIFAR ResNets (resnet20/56), a small MLP and tiny-ff, BERT encoders for
+// sequence classification (bert-tiny/mini/small/base, HF key names) and UNets for
+// segmentation (unet, unet-small), all made of engine/nn layers.
 // Contracts:
 //  * Module names equal torchvision's state_dict keys (features.N / avgpool /
 //    classifier.N; conv1, bn1, layer1.0.conv1, layer1.0.downsample.0, fc), so parameter
@@ -45,17 +47,21 @@ TaskKind model_task_kind(const std::string& name);
 // The input shape of a batch for this config: [B, C, H, W] or [B, seq_len].
 Shape model_input_shape(const std::string& name, const ModelConfig& cfg, int64_t batch);
 
-// Valid names: vgg11 vgg11_bn vgg16 vgg16_bn resnet18 resnet34 resnet50 resnet20 resnet56 mlp.
+// Valid names: vgg11 vgg11_bn vgg16 vgg16_bn resnet18 resnet34 resnet50 resnet20 resnet56 mlp
+// bert-tiny bert-mini bert-small bert-base unet unet-small tiny-ff.
 std::vector<std::string> model_names();
 nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg);
 
 // The input a model is meant for: 224x224x3 for the ImageNet models, 28x28x1
-// (Fashion-MNIST) for resnet20/56 and mlp.
+// (Fashion-MNIST) for resnet20/56, mlp and tiny-ff, 256x256x3 for unet, 64x64x3 for
+// unet-small; 0 for the token models (bert-*: see model_input_shape).
 int64_t default_image_size(const std::string& name);
 int64_t default_in_channels(const std::string& name);
-// ModelConfig{} with in_channels/height/width set to the model's defaults.
+// ModelConfig{} with in_channels/height/width set to the model's defaults; bert-*:
+// seq_len 128, num_classes 2; unet*: num_classes 2.
 ModelConfig default_model_config(const std::string& name);
-// Smallest height/width the model accepts (vgg: 32 because of its 5 max-pools; others 1).
+// Smallest height/width the model accepts (vgg: 32 because of its 5 max-pools; unet: 16
+// = 2^depth for the preset depth, and sizes must also be multiples of it; others 1).
 int64_t min_image_size(const std::string& name);
 
 // ---- per-family builders (one file each; `name` must belong to the family) ----
@@ -70,6 +76,38 @@ nn::ModulePtr build_cifar_resnet(const std::string& name, const ModelConfig& cfg
 // MLP (models/mlp.cpp): Sequential(Flatten, Linear(C*H*W, 256), ReLU, Linear(256, 128),
 // ReLU, Linear(128, num_classes)); keys "1.weight", "3.weight", "5.weight" (+ biases).
 nn::ModulePtr build_mlp(const std::string& name, const ModelConfig& cfg);
+
+// BERT (models/bert.cpp): HF BertForSequenceClassification; names bert-tiny (2 layers,
+// hidden 128, 2 heads), bert-mini (4/256/4), bert-small (4/512/8), bert-base (12/768/12);
+// ModelConfig's hidden/layers/heads/vocab_size/max_positions/seq_len override the preset
+// when non-zero. Keys: bert.embeddings.*, bert.encoder.layer.N.*, bert.pooler.dense.*,
+// classifier.*. Input int64 ids [B, T], id 0 = padding; output logits [B, num_classes].
+struct BertShape {
+  int64_t vocab_size = 30522, hidden = 768, layers = 12, heads = 12, intermediate = 3072;
+  int64_t max_positions = 512, type_vocab_size = 2, seq_len = 128;
+};
+// Resolves preset + overrides; ValueError for hidden % heads != 0 (naming both),
+// seq_len > max_positions, or an unknown name.
+BertShape bert_shape(const std::string& name, const ModelConfig& cfg);
+// Parameters of HF BertModel (embeddings + encoder + pooler, no classifier).
+int64_t bert_parameter_count(const BertShape& s);
+nn::ModulePtr build_bert(const std::string& name, const ModelConfig& cfg);
+// UNet (models/unet.cpp), Ronneberger et al. 2015 layout with BN: `unet` (base 64,
+// depth 4), `unet-small` (base 16, depth 4); cfg.base_width/depth override. Encoder level
+// i: double conv (3x3 pad 1, no bias, BN, ReLU, twice) to base*2^i channels then 2x2
+// max-pool; bottleneck double conv to base*2^depth; decoder: ConvTranspose2d 2x2 stride 2
+// halving channels, cat([skip, up], 1), double conv; final 1x1 conv (with bias) to
+// num_classes. Keys: encoder.I.{0,1,3,4}.*, bottleneck.*, up.I.*, decoder.I.*, final.*.
+// H and W must be divisible by 2^depth (ShapeError naming the model and the size).
+// Output: logits [B, num_classes, H, W].
+int64_t unet_depth(const std::string& name, const ModelConfig& cfg);
+int64_t unet_base_width(const std::string& name, const ModelConfig& cfg);
+nn::ModulePtr build_unet(const std::string& name, const ModelConfig& cfg);
+// tiny-ff (models/tiny_ff.cpp): the AMP table's "tiny feed-forward" network; the source
+// does not specify it further, so it is Sequential(Flatten, Linear(C*H*W, 512), ReLU,
+// Linear(512, 512), ReLU, Linear(512, num_classes)) with PyTorch's default init.
+// Keys: 1.*, 3.*, 5.*.
+nn::ModulePtr build_tiny_ff(const std::string& name, const ModelConfig& cfg);
 
 // ---- helpers shared by the family builders (models/model_zoo.cpp) ----
 // Layer options for a zoo model: cfg's device/dtype, skip_init (init_torchvision_weights

@@ -145,6 +145,10 @@ def render_mapping(d, depth=0):
             out.append(f"\n**{key}**\n\n" + md_table(cols, rows, right=set()))
         elif isinstance(value, list):
             out.append(f"- **{key}**: " + ", ".join(fmt_num(v, key) for v in value))
+        elif isinstance(value, dict) and len(value) > 12:  # e.g. a full memory-stats block
+            rows = [[k, fmt_num(v, k if "bytes" in k else key)] for k, v in value.items()]
+            out.append("\n" + details(f"{key} ({len(value)} entries)",
+                                       md_table(["key", "value"], rows)))
         elif isinstance(value, dict) and depth < 2:
             out.append(f"- **{key}**:\n" + "\n".join("  " + line for line in
                                                       render_mapping(value, depth + 1).splitlines()))
@@ -192,7 +196,9 @@ def plot_01(doc, path):
     ax.bar([i + w / 2 for i in x], params, w, label="parameters", color="#DD8452")
     ax.set_yscale("log")
     ax.set_xticks(x)
-    ax.set_xticklabels([l["name"] for l in layers], rotation=70, ha="right", fontsize=8)
+    ax.set_xticklabels([l["name"] if l["type"].lower() in l["name"].lower() else
+                        f"{l['name']} ({l['type']})" for l in layers],
+                       rotation=70, ha="right", fontsize=8)
     ax.set_ylabel("count (log scale)")
     t = doc["summary"]["totals"]
     ax.set_title(f"{doc['experiment']}: per-layer activations and parameters "

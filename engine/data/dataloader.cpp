@@ -54,19 +54,41 @@ void DataLoader::ensure_order() {
 }
 
 void DataLoader::build_batch(int64_t b, HostBatch& out) const {
-  Shape s = ds_.sample_shape();
-  const int64_t numel = shape_numel(s);
+  const Shape s = ds_.sample_shape(), ts = ds_.target_shape();
+  const bool tokens = ds_.is_tokens();
+  const int64_t numel = tokens ? 0 : shape_numel(s), tnumel = shape_numel(ts);
   const int64_t begin = b * batch_;
   const int64_t n = std::min(batch_, ds_.size() - begin);
   out.n = n;
-  out.shape = {n};
-  out.shape.insert(out.shape.end(), s.begin(), s.end());
-  out.images.resize(size_t(n * numel));
-  out.labels.resize(size_t(n));
-  for (int64_t i = 0; i < n; ++i) {
-    if (stop_.load(std::memory_order_relaxed)) return;  // abandoned; the batch is discarded
-    ds_.get(order_[size_t(begin + i)], out.images.data() + i * numel, &out.labels[size_t(i)]);
+  out.input_dtype = tokens ? DType::i64 : DType::f32;
+  out.target_shape = {n};
+  out.target_shape.insert(out.target_shape.end(), ts.begin(), ts.end());
+  std::vector<int64_t>& targets = ts.empty() ? out.labels : out.masks;
+  (ts.empty() ? out.masks : out.labels).clear();
+  targets.resize(size_t(n * tnumel));
+  if (!tokens) {
+    out.tokens.clear();
+    out.shape = {n};
+    out.shape.insert(out.shape.end(), s.begin(), s.end());
+    out.images.resize(size_t(n * numel));
+    for (int64_t i = 0; i < n; ++i) {
+      if (stop_.load(std::memory_order_relaxed)) return;  // abandoned; the batch is discarded
+      ds_.get(order_[size_t(begin + i)], out.images.data() + i * numel, targets.data() + i * tnumel);
+    }
+    return;
   }
+  out.images.clear();
+  std::vector<std::vector<int64_t>> seqs(static_cast<size_t>(n));
+  int64_t t_max = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (stop_.load(std::memory_order_relaxed)) return;
+    ds_.get_tokens(order_[size_t(begin + i)], seqs[size_t(i)], targets.data() + i * tnumel);
+    t_max = std::max<int64_t>(t_max, int64_t(seqs[size_t(i)].size()));
+  }
+  out.shape = {n, t_max};
+  out.tokens.assign(size_t(n * t_max), 0);
+  for (int64_t i = 0; i < n; ++i)
+    std::copy(seqs[size_t(i)].begin(), seqs[size_t(i)].end(), out.tokens.begin() + i * t_max);
 }
 
 void DataLoader::start_worker() {
@@ -142,7 +164,7 @@ bool DataLoader::next(HostBatch& out) {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return !queue_.empty() || worker_done_; });
   if (!queue_.empty()) {
-    if (out.images.capacity() > 0 && pool_.size() < size_t(prefetch_) + 1) pool_.push_back(std::move(out));
+    if ((out.images.capacity() > 0 || out.tokens.capacity() > 0) && pool_.size() < size_t(prefetch_) + 1) pool_.push_back(std::move(out));
     out = std::move(queue_.front());
     queue_.pop_front();
     ++cursor_;

@@ -13,6 +13,8 @@
 //    thrown while building a batch is rethrown by the next() that would have returned it.
 //    The destructor stops and joins the thread (never hangs, never throws). prefetch == 0
 //    builds batches synchronously inside next(). Single consumer: not thread-safe itself.
+//  * Token datasets: a batch's T is the longest sample in it (>= 1); shorter samples are
+//    padded with id 0 on the right. Mask datasets fill `masks` instead of `labels`.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -28,10 +30,17 @@
 namespace oomlab {
 
 struct HostBatch {
-  std::vector<float> images;     // n * C * H * W
-  std::vector<int64_t> labels;   // n
+  std::vector<float> images;     // image inputs: n * C * H * W (empty for token inputs)
+  std::vector<int64_t> tokens;   // token inputs: n * T, row-major, right-padded with 0 to
+                                 // the batch's longest sample (T varies per batch)
+  std::vector<int64_t> labels;   // class targets: n (empty for mask targets)
+  std::vector<int64_t> masks;    // per-pixel targets: n * H * W (empty for class targets)
   int64_t n = 0;
-  Shape shape;                   // {n, C, H, W}
+  Shape shape;                   // input shape: {n, C, H, W} or {n, T}
+  Shape target_shape;            // {n} or {n, H, W}
+  DType input_dtype = DType::f32;
+  bool is_tokens() const { return input_dtype == DType::i64; }
+  const std::vector<int64_t>& targets() const { return masks.empty() ? labels : masks; }
 };
 
 struct LoaderState {

@@ -44,6 +44,10 @@ void check_index(const Dataset& d, int64_t index) {
 
 }  // namespace
 
+void Dataset::get_tokens(int64_t, std::vector<int64_t>&, int64_t*) const {
+  throw InternalError(str_cat(name(), ": not a token dataset (input dtype ", dtype_name(input_dtype()), ")"));
+}
+
 const char* split_name(Split s) { return s == Split::train ? "train" : "test"; }
 
 // ---- Fashion-MNIST ----------------------------------------------------------------------

@@ -1,8 +1,16 @@
-// dataset.h — image classification datasets: the Dataset interface, Fashion-MNIST (IDX
-// files) and a synthetic dataset for benchmarks and CI.
+// dataset.h — the Dataset interface (image or token inputs; class-label or mask
+// targets), Fashion-MNIST (IDX files) and a synthetic image dataset for benchmarks and CI.
+// Token and segmentation synthetic datasets live in synthetic_seq.h / synthetic_seg.h.
 // Contracts:
-//  * get(i, image, label) writes sample_numel() floats (C,H,W row-major) and one label; it
-//    is const and thread-safe (the DataLoader calls it from its prefetch thread).
+//  * Image datasets (input_dtype() f32): get(i, image, target) writes sample_numel()
+//    floats (C,H,W row-major) and target_numel() int64 targets (1 class label, or an
+//    [H, W] mask when target_shape() = {H, W}).
+//  * Token datasets (input_dtype() i64): get_tokens(i, tokens, target) resizes `tokens`
+//    to the sample's length (1..max_len(); may vary per sample; id 0 is padding and never
+//    appears inside a sample) and writes target_numel() targets; sample_shape() = {max_len}
+//    is the nominal maximum (a dataset may emit rarer, longer samples: see its doc).
+//  * get / get_tokens are const and thread-safe (the DataLoader calls them from its
+//    prefetch thread).
 //  * Every sample is a pure function of (dataset parameters, index): no hidden state, so
 //    access order, shuffling and resume never change what index i returns.
 //  * FashionMnistDataset normalises with the train-set statistics: (x/255 - 0.2860)/0.3530.
@@ -21,11 +29,18 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
-  virtual Shape sample_shape() const = 0;      // {C, H, W}
+  virtual Shape sample_shape() const = 0;      // {C, H, W} (images) or {max_len} (tokens)
   virtual int64_t num_classes() const = 0;
-  virtual void get(int64_t index, float* image_out, int64_t* label_out) const = 0;
+  // Image inputs: sample_numel() floats and target_numel() targets.
+  virtual void get(int64_t index, float* image_out, int64_t* target_out) const = 0;
   virtual std::string name() const = 0;
+  virtual DType input_dtype() const { return DType::f32; }   // f32 images | i64 tokens
+  virtual Shape target_shape() const { return {}; }          // {} class label | {H, W} mask
+  // Token inputs (input_dtype() == i64): the default throws InternalError.
+  virtual void get_tokens(int64_t index, std::vector<int64_t>& tokens, int64_t* target_out) const;
   int64_t sample_numel() const { return shape_numel(sample_shape()); }
+  int64_t target_numel() const { return shape_numel(target_shape()); }
+  bool is_tokens() const { return input_dtype() == DType::i64; }
 };
 
 enum class Split { train, test };

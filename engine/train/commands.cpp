@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -36,6 +37,8 @@ ModelSpec model_spec(const CliArgs& a) {
   }(), ")");
   if (auto in = a.get_opt("input")) s.input = parse_int_list(*in, "--input");
   s.num_classes = a.get_int("classes", 0);
+  s.seq_len = a.get_int("seq-len", 0);
+  OOMLAB_CHECK(!a.has("seq-len") || s.seq_len >= 1, "--seq-len must be >= 1 (got ", s.seq_len, ")");
   return s;
 }
 
@@ -78,10 +81,10 @@ int cmd_models(const std::vector<std::string>&) {
 
 int cmd_summary(const std::vector<std::string>& args) {
   if (wants_help(args)) {
-    std::puts("oomlab summary --model M [--input C,H,W] [--classes K] [--batch B] [--json FILE]");
+    std::puts("oomlab summary --model M [--input C,H,W | --seq-len T] [--classes K] [--batch B] [--json FILE]");
     return 0;
   }
-  CliArgs a(args, {"model", "input", "classes", "batch", "json"}, {}, "summary");
+  CliArgs a(args, {"model", "input", "seq-len", "classes", "batch", "json"}, {}, "summary");
   ModelSpec spec = model_spec(a);
   if (auto path = a.get_opt("json")) check_output_path(*path);
   ModelSummary s = summarize_model(spec, a.get_int("batch", 1));
@@ -98,6 +101,18 @@ int cmd_summary(const std::vector<std::string>& args) {
               format_bytes(double(s.saved_bytes)).c_str(), (long long)s.batch,
               format_bytes(double(s.forward_only_peak_bytes)).c_str(),
               format_bytes(double(s.training_forward_peak_bytes)).c_str());
+  if (s.nonleaf_saved_bytes > 0)
+    std::printf("saved for backward by code in non-leaf modules (not in the rows above): %s\n",
+                format_bytes(double(s.nonleaf_saved_bytes)).c_str());
+  if (!s.transformer_layers.empty()) {
+    std::printf("\n%-28s %14s %18s %18s %8s\n", "transformer layer", "saved (ours)", "Korthikanti fp16",
+                "Korthikanti fp32", "ours/fp32");
+    for (const TransformerLayerRow& t : s.transformer_layers)
+      std::printf("%-28s %14s %18s %18s %8.3f\n", t.name.c_str(), format_bytes(double(t.saved_bytes)).c_str(),
+                  format_bytes(double(t.korthikanti_fp16_bytes)).c_str(),
+                  format_bytes(double(t.korthikanti_fp32_bytes)).c_str(),
+                  double(t.saved_bytes) / double(std::max<int64_t>(1, t.korthikanti_fp32_bytes)));
+  }
   nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}};
   write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json()));
   return 0;
@@ -105,11 +120,11 @@ int cmd_summary(const std::vector<std::string>& args) {
 
 int cmd_estimate(const std::vector<std::string>& args) {
   if (wants_help(args)) {
-    std::puts("oomlab estimate --model M --batch B [--optimizer sgd|adam|adamw] [--input C,H,W] "
+    std::puts("oomlab estimate --model M --batch B [--optimizer sgd|adam|adamw] [--input C,H,W | --seq-len T] "
               "[--classes K] [--device-memory SIZE] [--json FILE]\n  [--memory-snapshot FILE] [--chrome-trace FILE]");
     return 0;
   }
-  CliArgs a(args, {"model", "input", "classes", "batch", "optimizer", "device-memory", "json", "memory-snapshot",
+  CliArgs a(args, {"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory", "json", "memory-snapshot",
                    "chrome-trace"}, {}, "estimate");
   ModelSpec spec = model_spec(a);
   OOMLAB_CHECK(a.has("batch"), "--batch is required");
@@ -144,8 +159,9 @@ int cmd_estimate(const std::vector<std::string>& args) {
 
 int cmd_train(const std::vector<std::string>& args) {
   if (wants_help(args)) {
-    std::puts("oomlab train --model M --dataset fashion-mnist|synthetic [--data-dir DIR] [--input C,H,W]\n"
-              "  [--classes K] [--synthetic-size N] [--device cpu|meta|cuda[:i]] [--batch B]\n"
+    std::puts("oomlab train --model M --dataset fashion-mnist|synthetic|synthetic-seq|synthetic-seg\n"
+              "  [--data-dir DIR] [--input C,H,W] [--classes K] [--synthetic-size N]\n"
+              "  [--seq-len N] [--seq-min-len N] [--long-seq-prob P --long-seq-len N] [--device cpu|meta|cuda[:i]] [--batch B]\n"
               "  [--epochs E | --steps S] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
               "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR]\n"
@@ -154,18 +170,26 @@ int cmd_train(const std::vector<std::string>& args) {
     return 0;
   }
   CliArgs a(args,
-            {"model", "dataset", "data-dir", "input", "classes", "synthetic-size", "device", "batch", "epochs",
+            {"model", "dataset", "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
+             "long-seq-prob", "long-seq-len", "device", "batch", "epochs",
              "steps", "optimizer", "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory",
              "save", "save-every", "resume", "eval-batches", "log-every", "json", "memory-snapshot", "chrome-trace"},
             {"nesterov", "quiet"}, "train");
   TrainConfig c;
   c.model = a.get("model", c.model);
   c.dataset = a.get("dataset", c.dataset);
-  OOMLAB_CHECK(c.dataset == "fashion-mnist" || c.dataset == "synthetic", "--dataset must be fashion-mnist or synthetic (got '",
-               c.dataset, "')");
+  OOMLAB_CHECK(c.dataset == "fashion-mnist" || c.dataset == "synthetic" || c.dataset == "synthetic-seq" ||
+                   c.dataset == "synthetic-seg",
+               "--dataset must be fashion-mnist, synthetic, synthetic-seq or synthetic-seg (got '", c.dataset, "')");
   c.data_dir = a.get("data-dir", "");
   if (auto in = a.get_opt("input")) c.input = parse_int_list(*in, "--input");
-  c.num_classes = a.get_int("classes", c.num_classes);
+  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : c.num_classes);
+  OOMLAB_CHECK(c.dataset != "synthetic-seq" || !a.has("classes"), "--classes: synthetic-seq has 2 classes");
+  c.seq_len = a.get_int("seq-len", c.seq_len);
+  c.seq_min_len = a.get_int("seq-min-len", 0);
+  c.long_seq_prob = a.get_double("long-seq-prob", 0.0);
+  c.long_seq_len = a.get_int("long-seq-len", 0);
+  OOMLAB_CHECK(c.seq_len >= 3, "--seq-len must be >= 3 (got ", c.seq_len, ")");
   c.synthetic_size = a.get_int("synthetic-size", c.synthetic_size);
   c.device = parse_device(a.get("device", "cpu"));
   c.batch = a.get_int("batch", c.batch);

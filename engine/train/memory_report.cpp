@@ -1,7 +1,22 @@
 // memory_report.cpp — layer summary and formula-vs-exact memory estimate (meta device).
+// Korthikanti et al. 2022 (sec. 4.1) count, per transformer layer, fp16 activations and
+// 1-byte dropout masks: attention 11sbh + 5as^2b (QKV input 2sbh, Q and K 4sbh, softmax
+// output 2as^2b, its dropout mask as^2b, dropout output 2as^2b and V 2sbh, output
+// projection input 2sbh, its dropout mask sbh), MLP 19sbh (fc1 input 2sbh, GELU input
+// 8sbh, fc2 input 8sbh, mask sbh), two LayerNorm inputs 4sbh: s*b*h*(34 + 5as/h).
+// fp32 (what we train in): every 2-byte term doubles, the masks stay 1 byte (our dropout
+// saves a uint8 keep-mask, like PyTorch's bool mask): attention 21sbh + 9as^2b, MLP 37sbh,
+// LayerNorm 8sbh -> s*b*h*(66 + 9as/h). Our BERT ops save exactly the paper's terms in
+// fp32: linear saves its input (q/k/v share one: counted once), bmm saves q and k, then
+// the softmax-dropout output and v, masked_softmax saves its output, dropout its uint8
+// mask, GELU its input; the residual adds save nothing. The only extra is layer_norm's
+// mean and rstd (2 x 4 bytes per row, 16*s*b per layer), so measured = fp32 formula +
+// 16sb (bert-base, s=128, b=2: 16,519,168 vs 16,515,072 bytes). BERT is post-LN (the
+// LayerNorms see the residual sums; the paper's GPT is pre-LN): same byte counts.
 #include "engine/train/memory_report.h"
 
 #include <cmath>
+#include <regex>
 #include <set>
 #include <unordered_map>
 
@@ -17,11 +32,18 @@
 namespace oomlab {
 
 Shape default_input_for(const std::string& model) {
+  if (model_input_kind(model) == InputKind::tokens) return {default_model_config(model).seq_len};
   if (model == "resnet20" || model == "resnet56" || model == "mlp") return {1, 28, 28};
+  if (model_task_kind(model) == TaskKind::segmentation) {
+    ModelConfig c = default_model_config(model);
+    return {c.in_channels, c.height, c.width};
+  }
   return {3, 224, 224};
 }
 
 int64_t default_classes_for(const std::string& model) {
+  if (model_input_kind(model) == InputKind::tokens) return 2;
+  if (model_task_kind(model) == TaskKind::segmentation) return default_model_config(model).num_classes;
   Shape in = default_input_for(model);
   return in[1] == 28 ? 10 : 1000;
 }
@@ -29,26 +51,51 @@ int64_t default_classes_for(const std::string& model) {
 namespace {
 struct Built {
   nn::ModulePtr model;
-  Shape input;
+  std::string model_name;
+  ModelConfig cfg;
+  Shape input;         // per sample: C,H,W or T
   int64_t classes;
+  bool tokens = false, segmentation = false;
 };
 
 Built build_on_meta(const ModelSpec& spec) {
   Built b;
-  b.input = spec.input.empty() ? default_input_for(spec.model) : spec.input;
-  OOMLAB_CHECK_T(ShapeError, b.input.size() == 3, "--input must be C,H,W (got ", shape_str(b.input), ")");
+  b.model_name = spec.model;
+  b.tokens = model_input_kind(spec.model) == InputKind::tokens;
+  b.segmentation = model_task_kind(spec.model) == TaskKind::segmentation;
   b.classes = spec.num_classes > 0 ? spec.num_classes : default_classes_for(spec.model);
-  ModelConfig cfg;
+  ModelConfig cfg = default_model_config(spec.model);
   cfg.num_classes = b.classes;
-  cfg.in_channels = b.input[0];
-  cfg.height = b.input[1];
-  cfg.width = b.input[2];
   cfg.device = meta_device();
+  if (b.tokens) {
+    OOMLAB_CHECK(spec.input.empty(), spec.model, " takes token ids: give --seq-len N, not --input");
+    OOMLAB_CHECK(spec.seq_len >= 0, "--seq-len must be >= 1 (got ", spec.seq_len, ")");
+    if (spec.seq_len > 0) cfg.seq_len = spec.seq_len;
+  } else {
+    OOMLAB_CHECK(spec.seq_len == 0, "--seq-len is for token models; ", spec.model, " takes images (--input C,H,W)");
+    Shape in = spec.input.empty() ? default_input_for(spec.model) : spec.input;
+    OOMLAB_CHECK_T(ShapeError, in.size() == 3, "--input must be C,H,W (got ", shape_str(in), ")");
+    cfg.in_channels = in[0];
+    cfg.height = in[1];
+    cfg.width = in[2];
+  }
+  Shape s = model_input_shape(spec.model, cfg, 1);
+  b.input = Shape(s.begin() + 1, s.end());
+  b.cfg = cfg;
   b.model = build_model(spec.model, cfg);
   return b;
 }
 
-Shape batched(const Shape& chw, int64_t batch) { return {batch, chw[0], chw[1], chw[2]}; }
+// The batch's input on meta (token ids are never read there, so their values do not matter).
+Tensor make_input(const Built& b, int64_t batch) {
+  return Tensor::empty(model_input_shape(b.model_name, b.cfg, batch), b.tokens ? DType::i64 : DType::f32,
+                       meta_device());
+}
+
+Tensor make_target(const Built& b, int64_t batch) {
+  if (!b.segmentation) return Tensor::empty({batch}, DType::i64, meta_device());
+  return Tensor::empty({batch, b.input[1], b.input[2]}, DType::i64, meta_device());
+}
 
 int64_t bytes_of(const nn::NamedTensors& ts) {
   int64_t s = 0;
@@ -63,11 +110,24 @@ nlohmann::json ModelSummary::to_json() const {
     rows.push_back({{"name", r.name}, {"type", r.type}, {"output_shape", r.output_shape},
                     {"output_values", r.output_values}, {"params", r.params},
                     {"output_bytes", r.output_bytes}, {"saved_bytes", r.saved_bytes}, {"inplace", r.inplace}});
-  return {{"model", model}, {"batch", batch}, {"input", input}, {"layers", rows},
+  nlohmann::json j = {{"model", model}, {"batch", batch}, {"input", input}, {"layers", rows},
           {"totals", {{"params", params}, {"activation_values_per_sample", activation_values_per_sample},
                       {"distinct_activation_values_per_sample", distinct_activation_values_per_sample},
-                      {"saved_bytes", saved_bytes}, {"forward_only_peak_bytes", forward_only_peak_bytes},
+                      {"saved_bytes", saved_bytes}, {"nonleaf_saved_bytes", nonleaf_saved_bytes},
+                      {"forward_only_peak_bytes", forward_only_peak_bytes},
                       {"training_forward_peak_bytes", training_forward_peak_bytes}}}};
+  if (!transformer_layers.empty()) {
+    nlohmann::json t = nlohmann::json::array();
+    for (const TransformerLayerRow& r : transformer_layers)
+      t.push_back({{"name", r.name}, {"seq", r.seq}, {"batch", r.batch}, {"hidden", r.hidden}, {"heads", r.heads},
+                   {"saved_bytes", r.saved_bytes}, {"korthikanti_fp16_bytes", r.korthikanti_fp16_bytes},
+                   {"korthikanti_fp32_bytes", r.korthikanti_fp32_bytes},
+                   {"saved_over_korthikanti_fp32", r.korthikanti_fp32_bytes
+                                                       ? double(r.saved_bytes) / double(r.korthikanti_fp32_bytes)
+                                                       : 0.0}});
+    j["transformer_layers"] = t;
+  }
+  return j;
 }
 
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
@@ -84,7 +144,7 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
   // Forward only (inference, no activations kept).
   {
     b.model->eval();
-    Tensor x = Tensor::empty(batched(b.input, batch), DType::f32, meta_device());
+    Tensor x = make_input(b, batch);
     al.reset_peak_stats();
     NoGradGuard ng;
     Tensor y = (*b.model)(x);
@@ -110,9 +170,20 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
   hooks.unpack = [](const std::shared_ptr<void>& h) { return *static_cast<Tensor*>(h.get()); };
 
   std::vector<LayerRow> rows;
+  static const std::regex encoder_layer(R"(.*encoder\.layer\.[0-9]+)");
+  std::vector<TransformerLayerRow> tlayers;
   {
     nn::ForwardObserverGuard obs([&](const nn::Module& m, const Tensor& in, const Tensor& out) {
-      if (!m.is_leaf_module()) return;
+      if (!m.is_leaf_module()) {
+        if ((std::string(m.type_name()) == "BertLayer" || std::regex_match(m.full_name(), encoder_layer)) &&
+            in.defined() && in.dim() == 3) {
+          TransformerLayerRow t;
+          t.name = m.full_name();
+          t.batch = in.size(0); t.seq = in.size(1); t.hidden = in.size(2);
+          tlayers.push_back(t);
+        }
+        return;
+      }
       LayerRow r;
       r.name = m.full_name();
       r.type = m.type_name();
@@ -124,7 +195,7 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
       rows.push_back(r);
     });
     SavedTensorHooksGuard guard(hooks);
-    Tensor x = Tensor::empty(batched(b.input, batch), DType::f32, meta_device());
+    Tensor x = make_input(b, batch);
     al.reset_peak_stats();
     Tensor y = (*b.model)(x);
     s.training_forward_peak_bytes = al.stat("allocated_bytes.all.peak");
@@ -135,6 +206,23 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
     if (!r.inplace) s.distinct_activation_values_per_sample += r.output_values;
     s.saved_bytes += r.saved_bytes;
   }
+  {
+    std::set<std::string> row_names;
+    for (const LayerRow& r : rows) row_names.insert(r.name);
+    for (const auto& [frame, bytes] : saved_by_layer)
+      if (!row_names.count(frame)) s.nonleaf_saved_bytes += bytes;
+  }
+  const int64_t heads = tlayers.empty() ? 0 : bert_shape(spec.model, b.cfg).heads;
+  for (TransformerLayerRow& t : tlayers) {
+    t.heads = heads;
+    for (const auto& [frame, bytes] : saved_by_layer)
+      if (frame == t.name || frame.rfind(t.name + ".", 0) == 0) t.saved_bytes += bytes;
+    // s*b*h*(34 + 5as/h) = 34sbh + 5as^2b (and the fp32 variant 66sbh + 9as^2b).
+    const int64_t sbh = t.seq * t.batch * t.hidden, as2b = t.heads * t.seq * t.seq * t.batch;
+    t.korthikanti_fp16_bytes = 34 * sbh + 5 * as2b;
+    t.korthikanti_fp32_bytes = 66 * sbh + 9 * as2b;
+  }
+  s.transformer_layers = std::move(tlayers);
   s.layers = std::move(rows);
   return s;
 }
@@ -179,8 +267,8 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
   if (optimizer == "sgd") g.momentum = 0.9;
   auto opt = make_optimizer(optimizer, {g});
-  Tensor x = Tensor::empty(batched(b.input, batch), DType::f32, meta_device());
-  Tensor y = Tensor::empty({batch}, DType::i64, meta_device());
+  Tensor x = make_input(b, batch);
+  Tensor y = make_target(b, batch);
   e.input_bytes = int64_t(x.nbytes() + y.nbytes());
   train_step(*b.model, *opt, x, y);                 // step 1 creates optimizer state
   StepOutput s2 = train_step(*b.model, *opt, x, y);   // steady state

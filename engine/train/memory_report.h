@@ -5,6 +5,12 @@
 // estimate_memory: the source's formula (params*4*n + batch*outputs*4*2 + input,
 //   n = 2 SGD / 4 Adam) next to the exact meta-device peak of a steady-state training
 //   step (the second step: optimizer state exists), component by component.
+// Inputs follow model_input_kind/model_input_shape: float [B,C,H,W] images or int64
+// [B, seq_len] token ids (on meta nothing is read, so the ids' values do not matter);
+// targets are [B] labels or [B,H,W] masks per model_task_kind.
+// Transformer encoder layers (BERT's bert.encoder.layer.N) also get a row in
+// ModelSummary::transformer_layers: the measured saved bytes of everything that ran inside
+// the layer next to Korthikanti et al. 2022's per-layer activation formula (see the .cpp).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,15 +30,29 @@ struct LayerRow {
   bool inplace = false;          // output shares its input's storage (relu_, flatten view)
 };
 
+// One transformer layer: measured vs Korthikanti et al. 2022 ("Reducing Activation
+// Recomputation in Large Transformer Models", eq. 1: s*b*h*(34 + 5*a*s/h) bytes, fp16).
+struct TransformerLayerRow {
+  std::string name;
+  int64_t seq = 0, batch = 0, hidden = 0, heads = 0;
+  int64_t saved_bytes = 0;              // measured: all storages first saved inside the layer
+  int64_t korthikanti_fp16_bytes = 0;   // s*b*h*(34 + 5*a*s/h)
+  int64_t korthikanti_fp32_bytes = 0;   // s*b*h*(66 + 9*a*s/h): 2-byte terms doubled
+};
+
 struct ModelSummary {
   std::string model;
   int64_t batch = 1;
-  Shape input;                         // C,H,W
+  Shape input;                         // C,H,W (images) or T (tokens)
   std::vector<LayerRow> layers;
   int64_t params = 0;
   int64_t activation_values_per_sample = 0;   // sum of leaf-layer outputs
   int64_t distinct_activation_values_per_sample = 0;  // same, minus in-place/view outputs
   int64_t saved_bytes = 0;                    // sum of saved_bytes
+  // Saved by code running in non-leaf modules (e.g. BERT's attention matmuls/softmax in
+  // BertSelfAttention), not in any row; saved_bytes + this = everything saved.
+  int64_t nonleaf_saved_bytes = 0;
+  std::vector<TransformerLayerRow> transformer_layers;
   int64_t forward_only_peak_bytes = 0;        // no_grad forward, allocated peak
   int64_t training_forward_peak_bytes = 0;    // grad-enabled forward, allocated peak
   nlohmann::json to_json() const;
@@ -40,8 +60,9 @@ struct ModelSummary {
 
 struct ModelSpec {
   std::string model;
-  Shape input;           // C,H,W; empty -> model default
-  int64_t num_classes = 0;   // 0 -> model default (1000 ImageNet / 10 for 28x28 models)
+  Shape input;           // C,H,W; empty -> model default (image models)
+  int64_t num_classes = 0;   // 0 -> model default (1000 ImageNet / 10 for 28x28 models / 2 BERT)
+  int64_t seq_len = 0;       // token models: 0 -> the preset's seq_len
 };
 
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch);

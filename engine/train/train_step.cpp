@@ -5,6 +5,7 @@
 
 #include "engine/memory/caching_allocator.h"
 #include "engine/ops/loss.h"
+#include "engine/ops/vision_ops.h"
 
 namespace oomlab {
 
@@ -26,9 +27,9 @@ StepOutput train_step(nn::Module& model, Optimizer& opt, const Tensor& x, const 
   Tensor logits = model(x);
   {
     MemoryContext ctx("loss", "fwd");
-    out.loss = cross_entropy(logits, y);
+    out.loss = task_loss(logits, y);
   }
-  out.correct = count_correct(logits, y);
+  out.correct = count_task_correct(logits, y);
   logits = Tensor();   // the graph keeps what backward needs; drop our handle
   if (track_memory) { m.after_forward = cur(); m.forward_peak = peak(); al.reset_peak_stats(); }
   out.loss.backward();
@@ -60,18 +61,98 @@ Tensor images_to_device(const float* data, const Shape& shape, Device device) {
   return t;
 }
 
-Tensor labels_to_device(const int64_t* data, int64_t n, Device device) {
+namespace {
+Tensor i64_to_device(const int64_t* data, const Shape& shape, Device device) {
   MemoryContext ctx("input", "data");
+  const size_t bytes = size_t(shape_numel(shape)) * 8;
   if (device.is_cpu() || device.is_meta()) {
-    Tensor t = Tensor::empty({n}, DType::i64, device);
-    if (device.is_cpu()) std::memcpy(t.raw_data(), data, size_t(n) * 8);
+    Tensor t = Tensor::empty(shape, DType::i64, device);
+    if (device.is_cpu() && bytes) std::memcpy(t.raw_data(), data, bytes);
     return t;
   }
-  Tensor host = Tensor::empty({n}, DType::i64, cpu_device());
-  std::memcpy(host.raw_data(), data, size_t(n) * 8);
-  Tensor t = Tensor::empty({n}, DType::i64, device);
+  Tensor host = Tensor::empty(shape, DType::i64, cpu_device());
+  if (bytes) std::memcpy(host.raw_data(), data, bytes);
+  Tensor t = Tensor::empty(shape, DType::i64, device);
   t.copy_(host);
   return t;
+}
+
+template <class T>
+int64_t pixel_hits(const T* logits, const int64_t* target, int64_t N, int64_t K, int64_t HW,
+                   std::vector<int64_t>* confusion) {
+  int64_t hits = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t p = 0; p < HW; ++p) {
+      const T* l = logits + n * K * HW + p;
+      int64_t best = 0;
+      for (int64_t k = 1; k < K; ++k)
+        if (l[k * HW] > l[best * HW]) best = k;
+      const int64_t t = target[n * HW + p];
+      hits += best == t;
+      if (confusion && t >= 0 && t < K) (*confusion)[size_t(t * K + best)] += 1;
+    }
+  return hits;
+}
+}  // namespace
+
+Tensor labels_to_device(const int64_t* data, int64_t n, Device device) { return i64_to_device(data, {n}, device); }
+Tensor tokens_to_device(const int64_t* data, const Shape& shape, Device device) {
+  return i64_to_device(data, shape, device);
+}
+Tensor masks_to_device(const int64_t* data, const Shape& shape, Device device) {
+  return i64_to_device(data, shape, device);
+}
+
+Tensor batch_input_to_device(const HostBatch& b, Device device) {
+  return b.is_tokens() ? tokens_to_device(b.tokens.data(), b.shape, device)
+                       : images_to_device(b.images.data(), b.shape, device);
+}
+
+Tensor batch_target_to_device(const HostBatch& b, Device device) {
+  return b.target_shape.size() <= 1 ? labels_to_device(b.labels.data(), b.n, device)
+                                    : masks_to_device(b.masks.data(), b.target_shape, device);
+}
+
+Tensor task_loss(const Tensor& logits, const Tensor& target) {
+  return target.dim() == 1 ? cross_entropy(logits, target) : pixel_cross_entropy(logits, target);
+}
+
+int64_t count_task_correct(const Tensor& logits, const Tensor& target, std::vector<int64_t>* confusion) {
+  if (target.dim() == 1 && !confusion) return count_correct(logits, target);
+  OOMLAB_CHECK_T(ShapeError, logits.dim() >= 2 && logits.size(0) == target.size(0) &&
+                     logits.dim() == target.dim() + 1,
+                 "count_task_correct: logits ", shape_str(logits.shape()), " do not match target ",
+                 shape_str(target.shape()));
+  if (logits.device().is_meta()) return 0;
+  Tensor l = logits, t = target;
+  if (!l.device().is_cpu()) {   // accelerator: copy to host (cpu allocator only)
+    Tensor hl = Tensor::empty(l.shape(), l.dtype(), cpu_device()), ht = Tensor::empty(t.shape(), DType::i64, cpu_device());
+    hl.copy_(l);
+    ht.copy_(t);
+    l = hl; t = ht;
+  }
+  l = l.contiguous(); t = t.contiguous();
+  const int64_t N = l.size(0), K = l.size(1), HW = l.numel() / std::max<int64_t>(1, N * K);
+  if (confusion) OOMLAB_CHECK(int64_t(confusion->size()) == K * K, "count_task_correct: confusion must have K*K = ",
+                              K * K, " entries, got ", confusion->size());
+  if (l.dtype() == DType::f64) return pixel_hits(l.data<double>(), t.data<int64_t>(), N, K, HW, confusion);
+  OOMLAB_CHECK_T(DTypeError, l.dtype() == DType::f32, "count_task_correct: unsupported logits dtype ",
+                 dtype_name(l.dtype()));
+  return pixel_hits(l.data<float>(), t.data<int64_t>(), N, K, HW, confusion);
+}
+
+double mean_iou(const std::vector<int64_t>& confusion, int64_t K) {
+  double sum = 0;
+  int64_t present = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    int64_t tp = confusion[size_t(k * K + k)], fn = 0, fp = 0;
+    for (int64_t j = 0; j < K; ++j)
+      if (j != k) { fn += confusion[size_t(k * K + j)]; fp += confusion[size_t(j * K + k)]; }
+    if (tp + fn + fp == 0) continue;   // class absent from both: not counted
+    sum += double(tp) / double(tp + fn + fp);
+    ++present;
+  }
+  return present ? sum / double(present) : 0.0;
 }
 
 }  // namespace oomlab

@@ -10,6 +10,8 @@
 #include "engine/core/rng.h"
 #include "engine/data/dataloader.h"
 #include "engine/data/dataset.h"
+#include "engine/data/synthetic_seg.h"
+#include "engine/data/synthetic_seq.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
 #include "engine/ops/loss.h"
@@ -26,7 +28,9 @@ using json = nlohmann::json;
 
 json TrainConfig::to_json() const {
   return {{"model", model}, {"dataset", dataset}, {"data_dir", data_dir}, {"input", input},
-          {"num_classes", num_classes}, {"synthetic_size", synthetic_size}, {"device", device.str()},
+          {"num_classes", num_classes}, {"synthetic_size", synthetic_size},
+          {"seq_len", seq_len}, {"seq_min_len", seq_min_len}, {"long_seq_len", long_seq_len},
+          {"long_seq_prob", long_seq_prob}, {"device", device.str()},
           {"batch", batch}, {"epochs", epochs}, {"steps", steps}, {"optimizer", optimizer}, {"lr", lr},
           {"momentum", momentum}, {"weight_decay", weight_decay}, {"nesterov", nesterov},
           {"schedule", schedule}, {"ema_decay", ema_decay}, {"seed", seed}, {"device_memory", device_memory},
@@ -45,6 +49,11 @@ class RangeDataset final : public Dataset {
   int64_t num_classes() const override { return base_->num_classes(); }
   void get(int64_t i, float* img, int64_t* label) const override { base_->get(begin_ + i, img, label); }
   std::string name() const override { return name_; }
+  DType input_dtype() const override { return base_->input_dtype(); }
+  Shape target_shape() const override { return base_->target_shape(); }
+  void get_tokens(int64_t i, std::vector<int64_t>& tokens, int64_t* label) const override {
+    base_->get_tokens(begin_ + i, tokens, label);
+  }
  private:
   std::shared_ptr<Dataset> base_;
   int64_t begin_, size_;
@@ -57,16 +66,35 @@ Datasets make_datasets(const TrainConfig& c) {
   if (c.dataset == "fashion-mnist")
     return {std::make_shared<FashionMnistDataset>(Split::train, c.data_dir),
             std::make_shared<FashionMnistDataset>(Split::test, c.data_dir)};
-  ModelConfig mc = default_model_config(c.model);
-  Shape in = c.input.empty() ? Shape{mc.in_channels, mc.height, mc.width} : c.input;
-  OOMLAB_CHECK_T(ShapeError, in.size() == 3, "--input must be C,H,W (got ", shape_str(in), ")");
   int64_t test_size = std::max<int64_t>(c.synthetic_size / 4, c.batch);
-  auto all = std::make_shared<SyntheticImageDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
+  std::shared_ptr<Dataset> all;
+  if (c.dataset == "synthetic-seq") {
+    SyntheticSeqOptions o;
+    o.size = c.synthetic_size + test_size;
+    o.max_len = c.seq_len;
+    o.min_len = c.seq_min_len;
+    o.long_prob = c.long_seq_prob;
+    o.long_len = c.long_seq_len;
+    o.seed = c.seed + 1;
+    all = std::make_shared<SyntheticSequenceDataset>(o);
+  } else {
+    OOMLAB_CHECK(c.dataset == "synthetic" || c.dataset == "synthetic-seg", "unknown dataset '", c.dataset,
+                 "' (fashion-mnist, synthetic, synthetic-seq, synthetic-seg)");
+    ModelConfig mc = default_model_config(c.model);
+    Shape in = c.input.empty() ? Shape{mc.in_channels, mc.height, mc.width} : c.input;
+    OOMLAB_CHECK_T(ShapeError, in.size() == 3, "--input must be C,H,W (got ", shape_str(in), ")");
+    if (c.dataset == "synthetic")
+      all = std::make_shared<SyntheticImageDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
+    else
+      all = std::make_shared<SyntheticSegmentationDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
+  }
   return {std::make_shared<RangeDataset>(all, 0, c.synthetic_size, all->name() + "[train]"),
           std::make_shared<RangeDataset>(all, c.synthetic_size, test_size, all->name() + "[test]")};
 }
 
-struct EvalResult { double loss = 0, accuracy = 0; int64_t samples = 0; };
+// accuracy: samples (classification) or pixels (segmentation) whose argmax is right;
+// mean_iou: segmentation only (-1 otherwise), over classes present in target or prediction.
+struct EvalResult { double loss = 0, accuracy = 0, mean_iou = -1; int64_t samples = 0; };
 
 EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64_t max_batches, Device dev) {
   NoGradGuard ng;
@@ -75,18 +103,23 @@ EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64
   HostBatch b;
   EvalResult r;
   double loss_sum = 0;
-  int64_t correct = 0, nb = 0;
+  int64_t correct = 0, nb = 0, scored = 0;
+  const bool seg = !test.target_shape().empty();
+  const int64_t K = test.num_classes(), per_sample = test.target_numel();
+  std::vector<int64_t> confusion(size_t(seg ? K * K : 0), 0);
   while ((max_batches < 0 || nb < max_batches) && loader.next(b)) {
-    Tensor x = images_to_device(b.images.data(), b.shape, dev);
-    Tensor y = labels_to_device(b.labels.data(), b.n, dev);
+    Tensor x = batch_input_to_device(b, dev);
+    Tensor y = batch_target_to_device(b, dev);
     Tensor logits = model(x);
-    loss_sum += cross_entropy(logits, y).item() * double(b.n);
-    correct += count_correct(logits, y);
+    loss_sum += task_loss(logits, y).item() * double(b.n);
+    correct += count_task_correct(logits, y, seg ? &confusion : nullptr);
     r.samples += b.n;
+    scored += b.n * per_sample;
     ++nb;
   }
   model.train();
-  if (r.samples) { r.loss = loss_sum / double(r.samples); r.accuracy = double(correct) / double(r.samples); }
+  if (r.samples) { r.loss = loss_sum / double(r.samples); r.accuracy = double(correct) / double(scored); }
+  if (seg) r.mean_iou = mean_iou(confusion, K);
   return r;
 }
 
@@ -112,7 +145,13 @@ json train(const TrainConfig& c) {
   Shape in = data.train->sample_shape();
   ModelConfig mc;
   mc.num_classes = data.train->num_classes();
-  mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
+  if (data.train->is_tokens()) {
+    mc.seq_len = c.seq_len;
+    // Rare long samples must still fit the position table (0 keeps the preset's).
+    if (c.long_seq_prob > 0 && c.long_seq_len > 512) mc.max_positions = c.long_seq_len;
+  } else {
+    mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
+  }
   mc.device = c.device;
   mc.seed = c.seed;
   nn::ModulePtr model = build_model(c.model, mc);
@@ -137,7 +176,7 @@ json train(const TrainConfig& c) {
   json history = {{"train_loss", json::array()}, {"lr", json::array()}, {"epochs", json::array()}};
   int64_t step = 0;
   double epoch_loss = 0;   // running sums of the current epoch (checkpointed)
-  int64_t epoch_correct = 0, epoch_samples = 0;
+  int64_t epoch_correct = 0, epoch_samples = 0, epoch_scored = 0;   // scored: samples or pixels
   if (!c.resume_dir.empty()) {
     LoadedCheckpoint ck = load_checkpoint(c.resume_dir, state_dict(*model));
     const json& st = ck.state;
@@ -156,6 +195,7 @@ json train(const TrainConfig& c) {
     epoch_loss = st["epoch_sums"]["loss"].get<double>();
     epoch_correct = st["epoch_sums"]["correct"].get<int64_t>();
     epoch_samples = st["epoch_sums"]["samples"].get<int64_t>();
+    epoch_scored = epoch_samples * data.train->target_numel();
     if (!c.quiet) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step);
   }
 
@@ -185,13 +225,15 @@ json train(const TrainConfig& c) {
     }
     json e = {{"epoch", epoch}, {"step", step},
               {"train_loss", epoch_samples ? epoch_loss / double(epoch_samples) : 0.0},
-              {"train_accuracy", epoch_samples ? double(epoch_correct) / double(epoch_samples) : 0.0},
+              {"train_accuracy", epoch_scored ? double(epoch_correct) / double(epoch_scored) : 0.0},
               {"test_loss", ev.loss}, {"test_accuracy", ev.accuracy}, {"test_samples", ev.samples}};
+    if (ev.mean_iou >= 0) e["test_mean_iou"] = ev.mean_iou;
     history["epochs"].push_back(e);
     if (!c.quiet)
-      std::printf("epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f\n", (long long)epoch,
-                  (long long)step, e["train_loss"].get<double>(), e["train_accuracy"].get<double>(), ev.loss, ev.accuracy);
-    epoch_loss = 0; epoch_correct = 0; epoch_samples = 0;
+      std::printf("epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f%s\n", (long long)epoch,
+                  (long long)step, e["train_loss"].get<double>(), e["train_accuracy"].get<double>(), ev.loss, ev.accuracy,
+                  ev.mean_iou >= 0 ? str_cat(" mIoU ", ev.mean_iou).c_str() : "");
+    epoch_loss = 0; epoch_correct = 0; epoch_samples = 0; epoch_scored = 0;
   };
 
   while (step < total_steps) {
@@ -201,8 +243,8 @@ json train(const TrainConfig& c) {
       continue;
     }
     auto t0 = std::chrono::steady_clock::now();
-    Tensor x = images_to_device(b.images.data(), b.shape, c.device);
-    Tensor y = labels_to_device(b.labels.data(), b.n, c.device);
+    Tensor x = batch_input_to_device(b, c.device);
+    Tensor y = batch_target_to_device(b, c.device);
     StepOutput out = train_step(*model, *opt, x, y, /*track_memory=*/false);
     double loss = out.loss.item();
     sched.step();
@@ -212,6 +254,7 @@ json train(const TrainConfig& c) {
     epoch_loss += loss * double(b.n);
     epoch_correct += out.correct;
     epoch_samples += b.n;
+    epoch_scored += b.n * data.train->target_numel();
     history["train_loss"].push_back(loss);
     history["lr"].push_back(opt->param_groups()[0].lr);
     if (!c.quiet && c.log_every > 0 && step % c.log_every == 0)

@@ -19,10 +19,15 @@ namespace oomlab {
 
 struct TrainConfig {
   std::string model = "resnet20";
-  std::string dataset = "fashion-mnist";   // fashion-mnist | synthetic
+  std::string dataset = "fashion-mnist";   // fashion-mnist | synthetic | synthetic-seq | synthetic-seg
   std::string data_dir;
-  Shape input;                             // synthetic: C,H,W (default: model's)
-  int64_t num_classes = 10;
+  Shape input;                             // synthetic / synthetic-seg: C,H,W (default: model's)
+  int64_t num_classes = 10;                // synthetic / synthetic-seg (synthetic-seq: always 2)
+  // synthetic-seq (token models): ModelConfig.seq_len and the longest regular sample;
+  // lengths are uniform in [seq_min_len (0: seq_len/2), seq_len]; with probability
+  // long_seq_prob a sample has length long_seq_len instead.
+  int64_t seq_len = 32, seq_min_len = 0, long_seq_len = 0;
+  double long_seq_prob = 0.0;
   int64_t synthetic_size = 2048;
   Device device = cpu_device();
   int64_t batch = 128;
