@@ -298,6 +298,31 @@ TEST(SeqSegTrainer, BertTinyLearnsSyntheticSeq) {
   EXPECT_FALSE(e.contains("test_mean_iou"));
 }
 
+// Issue 4's bar: bert-mini learns the order-dependent task to >= 95% held-out accuracy
+// on CPU within a few minutes (about 20 s single-threaded here: 80 steps of batch 32).
+TEST(SeqSegTrainer, BertMiniReaches95PercentOnSyntheticSeq) {
+  if (!has_model("bert-mini")) GTEST_SKIP() << "bert-mini is not in the model zoo yet";
+  TrainConfig c;
+  c.model = "bert-mini";
+  c.dataset = "synthetic-seq";
+  c.seq_len = 32;
+  c.batch = 32;
+  c.steps = 80;
+  c.synthetic_size = 2048;
+  c.optimizer = "adamw";
+  c.lr = 5e-4;
+  c.weight_decay = 0.01;
+  c.schedule = "warmup-cosine:warmup=8,t_max=80";
+  c.eval_batches = 8;
+  c.quiet = true;
+  nlohmann::json r = train(c);
+  const auto& e = r["metrics"]["history"]["epochs"].back();
+  EXPECT_EQ(e["test_samples"].get<int64_t>(), 256);
+  EXPECT_GE(e["test_accuracy"].get<double>(), 0.95);
+}
+
+// A meaningful IoU: predicting background everywhere scores mean IoU < 0.25 on four
+// classes; a learnt UNet separates the shapes (about 0.95 after 60 steps here).
 TEST(SeqSegTrainer, UnetSmallLearnsSyntheticSeg) {
   if (!has_model("unet-small")) GTEST_SKIP() << "unet-small is not in the model zoo yet";
   TrainConfig c;
@@ -305,24 +330,24 @@ TEST(SeqSegTrainer, UnetSmallLearnsSyntheticSeg) {
   c.dataset = "synthetic-seg";
   c.input = {3, 32, 32};
   c.num_classes = 4;
-  c.batch = 4;
-  c.steps = 15;
-  c.synthetic_size = 256;
+  c.batch = 8;
+  c.steps = 60;
+  c.synthetic_size = 512;
   c.optimizer = "adam";
   c.lr = 3e-3;
   c.weight_decay = 0;
   c.schedule = "constant";
-  c.eval_batches = 2;
+  c.eval_batches = 4;
   c.quiet = true;
   nlohmann::json r = train(c);
   const auto loss = r["metrics"]["history"]["train_loss"].get<std::vector<double>>();
-  ASSERT_EQ(loss.size(), 15u);
-  EXPECT_LT(mean_of(loss, 10, 15), 0.5 * mean_of(loss, 0, 5)) << "loss did not fall";
+  ASSERT_EQ(loss.size(), 60u);
+  EXPECT_LT(mean_of(loss, 50, 60), 0.5 * mean_of(loss, 0, 10)) << "loss did not fall";
   const auto& e = r["metrics"]["history"]["epochs"].back();
   ASSERT_TRUE(e.contains("test_mean_iou"));
-  EXPECT_GT(e["test_mean_iou"].get<double>(), 0.0);
+  EXPECT_GT(e["test_mean_iou"].get<double>(), 0.75);
   EXPECT_LE(e["test_mean_iou"].get<double>(), 1.0);
-  EXPECT_GT(e["test_accuracy"].get<double>(), 0.3);
+  EXPECT_GT(e["test_accuracy"].get<double>(), 0.9);
 }
 
 TEST(SeqSegSummary, KorthikantiRowsForBertTiny) {
