@@ -11,6 +11,8 @@
 namespace oomlab {
 void register_elementwise_cuda_kernels();
 void register_copy_cuda_kernels();
+void register_dense_cuda_kernels();       // kernels/cuda/register_dense.cpp: cuBLAS, cuDNN, BN, pooling
+void register_pointwise_cuda_kernels();   // kernels/cuda/register_pointwise.cpp: own kernels
 
 namespace cuda {
 void throw_cuda_error(cudaError_t err, const char* stmt, const char* file, int line) {
@@ -65,6 +67,8 @@ void register_cuda_kernels() {
   register_raw_memory(DeviceType::cuda, &cuda::make_cuda_raw_memory);
   register_elementwise_cuda_kernels();
   register_copy_cuda_kernels();
+  register_dense_cuda_kernels();
+  register_pointwise_cuda_kernels();
 }
 
 }  // namespace oomlab
