@@ -10,12 +10,17 @@
 
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
+#include "engine/train/experiment_runner_internal.h"
 #include "engine/train/memory_report.h"
 #include "engine/train/results.h"
 #include "engine/train/trainer.h"
+#include "models/model_zoo.h"
 
 namespace oomlab {
 namespace fs = std::filesystem;
+
+bool model_is_transformer(const std::string& model) { return model_input_kind(model) == InputKind::tokens; }
+
 namespace {
 
 using json = nlohmann::json;
@@ -57,6 +62,7 @@ ModelSpec spec_from(const json& spec, const std::string& model) {
     m.input = spec["input"]["shape"].get<Shape>();
   if (spec.contains("input") && spec["input"].contains("classes") && !m.input.empty())
     m.num_classes = spec["input"]["classes"].get<int64_t>();
+  if (spec.contains("input") && spec["input"].contains("seq_len")) m.seq_len = spec["input"]["seq_len"].get<int64_t>();
   return m;
 }
 
@@ -271,9 +277,13 @@ std::string run_experiment(const std::string& dir, const std::string& profile, c
   } else if (name == "03_resnet20_fashion_mnist") {
     summary = run_03(spec, profile, points);
     verdict = verdict_03(spec, summary);
+  } else if (name == "04_transformer_activation_memory") {
+    summary = run_04(spec, profile, points);
+    verdict = verdict_04(spec, summary);
   } else {
     throw ValueError(str_cat("oomlab run: no runner for experiment '", name,
-                             "' (known: 01_vgg16_memory, 02_memory_vs_batch, 03_resnet20_fashion_mnist)"));
+                             "' (known: 01_vgg16_memory, 02_memory_vs_batch, 03_resnet20_fashion_mnist, "
+                             "04_transformer_activation_memory)"));
   }
   json config = spec;
   config.erase("source");

@@ -46,7 +46,7 @@ nlohmann::json results_context(const Device& device) {
           {"git_sha", OOMLAB_GIT_SHA},
           {"build_type", OOMLAB_BUILD_TYPE},
           {"compiler", OOMLAB_COMPILER},
-          {"blas", std::string("OpenBLAS ") + openblas_get_config()},
+          {"blas", std::string(openblas_get_config())},   // already starts with "OpenBLAS <version>"
           {"host", host},
           {"cpu", cpu_model()},
           {"num_cpus", int(sysconf(_SC_NPROCESSORS_ONLN))},

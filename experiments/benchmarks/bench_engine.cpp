@@ -5,6 +5,10 @@
 //                               images/s and pct_sgemm = model FLOP/s as % of sgemm
 //                               (FLOPs: 3x the forward conv+linear multiply-adds x2)
 //   BM_train_step_meta          full ResNet-50 step at batch 256 on the meta device
+//   BM_train_step_cpu_bert_mini bert-mini, batch 32, seq 128, AdamW: tokens/s, pct_sgemm
+//                               (FLOPs: 3x forward linear MACs x2 + attention's two bmm,
+//                               4*b*s^2*h per layer)
+//   BM_train_step_meta_bert_base bert-base, batch 32, seq 512, AdamW on the meta device
 //   BM_autograd_overhead        per-op cost of recording + backward for a chain of tiny ops
 // Usage: ./bench_engine --benchmark_min_time=1 [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -43,7 +47,8 @@ void BM_sgemm_square(benchmark::State& st) {
 }
 BENCHMARK(BM_sgemm_square)->Arg(1024)->Unit(benchmark::kMillisecond);
 
-// Forward multiply-add FLOPs of conv and linear layers (x2 per MAC), measured on meta.
+// Forward multiply-add FLOPs (x2 per MAC) of conv and linear layers, measured on meta,
+// plus attention's QK^T and PV batched matmuls for the BERT models (not modules).
 double forward_flops(const std::string& name, const ModelConfig& base, int64_t batch) {
   ModelConfig cfg = base;
   cfg.device = meta_device();
@@ -56,31 +61,43 @@ double forward_flops(const std::string& name, const ModelConfig& base, int64_t b
     double macs_per_output = double(w.numel()) / double(w.size(0));
     flops += 2.0 * double(out.numel()) * macs_per_output;
   });
-  Tensor x = Tensor::empty({batch, cfg.in_channels, cfg.height, cfg.width}, DType::f32, meta_device());
+  const bool tokens = model_input_kind(name) == InputKind::tokens;
+  Tensor x = Tensor::empty(model_input_shape(name, cfg, batch), tokens ? DType::i64 : DType::f32, meta_device());
   NoGradGuard ng;
   (*m)(x);
+  if (tokens) {
+    BertShape b = bert_shape(name, cfg);
+    flops += double(b.layers) * 4.0 * double(batch) * double(b.seq_len * b.seq_len) * double(b.hidden);
+  }
   return flops;
 }
 
-void train_step_bench(benchmark::State& st, const std::string& name, ModelConfig cfg, int64_t batch, Device dev) {
+void train_step_bench(benchmark::State& st, const std::string& name, ModelConfig cfg, int64_t batch, Device dev,
+                      const std::string& optimizer = "sgd") {
   reset_allocators();
   cfg.device = dev;
   nn::ModulePtr model = build_model(name, cfg);
   ParamGroup g;
   g.params = model->named_parameters();
-  g.lr = 0.01;
-  g.momentum = 0.9;
-  auto opt = make_optimizer("sgd", {g});
-  std::vector<float> images(size_t(batch * cfg.in_channels * cfg.height * cfg.width), 0.1f);
+  g.lr = optimizer == "sgd" ? 0.01 : 1e-4;
+  g.momentum = optimizer == "sgd" ? 0.9 : 0.0;
+  auto opt = make_optimizer(optimizer, {g});
+  const Shape in_shape = model_input_shape(name, cfg, batch);
+  const bool tokens = model_input_kind(name) == InputKind::tokens;
+  int64_t in_numel = 1;
+  for (int64_t d : in_shape) in_numel *= d;
+  std::vector<float> images(tokens ? 0 : size_t(in_numel));
+  std::vector<int64_t> ids(tokens ? size_t(in_numel) : 0);
   std::vector<int64_t> labels(size_t(batch), 1);
   for (size_t i = 0; i < images.size(); ++i) images[i] = float((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = 4 + int64_t((i * 2654435761u) % 996);   // no padding
   for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = i % cfg.num_classes;
   const double step_flops = dev.is_meta() ? 0.0 : 3.0 * forward_flops(name, cfg, batch);
   double total = 0;
   int64_t iters = 0;
   for (auto _ : st) {
     auto t0 = std::chrono::steady_clock::now();
-    Tensor x = images_to_device(images.data(), {batch, cfg.in_channels, cfg.height, cfg.width}, dev);
+    Tensor x = tokens ? tokens_to_device(ids.data(), in_shape, dev) : images_to_device(images.data(), in_shape, dev);
     Tensor y = labels_to_device(labels.data(), batch, dev);
     StepOutput out = train_step(*model, *opt, x, y, /*track_memory=*/false);
     benchmark::DoNotOptimize(out.loss.item());
@@ -88,7 +105,8 @@ void train_step_bench(benchmark::State& st, const std::string& name, ModelConfig
     ++iters;
   }
   const double sec = total / double(iters);
-  st.counters["images_per_s"] = double(batch) / sec;
+  st.counters["samples_per_s"] = double(batch) / sec;
+  if (tokens) st.counters["tokens_per_s"] = double(in_numel) / sec;
   if (step_flops > 0) {
     st.counters["step_GFLOP"] = step_flops * 1e-9;
     st.counters["GFLOPS"] = step_flops / sec * 1e-9;
@@ -109,6 +127,22 @@ void BM_train_step_meta_resnet50(benchmark::State& st) {
   train_step_bench(st, "resnet50", cfg, 256, meta_device());
 }
 BENCHMARK(BM_train_step_meta_resnet50)->Unit(benchmark::kMillisecond);
+
+void BM_train_step_cpu_bert_mini(benchmark::State& st) {
+  ModelConfig cfg = default_model_config("bert-mini");
+  cfg.num_classes = 2;
+  cfg.seq_len = 128;
+  train_step_bench(st, "bert-mini", cfg, 32, cpu_device(), "adamw");
+}
+BENCHMARK(BM_train_step_cpu_bert_mini)->Unit(benchmark::kMillisecond)->Iterations(10);
+
+void BM_train_step_meta_bert_base(benchmark::State& st) {
+  ModelConfig cfg = default_model_config("bert-base");
+  cfg.num_classes = 2;
+  cfg.seq_len = 512;
+  train_step_bench(st, "bert-base", cfg, 32, meta_device(), "adamw");
+}
+BENCHMARK(BM_train_step_meta_bert_base)->Unit(benchmark::kMillisecond);
 
 // Chain of N tiny ops (1-element scale), then backward: time per op (forward record +
 // backward), i.e. the bookkeeping cost the engine adds per op.

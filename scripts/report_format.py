@@ -1,0 +1,155 @@
+"""Formatting, markdown tables, atomic writes and the generic results section for
+make_report.py. Contract: every writer is atomic (temp file in the target folder, then
+os.replace); figures are saved with no timestamp metadata so output is deterministic.
+Import after matplotlib has been selected with the Agg backend (make_report.py does it)."""
+import json
+import os
+import tempfile
+
+import matplotlib.pyplot as plt
+
+from check_results import is_num
+
+
+# ---- formatting --------------------------------------------------------------------------
+
+def fmt_bytes(b):
+    """Bytes in B/KiB/MiB/GiB (binary units, as PyTorch's memory tooling prints them)."""
+    if not is_num(b):
+        return "—"
+    sign, b = ("-" if b < 0 else ""), abs(b)
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= scale:
+            v = b / scale
+            return f"{sign}{v:.2f} {unit}" if v < 100 else f"{sign}{v:.1f} {unit}"
+    return f"{sign}{b:.0f} B"
+
+
+def fmt_count(n):
+    if not is_num(n):
+        return "—"
+    return f"{n:,.0f}" if float(n).is_integer() or abs(n) >= 1000 else f"{n:.4g}"
+
+
+def fmt_num(x, key=""):
+    """Format a metric value; byte-valued keys (…bytes…) in MiB/GiB."""
+    if isinstance(x, bool) or x is None:
+        return str(x).lower() if isinstance(x, bool) else "—"
+    if is_num(x):
+        if "bytes" in key:
+            return fmt_bytes(x)
+        if isinstance(x, int) or (abs(x) >= 1000 and float(x).is_integer()):
+            return f"{x:,}" if isinstance(x, int) else f"{x:,.0f}"
+        return f"{x:.4g}"
+    if isinstance(x, str):
+        return x
+    text = json.dumps(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def fmt_ratio(a, b, digits=2):
+    return f"{a / b:.{digits}f}×" if is_num(a) and is_num(b) and b else "—"
+
+
+def cell(x):
+    return str(x).replace("|", "\\|").replace("\n", "<br>")
+
+
+def md_table(headers, rows, right=None):
+    """Markdown table; `right` = indices of right-aligned (numeric) columns."""
+    right = set(range(1, len(headers)) if right is None else right)
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
+             "|" + "|".join("---:" if i in right else ":---" for i in range(len(headers))) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def details(summary, body):
+    return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n"
+
+
+# ---- atomic output -------------------------------------------------------------------------
+
+def _umask_mode():
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_text_atomic(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, _umask_mode())  # mkstemp creates 0600
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def save_fig_atomic(fig, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
+        os.chmod(tmp, _umask_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    finally:
+        plt.close(fig)
+
+
+# ---- generic pieces ---------------------------------------------------------------------
+
+def scalar_items(d):
+    return [(k, v) for k, v in d.items() if not isinstance(v, (dict, list))]
+
+
+def render_mapping(d, depth=0):
+    """Best-effort markdown for an arbitrary source/summary object."""
+    out = []
+    for key, value in d.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            cols = list(dict.fromkeys(k for v in value for k in v))
+            rows = [[fmt_num(v.get(c), c) for c in cols] for v in value]
+            out.append(f"\n**{key}**\n\n" + md_table(cols, rows, right=set()))
+        elif isinstance(value, list):
+            out.append(f"- **{key}**: " + ", ".join(fmt_num(v, key) for v in value))
+        elif isinstance(value, dict) and len(value) > 12:  # e.g. a full memory-stats block
+            rows = [[k, fmt_num(v, k if "bytes" in k else key)] for k, v in value.items()]
+            out.append("\n" + details(f"{key} ({len(value)} entries)",
+                                       md_table(["key", "value"], rows)))
+        elif isinstance(value, dict) and depth < 2:
+            out.append(f"- **{key}**:\n" + "\n".join("  " + line for line in
+                                                      render_mapping(value, depth + 1).splitlines()))
+        else:
+            out.append(f"- **{key}**: {fmt_num(value, key)}")
+    return "\n".join(out) + "\n"
+
+
+def points_table(doc):
+    points = doc["points"]
+    metric_cols = list(dict.fromkeys(k for p in points for k, v in p["metrics"].items()
+                                     if not isinstance(v, (dict, list))))
+    mem_cols = [k for k in ("allocated_bytes.all.peak", "reserved_bytes.all.peak")
+                if any(k in p["memory"] for p in points)]
+    rows = [[p["name"]] + [fmt_num(p["metrics"].get(c), c) for c in metric_cols] +
+            [fmt_bytes(p["memory"].get(c)) for c in mem_cols] for p in points]
+    return md_table(["point"] + metric_cols + mem_cols, rows)
+
+
+def render_generic(doc, out_dir):
+    parts = ["### Source\n\n" + render_mapping(doc["source"]) if doc["source"] else
+             "### Source\n\n_No source figures recorded._\n"]
+    parts.append("### Ours\n")
+    if doc["summary"]:
+        parts.append(render_mapping(doc["summary"]))
+    parts.append(points_table(doc) if doc["points"] else "_No points._\n")
+    return "\n".join(parts), []
+
+
