@@ -61,7 +61,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"summary --model vgg16 --input 1,28,28", "too small"},
         BadInputCase{"summary --model resnet18 --input 3,x,224", "invalid --input"},
         BadInputCase{"estimate --model resnet20", "--batch is required"},
-        BadInputCase{"estimate --model resnet50 --batch 64 --device-memory 1GiB", "out of memory"}));
+        BadInputCase{"estimate --model resnet50 --batch 64 --device-memory 1GiB", "out of memory"},
+        BadInputCase{"train --model unet-small --dataset synthetic-seq --steps 1", "use --dataset synthetic-seg"},
+        BadInputCase{"train --model bert-mini --dataset synthetic --steps 1", "use --dataset synthetic-seq"},
+        BadInputCase{"train --model resnet20 --dataset synthetic-seg --steps 1", "cannot train on --dataset synthetic-seg"},
+        BadInputCase{"train --model bert-mini --dataset synthetic-seq --seq-len 600 --steps 1", "exceeds max_positions"},
+        BadInputCase{"summary --model bert-mini --input 3,32,32", "give --seq-len N, not --input"}));
 
 TEST(Cli, UnknownCommandAndJsonIntoMissingDirectory) {
   EXPECT_EQ(run_oomlab("frobnicate").code, 2);

@@ -61,7 +61,9 @@ TEST(ExperimentRunner, TransformerActivationMemoryMatchesFp32Formula) {
     EXPECT_EQ(m["korthikanti_fp16_bytes"].get<int64_t>(), s * b * h * 34 + 5 * a * s * s * b);
     // The attention (s^2) share grows with the sequence length.
     const std::string model = p["config"]["model"];
-    if (model == prev_model) EXPECT_GT(m["seq_squared_share"].get<double>(), prev_share) << p["name"];
+    if (model == prev_model) {
+      EXPECT_GT(m["seq_squared_share"].get<double>(), prev_share) << p["name"];
+    }
     prev_model = model;
     prev_share = m["seq_squared_share"];
     EXPECT_GT(m["training_peak_bytes"].get<int64_t>(), m["all_layers_saved_bytes"].get<int64_t>());

@@ -62,6 +62,23 @@ class RangeDataset final : public Dataset {
 
 struct Datasets { std::shared_ptr<Dataset> train, test; };
 
+// What each dataset feeds: fashion-mnist/synthetic image classification, synthetic-seq
+// token classification, synthetic-seg image segmentation. A model of another kind is a
+// usage error named up front (not a shape error deep in the first forward).
+void check_model_fits_dataset(const std::string& model, const std::string& dataset) {
+  const InputKind in = model_input_kind(model);   // also rejects unknown models
+  const TaskKind task = model_task_kind(model);
+  const char* want = nullptr;
+  if (in == InputKind::tokens) want = "synthetic-seq";
+  else if (task == TaskKind::segmentation) want = "synthetic-seg";
+  // Unknown dataset names pass here and are reported by make_datasets.
+  const bool ok = want ? dataset == want : dataset != "synthetic-seq" && dataset != "synthetic-seg";
+  OOMLAB_CHECK(ok, "--model ", model, " cannot train on --dataset ", dataset, ": ", model, " takes ",
+               in == InputKind::tokens ? "token ids" : "images", " for ",
+               task == TaskKind::segmentation ? "segmentation" : "classification", "; use --dataset ",
+               want ? want : "fashion-mnist or synthetic");
+}
+
 Datasets make_datasets(const TrainConfig& c) {
   if (c.dataset == "fashion-mnist")
     return {std::make_shared<FashionMnistDataset>(Split::train, c.data_dir),
@@ -138,6 +155,7 @@ json train(const TrainConfig& c) {
     allocator_for(c.device).record_history(true);
     OpProfiler::enable(true);
   }
+  check_model_fits_dataset(c.model, c.dataset);
   Datasets data = make_datasets(c);
   OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
                data.train->name(), " training set (", data.train->size(), " samples)");
