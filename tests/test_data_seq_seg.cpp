@@ -1,7 +1,9 @@
 // test_data_seq_seg.cpp — the token (synthetic-seq) and segmentation (synthetic-seg)
 // datasets, padded variable-length batches, loader resume for both, short trainer runs of
 // bert-tiny / unet-small whose loss must fall, and the Korthikanti rows of the summary.
+#include <cblas.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -272,8 +274,19 @@ TEST(SeqSegLoader, StateRestoreGivesIdenticalBatches) {
   }
 }
 
+// The learning tests run single-threaded: on a loaded 2-core machine (ctest -j2, or other
+// jobs) OpenMP/OpenBLAS thread teams oversubscribe the cores and a step can take many
+// times longer; one thread keeps them within seconds whatever the load. Results do not
+// depend on the thread count (the kernels' contract), so nothing else changes.
+struct SingleThreaded {
+  int omp = omp_get_max_threads(), blas = openblas_get_num_threads();
+  SingleThreaded() { omp_set_num_threads(1); openblas_set_num_threads(1); }
+  ~SingleThreaded() { omp_set_num_threads(omp); openblas_set_num_threads(blas); }
+};
+
 TEST(SeqSegTrainer, BertTinyLearnsSyntheticSeq) {
   if (!has_model("bert-tiny")) GTEST_SKIP() << "bert-tiny is not in the model zoo yet";
+  SingleThreaded one_thread;
   TrainConfig c;
   c.model = "bert-tiny";
   c.dataset = "synthetic-seq";
@@ -302,6 +315,7 @@ TEST(SeqSegTrainer, BertTinyLearnsSyntheticSeq) {
 // on CPU within a few minutes (about 20 s single-threaded here: 80 steps of batch 32).
 TEST(SeqSegTrainer, BertMiniReaches95PercentOnSyntheticSeq) {
   if (!has_model("bert-mini")) GTEST_SKIP() << "bert-mini is not in the model zoo yet";
+  SingleThreaded one_thread;
   TrainConfig c;
   c.model = "bert-mini";
   c.dataset = "synthetic-seq";
@@ -325,6 +339,7 @@ TEST(SeqSegTrainer, BertMiniReaches95PercentOnSyntheticSeq) {
 // classes; a learnt UNet separates the shapes (about 0.95 after 60 steps here).
 TEST(SeqSegTrainer, UnetSmallLearnsSyntheticSeg) {
   if (!has_model("unet-small")) GTEST_SKIP() << "unet-small is not in the model zoo yet";
+  SingleThreaded one_thread;
   TrainConfig c;
   c.model = "unet-small";
   c.dataset = "synthetic-seg";
