@@ -7,7 +7,9 @@
 //   backward data:   dcol_g = W_g^T * dY_g; col2im  (OpenMP over images: no write races)
 //   backward weight: dW[:, rows] (+)= dY * col[rows]^T (OpenMP over col-row slices, each
 //                    slice sums the tiles in tile order: bitwise independent of threads)
-// Threading is one level: OpenMP outside, single-threaded OpenBLAS inside (set for the
+// Float 3x3 convs with small channel counts (conv_direct_applies: the ResNet-20 shapes)
+// take the direct kernels of conv_direct_cpu.cpp instead; the choice depends on the
+// shapes only. Threading is one level: OpenMP outside, single-threaded OpenBLAS inside (set for the
 // call, restored after). Scratch panels are thread-local host buffers (kernel-private,
 // not device memory; grow-only).
 #include <cblas.h>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "engine/ops/conv.h"
+#include "kernels/cpu/conv_direct_cpu.h"
 
 namespace oomlab {
 namespace {
@@ -43,14 +46,14 @@ void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, in
                 C, int(ldc));
 }
 
-// One level of parallelism: OpenBLAS runs single-threaded inside our OpenMP regions.
-// With a single OpenMP thread (or a small problem) OpenBLAS keeps its own threads. The
-// switch is not atomic across concurrent callers; a race costs oversubscription only.
+// One level of parallelism: OpenBLAS always runs single-threaded inside the conv kernels
+// (OpenMP over tiles is the only threading). Multi-threaded OpenBLAS may pick other
+// kernels / splits and change the bits, so letting it thread when OpenMP has one thread
+// made results depend on the thread count. The switch is not atomic across concurrent
+// callers; a race costs oversubscription only.
 struct SerialBlas {
-  int saved;
-  explicit SerialBlas(int nt) : saved(nt > 1 ? openblas_get_num_threads() : 1) {
-    if (saved != 1) openblas_set_num_threads(1);
-  }
+  int saved = openblas_get_num_threads();
+  SerialBlas() { if (saved != 1) openblas_set_num_threads(1); }
   ~SerialBlas() { if (saved != 1) openblas_set_num_threads(saved); }
 };
 
@@ -210,11 +213,13 @@ template <class T> void gather_dy(const Geom& g, const T* dy, const Tile& t, T* 
 }
 
 template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
+  if constexpr (std::is_same_v<T, float>)
+    if (conv_direct_applies(a)) return conv_direct_forward(a);
   const Geom g = make_geom<T>(a);
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.w);
   T* y = static_cast<T*>(a.y);
-  SerialBlas serial(g.nt);
+  SerialBlas serial;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(g.nt) if (g.nt > 1)
   for (int64_t ti = 0; ti < g.ntiles; ++ti) {
     const Tile t = tile_of(g, ti);
@@ -241,11 +246,13 @@ template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
 }
 
 template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
+  if constexpr (std::is_same_v<T, float>)
+    if (conv_direct_applies(a)) return conv_direct_backward_data(a);
   const Geom g = make_geom<T>(a);
   const T* w = static_cast<const T*>(a.w);
   const T* dy = static_cast<const T*>(a.dy);
   T* dx = static_cast<T*>(a.dx);
-  SerialBlas serial(g.nt);
+  SerialBlas serial;
   // Work item: all tiles of a set of whole images (col2im of neighbouring pixel tiles
   // overlaps in dx, so one thread owns an image; its tiles run in order).
   const int64_t groups_of_imgs = g.nb > 1 ? g.ntiles : g.N;
@@ -276,12 +283,14 @@ template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
 }
 
 template <class T> void conv2d_backward_weight_cpu(const Conv2dArgs& a) {
+  if constexpr (std::is_same_v<T, float>)
+    if (conv_direct_applies(a)) return conv_direct_backward_weight(a);
   const Geom g = make_geom<T>(a);
   const T* x = static_cast<const T*>(a.x);
   const T* dy = static_cast<const T*>(a.dy);
   T* dw = static_cast<T*>(a.dw);
   if (g.N == 0) { std::fill(dw, dw + g.K * g.CRSg, T(0)); return; }
-  SerialBlas serial(g.nt);
+  SerialBlas serial;
   // Col rows are cut into a number of slices fixed by the shapes (1..16, >= 64 rows each);
   // a slice is owned by one thread and accumulates the tiles in tile order, so every GEMM
   // and every dW sum is the same whatever the thread count.
