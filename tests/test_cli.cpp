@@ -1,13 +1,17 @@
 // test_cli.cpp — the oomlab binary on bad input: a clear message, exit code 2, and no
-// output file; on good input: exit 0 and a strict results JSON with provenance.
+// output file; on good input: exit 0 and a strict results JSON with provenance. Also
+// `--device cuda` without a usable GPU (or in a CPU-only build): one clear error line.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "cuda_test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -90,4 +94,26 @@ TEST(Cli, EstimateWritesStrictJsonWithProvenance) {
   EXPECT_GT(j["metrics"]["exact"]["peak_allocated_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(j["metrics"]["exact"]["optimizer_state_bytes"], 2 * j["metrics"]["exact"]["params_bytes"].get<int64_t>());
   fs::remove(out);
+}
+
+TEST(Cli, CudaDeviceWithoutUsableGpuIsOneClearError) {
+  std::string why;
+  if (oomlab::testing::cuda_available(&why)) {   // a GPU: the same command trains
+    CliRun ok = run_oomlab("train --model mlp --dataset synthetic --synthetic-size 64 --batch 16 --steps 2 "
+                           "--eval-batches 1 --quiet --device cuda");
+    EXPECT_EQ(ok.code, 0) << ok.output;
+    return;
+  }
+  fs::path out = tmp("cuda.json");
+  fs::remove(out);
+  CliRun r = run_oomlab("train --model mlp --dataset synthetic --steps 1 --device cuda --json " + out.string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("oomlab: error: ", 0), 0u) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  if (oomlab::built_with_cuda())
+    EXPECT_NE(r.output.find("no usable CUDA device"), std::string::npos) << r.output;
+  else
+    EXPECT_NE(r.output.find("built without CUDA"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--device cpu"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out));
 }

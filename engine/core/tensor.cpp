@@ -1,10 +1,14 @@
 // tensor.cpp — Tensor factories, metadata, host access; views live in ops/view_ops.cpp.
+// Host access on an accelerator (cuda) goes through a cpu tensor and copy_ (the backend's
+// copy kernel): from_vector*, to_vector*, item() and integer fill_ work on any device;
+// the staging tensor comes from the cpu allocator, so device traces equal meta's.
 #include "engine/core/tensor.h"
 
 #include <cstring>
 #include <sstream>
 
 #include "engine/autograd/node.h"
+#include "engine/core/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
@@ -35,6 +39,9 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 Storage::Storage(Device dev, size_t n, const char* tag) : device(dev), nbytes(n) {
+  // Backends with their own memory register its factory with their kernels; allocator_for
+  // does not register them itself, so make sure that happened before the first allocation.
+  if (!dev.is_cpu() && !dev.is_meta()) ensure_kernels_registered();
   allocator = &allocator_for(dev);
   data = allocator->allocate(n, tag);
 }
@@ -78,11 +85,13 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
                  values.size(), " values do not fill shape ", shape_str(shape));
   Tensor t = empty(shape, dtype, device);
   if (device.is_meta()) return t;
-  OOMLAB_CHECK_T(DeviceError, device.is_cpu(), "from_vector: host data goes to cpu first, then .to(device)");
+  // Accelerators: convert on the host into a cpu tensor, then one host->device copy.
+  Tensor h = device.is_cpu() ? t : empty(shape, dtype, cpu_device());
   CopyArgs a{};
-  a.out = t.raw_data(); a.out_dtype = dtype; a.in = values.data(); a.in_dtype = DType::f64;
+  a.out = h.raw_data(); a.out_dtype = dtype; a.in = values.data(); a.in_dtype = DType::f64;
   a.ndim = 1; a.shape[0] = int64_t(values.size()); a.in_strides[0] = 1; a.out_strides[0] = 1;
-  copy_kernels().launch(device, DType::f64, a);
+  copy_kernels().launch(cpu_device(), DType::f64, a);
+  if (!device.is_cpu()) t.copy_(h);
   return t;
 }
 
@@ -90,7 +99,10 @@ Tensor Tensor::from_vector_i64(const std::vector<int64_t>& values, const Shape& 
   OOMLAB_CHECK_T(ShapeError, int64_t(values.size()) == shape_numel(shape), "from_vector_i64: ",
                  values.size(), " values do not fill shape ", shape_str(shape));
   Tensor t = empty(shape, DType::i64, device);
-  if (!device.is_meta()) std::memcpy(t.raw_data(), values.data(), values.size() * 8);
+  if (device.is_meta() || values.empty()) return t;
+  Tensor h = device.is_cpu() ? t : empty(shape, DType::i64, cpu_device());
+  std::memcpy(h.raw_data(), values.data(), values.size() * 8);
+  if (!device.is_cpu()) t.copy_(h);
   return t;
 }
 
@@ -133,8 +145,19 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(impl_->storage->data) + impl_->offset * int64_t(dtype_size(dtype()));
 }
 
+namespace {
+// A cpu tensor with t's values (t itself when it is on cpu); meta has no values.
+Tensor host_copy(const Tensor& t, const char* what) {
+  OOMLAB_CHECK_T(DeviceError, !t.device().is_meta(), what, ": ", t.str(), " is on the meta device and has no values");
+  if (t.device().is_cpu()) return t;
+  Tensor h = Tensor::empty(t.shape(), t.dtype(), cpu_device());
+  h.copy_(t);
+  return h;
+}
+}  // namespace
+
 std::vector<double> Tensor::to_vector() const {
-  OOMLAB_CHECK_T(DeviceError, device().is_cpu(), "to_vector: ", str(), " is not on cpu");
+  if (!device().is_cpu()) return host_copy(*this, "to_vector").to_vector();
   // Host reads must not allocate through the device allocator (meta/cpu traces agree).
   Tensor c = is_contiguous() ? *this : contiguous();
   std::vector<double> out(size_t(c.numel()));
@@ -154,7 +177,7 @@ std::vector<double> Tensor::to_vector() const {
 
 std::vector<int64_t> Tensor::to_vector_i64() const {
   OOMLAB_CHECK_T(DTypeError, dtype() == DType::i64, "to_vector_i64: ", str(), " is not int64");
-  OOMLAB_CHECK_T(DeviceError, device().is_cpu(), "to_vector_i64: ", str(), " is not on cpu");
+  if (!device().is_cpu()) return host_copy(*this, "to_vector_i64").to_vector_i64();
   Tensor c = contiguous();
   const int64_t* p = c.data<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
@@ -163,7 +186,7 @@ std::vector<int64_t> Tensor::to_vector_i64() const {
 double Tensor::item() const {
   OOMLAB_CHECK_T(ShapeError, numel() == 1, "item(): ", str(), " has ", numel(), " elements, not 1");
   if (device().is_meta()) return 0.0;
-  if (!device().is_cpu()) { Tensor h = Tensor::empty(shape(), dtype(), cpu_device()); h.copy_(*this); return h.item(); }
+  if (!device().is_cpu()) return host_copy(*this, "item()").item();
   return to_vector()[0];
 }
 
@@ -194,7 +217,12 @@ void Tensor::fill_(double value) {
   bump_version();
   if (dtype() == DType::i64 || dtype() == DType::u8) {
     if (device().is_meta()) return;
-    OOMLAB_CHECK_T(DeviceError, device().is_cpu(), "fill_: integer fill only on cpu");
+    if (!device().is_cpu()) {   // no integer fill kernel on accelerators: fill on the host, copy
+      Tensor h = Tensor::empty(shape(), dtype(), cpu_device());
+      h.fill_(value);
+      copy_(h);
+      return;
+    }
     if (dtype() == DType::u8) { std::memset(raw_data(), int(uint8_t(value)), size_t(numel())); return; }
     int64_t* p = data<int64_t>();
     for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = int64_t(value);

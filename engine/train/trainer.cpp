@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/core/dispatch.h"
 #include "engine/core/rng.h"
 #include "engine/data/dataloader.h"
 #include "engine/data/dataset.h"
@@ -150,6 +151,8 @@ NamedTensors state_dict(nn::Module& m) {
 json train(const TrainConfig& c) {
   manual_seed(c.seed);
   reset_allocators();
+  // allocator_for(cuda) needs the backend's raw-memory factory, registered with its kernels.
+  ensure_kernels_registered();
   allocator_for(c.device).set_capacity(c.device_memory);
   if (c.record_history) {
     allocator_for(c.device).record_history(true);

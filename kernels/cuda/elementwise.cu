@@ -1,70 +1,81 @@
-// elementwise.cu — CUDA kernels for axpby / mul / fill (f32, f64) and contiguous copies.
-// Grid-stride loops on the default stream; checked against the CPU kernels by the
-// parity tests (tests/test_cuda_parity.cpp, skipped without a GPU).
-#include "engine/ops/copy.h"
+// elementwise.cu — CUDA kernels for axpby / mul / fill / sum (engine/ops/elementwise.h) in
+// float32, float64, float16 and bfloat16. Grid-stride loops on the default stream.
+// float32 / float64 results equal the CPU kernels bit for bit (the same fused multiply-adds
+// as GCC forms, pointwise_math.cuh); float16 / bfloat16 compute in float and round once.
+// sum: one block, double partials per thread combined in a fixed tree — deterministic, and
+// equal to the CPU's chunked double sum after rounding to the output type except in rare
+// ties (float64 within an ulp or two). Copies live in copy_cast.cu.
 #include "engine/ops/elementwise.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pointwise_math.cuh"
 
 namespace oomlab {
 namespace {
-template <class T> __global__ void axpby_kernel(T* out, const T* a, const T* b, T alpha, T beta, T gamma, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = alpha * a[i] + (b ? beta * b[i] : T(0)) + gamma;
+using namespace cuda;
+
+template <class T, bool HasB> __global__ void axpby_kernel(T* out, const T* a, const T* b, compute_t<T> alpha,
+                                                           compute_t<T> beta, compute_t<T> gamma, int64_t n) {
+  for (int64_t i = gtid(); i < n; i += gstride()) {
+    const compute_t<T> x = ld(a[i]);
+    out[i] = st<T>(HasB ? axpby2(alpha, x, beta, ld(b[i]), gamma) : axpby1(alpha, x, gamma));
+  }
 }
-template <class T> __global__ void mul_kernel(T* out, const T* a, const T* b, T alpha, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = a[i] * b[i] * alpha;
+template <class T> __global__ void mul_kernel(T* out, const T* a, const T* b, compute_t<T> alpha, int64_t n) {
+  for (int64_t i = gtid(); i < n; i += gstride()) out[i] = st<T>(mul3(ld(a[i]), ld(b[i]), alpha));
 }
-template <class T> __global__ void fill_kernel(T* out, T v, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = v;
+template <class U> __global__ void fill_kernel(U* out, U v, int64_t n) {
+  for (int64_t i = gtid(); i < n; i += gstride()) out[i] = v;
 }
-inline int blocks_for(int64_t n) { return int(std::min<int64_t>((n + 255) / 256, 65535)); }
+template <class T> __global__ void sum_kernel(T* out, const T* a, double alpha, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += double(ld(a[i]));
+  const double total = block_sum(s);
+  if (threadIdx.x == 0) *out = st<T>(compute_t<T>(total * alpha));
+}
 
 template <class T> void axpby_cuda(const AxpbyArgs& a) {
   if (a.n == 0) return;
-  axpby_kernel<T><<<blocks_for(a.n), 256>>>(static_cast<T*>(a.out), static_cast<const T*>(a.a),
-                                            static_cast<const T*>(a.b), T(a.alpha), T(a.beta), T(a.gamma), a.n);
+  const Launch L(a.out, "axpby");
+  using C = compute_t<T>;
+  T* out = static_cast<T*>(a.out);
+  const T* x = static_cast<const T*>(a.a);
+  const T* y = static_cast<const T*>(a.b);
+  if (y)
+    axpby_kernel<T, true><<<grid_for(a.n), kThreads, 0, L.stream>>>(out, x, y, C(a.alpha), C(a.beta), C(a.gamma), a.n);
+  else
+    axpby_kernel<T, false><<<grid_for(a.n), kThreads, 0, L.stream>>>(out, x, y, C(a.alpha), C(a.beta), C(a.gamma), a.n);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void mul_cuda(const MulArgs& a) {
   if (a.n == 0) return;
-  mul_kernel<T><<<blocks_for(a.n), 256>>>(static_cast<T*>(a.out), static_cast<const T*>(a.a),
-                                          static_cast<const T*>(a.b), T(a.alpha), a.n);
+  const Launch L(a.out, "mul");
+  mul_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.a),
+                                                          static_cast<const T*>(a.b), compute_t<T>(a.alpha), a.n);
   CUDA_LAUNCH_CHECK();
 }
+// The value is converted on the host exactly as the CPU fill (half: float_to_half(float(v))).
 template <class T> void fill_cuda(const FillArgs& a) {
   if (a.n == 0) return;
-  fill_kernel<T><<<blocks_for(a.n), 256>>>(static_cast<T*>(a.out), T(a.value), a.n);
+  const Launch L(a.out, "fill");
+  if constexpr (sizeof(T) == 2) {
+    const uint16_t bits = std::is_same_v<T, __half> ? float_to_half(float(a.value)) : float_to_bf16(float(a.value));
+    fill_kernel<uint16_t><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<uint16_t*>(a.out), bits, a.n);
+  } else {
+    fill_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<T*>(a.out), T(a.value), a.n);
+  }
   CUDA_LAUNCH_CHECK();
 }
-
-// Contiguous same-dtype copies between any two memories (host or device) via UVA.
-void copy_cuda(const CopyArgs& a) {
-  int64_t n = 1, acc = 1;
-  bool contig = true;
-  for (int d = a.ndim - 1; d >= 0; --d) {
-    if (a.shape[d] != 1 && (a.in_strides[d] != acc || a.out_strides[d] != acc)) contig = false;
-    acc *= a.shape[d];
-  }
-  n = acc;
-  if (!contig || a.in_dtype != a.out_dtype)
-    throw NotImplementedError("op 'copy' has no cuda kernel for strided or converting copies yet");
-  CUDA_CHECK(cudaMemcpy(a.out, a.in, size_t(n) * dtype_size(a.in_dtype), cudaMemcpyDefault));
+template <class T> void sum_cuda(const SumArgs& a) {
+  const Launch L(a.out, "sum");
+  sum_kernel<T><<<1, 1024, 0, L.stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.a), a.alpha, a.n);
+  CUDA_LAUNCH_CHECK();
 }
 }  // namespace
 
 void register_elementwise_cuda_kernels() {
-  axpby_kernels().set(DeviceType::cuda, DType::f32, &axpby_cuda<float>);
-  axpby_kernels().set(DeviceType::cuda, DType::f64, &axpby_cuda<double>);
-  mul_kernels().set(DeviceType::cuda, DType::f32, &mul_cuda<float>);
-  mul_kernels().set(DeviceType::cuda, DType::f64, &mul_cuda<double>);
-  fill_kernels().set(DeviceType::cuda, DType::f32, &fill_cuda<float>);
-  fill_kernels().set(DeviceType::cuda, DType::f64, &fill_cuda<double>);
-}
-
-void register_copy_cuda_kernels() {
-  for (int t = 0; t < kNumDTypes; ++t) copy_kernels().set(DeviceType::cuda, DType(t), &copy_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(axpby_kernels(), axpby_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(mul_kernels(), mul_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(fill_kernels(), fill_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(sum_kernels(), sum_cuda);
 }
 
 }  // namespace oomlab

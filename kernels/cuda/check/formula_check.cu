@@ -1,0 +1,529 @@
+// formula_check.cu — a CPU-only check that the per-element formulas of the pointwise CUDA
+// kernels (kernels/cuda/pointwise_math.cuh, launch_utils.cuh: exp_f32, Philox) and the
+// row-sum order of row_lanes.cuh reproduce the CPU kernels bit for bit, float32 and float64.
+// It runs the host versions of those functions (explicit fma / rounded ops) next to the
+// CPU kernels from the tables; no GPU needed. Not part of the CMake build (nvcc host code
+// without contraction). Build from the repository root after building the library:
+//   nvcc -std=c++20 -O2 -Xcompiler -ffp-contract=off --expt-relaxed-constexpr -w -I. \
+//     kernels/cuda/check/formula_check.cu -o /tmp/formula_check BUILD/liboomlab_engine.a \
+//     -L/usr/local/cuda/targets/x86_64-linux/lib -lopenblas -lgomp -lz BUILD/liboomlab_cuda.a \
+//     -lcublas -lcublasLt -L/usr/local/cuda/lib -lcudnn
+// and run /tmp/formula_check (prints one line per check; exit status 1 on a mismatch).
+// Not checked here (no CPU twin or GPU-only arithmetic): half types, exp/log of the GPU's
+// libm (softmax exp, lse log, float64 exp/erf), the column / loss reductions' tree order.
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+#include <cmath>
+#include <functional>
+
+#include "engine/ops/activation.h"
+#include "engine/ops/copy.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/transformer_kernels.h"
+#include "engine/ops/vision_kernels.h"
+#include "engine/optim/optim_kernels.h"
+#include "kernels/cuda/pointwise_math.cuh"
+
+using namespace oomlab;
+using namespace oomlab::cuda;
+
+static std::mt19937_64 rng(123);
+template <class T> std::vector<T> randv(size_t n, double lo, double hi) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(d(rng));
+  return v;
+}
+template <class T> bool same(T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
+int failures = 0;
+template <class T> void check(const char* what, const std::vector<T>& cpu, const std::vector<T>& emu) {
+  size_t bad = 0, first = SIZE_MAX;
+  for (size_t i = 0; i < cpu.size(); ++i)
+    if (!same(cpu[i], emu[i])) {
+      if (first == SIZE_MAX) first = i;
+      ++bad;
+    }
+  if (bad) {
+    ++failures;
+    printf("FAIL f%zu %-40s %zu/%zu mismatches; first at %zu: cpu %.17g emu %.17g\n", sizeof(T) * 8, what, bad,
+           cpu.size(), first, double(cpu[first]), double(emu[first]));
+  } else {
+    printf("ok   %-40s %zu values\n", what, cpu.size());
+  }
+}
+template <class T> constexpr DType dt() { return sizeof(T) == 4 ? DType::f32 : DType::f64; }
+const Device CPU = cpu_device();
+
+// The CPU's lane_sum order (lane k: columns k, k+8, ...; tail into lane 0), with the
+// fused flag as row_lanes.cuh's lane_sum8 passes it.
+template <class Acc> double lane_sum_h(int64_t C, Acc acc) {
+  double s[8] = {};
+  const int64_t C8 = C & ~int64_t(7);
+  for (int k = 0; k < 8; ++k)
+    for (int64_t j = k; j < C8; j += 8) s[k] = acc(s[k], j, true);
+  for (int64_t j = C8; j < C; ++j) s[0] = acc(s[0], j, j == C - 1 && ((C - C8) & 1));
+  double r = 0;
+  for (int k = 0; k < 8; ++k) r = r + s[k];
+  return r;
+}
+
+template <class T> void test_elementwise() {
+  const int64_t n = 100003;
+  auto a = randv<T>(n, -10, 10), b = randv<T>(n, -10, 10);
+  for (double alpha : {1.0, -0.3, 1.7})
+    for (double beta : {0.0, 1.0, -2.5e-3})
+      for (double gamma : {0.0, 0.1}) {
+        std::vector<T> out(n), emu(n);
+        axpby_kernels().get(CPU, dt<T>())(AxpbyArgs{out.data(), a.data(), b.data(), alpha, beta, gamma, n});
+        for (int64_t i = 0; i < n; ++i) emu[i] = axpby2(T(alpha), a[i], T(beta), b[i], T(gamma));
+        check("axpby2", out, emu);
+        axpby_kernels().get(CPU, dt<T>())(AxpbyArgs{out.data(), a.data(), nullptr, alpha, beta, gamma, n});
+        for (int64_t i = 0; i < n; ++i) emu[i] = axpby1(T(alpha), a[i], T(gamma));
+        check("axpby1", out, emu);
+      }
+  std::vector<T> out(n), emu(n);
+  mul_kernels().get(CPU, dt<T>())(MulArgs{out.data(), a.data(), b.data(), 0.37, n});
+  for (int64_t i = 0; i < n; ++i) emu[i] = mul3(a[i], b[i], T(0.37));
+  check("mul", out, emu);
+}
+
+template <class T> void test_optim() {
+  const int64_t n = 50001;
+  auto p0 = randv<T>(n, -1, 1), g = randv<T>(n, -0.1, 0.1), b0 = randv<T>(n, -0.1, 0.1);
+  for (double mom : {0.0, 0.9})
+    for (double wd : {0.0, 5e-4})
+      for (int nest = 0; nest < 2; ++nest)
+        for (int first = 0; first < 2; ++first)
+          for (double damp : {0.0, 0.1}) {
+            if (mom == 0 && (nest || first || damp != 0)) continue;
+            std::vector<T> p = p0, b = b0, pe = p0, be = b0;
+            SgdArgs a{p.data(),    g.data(), mom != 0 ? b.data() : nullptr, 0.05, mom, damp, wd, bool(nest),
+                      bool(first), n};
+            sgd_kernels().get(CPU, dt<T>())(a);
+            SgdConst<T> k{T(0.05), T(wd), T(mom), T(1.0 - damp), wd != 0, bool(first), bool(nest)};
+            for (int64_t i = 0; i < n; ++i) sgd_elem(k, mom != 0, pe[i], g[i], be[i]);
+            check("sgd p", p, pe);
+            if (mom != 0) check("sgd buf", b, be);
+          }
+  auto m0 = randv<T>(n, -0.01, 0.01), v0 = randv<T>(n, 0, 1e-4);
+  for (int dec = 0; dec < 2; ++dec)
+    for (double wd : {0.0, 1e-2})
+      for (double beta1 : {0.9, 0.3}) {
+        std::vector<T> p = p0, m = m0, v = v0, pe = p0, me = m0, ve = v0;
+        const double lr = 1e-3, beta2 = 0.999, eps = 1e-8;
+        const int t = 7;
+        AdamArgs a{p.data(),
+                   g.data(),
+                   m.data(),
+                   v.data(),
+                   lr,
+                   beta1,
+                   beta2,
+                   eps,
+                   wd,
+                   lr / (1 - std::pow(beta1, t)),
+                   std::sqrt(1 - std::pow(beta2, t)),
+                   bool(dec),
+                   n};
+        adam_kernels().get(CPU, dt<T>())(a);
+        AdamConst<T> k;
+        k.w1 = T(1.0 - a.beta1);
+        k.one_minus_w1 = T(T(1) - k.w1);
+        k.beta2 = T(a.beta2);
+        k.w2 = T(1.0 - a.beta2);
+        k.wd = T(a.weight_decay);
+        k.shrink = T(1.0 - a.lr * a.weight_decay);
+        k.step_size = T(a.step_size);
+        k.bc2_sqrt = T(a.bias_correction2_sqrt);
+        k.eps = T(a.eps);
+        const bool decay = wd != 0, low = (1.0 - beta1) < 0.5;
+        for (int64_t i = 0; i < n; ++i) {
+          if (!decay)
+            low ? adam_elem<T, false, false, true>(k, pe[i], g[i], me[i], ve[i])
+                : adam_elem<T, false, false, false>(k, pe[i], g[i], me[i], ve[i]);
+          else if (dec)
+            low ? adam_elem<T, true, true, true>(k, pe[i], g[i], me[i], ve[i])
+                : adam_elem<T, true, true, false>(k, pe[i], g[i], me[i], ve[i]);
+          else
+            low ? adam_elem<T, true, false, true>(k, pe[i], g[i], me[i], ve[i])
+                : adam_elem<T, true, false, false>(k, pe[i], g[i], me[i], ve[i]);
+        }
+        check("adam p", p, pe);
+        check("adam m", m, me);
+        check("adam v", v, ve);
+      }
+}
+
+template <class T> void test_sigmoid_gelu() {
+  const int64_t n = 400001;
+  auto x = randv<T>(n, -120, 100);
+  auto xs = randv<T>(n, -6, 6);
+  x.insert(x.end(), xs.begin(), xs.end());
+  const int64_t N = int64_t(x.size());
+  auto dy = randv<T>(N, -1, 1);
+  std::vector<T> y(N), emu(N), dx(N);
+  sigmoid_forward_kernels().get(CPU, dt<T>())(SigmoidArgs{x.data(), y.data(), nullptr, nullptr, N});
+  for (int64_t i = 0; i < N; ++i) emu[i] = sigmoid_fwd(x[i]);
+  check("sigmoid fwd", y, emu);
+  sigmoid_backward_kernels().get(CPU, dt<T>())(SigmoidArgs{nullptr, y.data(), dy.data(), dx.data(), N});
+  for (int64_t i = 0; i < N; ++i) emu[i] = sigmoid_bwd(y[i], dy[i]);
+  check("sigmoid bwd", dx, emu);
+  for (int th = 0; th < 2; ++th) {
+    gelu_forward_kernels().get(CPU, dt<T>())(GeluArgs{xs.data(), y.data(), nullptr, nullptr, n, bool(th)});
+    std::vector<T> yy(y.begin(), y.begin() + n), ee(n);
+    for (int64_t i = 0; i < n; ++i) ee[i] = gelu_fwd(xs[i], bool(th));
+    check(th ? "gelu tanh fwd" : "gelu erf fwd", yy, ee);
+    gelu_backward_kernels().get(CPU, dt<T>())(GeluArgs{xs.data(), nullptr, dy.data(), dx.data(), n, bool(th)});
+    std::vector<T> dd(dx.begin(), dx.begin() + n);
+    for (int64_t i = 0; i < n; ++i) ee[i] = gelu_bwd(xs[i], dy[i], bool(th));
+    check(th ? "gelu tanh bwd" : "gelu erf bwd", dd, ee);
+  }
+}
+
+template <class T> void test_layer_norm() {
+  for (int64_t H : {1, 7, 8, 13, 64, 100, 257}) {
+    const int64_t rows = 37;
+    auto x = randv<T>(rows * H, -3, 5), w = randv<T>(H, 0.5, 1.5), b = randv<T>(H, -1, 1),
+         dy = randv<T>(rows * H, -1, 1);
+    for (int mode = 0; mode < 4; ++mode) {
+      const T* wp = (mode & 1) ? w.data() : nullptr;
+      const T* bp = (mode & 2) ? b.data() : nullptr;
+      std::vector<T> y(rows * H), mean(rows), rstd(rows), ye(rows * H), me(rows), re(rows);
+      LayerNormArgs a{x.data(), wp,      bp,      y.data(), mean.data(), rstd.data(), nullptr,
+                      nullptr,  nullptr, nullptr, rows,     H,           1e-5};
+      layer_norm_forward_kernels().get(CPU, dt<T>())(a);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x.data() + r * H;
+        double mu = lane_sum_h(H, [&](double s, int64_t j, bool) { return s + double(xr[j]); }) / double(H);
+        double var = lane_sum_h(H,
+                                [&](double s, int64_t j, bool f) {
+                                  double d = double(xr[j]) - mu;
+                                  return add_prod(s, d, d, f);
+                                }) /
+                     double(H);
+        double rs = 1.0 / std::sqrt(var + 1e-5);
+        me[r] = T(mu);
+        re[r] = T(rs);
+        for (int64_t j = 0; j < H; ++j)
+          ye[r * H + j] = layer_norm_y(xr[j], T(mu), T(rs), wp ? wp + j : nullptr, bp ? bp + j : nullptr);
+      }
+      check("ln mean", mean, me);
+      check("ln rstd", rstd, re);
+      check("ln y", y, ye);
+      // backward
+      std::vector<T> dx(rows * H), dw(H), db(H), dxe(rows * H), dwe(H), dbe(H);
+      LayerNormArgs ab{x.data(),  wp,        nullptr,   nullptr, mean.data(), rstd.data(), dy.data(),
+                       dx.data(), dw.data(), db.data(), rows,    H,           1e-5};
+      layer_norm_backward_kernels().get(CPU, dt<T>())(ab);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x.data() + r * H;
+        const T* gr = dy.data() + r * H;
+        const T m = mean[r], s = rstd[r];
+        auto wdy = [&](int64_t j) { return wp ? mul_rn(gr[j], wp[j]) : gr[j]; };
+        double sg = lane_sum_h(H, [&](double acc, int64_t j, bool) { return acc + double(wdy(j)); });
+        double sgx = lane_sum_h(H, [&](double acc, int64_t j, bool f) {
+          return add_prod(acc, double(wdy(j)), double(mul_rn(sub_rn(xr[j], m), s)), f);
+        });
+        T ma = T(sg / double(H)), mb = T(sgx / double(H));
+        for (int64_t j = 0; j < H; ++j) dxe[r * H + j] = layer_norm_dx(wdy(j), xr[j], m, s, ma, mb);
+      }
+      for (int64_t c = 0; c < H; ++c) {
+        double aw = 0, ab2 = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          T g = dy[r * H + c];
+          {
+            T xh = mul_rn(sub_rn(x[r * H + c], mean[r]), rstd[r]);
+            if constexpr (sizeof(T) == 8)
+              aw = fma_rn(double(g), double(xh), aw);
+            else
+              aw += double(mul_rn(g, xh));
+          }
+          ab2 += double(g);
+        }
+        dwe[c] = T(aw);
+        dbe[c] = T(ab2);
+      }
+      check("ln dx", dx, dxe);
+      check("ln dw (sequential rows)", dw, dwe);
+      check("ln db (sequential rows)", db, dbe);
+    }
+  }
+}
+
+template <class T> void test_softmax() {
+  for (int64_t C : {1, 5, 8, 10, 33, 1000}) {
+    const int64_t N = 23;
+    auto x = randv<T>(N * C, -20, 20), dy = randv<T>(N * C, -1, 1);
+    for (int lg = 0; lg < 2; ++lg) {
+      std::vector<T> y(N * C), ye(N * C), dx(N * C), dxe(N * C);
+      softmax_forward_kernels().get(CPU, dt<T>())(SoftmaxArgs{x.data(), y.data(), nullptr, nullptr, N, C, bool(lg)});
+      for (int64_t r = 0; r < N; ++r) {
+        const T* xr = x.data() + r * C;
+        // lane max
+        T m[8];
+        for (auto& v : m) v = xr[0];
+        int64_t C8 = C & ~7;
+        for (int k = 0; k < 8; ++k)
+          for (int64_t j = k; j < C8; j += 8) m[k] = xr[j] > m[k] ? xr[j] : m[k];
+        for (int64_t j = C8; j < C; ++j) m[0] = xr[j] > m[0] ? xr[j] : m[0];
+        T mx = m[0];
+        for (int k = 1; k < 8; ++k) mx = m[k] > mx ? m[k] : mx;
+        double sum = lane_sum_h(C, [&](double s, int64_t j, bool) { return s + double(exp_libm(sub_rn(xr[j], mx))); });
+        if (lg) {
+          T lse = T(std::log(sum));
+          for (int64_t j = 0; j < C; ++j) ye[r * C + j] = sub_rn(sub_rn(xr[j], mx), lse);
+        } else {
+          T inv = T(1.0 / sum);
+          for (int64_t j = 0; j < C; ++j) ye[r * C + j] = mul_rn(exp_libm(sub_rn(xr[j], mx)), inv);
+        }
+      }
+      check(lg ? "log_softmax fwd" : "softmax fwd", y, ye);
+      softmax_backward_kernels().get(CPU,
+                                     dt<T>())(SoftmaxArgs{nullptr, y.data(), dy.data(), dx.data(), N, C, bool(lg)});
+      for (int64_t r = 0; r < N; ++r) {
+        const T* yr = y.data() + r * C;
+        const T* gr = dy.data() + r * C;
+        if (lg) {
+          T s = T(lane_sum_h(C, [&](double a, int64_t j, bool) { return a + double(gr[j]); }));
+          for (int64_t j = 0; j < C; ++j) dxe[r * C + j] = fma_rn(-exp_libm(yr[j]), s, gr[j]);
+        } else {
+          T s = T(
+              lane_sum_h(C, [&](double a, int64_t j, bool f) { return add_prod(a, double(gr[j]), double(yr[j]), f); }));
+          for (int64_t j = 0; j < C; ++j) dxe[r * C + j] = mul_rn(yr[j], sub_rn(gr[j], s));
+        }
+      }
+      check(lg ? "log_softmax bwd" : "softmax bwd", dx, dxe);
+    }
+  }
+}
+
+template <class T> void test_masked_softmax() {
+  for (int64_t C : {1, 7, 16, 45, 128}) {
+    const int64_t rows = 24, rpb = 6, nb = 4;
+    auto x = randv<T>(rows * C, -8, 8), dy = randv<T>(rows * C, -1, 1);
+    std::vector<uint8_t> mask(nb * C);
+    for (int64_t i = 0; i < nb * C; ++i) mask[i] = (rng() % 4) == 0;
+    for (int64_t j = 0; j < C; ++j) mask[2 * C + j] = 1;  // batch 2 fully padded
+    for (int mm = 0; mm < 2; ++mm) {
+      const uint8_t* mp = mm ? mask.data() : nullptr;
+      std::vector<T> y(rows * C), ye(rows * C), dx(rows * C), dxe(rows * C);
+      const double scale = 0.125;
+      masked_softmax_forward_kernels().get(
+          CPU, dt<T>())(MaskedSoftmaxArgs{x.data(), mp, y.data(), nullptr, nullptr, rows, C, rpb, scale});
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* mr = mp ? mp + (r / rpb) * C : nullptr;
+        int kept = 0;
+        if (mr)
+          for (int64_t j = 0; j < C; ++j) kept += mr[j] == 0;
+        if (mr && kept == 0) {
+          for (int64_t j = 0; j < C; ++j) ye[r * C + j] = T(0);
+          continue;
+        }
+        auto score = [&](int64_t j) { return (mr && mr[j]) ? T(-INFINITY) : mul_rn(T(scale), x[r * C + j]); };
+        T mx = -INFINITY;
+        for (int64_t j = 0; j < C; ++j) {
+          T v = score(j);
+          mx = v > mx ? v : mx;
+        }
+        auto e = [&](int64_t j) { return exp_nonpos(sub_rn(score(j), mx)); };
+        double sum = lane_sum_h(C, [&](double s, int64_t j, bool) { return s + double(e(j)); });
+        T inv = T(1.0 / sum);
+        for (int64_t j = 0; j < C; ++j) ye[r * C + j] = mul_rn(e(j), inv);
+      }
+      check(mm ? "masked_softmax fwd (mask)" : "masked_softmax fwd", y, ye);
+      masked_softmax_backward_kernels().get(
+          CPU, dt<T>())(MaskedSoftmaxArgs{nullptr, nullptr, y.data(), dy.data(), dx.data(), rows, C, rpb, scale});
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* yr = y.data() + r * C;
+        const T* gr = dy.data() + r * C;
+        T s =
+            T(lane_sum_h(C, [&](double a, int64_t j, bool f) { return add_prod(a, double(gr[j]), double(yr[j]), f); }));
+        for (int64_t j = 0; j < C; ++j) dxe[r * C + j] = mul_rn(mul_rn(T(scale), yr[j]), sub_rn(gr[j], s));
+      }
+      check("masked_softmax bwd", dx, dxe);
+    }
+  }
+}
+
+template <class T> void test_upsample() {
+  for (int64_t H : {1, 2, 3, 5})
+    for (int64_t W : {1, 2, 3, 4, 7}) {
+      const int64_t NC = 3;
+      auto x = randv<T>(NC * H * W, -2, 2), dy = randv<T>(NC * 4 * H * W, -1, 1);
+      for (int bl = 0; bl < 2; ++bl) {
+        std::vector<T> y(NC * 4 * H * W), ye(y.size()), dx(NC * H * W), dxe(dx.size());
+        Upsample2xArgs a{NC, H, W, bool(bl), x.data(), y.data(), dy.data(), dx.data()};
+        upsample2x_forward_kernels().get(CPU, dt<T>())(a);
+        upsample2x_backward_kernels().get(CPU, dt<T>())(a);
+        const int64_t H2 = 2 * H, W2 = 2 * W;
+        for (int64_t i = 0; i < int64_t(y.size()); ++i) {
+          const int64_t ow = i % W2, oh = (i / W2) % H2, pl = i / (W2 * H2);
+          const T* xp = x.data() + pl * H * W;
+          if (!bl) {
+            ye[i] = xp[(oh >> 1) * W + (ow >> 1)];
+            continue;
+          }
+          const Tap th = axis_tap(oh, H);
+          const T* r0 = xp + th.i0 * W;
+          const T* r1 = xp + th.i1 * W;
+          T v0 = bilinear_row_at<T>([&](int64_t k) { return r0[k]; }, W, ow);
+          T v1 = bilinear_row_at<T>([&](int64_t k) { return r1[k]; }, W, ow);
+          ye[i] = fma_rn(T(th.l0), v0, mul_rn(T(th.l1), v1));
+        }
+        for (int64_t i = 0; i < int64_t(dx.size()); ++i) {
+          const int64_t w = i % W, h = (i / W) % H, pl = i / (W * H);
+          const T* gp = dy.data() + pl * 4 * H * W;
+          if (!bl) {
+            const T* g0 = gp + 2 * h * W2 + 2 * w;
+            const T* g1 = g0 + W2;
+            dxe[i] = add_rn(add_rn(add_rn(g0[0], g0[1]), g1[0]), g1[1]);
+            continue;
+          }
+          T d = 0;
+          bool first = true;
+          axis_gather(h, H, [&](int64_t oh, double lh) {
+            const T* gr = gp + oh * W2;
+            T R = bilinear_row_adjoint_at<T>([&](int64_t k) { return gr[k]; }, W, w);
+            d = first ? mul_rn(T(lh), R) : fma_rn(T(lh), R, d);
+            first = false;
+          });
+          dxe[i] = d;
+        }
+        char buf[64];
+        snprintf(buf, 64, "upsample %s H%ld W%ld", bl ? "bil" : "nn", long(H), long(W));
+        check((std::string(buf) + " fwd").c_str(), y, ye);
+        check((std::string(buf) + " bwd").c_str(), dx, dxe);
+      }
+    }
+}
+
+template <class T> void test_pixel_ce() {
+  const int64_t N = 3, C = 5, HW = 300;
+  auto x = randv<T>(N * C * HW, -6, 6);
+  std::vector<int64_t> tgt(N * HW);
+  for (auto& t : tgt) {
+    int r = int(rng() % 7);
+    t = r < 5 ? r : -100;
+  }
+  std::vector<T> lp(N * C * HW), lpe(lp.size()), d(lp.size()), de(lp.size());
+  T loss = 0, dloss = T(1.3);
+  PixelCrossEntropyArgs a{x.data(), lp.data(), tgt.data(), &loss, &dloss, d.data(), N, C, HW};
+  pixel_cross_entropy_forward_kernels().get(CPU, dt<T>())(a);
+  pixel_cross_entropy_backward_kernels().get(CPU, dt<T>())(a);
+  int64_t count = 0;
+  for (int64_t i = 0; i < N * HW; ++i) {
+    const int64_t n = i / HW, p = i % HW;
+    const T* xb = x.data() + n * C * HW + p;
+    T mx = xb[0];
+    for (int64_t c = 1; c < C; ++c) {
+      T v = xb[c * HW];
+      mx = v > mx ? v : mx;
+    }
+    double sum = 0;
+    for (int64_t c = 0; c < C; ++c) sum += double(exp_t(sub_rn(xb[c * HW], mx)));
+    T lse = T(std::log(sum));
+    for (int64_t c = 0; c < C; ++c) lpe[n * C * HW + c * HW + p] = sub_rn(sub_rn(xb[c * HW], mx), lse);
+    int64_t t = tgt[i];
+    count += (t != -100 && t >= 0 && t < C);
+  }
+  check("pixel ce logp", lp, lpe);
+  T w = T(double(dloss) / double(count));
+  for (int64_t i = 0; i < N * C * HW; ++i) {
+    const int64_t n = i / (C * HW), rem = i % (C * HW), c = rem / HW, p = rem % HW;
+    int64_t t = tgt[n * HW + p];
+    bool k = t != -100 && t >= 0 && t < C;
+    T v = mul_rn(exp_t(lp[i]), k ? w : T(0));
+    if (k && t == c) v = sub_rn(v, w);
+    de[i] = v;
+  }
+  check("pixel ce grad", d, de);
+}
+
+template <class T> void test_dropout() {
+  for (double p : {0.1, 0.5, 0.9}) {
+    const int64_t n = 100003;
+    auto x = randv<T>(n, -1, 1);
+    std::vector<T> y(n), ye(n);
+    std::vector<uint8_t> m(n), me(n);
+    DropoutArgs a{x.data(), y.data(), m.data(), nullptr, nullptr, n, p, 0x1234567890abcdefull, 77};
+    dropout_forward_kernels().get(CPU, dt<T>())(a);
+    const uint32_t thr = uint32_t(std::ceil(p * 16777216.0));
+    const T scale = T(1.0 / (1.0 - p));
+    for (int64_t b = 0; b < (n + 3) / 4; ++b) {
+      U4 w = philox_block(a.seed, a.base + b);
+      for (int k = 0; k < 4 && 4 * b + k < n; ++k) {
+        int64_t i = 4 * b + k;
+        uint8_t keep = (w.w[k] >> 8) >= thr;
+        me[i] = keep;
+        ye[i] = mul_rn(x[i], mul_rn(T(keep), scale));
+      }
+    }
+    check("dropout mask", m, me);
+    check("dropout y", y, ye);
+    // also vs Generator::block
+    auto blk = Generator::block(a.seed, a.base, 5);
+    U4 w = philox_block(a.seed, a.base + 5);
+    if (blk[0] != w.w[0] || blk[3] != w.w[3]) {
+      printf("FAIL philox vs Generator::block\n");
+      ++failures;
+    }
+  }
+}
+
+void test_copy_edges() {
+  std::vector<double> v = {256.0, 300.7, -1.5, -300.2, 3e9 + 7, -3e9, 1e19, -1e19, NAN, INFINITY, 255.9, 9.3e18};
+  std::vector<uint8_t> u(v.size());
+  std::vector<int64_t> l(v.size());
+  CopyArgs a{};
+  a.ndim = 1;
+  a.shape[0] = int64_t(v.size());
+  a.in_strides[0] = 1;
+  a.out_strides[0] = 1;
+  a.in = v.data();
+  a.in_dtype = DType::f64;
+  a.out = u.data();
+  a.out_dtype = DType::u8;
+  copy_kernels().get(CPU, DType::f64)(a);
+  a.out = l.data();
+  a.out_dtype = DType::i64;
+  copy_kernels().get(CPU, DType::f64)(a);
+  for (size_t i = 0; i < v.size(); ++i) {
+    // emulation of the GPU rules
+    double x = v[i];
+    long long e64 = (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (long long)x : (long long)(1ull << 63);
+    int e32 = (x > -2147483649.0 && x < 2147483648.0) ? int(x) : int(0x80000000u);
+    uint8_t e8 = uint8_t(unsigned(e32) & 0xffu);
+    bool ok = e64 == l[i] && e8 == u[i];
+    if (!ok) ++failures;
+    printf("%s copy f64 %.6g -> u8 cpu %u emu %u ; i64 cpu %lld emu %lld\n", ok ? "ok  " : "FAIL", x, u[i], e8,
+           (long long)l[i], e64);
+  }
+}
+
+int main() {
+  ensure_kernels_registered();
+  test_elementwise<float>();
+  test_elementwise<double>();
+  test_optim<float>();
+  test_optim<double>();
+  test_sigmoid_gelu<float>();
+  test_sigmoid_gelu<double>();
+  test_layer_norm<float>();
+  test_layer_norm<double>();
+  test_softmax<float>();
+  test_softmax<double>();
+  test_masked_softmax<float>();
+  test_masked_softmax<double>();
+  test_upsample<float>();
+  test_upsample<double>();
+  test_pixel_ce<float>();
+  test_pixel_ce<double>();
+  test_dropout<float>();
+  test_dropout<double>();
+  test_copy_edges();
+  printf("%d failures\n", failures);
+  return failures != 0;
+}

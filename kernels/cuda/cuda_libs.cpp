@@ -1,0 +1,92 @@
+// cuda_libs.cpp — cuBLAS/cuDNN error messages and the per-(thread, device) handle pool
+// (see cuda_libs.h).
+#include "kernels/cuda/cuda_libs.h"
+
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_stream.h"
+
+namespace oomlab::cuda {
+
+void throw_cublas_error(cublasStatus_t st, const char* stmt, const char* file, int line) {
+  throw DeviceError(str_cat("cuBLAS error '", cublasGetStatusString(st), "' (", int(st), ") in ", stmt, " at ",
+                            file, ":", line));
+}
+
+void throw_cudnn_error(cudnnStatus_t st, const char* stmt, const char* file, int line) {
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof(detail));   // cuDNN 9: the most recent error's details
+  throw DeviceError(str_cat("cuDNN error '", cudnnGetErrorString(st), "' (", int(st), ") in ", stmt, " at ",
+                            file, ":", line, detail[0] ? ": " : "", detail));
+}
+
+namespace {
+// Free handles per device; leaked on purpose (see header).
+template <class H> struct Pool {
+  std::mutex mu;
+  std::vector<std::vector<H>> free_by_device;
+  bool take(int device, H* out) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (size_t(device) >= free_by_device.size() || free_by_device[size_t(device)].empty()) return false;
+    *out = free_by_device[size_t(device)].back();
+    free_by_device[size_t(device)].pop_back();
+    return true;
+  }
+  void give(int device, H h) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (size_t(device) >= free_by_device.size()) free_by_device.resize(size_t(device) + 1);
+    free_by_device[size_t(device)].push_back(h);
+  }
+};
+Pool<cublasHandle_t>& blas_pool() { static auto* p = new Pool<cublasHandle_t>; return *p; }
+Pool<cudnnHandle_t>& dnn_pool() { static auto* p = new Pool<cudnnHandle_t>; return *p; }
+
+// The handles this thread holds, by device; returned to the pools at thread exit.
+struct ThreadHandles {
+  std::vector<cublasHandle_t> blas;
+  std::vector<cudnnHandle_t> dnn;
+  ~ThreadHandles() {
+    for (size_t d = 0; d < blas.size(); ++d)
+      if (blas[d]) blas_pool().give(int(d), blas[d]);
+    for (size_t d = 0; d < dnn.size(); ++d)
+      if (dnn[d]) dnn_pool().give(int(d), dnn[d]);
+  }
+};
+thread_local ThreadHandles t_handles;
+}  // namespace
+
+cublasHandle_t cublas_handle(int device) {
+  OOMLAB_ASSERT(device >= 0);
+  auto& v = t_handles.blas;
+  if (v.size() <= size_t(device)) v.resize(size_t(device) + 1, nullptr);
+  cublasHandle_t& h = v[size_t(device)];
+  if (!h && !blas_pool().take(device, &h)) {
+    cublasHandle_t fresh = nullptr;
+    CUBLAS_CHECK(cublasCreate(&fresh));
+    h = fresh;
+    // The compute type of each call decides TF32 (cuda_settings.h); the handle stays at
+    // the default math mode.
+    CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+  }
+  CUBLAS_CHECK(cublasSetStream(h, compute_stream(device)));
+  return h;
+}
+
+cudnnHandle_t cudnn_handle(int device) {
+  OOMLAB_ASSERT(device >= 0);
+  auto& v = t_handles.dnn;
+  if (v.size() <= size_t(device)) v.resize(size_t(device) + 1, nullptr);
+  cudnnHandle_t& h = v[size_t(device)];
+  if (!h && !dnn_pool().take(device, &h)) {
+    cudnnHandle_t fresh = nullptr;
+    CUDNN_CHECK(cudnnCreate(&fresh));
+    h = fresh;
+  }
+  CUDNN_CHECK(cudnnSetStream(h, compute_stream(device)));
+  return h;
+}
+
+}  // namespace oomlab::cuda

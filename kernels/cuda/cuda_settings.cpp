@@ -1,0 +1,52 @@
+// cuda_settings.cpp — storage of the CUDA dense-kernel switches (see cuda_settings.h):
+// atomics initialised once from the environment, then changed only by the setters.
+#include "kernels/cuda/cuda_settings.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace oomlab {
+namespace {
+bool env_flag(const char* name, bool dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  return std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 && std::strcmp(v, "off") != 0;
+}
+
+size_t env_size(const char* name, size_t dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  return (end && *end == '\0') ? size_t(n) : dflt;   // malformed: keep the default
+}
+
+struct Settings {
+  std::atomic<bool> matmul_tf32{env_flag("OOMLAB_MATMUL_TF32", false)};
+  std::atomic<bool> cudnn_tf32{env_flag("OOMLAB_CUDNN_TF32", true)};
+  std::atomic<bool> benchmark{env_flag("OOMLAB_CUDNN_BENCHMARK", false)};
+  std::atomic<size_t> ws_limit{env_size("OOMLAB_CUDNN_WORKSPACE_LIMIT", SIZE_MAX)};
+};
+
+Settings& settings() {
+  static Settings s;
+  return s;
+}
+}  // namespace
+
+void set_cuda_allow_tf32(bool matmul, bool cudnn) {
+  settings().matmul_tf32.store(matmul);
+  settings().cudnn_tf32.store(cudnn);
+}
+bool cuda_matmul_allow_tf32() { return settings().matmul_tf32.load(); }
+bool cudnn_allow_tf32() { return settings().cudnn_tf32.load(); }
+
+void set_cudnn_benchmark(bool on) { settings().benchmark.store(on); }
+bool cudnn_benchmark() { return settings().benchmark.load(); }
+
+void set_cudnn_workspace_limit(size_t bytes) { settings().ws_limit.store(bytes); }
+size_t cudnn_workspace_limit() { return settings().ws_limit.load(); }
+
+}  // namespace oomlab

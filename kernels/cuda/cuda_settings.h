@@ -1,0 +1,36 @@
+// cuda_settings.h — process-wide numerics/autotuning switches of the CUDA dense kernels,
+// with PyTorch's defaults and names:
+//   * matmul TF32 (torch.backends.cuda.matmul.allow_tf32): default false — float32 GEMMs
+//     use CUBLAS_COMPUTE_32F (strict fp32); true selects CUBLAS_COMPUTE_32F_FAST_TF32;
+//   * cuDNN TF32 (torch.backends.cudnn.allow_tf32): default true — float32 convolutions
+//     may use TF32 tensor cores (CUDNN_DEFAULT_MATH); false restricts them to
+//     CUDNN_FMA_MATH;
+//   * cuDNN benchmark (torch.backends.cudnn.benchmark): default false — algorithms come
+//     from cuDNN's heuristics; true runs cudnnFind*AlgorithmEx once per shape (autotune);
+//   * cuDNN workspace limit: the largest workspace (bytes) a convolution algorithm may
+//     use; default unlimited (SIZE_MAX). Algorithms over the limit are skipped.
+// Initial values may be overridden by the environment (read once, at first use):
+// OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1,
+// OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>. Setters are thread-safe (atomics); cached
+// convolution plans are keyed by these settings, so a change applies to the next call.
+// This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
+#pragma once
+#include <cstddef>
+
+namespace oomlab {
+
+void set_cuda_allow_tf32(bool matmul, bool cudnn);
+bool cuda_matmul_allow_tf32();
+bool cudnn_allow_tf32();
+
+void set_cudnn_benchmark(bool on);
+bool cudnn_benchmark();
+
+void set_cudnn_workspace_limit(size_t bytes);   // SIZE_MAX = unlimited
+size_t cudnn_workspace_limit();
+
+// Drops the cached convolution plans (descriptors + chosen algorithms) of every device
+// (defined in conv_cudnn.cpp). The next convolution of each shape selects again.
+void clear_cudnn_plan_cache();
+
+}  // namespace oomlab

@@ -1,0 +1,212 @@
+// transformer.cu — CUDA kernels for embedding (forward, backward) and layer_norm (forward,
+// backward) of engine/ops/transformer_kernels.h, in float32, float64, float16, bfloat16.
+// embedding forward: a gather (ids out of [0, V) give zeros). embedding backward is
+// deterministic and sort-free, with no atomics and no scratch memory: dweight is zeroed,
+// then the block of the first position n holding a vocabulary row id sums dout[m, :] over
+// all m >= n with ids[m] == id in increasing m (positions compacted per 256-id chunk in
+// shared memory) and writes the row once. Float32/float64 accumulate in T in the CPU's
+// order, so dweight is bit-identical to the CPU's; half types accumulate in float. Cost
+// grows as N^2 / 256 id reads (the first-occurrence scans) plus N * H gradient reads.
+// layer_norm forward: 8 threads per row, mean and variance as the CPU's 8-lane double sums
+// (bit-identical statistics and y for float32; float64 too up to the GPU's sqrt/division,
+// which are IEEE-rounded). Half types normalise with float statistics and store mean/rstd
+// rounded to x's dtype (the contract); their backward reads those saved statistics.
+// layer_norm backward: dx per row as the CPU (same sums, same order); dweight / dbias per
+// column in double over 8 row segments combined in order — deterministic, equal to the
+// CPU's sequential double sum after rounding except in rare ties.
+#include "engine/ops/transformer_kernels.h"
+#include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/cuda/row_lanes.cuh"
+
+namespace oomlab {
+namespace {
+using namespace cuda;
+
+// ---- embedding ------------------------------------------------------------------------
+template <class T>
+__global__ void embedding_fwd_kernel(const T* w, const int64_t* ids, T* out, int64_t N, int64_t V, int64_t H) {
+  for (int64_t i = gtid(); i < N * H; i += gstride()) {
+    const int64_t n = i / H, c = i - n * H, id = ids[n];
+    out[i] = (id >= 0 && id < V) ? w[id * H + c] : st<T>(0);
+  }
+}
+
+constexpr int kEmbThreads = 256;  // 8 warps: one chunk of 256 positions per compaction
+template <class T> __global__ void embedding_bwd_kernel(const int64_t* ids, const T* g, T* dw, int64_t N, int64_t V,
+                                                        int64_t H, int64_t pad) {
+  __shared__ int64_t pos[kEmbThreads];
+  __shared__ int warp_cnt[kEmbThreads / 32];
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const int64_t id = ids[n];
+    if (id < 0 || id >= V || id == pad) continue;  // block-uniform
+    bool earlier = false;                          // does a position before n hold id?
+    for (int64_t m0 = 0; m0 < n && !earlier; m0 += kEmbThreads) {
+      const int64_t m = m0 + tid;
+      earlier = __syncthreads_or(m < n && ids[m] == id) != 0;
+    }
+    if (earlier) continue;
+    for (int64_t c0 = 0; c0 < H; c0 += kEmbThreads) {
+      const int64_t c = c0 + tid;
+      compute_t<T> s = 0;
+      for (int64_t m0 = n; m0 < N; m0 += kEmbThreads) {
+        const int64_t m = m0 + tid;
+        const bool match = m < N && ids[m] == id;
+        const unsigned ballot = __ballot_sync(0xffffffffu, match);
+        if (lane == 0) warp_cnt[warp] = __popc(ballot);
+        __syncthreads();
+        int off = 0, total = 0;
+        for (int w = 0; w < kEmbThreads / 32; ++w) {
+          off += w < warp ? warp_cnt[w] : 0;
+          total += warp_cnt[w];
+        }
+        if (match) pos[off + __popc(ballot & ((1u << lane) - 1u))] = m;
+        __syncthreads();
+        if (c < H)
+          for (int q = 0; q < total; ++q) s = add_rn(s, ld(g[pos[q] * H + c]));
+        __syncthreads();
+      }
+      if (c < H) dw[id * H + c] = st<T>(s);
+    }
+  }
+}
+
+template <class T> void embedding_forward_cuda(const EmbeddingArgs& a) {
+  if (a.N * a.H == 0) return;
+  const Launch L(a.out, "embedding");
+  embedding_fwd_kernel<T><<<grid_for(a.N * a.H), kThreads, 0, L.stream>>>(static_cast<const T*>(a.weight), a.ids,
+                                                                          static_cast<T*>(a.out), a.N, a.V, a.H);
+  CUDA_LAUNCH_CHECK();
+}
+template <class T> void embedding_backward_cuda(const EmbeddingArgs& a) {
+  if (a.V * a.H == 0) return;
+  const Launch L(a.dweight, "embedding_backward");
+  CUDA_CHECK(cudaMemsetAsync(a.dweight, 0, size_t(a.V * a.H) * sizeof(T), L.stream));
+  if (a.N == 0) return;
+  const int blocks = int(std::min<int64_t>(a.N, 16384));
+  embedding_bwd_kernel<T><<<blocks, kEmbThreads, 0, L.stream>>>(
+      a.ids, static_cast<const T*>(a.dout), static_cast<T*>(a.dweight), a.N, a.V, a.H, a.padding_idx);
+  CUDA_LAUNCH_CHECK();
+}
+
+// ---- layer_norm -------------------------------------------------------------------------
+template <class T> __global__ void layer_norm_fwd_kernel(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd,
+                                                         int64_t rows, int64_t H, double eps) {
+  using C = compute_t<T>;
+  for_each_row_group(rows, [&](int64_t r, bool valid) {
+    const T* xr = x + r * H;
+    T* yr = y + r * H;
+    double mu = 0.0, var = 0.0;
+    if (H > 0) {
+      mu = lane_sum8(H, [&](double s, int64_t j, bool) { return add_rn(s, double(ld(xr[j]))); }) / double(H);
+      var = lane_sum8(H,
+                      [&](double s, int64_t j, bool fused) {
+                        const double d = double(ld(xr[j])) - mu;
+                        return add_prod(s, d, d, fused);
+                      }) /
+            double(H);
+    }
+    const double rs = 1.0 / sqrt(var + eps);
+    if (!valid) return;
+    if (lane8() == 0) {
+      mean[r] = st<T>(C(mu));
+      rstd[r] = st<T>(C(rs));
+    }
+    const C m = C(mu), s = C(rs);
+    for (int64_t j = lane8(); j < H; j += kLanes) {
+      const C wj = w ? ld(w[j]) : C(1), bj = b ? ld(b[j]) : C(0);
+      yr[j] = st<T>(layer_norm_y(ld(xr[j]), m, s, w ? &wj : nullptr, b ? &bj : nullptr));
+    }
+  });
+}
+
+// dx = rstd * (w*dy - mean(w*dy) - xhat * mean(w*dy * xhat)), per row.
+template <class T> __global__ void layer_norm_dx_kernel(const T* x, const T* w, const T* mean, const T* rstd,
+                                                        const T* dy, T* dx, int64_t rows, int64_t H) {
+  using C = compute_t<T>;
+  for_each_row_group(rows, [&](int64_t r, bool valid) {
+    const T* xr = x + r * H;
+    const T* gr = dy + r * H;
+    const C m = ld(mean[r]), s = ld(rstd[r]);
+    auto wdy = [&](int64_t j) { return w ? mul_rn(ld(gr[j]), ld(w[j])) : ld(gr[j]); };
+    const double sum_g = lane_sum8(H, [&](double acc, int64_t j, bool) { return add_rn(acc, double(wdy(j))); });
+    const double sum_gx = lane_sum8(H, [&](double acc, int64_t j, bool fused) {
+      return add_prod(acc, double(wdy(j)), double(mul_rn(sub_rn(ld(xr[j]), m), s)), fused);
+    });
+    const C ma = C(sum_g / double(H)), mb = C(sum_gx / double(H));
+    if (!valid) return;
+    for (int64_t j = lane8(); j < H; j += kLanes) dx[r * H + j] = st<T>(layer_norm_dx(wdy(j), ld(xr[j]), m, s, ma, mb));
+  });
+}
+
+// dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: block = 32 columns x 8 row segments.
+template <class T> __global__ void layer_norm_dwb_kernel(const T* x, const T* mean, const T* rstd, const T* dy, T* dw,
+                                                         T* db, int64_t rows, int64_t H) {
+  using C = compute_t<T>;
+  __shared__ double part_w[8][32], part_b[8][32];
+  const int lane = int(threadIdx.x & 31), seg = int(threadIdx.x >> 5);
+  const int64_t per = (rows + 7) / 8, r0 = seg * per, r1 = r0 + per < rows ? r0 + per : rows;
+  for (int64_t c0 = int64_t(blockIdx.x) * 32; c0 < H; c0 += int64_t(gridDim.x) * 32) {
+    const int64_t c = c0 + lane;
+    double aw = 0.0, ab = 0.0;
+    if (c < H)
+      for (int64_t r = r0; r < r1; ++r) {
+        const C g = ld(dy[r * H + c]), xhat = mul_rn(sub_rn(ld(x[r * H + c]), ld(mean[r])), ld(rstd[r]));
+        if constexpr (std::is_same_v<C, double>)
+          aw = fma_rn(g, xhat, aw);  // fused on the CPU too
+        else
+          aw += double(mul_rn(g, xhat));
+        ab += double(g);
+      }
+    part_w[seg][lane] = aw;
+    part_b[seg][lane] = ab;
+    __syncthreads();
+    if (seg == 0 && c < H) {
+      double tw = 0.0, tb = 0.0;
+      for (int k = 0; k < 8; ++k) {
+        tw += part_w[k][lane];
+        tb += part_b[k][lane];
+      }
+      if (dw) dw[c] = st<T>(C(tw));
+      if (db) db[c] = st<T>(C(tb));
+    }
+    __syncthreads();
+  }
+}
+
+template <class T> void layer_norm_forward_cuda(const LayerNormArgs& a) {
+  if (a.rows == 0) return;
+  const Launch L(a.y, "layer_norm");
+  layer_norm_fwd_kernel<T><<<row_grid(a.rows), kThreads, 0, L.stream>>>(
+      static_cast<const T*>(a.x), static_cast<const T*>(a.weight), static_cast<const T*>(a.bias), static_cast<T*>(a.y),
+      static_cast<T*>(a.mean), static_cast<T*>(a.rstd), a.rows, a.H, a.eps);
+  CUDA_LAUNCH_CHECK();
+}
+template <class T> void layer_norm_backward_cuda(const LayerNormArgs& a) {
+  const Launch L(a.dy, "layer_norm_backward");
+  const T* x = static_cast<const T*>(a.x);
+  const T* mean = static_cast<const T*>(a.mean);
+  const T* rstd = static_cast<const T*>(a.rstd);
+  const T* dy = static_cast<const T*>(a.dy);
+  if (a.dx && a.rows > 0 && a.H > 0) {
+    layer_norm_dx_kernel<T><<<row_grid(a.rows), kThreads, 0, L.stream>>>(x, static_cast<const T*>(a.weight), mean, rstd,
+                                                                         dy, static_cast<T*>(a.dx), a.rows, a.H);
+    CUDA_LAUNCH_CHECK();
+  }
+  if ((a.dweight || a.dbias) && a.H > 0) {
+    const int blocks = int(std::min<int64_t>((a.H + 31) / 32, 65535));
+    layer_norm_dwb_kernel<T><<<blocks, kThreads, 0, L.stream>>>(x, mean, rstd, dy, static_cast<T*>(a.dweight),
+                                                                static_cast<T*>(a.dbias), a.rows, a.H);
+    CUDA_LAUNCH_CHECK();
+  }
+}
+}  // namespace
+
+void register_transformer_cuda_kernels() {
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(embedding_forward_kernels(), embedding_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(embedding_backward_kernels(), embedding_backward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(layer_norm_forward_kernels(), layer_norm_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(layer_norm_backward_kernels(), layer_norm_backward_cuda);
+}
+
+}  // namespace oomlab

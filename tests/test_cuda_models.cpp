@@ -1,0 +1,279 @@
+// test_cuda_models.cpp — whole models and the trainer on cuda:0 against the CPU and meta:
+//  * one training step of every zoo model (small inputs): same init, loss, parameter
+//    gradients, buffers (BN stats) and updated parameters as the same step on the CPU;
+//  * the allocator trace of two steps on cuda equals the meta trace (action, size,
+//    layer/phase frame) apart from allocations tagged "workspace" (cuDNN/cuBLAS scratch);
+//    the peak lies between meta's and meta's plus the workspace peak;
+//  * train() end to end (eval, argmax counting, item(), results JSON) against the CPU, an
+//    emulated --device-memory cap raising OutOfMemoryError, and checkpoint save/resume
+//    on cuda with the checkpoint also resuming on the CPU.
+// Float32 runs strict (no TF32) unless OOMLAB_MATMUL_TF32/OOMLAB_CUDNN_TF32=1 are set.
+// Every test GTEST_SKIPs with the reason when no CUDA device is usable.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "cuda_test_util.h"
+#include "engine/data/dataloader.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/train_step.h"
+#include "engine/train/trainer.h"
+#include "models/model_zoo.h"
+
+using namespace oomlab;
+using namespace oomlab::testing;
+namespace fs = std::filesystem;
+
+namespace {
+struct ZooSetup { ModelConfig cfg; int64_t batch; };
+
+ZooSetup zoo_setup(const std::string& name, Device dev) {
+  ZooSetup s{default_model_config(name), 4};
+  s.cfg.device = dev;
+  if (model_input_kind(name) == InputKind::tokens) {
+    s.cfg.vocab_size = 1000;
+    s.cfg.seq_len = 16;
+  } else if (model_task_kind(name) == TaskKind::segmentation) {
+    s.cfg.height = s.cfg.width = 32;
+    s.batch = 2;
+  } else {
+    s.cfg.num_classes = 10;
+    const bool vgg = name.rfind("vgg", 0) == 0;
+    if (s.cfg.height > 64) s.cfg.height = s.cfg.width = vgg ? 32 : 64;   // resnets: BN needs some spatial extent
+    if (vgg) s.batch = 2;
+  }
+  return s;
+}
+
+HostBatch make_batch(const std::string& name, const ModelConfig& c, int64_t n, uint64_t seed) {
+  HostBatch b;
+  b.n = n;
+  b.shape = model_input_shape(name, c, n);
+  const int64_t K = c.num_classes;
+  if (model_input_kind(name) == InputKind::tokens) {
+    b.input_dtype = DType::i64;
+    b.tokens = random_ints(shape_numel(b.shape), 1, c.vocab_size, seed);
+    for (int64_t t = b.shape[1] - 3; t < b.shape[1]; ++t) b.tokens[size_t(b.shape[1] + t)] = 0;   // row 1 padded
+  } else {
+    Generator g{seed, 0};
+    b.images.resize(size_t(shape_numel(b.shape)));
+    for (float& x : b.images) x = float(2.0 * g.next_unit() - 1.0);
+  }
+  if (model_task_kind(name) == TaskKind::segmentation) {
+    b.target_shape = {n, b.shape[2], b.shape[3]};
+    b.masks = random_ints(shape_numel(b.target_shape), 0, K, seed + 1);
+  } else {
+    b.target_shape = {n};
+    b.labels = random_ints(n, 0, K, seed + 1);
+  }
+  return b;
+}
+
+std::unique_ptr<Optimizer> sgd_for(nn::Module& m) {
+  ParamGroup g;
+  g.params = m.named_parameters();
+  g.lr = 0.01;
+  g.momentum = 0.9;
+  return make_optimizer("sgd", {g});
+}
+
+std::string gtest_name(std::string s) {
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
+const double kGradNmse = tf32_enabled() ? 1e-3 : 1e-6;
+const double kParamNmse = tf32_enabled() ? 1e-8 : 1e-10;
+}  // namespace
+
+class CudaZoo : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaZoo, TrainingStepMatchesCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  const std::string name = GetParam();
+  reset_allocators();
+  ZooSetup cs = zoo_setup(name, cpu_device()), gs = zoo_setup(name, cuda0());
+  nn::ModulePtr cm = build_model(name, cs.cfg), gm = build_model(name, gs.cfg);
+  nn::NamedTensors cstate = cm->state_dict(), gstate = gm->state_dict();
+  ASSERT_EQ(cstate.size(), gstate.size());
+  for (size_t i = 0; i < cstate.size(); ++i)   // init draws on the host: identical on every device
+    EXPECT_EQ(values(gstate[i].second), values(cstate[i].second)) << "init of " << cstate[i].first;
+  gm->load_state_dict(cstate);
+  auto copt = sgd_for(*cm), gopt = sgd_for(*gm);
+  HostBatch b = make_batch(name, cs.cfg, cs.batch, 42);
+  manual_seed(5);
+  StepOutput co = train_step(*cm, *copt, batch_input_to_device(b, cpu_device()), batch_target_to_device(b, cpu_device()));
+  manual_seed(5);
+  StepOutput go = train_step(*gm, *gopt, batch_input_to_device(b, cuda0()), batch_target_to_device(b, cuda0()));
+  const double cl = co.loss.item(), gl = go.loss.item();
+  EXPECT_NEAR(gl, cl, 1e-4 * std::max(1.0, std::fabs(cl))) << name << " loss";
+  const int64_t scored = b.n * std::max<int64_t>(1, shape_numel(b.target_shape) / b.n);
+  EXPECT_LE(std::abs(go.correct - co.correct), std::max<int64_t>(1, scored / 500)) << name << " argmax hits";
+  auto cp = cm->named_parameters(), gp = gm->named_parameters();
+  ASSERT_EQ(cp.size(), gp.size());
+  for (size_t i = 0; i < cp.size(); ++i) {
+    SCOPED_TRACE(cp[i].first);
+    ASSERT_EQ(cp[i].second.grad().defined(), gp[i].second.grad().defined());
+    if (cp[i].second.grad().defined()) {
+      EXPECT_TRUE(nmse_below(values(gp[i].second.grad()), values(cp[i].second.grad()), kGradNmse)) << "grad";
+    }
+    EXPECT_TRUE(nmse_below(values(gp[i].second), values(cp[i].second), kParamNmse)) << "updated parameter";
+  }
+  auto cb = cm->named_buffers(), gb = gm->named_buffers();
+  ASSERT_EQ(cb.size(), gb.size());
+  for (size_t i = 0; i < cb.size(); ++i) {
+    SCOPED_TRACE(cb[i].first);
+    if (cb[i].second.dtype() == DType::i64) EXPECT_EQ(values(gb[i].second), values(cb[i].second));
+    else EXPECT_TRUE(nmse_below(values(gb[i].second), values(cb[i].second), kGradNmse));
+  }
+}
+
+namespace {
+struct Recorded { std::vector<TraceEvent> trace; std::map<std::string, int64_t> stats; };
+
+Recorded record_steps(const std::string& name, Device dev) {
+  reset_allocators();
+  CachingAllocator& al = allocator_for(dev);
+  al.record_history(true);
+  {
+    ZooSetup s = zoo_setup(name, dev);
+    nn::ModulePtr m = build_model(name, s.cfg);
+    auto opt = sgd_for(*m);
+    for (int step = 0; step < 2; ++step) {
+      HostBatch b = make_batch(name, s.cfg, s.batch, 10 + step);
+      manual_seed(7);
+      train_step(*m, *opt, batch_input_to_device(b, dev), batch_target_to_device(b, dev));
+    }
+  }
+  Recorded r{al.trace(), al.stats()};
+  al.record_history(false);
+  return r;
+}
+
+std::vector<TraceEvent> without(const std::vector<TraceEvent>& t, bool drop_segments) {
+  std::vector<TraceEvent> out;
+  for (const TraceEvent& e : t) {
+    if (e.tag == "workspace") continue;
+    if (drop_segments && (e.action == "segment_alloc" || e.action == "segment_free")) continue;
+    out.push_back(e);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_P(CudaZoo, AllocatorTraceEqualsMetaApartFromWorkspace) {
+  OOMLAB_REQUIRE_CUDA();
+  const std::string name = GetParam();
+  Recorded meta = record_steps(name, meta_device());
+  Recorded cuda = record_steps(name, cuda0());
+  reset_allocators();
+  const int64_t ws_peak = cuda.stats.at("workspace_bytes.all.peak");
+  // Workspace blocks share the pools, so they can change segment reuse: segments are
+  // compared only when no workspace was allocated.
+  const bool ws = ws_peak > 0 || std::any_of(cuda.trace.begin(), cuda.trace.end(), [](auto& e) { return e.tag == "workspace"; });
+  std::vector<TraceEvent> m = without(meta.trace, ws), c = without(cuda.trace, ws);
+  ASSERT_GT(m.size(), 10u);
+  for (size_t i = 0; i < std::min(m.size(), c.size()); ++i) {
+    ASSERT_EQ(c[i].action, m[i].action) << name << " event " << i << " (" << m[i].frame << ")";
+    ASSERT_EQ(c[i].size, m[i].size) << name << " event " << i << " (" << m[i].frame << ")";
+    ASSERT_EQ(c[i].frame, m[i].frame) << name << " event " << i;
+  }
+  ASSERT_EQ(c.size(), m.size()) << name;
+  const int64_t mp = meta.stats.at("allocated_bytes.all.peak"), cp = cuda.stats.at("allocated_bytes.all.peak");
+  EXPECT_LE(mp, cp) << name;
+  EXPECT_LE(cp, mp + ws_peak) << name;
+  if (!ws) {
+    EXPECT_EQ(cuda.stats, meta.stats) << name;
+  }
+  std::printf("[   INFO   ] %s: peak %lld bytes (meta %lld), workspace peak %lld\n", name.c_str(), (long long)cp,
+              (long long)mp, (long long)ws_peak);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CudaZoo, ::testing::ValuesIn(model_names()),
+                         [](const auto& info) { return gtest_name(info.param); });
+
+// ---- the trainer ------------------------------------------------------------------------
+namespace {
+TrainConfig small_run(const std::string& model, const std::string& dataset) {
+  TrainConfig c;
+  c.model = model;
+  c.dataset = dataset;
+  c.synthetic_size = 64;
+  c.batch = 16;
+  c.steps = 3;
+  c.eval_batches = 1;
+  c.quiet = true;
+  c.log_every = 0;
+  c.seed = 3;
+  c.lr = 0.05;
+  if (dataset == "synthetic-seg") { c.input = {3, 32, 32}; c.batch = 4; c.num_classes = 3; }
+  return c;
+}
+
+void expect_close_histories(const nlohmann::json& got, const nlohmann::json& want, double rel) {
+  const auto& g = got["metrics"]["history"]["train_loss"];
+  const auto& w = want["metrics"]["history"]["train_loss"];
+  ASSERT_EQ(g.size(), w.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    EXPECT_NEAR(g[i].get<double>(), w[i].get<double>(), rel * std::max(1.0, std::fabs(w[i].get<double>()))) << "step " << i;
+}
+}  // namespace
+
+TEST(CudaTrainer, ShortRunsMatchCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  const std::pair<const char*, const char*> runs[] = {
+      {"mlp", "synthetic"}, {"resnet20", "synthetic"}, {"bert-tiny", "synthetic-seq"}, {"unet-small", "synthetic-seg"}};
+  for (auto [model, dataset] : runs) {
+    SCOPED_TRACE(model);
+    TrainConfig c = small_run(model, dataset);
+    nlohmann::json want = train(c);
+    c.device = cuda0();
+    nlohmann::json got = train(c);
+    EXPECT_EQ(got["context"]["device"], "cuda:0");
+    EXPECT_EQ(got["context"]["cuda_compiled"], true);
+    EXPECT_GT(got["memory"]["allocated_bytes.all.peak"].get<int64_t>(), 0);
+    expect_close_histories(got, want, 1e-3);
+    EXPECT_NEAR(got["metrics"]["final_test_accuracy"].get<double>(), want["metrics"]["final_test_accuracy"].get<double>(), 0.05);
+  }
+  reset_allocators();
+}
+
+TEST(CudaTrainer, DeviceMemoryCapRaisesOutOfMemoryError) {
+  OOMLAB_REQUIRE_CUDA();
+  TrainConfig c = small_run("resnet20", "synthetic");
+  c.device = cuda0();
+  c.device_memory = 1 << 20;
+  std::string msg;
+  try { train(c); } catch (const OutOfMemoryError& e) { msg = e.what(); }
+  ASSERT_FALSE(msg.empty()) << "no OutOfMemoryError with a 1 MiB cap";
+  for (const char* k : {"cuda:0 out of memory", "tried to allocate", "capacity 1.00 MiB", "allocated", "reserved", "free"})
+    EXPECT_NE(msg.find(k), std::string::npos) << k << " missing in: " << msg;
+  reset_allocators();
+}
+
+TEST(CudaTrainer, CheckpointResumesOnCudaAndOnCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  const fs::path dir = fs::temp_directory_path() / ("oomlab_cuda_ckpt_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  TrainConfig c = small_run("mlp", "synthetic");
+  c.steps = 4;
+  c.optimizer = "adam";
+  c.lr = 1e-3;
+  c.ema_decay = 0.9;
+  c.device = cuda0();
+  c.save_dir = dir.string();
+  c.save_every = 2;
+  nlohmann::json full = train(c);
+  ASSERT_TRUE(fs::exists(dir / "step-2" / "model.safetensors"));
+  TrainConfig r = c;
+  r.save_dir.clear();
+  r.resume_dir = (dir / "step-2").string();
+  expect_close_histories(train(r), full, 1e-5);   // resumed on cuda
+  r.device = cpu_device();
+  expect_close_histories(train(r), full, 1e-3);   // the cuda checkpoint resumed on the CPU
+  fs::remove_all(dir);
+  reset_allocators();
+}

@@ -1,0 +1,203 @@
+// test_cuda_parity.cpp — every op through the public op API, forward and backward, on
+// cuda:0 against the CPU reference (ggml test-backend-ops style): one table row per op
+// configuration, run for float32 (required), float64, float16 and bfloat16 (a dtype the
+// CUDA backend does not register yet is printed as a note, not a failure). Inputs are
+// random, rounded to the tested dtype once and given to both sides; the reference runs in
+// float64 (for f64) or float32. Tolerances (tests/cuda_test_util.h): pointwise
+// rtol/atol 1e-5/1e-6 (f32), 2e-3 (f16), 1.6e-2 (bf16); NMSE for reductions, GEMM and
+// convolutions: 1e-10 (f32 strict; 1e-6 with TF32 enabled), 1e-5 (f16), 1e-4 (bf16).
+// Every test GTEST_SKIPs with the reason when no CUDA device is usable (or no CUDA build).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "cuda_test_util.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/batchnorm.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/pool.h"
+#include "engine/ops/transformer_ops.h"
+#include "engine/ops/vision_ops.h"
+
+using namespace oomlab;
+using namespace oomlab::testing;
+
+namespace {
+using V = std::vector<Tensor>;
+constexpr DType f32 = DType::f32, f64 = DType::f64;
+const Metric P = Metric::pointwise, N = Metric::nmse;
+
+OpCase conv_case(const std::string& name, Shape x, Shape w, bool bias, Conv2dParams p) {
+  std::vector<Input> in = {F(x), F(w, true, -0.5, 0.5)};
+  if (bias) in.push_back(F({w[0]}));
+  return {name, in, [=](V& v) { return conv2d(v[0], v[1], bias ? v[2] : Tensor(), p); }, N};
+}
+
+OpCase conv_t_case(const std::string& name, Shape x, Shape w, bool bias, ConvTranspose2dParams p) {
+  std::vector<Input> in = {F(x), F(w, true, -0.5, 0.5)};
+  if (bias) in.push_back(F({w[1] * p.groups}));
+  return {name, in, [=](V& v) { return conv_transpose2d(v[0], v[1], bias ? v[2] : Tensor(), p); }, N};
+}
+
+OpCase pool_case(const std::string& name, Shape x, std::function<Tensor(const Tensor&)> f) {
+  return {name, {F(x)}, [f](V& v) { return f(v[0]); }, N};
+}
+
+std::vector<int64_t> with(std::vector<int64_t> v, std::initializer_list<std::pair<size_t, int64_t>> set) {
+  for (auto [i, x] : set) v[i] = x;
+  return v;
+}
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases = [] {
+    std::vector<OpCase> c;
+    // ---- elementwise ----
+    c.push_back({"add", {F({3, 5, 7}), F({3, 5, 7})}, [](V& v) { return add(v[0], v[1]); }, P});
+    c.push_back({"sub", {F({3, 5, 7}), F({3, 5, 7})}, [](V& v) { return sub(v[0], v[1]); }, P});
+    c.push_back({"mul", {F({1000}), F({1000})}, [](V& v) { return mul(v[0], v[1]); }, P});
+    c.push_back({"scale", {F({4, 33})}, [](V& v) { return scale(v[0], 0.75); }, P});
+    c.push_back({"add_scalar", {F({4, 33})}, [](V& v) { return add_scalar(v[0], 0.5); }, P});
+    c.push_back({"add_inplace", {F({6, 7}), F({6, 7})}, [](V& v) { Tensor y = scale(v[0], 1.0); add_(y, v[1]); return y; }, P});
+    c.push_back({"sum_all", {F({10, 100})}, [](V& v) { return sum_all(v[0]); }, N});
+    c.push_back({"mean_all", {F({7, 129})}, [](V& v) { return mean_all(v[0]); }, N});
+    // ---- activations ----
+    c.push_back({"relu", {F({4, 33})}, [](V& v) { return relu(v[0]); }, P});
+    c.push_back({"relu_inplace", {F({4, 33})}, [](V& v) { Tensor y = scale(v[0], 1.0); return relu_(y); }, P});
+    c.push_back({"dropout_train", {F({8, 129})}, [](V& v) { Generator g{123, 5}; return dropout(v[0], 0.3, true, g); }, P});
+    c.push_back({"dropout_eval", {F({8, 16})}, [](V& v) { Generator g{123, 5}; return dropout(v[0], 0.3, false, g); }, P});
+    c.push_back({"gelu_erf", {F({5, 40}, true, -3, 3)}, [](V& v) { return gelu(v[0]); }, P});
+    c.push_back({"gelu_tanh", {F({5, 40}, true, -3, 3)}, [](V& v) { return gelu(v[0], "tanh"); }, P});
+    c.push_back({"sigmoid", {F({5, 40}, true, -4, 4)}, [](V& v) { return sigmoid(v[0]); }, P});
+    c.push_back({"softmax", {F({6, 37}, true, -3, 3)}, [](V& v) { return softmax(v[0]); }, N});
+    c.push_back({"log_softmax", {F({6, 37}, true, -3, 3)}, [](V& v) { return log_softmax(v[0]); }, N});
+    c.push_back({"softmax_wide", {F({3, 1500}, true, -3, 3)}, [](V& v) { return softmax(v[0]); }, N});
+    // ---- losses ----
+    const auto labels = with(random_ints(8, 0, 10, 5), {{3, kNllIgnoreIndex}});
+    c.push_back({"cross_entropy", {F({8, 10}, true, -2, 2), Idx({8}, labels)}, [](V& v) { return cross_entropy(v[0], v[1]); }, N});
+    c.push_back({"nll_loss", {F({8, 10}, true, -2, 2), Idx({8}, labels)}, [](V& v) { return nll_loss(log_softmax(v[0]), v[1]); }, N});
+    const auto pix = with(random_ints(60, 0, 4, 6), {{0, kNllIgnoreIndex}, {17, kNllIgnoreIndex}});
+    c.push_back({"pixel_cross_entropy", {F({2, 4, 5, 6}, true, -2, 2), Idx({2, 5, 6}, pix)},
+                 [](V& v) { return pixel_cross_entropy(v[0], v[1]); }, N});
+    // ---- GEMM ----
+    c.push_back({"matmul", {F({33, 65}), F({65, 47})}, [](V& v) { return matmul(v[0], v[1]); }, N});
+    c.push_back({"matmul_transposed_a", {F({65, 33}), F({65, 47})}, [](V& v) { return matmul(v[0].transpose(0, 1), v[1]); }, N});
+    c.push_back({"matmul_transposed_b", {F({33, 65}), F({47, 65})}, [](V& v) { return matmul(v[0], v[1].transpose(0, 1)); }, N});
+    c.push_back({"linear_bias", {F({2, 5, 64}), F({48, 64}, true, -0.3, 0.3), F({48})},
+                 [](V& v) { return linear(v[0], v[1], v[2]); }, N});
+    c.push_back({"linear_no_bias", {F({9, 130}), F({7, 130}, true, -0.3, 0.3)}, [](V& v) { return linear(v[0], v[1], Tensor()); }, N});
+    c.push_back({"linear_large", {F({64, 512}), F({384, 512}, true, -0.1, 0.1), F({384})},
+                 [](V& v) { return linear(v[0], v[1], v[2]); }, N});
+    c.push_back({"bmm", {F({3, 17, 24}), F({3, 24, 19})}, [](V& v) { return bmm(v[0], v[1]); }, N});
+    // ---- convolutions (conv2d_forward / backward_data / backward_weight, channel bias) ----
+    c.push_back(conv_case("conv_stem_7x7_s2", {2, 3, 32, 32}, {8, 3, 7, 7}, false, {2, 2, 3, 3, 1, 1, 1}));
+    c.push_back(conv_case("conv_3x3_bias", {2, 8, 12, 12}, {16, 8, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1}));
+    c.push_back(conv_case("conv_3x3_s2", {2, 8, 16, 16}, {16, 8, 3, 3}, false, {2, 2, 1, 1, 1, 1, 1}));
+    c.push_back(conv_case("conv_1x1_groups3_bias", {2, 6, 11, 13}, {9, 2, 1, 1}, true, {1, 1, 0, 0, 1, 1, 3}));
+    c.push_back(conv_case("conv_depthwise", {2, 8, 10, 10}, {8, 1, 3, 3}, false, {1, 1, 1, 1, 1, 1, 8}));
+    c.push_back(conv_case("conv_5x3_dilated", {1, 4, 15, 14}, {6, 4, 5, 3}, true, {1, 2, 4, 2, 2, 2, 1}));
+    c.push_back(conv_case("conv_wide_channels", {2, 64, 8, 8}, {64, 64, 3, 3}, false, {1, 1, 1, 1, 1, 1, 1}));
+    c.push_back(conv_t_case("conv_transpose_2x2_s2", {2, 8, 6, 6}, {8, 4, 2, 2}, true, {2, 0, 0, 1}));
+    c.push_back(conv_t_case("conv_transpose_3x3_s2_outpad", {1, 4, 5, 5}, {4, 3, 3, 3}, false, {2, 1, 1, 1}));
+    // ---- batch norm (running stats are buffers: compared after forward) ----
+    const std::vector<DType> bn_types = {f32, f64, DType::f16, DType::bf16};
+    c.push_back({"batch_norm_train", {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
+                 [](V& v) { return batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5); }, N, bn_types});
+    c.push_back({"batch_norm_eval", {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
+                 [](V& v) { return batch_norm(v[0], v[1], v[2], v[3], v[4], false, 0.1, 1e-5); }, N, bn_types});
+    c.push_back({"batch_norm_2d", {F({16, 10}, true, -2, 3), F({10}, true, 0.5, 1.5), F({10}), Buf({10}, 0, 0.1), Buf({10}, 0.9, 1.1)},
+                 [](V& v) { return batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5); }, N, bn_types});
+    c.push_back({"batch_norm_large_hw", {F({2, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) { return batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5); }, N, bn_types});
+    // ---- pooling ----
+    c.push_back(pool_case("max_pool_3x3_s2_p1", {2, 3, 9, 9}, [](const Tensor& x) { return max_pool2d(x, {3, 3, 2, 2, 1, 1}); }));
+    c.push_back(pool_case("max_pool_2x2", {2, 4, 8, 8}, [](const Tensor& x) { return max_pool2d(x, {2, 2, 2, 2}); }));
+    c.push_back(pool_case("avg_pool_2x2", {2, 4, 8, 8}, [](const Tensor& x) { return avg_pool2d(x, {2, 2, 2, 2}); }));
+    c.push_back(pool_case("avg_pool_3x3_s1_p1", {2, 3, 7, 6}, [](const Tensor& x) { return avg_pool2d(x, {3, 3, 1, 1, 1, 1}); }));
+    c.push_back(pool_case("adaptive_avg_1x1", {2, 5, 7, 7}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 1, 1); }));
+    c.push_back(pool_case("adaptive_avg_7x7", {2, 3, 10, 9}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 7, 7); }));
+    c.push_back(pool_case("adaptive_avg_upsampling", {1, 2, 3, 2}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 7, 7); }));
+    // ---- transformer ops ----
+    auto ids = with(random_ints(21, 0, 50, 7), {{0, 0}, {5, 0}, {6, 13}, {7, 13}, {8, 13}});
+    c.push_back({"embedding_padding_idx", {F({50, 16}), Idx({3, 7}, ids)}, [](V& v) { return embedding(v[0], v[1], 0); }, N});
+    c.push_back({"embedding", {F({50, 16}), Idx({3, 7}, ids)}, [](V& v) { return embedding(v[0], v[1]); }, N});
+    c.push_back({"layer_norm", {F({6, 48}, true, -2, 3), F({48}, true, 0.5, 1.5), F({48})},
+                 [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});
+    c.push_back({"layer_norm_wide", {F({4, 768}, true, -2, 3), F({768}, true, 0.5, 1.5), F({768})},
+                 [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-12); }, N});
+    const std::vector<int64_t> mask = {0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1};
+    const std::vector<int64_t> mask_all = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    c.push_back({"masked_softmax", {F({2, 3, 4, 7}, true, -3, 3), Mask({2, 7}, mask)},
+                 [](V& v) { return masked_softmax(v[0], v[1], 0.5); }, N});
+    c.push_back({"masked_softmax_all_padded_row", {F({2, 2, 3, 7}, true, -3, 3), Mask({2, 7}, mask_all)},
+                 [](V& v) { return masked_softmax(v[0], v[1], 1.0); }, N});
+    c.push_back({"masked_softmax_no_mask", {F({5, 9}, true, -3, 3)}, [](V& v) { return masked_softmax(v[0], Tensor(), 1.0); }, N});
+    c.push_back({"attention", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
+                 [](V& v) { return scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false); }, N});
+    c.push_back({"attention_dropout", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
+                 [](V& v) { Generator g{77, 0}; return scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.2, true, g); }, N});
+    c.push_back({"cat_split", {F({3, 5, 4})}, [](V& v) {
+                   auto p = split(v[0], {2, 3}, 1);
+                   return cat({mul(p[1], p[1]), p[0]}, 1);
+                 }, P});
+    c.push_back({"chunk_cat_dim0", {F({4, 3}), F({2, 3})}, [](V& v) {
+                   auto p = chunk(v[0], 2, 0);
+                   return cat({p[1], v[1], p[0]}, 0);
+                 }, P});
+    // ---- views and casts (copy kernels) ----
+    c.push_back({"permute_contiguous", {F({3, 4, 5}), F({5, 3, 4})}, [](V& v) { return mul(v[0].permute({2, 0, 1}).contiguous(), v[1]); }, P});
+    c.push_back({"narrow_transpose", {F({6, 5})}, [](V& v) { return scale(v[0].transpose(0, 1).narrow(0, 1, 3).contiguous(), 2.0); }, P});
+    c.push_back({"reshape_flatten", {F({2, 3, 4, 5})}, [](V& v) { return scale(v[0].flatten(1).reshape({6, 20}), -1.0); }, P});
+    c.push_back({"cast_to_f64", {F({4, 9})}, [](V& v) { return scale(v[0].to(f64), 1.0); }, P});
+    c.push_back({"cast_to_f32", {F({4, 9})}, [](V& v) { return scale(v[0].to(f32), 1.0); }, P});
+    // ---- vision ----
+    c.push_back({"upsample_nearest", {F({2, 3, 5, 6})}, [](V& v) { return upsample2x(v[0], "nearest"); }, N});
+    c.push_back({"upsample_bilinear", {F({2, 3, 5, 6})}, [](V& v) { return upsample2x(v[0], "bilinear"); }, N});
+    return c;
+  }();
+  return cases;
+}
+
+std::vector<size_t> case_indices() {
+  std::vector<size_t> v(op_cases().size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i;
+  return v;
+}
+}  // namespace
+
+class CudaOpParity : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(CudaOpParity, ForwardBackwardMatchCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  const OpCase& c = op_cases()[GetParam()];
+  for (DType d : c.dtypes) run_op_case(c, d);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaOpParity, ::testing::ValuesIn(case_indices()),
+                         [](const auto& info) { return op_cases()[info.param].name; });
+
+// The op table itself is checked without a GPU: unique gtest-safe names, every case has
+// float32, and the reference side runs (shapes/arguments valid) on the CPU.
+TEST(CudaOpParityTable, CasesAreWellFormedOnCpu) {
+  std::set<std::string> names;
+  for (const OpCase& c : op_cases()) {
+    EXPECT_TRUE(names.insert(c.name).second) << "duplicate case " << c.name;
+    EXPECT_TRUE(std::all_of(c.name.begin(), c.name.end(), [](char ch) { return std::isalnum(uint8_t(ch)) || ch == '_'; }))
+        << c.name;
+    EXPECT_NE(std::find(c.dtypes.begin(), c.dtypes.end(), f32), c.dtypes.end()) << c.name;
+    std::vector<Tensor> in;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      const Input& s = c.inputs[i];
+      if (s.kind == Kind::index) { ASSERT_EQ(int64_t(s.ints.size()), shape_numel(s.shape)) << c.name; in.push_back(Tensor::from_vector_i64(s.ints, s.shape)); }
+      else if (s.kind == Kind::mask) in.push_back(Tensor::from_vector(std::vector<double>(s.ints.begin(), s.ints.end()), s.shape, DType::u8));
+      else { in.push_back(random_tensor(s.shape, s.lo, s.hi, 1000 + i, f32)); if (s.kind == Kind::floating && s.grad) in.back().set_requires_grad(true); }
+    }
+    Tensor y;
+    ASSERT_NO_THROW(y = c.fn(in)) << c.name;
+    EXPECT_GT(y.numel(), 0) << c.name;
+  }
+}

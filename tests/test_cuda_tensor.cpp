@@ -1,0 +1,258 @@
+// test_cuda_tensor.cpp — the CUDA backend around the op kernels, against the CPU:
+//  * availability: the skip reason is one clear line (runs without a GPU too);
+//  * copies: host<->device round trips bit-exact, every dtype->dtype cast equal to the
+//    CPU's bit for bit (NaN, inf, out-of-range and rounding included), strided copies;
+//  * host access on cuda tensors: factories, fill_, item(), to_vector, from_vector*;
+//  * argmax counting (count_correct, count_task_correct with a confusion matrix);
+//  * optimizers (SGD momentum/nesterov/weight decay, Adam, AdamW) and WeightEma over
+//    several steps;
+//  * capacity emulation: OutOfMemoryError naming requested/capacity/free/allocated/reserved.
+// Everything that needs a device GTEST_SKIPs with the reason when none is usable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cuda_test_util.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/loss.h"
+#include "engine/optim/ema.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/train_step.h"
+
+using namespace oomlab;
+using namespace oomlab::testing;
+
+namespace {
+const DType kAll[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::u8};
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  Tensor x = to_host(a).contiguous(), y = to_host(b).contiguous();
+  return x.dtype() == y.dtype() && x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+}
+
+// Values that exercise every conversion rule: rounding, ties, denormals, overflow, NaN, inf,
+// negative and out-of-range integers.
+std::vector<double> special_values() {
+  const double inf = std::numeric_limits<double>::infinity();
+  return {0.0, -0.0, 1.0, -1.5, 2.5, 3.5, 1.0 / 3.0, 255.0, 256.0, 300.7, -3.2, 65504.0, 65520.0, 1e10, -1e10,
+          1e-8, 6e-8, 1e-40, 3.4e38, 1e300, inf, -inf, std::nan(""), 9.3e18, -9.3e18, 0.1, 1e-3, 123456.789};
+}
+}  // namespace
+
+TEST(CudaAvailability, ReasonIsOneClearLine) {
+  std::string why;
+  const bool ok = cuda_available(&why);
+  if (ok) { EXPECT_TRUE(why.empty()); return; }
+  EXPECT_FALSE(why.empty());
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  if (!built_with_cuda()) EXPECT_NE(why.find("no CUDA backend"), std::string::npos) << why;
+  else EXPECT_NE(why.find("no usable"), std::string::npos) << why;
+  // Allocating on cuda raises a typed DeviceError (never a crash), whatever the build.
+  EXPECT_THROW(Tensor::empty({4}, DType::f32, cuda0()), DeviceError);
+}
+
+TEST(CudaTensor, HostDeviceRoundTripIsBitExact) {
+  OOMLAB_REQUIRE_CUDA();
+  for (DType t : kAll) {
+    SCOPED_TRACE(dtype_name(t));
+    std::vector<double> v = special_values();
+    if (t == DType::i64 || t == DType::u8)
+      for (double& x : v) x = std::isfinite(x) ? std::fmod(std::trunc(x), 100.0) + 100.0 : 7.0;
+    Tensor h = Tensor::from_vector(v, {int64_t(v.size())}, t);
+    Tensor d = to_device(h, cuda0());
+    EXPECT_EQ(d.device(), cuda0());
+    EXPECT_TRUE(same_bytes(to_host(d), h));
+    EXPECT_TRUE(same_bytes(d.clone(), h));   // device -> device copy
+  }
+}
+
+TEST(CudaTensor, EveryCastMatchesCpuBitForBit) {
+  OOMLAB_REQUIRE_CUDA();
+  const std::vector<double> v = special_values();
+  for (DType src : kAll)
+    for (DType dst : kAll) {
+      SCOPED_TRACE(std::string(dtype_name(src)) + " -> " + dtype_name(dst));
+      std::vector<double> in = v;
+      if (src == DType::i64 || src == DType::u8)
+        for (double& x : in) x = std::isfinite(x) ? std::fmod(std::trunc(x), 200.0) : -5.0;
+      if (src == DType::u8)
+        for (double& x : in) x = std::fabs(x);
+      Tensor h = Tensor::from_vector(in, {int64_t(in.size())}, src);
+      Tensor want = h.to(dst);
+      Tensor got = to_device(h, cuda0()).to(dst);
+      EXPECT_EQ(got.device(), cuda0());
+      EXPECT_TRUE(same_bytes(got, want));
+      // Cross-device conversion inside copy_: host src -> device dst and back.
+      Tensor d = Tensor::empty(h.shape(), dst, cuda0());
+      d.copy_(h);
+      EXPECT_TRUE(same_bytes(d, want));
+      Tensor back = Tensor::empty(h.shape(), dst, cpu_device());
+      back.copy_(to_device(h, cuda0()));
+      EXPECT_TRUE(same_bytes(back, want));
+    }
+}
+
+TEST(CudaTensor, StridedCopiesMatchCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  Tensor h = random_tensor({4, 5, 6, 3}, -1, 1, 3, DType::f32);
+  Tensor d = to_device(h, cuda0());
+  auto views = [](const Tensor& t) {
+    return std::vector<Tensor>{t.permute({3, 1, 0, 2}), t.transpose(0, 2), t.narrow(1, 1, 3), t.narrow(3, 2, 1),
+                               t.transpose(1, 3).narrow(0, 1, 2)};
+  };
+  auto hv = views(h), dv = views(d);
+  for (size_t i = 0; i < hv.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(same_bytes(dv[i].contiguous(), hv[i].contiguous()));
+    EXPECT_TRUE(same_bytes(to_host(dv[i]), hv[i].contiguous()));           // strided device -> host
+    Tensor into = Tensor::empty(hv[i].shape(), DType::f16, cuda0());       // strided host -> device, with a cast
+    into.copy_(hv[i]);
+    EXPECT_TRUE(same_bytes(into, hv[i].contiguous().to(DType::f16)));
+  }
+}
+
+TEST(CudaTensor, FactoriesFillAndHostReads) {
+  OOMLAB_REQUIRE_CUDA();
+  const Device dev = cuda0();
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::u8}) {
+    SCOPED_TRACE(dtype_name(t));
+    EXPECT_TRUE(same_bytes(Tensor::zeros({3, 5}, t, dev), Tensor::zeros({3, 5}, t)));
+    EXPECT_TRUE(same_bytes(Tensor::full({7}, 3.0, t, dev), Tensor::full({7}, 3.0, t)));
+    EXPECT_EQ(Tensor::full({}, 5.0, t, dev).item(), 5.0);
+  }
+  std::vector<double> v = {0.5, -1.25, 3.0, 7.5, 1e-3, -2.0};
+  EXPECT_TRUE(same_bytes(Tensor::from_vector(v, {2, 3}, DType::bf16, dev), Tensor::from_vector(v, {2, 3}, DType::bf16)));
+  EXPECT_EQ(Tensor::from_vector(v, {2, 3}, DType::f64, dev).to_vector(), v);
+  std::vector<int64_t> iv = {4, -9, 1LL << 40, 0};
+  EXPECT_EQ(Tensor::from_vector_i64(iv, {4}, dev).to_vector_i64(), iv);
+  manual_seed(11);
+  Tensor hu = Tensor::uniform({100}, -1, 1), hn = Tensor::normal({100}, 0, 2);
+  manual_seed(11);
+  Tensor du = Tensor::uniform({100}, -1, 1, DType::f32, dev), dn = Tensor::normal({100}, 0, 2, DType::f32, dev);
+  EXPECT_TRUE(same_bytes(du, hu));
+  EXPECT_TRUE(same_bytes(dn, hn));
+  EXPECT_EQ(sum_all(Tensor::ones({1000}, DType::f32, dev)).item(), 1000.0);
+  Tensor x = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f32, dev);
+  EXPECT_EQ(x.transpose(0, 1).to_vector(), (std::vector<double>{1, 4, 2, 5, 3, 6}));   // strided host read
+}
+
+TEST(CudaTensor, ArgmaxCountsMatchCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  Tensor logits = random_tensor({33, 10}, -1, 1, 21, DType::f32);
+  Tensor labels = Tensor::from_vector_i64(random_ints(33, 0, 10, 22), {33});
+  EXPECT_EQ(count_correct(to_device(logits, cuda0()), to_device(labels, cuda0())), count_correct(logits, labels));
+  Tensor seg = random_tensor({2, 4, 6, 5}, -1, 1, 23, DType::f32);
+  Tensor masks = Tensor::from_vector_i64(random_ints(60, 0, 4, 24), {2, 6, 5});
+  std::vector<int64_t> conf_cpu(16, 0), conf_dev(16, 0);
+  EXPECT_EQ(count_task_correct(to_device(seg, cuda0()), to_device(masks, cuda0()), &conf_dev),
+            count_task_correct(seg, masks, &conf_cpu));
+  EXPECT_EQ(conf_dev, conf_cpu);
+}
+
+// ---- optimizers and EMA -----------------------------------------------------------------
+namespace {
+struct OptCase { const char* name; const char* opt; double lr, momentum, weight_decay; bool nesterov; };
+
+std::vector<std::vector<double>> run_optimizer(const OptCase& c, Device dev, DType t, int steps) {
+  NamedTensors params;
+  for (int i = 0; i < 3; ++i) {
+    Tensor p = to_device(random_tensor({int64_t(17 + 40 * i)}, -1, 1, 100 + i, t), dev);
+    p.set_requires_grad(true);
+    params.push_back({"p" + std::to_string(i), p});
+  }
+  ParamGroup g;
+  g.params = params;
+  g.lr = c.lr; g.momentum = c.momentum; g.weight_decay = c.weight_decay; g.nesterov = c.nesterov;
+  auto opt = make_optimizer(c.opt, {g});
+  for (int s = 0; s < steps; ++s) {
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].second.set_grad(to_device(random_tensor(params[i].second.shape(), -1, 1, 500 + 10 * s + i, t), dev));
+    opt->step();
+  }
+  std::vector<std::vector<double>> out;
+  for (auto& [n, p] : params) out.push_back(values(p));
+  for (auto& [n, st] : opt->state_tensors()) out.push_back(values(st));
+  return out;
+}
+}  // namespace
+
+TEST(CudaOptim, StepsMatchCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  const OptCase cases[] = {{"sgd_plain", "sgd", 0.1, 0.0, 0.0, false},
+                           {"sgd_momentum_wd", "sgd", 0.05, 0.9, 5e-4, false},
+                           {"sgd_nesterov", "sgd", 0.05, 0.9, 1e-4, true},
+                           {"adam", "adam", 1e-2, 0, 0.0, false},
+                           {"adam_wd", "adam", 1e-2, 0, 1e-2, false},
+                           {"adamw", "adamw", 1e-2, 0, 1e-2, false}};
+  for (const OptCase& c : cases)
+    for (DType t : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(std::string(c.name) + " " + dtype_name(t));
+      auto want = run_optimizer(c, cpu_device(), t, 4);
+      std::vector<std::vector<double>> got;
+      try {
+        got = run_optimizer(c, cuda0(), t, 4);
+      } catch (const NotImplementedError& e) {
+        if (t == DType::f32) ADD_FAILURE() << e.what();
+        continue;
+      }
+      ASSERT_EQ(got.size(), want.size());
+      const Tol tol = tolerance(t);
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], tol.rtol, tol.atol)) << "tensor " << i;
+    }
+}
+
+TEST(CudaOptim, WeightEmaMatchesCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  auto run = [](Device dev) {
+    Tensor p = to_device(random_tensor({257}, -1, 1, 7, DType::f32), dev);
+    p.set_requires_grad(true);
+    Tensor b = to_device(random_tensor({9}, 0, 1, 8, DType::f32), dev);
+    WeightEma ema({{"w", p}, {"running_mean", b}}, 0.9);
+    for (int s = 0; s < 3; ++s) {
+      p.detach().copy_(random_tensor({257}, -1, 1, 30 + s, DType::f32));
+      b.copy_(random_tensor({9}, 0, 1, 40 + s, DType::f32));
+      ema.update();
+    }
+    std::vector<std::vector<double>> out;
+    for (auto& [n, t] : ema.state_tensors()) out.push_back(values(t));
+    ema.swap_in();
+    out.push_back(values(p));
+    ema.swap_out();
+    out.push_back(values(p));
+    return out;
+  };
+  auto want = run(cpu_device()), got = run(cuda0());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], 1e-6, 1e-7)) << "tensor " << i;
+}
+
+// ---- capacity emulation -------------------------------------------------------------------
+TEST(CudaMemory, CapacityEmulationRaisesClearOutOfMemoryError) {
+  OOMLAB_REQUIRE_CUDA();
+  reset_allocators();
+  CachingAllocator& al = allocator_for(cuda0());
+  al.set_capacity(size_t(64) << 20);
+  {
+    Tensor keep = Tensor::empty({int64_t(30) << 18}, DType::f32, cuda0());   // 30 MiB
+    std::string msg;
+    try {
+      Tensor big = Tensor::empty({int64_t(48) << 18}, DType::f32, cuda0());   // 48 MiB: over the cap
+    } catch (const OutOfMemoryError& e) {
+      msg = e.what();
+    }
+    ASSERT_FALSE(msg.empty()) << "no OutOfMemoryError";
+    for (const char* k : {"cuda:0", "out of memory", "tried to allocate 48.00 MiB", "capacity 64.00 MiB", "allocated",
+                          "reserved", "free"})
+      EXPECT_NE(msg.find(k), std::string::npos) << k << " missing in: " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(al.stat("num_ooms"), 1);
+    EXPECT_GE(al.stat("num_alloc_retries"), 1);
+    Tensor small = Tensor::zeros({1024}, DType::f32, cuda0());   // still usable after the OOM
+    EXPECT_EQ(sum_all(small).item(), 0.0);
+    EXPECT_LE(al.stat("reserved_bytes.all.current"), int64_t(64) << 20);
+  }
+  al.set_capacity(0);
+  reset_allocators();
+}
