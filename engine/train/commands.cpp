@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "engine/core/backend.h"
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
 #include "engine/memory/caching_allocator.h"
@@ -64,6 +65,23 @@ void write_traces_if_asked(const CliArgs& a, const Device& dev) {
 void check_trace_paths(const CliArgs& a) {
   for (const char* k : {"memory-snapshot", "chrome-trace"})
     if (auto path = a.get_opt(k)) check_output_path(*path);
+}
+
+// --allow-tf32 none|cudnn|all (PyTorch's default: cudnn), --cudnn-benchmark on|off,
+// --cudnn-workspace-limit SIZE: numerics switches of accelerator backends. Applied only
+// when one is given (otherwise the backend's defaults / OOMLAB_* environment stand); the
+// switches in force are recorded in results under context.device_properties.
+void apply_backend_flags(const CliArgs& a) {
+  if (!a.has("allow-tf32") && !a.has("cudnn-benchmark") && !a.has("cudnn-workspace-limit")) return;
+  BackendOptions o;
+  const std::string tf32 = a.get("allow-tf32", "cudnn");
+  OOMLAB_CHECK(tf32 == "none" || tf32 == "cudnn" || tf32 == "all",
+               "--allow-tf32 must be none, cudnn or all (got '", tf32, "')");
+  o.matmul_allow_tf32 = tf32 == "all";
+  o.cudnn_allow_tf32 = tf32 != "none";
+  o.cudnn_benchmark = parse_switch(a.get("cudnn-benchmark", "off"), "--cudnn-benchmark");
+  if (a.has("cudnn-workspace-limit")) o.cudnn_workspace_limit = parse_size(a.get("cudnn-workspace-limit", ""));
+  set_backend_options(o);
 }
 
 void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
@@ -166,11 +184,12 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
               "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR]\n"
               "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
-              "  [--memory-snapshot FILE] [--chrome-trace FILE]");
+              "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"
+              "  [--allow-tf32 none|cudnn|all] [--cudnn-benchmark on|off] [--cudnn-workspace-limit SIZE]");
     return 0;
   }
   CliArgs a(args,
-            {"model", "dataset", "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
+            {"allow-tf32", "cudnn-benchmark", "cudnn-workspace-limit", "model", "dataset", "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
              "long-seq-prob", "long-seq-len", "device", "batch", "epochs",
              "steps", "optimizer", "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory",
              "save", "save-every", "resume", "eval-batches", "log-every", "json", "memory-snapshot", "chrome-trace"},
@@ -220,6 +239,7 @@ int cmd_train(const std::vector<std::string>& args) {
   if (auto path = a.get_opt("json")) check_output_path(*path);
   check_trace_paths(a);
   c.record_history = a.has("memory-snapshot") || a.has("chrome-trace");
+  apply_backend_flags(a);
   nlohmann::json results = train(c);
   write_json_if_asked(a, results);
   write_traces_if_asked(a, c.device);

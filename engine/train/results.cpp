@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "engine/core/backend.h"
 #include "engine/core/dispatch.h"
 #include "engine/memory/caching_allocator.h"
 
@@ -42,7 +43,7 @@ std::string utc_now() {
 nlohmann::json results_context(const Device& device) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  return {{"oomlab_version", "0.1.0"},
+  nlohmann::json j = {{"oomlab_version", "0.1.0"},
           {"git_sha", OOMLAB_GIT_SHA},
           {"build_type", OOMLAB_BUILD_TYPE},
           {"compiler", OOMLAB_COMPILER},
@@ -53,6 +54,14 @@ nlohmann::json results_context(const Device& device) {
           {"device", device.str()},
           {"cuda_compiled", built_with_cuda()},
           {"date", utc_now()}};
+  // Accelerators: name, driver/library versions and the numerics switches in force.
+  DeviceProperties props = device_properties(device);
+  if (!props.empty()) {
+    nlohmann::json d = nlohmann::json::object();
+    for (auto& [k, v] : props) d[k] = v;
+    j["device_properties"] = std::move(d);
+  }
+  return j;
 }
 
 nlohmann::json memory_stats_json(const Device& device) {

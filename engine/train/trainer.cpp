@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/core/backend.h"
 #include "engine/core/dispatch.h"
 #include "engine/core/rng.h"
 #include "engine/data/dataloader.h"
@@ -270,6 +271,7 @@ json train(const TrainConfig& c) {
     double loss = out.loss.item();
     sched.step();
     if (ema) ema->update();
+    device_synchronize(c.device);   // accelerators queue work: the step ends when it has run
     step_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     ++step;
     epoch_loss += loss * double(b.n);

@@ -15,6 +15,8 @@ void register_dense_cuda_kernels();       // kernels/cuda/register_dense.cpp: cu
 void register_pointwise_cuda_kernels();   // kernels/cuda/register_pointwise.cpp: own kernels
 
 namespace cuda {
+void register_cuda_backend_hooks();   // cuda_backend.cpp: synchronize, properties, numerics options
+
 void throw_cuda_error(cudaError_t err, const char* stmt, const char* file, int line) {
   throw DeviceError(str_cat("CUDA error '", cudaGetErrorString(err), "' (", int(err), ") in ", stmt,
                             " at ", file, ":", line));
@@ -65,6 +67,7 @@ std::unique_ptr<RawMemory> make_cuda_raw_memory(int device) {
 
 void register_cuda_kernels() {
   register_raw_memory(DeviceType::cuda, &cuda::make_cuda_raw_memory);
+  cuda::register_cuda_backend_hooks();
   register_elementwise_cuda_kernels();
   register_copy_cuda_kernels();
   register_dense_cuda_kernels();

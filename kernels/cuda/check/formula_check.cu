@@ -2,13 +2,10 @@
 // kernels (kernels/cuda/pointwise_math.cuh, launch_utils.cuh: exp_f32, Philox) and the
 // row-sum order of row_lanes.cuh reproduce the CPU kernels bit for bit, float32 and float64.
 // It runs the host versions of those functions (explicit fma / rounded ops) next to the
-// CPU kernels from the tables; no GPU needed. Not part of the CMake build (nvcc host code
-// without contraction). Build from the repository root after building the library:
-//   nvcc -std=c++20 -O2 -Xcompiler -ffp-contract=off --expt-relaxed-constexpr -w -I. \
-//     kernels/cuda/check/formula_check.cu -o /tmp/formula_check BUILD/liboomlab_engine.a \
-//     -L/usr/local/cuda/targets/x86_64-linux/lib -lopenblas -lgomp -lz BUILD/liboomlab_cuda.a \
-//     -lcublas -lcublasLt -L/usr/local/cuda/lib -lcudnn
-// and run /tmp/formula_check (prints one line per check; exit status 1 on a mismatch).
+// CPU kernels from the tables; no GPU needed. Built by CMake in CUDA builds as
+// `cuda_formula_check` (nvcc host code with -ffp-contract=off, so the explicit fmas are
+// the only fused operations) and run by ctest as CudaFormulaCheck.*; prints one line per
+// check and exits 1 on a mismatch.
 // Not checked here (no CPU twin or GPU-only arithmetic): half types, exp/log of the GPU's
 // libm (softmax exp, lse log, float64 exp/erf), the column / loss reductions' tree order.
 #include <cstdio>

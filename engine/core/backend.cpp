@@ -1,0 +1,53 @@
+// backend.cpp — the per-device-type table of accelerator runtime hooks (backend.h).
+#include "engine/core/backend.h"
+
+#include <mutex>
+
+#include "engine/core/dispatch.h"
+#include "engine/core/error.h"
+
+namespace oomlab {
+namespace {
+struct HookTable {
+  std::mutex mu;
+  BackendHooks hooks[kNumDeviceTypes];
+};
+HookTable& table() { static HookTable* t = new HookTable; return *t; }
+
+BackendHooks hooks_of(DeviceType type) {
+  ensure_kernels_registered();   // backends register their hooks with their kernels
+  HookTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  return t.hooks[int(type)];
+}
+}  // namespace
+
+void register_backend_hooks(DeviceType type, const BackendHooks& hooks) {
+  HookTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  t.hooks[int(type)] = hooks;
+}
+
+void device_synchronize(const Device& device) {
+  if (device.is_cpu() || device.is_meta()) return;
+  if (auto f = hooks_of(device.type).synchronize) f(device.index);
+}
+
+DeviceProperties device_properties(const Device& device) {
+  if (device.is_cpu() || device.is_meta()) return {};
+  if (auto f = hooks_of(device.type).properties) return f(device.index);
+  return {};
+}
+
+void set_backend_options(const BackendOptions& options) {
+  for (int t = 0; t < kNumDeviceTypes; ++t)
+    if (auto f = hooks_of(DeviceType(t)).set_options) f(options);
+}
+
+bool parse_switch(const std::string& value, const std::string& what) {
+  if (value == "on" || value == "true" || value == "1") return true;
+  if (value == "off" || value == "false" || value == "0") return false;
+  throw ValueError(str_cat(what, " expects on or off, got '", value, "'"));
+}
+
+}  // namespace oomlab

@@ -1,0 +1,45 @@
+// backend.h — runtime hooks of accelerator backends, registered with their kernels (the
+// CUDA backend does so in kernels/cuda/cuda_backend.cpp), so that engine code can wait
+// for a device, describe it in results provenance and set its numerics switches without
+// including any accelerator header. cpu and meta register nothing:
+//   * device_synchronize(cpu|meta) returns at once (their kernels are synchronous);
+//   * device_properties(cpu|meta) is empty (results.cpp describes the host itself);
+//   * set_backend_options() applies the options to every registered backend and is a
+//     no-op for device types without one (a CPU-only build accepts the flags; results
+//     record the switches only where a backend reports them in device_properties).
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/device.h"
+
+namespace oomlab {
+
+// Numerics / autotuning switches of an accelerator backend, with PyTorch's defaults:
+// torch.backends.cuda.matmul.allow_tf32 = false, torch.backends.cudnn.allow_tf32 = true,
+// torch.backends.cudnn.benchmark = false, no cuDNN workspace limit (0 = unlimited).
+struct BackendOptions {
+  bool matmul_allow_tf32 = false;
+  bool cudnn_allow_tf32 = true;
+  bool cudnn_benchmark = false;
+  size_t cudnn_workspace_limit = 0;
+};
+
+using DeviceProperties = std::vector<std::pair<std::string, std::string>>;
+
+struct BackendHooks {
+  void (*synchronize)(int device_index) = nullptr;
+  DeviceProperties (*properties)(int device_index) = nullptr;   // name, versions, numerics switches
+  void (*set_options)(const BackendOptions& options) = nullptr;
+};
+
+void register_backend_hooks(DeviceType type, const BackendHooks& hooks);
+void device_synchronize(const Device& device);
+DeviceProperties device_properties(const Device& device);
+void set_backend_options(const BackendOptions& options);
+
+// "on"/"off"/"true"/"false"/"1"/"0" -> bool; ValueError naming `what` otherwise.
+bool parse_switch(const std::string& value, const std::string& what);
+
+}  // namespace oomlab

@@ -1,0 +1,68 @@
+// cuda_backend.cpp — the CUDA backend's runtime hooks (engine/core/backend.h):
+//   synchronize(i)  waits for all work queued on device i's compute stream;
+//   properties(i)   name, compute capability, memory, SM count, driver / runtime / cuBLAS /
+//                   cuDNN versions and the numerics switches in force (TF32 for matmul
+//                   and cuDNN, cudnn benchmark, workspace limit) for results provenance;
+//   set_options     applies BackendOptions to cuda_settings (cached conv plans are keyed
+//                   by those switches, so a change applies to the next call).
+// Registered by register_cuda_kernels() (cuda_runtime.cpp).
+#include <cstdint>
+#include <string>
+
+#include "engine/core/backend.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_libs.h"
+#include "kernels/cuda/cuda_settings.h"
+#include "kernels/cuda/cuda_stream.h"
+
+namespace oomlab::cuda {
+namespace {
+std::string version_str(int v, int major_div, int minor_div, int minor_mod) {
+  return std::to_string(v / major_div) + "." + std::to_string((v / minor_div) % minor_mod);
+}
+
+void synchronize(int device) {
+  DeviceGuard guard(device);
+  CUDA_CHECK(cudaStreamSynchronize(compute_stream(device)));
+}
+
+DeviceProperties properties(int device) {
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  int driver = 0, runtime = 0, cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
+  CUDA_CHECK(cudaDriverGetVersion(&driver));
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &cublas_major));
+  CUBLAS_CHECK(cublasGetProperty(MINOR_VERSION, &cublas_minor));
+  CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &cublas_patch));
+  const size_t cudnn = cudnnGetVersion();   // cuDNN 9: major*10000 + minor*100 + patch
+  const size_t ws = cudnn_workspace_limit();
+  return {{"device_name", p.name},
+          {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
+          {"total_memory_bytes", std::to_string(p.totalGlobalMem)},
+          {"multiprocessors", std::to_string(p.multiProcessorCount)},
+          {"cuda_driver", version_str(driver, 1000, 10, 100)},
+          {"cuda_runtime", version_str(runtime, 1000, 10, 100)},
+          {"cublas", std::to_string(cublas_major) + "." + std::to_string(cublas_minor) + "." + std::to_string(cublas_patch)},
+          {"cudnn", std::to_string(cudnn / 10000) + "." + std::to_string(cudnn / 100 % 100) + "." + std::to_string(cudnn % 100)},
+          {"matmul_allow_tf32", cuda_matmul_allow_tf32() ? "true" : "false"},
+          {"cudnn_allow_tf32", cudnn_allow_tf32() ? "true" : "false"},
+          {"cudnn_benchmark", cudnn_benchmark() ? "true" : "false"},
+          {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
+}
+
+void set_options(const BackendOptions& o) {
+  set_cuda_allow_tf32(o.matmul_allow_tf32, o.cudnn_allow_tf32);
+  set_cudnn_benchmark(o.cudnn_benchmark);
+  set_cudnn_workspace_limit(o.cudnn_workspace_limit == 0 ? SIZE_MAX : o.cudnn_workspace_limit);
+}
+}  // namespace
+
+void register_cuda_backend_hooks() {
+  BackendHooks h;
+  h.synchronize = &synchronize;
+  h.properties = &properties;
+  h.set_options = &set_options;
+  register_backend_hooks(DeviceType::cuda, h);
+}
+}  // namespace oomlab::cuda
