@@ -71,9 +71,6 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", required=True, help="output file (written atomically)")
 
-    class _Parser(argparse.ArgumentParser):
-        pass
-
     try:
         a = p.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the reason
@@ -269,10 +266,11 @@ def main(argv):
     if "error" in m:
         print(f"torch_reference: {a.model} {a.mode}: {m['error']}")
     else:
+        peak = doc["memory"].get("allocated_bytes.all.peak")
         print(f"torch_reference: {a.model} batch {a.batch} {a.mode} tf32={a.allow_tf32}: step "
               f"{m['step_time_s']['median'] * 1e3:.2f} ms (p10 {m['step_time_s']['p10'] * 1e3:.2f}, "
               f"p90 {m['step_time_s']['p90'] * 1e3:.2f}), peak allocated "
-              f"{doc['memory'].get('allocated_bytes.all.peak', 0) / 2**20:.1f} MiB -> {a.json}")
+              f"{'-' if peak is None else f'{peak / 2**20:.1f} MiB'} -> {a.json}")
     return 0
 
 

@@ -1,6 +1,8 @@
 // test_tensor_autograd.cpp — Tensor basics, views, autograd engine semantics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/error.h"
@@ -77,18 +79,57 @@ TEST(Autograd, GradReadyHookFiresOnceWithFinalGrad) {
   EXPECT_EQ(seen, (std::vector<double>{3, 3}));
 }
 
-TEST(Autograd, SavedTensorsFreedAfterBackward) {
+// Each node releases its saved tensors as soon as it has run, while the graph itself is
+// still alive (y is held): t1 = a*a and t2 = t1*a are held only by the nodes of the muls
+// that saved them (t3 = t2*a is not saved: sum's backward needs only the shape). After backward only y and a.grad remain; t2 (saved by the
+// third mul, which runs first) is freed before t1, with the second mul's gradient
+// allocated in between (a release at the end of backward would free both back to back).
+TEST(Autograd, SavedTensorsFreedAsEachNodeRuns) {
   reset_allocators();
   CachingAllocator& al = allocator_for(cpu_device());
   Tensor a = Tensor::uniform({1024}, -1, 1, DType::f32);
   a.set_requires_grad(true);
-  int64_t base = al.stat("allocated_bytes.all.current");
-  Tensor y = sum_all(mul(scale(a, 2.0), a));
-  EXPECT_GT(al.stat("allocated_bytes.all.current"), base);
+  const int64_t base = al.stat("allocated_bytes.all.current");
+  Tensor t1 = mul(a, a);
+  Tensor t2 = mul(t1, a);
+  const uint64_t addr1 = reinterpret_cast<uint64_t>(t1.raw_data()), addr2 = reinterpret_cast<uint64_t>(t2.raw_data());
+  Tensor y = sum_all(mul(t2, a));
+  t1 = Tensor();
+  t2 = Tensor();
+  EXPECT_EQ(al.stat("allocated_bytes.all.current"), base + 2 * 4096 + 512);   // t1, t2 in the graph; y
+  al.record_history(true);
   y.backward();
+  al.record_history(false);
+  EXPECT_EQ(al.stat("allocated_bytes.all.current"), base + 512 + 4096) << "only y (one 512 B block) and a.grad";
+  std::vector<TraceEvent> tr = al.trace();
+  auto index_of_free = [&](uint64_t addr) {
+    for (size_t i = 0; i < tr.size(); ++i)
+      if (tr[i].action == "free_completed" && tr[i].addr == addr) return int64_t(i);
+    return int64_t(-1);
+  };
+  const int64_t f2 = index_of_free(addr2), f1 = index_of_free(addr1);
+  ASSERT_GE(f2, 0) << "t2 not freed during backward";
+  ASSERT_GE(f1, 0) << "t1 not freed during backward";
+  EXPECT_LT(f2, f1);
+  EXPECT_TRUE(std::any_of(tr.begin() + f2, tr.begin() + f1, [](const TraceEvent& e) { return e.action == "alloc"; }))
+      << "t1 and t2 were released together, not as their nodes ran";
   y = Tensor();
   a.zero_grad();
   EXPECT_EQ(al.stat("allocated_bytes.all.current"), base);
+}
+
+TEST(Autograd, SecondBackwardThroughReleasedGraphFails) {
+  Tensor a = Tensor::from_vector({1, 2}, {2}, DType::f64);
+  a.set_requires_grad(true);
+  Tensor y = sum_all(mul(a, a));
+  y.backward();
+  try {
+    y.backward();
+    FAIL() << "expected AutogradError";
+  } catch (const AutogradError& e) {
+    EXPECT_NE(std::string(e.what()).find("a second time"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<double>{2, 4}));   // the first backward only
 }
 
 TEST(Autograd, InPlaceAddRebasesHistory) {

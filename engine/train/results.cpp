@@ -13,9 +13,7 @@
 #include "engine/core/dispatch.h"
 #include "engine/memory/caching_allocator.h"
 
-#ifndef OOMLAB_GIT_SHA
-#define OOMLAB_GIT_SHA "unknown"
-#endif
+#include "oomlab_git.h"   // OOMLAB_GIT_SHA, OOMLAB_GIT_DIRTY: written at build time (scripts/git_version.cmake)
 
 extern "C" char* openblas_get_config(void);
 
@@ -45,6 +43,7 @@ nlohmann::json results_context(const Device& device) {
   gethostname(host, sizeof host - 1);
   nlohmann::json j = {{"oomlab_version", "0.1.0"},
           {"git_sha", OOMLAB_GIT_SHA},
+          {"git_dirty", OOMLAB_GIT_DIRTY != 0},   // tracked files differed from the commit at build time
           {"build_type", OOMLAB_BUILD_TYPE},
           {"compiler", OOMLAB_COMPILER},
           {"blas", std::string(openblas_get_config())},   // already starts with "OpenBLAS <version>"

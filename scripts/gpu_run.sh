@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Build oomlab on a lent GPU machine (CUDA 13, cmake, ninja, g++, PyTorch; no apt, no
+# internet), run the GPU tests and the benchmarks, and leave results and logs in one folder.
+# Prepare on a Debian machine first: bash scripts/gpu_stage.sh (fills .gpu/debs), then
+# carry ".gpu" with the device run. Phases (default: all, in this order):
+#   build    unpack .gpu/debs into .gpu/sysroot; configure + build build-gpu (sm_90)
+#   test     ctest (the whole suite: GPU tests run instead of skipping), then
+#            compute-sanitizer memcheck and racecheck on the op parity tests
+#   bench    bench_cuda (bandwidth vs D2D copy), oomlab train vs scripts/torch_reference.py
+#            (ResNet-50 b128, VGG16 b64, bert-base b32 s128; strict fp32 and TF32;
+#            PyTorch eager and torch.compile), as results JSON with device provenance
+#   pack     $OUT/gpu_results.tar.gz (everything under the work folder) + summary.txt
+# Usage (device tool): bash scripts/gpu_run.sh [phase ...]   with $OUT set (or OOMLAB_GPU_OUT).
+# Each phase appends to <out>/summary.txt; the last lines of it are the table to read.
+# Environment: OOMLAB_GPU_ARCH (default 90), OOMLAB_GPU_STEPS (timed steps, default 30).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+out="${OUT:-${OOMLAB_GPU_OUT:-$root/gpu_out}}"
+work="$root/gpu_work"          # raw results and logs (ignored by git: /gpu_work/)
+mkdir -p "$out" "$work/logs" "$work/results"
+summary="$out/summary.txt"
+sys="$root/.gpu/sysroot"
+bld="$root/build-gpu"
+steps="${OOMLAB_GPU_STEPS:-30}"
+say() { echo "gpu_run: $*" | tee -a "$summary"; }
+
+lib_path() {   # runtime libraries: the unpacked Debian ones and cuDNN from PyTorch's wheels
+  local cudnn
+  cudnn=$(python3 -c 'import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+  echo "$sys/usr/lib/x86_64-linux-gnu/openblas-pthread:$sys/usr/lib/x86_64-linux-gnu:${cudnn:-}:${LD_LIBRARY_PATH:-}"
+}
+
+phase_build() {
+  [[ -d .gpu/debs ]] || { say "no .gpu/debs: run scripts/gpu_stage.sh here first and carry .gpu"; return 1; }
+  mkdir -p "$sys"
+  for f in .gpu/debs/*.deb; do dpkg -x "$f" "$sys"; done
+  local cudnn_root zlib
+  cudnn_root=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+  zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 2>/dev/null | head -1)
+  {
+    nvidia-smi; nvcc --version; g++ --version | head -1; cmake --version | head -1
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+    echo "cudnn root: $cudnn_root"; echo "zlib: $zlib"
+  } > "$work/logs/environment.txt" 2>&1
+  local gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+  say "configure (cuDNN from $cudnn_root)"
+  cmake -S . -B "$bld" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="${OOMLAB_GPU_ARCH:-90}" \
+    -DCMAKE_PREFIX_PATH="$sys/usr" \
+    -DOPENBLAS_INCLUDE_DIR="$sys/usr/include/x86_64-linux-gnu/openblas-pthread" \
+    -DOPENBLAS_LIBRARY="$sys/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so" \
+    -DCUDNN_INCLUDE_DIR="$cudnn_root/include" -DCUDNN_LIBRARY="$cudnn_root/lib/libcudnn.so.9" \
+    -DZLIB_INCLUDE_DIR="$sys/usr/include" -DZLIB_LIBRARY="$zlib" \
+    > "$work/logs/configure.log" 2>&1 || { say "configure FAILED (logs/configure.log)"; tail -20 "$work/logs/configure.log"; return 1; }
+  grep -q "CUDA backend ON" "$work/logs/configure.log" || { say "configure: CUDA backend OFF"; return 1; }
+  say "build"
+  local t0=$SECONDS
+  cmake --build "$bld" -j"$(nproc)" > "$work/logs/build.log" 2>&1 ||
+    { say "build FAILED (logs/build.log)"; grep -m20 -E "error" "$work/logs/build.log"; return 1; }
+  say "build ok in $((SECONDS - t0)) s"
+}
+
+phase_test() {
+  export LD_LIBRARY_PATH; LD_LIBRARY_PATH=$(lib_path)
+  say "ctest"
+  ctest --test-dir "$bld" -j8 --timeout 600 --output-junit "$work/logs/ctest_junit.xml" > "$work/logs/ctest.log" 2>&1
+  local rc=$?
+  say "ctest rc=$rc: $(grep -E 'tests passed' "$work/logs/ctest.log")"
+  grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception" "$work/logs/ctest.log" | head -20 | tee -a "$summary"
+  say "skipped: $(grep -c '(Skipped)' "$work/logs/ctest.log") (expected: none of the CUDA tests)"
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$bld/test_cuda_parity" > "$work/logs/sanitizer_$tool.log" 2>&1
+      say "compute-sanitizer $tool on test_cuda_parity: rc=$? ($(grep -E 'ERROR SUMMARY' "$work/logs/sanitizer_$tool.log" | tail -1))"
+    done
+  else
+    say "compute-sanitizer not found: sanitizer runs skipped"
+  fi
+}
+
+# One oomlab train run and its PyTorch twin; tag names the files.
+compare_point() {   # model batch tf32 [extra oomlab args...]
+  local model=$1 batch=$2 tf32=$3; shift 3
+  local tag="${model}_b${batch}_tf32-${tf32}" data=synthetic extra=()
+  case $model in bert-*) data=synthetic-seq; extra=(--seq-len 128 --seq-min-len 64) ;; esac
+  "$bld/oomlab" train --model "$model" --dataset "$data" --device cuda --batch "$batch" --steps $((steps + 5)) \
+    --synthetic-size $((batch * 4)) --eval-batches 1 --optimizer sgd --lr 0.01 --allow-tf32 "$tf32" --quiet \
+    "${extra[@]}" "$@" --json "$work/results/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
+  say "oomlab $tag rc=$? $(tail -1 "$work/logs/oomlab_$tag.log")"
+  local modes=(eager)
+  [[ $tf32 == cudnn ]] && modes+=(compile)
+  for mode in "${modes[@]}"; do
+    local targs=()
+    [[ $data == synthetic-seq ]] && targs=(--seq-len 128)
+    python3 scripts/torch_reference.py --model "$model" --batch "$batch" --steps "$steps" --warmup 5 \
+      --optimizer sgd --lr 0.01 --allow-tf32 "$tf32" --mode "$mode" "${targs[@]}" \
+      --json "$work/results/torch_${mode}_$tag.json" > "$work/logs/torch_${mode}_$tag.log" 2>&1
+    say "torch $mode $tag rc=$? $(tail -1 "$work/logs/torch_${mode}_$tag.log")"
+  done
+}
+
+phase_bench() {
+  export LD_LIBRARY_PATH; LD_LIBRARY_PATH=$(lib_path)
+  "$bld/bench_cuda" --benchmark_out="$work/results/bench_cuda.json" --benchmark_out_format=json \
+    > "$work/logs/bench_cuda.log" 2>&1
+  say "bench_cuda rc=$?"; grep -E "^cuda/" "$work/logs/bench_cuda.log" | tee -a "$summary"
+  for tf32 in none cudnn all; do
+    compare_point resnet50 128 "$tf32"
+    compare_point vgg16 64 "$tf32"
+  done
+  compare_point bert-base 32 none
+  compare_point bert-base 32 all
+  python3 scripts/gpu_compare.py "$work/results" | tee -a "$summary"
+}
+
+phase_pack() {
+  tar -czf "$out/gpu_results.tar.gz" -C "$root" gpu_work
+  say "packed $(du -h "$out/gpu_results.tar.gz" | cut -f1) into gpu_results.tar.gz"
+}
+
+phases=("$@")
+((${#phases[@]})) || phases=(build test bench pack)
+status=0
+for p in "${phases[@]}"; do
+  case $p in
+    build|test|bench|pack) "phase_$p" || { status=1; [[ $p == build ]] && { phase_pack; exit 1; }; } ;;
+    *) echo "gpu_run: unknown phase '$p' (build, test, bench, pack)" >&2; exit 2 ;;
+  esac
+done
+exit $status
