@@ -35,6 +35,8 @@ phase_build() {
   [[ -d .gpu/debs ]] || { say "no .gpu/debs: run scripts/gpu_stage.sh here first and carry .gpu"; return 1; }
   mkdir -p "$sys"
   for f in .gpu/debs/*.deb; do dpkg -x "$f" "$sys"; done
+  # gtest_discover_tests runs the test binaries during the build: they need the libraries.
+  export LD_LIBRARY_PATH; LD_LIBRARY_PATH=$(lib_path)
   local cudnn_root zlib
   cudnn_root=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
   zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 2>/dev/null | head -1)
