@@ -16,6 +16,7 @@
 
 #include "engine/ops/conv.h"
 #include "engine/ops/linear.h"
+#include "experiments/benchmarks/bench_context.h"
 
 using namespace oomlab;
 
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
     for (Dir d : {kFwd, kBwdData, kBwdWeight, kAll})
       benchmark::RegisterBenchmark((std::string("conv/") + s.name + "/" + dir_names[d]).c_str(), bm_conv, s, d)
           ->UseManualTime()->Unit(benchmark::kMillisecond);
+  add_benchmark_context(cpu_device());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -24,6 +24,7 @@
 #include "engine/ops/activation.h"
 #include "engine/ops/elementwise.h"
 #include "engine/optim/optimizer.h"
+#include "experiments/benchmarks/bench_context.h"
 
 using namespace oomlab;
 
@@ -138,4 +139,4 @@ BENCHMARK(BM_relu)->Name("cuda/relu")->Apply(sizes);
 BENCHMARK(BM_sgd_momentum)->Name("cuda/sgd_momentum")->Apply(sizes);
 BENCHMARK(BM_adam)->Name("cuda/adam")->Apply(sizes);
 
-BENCHMARK_MAIN();
+OOMLAB_BENCHMARK_MAIN(kCuda)

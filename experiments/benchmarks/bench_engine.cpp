@@ -24,6 +24,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
 #include "models/model_zoo.h"
+#include "experiments/benchmarks/bench_context.h"
 
 using namespace oomlab;
 
@@ -164,4 +165,4 @@ void BM_autograd_overhead(benchmark::State& st) {
 BENCHMARK(BM_autograd_overhead)->Arg(1000)->Unit(benchmark::kMicrosecond);
 }  // namespace
 
-BENCHMARK_MAIN();
+OOMLAB_BENCHMARK_MAIN(cpu_device())
