@@ -1,6 +1,8 @@
 // test_cli.cpp — the oomlab binary on bad input: a clear message, exit code 2, and no
 // output file; on good input: exit 0 and a strict results JSON with provenance. Also
-// `--device cuda` without a usable GPU (or in a CPU-only build): one clear error line.
+// `--device cuda` without a usable GPU (or in a CPU-only build): one clear error line;
+// output paths that are directories rejected before any work; the memory snapshot still
+// written when a run stops with out-of-memory; BERT/UNet architecture flags.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -70,7 +72,28 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"train --model bert-mini --dataset synthetic --steps 1", "use --dataset synthetic-seq"},
         BadInputCase{"train --model resnet20 --dataset synthetic-seg --steps 1", "cannot train on --dataset synthetic-seg"},
         BadInputCase{"train --model bert-mini --dataset synthetic-seq --seq-len 600 --steps 1", "exceeds max_positions"},
-        BadInputCase{"summary --model bert-mini --input 3,32,32", "give --seq-len N, not --input"}));
+        BadInputCase{"summary --model bert-mini --input 3,32,32", "give --seq-len N, not --input"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --steps 0", "--steps must be >= 1 (got 0)"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --steps 1 --seed 99999999999999999999999",
+                     "--seed value '99999999999999999999999' is out of range"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --steps 1 --seed -1", "--seed must be >= 0"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --batch 99999999999999999999",
+                     "--batch value '99999999999999999999' is out of range"},
+        BadInputCase{"summary --model resnet18 --input 3,99999999999999999999,224", "out of range"},
+        BadInputCase{"estimate --model resnet20 --batch 8 --device-memory 0.5", "less than 1 byte"},
+        BadInputCase{"estimate --model resnet20 --batch 8 --device-memory 1e30GiB", "too large"},
+        BadInputCase{"summary --model bert-mini --hidden 250 --heads 4", "not divisible"},
+        BadInputCase{"summary --model resnet20 --base-width 8", "--base-width applies to UNet models"},
+        BadInputCase{"estimate --model unet-small --batch 2 --heads 4", "--heads applies to BERT models"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --steps 1 --dropout 0.2", "--model resnet20 is not one"},
+        BadInputCase{"summary --model bert-mini --layers 0", "--layers must be >= 1"},
+        BadInputCase{"summary --model bert-mini --dropout 1", "--dropout must be in [0, 1)"},
+        BadInputCase{"summary --model unet-small --depth 9", "depth must be in 1..8"},
+        BadInputCase{"train --model bert-mini --dataset synthetic-seq --steps 1 --long-seq-prob 0.1 --long-seq-len 600",
+                     "--long-seq-len 600 exceeds max_positions 512 of bert-mini"},
+        BadInputCase{"train --model bert-mini --dataset synthetic-seq --steps 1 --seq-len 600",
+                     "pass --max-positions 600"},
+        BadInputCase{"summary --model bert-mini --seq-len 100 --max-positions 64", "exceeds max_positions 64"}));
 
 TEST(Cli, UnknownCommandAndJsonIntoMissingDirectory) {
   EXPECT_EQ(run_oomlab("frobnicate").code, 2);
@@ -116,4 +139,84 @@ TEST(Cli, CudaDeviceWithoutUsableGpuIsOneClearError) {
     EXPECT_NE(r.output.find("built without CUDA"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--device cpu"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out));
+}
+
+// An existing directory given as an output file is rejected up front (before training).
+TEST(Cli, OutputPathThatIsADirectoryIsRejectedUpFront) {
+  fs::path dir = tmp("outdir");
+  fs::create_directories(dir);
+  for (const char* flag : {"--json", "--memory-snapshot", "--chrome-trace"}) {
+    CliRun r = run_oomlab("train --model mlp --dataset synthetic --synthetic-size 64 --batch 8 --steps 2 --device meta " +
+                          std::string(flag) + " " + dir.string());
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.output;
+    EXPECT_NE(r.output.find("is a directory"), std::string::npos) << flag << ": " << r.output;
+    EXPECT_EQ(r.output.find("epoch"), std::string::npos) << flag << ": trained before failing: " << r.output;
+    EXPECT_TRUE(fs::is_directory(dir));
+  }
+  CliRun e = run_oomlab("estimate --model mlp --batch 2 --memory-snapshot " + dir.string());
+  EXPECT_EQ(e.code, 2) << e.output;
+  EXPECT_NE(e.output.find("is a directory"), std::string::npos) << e.output;
+  fs::remove_all(dir);
+}
+
+// Out of memory: the snapshot and trace (showing the OOM) are written, the results JSON is
+// not, and the run still fails with the OOM message.
+TEST(Cli, OutOfMemoryStillWritesSnapshotAndTrace) {
+  for (const char* args : {"train --model resnet20 --dataset synthetic --device meta --batch 256 --device-memory 20MiB "
+                           "--steps 1",
+                           "estimate --model resnet50 --batch 64 --device-memory 1GiB"}) {
+    fs::path snap = tmp("oom_snapshot.json"), trace = tmp("oom_trace.json"), out = tmp("oom_results.json");
+    for (const fs::path& p : {snap, trace, out}) fs::remove(p);
+    CliRun r = run_oomlab(std::string(args) + " --memory-snapshot " + snap.string() + " --chrome-trace " +
+                          trace.string() + " --json " + out.string());
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("out of memory"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("wrote " + snap.string()), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out)) << args;
+    ASSERT_TRUE(fs::exists(snap)) << args << ": " << r.output;
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(snap));
+    ASSERT_TRUE(j["device_traces"].is_array() && !j["device_traces"].empty());
+    int ooms = 0;
+    for (const auto& e : j["device_traces"].back()) ooms += e["action"] == "oom";
+    EXPECT_EQ(ooms, 1) << args;
+    ASSERT_TRUE(fs::exists(trace)) << args;
+    nlohmann::json t = nlohmann::json::parse(std::ifstream(trace));
+    int oom_events = 0;
+    for (const auto& e : t["traceEvents"]) oom_events += e["name"] == "oom";
+    EXPECT_EQ(oom_events, 1) << args;
+    for (const fs::path& p : {snap, trace}) fs::remove(p);
+  }
+}
+
+// BERT/UNet architecture flags reach the model and are recorded in the results config.
+TEST(Cli, ArchitectureFlagsChangeTheModelAndAreRecorded) {
+  auto summary = [](const std::string& args) {
+    fs::path out = tmp("arch_summary.json");
+    CliRun r = run_oomlab("summary " + args + " --json " + out.string());
+    EXPECT_EQ(r.code, 0) << args << ": " << r.output;
+    nlohmann::json j = fs::exists(out) ? nlohmann::json::parse(std::ifstream(out)) : nlohmann::json::object();
+    fs::remove(out);
+    return j;
+  };
+  nlohmann::json full = summary("--model bert-mini"), two = summary("--model bert-mini --layers 2");
+  ASSERT_TRUE(full.contains("metrics") && two.contains("metrics"));
+  EXPECT_LT(two["metrics"]["totals"]["params"].get<int64_t>(), full["metrics"]["totals"]["params"].get<int64_t>());
+  EXPECT_EQ(full["config"]["layers"], 4);
+  EXPECT_EQ(two["config"]["layers"], 2);
+  EXPECT_EQ(two["config"]["hidden"], 256);
+  nlohmann::json unet = summary("--model unet-small --base-width 8 --depth 3");
+  EXPECT_EQ(unet["config"]["base_width"], 8);
+  EXPECT_EQ(unet["config"]["depth"], 3);
+  EXPECT_FALSE(summary("--model resnet20")["config"].contains("hidden"));
+
+  fs::path out = tmp("arch_train.json");
+  CliRun r = run_oomlab("train --model bert-tiny --dataset synthetic-seq --synthetic-size 64 --batch 8 --steps 1 "
+                        "--device meta --quiet --seq-len 32 --max-positions 64 --heads 4 --dropout 0 --json " +
+                        out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_EQ(j["config"]["max_positions"], 64);
+  EXPECT_EQ(j["config"]["heads"], 4);
+  EXPECT_EQ(j["config"]["dropout"], 0.0);
+  fs::remove(out);
 }

@@ -1,13 +1,20 @@
 // test_train_resume.cpp — the trainer end to end on small synthetic data: it learns,
 // writes strict results JSON, and resuming from a checkpoint reproduces the
-// uninterrupted run bit-exactly (weights, BN stats, optimizer state, EMA, loss curve).
+// uninterrupted run bit-exactly (weights, BN stats, optimizer state, EMA, loss curve),
+// at an epoch boundary and mid-epoch. Checkpoint robustness: an edited trainer_state.json
+// fails its CRC32; a missing or mistyped state field is an IoError naming the file and
+// the field; replacing an existing step directory is crash-safe.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/safetensors.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/trainer.h"
 
 using namespace oomlab;
@@ -36,6 +43,25 @@ TrainConfig small_config() {
   c.quiet = true;
   c.eval_batches = 2;
   return c;
+}
+
+nlohmann::json read_json(const fs::path& file) { return nlohmann::json::parse(read_file(file.string())); }
+
+// Rewrites a checkpoint's trainer_state.json and, when `fix_crc`, the CRC32 recorded for
+// it in trainer_state.safetensors (so only the field validation can catch the edit).
+void rewrite_state(const fs::path& ckpt, const std::function<void(nlohmann::json&)>& edit, bool fix_crc) {
+  nlohmann::json st = read_json(ckpt / "trainer_state.json");
+  edit(st);
+  const std::string bytes = st.dump(2) + "\n";
+  write_file_atomic((ckpt / "trainer_state.json").string(), bytes);
+  if (!fix_crc) return;
+  SafetensorsContents t = read_safetensors((ckpt / "trainer_state.safetensors").string());
+  char crc[9];
+  std::snprintf(crc, sizeof crc, "%08lx",
+                crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+  t.metadata[kTrainerStateJsonCrcKey] = crc;
+  t.metadata.erase(kSafetensorsCrcKey);
+  write_safetensors((ckpt / "trainer_state.safetensors").string(), t.tensors, t.metadata);
 }
 
 std::vector<std::pair<std::string, std::vector<double>>> load_all(const fs::path& file) {
@@ -119,4 +145,158 @@ TEST(Trainer, ImpossibleBatchIsAClearError) {
   TrainConfig c = small_config();
   c.batch = 1000;
   EXPECT_THROW(train(c), ValueError);
+}
+
+// Resume from a checkpoint whose data cursor is inside an epoch, with AdamW, a
+// warmup-cosine schedule and EMA: the continued run equals the uninterrupted one bit for bit.
+TEST(Trainer, MidEpochResumeIsBitExact) {
+  fs::path a = temp_dir("midepoch_a"), b = temp_dir("midepoch_b");
+  auto config = [] {
+    TrainConfig c = small_config();
+    c.model = "mlp";
+    c.steps = 12;                         // 8 batches per epoch: the run crosses one epoch boundary
+    c.optimizer = "adamw";
+    c.lr = 1e-3;
+    c.weight_decay = 0.01;
+    c.schedule = "warmup-cosine:warmup=3,t_max=12";
+    c.ema_decay = 0.9;
+    return c;
+  };
+  TrainConfig ca = config();
+  ca.save_dir = a.string();
+  ca.save_every = 5;                      // 5, 10 and 12; the newest two are kept
+  nlohmann::json ra = train(ca);
+  ASSERT_TRUE(fs::exists(a / "step-10"));
+  const nlohmann::json st = read_json(a / "step-10" / "trainer_state.json");
+  ASSERT_EQ(st["loader"]["epoch"], 1);
+  ASSERT_EQ(st["loader"]["cursor"], 2);   // mid-epoch: 2 of 8 batches of epoch 1 consumed
+  EXPECT_EQ(st["ema"]["num_updates"], 10);
+
+  TrainConfig cb = config();
+  cb.resume_dir = (a / "step-10").string();
+  cb.save_dir = b.string();
+  nlohmann::json rb = train(cb);
+
+  for (const char* k : {"train_loss", "lr", "epochs"})
+    EXPECT_EQ(ra["metrics"]["history"][k], rb["metrics"]["history"][k]) << k;
+  EXPECT_EQ(load_all(a / "step-12" / "model.safetensors"), load_all(b / "step-12" / "model.safetensors"));
+  EXPECT_EQ(load_all(a / "step-12" / "trainer_state.safetensors"),
+            load_all(b / "step-12" / "trainer_state.safetensors"));
+  EXPECT_EQ(read_json(a / "step-12" / "trainer_state.json")["ema"],
+            read_json(b / "step-12" / "trainer_state.json")["ema"]);   // EMA update count restored
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+TEST(Trainer, EditedTrainerStateFailsItsChecksum) {
+  fs::path a = temp_dir("state_crc");
+  TrainConfig c = small_config();
+  c.steps = 2;
+  c.save_dir = a.string();
+  train(c);
+  rewrite_state(a / "step-2", [](nlohmann::json& st) { st["epoch_sums"]["loss"] = 0.5; }, /*fix_crc=*/false);
+  TrainConfig r = small_config();
+  r.resume_dir = a.string();
+  try {
+    train(r);
+    FAIL() << "expected an error";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("trainer_state.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("CRC32 mismatch"), std::string::npos) << e.what();
+  }
+  fs::remove_all(a);
+}
+
+struct BadStateCase {
+  const char* what;
+  std::function<void(nlohmann::json&)> edit;
+  const char* expected;   // the field named in the message
+};
+
+// One small checkpoint (mlp, 2 steps, EMA) shared by the cases; each edits a copy.
+class TrainerBadState : public ::testing::TestWithParam<BadStateCase> {
+ protected:
+  static TrainConfig config() {
+    TrainConfig c = small_config();
+    c.model = "mlp";
+    c.steps = 2;
+    return c;
+  }
+  static void SetUpTestSuite() {
+    source_ = new fs::path(temp_dir("bad_state_src"));
+    TrainConfig c = config();
+    c.save_dir = source_->string();
+    train(c);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*source_);
+    delete source_;
+  }
+  static fs::path* source_;
+};
+fs::path* TrainerBadState::source_ = nullptr;
+
+TEST_P(TrainerBadState, MissingOrMistypedFieldNamesFileAndField) {
+  fs::path a = temp_dir("bad_state");
+  fs::copy(*source_ / "step-2", a / "step-2");
+  rewrite_state(a / "step-2", GetParam().edit, /*fix_crc=*/true);   // valid CRC: the fields must be checked
+  TrainConfig r = config();
+  r.resume_dir = (a / "step-2").string();
+  try {
+    train(r);
+    FAIL() << "expected an error";
+  } catch (const IoError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("trainer_state.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(GetParam().expected), std::string::npos) << msg;
+  }
+  fs::remove_all(a);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TrainerBadState,
+    ::testing::Values(
+        BadStateCase{"no_rng", [](nlohmann::json& s) { s.erase("rng"); }, "\"rng\" is missing"},
+        BadStateCase{"rng_offset_string", [](nlohmann::json& s) { s["rng"]["offset"] = "7"; },
+                     "\"rng.offset\" must be a non-negative integer"},
+        BadStateCase{"step_negative", [](nlohmann::json& s) { s["step"] = -2; }, "\"step\" must be"},
+        BadStateCase{"no_loader_cursor", [](nlohmann::json& s) { s["loader"].erase("cursor"); },
+                     "\"loader.cursor\" is missing"},
+        BadStateCase{"epoch_loss_string", [](nlohmann::json& s) { s["epoch_sums"]["loss"] = "x"; },
+                     "\"epoch_sums.loss\" must be a number"},
+        BadStateCase{"history_not_object", [](nlohmann::json& s) { s["history"] = 3; }, "\"history\" must be an object"},
+        BadStateCase{"history_short", [](nlohmann::json& s) { s["history"]["train_loss"].erase(0); },
+                     "\"history.train_loss\" has 1 entries"},
+        BadStateCase{"no_config_model", [](nlohmann::json& s) { s["config"].erase("model"); },
+                     "\"config.model\" is missing"},
+        BadStateCase{"no_ema", [](nlohmann::json& s) { s.erase("ema"); }, "\"ema\" is missing"},
+        BadStateCase{"state_is_array", [](nlohmann::json& s) { s = nlohmann::json::array(); }, "not a JSON object"}),
+    [](const ::testing::TestParamInfo<BadStateCase>& i) { return std::string(i.param.what); });
+
+// Saving a step that already exists replaces it whole (no leftovers), and a replacement
+// interrupted between its renames still leaves a loadable checkpoint.
+TEST(Checkpoint, ReplacingAStepIsCrashSafe) {
+  fs::path a = temp_dir("replace");
+  auto data = [](double v) {
+    CheckpointData d;
+    d.model = {{"w", Tensor::full({4}, v)}};
+    d.state = {{"step", 3}, {"v", v}};
+    return d;
+  };
+  save_checkpoint(a.string(), 3, data(1.0));
+  save_checkpoint(a.string(), 3, data(2.0));
+  for (const auto& e : fs::directory_iterator(a))
+    EXPECT_TRUE(e.path().filename() == "step-3" || e.path().filename() == "latest") << e.path();
+  NamedTensors target = {{"w", Tensor::zeros({4})}};
+  LoadedCheckpoint ck = load_checkpoint(a.string(), target);
+  EXPECT_EQ(ck.state["v"], 2.0);
+  EXPECT_EQ(target[0].second.to_vector(), std::vector<double>(4, 2.0));
+
+  // A crash after renaming the old step aside, before renaming the new one in.
+  fs::rename(a / "step-3", a / ".old-step-3-12345");
+  target = {{"w", Tensor::zeros({4})}};
+  ck = load_checkpoint(a.string(), target);
+  EXPECT_EQ(ck.path, (a / ".old-step-3-12345").string());
+  EXPECT_EQ(target[0].second.to_vector(), std::vector<double>(4, 2.0));
+  fs::remove_all(a);
 }

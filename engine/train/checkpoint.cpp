@@ -3,8 +3,10 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "engine/core/error.h"
@@ -23,6 +25,63 @@ std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
   return s;
 }
+
+std::string crc32_hex(std::string_view bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (size_t off = 0; off < bytes.size();) {   // zlib takes uInt lengths
+    const size_t n = std::min<size_t>(bytes.size() - off, size_t(1) << 30);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + off), uInt(n));
+    off += n;
+  }
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08lx", static_cast<unsigned long>(crc) & 0xffffffffUL);
+  return buf;
+}
+
+// Moves the complete directory `tmp` to `final_dir`. When final_dir exists, there is no
+// moment at which neither the old nor the new checkpoint is complete under a known name:
+// the two are exchanged atomically where the filesystem supports it; otherwise the old
+// one is renamed aside (.old-step-N-PID, which load_checkpoint falls back to) before the
+// new one is renamed in. The old one is deleted afterwards.
+void publish_dir(const fs::path& tmp, const fs::path& final_dir, const fs::path& root) {
+  std::error_code ec;
+  if (!fs::exists(final_dir)) {
+    fs::rename(tmp, final_dir, ec);
+    OOMLAB_CHECK_T(IoError, !ec, "cannot publish checkpoint ", final_dir.string(), ": ", ec.message());
+    fsync_dir(root);
+    return;
+  }
+#ifdef RENAME_EXCHANGE
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
+    fsync_dir(root);
+    fs::remove_all(tmp, ec);   // tmp now holds the replaced checkpoint
+    return;
+  }
+#endif
+  const fs::path aside = root / (".old-" + final_dir.filename().string() + "-" + std::to_string(::getpid()));
+  fs::remove_all(aside, ec);
+  fs::rename(final_dir, aside, ec);
+  OOMLAB_CHECK_T(IoError, !ec, "cannot replace checkpoint ", final_dir.string(), ": ", ec.message());
+  fs::rename(tmp, final_dir, ec);
+  if (ec) {
+    std::error_code ec2;
+    fs::rename(aside, final_dir, ec2);   // put the old one back
+    throw IoError(str_cat("cannot publish checkpoint ", final_dir.string(), ": ", ec.message()));
+  }
+  fsync_dir(root);
+  fs::remove_all(aside, ec);
+}
+
+// A checkpoint directory that is missing because a replacement was interrupted between
+// its two renames survives as a sibling ".old-<name>-<pid>"; returns it, or `p`.
+fs::path recover_replaced(const fs::path& p) {
+  if (fs::exists(p) || !fs::is_directory(p.parent_path().empty() ? "." : p.parent_path())) return p;
+  const std::string prefix = ".old-" + p.filename().string() + "-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(p.parent_path().empty() ? "." : p.parent_path(), ec))
+    if (e.is_directory() && e.path().filename().string().rfind(prefix, 0) == 0) return e.path();
+  return p;
+}
 }  // namespace
 
 std::string save_checkpoint(const std::string& dir, int64_t step, const CheckpointData& data, int keep) {
@@ -34,15 +93,14 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Checkpoi
   fs::path tmp = root / (".tmp-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
+  const std::string state_json = dump_json_strict(data.state);
   write_safetensors((tmp / "model.safetensors").string(), data.model, {{"format", "pt"}});
-  write_safetensors((tmp / "trainer_state.safetensors").string(), data.trainer, {{"format", "oomlab"}});
-  write_json_atomic((tmp / "trainer_state.json").string(), data.state);
+  write_safetensors((tmp / "trainer_state.safetensors").string(), data.trainer,
+                    {{"format", "oomlab"}, {kTrainerStateJsonCrcKey, crc32_hex(state_json)}});
+  write_file_atomic((tmp / "trainer_state.json").string(), state_json);
   fsync_dir(tmp);
   fs::path final_dir = root / name;
-  fs::remove_all(final_dir, ec);
-  fs::rename(tmp, final_dir, ec);
-  OOMLAB_CHECK_T(IoError, !ec, "cannot publish checkpoint ", final_dir.string(), ": ", ec.message());
-  fsync_dir(root);
+  publish_dir(tmp, final_dir, root);
   write_file_atomic((root / "latest").string(), name + "\n");
   // Retention: keep the newest `keep` step-* directories.
   std::vector<std::pair<int64_t, fs::path>> steps;
@@ -57,21 +115,35 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Checkpoi
   return final_dir.string();
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path, const NamedTensors& model_targets) {
-  fs::path p(path);
+LoadedCheckpoint load_checkpoint(
+    const std::string& path, const NamedTensors& model_targets,
+    const std::function<void(const nlohmann::json& state, const std::string& state_file)>& check_state) {
+  fs::path p = recover_replaced(fs::path(path));
   OOMLAB_CHECK_T(IoError, fs::exists(p), "--resume: ", path, " does not exist");
-  if (fs::exists(p / "latest")) p = p / trim(read_file((p / "latest").string()));
+  if (fs::exists(p / "latest")) p = recover_replaced(p / trim(read_file((p / "latest").string())));
   for (const char* f : {"model.safetensors", "trainer_state.safetensors", "trainer_state.json"})
     OOMLAB_CHECK_T(IoError, fs::exists(p / f), "--resume: ", (p / f).string(), " is missing (not a complete oomlab checkpoint)");
   LoadedCheckpoint out;
   out.path = p.string();
-  load_into((p / "model.safetensors").string(), model_targets, /*strict=*/true);
-  out.trainer = read_safetensors((p / "trainer_state.safetensors").string()).tensors;
+  const std::string trainer_file = (p / "trainer_state.safetensors").string();
+  const std::string state_file = (p / "trainer_state.json").string();
+  SafetensorsContents trainer = read_safetensors(trainer_file);
+  const std::string state_bytes = read_file(state_file);
+  auto crc = trainer.metadata.find(kTrainerStateJsonCrcKey);
+  OOMLAB_CHECK_T(IoError, crc != trainer.metadata.end(), trainer_file, ": no CRC32 of trainer_state.json in its metadata (",
+                 kTrainerStateJsonCrcKey, "; a checkpoint from an older oomlab?)");
+  const std::string actual = crc32_hex(state_bytes);
+  OOMLAB_CHECK_T(IoError, crc->second == actual, state_file, ": CRC32 mismatch: ", trainer_file, " records ",
+                 crc->second, " but the file hashes to ", actual, " (edited or corrupt)");
+  out.trainer = std::move(trainer.tensors);
   try {
-    out.state = nlohmann::json::parse(read_file((p / "trainer_state.json").string()));
+    out.state = nlohmann::json::parse(state_bytes);
   } catch (const nlohmann::json::exception& e) {
-    throw IoError(str_cat((p / "trainer_state.json").string(), ": corrupt JSON: ", e.what()));
+    throw IoError(str_cat(state_file, ": corrupt JSON: ", e.what()));
   }
+  OOMLAB_CHECK_T(IoError, out.state.is_object(), state_file, ": not a JSON object");
+  if (check_state) check_state(out.state, state_file);
+  load_into((p / "model.safetensors").string(), model_targets, /*strict=*/true);
   return out;
 }
 

@@ -2,10 +2,15 @@
 // Layout: DIR/step-<N>/{model.safetensors, trainer_state.safetensors, trainer_state.json}
 // and DIR/latest (text: "step-<N>"). A checkpoint is written under DIR/.tmp-step-<N>,
 // fsynced and renamed into place; only then is `latest` replaced (atomically), and
-// checkpoints older than the last `keep` are removed. Loading validates every tensor's
-// name, shape and dtype and the files' CRC32; any problem is an IoError/ValueError
-// naming the file.
+// checkpoints older than the last `keep` are removed. An existing DIR/step-<N> is
+// replaced crash-safely: atomically exchanged with the new directory (renameat2
+// RENAME_EXCHANGE), or where the filesystem cannot, renamed aside to .old-step-<N>-*
+// first (loading falls back to that directory if step-<N> is missing), then deleted.
+// Loading validates every tensor's name, shape and dtype and the files' CRC32 (the CRC32
+// of trainer_state.json is kept in trainer_state.safetensors' metadata); any problem is
+// an IoError/ValueError naming the file.
 #pragma once
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,13 +27,20 @@ struct CheckpointData {
 // Writes checkpoint `step` under dir; returns its directory.
 std::string save_checkpoint(const std::string& dir, int64_t step, const CheckpointData& data, int keep = 2);
 
+// Metadata key of trainer_state.safetensors holding the CRC32 of trainer_state.json.
+inline constexpr const char* kTrainerStateJsonCrcKey = "oomlab_trainer_state_json_crc32";
+
 // Resolves `path` (a checkpoint directory, or a save directory holding `latest`) and
 // loads model tensors into data.model (strict), returns the trainer tensors and state.
+// check_state (optional) sees the parsed, checksum-verified state and the path of
+// trainer_state.json before any weights are loaded (e.g. to compare the run's config).
 struct LoadedCheckpoint {
   std::string path;
   NamedTensors trainer;
   nlohmann::json state;
 };
-LoadedCheckpoint load_checkpoint(const std::string& path, const NamedTensors& model_targets);
+LoadedCheckpoint load_checkpoint(
+    const std::string& path, const NamedTensors& model_targets,
+    const std::function<void(const nlohmann::json& state, const std::string& state_file)>& check_state = {});
 
 }  // namespace oomlab

@@ -1,6 +1,7 @@
 // cli_args.cpp — flag parsing and size/list parsing.
 #include "engine/train/cli_args.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -58,8 +59,11 @@ int64_t CliArgs::get_int(const std::string& key, int64_t def) const {
   auto v = get_opt(key);
   if (!v) return def;
   char* end = nullptr;
+  errno = 0;
   long long x = std::strtoll(v->c_str(), &end, 10);
   OOMLAB_CHECK(!v->empty() && *end == '\0', "oomlab ", command_, ": --", key, " expects an integer, got '", *v, "'");
+  OOMLAB_CHECK(errno != ERANGE, "oomlab ", command_, ": --", key, " value '", *v,
+               "' is out of range (must fit in a signed 64-bit integer)");
   return x;
 }
 
@@ -89,7 +93,10 @@ uint64_t parse_size(const std::string& s) {
   else if (unit == "TB") mult = 1e12;
   OOMLAB_CHECK(end != s.c_str() && mult > 0 && std::isfinite(v) && v > 0,
                "invalid size '", s, "' (examples: 11GiB, 512MiB, 16GB, 1048576)");
-  return uint64_t(v * mult);
+  const double bytes = v * mult;
+  OOMLAB_CHECK(bytes >= 1, "invalid size '", s, "': it is less than 1 byte (examples: 11GiB, 512MiB, 16GB, 1048576)");
+  OOMLAB_CHECK(bytes < 9223372036854775808.0, "invalid size '", s, "': too large (at most 2^63 - 1 bytes, 8 EiB)");
+  return uint64_t(bytes);
 }
 
 std::vector<int64_t> parse_int_list(const std::string& s, const std::string& what) {
@@ -99,7 +106,9 @@ std::vector<int64_t> parse_int_list(const std::string& s, const std::string& wha
     size_t comma = s.find(',', pos);
     std::string tok = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     char* end = nullptr;
+    errno = 0;
     long long v = std::strtoll(tok.c_str(), &end, 10);
+    OOMLAB_CHECK(errno != ERANGE, "invalid ", what, " '", s, "': ", tok, " is out of range");
     OOMLAB_CHECK(!tok.empty() && *end == '\0' && v > 0, "invalid ", what, " '", s,
                  "': expected positive integers separated by commas, e.g. 3,224,224");
     out.push_back(v);

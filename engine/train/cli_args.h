@@ -33,7 +33,9 @@ class CliArgs {
   std::vector<std::string> positionals_;
 };
 
-// "11GiB", "512MiB", "1.5GB", "4096" (bytes) -> bytes; ValueError on bad input.
+// "11GiB", "512MiB", "1.5GB", "4096" (bytes) -> bytes; ValueError on bad input, on a
+// result below 1 byte ("0.5") and on one of 2^63 bytes or more. get_int: ValueError on
+// a value outside int64 (naming the flag).
 uint64_t parse_size(const std::string& s);
 // "3,224,224" -> {3,224,224}; ValueError on bad input.
 std::vector<int64_t> parse_int_list(const std::string& s, const std::string& what);

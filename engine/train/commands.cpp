@@ -1,5 +1,8 @@
 // commands.cpp — flag parsing and console output of the oomlab subcommands; the work
 // itself lives in trainer.cpp, memory_report.cpp and experiment_runner.cpp.
+// Output paths (--json, --memory-snapshot, --chrome-trace) are checked before any work.
+// On OutOfMemoryError the requested --memory-snapshot / --chrome-trace are still written
+// (they show the OOM), then the error propagates (exit 2); --json is never written then.
 #include "engine/train/commands.h"
 
 #include <unistd.h>
@@ -28,6 +31,37 @@ bool wants_help(const std::vector<std::string>& args) {
   return false;
 }
 
+// Architecture flags of train/summary/estimate: bert-* and unet* only (see model_arch.h).
+const std::set<std::string> kArchFlags = {"hidden", "layers", "heads", "max-positions", "dropout", "base-width", "depth"};
+const char* const kArchUsage = "[--hidden N --layers N --heads N --max-positions N --dropout P (bert-*)]\n"
+                               "  [--base-width N --depth N (unet*)]";
+
+std::set<std::string> with_arch_flags(std::set<std::string> flags) {
+  flags.insert(kArchFlags.begin(), kArchFlags.end());
+  return flags;
+}
+
+ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
+  auto positive = [&](const char* k) {
+    const int64_t v = a.get_int(k, 0);
+    OOMLAB_CHECK(!a.has(k) || v >= 1, "--", k, " must be >= 1 (got ", v, ")");
+    return v;
+  };
+  ArchOverrides o;
+  o.hidden = positive("hidden");
+  o.layers = positive("layers");
+  o.heads = positive("heads");
+  o.max_positions = positive("max-positions");
+  o.base_width = positive("base-width");
+  o.depth = positive("depth");
+  if (a.has("dropout")) {
+    o.dropout = a.get_double("dropout", 0.0);
+    OOMLAB_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1) (got ", o.dropout, ")");
+  }
+  o.check_fits(model);
+  return o;
+}
+
 ModelSpec model_spec(const CliArgs& a) {
   ModelSpec s;
   s.model = a.get("model", "");
@@ -40,10 +74,14 @@ ModelSpec model_spec(const CliArgs& a) {
   s.num_classes = a.get_int("classes", 0);
   s.seq_len = a.get_int("seq-len", 0);
   OOMLAB_CHECK(!a.has("seq-len") || s.seq_len >= 1, "--seq-len must be >= 1 (got ", s.seq_len, ")");
+  s.arch = arch_flags(a, s.model);
   return s;
 }
 
 void check_output_path(const std::string& path) {
+  OOMLAB_CHECK_T(IoError, !path.empty(), "an output file name is empty");
+  OOMLAB_CHECK_T(IoError, !std::filesystem::is_directory(path), "cannot write ", path,
+                 ": it is a directory (give a file name)");
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (dir.empty()) dir = ".";
   OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(dir) && access(dir.c_str(), W_OK) == 0, "cannot write ",
@@ -65,6 +103,18 @@ void write_traces_if_asked(const CliArgs& a, const Device& dev) {
 void check_trace_paths(const CliArgs& a) {
   for (const char* k : {"memory-snapshot", "chrome-trace"})
     if (auto path = a.get_opt(k)) check_output_path(*path);
+}
+
+// Runs work(); on OutOfMemoryError writes the requested snapshot/trace (the allocator's
+// trace ends with the "oom" event: what pytorch.org/memory_viz should show), then rethrows.
+template <class F> auto with_traces_on_oom(const CliArgs& a, const Device& dev, F&& work) {
+  try {
+    return work();
+  } catch (const OutOfMemoryError&) {
+    OpProfiler::enable(false);
+    write_traces_if_asked(a, dev);
+    throw;
+  }
 }
 
 // --allow-tf32 none|cudnn|all (PyTorch's default: cudnn), --cudnn-benchmark on|off,
@@ -99,10 +149,11 @@ int cmd_models(const std::vector<std::string>&) {
 
 int cmd_summary(const std::vector<std::string>& args) {
   if (wants_help(args)) {
-    std::puts("oomlab summary --model M [--input C,H,W | --seq-len T] [--classes K] [--batch B] [--json FILE]");
+    std::printf("oomlab summary --model M [--input C,H,W | --seq-len T] [--classes K] [--batch B] [--json FILE]\n  %s\n",
+                kArchUsage);
     return 0;
   }
-  CliArgs a(args, {"model", "input", "seq-len", "classes", "batch", "json"}, {}, "summary");
+  CliArgs a(args, with_arch_flags({"model", "input", "seq-len", "classes", "batch", "json"}), {}, "summary");
   ModelSpec spec = model_spec(a);
   if (auto path = a.get_opt("json")) check_output_path(*path);
   ModelSummary s = summarize_model(spec, a.get_int("batch", 1));
@@ -132,6 +183,7 @@ int cmd_summary(const std::vector<std::string>& args) {
                   double(t.saved_bytes) / double(std::max<int64_t>(1, t.korthikanti_fp32_bytes)));
   }
   nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}};
+  cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json()));
   return 0;
 }
@@ -140,10 +192,11 @@ int cmd_estimate(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::puts("oomlab estimate --model M --batch B [--optimizer sgd|adam|adamw] [--input C,H,W | --seq-len T] "
               "[--classes K] [--device-memory SIZE] [--json FILE]\n  [--memory-snapshot FILE] [--chrome-trace FILE]");
+    std::printf("  %s\n", kArchUsage);
     return 0;
   }
-  CliArgs a(args, {"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory", "json", "memory-snapshot",
-                   "chrome-trace"}, {}, "estimate");
+  CliArgs a(args, with_arch_flags({"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory", "json",
+                                   "memory-snapshot", "chrome-trace"}), {}, "estimate");
   ModelSpec spec = model_spec(a);
   OOMLAB_CHECK(a.has("batch"), "--batch is required");
   std::string opt = a.get("optimizer", "sgd");
@@ -151,7 +204,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
   if (auto path = a.get_opt("json")) check_output_path(*path);
   check_trace_paths(a);
   const bool record = a.has("memory-snapshot") || a.has("chrome-trace");
-  MemoryEstimate e = estimate_memory(spec, a.get_int("batch", 1), opt, cap, record);
+  const int64_t batch = a.get_int("batch", 1);
+  MemoryEstimate e = with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, batch, opt, cap, record); });
   auto row = [](const char* what, int64_t exact, const char* formula_what, int64_t formula) {
     std::printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
                 formula < 0 ? "" : format_bytes(double(formula)).c_str());
@@ -170,6 +224,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("peak reserved", e.peak_reserved_bytes, "-", -1);
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
   nlohmann::json cfg = {{"model", spec.model}, {"batch", e.batch}, {"optimizer", opt}, {"device_memory", cap}};
+  cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json()));
   write_traces_if_asked(a, meta_device());
   return 0;
@@ -186,13 +241,14 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
               "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"
               "  [--allow-tf32 none|cudnn|all] [--cudnn-benchmark on|off] [--cudnn-workspace-limit SIZE]");
+    std::printf("  %s\n", kArchUsage);
     return 0;
   }
   CliArgs a(args,
-            {"allow-tf32", "cudnn-benchmark", "cudnn-workspace-limit", "model", "dataset", "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
+            with_arch_flags({"allow-tf32", "cudnn-benchmark", "cudnn-workspace-limit", "model", "dataset", "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
              "long-seq-prob", "long-seq-len", "device", "batch", "epochs",
              "steps", "optimizer", "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory",
-             "save", "save-every", "resume", "eval-batches", "log-every", "json", "memory-snapshot", "chrome-trace"},
+             "save", "save-every", "resume", "eval-batches", "log-every", "json", "memory-snapshot", "chrome-trace"}),
             {"nesterov", "quiet"}, "train");
   TrainConfig c;
   c.model = a.get("model", c.model);
@@ -222,7 +278,9 @@ int cmd_train(const std::vector<std::string>& args) {
   c.nesterov = a.flag("nesterov");
   c.schedule = a.get("schedule", c.schedule);
   c.ema_decay = a.get_double("ema", 0.0);
-  c.seed = uint64_t(a.get_int("seed", 0));
+  const int64_t seed = a.get_int("seed", 0);
+  OOMLAB_CHECK(seed >= 0, "--seed must be >= 0 (got ", seed, ")");
+  c.seed = uint64_t(seed);
   if (a.has("device-memory")) c.device_memory = parse_size(a.get("device-memory", ""));
   c.save_dir = a.get("save", "");
   c.save_every = a.get_int("save-every", 0);
@@ -230,9 +288,10 @@ int cmd_train(const std::vector<std::string>& args) {
   c.eval_batches = a.get_int("eval-batches", -1);
   c.log_every = a.get_int("log-every", c.log_every);
   c.quiet = a.flag("quiet");
+  c.arch = arch_flags(a, c.model);
   OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
   OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
-  OOMLAB_CHECK(c.steps >= 0, "--steps must be >= 1 (got ", c.steps, ")");
+  OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
   OOMLAB_CHECK(c.lr > 0, "--lr must be > 0");
   OOMLAB_CHECK(c.ema_decay >= 0 && c.ema_decay < 1, "--ema must be in [0, 1)");
   // Validate the output path before hours of training, not after.
@@ -240,7 +299,7 @@ int cmd_train(const std::vector<std::string>& args) {
   check_trace_paths(a);
   c.record_history = a.has("memory-snapshot") || a.has("chrome-trace");
   apply_backend_flags(a);
-  nlohmann::json results = train(c);
+  nlohmann::json results = with_traces_on_oom(a, c.device, [&] { return train(c); });
   write_json_if_asked(a, results);
   write_traces_if_asked(a, c.device);
   return 0;

@@ -64,13 +64,16 @@ Built build_on_meta(const ModelSpec& spec) {
   b.tokens = model_input_kind(spec.model) == InputKind::tokens;
   b.segmentation = model_task_kind(spec.model) == TaskKind::segmentation;
   b.classes = spec.num_classes > 0 ? spec.num_classes : default_classes_for(spec.model);
+  spec.arch.check_fits(spec.model);
   ModelConfig cfg = default_model_config(spec.model);
   cfg.num_classes = b.classes;
   cfg.device = meta_device();
+  spec.arch.apply(cfg);
   if (b.tokens) {
     OOMLAB_CHECK(spec.input.empty(), spec.model, " takes token ids: give --seq-len N, not --input");
     OOMLAB_CHECK(spec.seq_len >= 0, "--seq-len must be >= 1 (got ", spec.seq_len, ")");
     if (spec.seq_len > 0) cfg.seq_len = spec.seq_len;
+    check_seq_fits(spec.model, spec.arch, cfg.seq_len, spec.seq_len > 0 ? "--seq-len" : "the default --seq-len");
   } else {
     OOMLAB_CHECK(spec.seq_len == 0, "--seq-len is for token models; ", spec.model, " takes images (--input C,H,W)");
     Shape in = spec.input.empty() ? default_input_for(spec.model) : spec.input;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
+#include "engine/train/model_arch.h"
 
 namespace oomlab {
 
@@ -63,6 +64,7 @@ struct ModelSpec {
   Shape input;           // C,H,W; empty -> model default (image models)
   int64_t num_classes = 0;   // 0 -> model default (1000 ImageNet / 10 for 28x28 models / 2 BERT)
   int64_t seq_len = 0;       // token models: 0 -> the preset's seq_len
+  ArchOverrides arch;        // --hidden/--layers/... (checked against the model's family)
 };
 
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch);

@@ -29,7 +29,7 @@ namespace oomlab {
 using json = nlohmann::json;
 
 json TrainConfig::to_json() const {
-  return {{"model", model}, {"dataset", dataset}, {"data_dir", data_dir}, {"input", input},
+  json j = {{"model", model}, {"dataset", dataset}, {"data_dir", data_dir}, {"input", input},
           {"num_classes", num_classes}, {"synthetic_size", synthetic_size},
           {"seq_len", seq_len}, {"seq_min_len", seq_min_len}, {"long_seq_len", long_seq_len},
           {"long_seq_prob", long_seq_prob}, {"device", device.str()},
@@ -38,6 +38,8 @@ json TrainConfig::to_json() const {
           {"schedule", schedule}, {"ema_decay", ema_decay}, {"seed", seed}, {"device_memory", device_memory},
           {"save_dir", save_dir}, {"save_every", save_every}, {"resume_dir", resume_dir},
           {"eval_batches", eval_batches}};
+  j.update(arch.to_json(model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
+  return j;
 }
 
 namespace {
@@ -147,6 +149,35 @@ NamedTensors state_dict(nn::Module& m) {
   for (auto& b : m.named_buffers()) s.push_back(b);
   return s;
 }
+
+// Validated reads of trainer_state.json: a missing or mistyped field is an IoError naming
+// the file and the field's dotted path (never nlohmann's type_error).
+enum class Want { object, array, count, u64, number };
+const json& state_field(const json& root, const std::string& file, std::initializer_list<const char*> path, Want want) {
+  const json* j = &root;
+  std::string name;
+  for (const char* k : path) {
+    if (!name.empty()) name += '.';
+    name += k;
+    OOMLAB_CHECK_T(IoError, j->is_object() && j->contains(k), "--resume: ", file, ": field \"", name, "\" is missing");
+    j = &(*j)[k];
+  }
+  bool ok = false;
+  const char* what = "";
+  switch (want) {
+    case Want::object: ok = j->is_object(); what = "an object"; break;
+    case Want::array: ok = j->is_array(); what = "an array"; break;
+    case Want::count:   // non-negative, fits int64
+      ok = j->is_number_unsigned() && j->get<uint64_t>() <= uint64_t(INT64_MAX);
+      what = "a non-negative integer"; break;
+    case Want::u64: ok = j->is_number_unsigned(); what = "a non-negative integer"; break;
+    case Want::number: ok = j->is_number(); what = "a number"; break;
+  }
+  std::string got = j->dump();
+  if (got.size() > 40) got = got.substr(0, 40) + "...";
+  OOMLAB_CHECK_T(IoError, ok, "--resume: ", file, ": field \"", name, "\" must be ", what, " (got ", got, ")");
+  return *j;
+}
 }  // namespace
 
 json train(const TrainConfig& c) {
@@ -160,6 +191,11 @@ json train(const TrainConfig& c) {
     OpProfiler::enable(true);
   }
   check_model_fits_dataset(c.model, c.dataset);
+  c.arch.check_fits(c.model);
+  if (model_input_kind(c.model) == InputKind::tokens) {   // the position table is never enlarged silently
+    check_seq_fits(c.model, c.arch, c.seq_len, "--seq-len");
+    if (c.long_seq_prob > 0) check_seq_fits(c.model, c.arch, c.long_seq_len, "--long-seq-len");
+  }
   Datasets data = make_datasets(c);
   OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
                data.train->name(), " training set (", data.train->size(), " samples)");
@@ -167,10 +203,9 @@ json train(const TrainConfig& c) {
   Shape in = data.train->sample_shape();
   ModelConfig mc;
   mc.num_classes = data.train->num_classes();
+  c.arch.apply(mc);
   if (data.train->is_tokens()) {
     mc.seq_len = c.seq_len;
-    // Rare long samples must still fit the position table (0 keeps the preset's).
-    if (c.long_seq_prob > 0 && c.long_seq_len > 512) mc.max_positions = c.long_seq_len;
   } else {
     mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
   }
@@ -200,23 +235,63 @@ json train(const TrainConfig& c) {
   double epoch_loss = 0;   // running sums of the current epoch (checkpointed)
   int64_t epoch_correct = 0, epoch_samples = 0, epoch_scored = 0;   // scored: samples or pixels
   if (!c.resume_dir.empty()) {
-    LoadedCheckpoint ck = load_checkpoint(c.resume_dir, state_dict(*model));
+    // The run's config must match the checkpoint's (checked before any weights load, so a
+    // different architecture is reported as such, not as missing tensors).
+    const json run_cfg = c.to_json();
+    auto check_config = [&](const json& st, const std::string& file) {
+      const json& saved = state_field(st, file, {"config"}, Want::object);
+      std::vector<std::string> keys = {"model", "dataset", "batch", "optimizer", "seed"};
+      const json arch = c.arch.to_json(c.model);
+      for (auto it = arch.begin(); it != arch.end(); ++it) keys.push_back(it.key());
+      for (const std::string& k : keys) {
+        OOMLAB_CHECK_T(IoError, saved.contains(k), "--resume: ", file, ": field \"config.", k, "\" is missing");
+        OOMLAB_CHECK(saved[k] == run_cfg[k], "--resume: checkpoint ", file, " was made with ", k, "=", saved[k].dump(),
+                     ", this run has ", run_cfg[k].dump());
+      }
+    };
+    LoadedCheckpoint ck = load_checkpoint(c.resume_dir, state_dict(*model), check_config);
     const json& st = ck.state;
-    for (const char* k : {"model", "dataset", "batch", "optimizer", "seed"})
-      OOMLAB_CHECK(st["config"][k] == c.to_json()[k], "--resume: checkpoint ", ck.path, " was made with ", k, "=",
-                   st["config"][k].dump(), ", this run has ", c.to_json()[k].dump());
+    const std::string file = ck.path + "/trainer_state.json";
+    auto field = [&](std::initializer_list<const char*> path, Want want) -> const json& {
+      return state_field(st, file, path, want);
+    };
+    const int64_t saved_step = field({"step"}, Want::count).get<int64_t>();
+    const json& saved_history = field({"history"}, Want::object);
+    for (const char* k : {"train_loss", "lr"})
+      OOMLAB_CHECK_T(IoError, int64_t(field({"history", k}, Want::array).size()) == saved_step, "--resume: ", file,
+                     ": field \"history.", k, "\" has ", field({"history", k}, Want::array).size(),
+                     " entries for step ", saved_step);
+    field({"history", "epochs"}, Want::array);
+    const uint64_t rng_seed = field({"rng", "seed"}, Want::u64).get<uint64_t>();
+    const uint64_t rng_offset = field({"rng", "offset"}, Want::u64).get<uint64_t>();
+    const LoaderState ls{field({"loader", "epoch"}, Want::count).get<int64_t>(),
+                         field({"loader", "cursor"}, Want::count).get<int64_t>()};
+    const double sum_loss = field({"epoch_sums", "loss"}, Want::number).get<double>();
+    const int64_t sum_correct = field({"epoch_sums", "correct"}, Want::count).get<int64_t>();
+    const int64_t sum_samples = field({"epoch_sums", "samples"}, Want::count).get<int64_t>();
+    const json& opt_state = field({"optimizer"}, Want::object);
+    const json& sched_state = field({"scheduler"}, Want::object);
+    // The EMA's decay and update count ("ema"; absent when the run had no EMA).
+    const json ema_state = ema ? field({"ema"}, Want::object) : json();
     NamedTensors opt_tensors, ema_tensors;
     for (auto& [n, t] : ck.trainer) (n.rfind("ema.", 0) == 0 ? ema_tensors : opt_tensors).push_back({n, t});
-    opt->load_state(st["optimizer"], opt_tensors);
-    sched.load_state(st["scheduler"]);
-    if (ema) ema->load_state(ema_tensors);
-    default_generator() = Generator{st["rng"]["seed"].get<uint64_t>(), st["rng"]["offset"].get<uint64_t>()};
-    loader.restore(LoaderState{st["loader"]["epoch"].get<int64_t>(), st["loader"]["cursor"].get<int64_t>()});
-    history = st["history"];
-    step = st["step"].get<int64_t>();
-    epoch_loss = st["epoch_sums"]["loss"].get<double>();
-    epoch_correct = st["epoch_sums"]["correct"].get<int64_t>();
-    epoch_samples = st["epoch_sums"]["samples"].get<int64_t>();
+    try {   // the components validate their own parts; say which file they came from
+      opt->load_state(opt_state, opt_tensors);
+      sched.load_state(sched_state);
+      if (ema) {
+        ema->load_state(ema_tensors, ema_state);
+        ema->set_decay(c.ema_decay);   // this run's --ema (the update count stays restored)
+      }
+      loader.restore(ls);
+    } catch (const ValueError& e) {
+      throw ValueError(str_cat("--resume: ", ck.path, ": ", e.what()));
+    }
+    default_generator() = Generator{rng_seed, rng_offset};
+    history = saved_history;
+    step = saved_step;
+    epoch_loss = sum_loss;
+    epoch_correct = sum_correct;
+    epoch_samples = sum_samples;
     epoch_scored = epoch_samples * data.train->target_numel();
     if (!c.quiet) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step);
   }
@@ -232,6 +307,7 @@ json train(const TrainConfig& c) {
                {"rng", {{"seed", default_generator().seed}, {"offset", default_generator().offset}}},
                {"history", history},
                {"epoch_sums", {{"loss", epoch_loss}, {"correct", epoch_correct}, {"samples", epoch_samples}}}};
+    if (ema) d.state["ema"] = ema->state_json();   // decay, num_updates, names
     std::string where = save_checkpoint(c.save_dir, step, d);
     if (!c.quiet) std::printf("saved checkpoint %s\n", where.c_str());
   };

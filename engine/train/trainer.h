@@ -14,6 +14,7 @@
 
 #include "engine/core/device.h"
 #include "engine/core/tensor.h"
+#include "engine/train/model_arch.h"
 
 namespace oomlab {
 
@@ -28,6 +29,9 @@ struct TrainConfig {
   // long_seq_prob a sample has length long_seq_len instead.
   int64_t seq_len = 32, seq_min_len = 0, long_seq_len = 0;
   double long_seq_prob = 0.0;
+  // bert-* / unet* architecture overrides; seq_len and long_seq_len (when used) must fit
+  // the position table (arch.max_positions, else the preset's 512): never enlarged silently.
+  ArchOverrides arch;
   int64_t synthetic_size = 2048;
   Device device = cpu_device();
   int64_t batch = 128;

@@ -1,0 +1,71 @@
+// model_arch.cpp — validation, application and recording of architecture overrides.
+#include "engine/train/model_arch.h"
+
+#include "engine/core/error.h"
+#include "models/model_zoo.h"
+
+namespace oomlab {
+
+namespace {
+bool is_bert(const std::string& model) { return model_input_kind(model) == InputKind::tokens; }
+bool is_unet(const std::string& model) { return model_task_kind(model) == TaskKind::segmentation; }
+}  // namespace
+
+void ArchOverrides::check_fits(const std::string& model) const {
+  struct Flag { const char* name; bool given; bool bert; };
+  const Flag flags[] = {{"--hidden", hidden != 0, true},         {"--layers", layers != 0, true},
+                        {"--heads", heads != 0, true},           {"--max-positions", max_positions != 0, true},
+                        {"--dropout", dropout >= 0, true},       {"--base-width", base_width != 0, false},
+                        {"--depth", depth != 0, false}};
+  for (const Flag& f : flags) {
+    if (!f.given) continue;
+    // model_input_kind/model_task_kind reject unknown model names (listing the valid ones).
+    const bool fits = f.bert ? is_bert(model) : is_unet(model);
+    OOMLAB_CHECK(fits, f.name, " applies to ", f.bert ? "BERT models (bert-*)" : "UNet models (unet, unet-small)",
+                 "; --model ", model, " is not one");
+  }
+  OOMLAB_CHECK(hidden >= 0 && layers >= 0 && heads >= 0 && max_positions >= 0 && base_width >= 0 && depth >= 0,
+               model, ": --hidden/--layers/--heads/--max-positions/--base-width/--depth must be >= 1");
+  OOMLAB_CHECK(dropout < 1, model, ": --dropout must be in [0, 1) (got ", dropout, ")");
+}
+
+void ArchOverrides::apply(ModelConfig& cfg) const {
+  if (hidden > 0) cfg.hidden = hidden;
+  if (layers > 0) cfg.layers = layers;
+  if (heads > 0) cfg.heads = heads;
+  if (max_positions > 0) cfg.max_positions = max_positions;
+  if (dropout >= 0) cfg.dropout = dropout;
+  if (base_width > 0) cfg.base_width = base_width;
+  if (depth > 0) cfg.depth = depth;
+}
+
+nlohmann::json ArchOverrides::to_json(const std::string& model) const {
+  nlohmann::json j = nlohmann::json::object();
+  try {
+    if (is_bert(model)) {
+      const ModelConfig d = default_model_config(model);
+      const BertShape preset = bert_shape(model, d);   // no overrides: always valid
+      j = {{"hidden", hidden > 0 ? hidden : preset.hidden}, {"layers", layers > 0 ? layers : preset.layers},
+           {"heads", heads > 0 ? heads : preset.heads},
+           {"max_positions", max_positions > 0 ? max_positions : preset.max_positions},
+           {"dropout", dropout >= 0 ? dropout : d.dropout}};
+    } else if (is_unet(model)) {
+      const ModelConfig d = default_model_config(model);
+      j = {{"base_width", base_width > 0 ? base_width : unet_base_width(model, d)},
+           {"depth", depth > 0 ? depth : unet_depth(model, d)}};
+    }
+  } catch (const Error&) {   // unknown model: nothing to resolve (building it reports that)
+  }
+  return j;
+}
+
+void check_seq_fits(const std::string& model, const ArchOverrides& arch, int64_t len, const char* flag) {
+  if (!is_bert(model)) return;
+  const int64_t table = arch.max_positions > 0 ? arch.max_positions
+                                               : bert_shape(model, default_model_config(model)).max_positions;
+  OOMLAB_CHECK(len <= table, flag, " ", len, " exceeds max_positions ", table, " of ", model,
+               " (its position-embedding table); use a shorter sequence, or pass --max-positions ", len,
+               " to enlarge the table (the parameter count then differs from Hugging Face's)");
+}
+
+}  // namespace oomlab
