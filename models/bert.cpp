@@ -2,7 +2,10 @@
 // bert-tiny (2 layers, hidden 128, 2 heads), bert-mini (4/256/4), bert-small (4/512/8),
 // bert-base (12/768/12); vocab 30522, 512 positions, 2 token types, intermediate
 // 4*hidden, LayerNorm eps 1e-12, erf GELU, dropout cfg.dropout on the embeddings, the
-// attention probabilities, each sublayer output and before the classifier.
+// attention probabilities, each sublayer output and before the classifier. The attention
+// core (QK^T, masked softmax, probability dropout, PV) is the parameterless leaf
+// bert.encoder.layer.N.attention.self.core (nn::DotProductAttention), so `oomlab summary`
+// shows its saved bytes per layer; it adds no state_dict keys.
 // Module names = HF state_dict keys: bert.embeddings.*, bert.encoder.layer.N.*,
 // bert.pooler.dense, classifier — so the `bert.` part counts exactly HF BertModel's
 // parameters (bert-base: 109,482,240; bert_parameter_count() gives the formula).
@@ -106,24 +109,29 @@ class BertEmbeddings : public nn::Module {
 
 class BertSelfAttention : public nn::Module {
  public:
-  BertSelfAttention(const BertShape& s, double p, const LayerOptions& o) : heads(s.heads), p(p) {
+  BertSelfAttention(const BertShape& s, double p, const LayerOptions& o) : heads(s.heads) {
     query = register_module("query", lin(s.hidden, s.hidden, o));
     key = register_module("key", lin(s.hidden, s.hidden, o));
     value = register_module("value", lin(s.hidden, s.hidden, o));
+    core = register_module("core", std::make_shared<nn::DotProductAttention>(p));   // no parameters
   }
   Tensor mask;   // uint8 [B, T], 1 = padding (set by the layer)
   Tensor forward(const Tensor& x) override {   // [B, T, H] -> context [B, T, H]
     const int64_t B = x.size(0), T = x.size(1), H = x.size(2), D = H / heads;
     auto split_heads = [&](const Tensor& t) { return t.reshape({B, T, heads, D}).permute({0, 2, 1, 3}); };
     Tensor q = split_heads((*query)(x)), k = split_heads((*key)(x)), v = split_heads((*value)(x));
-    Tensor ctx = scaled_dot_product_attention(q, k, v, mask, p, is_training());
-    q = k = v = Tensor();
+    core->key = k;
+    core->value = v;
+    core->mask = mask;
+    Tensor ctx = (*core)(q);
+    core->key = core->value = core->mask = Tensor();   // q, k, v below still hold the storages
+    q = k = v = Tensor();                               // freed here, in the same order as before
     return ctx.permute({0, 2, 1, 3}).reshape({B, T, H});
   }
   const char* type_name() const override { return "BertSelfAttention"; }
   std::shared_ptr<nn::Linear> query, key, value;
+  std::shared_ptr<nn::DotProductAttention> core;   // "attention.self.core": QK^T, softmax, dropout, PV
   int64_t heads;
-  double p;
 };
 
 // dense -> dropout -> LayerNorm(. + residual): BertSelfOutput and BertOutput.

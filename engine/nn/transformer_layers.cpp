@@ -1,4 +1,5 @@
-// transformer_layers.cpp — Embedding, LayerNorm, GELU and Tanh modules (see the header).
+// transformer_layers.cpp — Embedding, LayerNorm, GELU, Tanh and DotProductAttention modules
+// (see the header).
 #include "engine/nn/transformer_layers.h"
 
 #include "engine/autograd/grad_mode.h"
@@ -48,6 +49,16 @@ void LayerNorm::reset_parameters() {
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, weight, bias, eps); }
 
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+
+DotProductAttention::DotProductAttention(double p) : p(p) {
+  OOMLAB_CHECK_T(ValueError, p >= 0.0 && p < 1.0, "DotProductAttention: dropout must be in [0, 1), got ", p);
+}
+
+Tensor DotProductAttention::forward(const Tensor& q) {
+  OOMLAB_CHECK_T(ValueError, key.defined() && value.defined(),
+                 "DotProductAttention: set key and value before calling it (forward takes q)");
+  return scaled_dot_product_attention(q, key, value, mask, p, is_training());
+}
 
 Tensor tanh_composed(const Tensor& x) { return add_scalar(scale(sigmoid(scale(x, 2.0)), 2.0), -1.0); }
 

@@ -1,7 +1,8 @@
 // transformer_layers.h — torch.nn layers for transformer encoders: Embedding, LayerNorm,
-// GELU and Tanh, each a thin Module over the op of the same name (engine/ops/
-// transformer_ops.h; Tanh is composed as 2*sigmoid(2x) - 1 from vision/elementwise ops,
-// so it saves the sigmoid output). Contracts:
+// GELU, Tanh and DotProductAttention, each a thin Module over the op of the same name
+// (engine/ops/transformer_ops.h; Tanh is composed as 2*sigmoid(2x) - 1 from vision/
+// elementwise ops, so it saves the sigmoid output; DotProductAttention runs
+// scaled_dot_product_attention). Contracts:
 //  * Parameter names/shapes are PyTorch's: Embedding.weight [num, dim]; LayerNorm.weight
 //    and .bias [dim]. LayerNorm is initialised 1/0 (deterministic, skipped on meta);
 //    Embedding draws N(0, 1) from options.generator unless skip_init (the zoo re-inits).
@@ -48,6 +49,23 @@ class Tanh : public Module {
  public:
   Tensor forward(const Tensor& x) override;
   const char* type_name() const override { return "Tanh"; }
+};
+
+// The attention core: dropout(masked_softmax(q k^T / sqrt(D), mask)) v over heads
+// [B, NH, T, D] (scaled_dot_product_attention: QK^T bmm, masked softmax, dropout on the
+// probabilities, PV bmm). A parameterless leaf, so it adds no state_dict keys, and
+// `oomlab summary` gives the bytes it saves for backward a row of its own: the head-layout
+// copies of q, k and v plus the seq^2-sized softmax output, dropout mask and dropped
+// probabilities. forward(q) takes q; the caller sets `key`, `value` and `mask` (uint8
+// [B, T], 1 = padding, or undefined) before the call and clears them after (like a
+// residual); dropout applies in training mode with probability p.
+class DotProductAttention : public Module {
+ public:
+  explicit DotProductAttention(double p = 0.0);
+  Tensor forward(const Tensor& q) override;
+  const char* type_name() const override { return "DotProductAttention"; }
+  Tensor key, value, mask;
+  double p;
 };
 
 // tanh(x) = 2 * sigmoid(2x) - 1, differentiable (composed from existing ops).

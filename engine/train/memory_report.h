@@ -50,8 +50,9 @@ struct ModelSummary {
   int64_t activation_values_per_sample = 0;   // sum of leaf-layer outputs
   int64_t distinct_activation_values_per_sample = 0;  // same, minus in-place/view outputs
   int64_t saved_bytes = 0;                    // sum of saved_bytes
-  // Saved by code running in non-leaf modules (e.g. BERT's attention matmuls/softmax in
-  // BertSelfAttention), not in any row; saved_bytes + this = everything saved.
+  // Saved by ops called directly in a non-leaf module's forward (none in the zoo's BERT:
+  // its attention core is the leaf attention.self.core), not in any row; saved_bytes +
+  // this = everything saved.
   int64_t nonleaf_saved_bytes = 0;
   std::vector<TransformerLayerRow> transformer_layers;
   int64_t forward_only_peak_bytes = 0;        // no_grad forward, allocated peak
