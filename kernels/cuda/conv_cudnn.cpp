@@ -10,13 +10,15 @@
 // algorithm candidates in preference order. Candidates come from
 //   * cudnnGet*Algorithm_v7 (heuristics) by default, or
 //   * cudnnFind*AlgorithmEx (timed on the call's own buffers) when cudnn_benchmark();
-// those with a workspace above cudnn_workspace_limit() are dropped. Math type: float32
+// those with a workspace above cudnn_workspace_limit() are dropped (none at all:
+// NotImplementedError, as a missing kernel; none within the limit: DeviceError). Math type: float32
 // uses CUDNN_DEFAULT_MATH (TF32 permitted) when cudnn_allow_tf32(), else CUDNN_FMA_MATH
 // (strict fp32, forced over any algorithm's own math type); half types start from
 // CUDNN_TENSOR_OP_MATH and then use each algorithm's reported math type; float64 uses
 // the default. Workspaces come from the device's caching allocator (tag "workspace") and
 // are freed right after the call; if one cannot be allocated (OutOfMemoryError), the next
-// candidate with a smaller workspace is tried, and the error is rethrown when none fits.
+// candidate with a smaller workspace is tried, and the error is rethrown when none fits;
+// a candidate that cuDNN refuses at execution (NOT_SUPPORTED category) gives way to the next.
 // The plan cache is process-wide (mutex; plans are immutable once built and shared);
 // clear_cudnn_plan_cache() drops it.
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/ops/conv.h"
@@ -123,23 +126,33 @@ std::optional<size_t> workspace_size(cudnnHandle_t h, const ConvPlan& p, Kind k,
   return sz;
 }
 
+// A NOT_SUPPORTED answer (cuDNN 9's 3xxx category) to the query itself means no algorithm.
+bool refused(cudnnStatus_t st) { return CUDNN_STATUS_CATEGORY(int(st)) == int(CUDNN_STATUS_NOT_SUPPORTED); }
+
 std::vector<Perf> heuristics(cudnnHandle_t h, const ConvPlan& p, Kind k, cudnnConvolutionDescriptor_t cd) {
   int count = 0, got = 0;
+  cudnnStatus_t st;
   if (k == kFwd) {
     CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> v(size_t(std::max(count, 1)));
-    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, cd, p.y, int(v.size()), &got, v.data()));
+    st = cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, cd, p.y, int(v.size()), &got, v.data());
+    if (refused(st)) return {};
+    CUDNN_CHECK(st);
     return to_perf(v, got);
   }
   if (k == kBwdData) {
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> v(size_t(std::max(count, 1)));
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, cd, p.x, int(v.size()), &got, v.data()));
+    st = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, cd, p.x, int(v.size()), &got, v.data());
+    if (refused(st)) return {};
+    CUDNN_CHECK(st);
     return to_perf(v, got);
   }
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> v(size_t(std::max(count, 1)));
-  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, cd, p.w, int(v.size()), &got, v.data()));
+  st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, cd, p.w, int(v.size()), &got, v.data());
+  if (refused(st)) return {};
+  CUDNN_CHECK(st);
   return to_perf(v, got);
 }
 
@@ -160,21 +173,28 @@ std::vector<Perf> find(cudnnHandle_t h, const ConvPlan& p, Kind k, cudnnConvolut
     ws.emplace(device, 0);
   }
   int got = 0;
+  cudnnStatus_t st;
   if (k == kFwd) {
     std::vector<cudnnConvolutionFwdAlgoPerf_t> v(static_cast<size_t>(n_algos));
-    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, a.x, p.w, a.w, cd, p.y, a.y, n_algos, &got, v.data(),
-                                                       ws->get(), ws->size()));
+    st = cudnnFindConvolutionForwardAlgorithmEx(h, p.x, a.x, p.w, a.w, cd, p.y, a.y, n_algos, &got, v.data(),
+                                                ws->get(), ws->size());
+    if (refused(st)) return {};
+    CUDNN_CHECK(st);
     return to_perf(v, got);
   }
   if (k == kBwdData) {
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> v(static_cast<size_t>(n_algos));
-    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, a.w, p.y, a.dy, cd, p.x, a.dx, n_algos, &got,
-                                                            v.data(), ws->get(), ws->size()));
+    st = cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, a.w, p.y, a.dy, cd, p.x, a.dx, n_algos, &got,
+                                                     v.data(), ws->get(), ws->size());
+    if (refused(st)) return {};
+    CUDNN_CHECK(st);
     return to_perf(v, got);
   }
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> v(static_cast<size_t>(n_algos));
-  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x, a.x, p.y, a.dy, cd, p.w, a.dw, n_algos, &got,
-                                                            v.data(), ws->get(), ws->size()));
+  st = cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x, a.x, p.y, a.dy, cd, p.w, a.dw, n_algos, &got,
+                                                     v.data(), ws->get(), ws->size());
+  if (refused(st)) return {};
+  CUDNN_CHECK(st);
   return to_perf(v, got);
 }
 
@@ -201,6 +221,7 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
                                 "] differs from the op's [", a.N, ", ", a.K, ", ", a.P, ", ", a.Q, "]"));
 
   const std::vector<Perf> perfs = bench ? find(h, p, k, base, a, device, limit) : heuristics(h, p, k, base);
+  bool any_supported = false;   // some algorithm exists, whatever its workspace
   for (const Perf& r : perfs) {
     if (r.status != CUDNN_STATUS_SUCCESS) continue;
     const cudnnMathType_t math = (ty.strict_fp32 || int(r.math) < 0 || int(r.math) > 3) ? ty.base_math : r.math;
@@ -209,14 +230,22 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
       continue;
     cudnnConvolutionDescriptor_t cd = conv_desc(p, a, ty, math, k);
     const std::optional<size_t> sz = workspace_size(h, p, k, cd, r.algo);
-    if (!sz || *sz > limit) continue;
+    if (!sz) continue;
+    any_supported = true;
+    if (*sz > limit) continue;
     p.candidates.push_back({r.algo, math, *sz});
   }
-  if (p.candidates.empty())
-    throw DeviceError(str_cat("op '", kind_op(k), "' on cuda: cuDNN offers no ", dtype_name(t),
-                              " algorithm for input [", a.N, ", ", a.C, ", ", a.H, ", ", a.W, "] and weight [", a.K,
-                              ", ", a.C / a.p.groups, ", ", a.R, ", ", a.S, "] within the workspace limit of ", limit,
-                              " bytes"));
+  if (p.candidates.empty()) {
+    const std::string what = str_cat("input [", a.N, ", ", a.C, ", ", a.H, ", ", a.W, "] and weight [", a.K, ", ",
+                                     a.C / a.p.groups, ", ", a.R, ", ", a.S, "]");
+    // No algorithm at all: this cuDNN does not implement the dtype/configuration (as a
+    // missing kernel-table entry); algorithms only over the limit: a settings problem.
+    if (!any_supported)
+      throw NotImplementedError(str_cat("op '", kind_op(k), "' has no cuda/", dtype_name(t),
+                                        " cuDNN algorithm for ", what));
+    throw DeviceError(str_cat("op '", kind_op(k), "' on cuda: cuDNN offers no ", dtype_name(t), " algorithm for ",
+                              what, " within the workspace limit of ", limit, " bytes"));
+  }
   return plan;
 }
 
@@ -243,8 +272,9 @@ std::shared_ptr<const ConvPlan> get_plan(cudnnHandle_t h, const Conv2dArgs& a, D
   return plan;
 }
 
-void execute(cudnnHandle_t h, const ConvPlan& p, Kind k, const Candidate& cand, const Conv2dArgs& a, DType t,
-             void* ws, size_t ws_size) {
+// Runs one candidate; returns cuDNN's status (the caller decides whether to try the next).
+cudnnStatus_t execute(cudnnHandle_t h, const ConvPlan& p, Kind k, const Candidate& cand, const Conv2dArgs& a, DType t,
+                      void* ws, size_t ws_size) {
   const float falpha = 1.0f, fbeta = 0.0f;
   const double dalpha = 1.0, dbeta = 0.0;
   const void* alpha = t == DType::f64 ? static_cast<const void*>(&dalpha) : &falpha;
@@ -252,16 +282,13 @@ void execute(cudnnHandle_t h, const ConvPlan& p, Kind k, const Candidate& cand, 
   cudnnConvolutionDescriptor_t cd = p.conv[int(cand.math)];
   OOMLAB_ASSERT(cd != nullptr);
   if (k == kFwd)
-    CUDNN_CHECK(cudnnConvolutionForward(h, alpha, p.x, a.x, p.w, a.w, cd, cudnnConvolutionFwdAlgo_t(cand.algo), ws,
-                                        ws_size, beta, p.y, a.y));
-  else if (k == kBwdData)
-    CUDNN_CHECK(cudnnConvolutionBackwardData(h, alpha, p.w, a.w, p.y, a.dy, cd,
-                                             cudnnConvolutionBwdDataAlgo_t(cand.algo), ws, ws_size, beta, p.x, a.dx));
-  else
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, alpha, p.x, a.x, p.y, a.dy, cd,
-                                               cudnnConvolutionBwdFilterAlgo_t(cand.algo), ws, ws_size, beta, p.w,
-                                               a.dw));
-  if (cuda::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize());
+    return cudnnConvolutionForward(h, alpha, p.x, a.x, p.w, a.w, cd, cudnnConvolutionFwdAlgo_t(cand.algo), ws, ws_size,
+                                   beta, p.y, a.y);
+  if (k == kBwdData)
+    return cudnnConvolutionBackwardData(h, alpha, p.w, a.w, p.y, a.dy, cd, cudnnConvolutionBwdDataAlgo_t(cand.algo), ws,
+                                        ws_size, beta, p.x, a.dx);
+  return cudnnConvolutionBackwardFilter(h, alpha, p.x, a.x, p.y, a.dy, cd, cudnnConvolutionBwdFilterAlgo_t(cand.algo),
+                                        ws, ws_size, beta, p.w, a.dw);
 }
 
 void conv_cuda(const Conv2dArgs& a, DType t, Kind k) {
@@ -280,6 +307,11 @@ void conv_cuda(const Conv2dArgs& a, DType t, Kind k) {
   cudnnHandle_t h = cuda::cudnn_handle(device);
   const std::shared_ptr<const ConvPlan> plan = get_plan(h, a, t, k, device);
   size_t failed_ws = SIZE_MAX;   // smallest workspace that could not be allocated
+  cudnnStatus_t last_refusal = CUDNN_STATUS_SUCCESS;   // the last refusal at execution, if any
+  auto more_after = [&](size_t i) {                // a later candidate that may still run
+    return std::any_of(plan->candidates.begin() + std::ptrdiff_t(i) + 1, plan->candidates.end(),
+                       [&](const Candidate& c) { return c.ws < failed_ws; });
+  };
   for (size_t i = 0; i < plan->candidates.size(); ++i) {
     const Candidate& cand = plan->candidates[i];
     if (cand.ws >= failed_ws) continue;
@@ -288,15 +320,24 @@ void conv_cuda(const Conv2dArgs& a, DType t, Kind k) {
       ws.emplace(device, cand.ws);
     } catch (const OutOfMemoryError&) {
       failed_ws = cand.ws;
-      const bool smaller_left = std::any_of(plan->candidates.begin() + std::ptrdiff_t(i) + 1, plan->candidates.end(),
-                                            [&](const Candidate& c) { return c.ws < failed_ws; });
-      if (!smaller_left) throw;
+      if (!more_after(i)) throw;
       continue;
     }
-    execute(h, *plan, k, cand, a, t, ws->get(), ws->size());
+    const cudnnStatus_t st = execute(h, *plan, k, cand, a, t, ws->get(), ws->size());
+    // A heuristic candidate can still be refused at execution (cuDNN 9's NOT_SUPPORTED
+    // category, 3xxx): nothing ran and every output is overwritten (beta = 0), so the
+    // next candidate is tried; other failures are reported at once.
+    if (refused(st) && more_after(i)) {
+      last_refusal = st;
+      continue;
+    }
+    if (st != CUDNN_STATUS_SUCCESS) cuda::throw_cudnn_error(st, kind_op(k), __FILE__, __LINE__);
+    if (cuda::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize());
     return;   // ws freed here: later work on the same stream is ordered after the call
   }
-  OOMLAB_ASSERT(false);   // unreachable: the last candidate either runs or rethrows
+  // Reached only when every candidate left after a refusal was skipped for its workspace.
+  OOMLAB_ASSERT(last_refusal != CUDNN_STATUS_SUCCESS);
+  cuda::throw_cudnn_error(last_refusal, kind_op(k), __FILE__, __LINE__);
 }
 
 template <DType kT> void conv_fwd(const Conv2dArgs& a) { conv_cuda(a, kT, kFwd); }

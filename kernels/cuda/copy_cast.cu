@@ -47,12 +47,18 @@ __device__ __forceinline__ float f16_to_f32(__half h) {
   return __half2float(h);
 }
 
+// bfloat16 -> float as bf16_to_float (dtype.h): the bits shifted up, so a NaN keeps its
+// payload (on sm_90+ __bfloat162float is cvt.f32.bf16, which need not preserve it).
+__device__ __forceinline__ float bf16_to_f32(__nv_bfloat16 h) {
+  return __uint_as_float(uint32_t(__bfloat16_as_ushort(h)) << 16);
+}
+
 __device__ __forceinline__ double load_as_double(const void* p, DType t, int64_t i) {
   switch (t) {
     case DType::f32: return f32_to_f64(static_cast<const float*>(p)[i]);
     case DType::f64: return static_cast<const double*>(p)[i];
     case DType::f16: return f32_to_f64(f16_to_f32(static_cast<const __half*>(p)[i]));
-    case DType::bf16: return f32_to_f64(ld(static_cast<const __nv_bfloat16*>(p)[i]));
+    case DType::bf16: return f32_to_f64(bf16_to_f32(static_cast<const __nv_bfloat16*>(p)[i]));
     case DType::i64: return __ll2double_rn(static_cast<const long long*>(p)[i]);
     case DType::u8: return double(static_cast<const uint8_t*>(p)[i]);
   }
