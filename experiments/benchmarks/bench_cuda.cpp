@@ -85,20 +85,13 @@ void BM_copy(benchmark::State& st) {
   g_copy_gbps[mib] = st.counters["GBps"];
 }
 
-void BM_add(benchmark::State& st) {
+// out = op(a, b): two reads and one write per element.
+template <Tensor (*Op)(const Tensor&, const Tensor&)> void BM_binary(benchmark::State& st) {
   OOMLAB_NEED_CUDA(st);
   NoGradGuard ng;
   const int64_t mib = st.range(0), n = mib << 18;
   Tensor a = filled(n, -1, 1), b = filled(n, -1, 1);
-  time_loop(st, mib, 3.0 * 4 * double(n), [&] { Tensor c = add(a, b); });
-}
-
-void BM_mul(benchmark::State& st) {
-  OOMLAB_NEED_CUDA(st);
-  NoGradGuard ng;
-  const int64_t mib = st.range(0), n = mib << 18;
-  Tensor a = filled(n, -1, 1), b = filled(n, -1, 1);
-  time_loop(st, mib, 3.0 * 4 * double(n), [&] { Tensor c = mul(a, b); });
+  time_loop(st, mib, 3.0 * 4 * double(n), [&] { Tensor c = Op(a, b); });
 }
 
 void BM_relu(benchmark::State& st) {
@@ -133,8 +126,8 @@ void sizes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_copy)->Name("cuda/copy")->Apply(sizes);
-BENCHMARK(BM_add)->Name("cuda/add")->Apply(sizes);
-BENCHMARK(BM_mul)->Name("cuda/mul")->Apply(sizes);
+BENCHMARK(BM_binary<add>)->Name("cuda/add")->Apply(sizes);
+BENCHMARK(BM_binary<mul>)->Name("cuda/mul")->Apply(sizes);
 BENCHMARK(BM_relu)->Name("cuda/relu")->Apply(sizes);
 BENCHMARK(BM_sgd_momentum)->Name("cuda/sgd_momentum")->Apply(sizes);
 BENCHMARK(BM_adam)->Name("cuda/adam")->Apply(sizes);
