@@ -29,15 +29,7 @@ inline void store(void* p, DType t, int64_t i, double v) {
 }
 
 void copy_cpu(const CopyArgs& a) {
-  int64_t n = 1;
-  bool in_contig = true, out_contig = true;
-  int64_t acc = 1;
-  for (int d = a.ndim - 1; d >= 0; --d) {
-    if (a.shape[d] != 1 && a.in_strides[d] != acc) in_contig = false;
-    if (a.shape[d] != 1 && a.out_strides[d] != acc) out_contig = false;
-    acc *= a.shape[d];
-  }
-  n = acc;
+  const auto [n, in_contig, out_contig] = copy_layout(a);
   if (n == 0) return;
   if (in_contig && out_contig) {
     if (a.in_dtype == a.out_dtype) { std::memcpy(a.out, a.in, size_t(n) * dtype_size(a.in_dtype)); return; }

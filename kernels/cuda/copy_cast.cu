@@ -226,14 +226,7 @@ void copy_via_host(const CopyArgs& a, int64_t n, bool in_dev, bool out_dev, cuda
 }
 
 void copy_cuda(const CopyArgs& a) {
-  int64_t n = 1, acc = 1;
-  bool in_contig = true, out_contig = true;
-  for (int d = a.ndim - 1; d >= 0; --d) {
-    if (a.shape[d] != 1 && a.in_strides[d] != acc) in_contig = false;
-    if (a.shape[d] != 1 && a.out_strides[d] != acc) out_contig = false;
-    acc *= a.shape[d];
-  }
-  n = acc;
+  const auto [n, in_contig, out_contig] = copy_layout(a);
   if (n == 0) return;
   const bool in_dev = on_device(a.in), out_dev = on_device(a.out);
   if (!in_dev && !out_dev) {

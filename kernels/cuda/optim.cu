@@ -59,16 +59,7 @@ void launch_adam(const AdamArgs& a, const AdamConst<T>& k, cudaStream_t stream) 
 template <class T> void adam_step_cuda(const AdamArgs& a) {
   if (a.n == 0) return;
   const Launch L(a.param, "adam_step");
-  AdamConst<T> k;
-  k.w1 = T(1.0 - a.beta1);
-  k.one_minus_w1 = T(T(1) - k.w1);  // the CPU's (T(1) - w1), in T
-  k.beta2 = T(a.beta2);
-  k.w2 = T(1.0 - a.beta2);
-  k.wd = T(a.weight_decay);
-  k.shrink = T(1.0 - a.lr * a.weight_decay);
-  k.step_size = T(a.step_size);
-  k.bc2_sqrt = T(a.bias_correction2_sqrt);
-  k.eps = T(a.eps);
+  const AdamConst<T> k = make_adam_const<T>(a);
   const bool decay = a.weight_decay != 0, low = (1.0 - a.beta1) < 0.5;
   if (!decay)
     low ? launch_adam<T, false, false, true>(a, k, L.stream) : launch_adam<T, false, false, false>(a, k, L.stream);

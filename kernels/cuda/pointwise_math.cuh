@@ -8,6 +8,7 @@
 // it when a CPU kernel or the compiler changes).
 // C is the compute type: float (for float, half and bfloat16 storage) or double.
 #pragma once
+#include "engine/optim/optim_kernels.h"
 #include "kernels/cuda/launch_utils.cuh"
 
 namespace oomlab::cuda {
@@ -41,6 +42,20 @@ __host__ __device__ __forceinline__ void sgd_elem(const SgdConst<C>& k, bool has
 }
 
 template <class C> struct AdamConst { C w1, one_minus_w1, beta2, w2, wd, shrink, step_size, bc2_sqrt, eps; };
+// The per-step constants in C, rounded exactly as the CPU kernel forms them.
+template <class C> inline AdamConst<C> make_adam_const(const AdamArgs& a) {
+  AdamConst<C> k;
+  k.w1 = C(1.0 - a.beta1);
+  k.one_minus_w1 = C(C(1) - k.w1);  // the CPU's (T(1) - w1), in T
+  k.beta2 = C(a.beta2);
+  k.w2 = C(1.0 - a.beta2);
+  k.wd = C(a.weight_decay);
+  k.shrink = C(1.0 - a.lr * a.weight_decay);
+  k.step_size = C(a.step_size);
+  k.bc2_sqrt = C(a.bias_correction2_sqrt);
+  k.eps = C(a.eps);
+  return k;
+}
 template <class C, bool Decay, bool Decoupled, bool LerpLow>
 __host__ __device__ __forceinline__ void adam_elem(const AdamConst<C>& k, C& p, C g, C& m, C& v) {
   C pi = p, gi = g;

@@ -126,16 +126,7 @@ template <class T> void test_optim() {
                    bool(dec),
                    n};
         adam_kernels().get(CPU, dt<T>())(a);
-        AdamConst<T> k;
-        k.w1 = T(1.0 - a.beta1);
-        k.one_minus_w1 = T(T(1) - k.w1);
-        k.beta2 = T(a.beta2);
-        k.w2 = T(1.0 - a.beta2);
-        k.wd = T(a.weight_decay);
-        k.shrink = T(1.0 - a.lr * a.weight_decay);
-        k.step_size = T(a.step_size);
-        k.bc2_sqrt = T(a.bias_correction2_sqrt);
-        k.eps = T(a.eps);
+        const AdamConst<T> k = make_adam_const<T>(a);
         const bool decay = wd != 0, low = (1.0 - beta1) < 0.5;
         for (int64_t i = 0; i < n; ++i) {
           if (!decay)
