@@ -71,9 +71,12 @@ phase_test() {
   say "ctest rc=$rc: $(grep -E 'tests passed' "$work/logs/ctest.log")"
   grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception" "$work/logs/ctest.log" | head -20 | tee -a "$summary"
   say "skipped: $(grep -c '(Skipped)' "$work/logs/ctest.log") (expected: none of the CUDA tests)"
-  if command -v compute-sanitizer >/dev/null; then
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || ls "$(dirname "$(command -v nvcc)")/compute-sanitizer" \
+    /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+  if [[ -n $sanitizer ]]; then
     for tool in memcheck racecheck; do
-      compute-sanitizer --tool "$tool" --error-exitcode 9 "$bld/test_cuda_parity" > "$work/logs/sanitizer_$tool.log" 2>&1
+      "$sanitizer" --tool "$tool" --error-exitcode 9 "$bld/test_cuda_parity" > "$work/logs/sanitizer_$tool.log" 2>&1
       say "compute-sanitizer $tool on test_cuda_parity: rc=$? ($(grep -E 'ERROR SUMMARY' "$work/logs/sanitizer_$tool.log" | tail -1))"
     done
   else

@@ -178,11 +178,19 @@ TEST_P(CudaZoo, AllocatorTraceEqualsMetaApartFromWorkspace) {
   ASSERT_GT(m.size(), 10u);
   for (size_t i = 0; i < std::min(m.size(), c.size()); ++i) {
     ASSERT_EQ(c[i].action, m[i].action) << name << " event " << i << " (" << m[i].frame << ")";
-    ASSERT_EQ(c[i].size, m[i].size) << name << " event " << i << " (" << m[i].frame << ")";
+    // A segment a workspace created stays cached on cuda only; a large request served from
+    // it may split off a remainder that a fresh meta segment keeps (< 2 MiB difference).
+    if (ws && std::max(c[i].size, m[i].size) > kSmallSize)
+      ASSERT_LT(c[i].size > m[i].size ? c[i].size - m[i].size : m[i].size - c[i].size, kRoundLarge)
+          << name << " event " << i << " (" << m[i].frame << ")";
+    else
+      ASSERT_EQ(c[i].size, m[i].size) << name << " event " << i << " (" << m[i].frame << ")";
     ASSERT_EQ(c[i].frame, m[i].frame) << name << " event " << i;
   }
   ASSERT_EQ(c.size(), m.size()) << name;
-  const int64_t mp = meta.stats.at("allocated_bytes.all.peak"), cp = cuda.stats.at("allocated_bytes.all.peak");
+  // With workspaces, requested bytes (callers' sizes) do not depend on how blocks were split.
+  const char* peak_key = ws ? "requested_bytes.all.peak" : "allocated_bytes.all.peak";
+  const int64_t mp = meta.stats.at(peak_key), cp = cuda.stats.at(peak_key);
   EXPECT_LE(mp, cp) << name;
   EXPECT_LE(cp, mp + ws_peak) << name;
   if (!ws) {

@@ -101,6 +101,8 @@ const std::vector<OpCase>& op_cases() {
     c.push_back(conv_case("conv_depthwise", {2, 8, 10, 10}, {8, 1, 3, 3}, false, {1, 1, 1, 1, 1, 1, 8}));
     c.push_back(conv_case("conv_5x3_dilated", {1, 4, 15, 14}, {6, 4, 5, 3}, true, {1, 2, 4, 2, 2, 2, 1}));
     c.push_back(conv_case("conv_wide_channels", {2, 64, 8, 8}, {64, 64, 3, 3}, false, {1, 1, 1, 1, 1, 1, 1}));
+    // x without elements, padding 1: y = bias over pure padding, dw = 0 (never reaches cuDNN).
+    c.push_back(conv_case("conv_empty_x_padded", {2, 3, 0, 0}, {4, 3, 1, 1}, true, {1, 1, 1, 1, 1, 1, 1}));
     c.push_back(conv_t_case("conv_transpose_2x2_s2", {2, 8, 6, 6}, {8, 4, 2, 2}, true, {2, 0, 0, 1}));
     c.push_back(conv_t_case("conv_transpose_3x3_s2_outpad", {1, 4, 5, 5}, {4, 3, 3, 3}, false, {2, 1, 1, 1}));
     // ---- batch norm (running stats are buffers: compared after forward) ----

@@ -178,6 +178,24 @@ TEST(Conv2d, Float32MatchesNaiveReference) {
   }
 }
 
+// An x without elements but with padding (PyTorch rejects it; we define it): the output
+// covers padding only, so y = bias, dw = 0, db = the output count per channel.
+TEST(Conv2d, EmptyInputWithPaddingGivesBiasOnly) {
+  Tensor x = Tensor::empty({2, 3, 0, 0}, DType::f32, cpu_device());
+  EXPECT_TRUE(x.is_contiguous());
+  x.set_requires_grad(true);
+  Tensor w = leaf(random_f64({4, 3, 1, 1}, -1, 1, 7).to(DType::f32));
+  Tensor b = leaf(Tensor::from_vector({1, 2, 3, 4}, {4}, DType::f32));
+  Tensor y = conv2d(x, w, b, Conv2dParams{1, 1, 1, 1, 1, 1, 1});
+  ASSERT_EQ(y.shape(), (Shape{2, 4, 2, 2}));
+  const std::vector<double> v = y.to_vector();
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], double(i / 4 % 4 + 1)) << i;
+  sum_all(y).backward();
+  EXPECT_EQ(x.grad().numel(), 0);
+  for (double g : w.grad().to_vector()) EXPECT_EQ(g, 0.0);
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<double>{8, 8, 8, 8}));
+}
+
 TEST(Conv2d, DeterministicAcrossThreadCounts) {
   Conv2dParams p = P(1, 1, 1, 1, 1, 1, 1);
   Tensor x = Tensor::uniform({6, 16, 40, 40}, -1, 1), w = Tensor::uniform({16, 16, 3, 3}, -1, 1);

@@ -8,6 +8,7 @@
 //     no-op for device types without one (a CPU-only build accepts the flags; results
 //     record the switches only where a backend reports them in device_properties).
 #pragma once
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,14 +17,15 @@
 
 namespace oomlab {
 
-// Numerics / autotuning switches of an accelerator backend, with PyTorch's defaults:
-// torch.backends.cuda.matmul.allow_tf32 = false, torch.backends.cudnn.allow_tf32 = true,
-// torch.backends.cudnn.benchmark = false, no cuDNN workspace limit (0 = unlimited).
+// Numerics / autotuning switches of an accelerator backend. A field left unset keeps the
+// backend's current value: PyTorch's defaults (torch.backends.cuda.matmul.allow_tf32 =
+// false, torch.backends.cudnn.allow_tf32 = true, torch.backends.cudnn.benchmark = false,
+// no cuDNN workspace limit) or what the OOMLAB_* environment set.
 struct BackendOptions {
-  bool matmul_allow_tf32 = false;
-  bool cudnn_allow_tf32 = true;
-  bool cudnn_benchmark = false;
-  size_t cudnn_workspace_limit = 0;
+  std::optional<bool> matmul_allow_tf32;
+  std::optional<bool> cudnn_allow_tf32;
+  std::optional<bool> cudnn_benchmark;
+  std::optional<size_t> cudnn_workspace_limit;   // 0 = unlimited
 };
 
 using DeviceProperties = std::vector<std::pair<std::string, std::string>>;

@@ -128,6 +128,7 @@ int64_t Tensor::size(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;   // as PyTorch: no element is out of place
   int64_t acc = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (impl_->shape[i] != 1 && impl_->strides[i] != acc) return false;

@@ -50,8 +50,11 @@ Tensor layer_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
   Tensor b = bias0.defined() ? bias0.contiguous() : Tensor();
   const int64_t H = x.size(-1), rows = H > 0 ? x.numel() / H : 0;
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  Tensor mean = Tensor::empty({rows}, x.dtype(), x.device());
-  Tensor rstd = Tensor::empty({rows}, x.dtype(), x.device());
+  // Statistics in the compute type: float32 for half inputs (rstd overflows f16 when var + eps
+  // < 2.3e-10, e.g. BERT's eps 1e-12 on a constant row), as PyTorch saves them.
+  const DType stats_dtype = (x.dtype() == DType::f16 || x.dtype() == DType::bf16) ? DType::f32 : x.dtype();
+  Tensor mean = Tensor::empty({rows}, stats_dtype, x.device());
+  Tensor rstd = Tensor::empty({rows}, stats_dtype, x.device());
   layer_norm_forward_kernels().launch(
       x.device(), x.dtype(),
       LayerNormArgs{x.raw_data(), ptr_or_null(w), ptr_or_null(b), y.raw_data(), mean.raw_data(), rstd.raw_data(),

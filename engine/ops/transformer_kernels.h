@@ -20,8 +20,8 @@ struct EmbeddingArgs {
   int64_t N, V, H, padding_idx;
 };
 
-// Over the last dim H of x [rows, H]: mean/rstd [rows] (x's dtype), y = (x - mean) * rstd
-// * weight + bias; weight / bias may be null (1 / 0). Backward: dx, dweight, dbias (each
+// Over the last dim H of x [rows, H]: mean/rstd [rows] (x's dtype; float32 for f16/bf16 x),
+// y = (x - mean) * rstd * weight + bias; weight / bias may be null (1 / 0). Backward: dx, dweight, dbias (each
 // may be null = not wanted; overwritten) from x, weight, mean, rstd and dy.
 struct LayerNormArgs {
   const void* x; const void* weight; const void* bias; void* y; void* mean; void* rstd;

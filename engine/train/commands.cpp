@@ -119,17 +119,18 @@ template <class F> auto with_traces_on_oom(const CliArgs& a, const Device& dev, 
 
 // --allow-tf32 none|cudnn|all (PyTorch's default: cudnn), --cudnn-benchmark on|off,
 // --cudnn-workspace-limit SIZE: numerics switches of accelerator backends. Applied only
-// when one is given (otherwise the backend's defaults / OOMLAB_* environment stand); the
-// switches in force are recorded in results under context.device_properties.
+// each one only when given (the others keep the backend's defaults / OOMLAB_* environment);
+// the switches in force are recorded in results under context.device_properties.
 void apply_backend_flags(const CliArgs& a) {
-  if (!a.has("allow-tf32") && !a.has("cudnn-benchmark") && !a.has("cudnn-workspace-limit")) return;
   BackendOptions o;
-  const std::string tf32 = a.get("allow-tf32", "cudnn");
-  OOMLAB_CHECK(tf32 == "none" || tf32 == "cudnn" || tf32 == "all",
-               "--allow-tf32 must be none, cudnn or all (got '", tf32, "')");
-  o.matmul_allow_tf32 = tf32 == "all";
-  o.cudnn_allow_tf32 = tf32 != "none";
-  o.cudnn_benchmark = parse_switch(a.get("cudnn-benchmark", "off"), "--cudnn-benchmark");
+  if (a.has("allow-tf32")) {
+    const std::string tf32 = a.get("allow-tf32", "");
+    OOMLAB_CHECK(tf32 == "none" || tf32 == "cudnn" || tf32 == "all",
+                 "--allow-tf32 must be none, cudnn or all (got '", tf32, "')");
+    o.matmul_allow_tf32 = tf32 == "all";
+    o.cudnn_allow_tf32 = tf32 != "none";
+  }
+  if (a.has("cudnn-benchmark")) o.cudnn_benchmark = parse_switch(a.get("cudnn-benchmark", ""), "--cudnn-benchmark");
   if (a.has("cudnn-workspace-limit")) o.cudnn_workspace_limit = parse_size(a.get("cudnn-workspace-limit", ""));
   set_backend_options(o);
 }

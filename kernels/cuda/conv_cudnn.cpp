@@ -126,8 +126,23 @@ std::optional<size_t> workspace_size(cudnnHandle_t h, const ConvPlan& p, Kind k,
   return sz;
 }
 
-// A NOT_SUPPORTED answer (cuDNN 9's 3xxx category) to the query itself means no algorithm.
-bool refused(cudnnStatus_t st) { return CUDNN_STATUS_CATEGORY(int(st)) == int(CUDNN_STATUS_NOT_SUPPORTED); }
+// 3xxx codes that describe the installation (driver, runtime, architecture, a missing
+// sub-library such as libcudnn_ops), not the problem: never read as "no algorithm".
+bool environment_failure(cudnnStatus_t st) {
+  switch (st) {
+    case CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER:
+    case CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART:
+    case CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH:
+    case CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING:
+    case CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE: return true;
+    default: return false;
+  }
+}
+// Any other NOT_SUPPORTED answer (cuDNN 9's 3xxx category: shape, type, layout...) to the
+// query itself means no algorithm.
+bool refused(cudnnStatus_t st) {
+  return CUDNN_STATUS_CATEGORY(int(st)) == int(CUDNN_STATUS_NOT_SUPPORTED) && !environment_failure(st);
+}
 
 std::vector<Perf> heuristics(cudnnHandle_t h, const ConvPlan& p, Kind k, cudnnConvolutionDescriptor_t cd) {
   int count = 0, got = 0;
@@ -222,8 +237,13 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
 
   const std::vector<Perf> perfs = bench ? find(h, p, k, base, a, device, limit) : heuristics(h, p, k, base);
   bool any_supported = false;   // some algorithm exists, whatever its workspace
+  cudnnStatus_t first_refusal = CUDNN_STATUS_SUCCESS;   // for the message
   for (const Perf& r : perfs) {
-    if (r.status != CUDNN_STATUS_SUCCESS) continue;
+    if (environment_failure(r.status)) cuda::throw_cudnn_error(r.status, kind_op(k), __FILE__, __LINE__);
+    if (r.status != CUDNN_STATUS_SUCCESS) {
+      if (first_refusal == CUDNN_STATUS_SUCCESS) first_refusal = r.status;
+      continue;
+    }
     const cudnnMathType_t math = (ty.strict_fp32 || int(r.math) < 0 || int(r.math) > 3) ? ty.base_math : r.math;
     if (std::any_of(p.candidates.begin(), p.candidates.end(),
                     [&](const Candidate& c) { return c.algo == r.algo && c.math == math; }))
@@ -242,7 +262,10 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
     // missing kernel-table entry); algorithms only over the limit: a settings problem.
     if (!any_supported)
       throw NotImplementedError(str_cat("op '", kind_op(k), "' has no cuda/", dtype_name(t),
-                                        " cuDNN algorithm for ", what));
+                                        " cuDNN algorithm for ", what, " (", perfs.size(), " candidates; cuDNN: ",
+                                        first_refusal == CUDNN_STATUS_SUCCESS ? "no workspace query succeeded"
+                                                                              : cudnnGetErrorString(first_refusal),
+                                        ")"));
     throw DeviceError(str_cat("op '", kind_op(k), "' on cuda: cuDNN offers no ", dtype_name(t), " algorithm for ",
                               what, " within the workspace limit of ", limit, " bytes"));
   }
@@ -299,7 +322,10 @@ void conv_cuda(const Conv2dArgs& a, DType t, Kind k) {
   if (out_numel == 0) return;
   const int device = cuda::device_of(out, kind_op(k));
   cuda::DeviceGuard guard(device);
-  const bool empty_sum = k == kFwd ? a.C == 0 : (k == kBwdData ? a.K == 0 : a.N == 0);
+  // Sums over nothing: no input channels (y), no output channels (dx), or an x without
+  // elements (dw; and y when H or W is 0 and padding makes the output non-empty: all padding).
+  const bool empty_x = a.C == 0 || a.H == 0 || a.W == 0;
+  const bool empty_sum = k == kFwd ? empty_x : (k == kBwdData ? a.K == 0 : (a.N == 0 || empty_x));
   if (empty_sum) {
     CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(out_numel) * dtype_size(t), cuda::compute_stream(device)));
     return;

@@ -51,10 +51,12 @@ DeviceProperties properties(int device) {
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
 }
 
-void set_options(const BackendOptions& o) {
-  set_cuda_allow_tf32(o.matmul_allow_tf32, o.cudnn_allow_tf32);
-  set_cudnn_benchmark(o.cudnn_benchmark);
-  set_cudnn_workspace_limit(o.cudnn_workspace_limit == 0 ? SIZE_MAX : o.cudnn_workspace_limit);
+void set_options(const BackendOptions& o) {   // unset fields keep their current value
+  set_cuda_allow_tf32(o.matmul_allow_tf32.value_or(cuda_matmul_allow_tf32()),
+                      o.cudnn_allow_tf32.value_or(cudnn_allow_tf32()));
+  if (o.cudnn_benchmark) set_cudnn_benchmark(*o.cudnn_benchmark);
+  if (o.cudnn_workspace_limit)
+    set_cudnn_workspace_limit(*o.cudnn_workspace_limit == 0 ? SIZE_MAX : *o.cudnn_workspace_limit);
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/memory/caching_allocator.h"
 #include "kernels/cuda/cuda_stream.h"
 
 namespace oomlab::cuda {
@@ -21,6 +22,8 @@ void throw_cudnn_error(cudnnStatus_t st, const char* stmt, const char* file, int
   throw DeviceError(str_cat("cuDNN error '", cudnnGetErrorString(st), "' (", int(st), ") in ", stmt, " at ",
                             file, ":", line, detail[0] ? ": " : "", detail));
 }
+
+void release_cached_segments(int device) { allocator_for(Device{DeviceType::cuda, device}).empty_cache(); }
 
 namespace {
 // Free handles per device; leaked on purpose (see header).
@@ -64,7 +67,7 @@ cublasHandle_t cublas_handle(int device) {
   cublasHandle_t& h = v[size_t(device)];
   if (!h && !blas_pool().take(device, &h)) {
     cublasHandle_t fresh = nullptr;
-    CUBLAS_CHECK(cublasCreate(&fresh));
+    CUBLAS_CALL_WITH_RETRY(device, cublasCreate(&fresh));
     h = fresh;
     // The compute type of each call decides TF32 (cuda_settings.h); the handle stays at
     // the default math mode.
@@ -82,7 +85,7 @@ cudnnHandle_t cudnn_handle(int device) {
   cudnnHandle_t& h = v[size_t(device)];
   if (!h && !dnn_pool().take(device, &h)) {
     cudnnHandle_t fresh = nullptr;
-    CUDNN_CHECK(cudnnCreate(&fresh));
+    CUDNN_CALL_WITH_RETRY(device, cudnnCreate(&fresh));
     h = fresh;
   }
   CUDNN_CHECK(cudnnSetStream(h, compute_stream(device)));

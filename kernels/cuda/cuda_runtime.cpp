@@ -1,12 +1,14 @@
 // cuda_runtime.cpp — the CUDA device runtime: error helpers, the cudaMalloc RawMemory
 // behind cuda:i caching allocators, and registration of CUDA kernels into the tables.
 // Without a driver or device, allocator_for(cuda:i) throws one clear DeviceError.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
 #include "engine/memory/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
 
 namespace oomlab {
 void register_elementwise_cuda_kernels();
@@ -28,22 +30,44 @@ bool sync_after_launch() {
 }
 
 namespace {
+// Makes `device` current for a scope and restores the previous one, never throwing (free()
+// runs from destructors); failures surface through the call made under it.
+struct QuietDeviceGuard {
+  int prev = -1;
+  explicit QuietDeviceGuard(int device) {
+    if (cudaGetDevice(&prev) != cudaSuccess || prev == device) {
+      (void)cudaGetLastError();
+      prev = -1;
+    }
+    if (prev >= 0) (void)cudaSetDevice(device);
+  }
+  ~QuietDeviceGuard() { if (prev >= 0) (void)cudaSetDevice(prev); }
+};
+
+// The allocator's segments: the calling thread's current device is left as it was.
 class CudaRawMemory final : public RawMemory {
  public:
   explicit CudaRawMemory(int device) : device_(device) {}
   void* alloc(size_t nbytes) override {
-    CUDA_CHECK(cudaSetDevice(device_));
+    DeviceGuard guard(device_);
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, nbytes);
     if (err == cudaErrorMemoryAllocation) { (void)cudaGetLastError(); return nullptr; }
     if (err != cudaSuccess) throw_cuda_error(err, "cudaMalloc", __FILE__, __LINE__);
     return p;
   }
-  void free(void* ptr, size_t) override { cudaSetDevice(device_); cudaFree(ptr); }
+  void free(void* ptr, size_t) override {
+    QuietDeviceGuard guard(device_);
+    if (cudaError_t e = cudaFree(ptr); e != cudaSuccess) {
+      (void)cudaGetLastError();   // not to be blamed on the next kernel launch
+      std::fprintf(stderr, "oomlab: cudaFree on cuda:%d failed: %s\n", device_, cudaGetErrorString(e));
+    }
+  }
   const char* name() const override { return "cuda"; }
   size_t free_bytes() const override {
     size_t free = 0, total = 0;
-    if (cudaSetDevice(device_) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) return SIZE_MAX;
+    QuietDeviceGuard guard(device_);
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) { (void)cudaGetLastError(); return SIZE_MAX; }
     return free;
   }
  private:

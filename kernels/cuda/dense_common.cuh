@@ -19,6 +19,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/launch_utils.cuh"  // f32_to_f16 / f32_to_bf16: the project's rounding and NaN bits
+
 namespace oomlab::cuda::dense {
 
 constexpr int kBlock = 256;
@@ -52,12 +54,12 @@ template <> struct Num<double> {
 template <> struct Num<__half> {
   using C = float;
   static __device__ __forceinline__ float to(__half v) { return __half2float(v); }
-  static __device__ __forceinline__ __half from(float v) { return __float2half_rn(v); }
+  static __device__ __forceinline__ __half from(float v) { return f32_to_f16(v); }
 };
 template <> struct Num<__nv_bfloat16> {
   using C = float;
   static __device__ __forceinline__ float to(__nv_bfloat16 v) { return __bfloat162float(v); }
-  static __device__ __forceinline__ __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
+  static __device__ __forceinline__ __nv_bfloat16 from(float v) { return f32_to_bf16(v); }
 };
 
 // Sums v[0..NV) over the block (blockDim.x a multiple of 32, <= 1024, blockDim.y == 1);

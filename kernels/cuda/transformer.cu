@@ -9,8 +9,8 @@
 // grows as N^2 / 256 id reads (the first-occurrence scans) plus N * H gradient reads.
 // layer_norm forward: 8 threads per row, mean and variance as the CPU's 8-lane double sums
 // (bit-identical statistics and y for float32; float64 too up to the GPU's sqrt/division,
-// which are IEEE-rounded). Half types normalise with float statistics and store mean/rstd
-// rounded to x's dtype (the contract); their backward reads those saved statistics.
+// which are IEEE-rounded). Half types normalise with float statistics and save mean/rstd
+// in float32 (the contract, as PyTorch: rstd overflows half for near-constant rows).
 // layer_norm backward: dx per row as the CPU (same sums, same order); dweight / dbias per
 // column in double over 8 row segments combined in order — deterministic, equal to the
 // CPU's sequential double sum after rounding except in rare ties.
@@ -90,7 +90,8 @@ template <class T> void embedding_backward_cuda(const EmbeddingArgs& a) {
 }
 
 // ---- layer_norm -------------------------------------------------------------------------
-template <class T> __global__ void layer_norm_fwd_kernel(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd,
+template <class T> __global__ void layer_norm_fwd_kernel(const T* x, const T* w, const T* b, T* y, compute_t<T>* mean,
+                                                         compute_t<T>* rstd,
                                                          int64_t rows, int64_t H, double eps) {
   using C = compute_t<T>;
   for_each_row_group(rows, [&](int64_t r, bool valid) {
@@ -109,8 +110,8 @@ template <class T> __global__ void layer_norm_fwd_kernel(const T* x, const T* w,
     const double rs = 1.0 / sqrt(var + eps);
     if (!valid) return;
     if (lane8() == 0) {
-      mean[r] = st<T>(C(mu));
-      rstd[r] = st<T>(C(rs));
+      mean[r] = C(mu);
+      rstd[r] = C(rs);
     }
     const C m = C(mu), s = C(rs);
     for (int64_t j = lane8(); j < H; j += kLanes) {
@@ -121,13 +122,14 @@ template <class T> __global__ void layer_norm_fwd_kernel(const T* x, const T* w,
 }
 
 // dx = rstd * (w*dy - mean(w*dy) - xhat * mean(w*dy * xhat)), per row.
-template <class T> __global__ void layer_norm_dx_kernel(const T* x, const T* w, const T* mean, const T* rstd,
+template <class T> __global__ void layer_norm_dx_kernel(const T* x, const T* w, const compute_t<T>* mean,
+                                                        const compute_t<T>* rstd,
                                                         const T* dy, T* dx, int64_t rows, int64_t H) {
   using C = compute_t<T>;
   for_each_row_group(rows, [&](int64_t r, bool valid) {
     const T* xr = x + r * H;
     const T* gr = dy + r * H;
-    const C m = ld(mean[r]), s = ld(rstd[r]);
+    const C m = mean[r], s = rstd[r];
     auto wdy = [&](int64_t j) { return w ? mul_rn(ld(gr[j]), ld(w[j])) : ld(gr[j]); };
     const double sum_g = lane_sum8(H, [&](double acc, int64_t j, bool) { return add_rn(acc, double(wdy(j))); });
     const double sum_gx = lane_sum8(H, [&](double acc, int64_t j, bool fused) {
@@ -140,7 +142,8 @@ template <class T> __global__ void layer_norm_dx_kernel(const T* x, const T* w, 
 }
 
 // dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: block = 32 columns x 8 row segments.
-template <class T> __global__ void layer_norm_dwb_kernel(const T* x, const T* mean, const T* rstd, const T* dy, T* dw,
+template <class T> __global__ void layer_norm_dwb_kernel(const T* x, const compute_t<T>* mean, const compute_t<T>* rstd,
+                                                         const T* dy, T* dw,
                                                          T* db, int64_t rows, int64_t H) {
   using C = compute_t<T>;
   __shared__ double part_w[8][32], part_b[8][32];
@@ -151,7 +154,7 @@ template <class T> __global__ void layer_norm_dwb_kernel(const T* x, const T* me
     double aw = 0.0, ab = 0.0;
     if (c < H)
       for (int64_t r = r0; r < r1; ++r) {
-        const C g = ld(dy[r * H + c]), xhat = mul_rn(sub_rn(ld(x[r * H + c]), ld(mean[r])), ld(rstd[r]));
+        const C g = ld(dy[r * H + c]), xhat = mul_rn(sub_rn(ld(x[r * H + c]), mean[r]), rstd[r]);
         if constexpr (std::is_same_v<C, double>)
           aw = fma_rn(g, xhat, aw);  // fused on the CPU too
         else
@@ -179,14 +182,14 @@ template <class T> void layer_norm_forward_cuda(const LayerNormArgs& a) {
   const Launch L(a.y, "layer_norm");
   layer_norm_fwd_kernel<T><<<row_grid(a.rows), kThreads, 0, L.stream>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.weight), static_cast<const T*>(a.bias), static_cast<T*>(a.y),
-      static_cast<T*>(a.mean), static_cast<T*>(a.rstd), a.rows, a.H, a.eps);
+      static_cast<compute_t<T>*>(a.mean), static_cast<compute_t<T>*>(a.rstd), a.rows, a.H, a.eps);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void layer_norm_backward_cuda(const LayerNormArgs& a) {
   const Launch L(a.dy, "layer_norm_backward");
   const T* x = static_cast<const T*>(a.x);
-  const T* mean = static_cast<const T*>(a.mean);
-  const T* rstd = static_cast<const T*>(a.rstd);
+  const auto* mean = static_cast<const compute_t<T>*>(a.mean);
+  const auto* rstd = static_cast<const compute_t<T>*>(a.rstd);
   const T* dy = static_cast<const T*>(a.dy);
   if (a.dx && a.rows > 0 && a.H > 0) {
     layer_norm_dx_kernel<T><<<row_grid(a.rows), kThreads, 0, L.stream>>>(x, static_cast<const T*>(a.weight), mean, rstd,
