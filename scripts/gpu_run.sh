@@ -88,7 +88,8 @@ phase_test() {
 compare_point() {   # model batch tf32 [extra oomlab args...]
   local model=$1 batch=$2 tf32=$3; shift 3
   local tag="${model}_b${batch}_tf32-${tf32}" data=synthetic extra=()
-  case $model in bert-*) data=synthetic-seq; extra=(--seq-len 128 --seq-min-len 64) ;; esac
+  # Every oomlab batch 128 tokens wide, as PyTorch's (its padding is masked, not cut).
+  case $model in bert-*) data=synthetic-seq; extra=(--seq-len 128 --seq-min-len 128) ;; esac
   "$bld/oomlab" train --model "$model" --dataset "$data" --device cuda --batch "$batch" --steps $((steps + 5)) \
     --synthetic-size $((batch * 4)) --eval-batches 1 --optimizer sgd --lr 0.01 --allow-tf32 "$tf32" --quiet \
     "${extra[@]}" "$@" --json "$work/results/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1

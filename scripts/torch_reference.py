@@ -115,7 +115,7 @@ def build(a, torch):
         raise UsageError(f"--seq-len {a.seq_len} exceeds max_positions 512")
     cfg = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                      intermediate_size=4 * hidden, max_position_embeddings=512, type_vocab_size=2,
-                     hidden_act="gelu", layer_norm_eps=1e-12, num_labels=2,
+                     hidden_act="gelu", layer_norm_eps=1e-12, num_labels=a.classes,
                      attn_implementation="eager")  # matmul + softmax, as oomlab's attention
     model = BertForSequenceClassification(cfg)
     pool = []
@@ -123,7 +123,7 @@ def build(a, torch):
         ids = torch.randint(1, 30522, (a.batch, a.seq_len), generator=g)
         lengths = torch.randint(a.seq_len // 2, a.seq_len + 1, (a.batch,), generator=g)
         ids[torch.arange(a.seq_len)[None, :] >= lengths[:, None]] = 0  # padding id 0, masked
-        pool.append((ids, torch.randint(0, 2, (a.batch,), generator=g)))
+        pool.append((ids, torch.randint(0, a.classes, (a.batch,), generator=g)))
     return model, (lambda i: pool[i % len(pool)]), a.seq_len, {"seq_len": a.seq_len}
 
 
