@@ -8,7 +8,8 @@
 #            compute-sanitizer memcheck and racecheck on the op parity tests
 #   bench    bench_cuda (bandwidth vs D2D copy), oomlab train vs scripts/torch_reference.py
 #            (ResNet-50 b128, VGG16 b64, bert-base b32 s128; strict fp32 and TF32;
-#            PyTorch eager and torch.compile), as results JSON with device provenance
+#            PyTorch eager and torch.compile), as results JSON with device provenance;
+#            then per-op time breakdowns (scripts/trace_breakdown.py) of ResNet-50 and BERT
 #   pack     $OUT/gpu_results.tar.gz (everything under the work folder) + summary.txt
 # Usage (device tool): bash scripts/gpu_run.sh [phase ...]   with $OUT set (or OOMLAB_GPU_OUT).
 # Each phase appends to <out>/summary.txt; the last lines of it are the table to read.
@@ -106,6 +107,19 @@ compare_point() {   # model batch tf32 [extra oomlab args...]
   done
 }
 
+# Per-op time of a few synchronized steps (OOMLAB_CUDA_SYNC=1: each span covers its kernels).
+profile_point() {   # model batch [extra oomlab args...]
+  local model=$1 batch=$2; shift 2
+  local tag="${model}_b${batch}" data=synthetic
+  case $model in bert-*) data=synthetic-seq ;; esac
+  OOMLAB_CUDA_SYNC=1 "$bld/oomlab" train --model "$model" --dataset "$data" --device cuda --batch "$batch" --steps 4 \
+    --synthetic-size $((batch * 4)) --eval-batches 1 --optimizer sgd --lr 0.01 --quiet "$@" \
+    --chrome-trace "$work/results/trace_$tag.json" > "$work/logs/profile_$tag.log" 2>&1
+  say "profile $tag rc=$? (4 synchronized steps, the first with cuDNN algorithm selection)"
+  python3 scripts/trace_breakdown.py "$work/results/trace_$tag.json" > "$work/results/breakdown_$tag.txt" 2>&1
+  head -14 "$work/results/breakdown_$tag.txt" | tee -a "$summary"
+}
+
 phase_bench() {
   export LD_LIBRARY_PATH; LD_LIBRARY_PATH=$(lib_path)
   "$bld/bench_cuda" --benchmark_out="$work/results/bench_cuda.json" --benchmark_out_format=json \
@@ -118,6 +132,8 @@ phase_bench() {
   compare_point bert-base 32 none
   compare_point bert-base 32 all
   python3 scripts/gpu_compare.py "$work/results" | tee -a "$summary"
+  profile_point resnet50 128 --allow-tf32 cudnn
+  profile_point bert-base 32 --seq-len 128 --seq-min-len 128
 }
 
 phase_pack() {

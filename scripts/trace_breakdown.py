@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Where a training step's time goes, from an `oomlab train --chrome-trace` file.
+
+The trace has one span per layer forward ("layer1.0.bn1/fwd") and per backward node
+("layer1.0.bn1/batch_norm/bwd"). A forward span is attributed to the op its layer's
+backward spans name (the module bn1 -> batch_norm; a layer whose backward holds several
+ops, as BERT's attention core, is listed as "fwd of <ops>"); layers without backward
+spans keep their module name. Prints, per op kind: forward ms, backward ms, share of all spans, and
+the span count, summed over the whole trace, and the 10 longest single spans.
+On an accelerator, run oomlab with OOMLAB_CUDA_SYNC=1 so that each span covers its
+kernels (asynchronous launches otherwise return at once).
+
+Usage: python3 scripts/trace_breakdown.py TRACE.json [--top N]
+Exit status 2 with one line on a missing or malformed file.
+"""
+import argparse
+import collections
+import json
+import sys
+
+
+class TraceError(Exception):
+    pass
+
+
+def load_spans(path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TraceError(f"cannot read {path}: {exc}") from None
+    events = doc.get("traceEvents", doc) if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise TraceError(f"{path}: no traceEvents list")
+    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e and "name" in e]
+
+
+def breakdown(spans):
+    ops_of_module = collections.defaultdict(set)
+    for e in spans:
+        parts = e["name"].split("/")
+        if len(parts) >= 3 and parts[-1] == "bwd":
+            ops_of_module[parts[0]].add(parts[-2])
+    # One backward op: the layer is that op. Several (attention core): "fwd of a, b, ...".
+    op_of_module = {m: next(iter(ops)) if len(ops) == 1 else "fwd of " + ", ".join(sorted(ops))[:36]
+                    for m, ops in ops_of_module.items()}
+    rows = collections.defaultdict(lambda: [0.0, 0.0, 0])   # op -> [fwd us, bwd us, count]
+    for e in spans:
+        parts = e["name"].split("/")
+        backward = parts[-1] == "bwd" and len(parts) >= 3
+        row = rows[parts[-2] if backward else op_of_module.get(parts[0], parts[0])]
+        row[1 if backward else 0] += e["dur"]
+        row[2] += 1
+    return rows
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("trace")
+    p.add_argument("--top", type=int, default=10)
+    a = p.parse_args(argv)
+    try:
+        spans = load_spans(a.trace)
+    except TraceError as exc:
+        print(f"trace_breakdown: error: {exc}", file=sys.stderr)
+        return 2
+    if not spans:
+        print(f"trace_breakdown: error: {a.trace}: no spans", file=sys.stderr)
+        return 2
+    rows = breakdown(spans)
+    total = sum(f + b for f, b, _ in rows.values())
+    print(f"{'op':<44}{'fwd ms':>10}{'bwd ms':>10}{'share':>8}{'spans':>7}")
+    for op, (f, b, n) in sorted(rows.items(), key=lambda kv: -(kv[1][0] + kv[1][1])):
+        print(f"{op:<44}{f / 1e3:>10.2f}{b / 1e3:>10.2f}{(f + b) / total:>8.1%}{n:>7}")
+    print(f"{'all spans':<44}{total / 1e3:>20.2f} ms")
+    print(f"longest {a.top} spans:")
+    for e in sorted(spans, key=lambda e: -e["dur"])[:a.top]:
+        print(f"  {e['name']:<48}{e['dur'] / 1e3:>10.3f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
