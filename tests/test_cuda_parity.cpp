@@ -101,6 +101,8 @@ const std::vector<OpCase>& op_cases() {
     c.push_back(conv_case("conv_depthwise", {2, 8, 10, 10}, {8, 1, 3, 3}, false, {1, 1, 1, 1, 1, 1, 8}));
     c.push_back(conv_case("conv_5x3_dilated", {1, 4, 15, 14}, {6, 4, 5, 3}, true, {1, 2, 4, 2, 2, 2, 1}));
     c.push_back(conv_case("conv_wide_channels", {2, 64, 8, 8}, {64, 64, 3, 3}, false, {1, 1, 1, 1, 1, 1, 1}));
+    // bias gradient over N*HW = 25600 positions per channel: 7 splits (bias.cu)
+    c.push_back(conv_case("conv_1x1_bias_split", {16, 3, 40, 40}, {4, 3, 1, 1}, true, {1, 1, 0, 0, 1, 1, 1}));
     // x without elements, padding 1: y = bias over pure padding, dw = 0 (never reaches cuDNN).
     c.push_back(conv_case("conv_empty_x_padded", {2, 3, 0, 0}, {4, 3, 1, 1}, true, {1, 1, 1, 1, 1, 1, 1}));
     c.push_back(conv_t_case("conv_transpose_2x2_s2", {2, 8, 6, 6}, {8, 4, 2, 2}, true, {2, 0, 0, 1}));
@@ -115,6 +117,12 @@ const std::vector<OpCase>& op_cases() {
                  [](V& v) { return batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5); }, N, bn_types});
     c.push_back({"batch_norm_large_hw", {F({2, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
                  [](V& v) { return batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5); }, N, bn_types});
+    // M = N*HW = 25600 per channel: 7 splits of the per-channel sums (batchnorm.cu), the
+    // last one shorter.
+    c.push_back({"batch_norm_train_split", {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) { return batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5); }, N, bn_types});
+    c.push_back({"batch_norm_eval_split", {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) { return batch_norm(v[0], v[1], v[2], v[3], v[4], false, 0.1, 1e-5); }, N, bn_types});
     // ---- pooling ----
     c.push_back(pool_case("max_pool_3x3_s2_p1", {2, 3, 9, 9}, [](const Tensor& x) { return max_pool2d(x, {3, 3, 2, 2, 1, 1}); }));
     c.push_back(pool_case("max_pool_2x2", {2, 4, 8, 8}, [](const Tensor& x) { return max_pool2d(x, {2, 2, 2, 2}); }));

@@ -5,8 +5,9 @@
 //   channel_bias_grad db[k] = sum_{n, hw} dy[n, k, hw]      (conv.h; overwrites)
 // Adds run in the compute type (T for float/double, float for half types). Reductions
 // accumulate in double (the CPU kernels' accumulator) in a fixed, shape-determined order
-// (dense_common.cuh): one block per channel for channel_bias_grad; for bias_grad_rows one
-// block per 8 columns, 64 row lanes summed in lane order. No scratch memory is used.
+// (dense_common.cuh): channel_bias_grad on a (splits, channels) grid whose per-block
+// partials (workspace-tagged scratch, [K][S] doubles) are added in split order; for
+// bias_grad_rows one block per 8 columns, 64 row lanes summed in lane order.
 #include "engine/ops/conv.h"
 #include "engine/ops/linear.h"
 #include "kernels/cuda/cuda_check.h"
@@ -63,14 +64,27 @@ __global__ void col_sum_kernel(const T* __restrict__ g, int64_t rows, int64_t co
   }
 }
 
+// Channel sums, split (dense::ChannelSplit): pass 1 part[k][s] = the chunk's sum; pass 2
+// db[k] = the S partials added in order.
 template <class T>
-__global__ void channel_sum_kernel(const T* __restrict__ dy, int64_t N, int64_t K, int64_t HW, T* __restrict__ db) {
-  const int64_t M = N * HW;
-  for (int64_t k = blockIdx.x; k < K; k += gridDim.x) {
+__global__ void channel_partial_sum_kernel(const T* __restrict__ dy, int64_t K, int64_t HW, int64_t M, int64_t S,
+                                           int64_t chunk, double* __restrict__ part) {
+  int64_t m0, m1;
+  dense::chunk_of(M, chunk, m0, m1);
+  for (int64_t k = blockIdx.y; k < K; k += gridDim.y) {
     double acc[1] = {0.0};
-    dense::for_channel(k, K, HW, 0, M, [&](int64_t o) { acc[0] += double(Num<T>::to(dy[o])); });
+    dense::for_channel(k, K, HW, m0, m1, [&](int64_t o) { acc[0] += double(Num<T>::to(dy[o])); });
     dense::block_allsum<1>(acc);
-    if (threadIdx.x == 0) db[k] = Num<T>::from(typename Num<T>::C(acc[0]));
+    if (threadIdx.x == 0) part[k * S + blockIdx.x] = acc[0];
+  }
+}
+
+template <class T>
+__global__ void channel_sum_finish_kernel(const double* __restrict__ part, int64_t K, int64_t S, T* __restrict__ db) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < K; k += int64_t(gridDim.x) * blockDim.x) {
+    double acc = 0.0;
+    for (int64_t s = 0; s < S; ++s) acc += part[k * S + s];
+    db[k] = Num<T>::from(typename Num<T>::C(acc));
   }
 }
 
@@ -122,8 +136,14 @@ template <class T> void channel_bias_grad_cuda(const ChannelBiasArgs& a) {
     CUDA_CHECK(cudaMemsetAsync(db, 0, size_t(a.K) * sizeof(T), stream));
     return;
   }
-  channel_sum_kernel<T><<<dense::channel_grid(a.K), dense::kChanThreads, 0, stream>>>(
-      static_cast<const T*>(a.dy), a.N, a.K, a.HW, db);
+  const dense::ChannelSplit sp(a.N * a.HW, a.K);
+  // Freed on return: later work on the stream that reuses the block runs after both passes.
+  cuda::DeviceBuffer scratch(dev, size_t(a.K * sp.S) * sizeof(double));
+  double* part = static_cast<double*>(scratch.get());
+  channel_partial_sum_kernel<T><<<sp.grid, dense::kChanThreads, 0, stream>>>(static_cast<const T*>(a.dy), a.K, a.HW,
+                                                                               sp.M, sp.S, sp.chunk, part);
+  CUDA_LAUNCH_CHECK();
+  channel_sum_finish_kernel<T><<<dense::grid_for(a.K), kBlock, 0, stream>>>(part, a.K, sp.S, db);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -1,17 +1,19 @@
-// dense_common.cuh — device-side helpers shared by bias.cu and batchnorm_pool.cu, in
+// dense_common.cuh — device-side helpers shared by bias.cu, batchnorm.cu and pool.cu, in
 // namespace oomlab::cuda::dense (kept apart from the pointwise kernels' launch_utils.cuh):
 //   * kBlock / grid_for(n): 256-thread blocks and a 1-D grid (<= 65535 blocks) for
 //     grid-stride elementwise loops;
 //   * Num<T>: element <-> compute-type conversions. The compute type is T for float and
 //     double and float for float16/bfloat16 (stored as __half / __nv_bfloat16);
-//   * per-channel block kernels over x viewed as [N, C, HW]: one block of kChanThreads
-//     threads owns channel c (grid-stride over channels). ChanIter walks the channel's
-//     flat positions m = n*HW + i (thread t visits t, t + blockDim, ...) without integer
-//     division per element; for_channel() visits them four at a time so the loads of a
-//     thread are in flight together. block_allsum<NV> adds NV doubles over the block
-//     with a fixed warp-shuffle tree and hands every thread the totals.
-// Per-thread order and the reduction tree depend on the shapes only, so results are
-// bitwise reproducible run to run. These kernels need no scratch memory.
+//   * per-channel kernels over x viewed as [N, C, HW] on a (splits, channels) grid
+//     (ChannelSplit): block (s, c) of kChanThreads threads owns a chunk of channel c's
+//     positions. ChanIter walks the channel's flat positions m = n*HW + i (thread t visits
+//     t, t + blockDim, ...) without integer division per element; for_channel() visits
+//     them four at a time so the loads of a thread are in flight together.
+//     block_allsum<NV> adds NV doubles over the block with a fixed warp-shuffle tree and
+//     hands every thread the totals; split sums leave one partial per block in a [C][S]
+//     scratch array (the caller's workspace) that channel_totals adds in split order.
+// Per-thread order, splits and reduction trees depend on the shapes only, so results are
+// bitwise reproducible run to run.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -31,13 +33,49 @@ inline unsigned grid_for(int64_t n) {
 
 constexpr int kChanThreads = 512;   // per-channel kernels
 inline unsigned channel_grid(int64_t C) { return unsigned(C < 1 ? 1 : (C > 65535 ? 65535 : C)); }
-// Splits of a channel's M positions for elementwise per-channel kernels launched on a
-// (splits, channels) grid: about 2048 blocks in all, >= 8 elements per thread.
+// Splits of a channel's M positions for per-channel kernels launched on a (splits,
+// channels) grid: about 2048 blocks in all, >= 8 elements per thread.
 inline unsigned channel_splits(int64_t M, int64_t C) {
   const int64_t by_size = (M + kChanThreads * 8 - 1) / (kChanThreads * 8);
   const int64_t by_grid = 2048 / (C > 0 ? C : 1);
   int64_t s = by_size < by_grid ? by_size : by_grid;
   return unsigned(s < 1 ? 1 : (s > 65535 ? 65535 : s));
+}
+
+// The (S splits, channels) grid of split per-channel kernels: block (s, c) owns positions
+// [s*chunk, min((s+1)*chunk, M)) of channel c (chunk_of). Split sums write one double
+// partial per block into a [C][S] scratch array; channel_totals adds a channel's S
+// partials in order s = 0, 1, ..., so every block (and run) gets the same value.
+struct ChannelSplit {
+  int64_t M, S, chunk;
+  dim3 grid;
+  ChannelSplit(int64_t m, int64_t C) : M(m), S(channel_splits(m, C)), chunk((m + S - 1) / S) {
+    grid = dim3{unsigned(S), channel_grid(C)};
+  }
+};
+
+__device__ __forceinline__ void chunk_of(int64_t M, int64_t chunk, int64_t& m0, int64_t& m1) {
+  m0 = int64_t(blockIdx.x) * chunk;
+  m1 = m0 + chunk < M ? m0 + chunk : M;
+}
+
+// part[(c*S + s)*NV + k] summed over s for each k by thread 0 and handed to every thread.
+// Contains __syncthreads: call from all threads.
+template <int NV>
+__device__ __forceinline__ void channel_totals(const double* part, int64_t c, int64_t S, double (&v)[NV]) {
+  __shared__ double t[NV];
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      double acc = 0.0;
+      for (int64_t s = 0; s < S; ++s) acc += part[(c * S + s) * NV + k];
+      t[k] = acc;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < NV; ++k) v[k] = t[k];
+  __syncthreads();
 }
 
 template <class T> struct Num;

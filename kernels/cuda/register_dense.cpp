@@ -4,19 +4,22 @@
 //     (f32, f64, f16, bf16)
 //   conv2d forward / backward data / backward weight (cuDNN;   kernels/cuda/conv_cudnn.cpp
 //     f32, f64, f16, bf16)
-//   batch_norm forward / backward (f32, f64), max/avg/adaptive kernels/cuda/batchnorm_pool.cu
-//     pool2d forward / backward (f32, f64, f16, bf16)
+//   batch_norm forward / backward (f32, f64)                   kernels/cuda/batchnorm.cu
+//   max/avg/adaptive pool2d forward / backward                 kernels/cuda/pool.cu
+//     (f32, f64, f16, bf16)
 // Numerics switches (TF32, cudnn benchmark, workspace limit): kernels/cuda/cuda_settings.h.
 namespace oomlab {
 void register_gemm_cuda_kernels();
 void register_bias_cuda_kernels();
 void register_conv_cuda_kernels();
-void register_batchnorm_pool_cuda_kernels();
+void register_batchnorm_cuda_kernels();
+void register_pool_cuda_kernels();
 
 void register_dense_cuda_kernels() {
   register_gemm_cuda_kernels();
   register_bias_cuda_kernels();
   register_conv_cuda_kernels();
-  register_batchnorm_pool_cuda_kernels();
+  register_batchnorm_cuda_kernels();
+  register_pool_cuda_kernels();
 }
 }  // namespace oomlab

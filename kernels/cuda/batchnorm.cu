@@ -1,0 +1,282 @@
+// batchnorm.cu — CUDA batch_norm forward/backward (float32, float64) with the semantics of
+// kernels/cpu/batchnorm_cpu.cpp. x is viewed as [N, C, HW]; weight/bias/running/saved
+// stats have x's type. Half inputs are not registered: their parameter dtype (f32 or the
+// input's) is not carried by BatchNormArgs.
+// Per-channel sums run on a (S splits, channels) grid, S = dense::channel_splits(M, C)
+// (about 2048 blocks in all, so that 64-channel layers with M = N*HW in the millions
+// fill the GPU): block (s, c) sums its chunk of channel c in double, writes one partial
+// into a workspace-tagged [C][S] scratch array, and the next pass adds the S partials of
+// its channel in order s = 0, 1, ... (thread 0; every block gets the same value). Results
+// depend on the shapes only: bitwise reproducible run to run, no atomics.
+//   training forward: pass 1 sum(x) -> mean; pass 2 sum((x-mean)^2) -> biased var,
+//     invstd = 1/sqrt(var + eps); pass 3 y = x * T(w*invstd) + T(b - mean*w*invstd), and
+//     block s = 0 writes save_mean/save_invstd and the running stats (momentum; running_var
+//     from the unbiased variance). Two passes over x for the statistics, as the CPU.
+//   eval forward: the running stats, one pass.
+//   backward with sums (training, or eval with dweight/dbias): pass 1 sum(dy) and
+//     sum(dy*(x-mean)); pass 2 dbias/dweight (block s = 0) and dx: training dx = (dy -
+//     mean(dy) - (x-mean) * invstd^2 * mean(dy*(x-mean))) * w*invstd, eval dx = w*invstd*dy.
+//     Stats from save_mean/invstd (training) or the running stats (eval); invstd's source
+//     may be absent when only dbias is requested.
+//   eval backward, dx only: one pass.
+#include <cmath>
+
+#include "engine/ops/batchnorm.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_stream.h"
+#include "kernels/cuda/dense_common.cuh"
+
+namespace oomlab {
+namespace {
+namespace dense = cuda::dense;
+
+using dense::ChannelSplit;
+using dense::channel_totals;
+using dense::chunk_of;
+
+// Training forward, pass 1: part1[c][s] = sum of x over the chunk.
+template <class T>
+__global__ void bn_sum_kernel(const T* __restrict__ x, int64_t C, int64_t HW, int64_t M, int64_t S, int64_t chunk,
+                              double* part1) {
+  int64_t m0, m1;
+  chunk_of(M, chunk, m0, m1);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    double s[1] = {0.0};
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { s[0] += double(x[o]); });
+    dense::block_allsum<1>(s);
+    if (threadIdx.x == 0) part1[c * S + blockIdx.x] = s[0];
+  }
+}
+
+// Training forward, pass 2: part2[c][s] = sum of (x - mean)^2 over the chunk.
+template <class T>
+__global__ void bn_sqdev_kernel(const T* __restrict__ x, int64_t C, int64_t HW, int64_t M, int64_t S, int64_t chunk,
+                                const double* part1, double* part2) {
+  int64_t m0, m1;
+  chunk_of(M, chunk, m0, m1);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    double tot[1];
+    channel_totals<1>(part1, c, S, tot);
+    const double mean = tot[0] / double(M);
+    double ss[1] = {0.0};
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) {
+      const double d = double(x[o]) - mean;
+      ss[0] += d * d;
+    });
+    dense::block_allsum<1>(ss);
+    if (threadIdx.x == 0) part2[c * S + blockIdx.x] = ss[0];
+  }
+}
+
+// Training forward, pass 3: statistics from the partials, y for the chunk; block s = 0
+// writes the saved and running statistics.
+template <class T>
+__global__ void bn_train_apply_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t C, int64_t HW, int64_t M,
+                                      int64_t S, int64_t chunk, const double* part1, const double* part2, double eps,
+                                      double momentum, const T* w, const T* b, T* rm, T* rv, T* sm, T* si) {
+  int64_t m0, m1;
+  chunk_of(M, chunk, m0, m1);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    double s[1], ss[1];
+    channel_totals<1>(part1, c, S, s);
+    channel_totals<1>(part2, c, S, ss);
+    const double mean = s[0] / double(M);
+    const double invstd = 1.0 / sqrt(ss[0] / double(M) + eps);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      if (sm) sm[c] = T(mean);
+      if (si) si[c] = T(invstd);
+      if (rm) {
+        rm[c] = T((1.0 - momentum) * double(rm[c]) + momentum * mean);
+        rv[c] = T((1.0 - momentum) * double(rv[c]) + momentum * ss[0] / double(M - 1));
+      }
+    }
+    const double sc = w ? double(w[c]) * invstd : invstd;
+    const T scale = T(sc), shift = T((b ? double(b[c]) : 0.0) - mean * sc);
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = x[o] * scale + shift; });
+  }
+}
+
+// Eval forward: y = x * T(w*invstd) + T(b - mean*w*invstd) from the running stats; each
+// block derives its channel's coefficients itself.
+template <class T>
+__global__ void bn_eval_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t C, int64_t HW, int64_t M,
+                                       int64_t chunk, double eps, const T* w, const T* b, const T* rm, const T* rv) {
+  int64_t m0, m1;
+  chunk_of(M, chunk, m0, m1);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    const double mean = double(rm[c]), invstd = 1.0 / sqrt(double(rv[c]) + eps);
+    const double sc = w ? double(w[c]) * invstd : invstd;
+    const T scale = T(sc), shift = T((b ? double(b[c]) : 0.0) - mean * sc);
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = x[o] * scale + shift; });
+  }
+}
+
+// The mean and invstd a backward pass uses (0 where its source is absent or unneeded).
+template <class T>
+__device__ __forceinline__ void backward_stats(int64_t c, bool training, bool need_xmu, double eps, const T* rm,
+                                               const T* rv, const T* sm, const T* si, double& mean, double& invstd) {
+  mean = 0.0;
+  invstd = 0.0;
+  if (training) {
+    if (need_xmu) mean = double(sm[c]);
+    if (si) invstd = double(si[c]);
+  } else {
+    if (need_xmu) mean = double(rm[c]);
+    if (rv) invstd = 1.0 / sqrt(double(rv[c]) + eps);
+  }
+}
+
+// Backward, pass 1: part[c][s] = {sum dy, sum dy*(x-mean)} over the chunk (the second only
+// when need_xmu, else 0).
+template <class T>
+__global__ void bn_backward_sums_kernel(const T* __restrict__ dy, const T* __restrict__ x, int64_t C, int64_t HW,
+                                        int64_t M, int64_t S, int64_t chunk, bool training, bool need_xmu,
+                                        double eps, const T* rm, const T* rv, const T* sm, const T* si,
+                                        double* part) {
+  int64_t m0, m1;
+  chunk_of(M, chunk, m0, m1);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    double mean, invstd;
+    backward_stats(c, training, need_xmu, eps, rm, rv, sm, si, mean, invstd);
+    double acc[2] = {0.0, 0.0};
+    if (need_xmu) {
+      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) {
+        const double g = double(dy[o]);
+        acc[0] += g;
+        acc[1] += g * (double(x[o]) - mean);
+      });
+    } else {
+      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { acc[0] += double(dy[o]); });
+    }
+    dense::block_allsum<2>(acc);
+    if (threadIdx.x == 0) {
+      part[(c * S + blockIdx.x) * 2] = acc[0];
+      part[(c * S + blockIdx.x) * 2 + 1] = acc[1];
+    }
+  }
+}
+
+// Backward, pass 2: dbias/dweight (block s = 0) and dx for the chunk.
+template <class T>
+__global__ void bn_backward_apply_kernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx,
+                                         int64_t C, int64_t HW, int64_t M, int64_t S, int64_t chunk, bool training,
+                                         bool need_xmu, double eps, const T* w, const T* rm, const T* rv,
+                                         const T* sm, const T* si, const double* part, T* dw, T* db) {
+  int64_t m0, m1;
+  chunk_of(M, chunk, m0, m1);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    double mean, invstd;
+    backward_stats(c, training, need_xmu, eps, rm, rv, sm, si, mean, invstd);
+    double tot[2];
+    channel_totals<2>(part, c, S, tot);
+    const double sum_dy = tot[0], sum_dy_xmu = tot[1];
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      if (db) db[c] = T(sum_dy);
+      if (dw) dw[c] = T(sum_dy_xmu * invstd);
+    }
+    if (!dx) continue;
+    const double wi = (w ? double(w[c]) : 1.0) * invstd;
+    const T wt = T(wi);
+    if (training) {
+      const T mu = T(mean), dmean = T(sum_dy / double(M)), k = T(invstd * invstd * sum_dy_xmu / double(M));
+      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = (dy[o] - dmean - (x[o] - mu) * k) * wt; });
+    } else {
+      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = wt * dy[o]; });
+    }
+  }
+}
+
+// Eval backward when only dx is needed: dx = T(w*invstd) * dy.
+template <class T>
+__global__ void bn_eval_dx_kernel(const T* __restrict__ dy, T* __restrict__ dx, int64_t C, int64_t HW, int64_t M,
+                                  int64_t chunk, double eps, const T* w, const T* rv) {
+  int64_t m0, m1;
+  chunk_of(M, chunk, m0, m1);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    const T wt = T((w ? double(w[c]) : 1.0) * (1.0 / sqrt(double(rv[c]) + eps)));
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = wt * dy[o]; });
+  }
+}
+
+template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
+  const int64_t C = a.C, HW = a.HW, M = a.N * HW;
+  if (M * C == 0) return;
+  const int dev = cuda::device_of(a.y, "batch_norm");
+  cuda::DeviceGuard guard(dev);
+  cudaStream_t stream = cuda::compute_stream(dev);
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+  const T* w = static_cast<const T*>(a.weight);
+  const T* b = static_cast<const T*>(a.bias);
+  T* rm = static_cast<T*>(a.running_mean);
+  T* rv = static_cast<T*>(a.running_var);
+  OOMLAB_ASSERT((rm == nullptr) == (rv == nullptr));
+  const ChannelSplit sp(M, C);
+  constexpr int kT = dense::kChanThreads;
+  if (!a.training) {
+    OOMLAB_ASSERT(rm != nullptr);
+    bn_eval_forward_kernel<T><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.chunk, a.eps, w, b, rm, rv);
+    CUDA_LAUNCH_CHECK();
+    return;
+  }
+  // Freed on return: later work on the stream that reuses the block runs after these passes.
+  cuda::DeviceBuffer scratch(dev, size_t(2 * C * sp.S) * sizeof(double));
+  double* part1 = static_cast<double*>(scratch.get());
+  double* part2 = part1 + C * sp.S;
+  bn_sum_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1);
+  CUDA_LAUNCH_CHECK();
+  bn_sqdev_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1, part2);
+  CUDA_LAUNCH_CHECK();
+  bn_train_apply_kernel<T><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, part2, a.eps,
+                                                       a.momentum, w, b, rm, rv, static_cast<T*>(a.save_mean),
+                                                       static_cast<T*>(a.save_invstd));
+  CUDA_LAUNCH_CHECK();
+}
+
+template <class T> void batch_norm_backward_cuda(const BatchNormArgs& a) {
+  const int64_t C = a.C, HW = a.HW, M = a.N * HW;
+  if (C == 0) return;
+  const void* anchor = a.dx ? a.dx : (a.dweight ? a.dweight : a.dbias);
+  if (!anchor) return;   // nothing requested
+  const int dev = cuda::device_of(anchor, "batch_norm_backward");
+  cuda::DeviceGuard guard(dev);
+  cudaStream_t stream = cuda::compute_stream(dev);
+  const bool need_sums = a.dweight || a.dbias || (a.dx && a.training);
+  const bool need_xmu = a.dweight || (a.dx && a.training);
+  const T* dy = static_cast<const T*>(a.dy);
+  const T* x = static_cast<const T*>(a.x);
+  const T* w = static_cast<const T*>(a.weight);
+  const T* rm = static_cast<const T*>(a.running_mean);
+  const T* rv = static_cast<const T*>(a.running_var);
+  const T* sm = static_cast<const T*>(a.save_mean);
+  const T* si = static_cast<const T*>(a.save_invstd);
+  const ChannelSplit sp(M, C);
+  constexpr int kT = dense::kChanThreads;
+  if (!need_sums) {   // eval, dx only
+    if (M == 0) return;
+    OOMLAB_ASSERT(rv != nullptr);
+    bn_eval_dx_kernel<T><<<sp.grid, kT, 0, stream>>>(dy, static_cast<T*>(a.dx), C, HW, M, sp.chunk, a.eps, w, rv);
+    CUDA_LAUNCH_CHECK();
+    return;
+  }
+  cuda::DeviceBuffer scratch(dev, size_t(2 * C * sp.S) * sizeof(double));
+  double* part = static_cast<double*>(scratch.get());
+  bn_backward_sums_kernel<T><<<sp.grid, kT, 0, stream>>>(dy, x, C, HW, M, sp.S, sp.chunk, a.training, need_xmu,
+                                                         a.eps, rm, rv, sm, si, part);
+  CUDA_LAUNCH_CHECK();
+  bn_backward_apply_kernel<T><<<sp.grid, kT, 0, stream>>>(dy, x, static_cast<T*>(a.dx), C, HW, M, sp.S, sp.chunk,
+                                                          a.training, need_xmu, a.eps, w, rm, rv, sm, si, part,
+                                                          static_cast<T*>(a.dweight), static_cast<T*>(a.dbias));
+  CUDA_LAUNCH_CHECK();
+}
+}  // namespace
+
+void register_batchnorm_cuda_kernels() {
+  batch_norm_forward_kernels().set(DeviceType::cuda, DType::f32, &batch_norm_forward_cuda<float>);
+  batch_norm_forward_kernels().set(DeviceType::cuda, DType::f64, &batch_norm_forward_cuda<double>);
+  batch_norm_backward_kernels().set(DeviceType::cuda, DType::f32, &batch_norm_backward_cuda<float>);
+  batch_norm_backward_kernels().set(DeviceType::cuda, DType::f64, &batch_norm_backward_cuda<double>);
+}
+
+}  // namespace oomlab
