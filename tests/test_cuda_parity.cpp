@@ -139,6 +139,9 @@ const std::vector<OpCase>& op_cases() {
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});
     c.push_back({"layer_norm_wide", {F({4, 768}, true, -2, 3), F({768}, true, 0.5, 1.5), F({768})},
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-12); }, N});
+    // 300 rows: dweight/dbias over 4 row splits of 75 (transformer.cu)
+    c.push_back({"layer_norm_row_splits", {F({300, 40}, true, -2, 3), F({40}, true, 0.5, 1.5), F({40})},
+                 [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});
     const std::vector<int64_t> mask = {0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1};
     const std::vector<int64_t> mask_all = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     c.push_back({"masked_softmax", {F({2, 3, 4, 7}, true, -3, 3), Mask({2, 7}, mask)},

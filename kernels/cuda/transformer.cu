@@ -12,8 +12,12 @@
 // which are IEEE-rounded). Half types normalise with float statistics and save mean/rstd
 // in float32 (the contract, as PyTorch: rstd overflows half for near-constant rows).
 // layer_norm backward: dx per row as the CPU (same sums, same order); dweight / dbias per
-// column in double over 8 row segments combined in order — deterministic, equal to the
-// CPU's sequential double sum after rounding except in rare ties.
+// column in double over row splits (enough blocks to fill the GPU; per-split sums in
+// workspace-tagged scratch) of 8 row segments each, combined in order — deterministic,
+// equal to the CPU's sequential double sum after rounding except in rare ties.
+#include <algorithm>
+#include <optional>
+
 #include "engine/ops/transformer_kernels.h"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/cuda/row_lanes.cuh"
@@ -141,14 +145,20 @@ template <class T> __global__ void layer_norm_dx_kernel(const T* x, const T* w, 
   });
 }
 
-// dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: block = 32 columns x 8 row segments.
-template <class T> __global__ void layer_norm_dwb_kernel(const T* x, const compute_t<T>* mean, const compute_t<T>* rstd,
-                                                         const T* dy, T* dw,
-                                                         T* db, int64_t rows, int64_t H) {
+// dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: block (x: 32 columns, y: row split)
+// of 32 columns x 8 row segments of its split's rows. With one split it writes dw/db; with
+// several, each writes its split's sums to pw/pb[split][H] and layer_norm_dwb_finish_kernel
+// adds the splits in order.
+template <class T>
+__global__ void layer_norm_dwb_kernel(const T* x, const compute_t<T>* mean, const compute_t<T>* rstd, const T* dy,
+                                      T* dw, T* db, double* pw, double* pb, int64_t rows, int64_t H,
+                                      int64_t rows_per_split) {
   using C = compute_t<T>;
   __shared__ double part_w[8][32], part_b[8][32];
   const int lane = int(threadIdx.x & 31), seg = int(threadIdx.x >> 5);
-  const int64_t per = (rows + 7) / 8, r0 = seg * per, r1 = r0 + per < rows ? r0 + per : rows;
+  const int64_t s0 = int64_t(blockIdx.y) * rows_per_split;
+  const int64_t s1 = s0 + rows_per_split < rows ? s0 + rows_per_split : rows;
+  const int64_t per = (s1 - s0 + 7) / 8, r0 = s0 + seg * per, r1 = r0 + per < s1 ? r0 + per : s1;
   for (int64_t c0 = int64_t(blockIdx.x) * 32; c0 < H; c0 += int64_t(gridDim.x) * 32) {
     const int64_t c = c0 + lane;
     double aw = 0.0, ab = 0.0;
@@ -170,11 +180,38 @@ template <class T> __global__ void layer_norm_dwb_kernel(const T* x, const compu
         tw += part_w[k][lane];
         tb += part_b[k][lane];
       }
-      if (dw) dw[c] = st<T>(C(tw));
-      if (db) db[c] = st<T>(C(tb));
+      if (pw) {
+        pw[int64_t(blockIdx.y) * H + c] = tw;
+        pb[int64_t(blockIdx.y) * H + c] = tb;
+      } else {
+        if (dw) dw[c] = st<T>(C(tw));
+        if (db) db[c] = st<T>(C(tb));
+      }
     }
     __syncthreads();
   }
+}
+
+template <class T>
+__global__ void layer_norm_dwb_finish_kernel(const double* pw, const double* pb, int64_t splits, int64_t H, T* dw,
+                                             T* db) {
+  using C = compute_t<T>;
+  for (int64_t c = gtid(); c < H; c += gstride()) {
+    double tw = 0.0, tb = 0.0;
+    for (int64_t s = 0; s < splits; ++s) {
+      tw += pw[s * H + c];
+      tb += pb[s * H + c];
+    }
+    if (dw) dw[c] = st<T>(C(tw));
+    if (db) db[c] = st<T>(C(tb));
+  }
+}
+
+// Row splits for layer_norm_dwb: about 1056 blocks with the column tiles (8 per SM on a
+// 132-SM GPU) and >= 64 rows per block; shapes alone decide, so results are reproducible.
+int64_t dwb_row_splits(int64_t rows, int64_t tiles) {
+  const int64_t by_grid = (1056 + tiles - 1) / tiles, by_rows = rows / 64;
+  return std::clamp<int64_t>(std::min(by_grid, by_rows), 1, 65535);
 }
 
 template <class T> void layer_norm_forward_cuda(const LayerNormArgs& a) {
@@ -197,10 +234,25 @@ template <class T> void layer_norm_backward_cuda(const LayerNormArgs& a) {
     CUDA_LAUNCH_CHECK();
   }
   if ((a.dweight || a.dbias) && a.H > 0) {
-    const int blocks = int(std::min<int64_t>((a.H + 31) / 32, 65535));
-    layer_norm_dwb_kernel<T><<<blocks, kThreads, 0, L.stream>>>(x, mean, rstd, dy, static_cast<T*>(a.dweight),
-                                                                static_cast<T*>(a.dbias), a.rows, a.H);
+    const int64_t tiles = std::min<int64_t>((a.H + 31) / 32, 65535);
+    const int64_t splits = dwb_row_splits(a.rows, tiles), per = (a.rows + splits - 1) / splits;
+    T* dw = static_cast<T*>(a.dweight);
+    T* db = static_cast<T*>(a.dbias);
+    // Freed on return: later work on the stream that reuses the block runs after both kernels.
+    std::optional<cuda::DeviceBuffer> scratch;
+    double *pw = nullptr, *pb = nullptr;
+    if (splits > 1) {
+      scratch.emplace(L.dev, size_t(2 * splits * a.H) * sizeof(double));
+      pw = static_cast<double*>(scratch->get());
+      pb = pw + splits * a.H;
+    }
+    layer_norm_dwb_kernel<T><<<dim3(unsigned(tiles), unsigned(splits)), kThreads, 0, L.stream>>>(
+        x, mean, rstd, dy, dw, db, pw, pb, a.rows, a.H, std::max<int64_t>(per, 1));
     CUDA_LAUNCH_CHECK();
+    if (splits > 1) {
+      layer_norm_dwb_finish_kernel<T><<<grid_for(a.H), kThreads, 0, L.stream>>>(pw, pb, splits, a.H, dw, db);
+      CUDA_LAUNCH_CHECK();
+    }
   }
 }
 }  // namespace
