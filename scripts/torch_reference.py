@@ -55,7 +55,8 @@ def parse_args(argv):
     p.add_argument("--model", required=True)
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--input", default="", help="C,H,W for image models (default: the model's)")
-    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--classes", type=int, default=None,
+                   help="default: 10 for image models, 2 for bert-* (as oomlab's synthetic and synthetic-seq)")
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--steps", type=int, default=30, help="timed steps")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first")
@@ -78,6 +79,8 @@ def parse_args(argv):
     if a.model not in IMAGE_MODELS and a.model not in BERT_MODELS:
         raise UsageError(f"--model {a.model!r} has no PyTorch twin here; one of "
                          + ", ".join(sorted(IMAGE_MODELS) + sorted(BERT_MODELS)))
+    if a.classes is None:
+        a.classes = 2 if a.model in BERT_MODELS else 10
     for name in ("batch", "steps", "classes", "seq_len"):
         if getattr(a, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(a, name)})")
@@ -226,7 +229,7 @@ def run(a):
         memory = {k: int(v) for k, v in torch.cuda.memory_stats(dev).items() if isinstance(v, (int, float))}
         memory["allocated_bytes.all.peak"] = int(torch.cuda.max_memory_allocated(dev))
         memory["reserved_bytes.all.peak"] = int(torch.cuda.max_memory_reserved(dev))
-    config = {"model": a.model, "dataset": "synthetic-seq" if is_bert else "synthetic", "batch": a.batch,
+    config = {"model": a.model, "dataset": "synthetic-seq" if is_bert else "synthetic", "batch": a.batch, "num_classes": a.classes,
               "steps": a.steps, "warmup": a.warmup, "optimizer": a.optimizer, "lr": a.lr,
               "momentum": a.momentum, "weight_decay": a.weight_decay, "allow_tf32": a.allow_tf32,
               "cudnn_benchmark": a.cudnn_benchmark, "mode": a.mode, "seed": a.seed, **shape_cfg}

@@ -6,6 +6,8 @@
 // except the allocator_for tests, which reset the registry.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <random>
 #include <thread>
 
@@ -275,6 +277,30 @@ TEST(CachingAllocator, WorkspaceTag) {
   for (const auto& e : a.trace()) tagged += e.tag == "workspace";
   EXPECT_EQ(tagged, 3);                    // alloc, free_requested, free_completed
   a.free(t);
+}
+
+// OOMLAB_NO_CACHING=1 (for memory checkers): no reuse, no split, every segment one block
+// of the rounded size, released on free.
+TEST(CachingAllocator, NoCachingSwitchGivesEachBlockItsOwnSegment) {
+  ::setenv("OOMLAB_NO_CACHING", "1", 1);
+  auto a = make_meta();
+  ::unsetenv("OOMLAB_NO_CACHING");
+  void* p = a.allocate(1000);
+  void* q = a.allocate(3 * MiB);
+  void* r = a.allocate(1000);
+  EXPECT_EQ(a.stat("segment.all.current"), 3);
+  EXPECT_EQ(a.stat("reserved_bytes.all.current"), int64_t(1024 + 3 * MiB + 1024));
+  EXPECT_EQ(a.stat("inactive_split.all.current"), 0);
+  a.free(p);
+  EXPECT_EQ(a.stat("segment.all.current"), 2);
+  void* s = a.allocate(512);   // never the freed 1024 B block: it is gone
+  EXPECT_NE(s, p);
+  a.free(q); a.free(r); a.free(s);
+  EXPECT_EQ(a.stat("reserved_bytes.all.current"), 0);
+  EXPECT_EQ(a.stat("num_device_free"), 4);
+  auto cached = make_meta();   // without the switch: the policy caches as before
+  cached.free(cached.allocate(1000));
+  EXPECT_EQ(cached.stat("reserved_bytes.all.current"), int64_t(2 * MiB));
 }
 
 TEST(CachingAllocator, FreeOfUnknownPointerThrows) {

@@ -105,6 +105,11 @@ struct CachingAllocator::Impl {
   size_t max_entries = 1 << 20;
   std::deque<TraceEvent> events;
 
+  const bool no_caching = [] {   // OOMLAB_NO_CACHING=1: one exact segment per block (header)
+    const char* v = std::getenv("OOMLAB_NO_CACHING");
+    return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+  }();
+
   Impl(Device d, std::unique_ptr<RawMemory> r) : device(d), raw(std::move(r)) {}
   ~Impl() { for (auto& [id, seg] : segments) release_raw(seg); }
 
@@ -198,9 +203,10 @@ struct CachingAllocator::Impl {
     Pool& pool = pool_of(small);
     Block key; key.size = size;
     Block* block = nullptr;
-    if (auto it = pool.lower_bound(&key); it != pool.end()) block = *it;
+    if (!no_caching)
+      if (auto it = pool.lower_bound(&key); it != pool.end()) block = *it;
     if (block == nullptr) {
-      const size_t seg_size = segment_size_for(size);
+      const size_t seg_size = no_caching ? size : segment_size_for(size);
       block = new_segment(seg_size, small);
       if (block == nullptr) {
         release_cached();
@@ -273,6 +279,7 @@ struct CachingAllocator::Impl {
     if (block->is_split()) { d_count += 1; d_bytes += int64_t(block->size); }
     apply_split_delta(small, d_count, d_bytes);
     pool.insert(block);
+    if (no_caching) release_cached();
   }
 };
 

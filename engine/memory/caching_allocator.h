@@ -15,6 +15,10 @@
 //     capacity, allocated and reserved bytes. The allocator stays consistent afterwards.
 // Raw memory comes from RawMemory: host (aligned malloc), meta (fake addresses; nothing
 // is touched), cuda (cudaMalloc, in kernels/cuda). Thread-safe (one mutex).
+// Debug switch OOMLAB_NO_CACHING=1 (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING), read when
+// an allocator is created: every block gets its own segment of its rounded size, released
+// on free, so memory checkers (compute-sanitizer memcheck, ASan) see each tensor's bounds
+// (up to the 512 B rounding). Traces and stats then no longer follow the policy above.
 #pragma once
 #include <cstddef>
 #include <cstdint>

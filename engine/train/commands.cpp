@@ -259,7 +259,8 @@ int cmd_train(const std::vector<std::string>& args) {
                "--dataset must be fashion-mnist, synthetic, synthetic-seq or synthetic-seg (got '", c.dataset, "')");
   c.data_dir = a.get("data-dir", "");
   if (auto in = a.get_opt("input")) c.input = parse_int_list(*in, "--input");
-  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : c.num_classes);
+  // The classes the dataset has (recorded in results config): synthetic-seq is binary.
+  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : c.dataset == "synthetic-seq" ? 2 : c.num_classes);
   OOMLAB_CHECK(c.dataset != "synthetic-seq" || !a.has("classes"), "--classes: synthetic-seq has 2 classes");
   c.seq_len = a.get_int("seq-len", c.seq_len);
   c.seq_min_len = a.get_int("seq-min-len", 0);
