@@ -156,8 +156,8 @@ __global__ void layer_norm_dwb_kernel(const T* x, const compute_t<T>* mean, cons
   using C = compute_t<T>;
   __shared__ double part_w[8][32], part_b[8][32];
   const int lane = int(threadIdx.x & 31), seg = int(threadIdx.x >> 5);
-  const int64_t s0 = int64_t(blockIdx.y) * rows_per_split;
-  const int64_t s1 = s0 + rows_per_split < rows ? s0 + rows_per_split : rows;
+  const int64_t s0 = int64_t(blockIdx.y) * rows_per_split;   // a trailing split may be empty
+  const int64_t s1 = s0 + rows_per_split < rows ? s0 + rows_per_split : (rows > s0 ? rows : s0);
   const int64_t per = (s1 - s0 + 7) / 8, r0 = s0 + seg * per, r1 = r0 + per < s1 ? r0 + per : s1;
   for (int64_t c0 = int64_t(blockIdx.x) * 32; c0 < H; c0 += int64_t(gridDim.x) * 32) {
     const int64_t c = c0 + lane;
