@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # oomlab's whole check, as CI runs it (.ci/run): set up + build (scripts/setup.sh), run the
-# C++ tests (ctest), validate every committed results file (scripts/check_results.py), then
+# C++ tests (ctest), the GPU-session scripts' checks (tests/test_gpu_tools.py: trace_breakdown,
+# gpu_compare, torch_reference input errors), validate every committed results file
+# (scripts/check_results.py), then
 # regenerate the figures and REPORT.md from the committed results into a temp dir
 # (scripts/make_report.py) and fail if any expected figure is missing, empty or not a PNG.
 # Steps after the build all run even if one fails; the exit status is non-zero on any failure.
@@ -25,6 +27,11 @@ step "ctest ($build_dir)"
 if ! ctest --test-dir "$build_dir" --output-on-failure -j"${OOMLAB_CTEST_JOBS:-2}" --timeout 600 \
      --no-tests=error; then
   failures+=("ctest")
+fi
+
+step "GPU-session scripts on the CPU (tests/test_gpu_tools.py)"
+if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py; then
+  failures+=("test_gpu_tools")
 fi
 
 step "results files are valid ($results_dir)"
