@@ -139,8 +139,11 @@ const std::vector<OpCase>& op_cases() {
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});
     c.push_back({"layer_norm_wide", {F({4, 768}, true, -2, 3), F({768}, true, 0.5, 1.5), F({768})},
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-12); }, N});
-    // 300 rows: dweight/dbias over 4 row splits of 75 (transformer.cu)
-    c.push_back({"layer_norm_row_splits", {F({300, 40}, true, -2, 3), F({40}, true, 0.5, 1.5), F({40})},
+    // dweight/dbias over row splits (transformer.cu): 301 rows = 4 splits of 76, the last 73;
+    // 4289 rows = 67 splits of 65, split 65 holds 64 rows and split 66 none.
+    c.push_back({"layer_norm_row_splits", {F({301, 40}, true, -2, 3), F({40}, true, 0.5, 1.5), F({40})},
+                 [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});
+    c.push_back({"layer_norm_empty_last_split", {F({4289, 40}, true, -2, 3), F({40}, true, 0.5, 1.5), F({40})},
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});
     const std::vector<int64_t> mask = {0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1};
     const std::vector<int64_t> mask_all = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};

@@ -108,6 +108,21 @@ TEST(BatchNorm, GradcheckTrainingPartialAndNoAffine) {
   EXPECT_TRUE(gradcheck(only_wb, {leaf(random_f64({2}, 0.5, 1.5, 13)), leaf(random_f64({2}, -1, 1, 14))}));
 }
 
+// Only the bias wants a gradient: the op saves no statistics, and backward must not read
+// them (it used to dereference null save_invstd / running_var on the CPU).
+TEST(BatchNorm, GradcheckBiasOnlyTrainingAndEval) {
+  Tensor x = random_f64({3, 2, 2, 2}, -1, 1, 12), w = random_f64({2}, 0.5, 1.5, 13);
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "eval");
+    Tensor rm = Tensor::zeros({2}, DType::f64), rv = Tensor::ones({2}, DType::f64);
+    auto only_b = [&](const std::vector<Tensor>& in) { return batch_norm(x, w, in[0], rm, rv, training); };
+    EXPECT_TRUE(gradcheck(only_b, {leaf(random_f64({2}, -1, 1, 14))}));
+    Tensor b = leaf(random_f64({2}, -1, 1, 14));
+    batch_norm(x, w, b, rm, rv, training).backward(Tensor::ones({3, 2, 2, 2}, DType::f64));
+    EXPECT_EQ(b.grad().to_vector(), (std::vector<double>{12.0, 12.0}));   // N*H*W ones per channel
+  }
+}
+
 TEST(BatchNorm, GradcheckEval) {
   Tensor rm = random_f64({3}, -0.5, 0.5, 20), rv = random_f64({3}, 0.5, 2.0, 21);
   auto f = [&](const std::vector<Tensor>& in) { return batch_norm(in[0], in[1], in[2], rm, rv, false); };

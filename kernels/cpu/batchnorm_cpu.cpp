@@ -77,13 +77,14 @@ template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
   const bool need_xmu = dw || (dx && a.training);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
-    double mean = 0.0, invstd;
+    // invstd's source is absent when only dbias is wanted (the op then saves no stats).
+    double mean = 0.0, invstd = 0.0;
     if (a.training) {
       if (need_xmu) mean = double(sm[c]);
-      invstd = double(si[c]);
+      if (si) invstd = double(si[c]);
     } else {
       if (need_xmu) mean = double(rm[c]);
-      invstd = 1.0 / std::sqrt(double(rv[c]) + a.eps);
+      if (rv) invstd = 1.0 / std::sqrt(double(rv[c]) + a.eps);
     }
     double sum_dy = 0.0, sum_dy_xmu = 0.0;
     if (need_sums) {
