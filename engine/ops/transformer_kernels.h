@@ -21,8 +21,8 @@ struct EmbeddingArgs {
 };
 
 // Over the last dim H of x [rows, H]: mean/rstd [rows] (x's dtype; float32 for f16/bf16 x),
-// y = (x - mean) * rstd * weight + bias; weight / bias may be null (1 / 0). Backward: dx, dweight, dbias (each
-// may be null = not wanted; overwritten) from x, weight, mean, rstd and dy.
+// y = (x - mean) * rstd * weight + bias; weight / bias may be null (1 / 0). Backward: dx,
+// dweight, dbias (each may be null = not wanted; overwritten) from x, weight, mean, rstd, dy.
 struct LayerNormArgs {
   const void* x; const void* weight; const void* bias; void* y; void* mean; void* rstd;
   const void* dy; void* dx; void* dweight; void* dbias;

@@ -118,9 +118,9 @@ template <class F> auto with_traces_on_oom(const CliArgs& a, const Device& dev, 
 }
 
 // --allow-tf32 none|cudnn|all (PyTorch's default: cudnn), --cudnn-benchmark on|off,
-// --cudnn-workspace-limit SIZE: numerics switches of accelerator backends. Applied only
-// each one only when given (the others keep the backend's defaults / OOMLAB_* environment);
-// the switches in force are recorded in results under context.device_properties.
+// --cudnn-workspace-limit SIZE: numerics switches of accelerator backends, each applied
+// only when given (the others keep the backend's defaults / OOMLAB_* environment); the
+// switches in force are recorded in results under context.device_properties.
 void apply_backend_flags(const CliArgs& a) {
   BackendOptions o;
   if (a.has("allow-tf32")) {
