@@ -104,21 +104,29 @@ phase_sanitize() {
   fi
 }
 
+# oomlab's data flags for a model: synthetic images, or for bert-* synthetic-seq with every
+# batch 128 tokens wide, as PyTorch's (its padding is masked, not cut).
+data_args() {
+  case $1 in
+    bert-*) echo --dataset synthetic-seq --seq-len 128 --seq-min-len 128 ;;
+    *) echo --dataset synthetic ;;
+  esac
+}
+
 # One oomlab train run and its PyTorch twin; tag names the files.
 compare_point() {   # model batch tf32 [extra oomlab args...]
   local model=$1 batch=$2 tf32=$3; shift 3
-  local tag="${model}_b${batch}_tf32-${tf32}" data=synthetic extra=()
-  # Every oomlab batch 128 tokens wide, as PyTorch's (its padding is masked, not cut).
-  case $model in bert-*) data=synthetic-seq; extra=(--seq-len 128 --seq-min-len 128) ;; esac
-  timeout 240 "$bld/oomlab" train --model "$model" --dataset "$data" --device cuda --batch "$batch" --steps $((steps + 5)) \
-    --synthetic-size $((batch * 4)) --eval-batches 0 --optimizer sgd --lr 0.01 --allow-tf32 "$tf32" --quiet \
-    "${extra[@]}" "$@" --json "$work/results/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
+  local tag="${model}_b${batch}_tf32-${tf32}"
+  # shellcheck disable=SC2046
+  timeout 240 "$bld/oomlab" train --model "$model" $(data_args "$model") --device cuda --batch "$batch" \
+    --steps $((steps + 5)) --synthetic-size $((batch * 4)) --eval-batches 0 --optimizer sgd --lr 0.01 \
+    --allow-tf32 "$tf32" --quiet "$@" --json "$work/results/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   say "oomlab $tag rc=$? $(tail -1 "$work/logs/oomlab_$tag.log")"
   local modes=(eager)
   [[ $tf32 == all && $model == resnet50 ]] && modes+=(compile)
   for mode in "${modes[@]}"; do
     local targs=()
-    [[ $data == synthetic-seq ]] && targs=(--seq-len 128 --classes 2)   # oomlab's synthetic-seq is binary
+    [[ $model == bert-* ]] && targs=(--seq-len 128 --classes 2)   # oomlab's synthetic-seq is binary
     timeout $([[ $mode == compile ]] && echo 420 || echo 240) python3 scripts/torch_reference.py --model "$model" --batch "$batch" --steps "$steps" --warmup 5 \
       --optimizer sgd --lr 0.01 --allow-tf32 "$tf32" --mode "$mode" "${targs[@]}" \
       --json "$work/results/torch_${mode}_$tag.json" > "$work/logs/torch_${mode}_$tag.log" 2>&1
@@ -130,9 +138,10 @@ compare_point() {   # model batch tf32 [extra oomlab args...]
 # Per-op time of a few synchronized steps (OOMLAB_CUDA_SYNC=1: each span covers its kernels).
 profile_point() {   # model batch [extra oomlab args...]
   local model=$1 batch=$2; shift 2
-  local tag="${model}_b${batch}" data=synthetic
-  case $model in bert-*) data=synthetic-seq ;; esac
-  OOMLAB_CUDA_SYNC=1 timeout 240 "$bld/oomlab" train --model "$model" --dataset "$data" --device cuda --batch "$batch" --steps 4 \
+  local tag="${model}_b${batch}"
+  # shellcheck disable=SC2046
+  OOMLAB_CUDA_SYNC=1 timeout 240 "$bld/oomlab" train --model "$model" $(data_args "$model") --device cuda \
+    --batch "$batch" --steps 4 \
     --synthetic-size $((batch * 4)) --eval-batches 0 --optimizer sgd --lr 0.01 --quiet "$@" \
     --chrome-trace "$work/results/trace_$tag.json" > "$work/logs/profile_$tag.log" 2>&1
   say "profile $tag rc=$? (4 synchronized steps, the first with cuDNN algorithm selection)"
@@ -155,7 +164,7 @@ phase_bench() {
   compare_point bert-base 32 all
   python3 scripts/gpu_compare.py "$work/results" | tee -a "$summary"
   profile_point resnet50 128 --allow-tf32 all
-  profile_point bert-base 32 --seq-len 128 --seq-min-len 128
+  profile_point bert-base 32
 }
 
 pack_now() {   # the tarball is replaced whole (rename), never left half-written

@@ -67,7 +67,7 @@ cublasHandle_t cublas_handle(int device) {
   cublasHandle_t& h = v[size_t(device)];
   if (!h && !blas_pool().take(device, &h)) {
     cublasHandle_t fresh = nullptr;
-    CUBLAS_CALL_WITH_RETRY(device, cublasCreate(&fresh));
+    CUBLAS_CHECK(retry_after_release(device, CUBLAS_STATUS_ALLOC_FAILED, [&] { return cublasCreate(&fresh); }));
     h = fresh;
     // The compute type of each call decides TF32 (cuda_settings.h); the handle stays at
     // the default math mode.
@@ -85,7 +85,8 @@ cudnnHandle_t cudnn_handle(int device) {
   cudnnHandle_t& h = v[size_t(device)];
   if (!h && !dnn_pool().take(device, &h)) {
     cudnnHandle_t fresh = nullptr;
-    CUDNN_CALL_WITH_RETRY(device, cudnnCreate(&fresh));
+    CUDNN_CHECK(retry_after_release(device, CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+                                    [&] { return cudnnCreate(&fresh); }));
     h = fresh;
   }
   CUDNN_CHECK(cudnnSetStream(h, compute_stream(device)));

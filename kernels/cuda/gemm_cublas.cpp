@@ -90,8 +90,10 @@ void gemm_cuda(const GemmArgs& a, DType t) {
   const cublasOperation_t op_a = a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   // cuBLAS may cudaMalloc its own workspace pool at the first call on a stream.
-  CUBLAS_CALL_WITH_RETRY(device, cublasGemmEx(h, op_b, op_a, N, M, K, s.alpha(), a.B, dt, ldb, a.A, dt, lda, s.beta(),
-                                              a.C, dt, ldc, compute, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cuda::retry_after_release(device, CUBLAS_STATUS_ALLOC_FAILED, [&] {
+    return cublasGemmEx(h, op_b, op_a, N, M, K, s.alpha(), a.B, dt, ldb, a.A, dt, lda, s.beta(), a.C, dt, ldc,
+                        compute, CUBLAS_GEMM_DEFAULT);
+  }));
   if (cuda::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize());
 }
 
