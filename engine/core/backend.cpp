@@ -11,6 +11,7 @@ namespace {
 struct HookTable {
   std::mutex mu;
   BackendHooks hooks[kNumDeviceTypes];
+  std::vector<std::pair<std::string, std::string>> libraries;
 };
 HookTable& table() { static HookTable* t = new HookTable; return *t; }
 
@@ -26,6 +27,21 @@ void register_backend_hooks(DeviceType type, const BackendHooks& hooks) {
   HookTable& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   t.hooks[int(type)] = hooks;
+}
+
+void register_library_info(const std::string& key, const std::string& value) {
+  HookTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  for (auto& [k, v] : t.libraries)
+    if (k == key) { v = value; return; }
+  t.libraries.emplace_back(key, value);
+}
+
+std::vector<std::pair<std::string, std::string>> library_info() {
+  ensure_kernels_registered();
+  HookTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  return t.libraries;
 }
 
 void device_synchronize(const Device& device) {

@@ -1,5 +1,6 @@
 // backend.h — runtime hooks of accelerator backends, registered with their kernels (the
-// CUDA backend does so in kernels/cuda/cuda_backend.cpp), so that engine code can wait
+// CUDA backend does so in kernels/cuda/cuda_backend.cpp), and the libraries each backend
+// is built on (register_library_info: BLAS, cuDNN ...), so that engine code can wait
 // for a device, describe it in results provenance and set its numerics switches without
 // including any accelerator header. cpu and meta register nothing:
 //   * device_synchronize(cpu|meta) returns at once (their kernels are synchronous);
@@ -37,6 +38,10 @@ struct BackendHooks {
 };
 
 void register_backend_hooks(DeviceType type, const BackendHooks& hooks);
+// Libraries a backend was built on, for results provenance ("blas" -> "OpenBLAS 0.3.21 ...");
+// registered with the backend's kernels, read after ensure_kernels_registered().
+void register_library_info(const std::string& key, const std::string& value);
+std::vector<std::pair<std::string, std::string>> library_info();
 void device_synchronize(const Device& device);
 DeviceProperties device_properties(const Device& device);
 void set_backend_options(const BackendOptions& options);

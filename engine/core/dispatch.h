@@ -1,8 +1,13 @@
-// dispatch.h — kernel tables: kernel_table[device type][dtype] -> function pointer.
+// dispatch.h — kernel tables (kernel_table[device type][dtype] -> function pointer) and
+// the registry through which backends fill them.
 // Contracts:
 //  * Each op family declares its tables (with a per-op argument struct of raw pointers
-//    and explicit dims) in engine/ops/<family>_kernels.h; kernels/cpu and kernels/cuda
-//    fill them from register_*_kernels(), called once by ensure_kernels_registered().
+//    and explicit dims) in its kernel header; kernels/cpu and kernels/cuda fill them.
+//  * A backend library (kernels/cpu, kernels/cuda) announces itself at static
+//    initialisation with OOMLAB_REGISTER_BACKEND(name, fn); the libraries are linked
+//    whole-archive, so linking one is what makes it available. The engine never names a
+//    backend: the first table lookup (or allocator / hook request for an accelerator)
+//    runs every announced registrar once, in announcement order.
 //  * launch() on the meta device does nothing: meta runs shapes and allocations only.
 //  * A missing entry raises NotImplementedError "op 'X' has no cuda/bfloat16 kernel";
 //    there is never a silent fallback to another device or dtype.
@@ -13,8 +18,13 @@
 
 namespace oomlab {
 
-void ensure_kernels_registered();   // idempotent; defined in engine/ops/kernel_registry.cpp
-bool built_with_cuda();             // true when the CUDA backend was compiled in
+// Called from a backend's static initialiser (OOMLAB_REGISTER_BACKEND); returns true.
+bool announce_backend(const char* name, void (*register_fn)());
+// Runs every announced backend's registrar exactly once (thread-safe, idempotent).
+void ensure_kernels_registered();
+// True when the backend `name` ("cpu", "cuda") was linked into this program.
+bool backend_linked(const char* name);
+inline bool built_with_cuda() { return backend_linked("cuda"); }
 
 template <class Args>
 class KernelTable {
@@ -49,5 +59,9 @@ class KernelTable {
     (table).set(::oomlab::DeviceType::cpu, ::oomlab::DType::f32, &fn_template<float>);  \
     (table).set(::oomlab::DeviceType::cpu, ::oomlab::DType::f64, &fn_template<double>); \
   } while (0)
+
+// In one .cpp of a backend library: announces `fn` (void()) as the backend's registrar.
+#define OOMLAB_REGISTER_BACKEND(name, fn) \
+  [[maybe_unused]] static const bool oomlab_backend_announced_ = ::oomlab::announce_backend(name, fn)
 
 }  // namespace oomlab

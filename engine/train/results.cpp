@@ -1,7 +1,6 @@
 // results.cpp — provenance and memory blocks of results JSON.
 #include "engine/train/results.h"
 
-#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,8 +13,6 @@
 #include "engine/memory/caching_allocator.h"
 
 #include "oomlab_git.h"   // OOMLAB_GIT_SHA, OOMLAB_GIT_DIRTY: written at build time (scripts/git_version.cmake)
-
-extern "C" char* openblas_get_config(void);
 
 namespace oomlab {
 namespace {
@@ -46,13 +43,14 @@ nlohmann::json results_context(const Device& device) {
           {"git_dirty", OOMLAB_GIT_DIRTY != 0},   // tracked files differed from the commit at build time
           {"build_type", OOMLAB_BUILD_TYPE},
           {"compiler", OOMLAB_COMPILER},
-          {"blas", std::string(openblas_get_config())},   // already starts with "OpenBLAS <version>"
+          {"blas", "none"},   // set below from the CPU backend's library info
           {"host", host},
           {"cpu", cpu_model()},
           {"num_cpus", int(sysconf(_SC_NPROCESSORS_ONLN))},
           {"device", device.str()},
           {"cuda_compiled", built_with_cuda()},
           {"date", utc_now()}};
+  for (auto& [k, v] : library_info()) j[k] = v;   // "blas": "OpenBLAS <version> ..."
   // Accelerators: name, driver/library versions and the numerics switches in force.
   DeviceProperties props = device_properties(device);
   if (!props.empty()) {

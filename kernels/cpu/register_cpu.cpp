@@ -1,5 +1,13 @@
-// register_cpu.cpp — fills every op family's kernel table with its CPU kernels.
-// Each family's kernels/cpu/<family>_cpu.cpp defines register_<family>_cpu_kernels().
+// register_cpu.cpp — the CPU backend's registrar: fills every op family's kernel table
+// with its CPU kernels (each kernels/cpu/<family>_cpu.cpp defines
+// register_<family>_cpu_kernels()) and records the BLAS library in the provenance.
+#include <cblas.h>
+
+#include "engine/core/backend.h"
+#include "engine/core/dispatch.h"
+
+extern "C" char* openblas_get_config(void);
+
 namespace oomlab {
 
 void register_elementwise_cpu_kernels();
@@ -14,10 +22,11 @@ void register_optim_cpu_kernels();
 void register_transformer_cpu_kernels();
 void register_vision_cpu_kernels();
 
+namespace {
 void register_cpu_kernels() {
+  register_library_info("blas", openblas_get_config());   // starts with "OpenBLAS <version>"
   register_elementwise_cpu_kernels();
   register_copy_cpu_kernels();
-  // FAMILIES: uncomment as each family lands
   register_matmul_cpu_kernels();
   register_conv_cpu_kernels();
   register_pool_cpu_kernels();
@@ -28,5 +37,8 @@ void register_cpu_kernels() {
   register_transformer_cpu_kernels();
   register_vision_cpu_kernels();
 }
+}  // namespace
+
+OOMLAB_REGISTER_BACKEND("cpu", &register_cpu_kernels);
 
 }  // namespace oomlab

@@ -1,11 +1,13 @@
 // cuda_runtime.cpp — the CUDA device runtime: error helpers, the cudaMalloc RawMemory
-// behind cuda:i caching allocators, and registration of CUDA kernels into the tables.
+// behind cuda:i caching allocators, and the backend's registrar (OOMLAB_REGISTER_BACKEND("cuda")),
+// which fills the kernel tables with the CUDA kernels.
 // Without a driver or device, allocator_for(cuda:i) throws one clear DeviceError.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
+#include "engine/core/dispatch.h"
 #include "engine/memory/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
@@ -89,6 +91,7 @@ std::unique_ptr<RawMemory> make_cuda_raw_memory(int device) {
 }  // namespace
 }  // namespace cuda
 
+namespace {
 void register_cuda_kernels() {
   register_raw_memory(DeviceType::cuda, &cuda::make_cuda_raw_memory);
   cuda::register_cuda_backend_hooks();
@@ -97,5 +100,8 @@ void register_cuda_kernels() {
   register_dense_cuda_kernels();
   register_pointwise_cuda_kernels();
 }
+}  // namespace
+
+OOMLAB_REGISTER_BACKEND("cuda", &register_cuda_kernels);
 
 }  // namespace oomlab
