@@ -21,7 +21,7 @@
 #include "engine/data/dataloader.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
-#include "engine/train/trainer.h"
+#include "experiments/cli/train_command.h"
 #include "models/model_zoo.h"
 
 using namespace oomlab;

@@ -18,8 +18,8 @@
 #include "engine/data/dataloader.h"
 #include "engine/data/synthetic_seg.h"
 #include "engine/data/synthetic_seq.h"
-#include "engine/train/memory_report.h"
-#include "engine/train/trainer.h"
+#include "experiments/cli/memory_report.h"
+#include "experiments/cli/train_command.h"
 #include "models/model_zoo.h"
 
 using namespace oomlab;

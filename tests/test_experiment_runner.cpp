@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/train/experiment_runner.h"
-#include "engine/train/experiment_runner_internal.h"
-#include "engine/train/memory_report.h"
+#include "experiments/runner/experiment_runner.h"
+#include "experiments/runner/experiment_runner_internal.h"
+#include "experiments/cli/memory_report.h"
 #include "models/model_zoo.h"
 
 using namespace oomlab;

@@ -380,9 +380,9 @@ TEST(Vision, ThreadCountIndependent) {
     out.push_back(loss.item());
     return out;
   };
-  Generator saved = default_generator();
+  Generator saved = device_generator(cpu_device()).get_state();
   std::vector<double> a = run(1);
-  default_generator() = saved;
+  device_generator(cpu_device()).set_state(saved);
   std::vector<double> b = run(2);
   EXPECT_EQ(a, b);
 }

@@ -345,6 +345,43 @@ TEST(Optimizer, LargeFloatParamIsThreadCountIndependent) {
 }
 
 // ---------------------------------------------------------------- LR schedules
+// The state of every parameter is created before any update: an out-of-memory while
+// creating it (here Adam's moments for the second parameter on a capped cpu allocator)
+// leaves every parameter, step count and state as they were, and frees what it created.
+TEST(Optimizer, OutOfMemoryWhileCreatingStateLeavesParametersUntouched) {
+  for (const char* name : {"adam", "sgd"}) {
+    SCOPED_TRACE(name);
+    CachingAllocator& al = allocator_for(cpu_device());
+    al.empty_cache();
+    const int64_t n = 3 << 20;   // 12 MiB of float32: each state tensor gets a segment of its own
+    Tensor p1 = Tensor::full({n}, 1.0).set_requires_grad(true), p2 = Tensor::full({n}, 2.0).set_requires_grad(true);
+    p1.set_grad(Tensor::full({n}, 0.5));
+    p2.set_grad(Tensor::full({n}, 0.25));
+    ParamGroup g;
+    g.params = {{"p1", p1}, {"p2", p2}};
+    g.lr = 0.1;
+    g.momentum = 0.9;
+    auto opt = make_optimizer(name, {g});
+    const int64_t allocated = al.stat("allocated_bytes.all.current");
+    // Room for one state tensor: SGD's second momentum buffer and Adam's second moment fail.
+    al.set_capacity(size_t(al.stat("reserved_bytes.all.current")) + size_t(n) * 4 + (1 << 20));
+    EXPECT_THROW(opt->step(), OutOfMemoryError);
+    EXPECT_EQ(al.stat("allocated_bytes.all.current"), allocated);   // the created state was dropped
+    EXPECT_EQ(opt->step_count(), 0);
+    EXPECT_TRUE(opt->state_tensors().empty());
+    EXPECT_EQ(opt->state_json()["state"].size(), 0u);
+    for (double v : p1.to_vector()) ASSERT_EQ(v, 1.0);
+    for (double v : p2.to_vector()) ASSERT_EQ(v, 2.0);
+    // With room, the same step runs as if nothing had happened.
+    al.set_capacity(0);
+    opt->step();
+    EXPECT_EQ(opt->step_count(), 1);
+    EXPECT_EQ(opt->state_tensors().size(), std::string(name) == "adam" ? 4u : 2u);
+    EXPECT_LT(p1.to_vector()[0], 1.0);
+    EXPECT_LT(p2.to_vector()[0], 2.0);
+  }
+}
+
 TEST(LrSchedule, WarmupCosineMatchesSourceFormula) {
   const double lr_max = 0.1, lr_min = 1e-5;
   const int warm = 10, t_max = 50;

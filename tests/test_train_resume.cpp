@@ -15,7 +15,7 @@
 #include "engine/io/atomic_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/train/checkpoint.h"
-#include "engine/train/trainer.h"
+#include "experiments/cli/train_command.h"
 
 using namespace oomlab;
 namespace fs = std::filesystem;

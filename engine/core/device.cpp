@@ -1,9 +1,14 @@
-// device.cpp — device parsing and names.
+// device.cpp — device parsing and names, and the thread's current device.
 #include "engine/core/device.h"
-#include "engine/core/error.h"
+
 #include <cstdlib>
 
+#include "engine/core/error.h"
+
 namespace oomlab {
+namespace {
+thread_local Device t_current{DeviceType::cpu, 0};
+}  // namespace
 
 const char* device_type_name(DeviceType t) {
   switch (t) {
@@ -14,22 +19,26 @@ const char* device_type_name(DeviceType t) {
   return "?";
 }
 
-std::string Device::str() const {
-  if (type == DeviceType::cuda) return "cuda:" + std::to_string(index);
-  return device_type_name(type);
-}
+std::string Device::str() const { return std::string(device_type_name(type)) + ":" + std::to_string(index); }
 
 Device parse_device(std::string_view s) {
-  if (s == "cpu") return cpu_device();
-  if (s == "meta") return meta_device();
-  if (s == "cuda") return {DeviceType::cuda, 0};
-  if (s.substr(0, 5) == "cuda:" && s.size() > 5) {
-    std::string idx(s.substr(5));
-    char* end = nullptr;
-    long v = std::strtol(idx.c_str(), &end, 10);
-    if (*end == '\0' && v >= 0 && v < 64) return {DeviceType::cuda, int(v)};
+  for (DeviceType t : {DeviceType::cpu, DeviceType::meta, DeviceType::cuda}) {
+    const std::string_view name = device_type_name(t);
+    if (s == name) return {t, 0};
+    if (s.size() > name.size() + 1 && s.substr(0, name.size()) == name && s[name.size()] == ':') {
+      const std::string idx(s.substr(name.size() + 1));
+      char* end = nullptr;
+      const long v = std::strtol(idx.c_str(), &end, 10);
+      if (*end == '\0' && idx[0] >= '0' && idx[0] <= '9' && v >= 0 && v < kMaxDeviceIndex) return {t, int(v)};
+    }
   }
-  throw DeviceError("unknown device '" + std::string(s) + "' (expected cpu, meta, cuda or cuda:N)");
+  throw DeviceError(str_cat("unknown device '", s, "' (expected cpu, meta or cuda, optionally with an index :N, 0 <= N < ",
+                            kMaxDeviceIndex, ")"));
 }
+
+Device current_device() { return t_current; }
+
+CurrentDeviceGuard::CurrentDeviceGuard(Device device) : previous_(t_current) { t_current = device; }
+CurrentDeviceGuard::~CurrentDeviceGuard() { t_current = previous_; }
 
 }  // namespace oomlab

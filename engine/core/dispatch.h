@@ -41,10 +41,13 @@ class KernelTable {
                                         dtype_name(t), " kernel"));
     return f;
   }
-  // Runs the kernel for (device, dtype); no-op on meta.
+  // Runs the kernel for (device, dtype) with `d` as the thread's current device (what the
+  // kernel's workspaces, streams and library handles use); no-op on meta.
   void launch(Device d, DType t, const Args& args) const {
     if (d.is_meta()) return;
-    get(d, t)(args);
+    Fn f = get(d, t);
+    CurrentDeviceGuard guard(d);
+    f(args);
   }
   const char* op() const { return op_; }
 

@@ -1,7 +1,48 @@
-// rng.cpp — the default generator.
+// rng.cpp — the per-device generators (rng.h): one DeviceGenerator per logical device,
+// created on first use, never destroyed (tensors of static objects may draw at exit).
 #include "engine/core/rng.h"
 
+#include <map>
+#include <memory>
+
 namespace oomlab {
-Generator& default_generator() { static Generator g; return g; }
-void manual_seed(uint64_t seed) { default_generator() = Generator{seed, 0}; }
+namespace {
+struct Generators {
+  std::mutex mu;
+  uint64_t seed = 0;   // the last manual_seed
+  std::map<std::pair<int, int>, std::unique_ptr<DeviceGenerator>> by_device;
+};
+Generators& generators() { static Generators* g = new Generators; return *g; }
+}  // namespace
+
+Generator DeviceGenerator::get_state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return g_;
+}
+
+void DeviceGenerator::set_state(const Generator& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  g_ = state;
+}
+
+uint64_t DeviceGenerator::reserve(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return g_.reserve(n);
+}
+
+DeviceGenerator& device_generator(const Device& device) {
+  Generators& gs = generators();
+  std::lock_guard<std::mutex> lock(gs.mu);
+  auto& slot = gs.by_device[{int(device.type), device.index}];
+  if (!slot) slot = std::make_unique<DeviceGenerator>(gs.seed);
+  return *slot;
+}
+
+void manual_seed(uint64_t seed) {
+  Generators& gs = generators();
+  std::lock_guard<std::mutex> lock(gs.mu);
+  gs.seed = seed;
+  for (auto& [key, g] : gs.by_device) g->set_state(Generator{seed, 0});
+}
+
 }  // namespace oomlab

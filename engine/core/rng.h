@@ -1,11 +1,21 @@
-// rng.h — counter-based random numbers (Philox4x32-10, Salmon et al. 2011).
-// Contract: the value drawn for element i of a call depends only on (seed, offset, i),
-// never on thread count or schedule; a Generator advances its offset by the number of
-// 4-word blocks each call consumes, so saving (seed, offset) saves the whole state.
+// rng.h — counter-based random numbers (Philox4x32-10, Salmon et al. 2011) and the
+// per-logical-device generators (torch.cuda's per-device default generators).
+// Contracts:
+//  * The value drawn for element i of a call depends only on (seed, offset, i), never on
+//    thread count or schedule; a Generator advances its offset by the number of 4-word
+//    blocks each call consumes, so saving (seed, offset) saves the whole state.
+//  * Each logical device (cpu:N, meta:N, cuda:N) has its own DeviceGenerator: ops that
+//    draw (dropout) reserve their blocks from the generator of their tensor's device,
+//    atomically, so device threads never share or race on an offset. get_state /
+//    set_state save and restore it (checkpoints; recompute replays).
+//  * manual_seed(s) seeds every device's generator, existing and future, at offset 0.
 #pragma once
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <mutex>
+
+#include "engine/core/device.h"
 
 namespace oomlab {
 
@@ -46,8 +56,26 @@ struct Generator {
   uint64_t next_below(uint64_t n) { return n ? (uint64_t(next_u32()) << 32 | next_u32()) % n : 0; }
 };
 
-// The process-wide default generator (torch.manual_seed equivalent).
-Generator& default_generator();
+class DeviceGenerator {
+ public:
+  explicit DeviceGenerator(uint64_t seed) : g_{seed, 0} {}
+  Generator get_state() const;
+  void set_state(const Generator& state);
+  // Reserves n uniforms (ceil(n/4) blocks) atomically; returns the base for Generator::block.
+  uint64_t reserve(uint64_t n);
+  // Exclusive host-side use of the live state (sequential draws: init, shuffles).
+  template <class F> decltype(auto) with(F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return f(g_);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  Generator g_;
+};
+
+// The generator of a logical device (created on first use with the manual_seed seed).
+DeviceGenerator& device_generator(const Device& device);
 void manual_seed(uint64_t seed);
 
 }  // namespace oomlab

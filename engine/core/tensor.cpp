@@ -46,7 +46,7 @@ Storage::Storage(Device dev, size_t n, const char* tag) : device(dev), nbytes(n)
   data = allocator->allocate(n, tag);
 }
 
-Storage::~Storage() {
+Storage::~Storage() noexcept {
   if (data) allocator->free(data);
 }
 
@@ -108,15 +108,17 @@ Tensor Tensor::from_vector_i64(const std::vector<int64_t>& values, const Shape& 
 
 Tensor Tensor::uniform(const Shape& shape, double lo, double hi, DType dtype, Device device) {
   std::vector<double> v(size_t(shape_numel(shape)));
-  Generator& g = default_generator();
-  for (double& x : v) x = lo + (hi - lo) * g.next_unit();
+  device_generator(device).with([&](Generator& g) {
+    for (double& x : v) x = lo + (hi - lo) * g.next_unit();
+  });
   return from_vector(v, shape, dtype, device);
 }
 
 Tensor Tensor::normal(const Shape& shape, double mean, double std, DType dtype, Device device) {
   std::vector<double> v(size_t(shape_numel(shape)));
-  Generator& g = default_generator();
-  for (double& x : v) x = mean + std * g.next_normal();
+  device_generator(device).with([&](Generator& g) {
+    for (double& x : v) x = mean + std * g.next_normal();
+  });
   return from_vector(v, shape, dtype, device);
 }
 

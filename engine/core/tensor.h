@@ -31,7 +31,7 @@ class Tensor;
 
 struct Storage {
   Storage(Device device, size_t nbytes, const char* tag = "");
-  ~Storage();
+  ~Storage() noexcept;   // returns the memory to its allocator; never throws
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   Device device;
@@ -76,7 +76,7 @@ class Tensor {
                             DType dtype = DType::f32, Device device = cpu_device());
   static Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape,
                                 Device device = cpu_device());
-  // Random fills using the default generator (or the given one): uniform [lo,hi), normal.
+  // Random fills drawn on the host from `device`'s generator (rng.h): uniform [lo,hi), normal.
   static Tensor uniform(const Shape& shape, double lo, double hi, DType dtype = DType::f32,
                         Device device = cpu_device());
   static Tensor normal(const Shape& shape, double mean, double std, DType dtype = DType::f32,

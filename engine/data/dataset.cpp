@@ -113,4 +113,11 @@ std::string SyntheticImageDataset::name() const {
                  num_classes_, learnable_ ? ", learnable" : ", noise", ")");
 }
 
+SubsetDataset::SubsetDataset(std::shared_ptr<Dataset> base, int64_t begin, int64_t size, std::string name)
+    : base_(std::move(base)), begin_(begin), size_(size), name_(std::move(name)) {
+  OOMLAB_CHECK(base_ != nullptr, "SubsetDataset: no base dataset");
+  OOMLAB_CHECK(begin_ >= 0 && size_ >= 0 && begin_ + size_ <= base_->size(), "SubsetDataset ", name_, ": range [",
+               begin_, ", ", begin_ + size_, ") is outside ", base_->name(), " (", base_->size(), " samples)");
+}
+
 }  // namespace oomlab

@@ -1,6 +1,7 @@
 // dataset.h — the Dataset interface (image or token inputs; class-label or mask
 // targets), Fashion-MNIST (IDX files) and a synthetic image dataset for benchmarks and CI.
-// Token and segmentation synthetic datasets live in synthetic_seq.h / synthetic_seg.h.
+// Token and segmentation synthetic datasets live in synthetic_seq.h / synthetic_seg.h;
+// SubsetDataset views an index range of another dataset.
 // Contracts:
 //  * Image datasets (input_dtype() f32): get(i, image, target) writes sample_numel()
 //    floats (C,H,W row-major) and target_numel() int64 targets (1 class label, or an
@@ -18,6 +19,7 @@
 //    class prototypes come from a separate stream keyed by a mix of the seed.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,28 @@ class SyntheticImageDataset : public Dataset {
   bool learnable_;
   float sigma_;
   std::vector<float> prototypes_;  // num_classes x numel (learnable only)
+};
+
+// The contiguous index range [begin, begin + size) of another dataset (train/test splits
+// of one synthetic pool), named `name`. Holds `base` alive.
+class SubsetDataset final : public Dataset {
+ public:
+  SubsetDataset(std::shared_ptr<Dataset> base, int64_t begin, int64_t size, std::string name);
+  int64_t size() const override { return size_; }
+  Shape sample_shape() const override { return base_->sample_shape(); }
+  int64_t num_classes() const override { return base_->num_classes(); }
+  void get(int64_t i, float* img, int64_t* target) const override { base_->get(begin_ + i, img, target); }
+  std::string name() const override { return name_; }
+  DType input_dtype() const override { return base_->input_dtype(); }
+  Shape target_shape() const override { return base_->target_shape(); }
+  void get_tokens(int64_t i, std::vector<int64_t>& tokens, int64_t* target) const override {
+    base_->get_tokens(begin_ + i, tokens, target);
+  }
+
+ private:
+  std::shared_ptr<Dataset> base_;
+  int64_t begin_, size_;
+  std::string name_;
 };
 
 }  // namespace oomlab

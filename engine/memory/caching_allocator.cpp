@@ -100,6 +100,7 @@ struct CachingAllocator::Impl {
   uint64_t next_segment_id = 1;
   Stat st[kNumKinds][3];
   int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
+  int64_t num_invalid_frees = 0;   // frees of pointers allocate() never returned (a bug)
   size_t capacity = 0;
   bool recording = false;
   size_t max_entries = 1 << 20;
@@ -246,8 +247,12 @@ struct CachingAllocator::Impl {
 
   void free(void* ptr) {
     auto it = active.find(reinterpret_cast<uint64_t>(ptr));
-    OOMLAB_CHECK(it != active.end(), "CachingAllocator(", device.str(), ")::free: pointer ", ptr,
-                 " was not returned by allocate (double free?)");
+    if (it == active.end()) {   // reported once per allocator, counted always; never thrown
+      if (num_invalid_frees++ == 0)
+        std::fprintf(stderr, "oomlab: internal error: CachingAllocator(%s)::free: pointer %p was not returned "
+                     "by allocate (double free?)\n", device.str().c_str(), ptr);
+      return;
+    }
     Block* block = it->second;
     active.erase(it);
     const bool small = block->seg->small;
@@ -296,10 +301,14 @@ void* CachingAllocator::allocate(size_t nbytes, const char* tag) {
   return impl_->allocate(nbytes, tag);
 }
 
-void CachingAllocator::free(void* ptr) {
+void CachingAllocator::free(void* ptr) noexcept {
   if (ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->free(ptr);
+  try {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->free(ptr);
+  } catch (const std::exception& e) {   // e.g. bad_alloc recording the trace: the block stays leaked
+    std::fprintf(stderr, "oomlab: internal error: CachingAllocator(%s)::free: %s\n", device_.str().c_str(), e.what());
+  }
 }
 
 void CachingAllocator::empty_cache() {
@@ -332,6 +341,7 @@ std::map<std::string, int64_t> CachingAllocator::stats() const {
   out["num_ooms"] = impl_->num_ooms;
   out["num_device_alloc"] = impl_->num_device_alloc;
   out["num_device_free"] = impl_->num_device_free;
+  out["num_invalid_frees"] = impl_->num_invalid_frees;
   return out;
 }
 

@@ -81,7 +81,10 @@ class CachingAllocator {
   // Returns a pointer to at least nbytes (nullptr for nbytes == 0). Throws OutOfMemoryError.
   // tag "workspace" marks library workspaces (counted also in workspace_bytes.*).
   void* allocate(size_t nbytes, const char* tag = "");
-  void free(void* ptr);              // ptr must come from allocate; nullptr is a no-op
+  // ptr must come from allocate; nullptr is a no-op. Never throws (frees run in
+  // destructors): an unknown pointer is reported on stderr once and counted in
+  // num_invalid_frees.
+  void free(void* ptr) noexcept;
   void empty_cache();                // release all fully free segments to RawMemory
 
   void set_capacity(size_t bytes);   // 0 = unlimited; counts reserved (segment) bytes
@@ -92,7 +95,8 @@ class CachingAllocator {
   // allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes, requested_bytes,
   // workspace_bytes} x P in {all, small_pool, large_pool} x K in {current, peak,
   // allocated, freed}: key "S.P.K"; plus num_alloc_retries, num_ooms,
-  // num_device_alloc, num_device_free.
+  // num_device_alloc, num_device_free and num_invalid_frees (oomlab's: frees of unknown
+  // pointers, always 0 unless there is a bug).
   std::map<std::string, int64_t> stats() const;
   int64_t stat(const std::string& key) const;   // throws ValueError for an unknown key
   void reset_peak_stats();                       // peaks := current

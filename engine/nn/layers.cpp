@@ -105,7 +105,11 @@ void kaiming_normal_fan_out_relu_(Tensor& w, Generator& gen) {
 }  // namespace init
 
 namespace {
-Generator& gen_of(const LayerOptions& o) { return o.generator ? *o.generator : default_generator(); }
+// Runs init(gen) with the options' generator, or exclusively with the device's own.
+template <class F> void with_generator(const LayerOptions& o, F&& init) {
+  if (o.generator) init(*o.generator);
+  else device_generator(o.device).with(init);
+}
 
 // PyTorch's reset_parameters for Linear/Conv: kaiming_uniform(a=sqrt(5)) on the weight
 // reduces to U(-1/sqrt(fan_in), 1/sqrt(fan_in)); the bias uses the same bound.
@@ -123,7 +127,7 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, const LayerOptions& opt)
   OOMLAB_CHECK(in >= 0 && out >= 0, "Linear: features must be >= 0, got in=", in, " out=", out);
   weight = register_parameter("weight", Tensor::empty({out, in}, opt.dtype, opt.device));
   if (has_bias) bias = register_parameter("bias", Tensor::empty({out}, opt.dtype, opt.device));
-  if (!opt.skip_init) reset_parameters(gen_of(opt));
+  if (!opt.skip_init) with_generator(opt, [&](Generator& g) { reset_parameters(g); });
 }
 
 void Linear::reset_parameters(Generator& gen) { default_init(weight, bias, gen); }
@@ -142,7 +146,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, const Conv2dOptions& o, const
   params = Conv2dParams{o.stride, o.stride, o.padding, o.padding, o.dilation, o.dilation, o.groups};
   weight = register_parameter("weight", Tensor::empty({out, in / o.groups, k, k}, opt.dtype, opt.device));
   if (o.bias) bias = register_parameter("bias", Tensor::empty({out}, opt.dtype, opt.device));
-  if (!opt.skip_init) reset_parameters(gen_of(opt));
+  if (!opt.skip_init) with_generator(opt, [&](Generator& g) { reset_parameters(g); });
 }
 
 void Conv2d::reset_parameters(Generator& gen) { default_init(weight, bias, gen); }

@@ -28,7 +28,7 @@ namespace oomlab::nn {
 struct LayerOptions {
   Device device = cpu_device();
   DType dtype = DType::f32;
-  Generator* generator = nullptr;   // nullptr: default_generator()
+  Generator* generator = nullptr;   // nullptr: the generator of `device` (rng.h)
   bool skip_init = false;           // no random init (contents undefined until initialised)
 };
 

@@ -17,7 +17,10 @@ Embedding::Embedding(int64_t num, int64_t dim, int64_t padding_idx, const LayerO
   OOMLAB_CHECK_T(ValueError, padding_idx < num, "Embedding: padding_idx ", padding_idx,
                  " must be < num_embeddings ", num);
   weight = register_parameter("weight", Tensor::empty({num, dim}, opt.dtype, opt.device));
-  if (!opt.skip_init) reset_parameters(opt.generator ? *opt.generator : default_generator());
+  if (!opt.skip_init) {
+    if (opt.generator) reset_parameters(*opt.generator);
+    else device_generator(opt.device).with([&](Generator& g) { reset_parameters(g); });
+  }
 }
 
 void Embedding::reset_parameters(Generator& gen, double std) {

@@ -16,7 +16,10 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, int64_t k, int64_t str
   params.stride = stride;
   weight = register_parameter("weight", Tensor::empty({in, out, k, k}, opt.dtype, opt.device));
   if (has_bias) bias = register_parameter("bias", Tensor::empty({out}, opt.dtype, opt.device));
-  if (!opt.skip_init) reset_parameters(opt.generator ? *opt.generator : default_generator());
+  if (!opt.skip_init) {
+    if (opt.generator) reset_parameters(*opt.generator);
+    else device_generator(opt.device).with([&](Generator& g) { reset_parameters(g); });
+  }
 }
 
 void ConvTranspose2d::reset_parameters(Generator& gen) {

@@ -70,7 +70,7 @@ Tensor relu_(Tensor& x) {
   return x;
 }
 
-Tensor dropout(const Tensor& x0, double p, bool training, Generator& gen) {
+Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
   OOMLAB_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0.0 || x0.numel() == 0) return x0;
   if (p == 1.0) {
@@ -90,10 +90,17 @@ Tensor dropout(const Tensor& x0, double p, bool training, Generator& gen) {
   // Output then mask, as PyTorch's native_dropout allocates them.
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mask = Tensor::empty(x.shape(), DType::u8, x.device());
-  const uint64_t base = gen.reserve(uint64_t(n));
+  uint64_t seed = 0, base = 0;
+  if (gen) {
+    seed = gen->seed;
+    base = gen->reserve(uint64_t(n));
+  } else {   // the device's generator, reserved atomically (other device threads draw too)
+    DeviceGenerator& dg = device_generator(x.device());
+    base = dg.with([&](Generator& g) { seed = g.seed; return g.reserve(uint64_t(n)); });
+  }
   dropout_forward_kernels().launch(x.device(), x.dtype(),
                                    DropoutArgs{x.raw_data(), y.raw_data(), mask.data<uint8_t>(), nullptr,
-                                               nullptr, n, p, gen.seed, base});
+                                               nullptr, n, p, seed, base});
   return attach_grad_fn(y, "dropout", {x0}, [mask, p]() -> BackwardFn {
     SavedTensor sm(mask, "dropout");
     return [sm, p](const Tensor& g0, const std::vector<bool>&) {

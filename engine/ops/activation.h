@@ -14,7 +14,9 @@ namespace oomlab {
 
 Tensor relu(const Tensor& x);
 Tensor relu_(Tensor& x);   // in place; returns x (now with a relu grad_fn)
-Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+// Masks come from the generator of x's device (rng.h), or from `gen` when given.
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+inline Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) { return dropout(x, p, training, &gen); }
 
 // ---- kernels ----
 struct ReluArgs { const void* x; void* y; const void* dy; void* dx; int64_t n; };  // bwd: dx = dy * (y > 0), x=y

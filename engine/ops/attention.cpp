@@ -70,7 +70,7 @@ Tensor masked_softmax(const Tensor& x0, const Tensor& mask0, double scale) {
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                    double dropout_p, bool training, Generator& gen) {
+                                    double dropout_p, bool training, Generator* gen) {
   OOMLAB_CHECK_T(ValueError, q.defined() && k.defined() && v.defined(),
                  "scaled_dot_product_attention: undefined q, k or v");
   OOMLAB_CHECK_T(ShapeError,

@@ -36,6 +36,11 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& key_padding_mask, double dropout_p, bool training,
-                                    Generator& gen = default_generator());
+                                    Generator* gen = nullptr);
+inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const Tensor& key_padding_mask, double dropout_p, bool training,
+                                           Generator& gen) {
+  return scaled_dot_product_attention(q, k, v, key_padding_mask, dropout_p, training, &gen);
+}
 
 }  // namespace oomlab

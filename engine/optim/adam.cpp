@@ -32,11 +32,13 @@ class Adam final : public Optimizer {
     OOMLAB_CHECK(g.beta2 >= 0 && g.beta2 < 1, name(), ": invalid beta2 ", g.beta2, " in group ", i,
                  " (need 0 <= beta2 < 1)");
   }
+  void init_state(const ParamGroup&, const Tensor& p, ParamState& s) override {
+    if (!s.tensors[0].defined()) s.tensors[0] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    if (!s.tensors[1].defined()) s.tensors[1] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+  }
   void update(const ParamGroup& g, Tensor& p, const Tensor& grad, ParamState& s) override {
     Tensor& m = s.tensors[0];
     Tensor& v = s.tensors[1];
-    if (!m.defined()) m = Tensor::zeros(p.shape(), p.dtype(), p.device());
-    if (!v.defined()) v = Tensor::zeros(p.shape(), p.dtype(), p.device());
     const double t = double(s.step);
     const double bias_correction1 = 1.0 - std::pow(g.beta1, t);
     const double bias_correction2 = 1.0 - std::pow(g.beta2, t);

@@ -42,32 +42,53 @@ void Optimizer::validate_group(const ParamGroup& g, size_t index) const {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  // 1. Check every parameter that has a gradient (and make its gradient contiguous).
+  struct Work { const ParamGroup* group; const std::string* name; Tensor param, grad; ParamState* state; };
+  std::vector<Work> work;
   for (const ParamGroup& g : groups_) {
     for (auto& [pname, p_ref] : g.params) {
-      Tensor p = p_ref;
-      Tensor grad = p.grad();
+      Tensor grad = p_ref.grad();
       if (!grad.defined()) continue;
-      OOMLAB_CHECK_T(ShapeError, grad.shape() == p.shape(), name_, ": grad of '", pname, "' has shape ",
-                     shape_str(grad.shape()), " but the parameter has ", shape_str(p.shape()));
-      OOMLAB_CHECK_T(DTypeError, grad.dtype() == p.dtype(), name_, ": grad of '", pname, "' is ",
-                     dtype_name(grad.dtype()), " but the parameter is ", dtype_name(p.dtype()));
-      OOMLAB_CHECK_T(DeviceError, grad.device() == p.device(), name_, ": grad of '", pname, "' is on ",
-                     grad.device().str(), " but the parameter is on ", p.device().str());
-      OOMLAB_CHECK_T(ShapeError, p.is_contiguous(), name_, ": parameter '", pname,
+      OOMLAB_CHECK_T(ShapeError, grad.shape() == p_ref.shape(), name_, ": grad of '", pname, "' has shape ",
+                     shape_str(grad.shape()), " but the parameter has ", shape_str(p_ref.shape()));
+      OOMLAB_CHECK_T(DTypeError, grad.dtype() == p_ref.dtype(), name_, ": grad of '", pname, "' is ",
+                     dtype_name(grad.dtype()), " but the parameter is ", dtype_name(p_ref.dtype()));
+      OOMLAB_CHECK_T(DeviceError, grad.device() == p_ref.device(), name_, ": grad of '", pname, "' is on ",
+                     grad.device().str(), " but the parameter is on ", p_ref.device().str());
+      OOMLAB_CHECK_T(ShapeError, p_ref.is_contiguous(), name_, ": parameter '", pname,
                      "' must be contiguous for the fused update");
       MemoryContext ctx(pname, "optim");
-      Tensor gc = grad.is_contiguous() ? grad : grad.contiguous();
-      ParamState& s = state_[pname];
-      if (s.tensors.empty()) s.tensors.resize(state_kinds().size());
-      ++s.step;
-      try {
-        update(g, p, gc, s);
-      } catch (...) {
-        --s.step;
-        throw;
-      }
-      p.bump_version();
+      work.push_back({&g, &pname, p_ref, grad.is_contiguous() ? grad : grad.contiguous(), nullptr});
     }
+  }
+  // 2. Create the state every update needs before any update begins: an OutOfMemoryError
+  //    here drops the state created by this call and leaves every parameter untouched.
+  const size_t kinds = state_kinds().size();
+  std::vector<std::vector<bool>> had;   // per work item: which state kinds existed before
+  try {
+    for (Work& w : work) {
+      w.state = &state_[*w.name];
+      if (w.state->tensors.empty()) w.state->tensors.resize(kinds);
+      had.emplace_back(kinds);
+      for (size_t k = 0; k < kinds; ++k) had.back()[k] = w.state->tensors[k].defined();
+      MemoryContext ctx(*w.name, "optim");
+      init_state(*w.group, w.param, *w.state);
+    }
+  } catch (...) {
+    for (size_t i = 0; i < had.size(); ++i) {
+      for (size_t k = 0; k < kinds; ++k)
+        if (!had[i][k]) work[i].state->tensors[k] = Tensor();
+      work[i].state->fresh = false;
+    }
+    throw;
+  }
+  // 3. The fused updates: nothing is allocated from here on.
+  for (Work& w : work) {
+    MemoryContext ctx(*w.name, "optim");
+    ++w.state->step;
+    update(*w.group, w.param, w.grad, *w.state);
+    w.state->fresh = false;
+    w.param.bump_version();
   }
   ++step_count_;
 }

@@ -4,10 +4,12 @@
 //  * step() runs under NoGradGuard, skips parameters whose grad is undefined, bumps the
 //    version of every parameter it updates, and launches one fused kernel per parameter
 //    (engine/optim/optim_kernels.h): no temporaries besides the state itself.
-//  * State tensors are allocated lazily, at a parameter's first update, with
-//    Tensor::empty/zeros on the parameter's device and dtype (as PyTorch does), so memory
-//    stats show them after step 1. On meta the same allocations happen and the
-//    arithmetic is skipped (KernelTable::launch no-ops).
+//  * State tensors are allocated at a parameter's first update, with Tensor::empty/zeros
+//    on the parameter's device and dtype (as PyTorch does), so memory stats show them
+//    after step 1 — but for all parameters before any update begins: an
+//    OutOfMemoryError while creating state drops what this step created and leaves every
+//    parameter (and the step counts) untouched; the updates themselves allocate nothing.
+//    On meta the same allocations happen and the arithmetic is skipped.
 //  * Checkpoints: state_tensors() (handles sharing the live state, named
 //    "state.<param name>.<kind>") + state_json() (step counts, group hyper-parameters,
 //    parameter names). load_state() validates everything before changing anything.
@@ -68,6 +70,7 @@ class Optimizer {
   struct ParamState {
     int64_t step = 0;                  // updates applied to this parameter
     std::vector<Tensor> tensors;       // indexed like state_kinds(); undefined = absent
+    bool fresh = false;                // state created by init_state for the coming update
   };
   Optimizer(std::string name, std::vector<ParamGroup> groups);
 
@@ -77,7 +80,10 @@ class Optimizer {
   virtual std::vector<std::string> required_state_kinds(const ParamGroup& g) const = 0;
   // Checks a group's hyper-parameters (ValueError naming the group and value).
   virtual void validate_group(const ParamGroup& g, size_t index) const;
-  // Updates one parameter; s.step has already been incremented. Allocates state lazily.
+  // Creates the state the coming update of `param` needs and does not have yet (marking
+  // s.fresh when it did); the only place an optimizer allocates.
+  virtual void init_state(const ParamGroup& g, const Tensor& param, ParamState& s) = 0;
+  // Updates one parameter in place; s.step has already been incremented. Allocates nothing.
   virtual void update(const ParamGroup& g, Tensor& param, const Tensor& grad, ParamState& s) = 0;
 
  private:

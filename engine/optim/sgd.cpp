@@ -1,5 +1,5 @@
 // sgd.cpp — torch.optim.SGD (momentum, dampening, nesterov, L2 weight decay added to the
-// grad) as one fused kernel launch per parameter. State: "momentum_buffer", created at
+// grad) as one fused kernel launch per parameter. State: "momentum_buffer", created for
 // a parameter's first update (Tensor::empty, filled by the kernel with a copy of the
 // weight-decayed grad, exactly like PyTorch's clone) and only when momentum != 0.
 #include "engine/core/error.h"
@@ -29,13 +29,15 @@ class Sgd final : public Optimizer {
     OOMLAB_CHECK(!g.nesterov || (g.momentum > 0 && g.dampening == 0), "sgd: nesterov momentum requires a "
                  "momentum > 0 and zero dampening (group ", i, ")");
   }
+  void init_state(const ParamGroup& g, const Tensor& p, ParamState& s) override {
+    if (g.momentum != 0 && !s.tensors[0].defined()) {
+      s.tensors[0] = Tensor::empty(p.shape(), p.dtype(), p.device());
+      s.fresh = true;   // the kernel fills it with the first (weight-decayed) grad
+    }
+  }
   void update(const ParamGroup& g, Tensor& p, const Tensor& grad, ParamState& s) override {
     Tensor& buf = s.tensors[0];
-    bool first = false;
-    if (g.momentum != 0 && !buf.defined()) {
-      buf = Tensor::empty(p.shape(), p.dtype(), p.device());
-      first = true;
-    }
+    const bool first = s.fresh;
     SgdArgs a{p.raw_data(), grad.raw_data(), g.momentum != 0 ? buf.raw_data() : nullptr,
               g.lr, g.momentum, g.dampening, g.weight_decay, g.nesterov, first, p.numel()};
     sgd_kernels().launch(p.device(), p.dtype(), a);

@@ -1,4 +1,4 @@
-// train_step.cpp — the shared training step and host->device batch copies.
+// train_step.cpp — the training step in phases (TrainStep) and host->device batch copies.
 #include "engine/train/train_step.h"
 
 #include <cstring>
@@ -16,35 +16,110 @@ nlohmann::json StepMemory::to_json() const {
           {"step_peak", step_peak},             {"reserved_peak", reserved_peak}};
 }
 
-StepOutput train_step(nn::Module& model, Optimizer& opt, const Tensor& x, const Tensor& y, bool track_memory) {
+TrainStep::TrainStep(nn::Module& model, Optimizer& opt, std::vector<StepStrategy*> strategies)
+    : model_(model), opt_(opt), strategies_(std::move(strategies)) {}
+
+void TrainStep::zero_grad() {
+  MemoryContext ctx("step", "zero_grad");
+  opt_.zero_grad(/*set_to_none=*/true);
+}
+
+Tensor TrainStep::forward_loss(const Tensor& x, const Tensor& y, int64_t* correct) {
+  Tensor logits = model_(x);   // each layer labels its own frame ("features.0/fwd")
+  MemoryContext ctx("loss", "fwd");
+  Tensor loss = task_loss(logits, y);
+  if (correct) *correct += count_task_correct(logits, y);
+  return loss;                 // the graph keeps what backward needs; logits die here
+}
+
+void TrainStep::backward(const Tensor& root) {
+  MemoryContext ctx("step", "bwd");
+  root.backward();
+}
+
+bool TrainStep::optimizer_step() {
+  bool go = true;
+  for (StepStrategy* s : strategies_) go = s->before_optimizer_step(opt_) && go;
+  if (go) {
+    MemoryContext ctx("optimizer", "optim");
+    opt_.step();
+  }
+  for (StepStrategy* s : strategies_) s->after_optimizer_step(opt_, go);
+  return go;
+}
+
+StepOutput TrainStep::run(const Tensor& x, const Tensor& y, bool track_memory) {
   CachingAllocator& al = allocator_for(x.device());
   auto cur = [&] { return al.stat("allocated_bytes.all.current"); };
   auto peak = [&] { return al.stat("allocated_bytes.all.peak"); };
   StepOutput out;
   StepMemory& m = out.memory;
-  opt.zero_grad(/*set_to_none=*/true);
-  if (track_memory) { al.reset_peak_stats(); m.start_allocated = cur(); }
-  Tensor logits = model(x);
-  {
-    MemoryContext ctx("loss", "fwd");
-    out.loss = task_loss(logits, y);
+  const int64_t batch = x.size(0);
+  int64_t micro_count = 1;
+  for (StepStrategy* s : strategies_) micro_count = std::max(micro_count, s->micro_batches(batch));
+  OOMLAB_CHECK(micro_count >= 1 && micro_count <= batch, "cannot split a batch of ", batch, " into ", micro_count,
+               " micro-batches");
+  const char* phase = "forward";
+  try {
+    zero_grad();
+    if (track_memory) { al.reset_peak_stats(); m.start_allocated = cur(); }
+    double loss_sum = 0;
+    Tensor loss_total;
+    for (int64_t k = 0, start = 0; k < micro_count; ++k) {
+      const int64_t len = batch / micro_count + (k < batch % micro_count ? 1 : 0);
+      const Tensor xk = micro_count == 1 ? x : x.narrow(0, start, len);
+      const Tensor yk = micro_count == 1 ? y : y.narrow(0, start, len);
+      start += len;
+      phase = "forward";
+      for (StepStrategy* s : strategies_) s->before_forward(k, micro_count);
+      Tensor loss = forward_loss(xk, yk, &out.correct);
+      for (StepStrategy* s : strategies_) s->after_forward(k, micro_count);
+      Tensor root = loss;
+      for (StepStrategy* s : strategies_) root = s->backward_root(root, k, micro_count);
+      if (track_memory) {
+        m.after_forward = std::max(m.after_forward, cur());
+        m.forward_peak = std::max(m.forward_peak, peak());
+        al.reset_peak_stats();
+      }
+      phase = "backward";
+      for (StepStrategy* s : strategies_) s->before_backward(k, micro_count);
+      backward(root);
+      root = Tensor();
+      for (StepStrategy* s : strategies_) s->after_backward(k, micro_count);
+      if (track_memory) {
+        m.after_backward = cur();
+        m.backward_peak = std::max(m.backward_peak, peak());
+        al.reset_peak_stats();
+      }
+      loss = loss.detach();
+      if (micro_count == 1) loss_total = loss;
+      else if (!loss.device().is_meta()) loss_sum += loss.item() * double(len);
+    }
+    phase = "optimizer";
+    optimizer_step();
+    if (track_memory) {
+      m.after_step = cur();
+      m.step_peak = std::max({m.forward_peak, m.backward_peak, peak()});
+      m.reserved_peak = al.stat("reserved_bytes.all.peak");
+    }
+    out.loss = micro_count == 1 ? loss_total
+                                : Tensor::full({}, loss_sum / double(batch), DType::f64, cpu_device());
+  } catch (const OutOfMemoryError& e) {
+    // The graph died with the locals of the try block; drop partial gradients too.
+    opt_.zero_grad(/*set_to_none=*/true);
+    bool handled = false;
+    for (StepStrategy* s : strategies_)
+      if (s->on_out_of_memory(e, phase)) { handled = true; break; }
+    if (!handled) throw;
+    out = StepOutput();
+    out.skipped = true;
+    out.skip_reason = str_cat("out of memory in ", phase, ": ", e.what());
   }
-  out.correct = count_task_correct(logits, y);
-  logits = Tensor();   // the graph keeps what backward needs; drop our handle
-  if (track_memory) { m.after_forward = cur(); m.forward_peak = peak(); al.reset_peak_stats(); }
-  out.loss.backward();
-  if (track_memory) { m.after_backward = cur(); m.backward_peak = peak(); al.reset_peak_stats(); }
-  {
-    MemoryContext ctx("optimizer", "optim");
-    opt.step();
-  }
-  if (track_memory) {
-    m.after_step = cur();
-    m.step_peak = std::max({m.forward_peak, m.backward_peak, peak()});
-    m.reserved_peak = al.stat("reserved_bytes.all.peak");
-  }
-  out.loss = out.loss.detach();
   return out;
+}
+
+StepOutput train_step(nn::Module& model, Optimizer& opt, const Tensor& x, const Tensor& y, bool track_memory) {
+  return TrainStep(model, opt).run(x, y, track_memory);
 }
 
 Tensor images_to_device(const float* data, const Shape& shape, Device device) {

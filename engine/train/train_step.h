@@ -1,9 +1,21 @@
-// train_step.h — one training step (zero_grad -> forward -> loss -> backward -> step)
-// with per-phase memory accounting, shared by `oomlab train`, `estimate` and the
-// experiment runner so every number comes from the same code path.
-// Contract: grads are reset with set_to_none before forward (PyTorch's default since
-// 2.0), so they are allocated during backward; the phase figures are read from the
-// device allocator's stats (PyTorch names).
+// train_step.h — one training step in phases, shared by `oomlab train`, `estimate` and the
+// experiment runner so every number comes from the same code path:
+//   zero_grad -> [forward + loss -> backward] per micro-batch -> optimizer step
+// Each phase is its own function and memory frame ("step/<phase>" unless a layer's own
+// frame is more precise), so traces and per-phase stats show where memory goes.
+// Techniques plug in through StepStrategy (loss scaling, micro-batching, recompute,
+// gradient hooks, OOM handling); with none the step is plain PyTorch:
+// `opt.zero_grad(set_to_none=True); loss = crit(model(x), y); loss.backward(); opt.step()`.
+// Contracts:
+//  * Grads are reset with set_to_none before forward (PyTorch's default since 2.0), so they
+//    are allocated during backward; phase figures are read from the device allocator's
+//    stats (PyTorch names).
+//  * Micro-batches are consecutive slices (views) of the batch along dim 0, of near-equal
+//    size; the reported loss is their sample-weighted mean, `correct` their sum.
+//  * An OutOfMemoryError in any phase first releases the step's graph, then asks the
+//    strategies in order; the first that handles it makes the step `skipped` (nothing
+//    was updated: the optimizer creates its state before any update); otherwise it is
+//    rethrown.
 // The loss follows the target's rank (which the dataset derives from the model's task):
 // target [N] -> cross_entropy on logits [N, K] (classification); target [N, H, W] ->
 // pixel_cross_entropy on logits [N, K, H, W] (segmentation); `correct` counts argmax hits
@@ -11,9 +23,10 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
-
+#include <string>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "engine/core/tensor.h"
 #include "engine/data/dataloader.h"
 #include "engine/nn/module.h"
@@ -34,12 +47,58 @@ struct StepMemory {
 };
 
 struct StepOutput {
-  Tensor loss;            // scalar (value readable on cpu)
+  Tensor loss;            // scalar (value readable on cpu); undefined when skipped
   int64_t correct = 0;    // argmax hits in the batch: samples or pixels (0 on meta)
   StepMemory memory;
+  bool skipped = false;   // an OOM was handled by a strategy: no update happened
+  std::string skip_reason;
 };
 
-// Runs one step; resets the allocator's peak at the start so step_peak is this step's.
+// What a technique may change in a step. Every method has a neutral default; a step runs
+// its strategies in the order given (e.g. accumulation before loss scaling).
+class StepStrategy {
+ public:
+  virtual ~StepStrategy() = default;
+  virtual const char* name() const = 0;
+  // Micro-batches the batch of `batch` samples is split into (gradient accumulation); the
+  // step uses the largest any strategy asks for.
+  virtual int64_t micro_batches(int64_t batch) const { return 1; }
+  // Around each micro-batch's forward + loss (autocast, recompute policies).
+  virtual void before_forward(int64_t micro, int64_t micro_count) {}
+  virtual void after_forward(int64_t micro, int64_t micro_count) {}
+  // The tensor backward starts from, given the micro-batch's loss (loss scaling, 1/K).
+  virtual Tensor backward_root(const Tensor& loss, int64_t micro, int64_t micro_count) { return loss; }
+  // Around each micro-batch's backward (DDP's no_sync for all but the last one).
+  virtual void before_backward(int64_t micro, int64_t micro_count) {}
+  virtual void after_backward(int64_t micro, int64_t micro_count) {}
+  // After the last backward: unscale, check, reduce, clip; false skips the update.
+  virtual bool before_optimizer_step(Optimizer& opt) { return true; }
+  virtual void after_optimizer_step(Optimizer& opt, bool stepped) {}
+  // An OutOfMemoryError in `phase` ("forward", "backward", "optimizer"): true if handled
+  // (the step is skipped), false to let it propagate.
+  virtual bool on_out_of_memory(const OutOfMemoryError& error, const char* phase) { return false; }
+};
+
+class TrainStep {
+ public:
+  TrainStep(nn::Module& model, Optimizer& opt, std::vector<StepStrategy*> strategies = {});
+  // Runs the phases; with track_memory, resets the allocator's peak first so
+  // memory.step_peak is this step's.
+  StepOutput run(const Tensor& x, const Tensor& y, bool track_memory = true);
+
+  // The phases, for strategies and tests that drive them one by one.
+  void zero_grad();                                                            // "step/zero_grad"
+  Tensor forward_loss(const Tensor& x, const Tensor& y, int64_t* correct);     // "loss/fwd" + layers
+  void backward(const Tensor& root);                                           // "step/bwd" + layers
+  bool optimizer_step();                                                       // "optimizer/optim"
+
+ private:
+  nn::Module& model_;
+  Optimizer& opt_;
+  std::vector<StepStrategy*> strategies_;
+};
+
+// TrainStep(model, opt).run(x, y, track_memory): a plain step.
 StepOutput train_step(nn::Module& model, Optimizer& opt, const Tensor& x, const Tensor& y,
                       bool track_memory = true);
 

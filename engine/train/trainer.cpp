@@ -1,5 +1,5 @@
-// trainer.cpp — the `oomlab train` loop: data, model, optimizer, schedule, EMA,
-// evaluation, metrics, checkpoints and bit-exact resume.
+// trainer.cpp — the training loop (trainer.h): optimizer, schedule, EMA, evaluation,
+// metrics, checkpoints and bit-exact resume around TrainStep.
 #include "engine/train/trainer.h"
 
 #include <chrono>
@@ -8,111 +8,21 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/backend.h"
-#include "engine/core/dispatch.h"
+#include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/data/dataloader.h"
-#include "engine/data/dataset.h"
-#include "engine/data/synthetic_seg.h"
-#include "engine/data/synthetic_seq.h"
 #include "engine/memory/caching_allocator.h"
-#include "engine/memory/memory_export.h"
-#include "engine/ops/loss.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/results.h"
 #include "engine/train/train_step.h"
-#include "models/model_zoo.h"
 
 namespace oomlab {
 using json = nlohmann::json;
 
-json TrainConfig::to_json() const {
-  json j = {{"model", model}, {"dataset", dataset}, {"data_dir", data_dir}, {"input", input},
-          {"num_classes", num_classes}, {"synthetic_size", synthetic_size},
-          {"seq_len", seq_len}, {"seq_min_len", seq_min_len}, {"long_seq_len", long_seq_len},
-          {"long_seq_prob", long_seq_prob}, {"device", device.str()},
-          {"batch", batch}, {"epochs", epochs}, {"steps", steps}, {"optimizer", optimizer}, {"lr", lr},
-          {"momentum", momentum}, {"weight_decay", weight_decay}, {"nesterov", nesterov},
-          {"schedule", schedule}, {"ema_decay", ema_decay}, {"seed", seed}, {"device_memory", device_memory},
-          {"save_dir", save_dir}, {"save_every", save_every}, {"resume_dir", resume_dir},
-          {"eval_batches", eval_batches}};
-  j.update(arch.to_json(model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
-  return j;
-}
-
 namespace {
-// A contiguous index range of another dataset (synthetic train/test splits).
-class RangeDataset final : public Dataset {
- public:
-  RangeDataset(std::shared_ptr<Dataset> base, int64_t begin, int64_t size, std::string name)
-      : base_(std::move(base)), begin_(begin), size_(size), name_(std::move(name)) {}
-  int64_t size() const override { return size_; }
-  Shape sample_shape() const override { return base_->sample_shape(); }
-  int64_t num_classes() const override { return base_->num_classes(); }
-  void get(int64_t i, float* img, int64_t* label) const override { base_->get(begin_ + i, img, label); }
-  std::string name() const override { return name_; }
-  DType input_dtype() const override { return base_->input_dtype(); }
-  Shape target_shape() const override { return base_->target_shape(); }
-  void get_tokens(int64_t i, std::vector<int64_t>& tokens, int64_t* label) const override {
-    base_->get_tokens(begin_ + i, tokens, label);
-  }
- private:
-  std::shared_ptr<Dataset> base_;
-  int64_t begin_, size_;
-  std::string name_;
-};
-
-struct Datasets { std::shared_ptr<Dataset> train, test; };
-
-// What each dataset feeds: fashion-mnist/synthetic image classification, synthetic-seq
-// token classification, synthetic-seg image segmentation. A model of another kind is a
-// usage error named up front (not a shape error deep in the first forward).
-void check_model_fits_dataset(const std::string& model, const std::string& dataset) {
-  const InputKind in = model_input_kind(model);   // also rejects unknown models
-  const TaskKind task = model_task_kind(model);
-  const char* want = nullptr;
-  if (in == InputKind::tokens) want = "synthetic-seq";
-  else if (task == TaskKind::segmentation) want = "synthetic-seg";
-  // Unknown dataset names pass here and are reported by make_datasets.
-  const bool ok = want ? dataset == want : dataset != "synthetic-seq" && dataset != "synthetic-seg";
-  OOMLAB_CHECK(ok, "--model ", model, " cannot train on --dataset ", dataset, ": ", model, " takes ",
-               in == InputKind::tokens ? "token ids" : "images", " for ",
-               task == TaskKind::segmentation ? "segmentation" : "classification", "; use --dataset ",
-               want ? want : "fashion-mnist or synthetic");
-}
-
-Datasets make_datasets(const TrainConfig& c) {
-  if (c.dataset == "fashion-mnist")
-    return {std::make_shared<FashionMnistDataset>(Split::train, c.data_dir),
-            std::make_shared<FashionMnistDataset>(Split::test, c.data_dir)};
-  int64_t test_size = std::max<int64_t>(c.synthetic_size / 4, c.batch);
-  std::shared_ptr<Dataset> all;
-  if (c.dataset == "synthetic-seq") {
-    SyntheticSeqOptions o;
-    o.size = c.synthetic_size + test_size;
-    o.max_len = c.seq_len;
-    o.min_len = c.seq_min_len;
-    o.long_prob = c.long_seq_prob;
-    o.long_len = c.long_seq_len;
-    o.seed = c.seed + 1;
-    all = std::make_shared<SyntheticSequenceDataset>(o);
-  } else {
-    OOMLAB_CHECK(c.dataset == "synthetic" || c.dataset == "synthetic-seg", "unknown dataset '", c.dataset,
-                 "' (fashion-mnist, synthetic, synthetic-seq, synthetic-seg)");
-    ModelConfig mc = default_model_config(c.model);
-    Shape in = c.input.empty() ? Shape{mc.in_channels, mc.height, mc.width} : c.input;
-    OOMLAB_CHECK_T(ShapeError, in.size() == 3, "--input must be C,H,W (got ", shape_str(in), ")");
-    if (c.dataset == "synthetic")
-      all = std::make_shared<SyntheticImageDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
-    else
-      all = std::make_shared<SyntheticSegmentationDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
-  }
-  return {std::make_shared<RangeDataset>(all, 0, c.synthetic_size, all->name() + "[train]"),
-          std::make_shared<RangeDataset>(all, c.synthetic_size, test_size, all->name() + "[test]")};
-}
-
 // accuracy: samples (classification) or pixels (segmentation) whose argmax is right;
 // mean_iou: segmentation only (-1 otherwise), over classes present in target or prediction.
 struct EvalResult { double loss = 0, accuracy = 0, mean_iou = -1; int64_t samples = 0; };
@@ -180,38 +90,21 @@ const json& state_field(const json& root, const std::string& file, std::initiali
 }
 }  // namespace
 
-json train(const TrainConfig& c) {
-  manual_seed(c.seed);
-  reset_allocators();
-  // allocator_for(cuda) needs the backend's raw-memory factory, registered with its kernels.
-  ensure_kernels_registered();
-  allocator_for(c.device).set_capacity(c.device_memory);
-  if (c.record_history) {
-    allocator_for(c.device).record_history(true);
-    OpProfiler::enable(true);
+std::string resolve_schedule(const std::string& spec, int64_t total_steps) {
+  if (spec == "cosine") return "cosine:t_max=" + std::to_string(total_steps);
+  if (spec == "warmup-cosine") {   // a run of one step has no room to warm up
+    const int64_t warmup = total_steps >= 2 ? std::max<int64_t>(1, total_steps / 10) : 0;
+    return "warmup-cosine:warmup=" + std::to_string(warmup) + ",t_max=" + std::to_string(std::max(total_steps, warmup + 1));
   }
-  check_model_fits_dataset(c.model, c.dataset);
-  c.arch.check_fits(c.model);
-  if (model_input_kind(c.model) == InputKind::tokens) {   // the position table is never enlarged silently
-    check_seq_fits(c.model, c.arch, c.seq_len, "--seq-len");
-    if (c.long_seq_prob > 0) check_seq_fits(c.model, c.arch, c.long_seq_len, "--long-seq-len");
-  }
-  Datasets data = make_datasets(c);
-  OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
-               data.train->name(), " training set (", data.train->size(), " samples)");
+  return spec;
+}
 
-  Shape in = data.train->sample_shape();
-  ModelConfig mc;
-  mc.num_classes = data.train->num_classes();
-  c.arch.apply(mc);
-  if (data.train->is_tokens()) {
-    mc.seq_len = c.seq_len;
-  } else {
-    mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
-  }
-  mc.device = c.device;
-  mc.seed = c.seed;
-  nn::ModulePtr model = build_model(c.model, mc);
+json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset& test_set, const TrainerConfig& c) {
+  OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
+  OOMLAB_CHECK(c.batch <= train_set.size(), "impossible batch: --batch ", c.batch, " is larger than the ",
+               train_set.name(), " training set (", train_set.size(), " samples)");
+  manual_seed(c.seed);
+  nn::Module* model = &model_ref;
   model->train();
 
   ParamGroup g;
@@ -222,28 +115,27 @@ json train(const TrainConfig& c) {
   g.nesterov = c.nesterov;
   std::unique_ptr<Optimizer> opt = make_optimizer(c.optimizer, {g});
 
-  DataLoader loader(*data.train, c.batch, /*shuffle=*/true, /*drop_last=*/true, c.seed);
+  DataLoader loader(train_set, c.batch, /*shuffle=*/true, /*drop_last=*/true, c.seed);
   const int64_t total_steps = c.steps > 0 ? c.steps : c.epochs * loader.batches_per_epoch();
-  std::string sched_spec = c.schedule;
-  if (sched_spec == "cosine") sched_spec = "cosine:t_max=" + std::to_string(total_steps);
+  const std::string sched_spec = resolve_schedule(c.schedule, total_steps);
   LrScheduler sched(*opt, parse_lr_schedule(sched_spec));
+  json run_cfg = c.config;
+  run_cfg["resolved_schedule"] = sched_spec;
   std::unique_ptr<WeightEma> ema;
   if (c.ema_decay > 0) ema = std::make_unique<WeightEma>(state_dict(*model), c.ema_decay);
 
-  json history = {{"train_loss", json::array()}, {"lr", json::array()}, {"epochs", json::array()}};
+  json history = {{"train_loss", json::array()}, {"lr", json::array()}, {"epochs", json::array()},
+                  {"skipped", json::array()}};
+  TrainStep train_step(*model, *opt, c.strategies);
   int64_t step = 0;
   double epoch_loss = 0;   // running sums of the current epoch (checkpointed)
   int64_t epoch_correct = 0, epoch_samples = 0, epoch_scored = 0;   // scored: samples or pixels
   if (!c.resume_dir.empty()) {
     // The run's config must match the checkpoint's (checked before any weights load, so a
     // different architecture is reported as such, not as missing tensors).
-    const json run_cfg = c.to_json();
     auto check_config = [&](const json& st, const std::string& file) {
       const json& saved = state_field(st, file, {"config"}, Want::object);
-      std::vector<std::string> keys = {"model", "dataset", "batch", "optimizer", "seed"};
-      const json arch = c.arch.to_json(c.model);
-      for (auto it = arch.begin(); it != arch.end(); ++it) keys.push_back(it.key());
-      for (const std::string& k : keys) {
+      for (const std::string& k : c.resume_keys) {
         OOMLAB_CHECK_T(IoError, saved.contains(k), "--resume: ", file, ": field \"config.", k, "\" is missing");
         OOMLAB_CHECK(saved[k] == run_cfg[k], "--resume: checkpoint ", file, " was made with ", k, "=", saved[k].dump(),
                      ", this run has ", run_cfg[k].dump());
@@ -286,13 +178,14 @@ json train(const TrainConfig& c) {
     } catch (const ValueError& e) {
       throw ValueError(str_cat("--resume: ", ck.path, ": ", e.what()));
     }
-    default_generator() = Generator{rng_seed, rng_offset};
+    device_generator(c.device).set_state(Generator{rng_seed, rng_offset});
     history = saved_history;
+    if (!history.contains("skipped")) history["skipped"] = json::array();
     step = saved_step;
     epoch_loss = sum_loss;
     epoch_correct = sum_correct;
     epoch_samples = sum_samples;
-    epoch_scored = epoch_samples * data.train->target_numel();
+    epoch_scored = epoch_samples * train_set.target_numel();
     if (!c.quiet) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step);
   }
 
@@ -302,9 +195,10 @@ json train(const TrainConfig& c) {
     d.trainer = opt->state_tensors();
     if (ema) for (auto& t : ema->state_tensors()) d.trainer.push_back(t);
     LoaderState ls = loader.state();
-    d.state = {{"step", step}, {"config", c.to_json()}, {"optimizer", opt->state_json()},
+    const Generator rng = device_generator(c.device).get_state();
+    d.state = {{"step", step}, {"config", run_cfg}, {"optimizer", opt->state_json()},
                {"scheduler", sched.state_json()}, {"loader", {{"epoch", ls.epoch}, {"cursor", ls.cursor}}},
-               {"rng", {{"seed", default_generator().seed}, {"offset", default_generator().offset}}},
+               {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
                {"history", history},
                {"epoch_sums", {{"loss", epoch_loss}, {"correct", epoch_correct}, {"samples", epoch_samples}}}};
     if (ema) d.state["ema"] = ema->state_json();   // decay, num_updates, names
@@ -318,7 +212,7 @@ json train(const TrainConfig& c) {
     EvalResult ev;
     if (c.eval_batches != 0 && !c.device.is_meta()) {   // meta has no values to score
       if (ema) ema->swap_in();
-      ev = evaluate(*model, *data.test, c.batch, c.eval_batches, c.device);
+      ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device);
       if (ema) ema->swap_out();
     }
     json e = {{"epoch", epoch}, {"step", step},
@@ -343,7 +237,12 @@ json train(const TrainConfig& c) {
     auto t0 = std::chrono::steady_clock::now();
     Tensor x = batch_input_to_device(b, c.device);
     Tensor y = batch_target_to_device(b, c.device);
-    StepOutput out = train_step(*model, *opt, x, y, /*track_memory=*/false);
+    StepOutput out = train_step.run(x, y, /*track_memory=*/false);
+    if (out.skipped) {   // a strategy handled an OOM: the batch is consumed, no update happened
+      history["skipped"].push_back({{"after_step", step}, {"reason", out.skip_reason}});
+      if (!c.quiet) std::printf("step %lld skipped: %s\n", (long long)step + 1, out.skip_reason.c_str());
+      continue;
+    }
     double loss = out.loss.item();
     sched.step();
     if (ema) ema->update();
@@ -353,7 +252,7 @@ json train(const TrainConfig& c) {
     epoch_loss += loss * double(b.n);
     epoch_correct += out.correct;
     epoch_samples += b.n;
-    epoch_scored += b.n * data.train->target_numel();
+    epoch_scored += b.n * train_set.target_numel();
     history["train_loss"].push_back(loss);
     history["lr"].push_back(opt->param_groups()[0].lr);
     if (!c.quiet && c.log_every > 0 && step % c.log_every == 0)
@@ -364,7 +263,6 @@ json train(const TrainConfig& c) {
   if (epoch_samples > 0 || history["epochs"].empty()) end_epoch(loader.epoch());
   if (!c.save_dir.empty()) checkpoint();
 
-  if (c.record_history) OpProfiler::enable(false);
   // Steady-state timing: drop the first step (allocator warm-up) when we have more.
   std::vector<double> steady(step_times.size() > 1 ? step_times.begin() + 1 : step_times.begin(), step_times.end());
   json times = summarize_times(steady);
@@ -372,7 +270,7 @@ json train(const TrainConfig& c) {
   json metrics = {{"steps", step}, {"history", history}, {"step_time_s", times},
                   {"images_per_s", med > 0 ? double(c.batch) / med : 0.0}};
   if (!history["epochs"].empty()) metrics["final_test_accuracy"] = history["epochs"].back()["test_accuracy"];
-  return make_results("train", c.device, c.to_json(), metrics);
+  return make_results("train", c.device, run_cfg, metrics);
 }
 
 }  // namespace oomlab

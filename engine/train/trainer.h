@@ -1,59 +1,63 @@
-// trainer.h — `oomlab train`: the training loop with evaluation, metrics, checkpoints
-// and resume.
+// trainer.h — the training loop: a Module, its train/test Datasets and a TrainerConfig in,
+// a results JSON out (evaluation, metrics, checkpoints, bit-exact resume). It never
+// builds a model or a dataset by name: the application does (experiments/cli).
 // Contracts:
-//  * Steps run through train_step() (the same code estimate/experiments measure).
-//  * Checkpoints are taken only at optimizer-step boundaries; a checkpoint directory is
-//    written whole under a temporary name and renamed, then `latest` is replaced
-//    atomically, so a crash leaves the previous checkpoint intact.
-//  * Resuming from a checkpoint reproduces the uninterrupted run bit-exactly on CPU
-//    (weights, optimizer, schedule, EMA, RNG and data position are restored).
+//  * The model lives on config.device already; the device's allocator (capacity, trace
+//    recording) is set up by the caller before the model was built. The trainer seeds
+//    the device's RNG with config.seed (dropout), then restores it on resume.
+//  * Steps run through TrainStep (train_step.h: the same phases estimate/experiments
+//    measure). Checkpoints are taken only at optimizer-step boundaries; a checkpoint
+//    directory is written whole under a temporary name and renamed, then `latest` is
+//    replaced atomically, so a crash leaves the previous checkpoint intact.
+//  * Resuming reproduces the uninterrupted run bit-exactly on CPU (weights, optimizer,
+//    schedule, EMA, RNG and data position are restored). config.config is recorded in
+//    results and checkpoints; a checkpoint whose config differs on any of
+//    config.resume_keys is refused before any weights load.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/core/device.h"
-#include "engine/core/tensor.h"
-#include "engine/train/model_arch.h"
+#include "engine/data/dataset.h"
+#include "engine/nn/module.h"
+#include "engine/train/train_step.h"
 
 namespace oomlab {
 
-struct TrainConfig {
-  std::string model = "resnet20";
-  std::string dataset = "fashion-mnist";   // fashion-mnist | synthetic | synthetic-seq | synthetic-seg
-  std::string data_dir;
-  Shape input;                             // synthetic / synthetic-seg: C,H,W (default: model's)
-  int64_t num_classes = 10;                // synthetic / synthetic-seg (synthetic-seq: always 2)
-  // synthetic-seq (token models): ModelConfig.seq_len and the longest regular sample;
-  // lengths are uniform in [seq_min_len (0: seq_len/2), seq_len]; with probability
-  // long_seq_prob a sample has length long_seq_len instead.
-  int64_t seq_len = 32, seq_min_len = 0, long_seq_len = 0;
-  double long_seq_prob = 0.0;
-  // bert-* / unet* architecture overrides; seq_len and long_seq_len (when used) must fit
-  // the position table (arch.max_positions, else the preset's 512): never enlarged silently.
-  ArchOverrides arch;
-  int64_t synthetic_size = 2048;
+struct TrainerConfig {
   Device device = cpu_device();
   int64_t batch = 128;
   int64_t epochs = 1;
   int64_t steps = 0;                       // > 0: stop after this many steps (overrides epochs)
+  // Optimizer and schedule (engine/optim): sgd | adam | adamw; schedule as in lr_schedule.h,
+  // plus "cosine" and "warmup-cosine" without parameters, which span the whole run
+  // (warmup-cosine: the first 10% of the steps warm up, at least one).
   std::string optimizer = "sgd";
   double lr = 0.1, momentum = 0.9, weight_decay = 5e-4;
   bool nesterov = false;
-  std::string schedule = "cosine";         // see engine/optim/lr_schedule.h
+  std::string schedule = "cosine";
   double ema_decay = 0.0;                  // 0 = off; e.g. 0.999
-  uint64_t seed = 0;
-  uint64_t device_memory = 0;              // emulated capacity; 0 = unlimited
+  uint64_t seed = 0;                       // data order and the device RNG
   std::string save_dir, resume_dir;
   int64_t save_every = 0;                  // steps between checkpoints (0: only at the end)
-  int64_t eval_batches = -1;               // -1: full test set
+  int64_t eval_batches = -1;               // -1: full test set; 0: no evaluation
   int64_t log_every = 50;
   bool quiet = false;
-  bool record_history = false;             // keep allocator trace + op spans for export
-  nlohmann::json to_json() const;
+  std::vector<StepStrategy*> strategies;   // techniques plugged into every step (train_step.h)
+  nlohmann::json config = nlohmann::json::object();   // the run's description (results, checkpoints)
+  std::vector<std::string> resume_keys;               // keys of `config` a checkpoint must match
 };
 
-// Runs training; returns the results JSON (make_results("train", ...)).
-nlohmann::json train(const TrainConfig& cfg);
+// The schedule spec a run uses: "cosine" -> "cosine:t_max=<total_steps>", "warmup-cosine"
+// -> "warmup-cosine:warmup=<max(1, total/10)>,t_max=<total_steps>" (warmup 0 for a single
+// step), others unchanged.
+std::string resolve_schedule(const std::string& spec, int64_t total_steps);
+
+// Trains `model` in place; returns make_results("train", ...) with config.config as its config
+// (plus "resolved_schedule").
+nlohmann::json train_model(nn::Module& model, const Dataset& train_set, const Dataset& test_set,
+                           const TrainerConfig& config);
 
 }  // namespace oomlab

@@ -1,10 +1,12 @@
 // register_cpu.cpp — the CPU backend's registrar: fills every op family's kernel table
 // with its CPU kernels (each kernels/cpu/<family>_cpu.cpp defines
-// register_<family>_cpu_kernels()) and records the BLAS library in the provenance.
+// register_<family>_cpu_kernels()), records the BLAS library in the provenance and
+// lets thread budgets (engine/core/thread_budget.h) limit OpenBLAS's threads.
 #include <cblas.h>
 
 #include "engine/core/backend.h"
 #include "engine/core/dispatch.h"
+#include "engine/core/thread_budget.h"
 
 extern "C" char* openblas_get_config(void);
 
@@ -23,8 +25,12 @@ void register_transformer_cpu_kernels();
 void register_vision_cpu_kernels();
 
 namespace {
+void set_blas_threads(int n) { openblas_set_num_threads(n); }
+int get_blas_threads() { return openblas_get_num_threads(); }
+
 void register_cpu_kernels() {
   register_library_info("blas", openblas_get_config());   // starts with "OpenBLAS <version>"
+  register_blas_threads_hook(&set_blas_threads, &get_blas_threads);
   register_elementwise_cpu_kernels();
   register_copy_cpu_kernels();
   register_matmul_cpu_kernels();

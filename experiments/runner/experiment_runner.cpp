@@ -1,7 +1,7 @@
 // experiment_runner.cpp — runners for the experiments in experiments/ (one function per
 // question), the matrix expansion, and the verdicts computed from the measurements.
 // Every point starts from fresh allocators (reset inside summarize/estimate).
-#include "engine/train/experiment_runner.h"
+#include "experiments/runner/experiment_runner.h"
 
 #include <cmath>
 #include <filesystem>
@@ -10,10 +10,10 @@
 
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
-#include "engine/train/experiment_runner_internal.h"
-#include "engine/train/memory_report.h"
+#include "experiments/runner/experiment_runner_internal.h"
+#include "experiments/cli/memory_report.h"
 #include "engine/train/results.h"
-#include "engine/train/trainer.h"
+#include "experiments/cli/train_command.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -363,11 +363,11 @@ json run_03(const json& spec, const std::string& profile, json& points) {
   c.dataset = spec["dataset"];
   c.device = parse_device(spec.value("device", "cpu"));
   c.batch = t["batch"];
-  c.optimizer = t["optimizer"];
-  c.lr = t["lr"];
-  c.momentum = t["momentum"];
-  c.weight_decay = t["weight_decay"];
-  c.schedule = t["schedule"];
+  c.optimizer = t["optimizer"].get<std::string>();
+  c.lr = t["lr"].get<double>();
+  c.momentum = t["momentum"].get<double>();
+  c.weight_decay = t["weight_decay"].get<double>();
+  c.schedule = t["schedule"].get<std::string>();
   c.seed = t["seed"];
   c.epochs = spec["epochs"][profile];
   c.log_every = 100;

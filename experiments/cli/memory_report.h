@@ -1,7 +1,8 @@
 // memory_report.h — `oomlab summary` and `oomlab estimate` as library calls.
-// summarize_model: per leaf layer output shape, params, output bytes and the bytes it
-//   saves for backward (measured with saved-tensor hooks: each storage counted once, for
-//   the first layer that saves it; parameters excluded), on the meta device.
+// summarize_model: one row per leaf-module call (a module called twice per forward, like
+//   ResNet's shared relu, has two rows): output shape, params, output bytes and the bytes
+//   that call saves for backward (measured with saved-tensor hooks: each storage counted
+//   once, for the call that first saves it; parameters excluded), on the meta device.
 // estimate_memory: the source's formula (params*4*n + batch*outputs*4*2 + input,
 //   n = 2 SGD / 4 Adam) next to the exact meta-device peak of a steady-state training
 //   step (the second step: optimizer state exists), component by component.
@@ -17,7 +18,7 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
-#include "engine/train/model_arch.h"
+#include "experiments/cli/model_arch.h"
 
 namespace oomlab {
 
@@ -27,7 +28,7 @@ struct LayerRow {
   int64_t output_values = 0;     // per sample
   int64_t params = 0;
   int64_t output_bytes = 0;      // whole batch
-  int64_t saved_bytes = 0;       // whole batch, activations saved for backward
+  int64_t saved_bytes = 0;       // whole batch: storages this call saved first (each once)
   bool inplace = false;          // output shares its input's storage (relu_, flatten view)
 };
 

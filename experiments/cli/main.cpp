@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
-#include "engine/train/commands.h"
+#include "experiments/cli/commands.h"
 
 namespace {
 const char* kUsage =

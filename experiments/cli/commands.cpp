@@ -1,9 +1,9 @@
 // commands.cpp — flag parsing and console output of the oomlab subcommands; the work
-// itself lives in trainer.cpp, memory_report.cpp and experiment_runner.cpp.
+// itself lives in train_command.cpp, memory_report.cpp and runner/experiment_runner.cpp.
 // Output paths (--json, --memory-snapshot, --chrome-trace) are checked before any work.
 // On OutOfMemoryError the requested --memory-snapshot / --chrome-trace are still written
 // (they show the OOM), then the error propagates (exit 2); --json is never written then.
-#include "engine/train/commands.h"
+#include "experiments/cli/commands.h"
 
 #include <unistd.h>
 
@@ -16,11 +16,11 @@
 #include "engine/io/atomic_file.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
-#include "engine/train/cli_args.h"
-#include "engine/train/experiment_runner.h"
-#include "engine/train/memory_report.h"
+#include "experiments/cli/cli_args.h"
+#include "experiments/runner/experiment_runner.h"
+#include "experiments/cli/memory_report.h"
 #include "engine/train/results.h"
-#include "engine/train/trainer.h"
+#include "experiments/cli/train_command.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -273,12 +273,13 @@ int cmd_train(const std::vector<std::string>& args) {
   c.epochs = a.get_int("epochs", c.epochs);
   c.steps = a.get_int("steps", 0);
   OOMLAB_CHECK(!(a.has("epochs") && a.has("steps")), "give --epochs or --steps, not both");
-  c.optimizer = a.get("optimizer", c.optimizer);
-  c.lr = a.get_double("lr", c.optimizer == "sgd" ? 0.1 : 1e-3);
-  c.momentum = a.get_double("momentum", c.momentum);
-  c.weight_decay = a.get_double("weight-decay", c.weight_decay);
+  // Recipe flags not given keep the model family's defaults (recipes.h).
+  if (a.has("optimizer")) c.optimizer = a.get("optimizer", "");
+  if (a.has("lr")) c.lr = a.get_double("lr", 0.0);
+  if (a.has("momentum")) c.momentum = a.get_double("momentum", 0.0);
+  if (a.has("weight-decay")) c.weight_decay = a.get_double("weight-decay", 0.0);
   c.nesterov = a.flag("nesterov");
-  c.schedule = a.get("schedule", c.schedule);
+  if (a.has("schedule")) c.schedule = a.get("schedule", "");
   c.ema_decay = a.get_double("ema", 0.0);
   const int64_t seed = a.get_int("seed", 0);
   OOMLAB_CHECK(seed >= 0, "--seed must be >= 0 (got ", seed, ")");
@@ -294,7 +295,7 @@ int cmd_train(const std::vector<std::string>& args) {
   OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
   OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
   OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
-  OOMLAB_CHECK(c.lr > 0, "--lr must be > 0");
+  OOMLAB_CHECK(!c.lr || *c.lr > 0, "--lr must be > 0");
   OOMLAB_CHECK(c.ema_decay >= 0 && c.ema_decay < 1, "--ema must be in [0, 1)");
   // Validate the output path before hours of training, not after.
   if (auto path = a.get_opt("json")) check_output_path(*path);

@@ -1,5 +1,5 @@
 // cli_args.cpp — flag parsing and size/list parsing.
-#include "engine/train/cli_args.h"
+#include "experiments/cli/cli_args.h"
 
 #include <cerrno>
 #include <cmath>

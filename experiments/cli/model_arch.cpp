@@ -1,5 +1,5 @@
 // model_arch.cpp — validation, application and recording of architecture overrides.
-#include "engine/train/model_arch.h"
+#include "experiments/cli/model_arch.h"
 
 #include "engine/core/error.h"
 #include "models/model_zoo.h"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "engine/core/error.h"
-#include "engine/train/experiment_runner_internal.h"
-#include "engine/train/memory_report.h"
+#include "experiments/runner/experiment_runner_internal.h"
+#include "experiments/cli/memory_report.h"
 
 namespace oomlab {
 

@@ -13,7 +13,7 @@
 // mean and rstd (2 x 4 bytes per row, 16*s*b per layer), so measured = fp32 formula +
 // 16sb (bert-base, s=128, b=2: 16,519,168 vs 16,515,072 bytes). BERT is post-LN (the
 // LayerNorms see the residual sums; the paper's GPT is pre-LN): same byte counts.
-#include "engine/train/memory_report.h"
+#include "experiments/cli/memory_report.h"
 
 #include <cmath>
 #include <regex>
@@ -158,7 +158,13 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
   // Training forward with observers: per-layer outputs and saved storages.
   std::set<const void*> param_storages;
   for (const auto& [n, t] : b.model->named_parameters()) param_storages.insert(t.storage().get());
-  std::unordered_map<std::string, int64_t> saved_by_layer;
+  // Saved bytes per call: a storage is counted once, for the module call (the innermost
+  // MemoryContext frame) that first saves it. `pending` holds a frame's bytes since its
+  // last call ended; a leaf module's call takes them when its forward returns (leaf
+  // modules do not nest), so a module called twice (ResNet's shared relu, UNet's pool)
+  // gets one row per call with that call's bytes. What remains pending was saved by code
+  // in non-leaf modules. `by_frame` keeps every frame's total for the transformer rows.
+  std::unordered_map<std::string, int64_t> pending, by_frame;
   std::set<const void*> seen_storages;
   SavedTensorHooks hooks;
   hooks.pack = [&](const Tensor& t) -> std::shared_ptr<void> {
@@ -166,7 +172,9 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
     if (!param_storages.count(key) && seen_storages.insert(key).second) {
       std::string frame = MemoryContext::current();
       auto p = frame.rfind('/');
-      saved_by_layer[p == std::string::npos ? frame : frame.substr(0, p)] += int64_t(t.storage()->nbytes);
+      if (p != std::string::npos) frame.resize(p);
+      pending[frame] += int64_t(t.storage()->nbytes);
+      by_frame[frame] += int64_t(t.storage()->nbytes);
     }
     return std::make_shared<Tensor>(t);
   };
@@ -195,6 +203,10 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
       r.params = m.num_parameters();
       r.output_bytes = int64_t(out.nbytes());
       r.inplace = in.defined() && in.storage() == out.storage();
+      if (auto it = pending.find(r.name); it != pending.end()) {
+        r.saved_bytes = it->second;
+        pending.erase(it);
+      }
       rows.push_back(r);
     });
     SavedTensorHooksGuard guard(hooks);
@@ -204,21 +216,15 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
     s.training_forward_peak_bytes = al.stat("allocated_bytes.all.peak");
   }
   for (LayerRow& r : rows) {
-    r.saved_bytes = saved_by_layer.count(r.name) ? saved_by_layer[r.name] : 0;
     s.activation_values_per_sample += r.output_values;
     if (!r.inplace) s.distinct_activation_values_per_sample += r.output_values;
     s.saved_bytes += r.saved_bytes;
   }
-  {
-    std::set<std::string> row_names;
-    for (const LayerRow& r : rows) row_names.insert(r.name);
-    for (const auto& [frame, bytes] : saved_by_layer)
-      if (!row_names.count(frame)) s.nonleaf_saved_bytes += bytes;
-  }
+  for (const auto& [frame, bytes] : pending) s.nonleaf_saved_bytes += bytes;
   const int64_t heads = tlayers.empty() ? 0 : bert_shape(spec.model, b.cfg).heads;
   for (TransformerLayerRow& t : tlayers) {
     t.heads = heads;
-    for (const auto& [frame, bytes] : saved_by_layer)
+    for (const auto& [frame, bytes] : by_frame)
       if (frame == t.name || frame.rfind(t.name + ".", 0) == 0) t.saved_bytes += bytes;
     // s*b*h*(34 + 5as/h) = 34sbh + 5as^2b (and the fp32 variant 66sbh + 9as^2b).
     const int64_t sbh = t.seq * t.batch * t.hidden, as2b = t.heads * t.seq * t.seq * t.batch;

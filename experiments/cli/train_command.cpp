@@ -1,0 +1,149 @@
+// train_command.cpp — `oomlab train` as a library call (train_command.h): datasets and
+// model by name, the family recipe, device set-up, then the engine's train_model().
+#include "experiments/cli/train_command.h"
+
+#include "engine/core/dispatch.h"
+#include "engine/data/dataset.h"
+#include "engine/data/synthetic_seg.h"
+#include "engine/data/synthetic_seq.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory_export.h"
+#include "engine/train/trainer.h"
+#include "experiments/cli/recipes.h"
+#include "models/model_zoo.h"
+
+namespace oomlab {
+using json = nlohmann::json;
+
+namespace {
+struct Datasets { std::shared_ptr<Dataset> train, test; };
+
+// What each dataset feeds: fashion-mnist/synthetic image classification, synthetic-seq
+// token classification, synthetic-seg image segmentation. A model of another kind is a
+// usage error named up front (not a shape error deep in the first forward).
+void check_model_fits_dataset(const std::string& model, const std::string& dataset) {
+  const InputKind in = model_input_kind(model);   // also rejects unknown models
+  const TaskKind task = model_task_kind(model);
+  const char* want = nullptr;
+  if (in == InputKind::tokens) want = "synthetic-seq";
+  else if (task == TaskKind::segmentation) want = "synthetic-seg";
+  // Unknown dataset names pass here and are reported by make_datasets.
+  const bool ok = want ? dataset == want : dataset != "synthetic-seq" && dataset != "synthetic-seg";
+  OOMLAB_CHECK(ok, "--model ", model, " cannot train on --dataset ", dataset, ": ", model, " takes ",
+               in == InputKind::tokens ? "token ids" : "images", " for ",
+               task == TaskKind::segmentation ? "segmentation" : "classification", "; use --dataset ",
+               want ? want : "fashion-mnist or synthetic");
+}
+
+Datasets make_datasets(const TrainConfig& c) {
+  if (c.dataset == "fashion-mnist")
+    return {std::make_shared<FashionMnistDataset>(Split::train, c.data_dir),
+            std::make_shared<FashionMnistDataset>(Split::test, c.data_dir)};
+  int64_t test_size = std::max<int64_t>(c.synthetic_size / 4, c.batch);
+  std::shared_ptr<Dataset> all;
+  if (c.dataset == "synthetic-seq") {
+    SyntheticSeqOptions o;
+    o.size = c.synthetic_size + test_size;
+    o.max_len = c.seq_len;
+    o.min_len = c.seq_min_len;
+    o.long_prob = c.long_seq_prob;
+    o.long_len = c.long_seq_len;
+    o.seed = c.seed + 1;
+    all = std::make_shared<SyntheticSequenceDataset>(o);
+  } else {
+    OOMLAB_CHECK(c.dataset == "synthetic" || c.dataset == "synthetic-seg", "unknown dataset '", c.dataset,
+                 "' (fashion-mnist, synthetic, synthetic-seq, synthetic-seg)");
+    ModelConfig mc = default_model_config(c.model);
+    Shape in = c.input.empty() ? Shape{mc.in_channels, mc.height, mc.width} : c.input;
+    OOMLAB_CHECK_T(ShapeError, in.size() == 3, "--input must be C,H,W (got ", shape_str(in), ")");
+    if (c.dataset == "synthetic")
+      all = std::make_shared<SyntheticImageDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
+    else
+      all = std::make_shared<SyntheticSegmentationDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
+  }
+  return {std::make_shared<SubsetDataset>(all, 0, c.synthetic_size, all->name() + "[train]"),
+          std::make_shared<SubsetDataset>(all, c.synthetic_size, test_size, all->name() + "[test]")};
+}
+
+
+json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::string>& given) {
+  json j = {{"model", c.model}, {"dataset", c.dataset}, {"data_dir", c.data_dir}, {"input", c.input},
+            {"num_classes", c.num_classes}, {"synthetic_size", c.synthetic_size},
+            {"seq_len", c.seq_len}, {"seq_min_len", c.seq_min_len}, {"long_seq_len", c.long_seq_len},
+            {"long_seq_prob", c.long_seq_prob}, {"device", c.device.str()},
+            {"batch", c.batch}, {"epochs", c.epochs}, {"steps", c.steps}, {"optimizer", r.optimizer}, {"lr", r.lr},
+            {"momentum", r.momentum}, {"weight_decay", r.weight_decay}, {"nesterov", c.nesterov},
+            {"schedule", r.schedule}, {"ema_decay", c.ema_decay}, {"seed", c.seed},
+            {"device_memory", c.device_memory}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
+            {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
+            {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
+  j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
+  return j;
+}
+}  // namespace
+
+json train(const TrainConfig& c) {
+  check_model_fits_dataset(c.model, c.dataset);
+  c.arch.check_fits(c.model);
+  if (model_input_kind(c.model) == InputKind::tokens) {   // the position table is never enlarged silently
+    check_seq_fits(c.model, c.arch, c.seq_len, "--seq-len");
+    if (c.long_seq_prob > 0) check_seq_fits(c.model, c.arch, c.long_seq_len, "--long-seq-len");
+  }
+  std::vector<std::string> given;
+  const Recipe recipe = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay}, &given);
+  OOMLAB_CHECK(recipe.lr > 0, "--lr must be > 0");
+
+  reset_allocators();
+  // allocator_for(cuda) needs the backend's raw-memory factory, registered with its kernels.
+  ensure_kernels_registered();
+  allocator_for(c.device).set_capacity(c.device_memory);
+  if (c.record_history) {
+    allocator_for(c.device).record_history(true);
+    OpProfiler::enable(true);
+  }
+  Datasets data = make_datasets(c);
+  OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
+               data.train->name(), " training set (", data.train->size(), " samples)");
+
+  Shape in = data.train->sample_shape();
+  ModelConfig mc;
+  mc.num_classes = data.train->num_classes();
+  c.arch.apply(mc);
+  if (data.train->is_tokens()) {
+    mc.seq_len = c.seq_len;
+  } else {
+    mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
+  }
+  mc.device = c.device;
+  mc.seed = c.seed;
+  nn::ModulePtr model = build_model(c.model, mc);
+
+  TrainerConfig t;
+  t.device = c.device;
+  t.batch = c.batch;
+  t.epochs = c.epochs;
+  t.steps = c.steps;
+  t.optimizer = recipe.optimizer;
+  t.lr = recipe.lr;
+  t.momentum = recipe.momentum;
+  t.weight_decay = recipe.weight_decay;
+  t.nesterov = c.nesterov;
+  t.schedule = recipe.schedule;
+  t.ema_decay = c.ema_decay;
+  t.seed = c.seed;
+  t.save_dir = c.save_dir;
+  t.resume_dir = c.resume_dir;
+  t.save_every = c.save_every;
+  t.eval_batches = c.eval_batches;
+  t.log_every = c.log_every;
+  t.quiet = c.quiet;
+  t.config = config_json(c, recipe, given);
+  t.resume_keys = {"model", "dataset", "batch", "optimizer", "seed"};
+  const json arch = c.arch.to_json(c.model);
+  for (auto it = arch.begin(); it != arch.end(); ++it) t.resume_keys.push_back(it.key());
+  json results = train_model(*model, *data.train, *data.test, t);
+  if (c.record_history) OpProfiler::enable(false);
+  return results;
+}
+
+}  // namespace oomlab

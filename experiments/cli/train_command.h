@@ -1,0 +1,62 @@
+// train_command.h — `oomlab train` as a library call: resolves a model and datasets by
+// name, the model family's default recipe (recipes.h) and the device set-up, then runs the
+// engine's trainer (engine/train/trainer.h) on them.
+// Contracts:
+//  * Unset optimizer / lr / momentum / weight_decay / schedule take the model family's
+//    defaults; results `config` records the resolved values and the recipe they came from.
+//  * The device's allocators are reset, capped at device_memory (0 = unlimited) and, with
+//    record_history, record their trace and op spans (read them after train() returns).
+//  * A model that does not fit the dataset (tokens vs images, segmentation vs
+//    classification), a batch larger than the training set or a sequence longer than the
+//    position table is a ValueError naming both sides, before any work.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "engine/core/device.h"
+#include "engine/core/tensor.h"
+#include "experiments/cli/model_arch.h"
+
+namespace oomlab {
+
+struct TrainConfig {
+  std::string model = "resnet20";
+  std::string dataset = "fashion-mnist";   // fashion-mnist | synthetic | synthetic-seq | synthetic-seg
+  std::string data_dir;
+  Shape input;                             // synthetic / synthetic-seg: C,H,W (default: model's)
+  int64_t num_classes = 10;                // synthetic / synthetic-seg (synthetic-seq: always 2)
+  // synthetic-seq (token models): ModelConfig.seq_len and the longest regular sample;
+  // lengths are uniform in [seq_min_len (0: seq_len/2), seq_len]; with probability
+  // long_seq_prob a sample has length long_seq_len instead.
+  int64_t seq_len = 32, seq_min_len = 0, long_seq_len = 0;
+  double long_seq_prob = 0.0;
+  // bert-* / unet* architecture overrides; seq_len and long_seq_len (when used) must fit
+  // the position table (arch.max_positions, else the preset's 512): never enlarged silently.
+  ArchOverrides arch;
+  int64_t synthetic_size = 2048;
+  Device device = cpu_device();
+  int64_t batch = 128;
+  int64_t epochs = 1;
+  int64_t steps = 0;                       // > 0: stop after this many steps (overrides epochs)
+  // The recipe: unset = the model family's default (recipes.h).
+  std::optional<std::string> optimizer;
+  std::optional<double> lr, momentum, weight_decay;
+  std::optional<std::string> schedule;     // see engine/optim/lr_schedule.h and trainer.h
+  bool nesterov = false;
+  double ema_decay = 0.0;                  // 0 = off; e.g. 0.999
+  uint64_t seed = 0;
+  uint64_t device_memory = 0;              // emulated capacity; 0 = unlimited
+  std::string save_dir, resume_dir;
+  int64_t save_every = 0;                  // steps between checkpoints (0: only at the end)
+  int64_t eval_batches = -1;               // -1: full test set
+  int64_t log_every = 50;
+  bool quiet = false;
+  bool record_history = false;             // keep allocator trace + op spans for export
+};
+
+// Runs training; returns the results JSON (make_results("train", ...)).
+nlohmann::json train(const TrainConfig& cfg);
+
+}  // namespace oomlab
