@@ -112,9 +112,13 @@ TEST(Cli, EstimateWritesStrictJsonWithProvenance) {
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream f(out);
   nlohmann::json j = nlohmann::json::parse(f);
-  EXPECT_EQ(j["schema_version"], 1);
-  for (const char* k : {"git_sha", "build_type", "compiler", "blas", "host", "device", "date"})
+  EXPECT_EQ(j["schema_version"], 2);
+  for (const char* k : {"git_sha", "build_type", "compiler", "blas", "host", "device", "devices", "date"})
     EXPECT_TRUE(j["context"].contains(k)) << k;
+  EXPECT_EQ(j["context"]["devices"], nlohmann::json::parse(R"([{"device": "meta:0", "physical": "host"}])"));
+  // Schema 2: memory per logical device, plus totals (one device: the same figures).
+  ASSERT_TRUE(j["memory"]["devices"].contains("meta:0"));
+  EXPECT_EQ(j["memory"]["totals"], j["memory"]["devices"]["meta:0"]);
   EXPECT_GT(j["metrics"]["exact"]["peak_allocated_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(j["metrics"]["exact"]["optimizer_state_bytes"], 2 * j["metrics"]["exact"]["params_bytes"].get<int64_t>());
   fs::remove(out);

@@ -116,7 +116,10 @@ TEST(Trainer, LearnsSyntheticTaskAndWritesStrictJson) {
   EXPECT_GT(r["metrics"]["final_test_accuracy"].get<double>(), 0.8);
   EXPECT_GT(r["metrics"]["images_per_s"].get<double>(), 0.0);
   for (const char* k : {"schema_version", "context", "config", "metrics", "memory"}) EXPECT_TRUE(r.contains(k)) << k;
-  EXPECT_TRUE(r["memory"].contains("allocated_bytes.all.peak"));
+  EXPECT_TRUE(r["memory"]["devices"]["cpu:0"].contains("allocated_bytes.all.peak"));
+  EXPECT_EQ(r["memory"]["totals"]["allocated_bytes.all.peak"], r["memory"]["devices"]["cpu:0"]["allocated_bytes.all.peak"]);
+  EXPECT_EQ(r["config"]["device"], "cpu:0");
+  EXPECT_EQ(r["config"]["recipe"]["family"], "cnn");
   EXPECT_NO_THROW(check_json_finite(r));
 }
 

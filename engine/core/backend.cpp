@@ -55,6 +55,12 @@ DeviceProperties device_properties(const Device& device) {
   return {};
 }
 
+std::string physical_device(const Device& device) {
+  if (device.is_cpu() || device.is_meta()) return "host";
+  if (auto f = hooks_of(device.type).physical) return f(device.index);
+  return "unknown";
+}
+
 void set_backend_options(const BackendOptions& options) {
   for (int t = 0; t < kNumDeviceTypes; ++t)
     if (auto f = hooks_of(DeviceType(t)).set_options) f(options);

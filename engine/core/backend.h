@@ -35,6 +35,7 @@ struct BackendHooks {
   void (*synchronize)(int device_index) = nullptr;
   DeviceProperties (*properties)(int device_index) = nullptr;   // name, versions, numerics switches
   void (*set_options)(const BackendOptions& options) = nullptr;
+  std::string (*physical)(int device_index) = nullptr;   // the physical device a logical one runs on
 };
 
 void register_backend_hooks(DeviceType type, const BackendHooks& hooks);
@@ -44,6 +45,10 @@ void register_library_info(const std::string& key, const std::string& value);
 std::vector<std::pair<std::string, std::string>> library_info();
 void device_synchronize(const Device& device);
 DeviceProperties device_properties(const Device& device);
+// The physical device a logical device runs on, for results: "host" for cpu:N and meta:N
+// (meta:N emulates a device but runs on the host), the backend's answer for accelerators
+// (e.g. "cuda:0 NVIDIA H100 80GB HBM3"), "unknown" when the backend does not say.
+std::string physical_device(const Device& device);
 void set_backend_options(const BackendOptions& options);
 
 // "on"/"off"/"true"/"false"/"1"/"0" -> bool; ValueError naming `what` otherwise.

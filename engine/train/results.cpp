@@ -35,7 +35,8 @@ std::string utc_now() {
 }
 }  // namespace
 
-nlohmann::json results_context(const Device& device) {
+nlohmann::json results_context(const std::vector<Device>& devices) {
+  const Device device = devices.empty() ? cpu_device() : devices[0];
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   nlohmann::json j = {{"oomlab_version", "0.1.0"},
@@ -51,6 +52,9 @@ nlohmann::json results_context(const Device& device) {
           {"cuda_compiled", built_with_cuda()},
           {"date", utc_now()}};
   for (auto& [k, v] : library_info()) j[k] = v;   // "blas": "OpenBLAS <version> ..."
+  nlohmann::json map = nlohmann::json::array();
+  for (const Device& d : devices) map.push_back({{"device", d.str()}, {"physical", physical_device(d)}});
+  j["devices"] = std::move(map);
   // Accelerators: name, driver/library versions and the numerics switches in force.
   DeviceProperties props = device_properties(device);
   if (!props.empty()) {
@@ -68,14 +72,27 @@ nlohmann::json memory_stats_json(const Device& device) {
   return j;
 }
 
-nlohmann::json make_results(const std::string& command, const Device& device, nlohmann::json config,
+nlohmann::json memory_json(const std::vector<Device>& devices) {
+  nlohmann::json per = nlohmann::json::object(), totals = nlohmann::json::object();
+  for (const Device& d : devices) {
+    nlohmann::json st = memory_stats_json(d);
+    for (auto it = st.begin(); it != st.end(); ++it)
+      totals[it.key()] = totals.value(it.key(), int64_t(0)) + it.value().get<int64_t>();
+    per[d.str()] = std::move(st);
+  }
+  for (const Device& d : devices)   // one unlimited device makes the total unlimited (0)
+    if (per[d.str()]["capacity_bytes"].get<int64_t>() == 0) totals["capacity_bytes"] = 0;
+  return {{"devices", std::move(per)}, {"totals", std::move(totals)}};
+}
+
+nlohmann::json make_results(const std::string& command, const std::vector<Device>& devices, nlohmann::json config,
                             nlohmann::json metrics) {
   return {{"schema_version", kResultsSchemaVersion},
           {"command", command},
-          {"context", results_context(device)},
+          {"context", results_context(devices)},
           {"config", std::move(config)},
           {"metrics", std::move(metrics)},
-          {"memory", memory_stats_json(device)}};
+          {"memory", memory_json(devices)}};
 }
 
 nlohmann::json summarize_times(std::vector<double> s) {

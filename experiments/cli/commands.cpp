@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "engine/core/backend.h"
 #include "engine/core/error.h"
@@ -143,6 +144,24 @@ void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
 }
 }  // namespace
 
+const CommandFlags& command_flags(const std::string& command) {
+  static const std::map<std::string, CommandFlags> flags = {
+      {"summary", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "json"}), {}}},
+      {"estimate", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory",
+                                     "json", "memory-snapshot", "chrome-trace"}),
+                    {}}},
+      {"train", {with_arch_flags({"allow-tf32", "cudnn-benchmark", "cudnn-workspace-limit", "model", "dataset",
+                                  "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
+                                  "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
+                                  "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
+                                  "save-every", "resume", "eval-batches", "log-every", "json", "memory-snapshot",
+                                  "chrome-trace"}),
+                 {"nesterov", "quiet"}}}};
+  auto it = flags.find(command);
+  OOMLAB_CHECK(it != flags.end(), "unknown command '", command, "' (train, summary or estimate)");
+  return it->second;
+}
+
 int cmd_models(const std::vector<std::string>&) {
   for (const auto& m : model_names()) std::printf("%s\n", m.c_str());
   return 0;
@@ -154,7 +173,8 @@ int cmd_summary(const std::vector<std::string>& args) {
                 kArchUsage);
     return 0;
   }
-  CliArgs a(args, with_arch_flags({"model", "input", "seq-len", "classes", "batch", "json"}), {}, "summary");
+  const CommandFlags& f = command_flags("summary");
+  CliArgs a(args, f.valued, f.switches, "summary");
   ModelSpec spec = model_spec(a);
   if (auto path = a.get_opt("json")) check_output_path(*path);
   ModelSummary s = summarize_model(spec, a.get_int("batch", 1));
@@ -196,8 +216,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
     std::printf("  %s\n", kArchUsage);
     return 0;
   }
-  CliArgs a(args, with_arch_flags({"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory", "json",
-                                   "memory-snapshot", "chrome-trace"}), {}, "estimate");
+  const CommandFlags& f = command_flags("estimate");
+  CliArgs a(args, f.valued, f.switches, "estimate");
   ModelSpec spec = model_spec(a);
   OOMLAB_CHECK(a.has("batch"), "--batch is required");
   std::string opt = a.get("optimizer", "sgd");
@@ -245,12 +265,8 @@ int cmd_train(const std::vector<std::string>& args) {
     std::printf("  %s\n", kArchUsage);
     return 0;
   }
-  CliArgs a(args,
-            with_arch_flags({"allow-tf32", "cudnn-benchmark", "cudnn-workspace-limit", "model", "dataset", "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
-             "long-seq-prob", "long-seq-len", "device", "batch", "epochs",
-             "steps", "optimizer", "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory",
-             "save", "save-every", "resume", "eval-batches", "log-every", "json", "memory-snapshot", "chrome-trace"}),
-            {"nesterov", "quiet"}, "train");
+  const CommandFlags& f = command_flags("train");
+  CliArgs a(args, f.valued, f.switches, "train");
   TrainConfig c;
   c.model = a.get("model", c.model);
   c.dataset = a.get("dataset", c.dataset);
@@ -310,15 +326,21 @@ int cmd_train(const std::vector<std::string>& args) {
 
 int cmd_run(const std::vector<std::string>& args) {
   if (wants_help(args)) {
-    std::puts("oomlab run experiments/NN_name [--profile quick|full] [--out FILE]");
+    std::puts("oomlab run experiments/NN_name [--profile quick|full] [--out FILE] [--fresh] [--point-timeout SECONDS]");
     return 0;
   }
-  CliArgs a(args, {"profile", "out"}, {}, "run");
+  CliArgs a(args, {"profile", "out", "point-timeout"}, {"fresh"}, "run");
   OOMLAB_CHECK(a.positionals().size() == 1, "oomlab run: give exactly one experiment folder, e.g. "
                "oomlab run experiments/01_vgg16_memory");
-  std::string profile = a.get("profile", "quick");
-  OOMLAB_CHECK(profile == "quick" || profile == "full", "--profile must be quick or full (got '", profile, "')");
-  std::string out = run_experiment(a.positionals()[0], profile, a.get("out", ""));
+  RunOptions o;
+  o.profile = a.get("profile", "quick");
+  OOMLAB_CHECK(o.profile == "quick" || o.profile == "full", "--profile must be quick or full (got '", o.profile, "')");
+  o.out = a.get("out", "");
+  if (!o.out.empty()) check_output_path(o.out);
+  o.fresh = a.flag("fresh");
+  o.point_timeout_s = a.get_double("point-timeout", 0.0);
+  OOMLAB_CHECK(!a.has("point-timeout") || o.point_timeout_s > 0, "--point-timeout must be > 0");
+  const std::string out = run_experiment(a.positionals()[0], o);
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }

@@ -1,11 +1,30 @@
-// experiment_runner.h — `oomlab run experiments/NN_name`: reads experiment.json, runs
-// every point of the matrix with fresh allocators, and writes
-// reports/results/NN_name.json (schema in README.md) atomically.
+// experiment_runner.h — `oomlab run experiments/NN_name`: the generic matrix runner.
+// Reads experiment.json, validates it (matrix.h; the driver's extra keys), expands the
+// matrix for the profile and runs every point as a child process of the oomlab executable
+// with a timeout (child_process.h): fresh allocators per point, and a crash, abort, OOM or
+// timeout is that point's outcome. Progress (point i/N, elapsed, ETA) goes to stdout.
+// After each point the results so far go atomically to OUT.partial; a later run of the
+// same spec and profile resumes from it, skipping the points that finished ok or oom
+// (deterministic outcomes; errors, crashes and timeouts are run again) unless `fresh`.
+// At the end the experiment's driver (registry.h) computes the summary and verdict and
+// the results (schema in README.md) are written atomically to OUT, and OUT.partial removed.
+// If the driver cannot summarise (a point it needs failed), the partial file stays and a
+// ValueError names the failed points; no results file is written.
 #pragma once
 #include <string>
 
 namespace oomlab {
-// Returns the path written. profile: quick | full. out: "" -> reports/results/<name>.json
-// next to the experiments folder's parent.
-std::string run_experiment(const std::string& dir, const std::string& profile, const std::string& out);
+
+struct RunOptions {
+  std::string profile = "quick";   // quick | full
+  std::string out;                 // "": reports/results/<name>.json beside experiments/
+  std::string executable;          // the oomlab binary the points run; "": this process's
+  bool fresh = false;              // ignore OUT.partial
+  double point_timeout_s = 0;      // > 0 overrides the spec's timeout_s
+  bool quiet = false;              // no progress lines
+};
+
+// Returns the path written.
+std::string run_experiment(const std::string& dir, const RunOptions& options);
+
 }  // namespace oomlab

@@ -1,0 +1,108 @@
+// child_process.cpp — fork/exec with a timeout and an outcome (child_process.h).
+#include "experiments/runner/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "engine/core/error.h"
+
+namespace oomlab {
+namespace {
+// The last "oomlab: ..." error line of the log, else its last non-empty line.
+std::string error_line(const std::string& log_path) {
+  std::ifstream f(log_path);
+  std::string line, last, last_error;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    last = line;
+    if (line.rfind("oomlab: ", 0) == 0) last_error = line;
+  }
+  std::string m = last_error.empty() ? last : last_error;
+  if (m.size() > 600) m = m.substr(0, 600) + "...";
+  return m;
+}
+}  // namespace
+
+std::string self_executable() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  OOMLAB_CHECK_T(IoError, n > 0, "cannot resolve /proc/self/exe: ", std::strerror(errno));
+  return std::string(buf, size_t(n));
+}
+
+ChildOutcome run_child(const std::string& executable, const std::vector<std::string>& args, double timeout_s,
+                       const std::string& log_path) {
+  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  OOMLAB_CHECK_T(IoError, log >= 0, "cannot create ", log_path, ": ", std::strerror(errno));
+  std::vector<std::string> argv_s = {executable};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log);
+    throw IoError(str_cat("cannot start ", executable, ": fork failed: ", std::strerror(errno)));
+  }
+  if (pid == 0) {   // child: only async-signal-safe calls until exec
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::execv(executable.c_str(), argv.data());
+    const char msg[] = "oomlab: error: exec of the oomlab executable failed\n";
+    (void)!::write(2, msg, sizeof msg - 1);
+    ::_exit(127);
+  }
+  ::close(log);
+  ChildOutcome out;
+  int status = 0;
+  bool timed_out = false, term_sent = false;
+  auto term_at = std::chrono::steady_clock::time_point::max();
+  while (true) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (timeout_s > 0 && !term_sent && std::chrono::duration<double>(now - t0).count() > timeout_s) {
+      ::kill(pid, SIGTERM);
+      term_sent = timed_out = true;
+      term_at = now;
+    } else if (term_sent && now - term_at > std::chrono::seconds(5)) {
+      ::kill(pid, SIGKILL);
+      term_at = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (timed_out) {
+    out.status = "timeout";
+    out.message = str_cat("still running after ", timeout_s, " s (stopped)");
+    if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
+    if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    out.signal = WTERMSIG(status);
+    out.status = "crash";
+    out.message = str_cat("killed by signal ", out.signal, " (", ::strsignal(out.signal), ")");
+    const std::string last = error_line(log_path);
+    if (!last.empty()) out.message += "; last output: " + last;
+  } else {
+    out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (out.exit_code == 0) {
+      out.status = "ok";
+    } else {
+      out.message = error_line(log_path);
+      out.status = out.message.find("out of memory") != std::string::npos ? "oom" : "error";
+    }
+  }
+  return out;
+}
+
+}  // namespace oomlab

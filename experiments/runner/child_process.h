@@ -1,0 +1,31 @@
+// child_process.h — runs one matrix point as a child process (the oomlab executable) with
+// a timeout, so that each point starts with fresh allocators and a crash, an abort or an
+// out-of-memory of one point is that point's outcome, not the run's.
+// Contracts:
+//  * The child's stdout and stderr go to log_path; run_child never throws for anything the
+//    child does (only for failing to start it: IoError).
+//  * status: "ok" (exit 0), "oom" (exit 2 with "out of memory" in its error line), "error"
+//    (other non-zero exit), "crash" (killed by a signal it did not get from us), "timeout"
+//    (still running after timeout_s: SIGTERM, then SIGKILL 5 s later).
+//  * message: the child's "oomlab: error: ..." line, the signal, or the timeout.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace oomlab {
+
+struct ChildOutcome {
+  std::string status;          // ok | oom | error | crash | timeout
+  int exit_code = -1;          // when it exited
+  int signal = 0;              // when a signal ended it
+  double seconds = 0;
+  std::string message;
+};
+
+ChildOutcome run_child(const std::string& executable, const std::vector<std::string>& args, double timeout_s,
+                       const std::string& log_path);
+
+// The absolute path of the running executable (/proc/self/exe).
+std::string self_executable();
+
+}  // namespace oomlab

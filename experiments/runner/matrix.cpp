@@ -1,0 +1,180 @@
+// matrix.cpp — experiment matrix validation and expansion (matrix.h).
+#include "experiments/runner/matrix.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "engine/core/error.h"
+#include "experiments/cli/commands.h"
+
+namespace oomlab {
+using json = nlohmann::json;
+
+namespace {
+const char* const kProfiles[] = {"quick", "full"};
+
+bool is_profile_map(const json& v) {
+  if (!v.is_object() || v.empty()) return false;
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (std::find(std::begin(kProfiles), std::end(kProfiles), it.key()) == std::end(kProfiles)) return false;
+  return true;
+}
+
+void check_keys(const json& obj, const std::vector<std::string>& allowed, const std::string& what) {
+  OOMLAB_CHECK(obj.is_object(), what, " must be an object");
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    OOMLAB_CHECK(std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end(), what, ": unknown key \"",
+                 it.key(), "\" (allowed: ", [&] {
+                   std::string s;
+                   for (const auto& k : allowed) s += (s.empty() ? "" : ", ") + k;
+                   return s;
+                 }(), ")");
+}
+
+// A flag value as command-line text ("" for a switch given as true).
+std::string flag_text(const json& v, const std::string& what) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) {
+    OOMLAB_CHECK(v.get<bool>(), what, ": a switch is given as true (leave it out for false)");
+    return "";
+  }
+  if (v.is_number_integer()) return v.dump();
+  if (v.is_number_float()) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
+    return buf;
+  }
+  if (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number_integer(); })) {
+    std::string s;
+    for (const auto& e : v) s += (s.empty() ? "" : ",") + e.dump();
+    return s;   // "3,224,224"
+  }
+  throw ValueError(str_cat(what, ": a flag value must be a string, number, true or a list of integers (got ",
+                           v.dump(), ")"));
+}
+
+std::string label_of(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+}  // namespace
+
+std::vector<std::string> PointSpec::args() const {
+  std::vector<std::string> a = {command};
+  for (const auto& [k, v] : flags) {
+    a.push_back("--" + k);
+    if (!v.empty() || !command_flags(command).switches.count(k)) a.push_back(v);
+  }
+  return a;
+}
+
+const std::vector<std::string>& runner_spec_keys() {
+  static const std::vector<std::string> keys = {"name", "title", "claim", "source", "device", "matrix", "timeout_s",
+                                                "notes"};
+  return keys;
+}
+
+const json& for_profile(const json& value, const std::string& profile, const std::string& what) {
+  if (!is_profile_map(value)) return value;
+  OOMLAB_CHECK(value.contains(profile), what, ": no value for profile '", profile, "'");
+  return value[profile];
+}
+
+std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profile,
+                                     const std::vector<std::string>& driver_keys, const std::string& where) {
+  std::vector<std::string> top = runner_spec_keys();
+  top.insert(top.end(), driver_keys.begin(), driver_keys.end());
+  check_keys(spec, top, where);
+  OOMLAB_CHECK(spec.contains("matrix"), where, ": missing \"matrix\"");
+  const json blocks = spec["matrix"].is_array() ? spec["matrix"] : json::array({spec["matrix"]});
+  OOMLAB_CHECK(!blocks.empty(), where, ": \"matrix\" is empty");
+  const std::string device = spec.value("device", std::string("cpu"));
+  std::vector<PointSpec> points;
+  std::set<std::string> names;
+  for (size_t bi = 0; bi < blocks.size(); ++bi) {
+    const json& b = blocks[bi];
+    const std::string bwhere = str_cat(where, ": matrix[", bi, "]");
+    check_keys(b, {"name", "command", "options", "axes"}, bwhere);
+    OOMLAB_CHECK(b.contains("command") && b["command"].is_string(), bwhere, ": missing \"command\"");
+    const std::string command = b["command"];
+    const CommandFlags& cf = command_flags(command);
+    auto check_flag = [&](const std::string& flag, const std::string& what) {
+      OOMLAB_CHECK(flag != "json", what, ": --json is the runner's");
+      OOMLAB_CHECK(cf.valued.count(flag) || cf.switches.count(flag), what, ": '", command, "' has no flag --", flag);
+    };
+    // Fixed options.
+    std::vector<std::pair<std::string, json>> fixed;
+    if (b.contains("options")) {
+      OOMLAB_CHECK(b["options"].is_object(), bwhere, ".options must be an object");
+      for (auto it = b["options"].begin(); it != b["options"].end(); ++it) {
+        const std::string what = bwhere + ".options." + it.key();
+        check_flag(it.key(), what);
+        fixed.emplace_back(it.key(), for_profile(it.value(), profile, what));
+      }
+    }
+    // Axes: a list of (name, values for this profile).
+    std::vector<std::pair<std::string, std::vector<json>>> axes;
+    if (b.contains("axes")) {
+      OOMLAB_CHECK(b["axes"].is_array(), bwhere, ".axes must be a list of {\"name\", \"values\"}");
+      for (size_t ai = 0; ai < b["axes"].size(); ++ai) {
+        const json& ax = b["axes"][ai];
+        const std::string awhere = str_cat(bwhere, ".axes[", ai, "]");
+        check_keys(ax, {"name", "values"}, awhere);
+        OOMLAB_CHECK(ax.contains("name") && ax["name"].is_string() && ax.contains("values"), awhere,
+                     " needs \"name\" and \"values\"");
+        const json& vals = for_profile(ax["values"], profile, awhere + ".values");
+        OOMLAB_CHECK(vals.is_array() && !vals.empty(), awhere, ".values must be a non-empty list");
+        for (const json& v : vals) {
+          if (v.is_object()) {
+            for (auto it = v.begin(); it != v.end(); ++it)
+              if (it.key() != "label") check_flag(it.key(), awhere + " value " + v.dump());
+          } else {
+            check_flag(ax["name"].get<std::string>(), awhere);
+          }
+        }
+        axes.emplace_back(ax["name"].get<std::string>(), vals.get<std::vector<json>>());
+      }
+    }
+    // The product, first axis slowest.
+    std::vector<size_t> idx(axes.size(), 0);
+    while (true) {
+      PointSpec p;
+      p.command = command;
+      std::vector<std::pair<std::string, json>> flags = fixed;
+      std::string name = b.value("name", command);
+      for (size_t a = 0; a < axes.size(); ++a) {
+        const json& v = axes[a].second[idx[a]];
+        p.axes[axes[a].first] = v.is_object() && v.contains("label") ? v["label"] : v;
+        if (v.is_object()) {
+          for (auto it = v.begin(); it != v.end(); ++it)
+            if (it.key() != "label") flags.emplace_back(it.key(), it.value());
+          name += " " + (v.contains("label") ? label_of(v["label"]) : label_of(v));
+        } else {
+          flags.emplace_back(axes[a].first, v);
+          name += " " + axes[a].first + "=" + label_of(v);
+        }
+      }
+      if (cf.valued.count("device") &&
+          std::none_of(flags.begin(), flags.end(), [](const auto& f) { return f.first == "device"; }))
+        flags.emplace_back("device", device);
+      std::set<std::string> seen;
+      for (const auto& [k, v] : flags) {
+        OOMLAB_CHECK(seen.insert(k).second, bwhere, ": point '", name, "' sets --", k, " twice");
+        p.flags.emplace_back(k, flag_text(v, bwhere + " --" + k));
+        p.options[k] = v;
+      }
+      p.name = name;
+      OOMLAB_CHECK(names.insert(p.name).second, bwhere, ": two points are named '", p.name,
+                   "' (give the blocks distinct \"name\"s)");
+      points.push_back(std::move(p));
+      size_t a = axes.size();
+      while (a > 0 && ++idx[a - 1] == axes[a - 1].second.size()) idx[--a] = 0;
+      if (a == 0) break;
+    }
+  }
+  return points;
+}
+
+}  // namespace oomlab
