@@ -2,10 +2,13 @@
 """Validate oomlab results files (reports/results/*.json) against the results schema.
 
 Every file must be strict JSON (no NaN/Infinity tokens, no overflowing numbers, no
-duplicate keys) with schema_version 1, an `experiment` equal to the file's stem, the
-provenance `context`, `config` (with the profile), `source`, `points`, `summary` and a
-`verdict`; experiments with a known layout (01_vgg16_memory, 02_memory_vs_batch) get
-their summary/metrics checked too. Standard library only: usable with any python3.
+duplicate keys) with schema_version 2, an `experiment` equal to the file's stem, the
+provenance `context` (with `devices`: logical -> physical), `config` (with the profile),
+`source`, `points`, `summary`, a `verdict` and the `runner` counts. Each point is a
+matrix point: `name`, `command`, `args`, `outcome` (status ok|oom|error|crash|timeout),
+`config`, `metrics`, and `memory` ({} or {"devices": {name: stats}, "totals": stats});
+experiments with a known layout (01_vgg16_memory, 02_memory_vs_batch) get their
+summary checked too. Standard library only: usable with any python3.
 Also imported by make_report.py (load_results, validate, ResultsError).
 Usage: check_results.py [FILE_OR_DIR ...]   (default: reports/results). Exit 1 on error.
 """
@@ -15,11 +18,12 @@ import math
 import sys
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CONTEXT_KEYS = ("git_sha", "build_type", "compiler", "blas", "host", "device", "date",
                 "oomlab_version")
 TOP_KEYS = ("schema_version", "experiment", "context", "config", "source", "points",
-            "summary", "verdict")
+            "summary", "verdict", "runner")
+OUTCOMES = ("ok", "oom", "error", "crash", "timeout")
 VERDICTS = ("confirmed", "refuted", "depends")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,6 +113,11 @@ def validate(doc, stem=None):
         for key in CONTEXT_KEYS:
             err.need(isinstance(ctx.get(key), str) and ctx.get(key) != "",
                      f"context.{key} missing or not a non-empty string")
+        devs = ctx.get("devices")
+        err.need(isinstance(devs, list) and devs and
+                 all(isinstance(d, dict) and isinstance(d.get("device"), str) and
+                     isinstance(d.get("physical"), str) for d in devs),
+                 "context.devices must be a non-empty list of {device, physical}")
     cfg = doc["config"]
     if err.need(isinstance(cfg, dict), "config is not an object"):
         err.need(isinstance(cfg.get("profile"), str), "config.profile missing")
@@ -133,17 +142,40 @@ def validate(doc, stem=None):
             if err.need(isinstance(pname, str) and pname, f"{where}.name missing"):
                 err.need(pname not in names, f"{where}.name {pname!r} is not unique")
                 names.add(pname)
-            for key in ("config", "metrics", "memory"):
+            for key in ("config", "metrics", "memory", "outcome"):
                 if not err.need(isinstance(p.get(key), dict),
                                 f"{where}.{key} missing or not an object"):
                     structured = False
+            err.need(isinstance(p.get("command"), str) and p.get("command"), f"{where}.command missing")
+            err.need(isinstance(p.get("args"), list) and all(isinstance(a, str) for a in p.get("args", [0])),
+                     f"{where}.args must be a list of strings")
+            outcome = p.get("outcome")
+            if isinstance(outcome, dict):
+                err.need(outcome.get("status") in OUTCOMES,
+                         f"{where}.outcome.status {outcome.get('status')!r} not one of {list(OUTCOMES)}")
+                err.need(is_num(outcome.get("seconds")) and outcome["seconds"] >= 0,
+                         f"{where}.outcome.seconds missing or negative")
             mem = p.get("memory")
-            if isinstance(mem, dict):
-                bad = [k for k, v in mem.items() if not (is_num(v) or v is None)]
-                err.need(not bad, f"{where}.memory values must be numbers (or null): {bad[:5]}")
+            if isinstance(mem, dict) and mem:
+                _validate_memory(mem, where, err)
     if structured and name in EXPERIMENT_VALIDATORS:
         EXPERIMENT_VALIDATORS[name](doc, err)
     return err
+
+
+def _validate_memory(mem, where, err):
+    """Schema 2 memory: {"devices": {name: stats}, "totals": stats}, stats numeric."""
+    devices, totals = mem.get("devices"), mem.get("totals")
+    if not err.need(isinstance(devices, dict) and devices and isinstance(totals, dict),
+                    f"{where}.memory must hold devices (non-empty) and totals"):
+        return
+    for name, stats in list(devices.items()) + [("totals", totals)]:
+        ok = isinstance(stats, dict) and all(is_num(v) for v in stats.values())
+        err.need(ok, f"{where}.memory {name}: stats must be numbers")
+    for key in ("allocated_bytes.all.peak", "allocated_bytes.all.current"):
+        if all(isinstance(s, dict) and is_num(s.get(key)) for s in devices.values()) and is_num(totals.get(key)):
+            err.need(totals[key] == sum(s[key] for s in devices.values()),
+                     f"{where}.memory.totals.{key} is not the sum over the devices")
 
 
 # ---- per-experiment layouts -----------------------------------------------------------------
@@ -194,9 +226,13 @@ FIT_KEYS_02 = ("model", "optimizer", "static_bytes", "per_sample_bytes", "formul
 
 def _validate_02(doc, err):
     seen = set()
-    for i, p in enumerate(doc["points"]):
-        where = f"points[{i}].metrics"
-        m = p["metrics"]
+    rows = doc["summary"].get("rows")
+    if not err.need(isinstance(rows, list) and rows, "summary.rows missing or empty"):
+        return
+    for i, m in enumerate(rows):
+        where = f"summary.rows[{i}]"
+        if not err.need(isinstance(m, dict), f"{where} is not an object"):
+            continue
         missing = [k for k in METRICS_02 if k not in m]
         if not err.need(not missing, f"{where} missing {missing}"):
             continue

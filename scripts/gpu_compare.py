@@ -33,7 +33,9 @@ def median_s(doc):
 
 
 def peak(doc):
-    return (doc or {}).get("memory", {}).get("allocated_bytes.all.peak")
+    """allocated_bytes.all.peak: results schema 2 keeps it under memory.totals."""
+    mem = (doc or {}).get("memory", {})
+    return mem.get("totals", mem).get("allocated_bytes.all.peak")
 
 
 PEAK_NOTE = ("PyTorch's max_memory_allocated includes the cuBLAS workspace it hands cuBLAS from its "

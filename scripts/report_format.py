@@ -132,15 +132,29 @@ def render_mapping(d, depth=0):
     return "\n".join(out) + "\n"
 
 
+def _flat_metrics(metrics):
+    """Scalar metrics, one level of nested objects flattened as parent.key."""
+    out = {}
+    for k, v in metrics.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{kk}": vv for kk, vv in v.items() if not isinstance(vv, (dict, list))})
+        elif not isinstance(v, list):
+            out[k] = v
+    return out
+
+
 def points_table(doc):
+    """One row per matrix point: outcome, seconds, scalar metrics, memory totals (schema 2)."""
     points = doc["points"]
-    metric_cols = list(dict.fromkeys(k for p in points for k, v in p["metrics"].items()
-                                     if not isinstance(v, (dict, list))))
+    flat = [_flat_metrics(p["metrics"]) for p in points]
+    metric_cols = list(dict.fromkeys(k for f in flat for k in f))
+    totals = [p["memory"].get("totals", {}) for p in points]
     mem_cols = [k for k in ("allocated_bytes.all.peak", "reserved_bytes.all.peak")
-                if any(k in p["memory"] for p in points)]
-    rows = [[p["name"]] + [fmt_num(p["metrics"].get(c), c) for c in metric_cols] +
-            [fmt_bytes(p["memory"].get(c)) for c in mem_cols] for p in points]
-    return md_table(["point"] + metric_cols + mem_cols, rows)
+                if any(k in t for t in totals)]
+    rows = [[p["name"], p["outcome"]["status"], f"{p['outcome'].get('seconds', 0):.1f}"] +
+            [fmt_num(f.get(c), c) for c in metric_cols] + [fmt_bytes(t.get(c)) for c in mem_cols]
+            for p, f, t in zip(points, flat, totals)]
+    return md_table(["point", "outcome", "s"] + metric_cols + mem_cols, rows)
 
 
 def render_generic(doc, out_dir):

@@ -113,8 +113,7 @@ def render_01(doc, out_dir):
 
 def _series_02(doc):
     series = {}
-    for p in doc["points"]:
-        m = p["metrics"]
+    for m in doc["summary"]["rows"]:
         series.setdefault(m["model"], {}).setdefault(m["optimizer"], []).append(m)
     for by_opt in series.values():
         for pts in by_opt.values():
@@ -270,8 +269,8 @@ def render_03(doc, out_dir):
 
 def plot_04(doc, path):
     by_model = {}
-    for p in doc["points"]:
-        by_model.setdefault(p["config"]["model"], []).append(p["metrics"])
+    for m in doc["summary"]["rows"]:
+        by_model.setdefault(m["model"], []).append(m)
     fig, axes = plt.subplots(1, len(by_model), figsize=(5.2 * len(by_model), 4.2), squeeze=False)
     for ax, (model, ms) in zip(axes[0], by_model.items()):
         ms.sort(key=lambda m: m["seq"])
@@ -305,14 +304,13 @@ def render_04(doc, out_dir):
              "Measured on the meta device with saved-tensor hooks (each storage counted once); "
              "every encoder layer of a model saves the same bytes.\n"]
     rows = []
-    pts = [p["metrics"] for p in doc["points"]]
+    pts = doc["summary"]["rows"]
 
     def pct(m, key):
         return f"{100 * m[key]:.1f}%" if is_num(m.get(key)) else "n/a"
-    for p in doc["points"]:
-        m = p["metrics"]
+    for m in pts:
         core = m.get("attention_core_saved_bytes")
-        rows.append([p["config"]["model"], m["seq"], m["batch"], fmt_bytes(m["saved_bytes_per_layer"]),
+        rows.append([m["model"], m["seq"], m["batch"], fmt_bytes(m["saved_bytes_per_layer"]),
                      fmt_bytes(m["korthikanti_fp32_bytes"]), f"{m['measured_over_fp32_formula']:.4f}",
                      fmt_bytes(m["korthikanti_fp16_bytes"]), f"{m['measured_over_fp16_formula']:.2f}×",
                      fmt_bytes(core) if is_num(core) else "n/a", pct(m, "seq_squared_share"),

@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 IMAGE_MODELS = {  # name -> (torchvision constructor, default input C,H,W)
     "vgg11": ("vgg11", (3, 224, 224)), "vgg11_bn": ("vgg11_bn", (3, 224, 224)),
     "vgg16": ("vgg16", (3, 224, 224)), "vgg16_bn": ("vgg16_bn", (3, 224, 224)),
@@ -235,6 +235,8 @@ def run(a):
               "cudnn_benchmark": a.cudnn_benchmark, "mode": a.mode, "seed": a.seed, **shape_cfg}
     params = sum(t.numel() for t in model.parameters())
     metrics["parameters"] = params
+    # oomlab's results schema 2: memory per device plus totals (one device here).
+    memory = {"devices": {str(dev): memory}, "totals": dict(memory)} if memory else {}
     return {"schema_version": SCHEMA_VERSION, "command": "torch_reference", "context": context,
             "config": config, "metrics": metrics, "memory": memory}
 
@@ -269,7 +271,7 @@ def main(argv):
     if "error" in m:
         print(f"torch_reference: {a.model} {a.mode}: {m['error']}")
     else:
-        peak = doc["memory"].get("allocated_bytes.all.peak")
+        peak = doc["memory"].get("totals", {}).get("allocated_bytes.all.peak")
         print(f"torch_reference: {a.model} batch {a.batch} {a.mode} tf32={a.allow_tf32}: step "
               f"{m['step_time_s']['median'] * 1e3:.2f} ms (p10 {m['step_time_s']['p10'] * 1e3:.2f}, "
               f"p90 {m['step_time_s']['p90'] * 1e3:.2f}), peak allocated "

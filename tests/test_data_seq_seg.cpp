@@ -34,11 +34,6 @@ SyntheticSeqOptions seq_opts(int64_t size, int64_t max_len, uint64_t seed) {
   return o;
 }
 
-bool has_model(const std::string& name) {
-  auto n = model_names();
-  return std::find(n.begin(), n.end(), name) != n.end();
-}
-
 double mean_of(const std::vector<double>& v, size_t begin, size_t end) {
   double s = 0;
   for (size_t i = begin; i < end; ++i) s += v[i];
@@ -285,7 +280,6 @@ struct SingleThreaded {
 };
 
 TEST(SeqSegTrainer, BertTinyLearnsSyntheticSeq) {
-  if (!has_model("bert-tiny")) GTEST_SKIP() << "bert-tiny is not in the model zoo yet";
   SingleThreaded one_thread;
   TrainConfig c;
   c.model = "bert-tiny";
@@ -314,7 +308,6 @@ TEST(SeqSegTrainer, BertTinyLearnsSyntheticSeq) {
 // Issue 4's bar: bert-mini learns the order-dependent task to >= 95% held-out accuracy
 // on CPU within a few minutes (about 20 s single-threaded here: 80 steps of batch 32).
 TEST(SeqSegTrainer, BertMiniReaches95PercentOnSyntheticSeq) {
-  if (!has_model("bert-mini")) GTEST_SKIP() << "bert-mini is not in the model zoo yet";
   SingleThreaded one_thread;
   TrainConfig c;
   c.model = "bert-mini";
@@ -338,7 +331,6 @@ TEST(SeqSegTrainer, BertMiniReaches95PercentOnSyntheticSeq) {
 // A meaningful IoU: predicting background everywhere scores mean IoU < 0.25 on four
 // classes; a learnt UNet separates the shapes (about 0.95 after 60 steps here).
 TEST(SeqSegTrainer, UnetSmallLearnsSyntheticSeg) {
-  if (!has_model("unet-small")) GTEST_SKIP() << "unet-small is not in the model zoo yet";
   SingleThreaded one_thread;
   TrainConfig c;
   c.model = "unet-small";
@@ -366,7 +358,6 @@ TEST(SeqSegTrainer, UnetSmallLearnsSyntheticSeg) {
 }
 
 TEST(SeqSegSummary, KorthikantiRowsForBertTiny) {
-  if (!has_model("bert-tiny")) GTEST_SKIP() << "bert-tiny is not in the model zoo yet";
   std::string dir = (fs::temp_directory_path() / "oomlab_seqseg_XXXXXX").string();
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   const std::string json_path = dir + "/summary.json";

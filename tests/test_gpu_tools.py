@@ -60,10 +60,11 @@ class TraceBreakdown(unittest.TestCase):
 
 
 def torch_doc(step_s, peak):
-    return {"schema_version": 1, "command": "torch_reference", "context": {"framework": "pytorch"},
+    return {"schema_version": 2, "command": "torch_reference", "context": {"framework": "pytorch"},
             "config": {}, "metrics": {"step_time_s": {"median": step_s, "p10": step_s, "p90": step_s,
                                                       "mean": step_s, "count": 3}},
-            "memory": {"allocated_bytes.all.peak": peak}}
+            "memory": {"devices": {"cuda:0": {"allocated_bytes.all.peak": peak}},
+                       "totals": {"allocated_bytes.all.peak": peak}}}
 
 
 @unittest.skipUnless(OOMLAB.exists(), f"{OOMLAB} not built")
@@ -73,7 +74,7 @@ class GpuCompare(unittest.TestCase):
             ours, _ = oomlab_meta_run(tmp, "mlp", ("--dataset", "synthetic"))
             doc = json.loads(ours.read_text())
             step = doc["metrics"]["step_time_s"]["median"]
-            peak = doc["memory"]["allocated_bytes.all.peak"]
+            peak = doc["memory"]["totals"]["allocated_bytes.all.peak"]
             self.assertGreater(step, 0)
             self.assertGreater(peak, 0)
             res = Path(tmp) / "results"

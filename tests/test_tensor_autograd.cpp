@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
@@ -26,11 +29,79 @@ TEST(Tensor, FactoriesAndViews) {
   EXPECT_EQ(t.to(DType::bf16).to(DType::f64).to_vector(), t.to_vector());
 }
 
-TEST(Tensor, HalfConversionRoundTrip) {
-  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.96e-08f, 1e-3f})
-    EXPECT_FLOAT_EQ(half_to_float(float_to_half(f)), half_to_float(float_to_half(half_to_float(float_to_half(f)))));
-  EXPECT_EQ(half_to_float(float_to_half(1e6f)), INFINITY);
-  EXPECT_FLOAT_EQ(half_to_float(float_to_half(0.1f)), 0.0999755859375f);
+namespace {
+float from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+uint32_t bits_of(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+}  // namespace
+
+// float16: exact encodings (IEEE 754 binary16) of normals, ties to even, the subnormal
+// range and its rounding, overflow, signed zero, infinities and NaN; every one of the 65536
+// half values decodes exactly and encodes back to itself.
+TEST(Tensor, HalfConversionEncodesIeeeBinary16) {
+  const std::pair<float, uint16_t> cases[] = {
+      {0.0f, 0x0000}, {-0.0f, 0x8000}, {1.0f, 0x3C00}, {-2.5f, 0xC100}, {0.1f, 0x2E66},
+      {65504.0f, 0x7BFF},                                  // largest finite
+      {65519.996f, 0x7BFF}, {65520.0f, 0x7C00},             // halfway to 65536 rounds to even: inf
+      {1e6f, 0x7C00}, {-1e6f, 0xFC00}, {INFINITY, 0x7C00}, {-INFINITY, 0xFC00},
+      {0x1p-14f, 0x0400},                                  // smallest normal
+      {0x3FFp-24f, 0x03FF}, {0x1p-24f, 0x0001},            // largest / smallest subnormal
+      {0x1p-25f, 0x0000},                                  // halfway between 0 and 2^-24: to even (0)
+      {0x1.8p-25f, 0x0001},                                // above halfway
+      {0x3p-25f, 0x0002},                                  // 1.5 ulp: halfway between 1 and 2, to even (2)
+      {0x5p-25f, 0x0002},                                  // 2.5 ulp: to even (2)
+      {1.0f + 0x1p-11f, 0x3C00},                           // halfway, even mantissa below: down
+      {1.0f + 0x3p-11f, 0x3C02},                           // halfway, odd mantissa below: up
+      {1.0f + 0x1.8p-11f, 0x3C01},                         // above halfway: up
+      {0x1p-30f, 0x0000}, {-0x1p-30f, 0x8000}};            // underflow keeps the sign
+  for (const auto& [f, h] : cases) {
+    EXPECT_EQ(float_to_half(f), h) << f;
+  }
+  const uint16_t nan = float_to_half(NAN);
+  EXPECT_EQ(nan & 0x7C00, 0x7C00);
+  EXPECT_NE(nan & 0x03FF, 0);
+  EXPECT_TRUE(std::isnan(half_to_float(nan)));
+  EXPECT_EQ(half_to_float(0x0001), 0x1p-24f);   // subnormals decode exactly
+  EXPECT_EQ(half_to_float(0x03FF), 0x3FFp-24f);
+  EXPECT_EQ(bits_of(half_to_float(0x8000)), 0x80000000u);
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = half_to_float(uint16_t(h));
+    if ((h & 0x7C00) == 0x7C00 && (h & 0x03FF)) {
+      ASSERT_TRUE(std::isnan(f)) << h;
+      ASSERT_EQ(float_to_half(f) & 0x7C00, 0x7C00);
+      continue;
+    }
+    ASSERT_EQ(float_to_half(f), h) << "half 0x" << std::hex << h;
+  }
+}
+
+// bfloat16: the upper 16 bits of a float, rounded to nearest even; subnormals (including
+// float subnormals, handled on the bits) and every one of the 65536 values round-trip.
+TEST(Tensor, BFloat16ConversionRoundsToNearestEven) {
+  const std::pair<float, uint16_t> cases[] = {
+      {1.0f, 0x3F80}, {-2.0f, 0xC000}, {0.1f, 0x3DCD},
+      {1.0f + 0x1p-8f, 0x3F80},                              // halfway, even below: down
+      {1.0f + 0x3p-8f, 0x3F82},                              // halfway, odd below: up
+      {1.0f + 0x1.8p-8f, 0x3F81},                            // above halfway: up
+      {from_bits(0x7F7FFFFFu), 0x7F80},                     // FLT_MAX rounds up to inf
+      {from_bits(0x7F7F7FFFu), 0x7F7F},                     // just below halfway: largest finite
+      {INFINITY, 0x7F80}, {-INFINITY, 0xFF80}, {-0.0f, 0x8000},
+      {from_bits(0x00080000u), 0x0008},                     // a float subnormal (2^-130)
+      {from_bits(0x00008000u), 0x0000},                     // halfway to the smallest bf16: to even
+      {from_bits(0x00018000u), 0x0002}};                    // 1.5 units: to even (2)
+  for (const auto& [f, b] : cases) {
+    EXPECT_EQ(float_to_bf16(f), b) << "float bits 0x" << std::hex << bits_of(f);
+  }
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(from_bits(0x7F800001u)))));   // a NaN that truncation would make inf
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float f = bf16_to_float(uint16_t(b));
+    if ((b & 0x7F80) == 0x7F80 && (b & 0x007F)) continue;   // NaN payloads: checked above
+    ASSERT_EQ(float_to_bf16(f), b) << "bf16 0x" << std::hex << b;
+  }
+  // Through tensors (the copy kernels use the same conversions).
+  Tensor t = Tensor::from_vector({1.0 + 0x1p-8, 1.0 + 0x3p-8, 65520.0}, {3}, DType::f32);
+  EXPECT_EQ(t.to(DType::bf16).to(DType::f64).to_vector(), (std::vector<double>{1.0, 1.0 + 0x1p-6, 65536.0}));
+  EXPECT_EQ(t.to(DType::f16).to(DType::f64).to_vector(), (std::vector<double>{1.0 + 0x1p-8, 1.0 + 0x3p-8, INFINITY}));
 }
 
 TEST(Autograd, ChainAndAccumulate) {

@@ -1,4 +1,4 @@
-// grad_mode.h — thread-local grad mode (torch.no_grad / enable_grad equivalents).
+// grad_mode.h — thread-local grad mode (torch.no_grad equivalent).
 #pragma once
 
 namespace oomlab {
@@ -12,14 +12,6 @@ class NoGradGuard {
   ~NoGradGuard() { set_grad_enabled(prev_); }
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
- private:
-  bool prev_;
-};
-
-class EnableGradGuard {
- public:
-  EnableGradGuard() : prev_(grad_enabled()) { set_grad_enabled(true); }
-  ~EnableGradGuard() { set_grad_enabled(prev_); }
  private:
   bool prev_;
 };

@@ -38,6 +38,5 @@ Tensor SavedTensor::unpack() const {
   return tensor_;
 }
 
-void SavedTensor::reset() { tensor_ = Tensor(); packed_.reset(); unpack_fn_ = nullptr; }
 
 }  // namespace oomlab

@@ -36,7 +36,6 @@ class SavedTensor {
   SavedTensor(const Tensor& t, const char* op);   // t may be undefined
   Tensor unpack() const;
   bool defined() const { return defined_; }
-  void reset();
 
  private:
   bool defined_ = false;
