@@ -10,8 +10,7 @@
 //   masked_softmax(x [B, H, T, T], key_padding_mask uint8 [B, T] (1 = padding) or
 //     undefined, scale): softmax over the last dim of scale*x with padded keys at -inf
 //     (a fully padded row gives zeros, not NaN); saves its output.
-//   cat(tensors, dim) and split(x, sizes, dim) / chunk(x, n, dim): shapes must agree off
-//     `dim`; save only shapes.
+//   cat, split, chunk: engine/ops/concat.h (included here).
 //   scaled_dot_product_attention(q, k, v [B, NH, T, D], key_padding_mask, dropout_p,
 //     training) = dropout(masked_softmax(q k^T, mask, 1/sqrt(D))) v, built from the ops
 //     above so its memory is the sum of theirs (the seq^2 terms are the softmax output
@@ -23,6 +22,7 @@
 #include "engine/core/dispatch.h"
 #include "engine/core/rng.h"
 #include "engine/core/tensor.h"
+#include "engine/ops/concat.h"
 
 namespace oomlab {
 
@@ -31,9 +31,6 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor masked_softmax(const Tensor& x, const Tensor& key_padding_mask, double scale = 1.0);
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
-std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
-std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& key_padding_mask, double dropout_p, bool training,
                                     Generator& gen = default_generator());

@@ -16,13 +16,13 @@
 #include <functional>
 
 #include "engine/ops/activation.h"
-#include "engine/ops/copy.h"
-#include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/transformer_kernels.h"
 #include "engine/ops/vision_kernels.h"
 #include "engine/optim/optim_kernels.h"
+#include "kernels/copy.h"
 #include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/elementwise.h"
 
 using namespace oomlab;
 using namespace oomlab::cuda;

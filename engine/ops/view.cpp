@@ -1,9 +1,13 @@
-// view_ops.cpp — reshape/flatten/transpose/permute/narrow/contiguous/clone/to(dtype).
-// Views share storage and save nothing for backward (only shapes). contiguous(), clone()
-// and to() allocate a copy; their backward saves nothing.
+// view.cpp — reshape/flatten/transpose/permute/narrow/contiguous/clone/to(dtype)/detach,
+// the Tensor methods of the view family (contracts in view.h). Views share storage and
+// save nothing for backward (only shapes). contiguous(), clone() and to() allocate a
+// copy; their backward saves nothing. narrow's backward writes the gradient into a zero
+// tensor's slice (through the strided copy kernel when the slice is not contiguous).
+#include "engine/ops/view.h"
+
 #include "engine/autograd/node.h"
 #include "engine/core/error.h"
-#include "engine/ops/copy.h"
+#include "kernels/copy.h"
 
 namespace oomlab {
 namespace {
@@ -125,6 +129,12 @@ Tensor Tensor::clone() const {
   return attach_grad_fn(out, "clone", {*this}, []() -> BackwardFn {
     return [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; };
   });
+}
+
+Tensor Tensor::detach() const {
+  Tensor v = make_view(*this, shape(), strides(), offset());
+  v.impl()->name = impl_->name;
+  return v;
 }
 
 Tensor Tensor::to(DType dt) const {

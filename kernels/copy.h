@@ -1,6 +1,9 @@
-// copy.h — strided copy with dtype conversion (contiguous(), to(dtype), copy_).
-// Kernel contract: out is contiguous in `out_dtype`; `in` is read through (shape,
-// strides, offset already applied to the pointer) in `in_dtype`. Rank <= 8.
+// copy.h — the copy family's kernel table: strided copy with dtype conversion, behind
+// Tensor::copy_ and so contiguous(), clone(), to(dtype) (engine/ops/view.h) and cat
+// (engine/ops/concat.h). Kernel contract: out is written through out_strides in
+// `out_dtype`; `in` is read through (shape, in_strides, offset already applied to the
+// pointer) in `in_dtype`. Rank <= 8. CPU kernel: kernels/cpu/copy_cpu.cpp; CUDA:
+// kernels/cuda/copy.cu (either side may be host memory there).
 #pragma once
 #include <cstdint>
 
@@ -25,7 +28,8 @@ inline CopyLayout copy_layout(const CopyArgs& a) {
   }
   return l;
 }
-// Indexed by the *input* device and the input dtype (any -> any conversion inside).
-KernelTable<CopyArgs>& copy_kernels();
+// Indexed by the device of the copy's non-cpu side (cpu for host copies) and the input
+// dtype (any -> any conversion inside).
+OOMLAB_KERNEL_TABLE(copy, CopyArgs, "copy")
 
 }  // namespace oomlab

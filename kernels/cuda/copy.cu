@@ -1,4 +1,4 @@
-// copy_cast.cu — the cuda entry of the copy table (engine/ops/copy.h): strided copies with
+// copy.cu — the cuda entry of the copy table (kernels/copy.h): strided copies with
 // dtype conversion, any dtype to any dtype, where either side may be host memory (the
 // table is indexed by the non-cpu side of a copy).
 // Contract: the result equals kernels/cpu/copy_cpu.cpp's bit for bit. Values go through
@@ -14,7 +14,7 @@
 // device's compute stream (cuda_stream.h); host<->device copies return when complete.
 #include <vector>
 
-#include "engine/ops/copy.h"
+#include "kernels/copy.h"
 #include "kernels/cuda/launch_utils.cuh"
 
 namespace oomlab {
