@@ -1,4 +1,4 @@
-// test_ops_transformer.cpp — embedding, layer_norm, gelu, bmm, masked_softmax,
+// test_ops_transformer.cpp — embedding, layer_norm, gelu, masked_softmax,
 // scaled_dot_product_attention: float64 gradchecks for every op,
 // forward values against hand-computed or naive references, shape / range errors,
 // thread-count determinism of the column reductions, and meta == cpu allocation
@@ -155,34 +155,6 @@ TEST(Gelu, Float32MatchesFloat64) {
       EXPECT_NEAR(ga[i], gb[i], 2e-6) << mode << " x=" << xv[i];
     }
   }
-}
-
-// ---- bmm -------------------------------------------------------------------------------------
-TEST(Bmm, ValuesAndGradcheck) {
-  Tensor a = Tensor::from_vector({1, 2, 3, 4, 1, 0, 0, 1}, {2, 2, 2});
-  Tensor b = Tensor::from_vector({1, 1, 0, 1, 5, 6, 7, 8}, {2, 2, 2});
-  EXPECT_EQ(bmm(a, b).to_vector(), (std::vector<double>{1, 3, 3, 7, 5, 6, 7, 8}));
-  auto f = [](const std::vector<Tensor>& in) { return bmm(in[0], in[1]); };
-  EXPECT_TRUE(gradcheck(f, {leaf(random_f64({3, 2, 4}, -1, 1, 16)), leaf(random_f64({3, 4, 5}, -1, 1, 17))}));
-  // transposed operands (GEMM flags, no copies) and a transposed output gradient
-  auto ft = [](const std::vector<Tensor>& in) {
-    return bmm(in[0].transpose(1, 2), in[1].transpose(1, 2)).transpose(1, 2);
-  };
-  EXPECT_TRUE(gradcheck(ft, {leaf(random_f64({2, 4, 3}, -1, 1, 18)), leaf(random_f64({2, 5, 4}, -1, 1, 19))}));
-  // a generally strided operand (copied)
-  auto fp = [](const std::vector<Tensor>& in) { return bmm(in[0].permute({1, 0, 2}), in[1]); };
-  EXPECT_TRUE(gradcheck(fp, {leaf(random_f64({2, 3, 4}, -1, 1, 20)), random_f64({3, 4, 2}, -1, 1, 21)}));
-  // transposed result equals the plain one
-  Tensor x = random_f64({2, 3, 4}, -1, 1, 22), y = random_f64({2, 5, 4}, -1, 1, 23);
-  expect_near(bmm(x, y.transpose(1, 2)).to_vector(), bmm(x, y.transpose(1, 2).contiguous()).to_vector(), 1e-14);
-}
-
-TEST(Bmm, ShapeErrors) {
-  std::string m = error_of<ShapeError>([] { bmm(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 5})); });
-  EXPECT_TRUE(has(m, "[2, 3, 4]") && has(m, "[3, 4, 5]")) << m;
-  m = error_of<ShapeError>([] { bmm(Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 5, 6})); });
-  EXPECT_TRUE(has(m, "[2, 3, 4]") && has(m, "[2, 5, 6]")) << m;
-  EXPECT_THROW(bmm(Tensor::zeros({3, 4}), Tensor::zeros({4, 5})), ShapeError);
 }
 
 // ---- masked_softmax ------------------------------------------------------------------------

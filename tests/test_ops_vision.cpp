@@ -1,4 +1,4 @@
-// test_ops_vision.cpp — upsample2x (nearest, bilinear), conv_transpose2d, sigmoid,
+// test_ops_vision.cpp — upsample2x (nearest, bilinear), sigmoid,
 // pixel_cross_entropy: float64 gradchecks, forward values against hand-computed and
 // naive reference results, output shapes and error messages, thread-count independence,
 // and meta-device allocation parity with cpu for an upsample -> conv_transpose ->
@@ -36,31 +36,6 @@ void expect_near(const std::vector<double>& a, const std::vector<double>& b, dou
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol) << "element " << i;
 }
 
-// Naive F.conv_transpose2d: every input pixel scatters weight * x into the output.
-std::vector<double> naive_conv_transpose(const Tensor& x, const Tensor& w, const Tensor& b,
-                                         const ConvTranspose2dParams& p, const Shape& y) {
-  std::vector<double> xv = x.to_vector(), wv = w.to_vector(), out(size_t(shape_numel(y)), 0.0);
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t Kg = w.size(1), R = w.size(2), S = w.size(3), Cg = C / p.groups, K = y[1];
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t ww = 0; ww < W; ++ww)
-          for (int64_t j = 0; j < Kg; ++j)
-            for (int64_t r = 0; r < R; ++r)
-              for (int64_t s = 0; s < S; ++s) {
-                const int64_t oh = h * p.stride - p.padding + r, ow = ww * p.stride - p.padding + s;
-                if (oh < 0 || oh >= y[2] || ow < 0 || ow >= y[3]) continue;
-                const int64_t k = (c / Cg) * Kg + j;
-                out[size_t(((n * K + k) * y[2] + oh) * y[3] + ow)] +=
-                    xv[size_t(((n * C + c) * H + h) * W + ww)] * wv[size_t(((c * Kg + j) * R + r) * S + s)];
-              }
-  if (b.defined()) {
-    std::vector<double> bv = b.to_vector();
-    for (size_t i = 0; i < out.size(); ++i) out[i] += bv[(i / size_t(y[2] * y[3])) % size_t(K)];
-  }
-  return out;
-}
 }  // namespace
 
 // ---- upsample2x ----------------------------------------------------------------------
@@ -143,111 +118,6 @@ TEST(Upsample, Errors) {
   EXPECT_TRUE(contains(msg, "bicubic")) << msg;
   EXPECT_THROW(upsample2x(Tensor::zeros({1, 1, 2, 2}), "bicubic"), ValueError);
   EXPECT_THROW(upsample2x(Tensor::empty({1, 1, 2, 2}, DType::i64), "nearest"), DTypeError);
-}
-
-// ---- conv_transpose2d ------------------------------------------------------------------
-
-TEST(ConvTranspose, SinglePixelReproducesKernel) {
-  Tensor w = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3}, DType::f64);
-  Tensor y = conv_transpose2d(Tensor::ones({1, 1, 1, 1}, DType::f64), w, Tensor());
-  EXPECT_EQ(y.shape(), (Shape{1, 1, 3, 3}));
-  EXPECT_EQ(y.to_vector(), w.to_vector());
-  // Stride 2: a 1 at (1, 1) of a 3x3 input lands the kernel at rows/cols 2..4 of 7x7.
-  std::vector<double> xv(9, 0.0);
-  xv[4] = 1;
-  Tensor y2 = conv_transpose2d(Tensor::from_vector(xv, {1, 1, 3, 3}, DType::f64), w, Tensor(), {2, 0, 0, 1});
-  ASSERT_EQ(y2.shape(), (Shape{1, 1, 7, 7}));
-  std::vector<double> v = y2.to_vector();
-  for (int64_t r = 0; r < 7; ++r)
-    for (int64_t c = 0; c < 7; ++c) {
-      const bool in = r >= 2 && r <= 4 && c >= 2 && c <= 4;
-      EXPECT_EQ(v[size_t(r * 7 + c)], in ? double((r - 2) * 3 + (c - 2) + 1) : 0.0) << r << "," << c;
-    }
-  // Channel 0 of a 2-channel input selects weight[0]: [3, 2, 2] output channels.
-  Tensor w3 = random_f64({2, 3, 2, 2}, -1, 1, 5);
-  Tensor y3 = conv_transpose2d(Tensor::from_vector({1, 0}, {1, 2, 1, 1}, DType::f64), w3, Tensor());
-  std::vector<double> w3v = w3.to_vector();
-  EXPECT_EQ(y3.to_vector(), std::vector<double>(w3v.begin(), w3v.begin() + 12));
-}
-
-TEST(ConvTranspose, MatchesNaiveReference) {
-  struct Case { Shape x, w; ConvTranspose2dParams p; bool bias; };
-  for (const Case& c : {Case{{2, 3, 4, 5}, {3, 2, 3, 3}, {1, 0, 0, 1}, true},
-                        Case{{2, 3, 4, 5}, {3, 2, 3, 3}, {2, 1, 1, 1}, true},
-                        Case{{1, 4, 3, 3}, {4, 3, 2, 2}, {2, 0, 0, 1}, false},
-                        Case{{2, 4, 3, 4}, {4, 2, 3, 3}, {2, 1, 1, 2}, true},
-                        Case{{1, 2, 5, 5}, {2, 3, 1, 1}, {1, 0, 0, 1}, true},
-                        Case{{1, 2, 3, 3}, {2, 2, 4, 4}, {3, 2, 2, 1}, false},
-                        Case{{2, 3, 5, 4}, {3, 2, 1, 1}, {2, 0, 1, 1}, true},     // uncovered output pixels
-                        Case{{1, 2, 6, 5}, {2, 3, 3, 3}, {1, 2, 0, 1}, true}}) {   // padding > R - 1
-    for (DType dt : {DType::f64, DType::f32}) {
-      Tensor x = random_f64(c.x, -1, 1, 21).to(dt), w = random_f64(c.w, -1, 1, 22).to(dt);
-      Tensor b = c.bias ? random_f64({c.w[1] * c.p.groups}, -1, 1, 23).to(dt) : Tensor();
-      Tensor y = conv_transpose2d(x, w, b, c.p);
-      expect_near(y.to_vector(), naive_conv_transpose(x, w, b, c.p, y.shape()), dt == DType::f64 ? 1e-12 : 1e-5);
-    }
-  }
-}
-
-TEST(ConvTranspose, OutputShape) {
-  Tensor w = Tensor::zeros({4, 3, 3, 3});
-  EXPECT_EQ(conv_transpose2d(Tensor::zeros({2, 4, 5, 6}), w, Tensor(), {2, 1, 1, 1}).shape(),
-            (Shape{2, 3, 10, 12}));   // (H-1)*stride - 2*pad + R + output_padding
-  EXPECT_EQ(conv_transpose2d(Tensor::zeros({2, 4, 5, 6}), w, Tensor()).shape(), (Shape{2, 3, 7, 8}));
-  EXPECT_EQ(conv_transpose2d(Tensor::zeros({1, 4, 8, 8}), Tensor::zeros({4, 2, 2, 2}), Tensor(), {2, 0, 0, 1})
-                .shape(),
-            (Shape{1, 2, 16, 16}));   // the UNet up-convolution doubles H and W
-  EXPECT_EQ(conv_transpose2d(Tensor::zeros({1, 4, 3, 3}), Tensor::zeros({4, 3, 3, 3}), Tensor(), {1, 0, 0, 2})
-                .shape(),
-            (Shape{1, 6, 5, 5}));   // groups: K = weight[1] * groups
-}
-
-TEST(ConvTranspose, Errors) {
-  std::string msg = error_of([] { conv_transpose2d(Tensor::zeros({2, 5, 4, 4}), Tensor::zeros({4, 3, 3, 3}), Tensor()); });
-  EXPECT_TRUE(contains(msg, "conv_transpose2d")) << msg;
-  EXPECT_TRUE(contains(msg, "[2, 5, 4, 4]")) << msg;
-  EXPECT_TRUE(contains(msg, "[4, 3, 3, 3]")) << msg;
-  EXPECT_THROW(conv_transpose2d(Tensor::zeros({2, 5, 4, 4}), Tensor::zeros({4, 3, 3, 3}), Tensor()), ShapeError);
-  Tensor x = Tensor::zeros({1, 4, 4, 4}), w = Tensor::zeros({4, 3, 3, 3});
-  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {2, 0, 2, 1}), ValueError);   // output_padding >= stride
-  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, 0, 1, 1}), ValueError);
-  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {0, 0, 0, 1}), ValueError);
-  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, -1, 0, 1}), ValueError);
-  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, 0, 0, 0}), ValueError);   // groups
-  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, 0, 0, 3}), ShapeError);   // 4 % 3 != 0
-  EXPECT_THROW(conv_transpose2d(x, w, Tensor(), {1, 3, 0, 1}), ShapeError);   // empty output
-  EXPECT_THROW(conv_transpose2d(Tensor::zeros({4, 4, 4}), w, Tensor()), ShapeError);
-  msg = error_of([&] { conv_transpose2d(x, w, Tensor::zeros({4})); });
-  EXPECT_TRUE(contains(msg, "bias [4]")) << msg;
-  EXPECT_THROW(conv_transpose2d(x, w, Tensor::zeros({4})), ShapeError);
-  EXPECT_THROW(conv_transpose2d(x, Tensor::zeros({4, 3, 3, 3}, DType::f64), Tensor()), DTypeError);
-}
-
-TEST(ConvTranspose, Gradchecks) {
-  struct Case { Shape x, w; ConvTranspose2dParams p; bool bias; };
-  for (const Case& c : {Case{{2, 2, 3, 3}, {2, 3, 3, 3}, {1, 0, 0, 1}, true},
-                        Case{{2, 2, 3, 3}, {2, 3, 3, 3}, {1, 1, 0, 1}, false},
-                        Case{{1, 2, 3, 4}, {2, 2, 3, 3}, {2, 0, 0, 1}, false},
-                        Case{{2, 2, 3, 3}, {2, 2, 3, 3}, {2, 1, 1, 1}, true},
-                        Case{{1, 3, 2, 3}, {3, 2, 2, 2}, {2, 0, 1, 1}, true},
-                        Case{{1, 4, 3, 3}, {4, 1, 3, 3}, {2, 1, 1, 2}, true}}) {
-    std::vector<Tensor> in{leaf(random_f64(c.x, -1, 1, 31)), leaf(random_f64(c.w, -1, 1, 32))};
-    if (c.bias) in.push_back(leaf(random_f64({c.w[1] * c.p.groups}, -1, 1, 33)));
-    const ConvTranspose2dParams p = c.p;
-    EXPECT_TRUE(gradcheck([p](const std::vector<Tensor>& t) {
-                            return conv_transpose2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), p);
-                          },
-                          in))
-        << shape_str(c.x) << " stride " << p.stride << " pad " << p.padding << " out_pad " << p.output_padding
-        << " groups " << p.groups;
-  }
-  // Only x needs grad / only the weight needs grad.
-  Tensor w = random_f64({2, 3, 3, 3}, -1, 1, 34);
-  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return conv_transpose2d(t[0], w, Tensor(), {2, 1, 1, 1}); },
-                        {leaf(random_f64({1, 2, 3, 3}, -1, 1, 35))}));
-  Tensor x = random_f64({1, 2, 3, 3}, -1, 1, 36);
-  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return conv_transpose2d(x, t[0], Tensor(), {2, 1, 1, 1}); },
-                        {leaf(random_f64({2, 3, 3, 3}, -1, 1, 37))}));
 }
 
 // ---- sigmoid --------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 //   layer_norm(x [..., H], weight [H], bias [H], eps) over the last dim; saves x, weight,
 //     mean and rstd ([rows], fp32 or f64).
 //   gelu(x, approximate "none" (erf) | "tanh"); saves x.
-//   bmm(a [B, M, K], b [B, K, N]) -> [B, M, N]; saves a (if b needs grad) and b (if a does).
+//   bmm: engine/ops/linear.h (included here).
 //   masked_softmax(x [B, H, T, T], key_padding_mask uint8 [B, T] (1 = padding) or
 //     undefined, scale): softmax over the last dim of scale*x with padded keys at -inf
 //     (a fully padded row gives zeros, not NaN); saves its output.
@@ -23,13 +23,13 @@
 #include "engine/core/rng.h"
 #include "engine/core/tensor.h"
 #include "engine/ops/concat.h"
+#include "engine/ops/linear.h"
 
 namespace oomlab {
 
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-12);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
-Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor masked_softmax(const Tensor& x, const Tensor& key_padding_mask, double scale = 1.0);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& key_padding_mask, double dropout_p, bool training,

@@ -12,7 +12,7 @@ namespace oomlab {
 
 void register_elementwise_cpu_kernels();
 void register_copy_cpu_kernels();
-void register_matmul_cpu_kernels();
+void register_linear_cpu_kernels();
 void register_conv_cpu_kernels();
 void register_pool_cpu_kernels();
 void register_batchnorm_cpu_kernels();
@@ -27,7 +27,7 @@ void register_cpu_kernels() {
   register_library_info("blas", openblas_get_config());   // starts with "OpenBLAS <version>"
   register_elementwise_cpu_kernels();
   register_copy_cpu_kernels();
-  register_matmul_cpu_kernels();
+  register_linear_cpu_kernels();
   register_conv_cpu_kernels();
   register_pool_cpu_kernels();
   register_batchnorm_cpu_kernels();

@@ -17,8 +17,7 @@ void register_cuda_backend_hooks();                             // cuda_backend.
 
 void register_elementwise_cuda_kernels();
 void register_copy_cuda_kernels();
-void register_gemm_cuda_kernels();
-void register_bias_cuda_kernels();
+void register_linear_cuda_kernels();
 void register_conv_cuda_kernels();
 void register_batchnorm_cuda_kernels();
 void register_pool_cuda_kernels();
@@ -34,8 +33,7 @@ void register_cuda_kernels() {
   cuda::register_cuda_backend_hooks();
   register_elementwise_cuda_kernels();
   register_copy_cuda_kernels();
-  register_gemm_cuda_kernels();
-  register_bias_cuda_kernels();
+  register_linear_cuda_kernels();
   register_conv_cuda_kernels();
   register_batchnorm_cuda_kernels();
   register_pool_cuda_kernels();

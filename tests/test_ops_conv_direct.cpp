@@ -1,4 +1,4 @@
-// test_conv_direct.cpp — the direct float32 conv2d kernels (kernels/cpu/conv_direct_cpu.cpp)
+// test_ops_conv_direct.cpp — the direct float32 conv2d kernels (kernels/cpu/conv_direct_cpu.cpp)
 // through the CPU kernel tables: forward, backward data and backward weight against a
 // naive float64 reference on the ResNet-20 layer shapes (small batch) and edge cases (odd
 // and non-square sizes, stride 2, C or K not a multiple of 8, batch 1, 1x1 images, several
@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/ops/conv.h"
+#include "engine/ops/conv.h"   // conv2d_output_shape
+#include "kernels/conv.h"
 #include "kernels/cpu/conv_direct_cpu.h"
 
 using namespace oomlab;

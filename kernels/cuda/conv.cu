@@ -1,5 +1,5 @@
-// conv_cudnn.cpp — the CUDA entries of conv2d_forward / conv2d_backward_data /
-// conv2d_backward_weight (engine/ops/conv.h) on cuDNN 9's legacy convolution API, for
+// conv.cu — the CUDA kernels of the conv family (kernels/conv.h): conv2d_forward /
+// conv2d_backward_data / conv2d_backward_weight on cuDNN 9's legacy convolution API, for
 // float32, float64, float16 and bfloat16 (half types compute in float: cuDNN's
 // PSEUDO_HALF / PSEUDO_BFLOAT16 configurations).
 // Contracts (as the CPU kernels): NCHW / KCRS contiguous, cross-correlation, stride,
@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/ops/conv.h"
+#include "kernels/conv.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_libs.h"
 #include "kernels/cuda/cuda_settings.h"
@@ -54,7 +54,7 @@ Types conv_types(DType t, bool tf32) {
     case DType::f64: return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH, false};
     case DType::f16: return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH, false};
     case DType::bf16: return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH, false};
-    default: throw InternalError(str_cat("conv_cudnn: unsupported dtype ", dtype_name(t)));
+    default: throw InternalError(str_cat("conv2d (cuda): unsupported dtype ", dtype_name(t)));
   }
 }
 
@@ -383,7 +383,10 @@ void clear_cudnn_plan_cache() {
   c.plans.clear();   // plans still in use by a running call stay alive (shared_ptr)
 }
 
+void register_conv_bias_cuda_kernels();   // conv_bias.cu: channel_bias_add / channel_bias_grad
+
 void register_conv_cuda_kernels() {
+  register_conv_bias_cuda_kernels();
   set_conv<DType::f32>();
   set_conv<DType::f64>();
   set_conv<DType::f16>();

@@ -1,39 +1,26 @@
-// test_ops_batchnorm_pool.cpp — batch_norm, max_pool2d, avg_pool2d, adaptive_avg_pool2d:
-// hand-computed forward values, running-stat updates, float64 gradchecks, shape errors,
-// and meta-device runs that must allocate exactly as cpu does.
+// test_ops_batchnorm.cpp — batch_norm: hand-computed forward values, running-stat updates
+// over training and eval steps, float64 gradchecks (training / eval, NCHW and [N, C],
+// partial gradients, no affine, bias only), float32 against float64, and shape / dtype /
+// value errors. Thread-count and meta-device checks with the pools:
+// test_ops_cross_family.cpp.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
-#include "engine/memory/caching_allocator.h"
 #include "engine/ops/batchnorm.h"
-#include "engine/ops/pool.h"
 #include "tests/gradcheck.h"
+#include "tests/op_test_util.h"
 
 using namespace oomlab;
+using oomlab::testing::error_of;
+using oomlab::testing::expect_near;
 using oomlab::testing::gradcheck;
 using oomlab::testing::leaf;
 using oomlab::testing::random_f64;
 
-namespace {
-void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-6) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-}
-
-template <class F> std::string error_of(F&& f) {
-  try { f(); } catch (const Error& e) { return e.what(); }
-  return "";
-}
-}  // namespace
-
-// ---------------------------------------------------------------- batch_norm
 TEST(BatchNorm, TrainingForwardValues2d) {
   Tensor x = Tensor::from_vector({1, 2, 3, 6}, {2, 2});   // channel 0: {1,3}, channel 1: {2,6}
   Tensor w = Tensor::from_vector({2, 0.5}, {2}), b = Tensor::from_vector({1, -1}, {2});
@@ -164,143 +151,4 @@ TEST(BatchNorm, Errors) {
   EXPECT_THROW(batch_norm(Tensor::zeros({2, 3, 4}), Tensor(), Tensor(), rm, rv, true), ShapeError);
   EXPECT_THROW(batch_norm(Tensor::zeros({1, 3}), Tensor(), Tensor(), rm, rv, true), ValueError);
   EXPECT_THROW(batch_norm(x, Tensor::ones({3}, DType::f64), Tensor(), rm, rv, true), DTypeError);
-}
-
-// ---------------------------------------------------------------- pooling
-TEST(Pool, MaxPoolForwardValuesAndTies) {
-  Tensor x = Tensor::from_vector({1, 5, 2, 0,   //
-                                  3, 4, 7, 7,   //
-                                  0, 9, 1, 1,   //
-                                  8, 2, 1, 1},
-                                 {1, 1, 4, 4});
-  Tensor y = max_pool2d(x, {2, 2, 2, 2});
-  expect_near(y.to_vector(), {5, 7, 9, 1});
-  // backward routes each gradient to the first maximum (ties: 7,7 and 1,1,1,1)
-  Tensor xl = leaf(x.to(DType::f64));
-  max_pool2d(xl, {2, 2, 2, 2}).backward(Tensor::from_vector({1, 2, 3, 4}, {1, 1, 2, 2}, DType::f64));
-  expect_near(xl.grad().to_vector(), {0, 1, 0, 0, 0, 0, 2, 0, 0, 3, 4, 0, 0, 0, 0, 0});
-  // kernel 3 stride 2 pad 1 on 3x3: padding never wins
-  Tensor z = Tensor::from_vector({-1, -2, -3, -4, -5, -6, -7, -8, -9}, {1, 1, 3, 3});
-  expect_near(max_pool2d(z, {3, 3, 2, 2, 1, 1}).to_vector(), {-1, -2, -4, -5});
-  // one column wide, kernel 3 pad 1: windows clipped on both sides, never read past the plane
-  Tensor col = Tensor::from_vector({1, 2, 3, 100, 200, 300}, {1, 2, 3, 1});
-  expect_near(max_pool2d(col, {3, 3, 1, 1, 1, 1}).to_vector(), {2, 3, 3, 200, 300, 300});
-  expect_near(max_pool2d(col.reshape({1, 2, 1, 3}), {3, 3, 1, 1, 1, 1}).to_vector(),
-              {2, 3, 3, 200, 300, 300});
-}
-
-TEST(Pool, AvgPoolCountsPadding) {
-  Tensor x = Tensor::ones({1, 1, 2, 2});
-  expect_near(avg_pool2d(x, {2, 2, 2, 2, 1, 1}).to_vector(), {0.25, 0.25, 0.25, 0.25});
-  Tensor v = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
-  expect_near(avg_pool2d(v, {2, 2, 1, 1}).to_vector(), {3, 4, 6, 7});
-  // 3x3 stride 2 pad 1: corner windows hold 4 real values, divisor 9
-  expect_near(avg_pool2d(v, {3, 3, 2, 2, 1, 1}).to_vector(), {12.0 / 9, 16.0 / 9, 24.0 / 9, 28.0 / 9});
-}
-
-TEST(Pool, AdaptiveAvgPoolUnevenBins) {
-  Tensor x = Tensor::from_vector({1, 2, 3, 4, 5}, {1, 1, 1, 5});
-  // bins [0,2), [1,4), [3,5)
-  expect_near(adaptive_avg_pool2d(x, 1, 3).to_vector(), {1.5, 3, 4.5});
-  Tensor g = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {1, 3, 2, 2});
-  expect_near(adaptive_avg_pool2d(g, 1, 1).to_vector(), {2.5, 6.5, 10.5});
-}
-
-TEST(Pool, GradcheckMaxPool) {
-  auto k2 = [](const std::vector<Tensor>& in) { return max_pool2d(in[0], {2, 2, 2, 2}); };
-  EXPECT_TRUE(gradcheck(k2, {leaf(random_f64({2, 2, 4, 4}, -1, 1, 40))}));
-  auto k3 = [](const std::vector<Tensor>& in) { return max_pool2d(in[0], {3, 3, 2, 2, 1, 1}); };
-  EXPECT_TRUE(gradcheck(k3, {leaf(random_f64({1, 2, 5, 5}, -1, 1, 41))}));
-  EXPECT_TRUE(gradcheck(k3, {leaf(random_f64({2, 1, 6, 7}, -1, 1, 42))}));
-}
-
-TEST(Pool, GradcheckAvgPool) {
-  auto k2 = [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {2, 2, 2, 2}); };
-  EXPECT_TRUE(gradcheck(k2, {leaf(random_f64({2, 2, 4, 5}, -1, 1, 50))}));
-  auto k3 = [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {3, 3, 2, 2, 1, 1}); };
-  EXPECT_TRUE(gradcheck(k3, {leaf(random_f64({1, 2, 5, 6}, -1, 1, 51))}));
-}
-
-TEST(Pool, GradcheckAdaptiveAvgPool) {
-  auto to1 = [](const std::vector<Tensor>& in) { return adaptive_avg_pool2d(in[0], 1, 1); };
-  EXPECT_TRUE(gradcheck(to1, {leaf(random_f64({2, 2, 7, 7}, -1, 1, 60))}));
-  auto to3 = [](const std::vector<Tensor>& in) { return adaptive_avg_pool2d(in[0], 3, 3); };
-  EXPECT_TRUE(gradcheck(to3, {leaf(random_f64({1, 2, 5, 5}, -1, 1, 61))}));
-}
-
-TEST(Pool, Errors) {
-  Tensor x = Tensor::zeros({1, 1, 2, 2});
-  std::string msg = error_of([&] { max_pool2d(x, {5, 5, 1, 1}); });
-  EXPECT_NE(msg.find("max_pool2d"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("[1, 1, 2, 2]"), std::string::npos) << msg;
-  EXPECT_THROW(max_pool2d(x, {5, 5, 1, 1}), ShapeError);
-  msg = error_of([&] { avg_pool2d(x, {5, 5, 1, 1, 1, 1}); });
-  EXPECT_NE(msg.find("avg_pool2d"), std::string::npos) << msg;
-  EXPECT_THROW(avg_pool2d(x, {5, 5, 1, 1, 1, 1}), ShapeError);
-  EXPECT_THROW(max_pool2d(x, {2, 2, 1, 1, 2, 2}), ValueError);   // pad > kernel/2
-  EXPECT_THROW(max_pool2d(x, {2, 2, 0, 1}), ValueError);
-  EXPECT_THROW(max_pool2d(Tensor::zeros({2, 2}), {1, 1, 1, 1}), ShapeError);
-  EXPECT_THROW(adaptive_avg_pool2d(x, 0, 1), ValueError);
-}
-
-// ---------------------------------------------------------------- determinism
-TEST(BatchNormPool, ResultsIndependentOfThreadCount) {
-  auto run = [](int threads) {
-    const int prev = omp_get_max_threads();
-    omp_set_num_threads(threads);
-    Tensor x = leaf(random_f64({6, 5, 9, 9}, -2, 2, 70).to(DType::f32));
-    Tensor w = leaf(Tensor::full({5}, 1.5)), b = leaf(Tensor::zeros({5}));
-    Tensor rm = Tensor::zeros({5}), rv = Tensor::ones({5});
-    Tensor h = batch_norm(x, w, b, rm, rv, true);
-    h = avg_pool2d(max_pool2d(h, {3, 3, 2, 2, 1, 1}), {2, 2, 1, 1});
-    h = adaptive_avg_pool2d(h, 2, 2);
-    h.backward(random_f64(h.shape(), -1, 1, 71).to(DType::f32));
-    omp_set_num_threads(prev);
-    std::vector<double> all = h.to_vector();
-    for (const Tensor& t : {x.grad(), w.grad(), b.grad(), rm, rv})
-      for (double v : t.to_vector()) all.push_back(v);
-    return all;
-  };
-  EXPECT_EQ(run(1), run(3));
-}
-
-// ---------------------------------------------------------------- meta device
-namespace {
-using Events = std::vector<std::pair<std::string, size_t>>;
-
-Events run_net(Device d) {
-  CachingAllocator& al = allocator_for(d);
-  al.empty_cache();
-  Tensor x = Tensor::empty({4, 8, 9, 9}, DType::f32, d);
-  x.fill_(0.5);
-  x.set_requires_grad(true);
-  Tensor w = Tensor::ones({8}, DType::f32, d), b = Tensor::zeros({8}, DType::f32, d);
-  w.set_requires_grad(true);
-  b.set_requires_grad(true);
-  Tensor rm = Tensor::zeros({8}, DType::f32, d), rv = Tensor::ones({8}, DType::f32, d);
-  al.clear_trace();
-  al.record_history(true);
-  {
-    Tensor h = batch_norm(x, w, b, rm, rv, true);
-    h = max_pool2d(h, {3, 3, 2, 2, 1, 1});
-    h = avg_pool2d(h, {2, 2, 2, 2});
-    h = adaptive_avg_pool2d(h, 1, 1);
-    h = batch_norm(h.reshape({4, 8}), Tensor(), b, rm, rv, false);
-    h.backward(Tensor::ones({4, 8}, DType::f32, d));
-    NoGradGuard ng;
-    Tensor e = max_pool2d(batch_norm(x, w, b, rm, rv, false), {2, 2, 2, 2});
-  }
-  al.record_history(false);
-  Events ev;
-  for (const TraceEvent& t : al.trace())
-    if (t.action == "alloc" || t.action == "free_completed") ev.emplace_back(t.action, t.size);
-  return ev;
-}
-}  // namespace
-
-TEST(BatchNormPool, MetaAllocatesLikeCpu) {
-  Events cpu = run_net(cpu_device());
-  Events meta = run_net(meta_device());
-  EXPECT_GT(cpu.size(), 10u);
-  EXPECT_EQ(cpu, meta);
 }

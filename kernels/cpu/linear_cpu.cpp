@@ -1,5 +1,5 @@
-// matmul_cpu.cpp — CPU kernels for the linear family: row-major GEMM on OpenBLAS
-// (cblas_sgemm / cblas_dgemm) and the row-bias add / bias-gradient reductions.
+// linear_cpu.cpp — CPU kernels for the linear family (kernels/linear.h): row-major GEMM
+// on OpenBLAS (cblas_sgemm / cblas_dgemm) and the row-bias add / bias-gradient reductions.
 // Threading: GEMM is threaded by OpenBLAS only (never called from inside an OpenMP
 // region here); the bias loops use OpenMP over columns. The bias gradient sums each
 // column over rows in row order, in double, so results do not depend on the thread count.
@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/ops/linear.h"
+#include "kernels/linear.h"
 
 namespace oomlab {
 namespace {
@@ -69,7 +69,7 @@ template <class T> void bias_grad_rows_cpu(const BiasGradRowsArgs& a) {
 }
 }  // namespace
 
-void register_matmul_cpu_kernels() {
+void register_linear_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(gemm_kernels(), gemm_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(bias_add_rows_kernels(), bias_add_rows_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(bias_grad_rows_kernels(), bias_grad_rows_cpu);

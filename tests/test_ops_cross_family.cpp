@@ -1,0 +1,150 @@
+// test_ops_cross_family.cpp — op tests that span families: error messages of several
+// families checked together, results independent of the thread count for chains of ops,
+// and meta-device runs of op chains (forward + backward) that must allocate exactly as
+// cpu does (same allocator events, same peaks). One section per group of families.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/error.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/ops/batchnorm.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/pool.h"
+#include "tests/gradcheck.h"
+
+using namespace oomlab;
+using oomlab::testing::leaf;
+using oomlab::testing::random_f64;
+
+// ---------------------------------------------------------------- linear + conv
+TEST(LinearConv, ShapeErrors) {
+  auto msg_of = [](auto&& f) -> std::string {
+    try { f(); } catch (const ShapeError& e) { return e.what(); }
+    return "<no ShapeError>";
+  };
+  std::string m = msg_of([] { linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), Tensor()); });
+  EXPECT_NE(m.find("linear"), std::string::npos) << m;
+  EXPECT_NE(m.find("[2, 3]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[4, 5]"), std::string::npos) << m;
+  m = msg_of([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); });
+  EXPECT_NE(m.find("[2, 3]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[4, 5]"), std::string::npos) << m;
+  m = msg_of([] { conv2d(Tensor::zeros({2, 3, 8, 8}), Tensor::zeros({4, 2, 3, 3}), Tensor()); });
+  EXPECT_NE(m.find("conv2d"), std::string::npos) << m;
+  EXPECT_NE(m.find("[2, 3, 8, 8]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[4, 2, 3, 3]"), std::string::npos) << m;
+  m = msg_of([] { conv2d(Tensor::zeros({2, 3, 2, 2}), Tensor::zeros({4, 3, 3, 3}), Tensor()); });
+  EXPECT_NE(m.find("conv2d"), std::string::npos) << m;
+  EXPECT_NE(m.find("[2, 3, 2, 2]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[4, 3, 3, 3]"), std::string::npos) << m;
+  Conv2dParams g3; g3.groups = 3;
+  m = msg_of([&] { conv2d(Tensor::zeros({1, 4, 5, 5}), Tensor::zeros({6, 1, 3, 3}), Tensor(), g3); });
+  EXPECT_NE(m.find("[1, 4, 5, 5]"), std::string::npos) << m;
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 5, 5}), Tensor::zeros({4, 3, 3, 3}), Tensor::zeros({3})), ShapeError);
+  EXPECT_THROW(conv2d(Tensor::zeros({3, 5, 5}), Tensor::zeros({4, 3, 3, 3}), Tensor()), ShapeError);
+  Conv2dParams bad; bad.stride_h = 0;
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 5, 5}), Tensor::zeros({4, 3, 3, 3}), Tensor(), bad), ValueError);
+}
+
+int64_t peak_after(Device dev, bool conv) {
+  reset_allocators();
+  Tensor x = conv ? Tensor::empty({4, 8, 16, 16}, DType::f32, dev) : Tensor::empty({64, 300}, DType::f32, dev);
+  Tensor w = conv ? Tensor::empty({16, 8, 3, 3}, DType::f32, dev) : Tensor::empty({500, 300}, DType::f32, dev);
+  Tensor b = Tensor::empty({conv ? 16 : 500}, DType::f32, dev);
+  if (dev.is_cpu()) { x.fill_(0.5); w.fill_(0.25); b.fill_(0.0); }
+  x.set_requires_grad(true); w.set_requires_grad(true); b.set_requires_grad(true);
+  Tensor y = conv ? conv2d(x, w, b, Conv2dParams{2, 2, 1, 1, 1, 1, 1}) : linear(x, w, b);
+  EXPECT_EQ(y.shape(), conv ? (Shape{4, 16, 8, 8}) : (Shape{64, 500}));
+  EXPECT_EQ(y.device(), dev);
+  sum_all(y).backward();
+  EXPECT_EQ(w.grad().shape(), w.shape());
+  EXPECT_EQ(x.grad().shape(), x.shape());
+  EXPECT_EQ(b.grad().shape(), b.shape());
+  return allocator_for(dev).stat("allocated_bytes.all.peak");
+}
+
+TEST(LinearConv, MetaMatchesCpuAllocation) {
+  for (bool conv : {false, true}) {
+    int64_t cpu_peak = peak_after(cpu_device(), conv);
+    int64_t meta_peak = peak_after(meta_device(), conv);
+    EXPECT_GT(cpu_peak, 0);
+    EXPECT_EQ(cpu_peak, meta_peak) << (conv ? "conv2d" : "linear");
+  }
+  reset_allocators();
+  // matmul on meta
+  Tensor a = Tensor::empty({3, 4}, DType::f32, meta_device()), bb = Tensor::empty({4, 7}, DType::f32, meta_device());
+  a.set_requires_grad(true);
+  Tensor m = matmul(a, bb);
+  EXPECT_EQ(m.shape(), (Shape{3, 7}));
+  sum_all(m).backward();
+  EXPECT_EQ(a.grad().shape(), (Shape{3, 4}));
+  EXPECT_FALSE(bb.grad().defined());
+}
+
+// ---------------------------------------------------------------- batch_norm + pools
+TEST(BatchNormPool, ResultsIndependentOfThreadCount) {
+  auto run = [](int threads) {
+    const int prev = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Tensor x = leaf(random_f64({6, 5, 9, 9}, -2, 2, 70).to(DType::f32));
+    Tensor w = leaf(Tensor::full({5}, 1.5)), b = leaf(Tensor::zeros({5}));
+    Tensor rm = Tensor::zeros({5}), rv = Tensor::ones({5});
+    Tensor h = batch_norm(x, w, b, rm, rv, true);
+    h = avg_pool2d(max_pool2d(h, {3, 3, 2, 2, 1, 1}), {2, 2, 1, 1});
+    h = adaptive_avg_pool2d(h, 2, 2);
+    h.backward(random_f64(h.shape(), -1, 1, 71).to(DType::f32));
+    omp_set_num_threads(prev);
+    std::vector<double> all = h.to_vector();
+    for (const Tensor& t : {x.grad(), w.grad(), b.grad(), rm, rv})
+      for (double v : t.to_vector()) all.push_back(v);
+    return all;
+  };
+  EXPECT_EQ(run(1), run(3));
+}
+
+namespace {
+using Events = std::vector<std::pair<std::string, size_t>>;
+
+Events run_net(Device d) {
+  CachingAllocator& al = allocator_for(d);
+  al.empty_cache();
+  Tensor x = Tensor::empty({4, 8, 9, 9}, DType::f32, d);
+  x.fill_(0.5);
+  x.set_requires_grad(true);
+  Tensor w = Tensor::ones({8}, DType::f32, d), b = Tensor::zeros({8}, DType::f32, d);
+  w.set_requires_grad(true);
+  b.set_requires_grad(true);
+  Tensor rm = Tensor::zeros({8}, DType::f32, d), rv = Tensor::ones({8}, DType::f32, d);
+  al.clear_trace();
+  al.record_history(true);
+  {
+    Tensor h = batch_norm(x, w, b, rm, rv, true);
+    h = max_pool2d(h, {3, 3, 2, 2, 1, 1});
+    h = avg_pool2d(h, {2, 2, 2, 2});
+    h = adaptive_avg_pool2d(h, 1, 1);
+    h = batch_norm(h.reshape({4, 8}), Tensor(), b, rm, rv, false);
+    h.backward(Tensor::ones({4, 8}, DType::f32, d));
+    NoGradGuard ng;
+    Tensor e = max_pool2d(batch_norm(x, w, b, rm, rv, false), {2, 2, 2, 2});
+  }
+  al.record_history(false);
+  Events ev;
+  for (const TraceEvent& t : al.trace())
+    if (t.action == "alloc" || t.action == "free_completed") ev.emplace_back(t.action, t.size);
+  return ev;
+}
+}  // namespace
+
+TEST(BatchNormPool, MetaAllocatesLikeCpu) {
+  Events cpu = run_net(cpu_device());
+  Events meta = run_net(meta_device());
+  EXPECT_GT(cpu.size(), 10u);
+  EXPECT_EQ(cpu, meta);
+}
