@@ -1,6 +1,6 @@
 // op_test_util.h — small helpers shared by the op tests (tests/test_ops_*.cpp): the
-// message of an expected error, substring checks, and element-wise closeness of host
-// vectors. Gradient checks live in gradcheck.h.
+// message of an expected error, substring checks, element-wise closeness of host
+// vectors, and uint8 key-padding masks. Gradient checks live in gradcheck.h.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/tensor.h"
 
 namespace oomlab::testing {
 
@@ -22,6 +23,11 @@ inline bool contains(const std::string& s, const std::string& sub) { return s.fi
 inline void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-6) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+
+// A uint8 tensor (e.g. a key_padding_mask, 1 = padded) from values.
+inline Tensor u8_mask(const std::vector<double>& v, const Shape& s, Device dev = cpu_device()) {
+  return Tensor::from_vector(v, s, DType::u8, dev);
 }
 
 }  // namespace oomlab::testing

@@ -17,10 +17,12 @@
 #include "engine/ops/activation.h"
 #include "engine/ops/batchnorm.h"
 #include "engine/ops/conv.h"
+#include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/pool.h"
+#include "engine/ops/softmax.h"
 #include "engine/ops/transformer_ops.h"
 #include "engine/ops/vision_ops.h"
 

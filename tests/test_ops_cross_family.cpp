@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,11 +13,15 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/ops/activation.h"
 #include "engine/ops/batchnorm.h"
 #include "engine/ops/conv.h"
+#include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linear.h"
+#include "engine/ops/loss.h"
 #include "engine/ops/pool.h"
+#include "engine/ops/softmax.h"
 #include "tests/gradcheck.h"
 
 using namespace oomlab;
@@ -147,4 +152,47 @@ TEST(BatchNormPool, MetaAllocatesLikeCpu) {
   Events meta = run_net(meta_device());
   EXPECT_GT(cpu.size(), 10u);
   EXPECT_EQ(cpu, meta);
+}
+
+// ---------------------------------------------------------------- activation .. loss
+namespace {
+// A small training-like step on `dev`; returns (action, size) of every allocator event.
+std::vector<std::pair<std::string, size_t>> run_step(Device dev) {
+  reset_allocators();
+  CachingAllocator& al = allocator_for(dev);
+  al.record_history(true);
+  {
+    Tensor x = Tensor::uniform({64, 300}, -1, 1, DType::f32, dev);
+    x.set_requires_grad(true);
+    Tensor t = Tensor::from_vector_i64(std::vector<int64_t>(64, 3), {64}, dev);
+    Generator gen{1, 0};
+    Tensor h = scale(x, 1.0);
+    relu_(h);
+    Tensor r = relu(add(h, h));
+    Tensor d = dropout(r, 0.5, true, gen);
+    Tensor s = softmax(d);
+    // (no sum_all here: its backward reads g.item() on cpu, which allocates on cpu only)
+    Tensor loss = add(cross_entropy(d, t), nll_loss(log_softmax(s), t));
+    loss.backward();
+    (void)count_correct(d, t);
+    EXPECT_EQ(gen.offset, uint64_t(64 * 300 / 4));
+  }
+  std::vector<std::pair<std::string, size_t>> ev;
+  for (const TraceEvent& e : al.trace()) ev.emplace_back(e.action, e.size);
+  EXPECT_EQ(al.stat("allocated_bytes.all.current"), 0);
+  return ev;
+}
+}  // namespace
+
+TEST(Meta, AllocationsEqualCpu) {
+  auto cpu_events = run_step(cpu_device());
+  CachingAllocator& cpu = allocator_for(cpu_device());
+  std::map<std::string, int64_t> cpu_stats = cpu.stats();
+  auto meta_events = run_step(meta_device());
+  std::map<std::string, int64_t> meta_stats = allocator_for(meta_device()).stats();
+  EXPECT_GT(cpu_events.size(), 20u);
+  EXPECT_EQ(cpu_events, meta_events);
+  for (const char* k : {"allocation.all.allocated", "allocated_bytes.all.peak", "allocated_bytes.all.allocated",
+                        "reserved_bytes.all.peak"})
+    EXPECT_EQ(cpu_stats.at(k), meta_stats.at(k)) << k;
 }

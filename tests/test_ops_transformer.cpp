@@ -1,5 +1,4 @@
-// test_ops_transformer.cpp — embedding, layer_norm, gelu, masked_softmax,
-// scaled_dot_product_attention: float64 gradchecks for every op,
+// test_ops_transformer.cpp — embedding, layer_norm, scaled_dot_product_attention: float64 gradchecks for every op,
 // forward values against hand-computed or naive references, shape / range errors,
 // thread-count determinism of the column reductions, and meta == cpu allocation
 // sequences for a small attention block (forward + backward).
@@ -118,88 +117,6 @@ TEST(LayerNorm, ShapeErrors) {
   EXPECT_TRUE(has(m, "[7]") && has(m, "[2, 3, 8]") && has(m, "weight")) << m;
   m = error_of<ShapeError>([&] { layer_norm(x, Tensor::ones({8}), Tensor::zeros({2, 4})); });
   EXPECT_TRUE(has(m, "[2, 4]") && has(m, "bias")) << m;
-}
-
-// ---- gelu ----------------------------------------------------------------------------------
-TEST(Gelu, ValuesAndGradcheck) {
-  Tensor x = Tensor::from_vector({1.0, -1.0, 0.0, 3.0}, {4}, DType::f64);
-  std::vector<double> e = gelu(x).to_vector(), t = gelu(x, "tanh").to_vector();
-  EXPECT_NEAR(e[0], 0.8413447, 1e-7);
-  EXPECT_NEAR(t[0], 0.8411920, 1e-7);
-  EXPECT_NEAR(e[1], -0.1586553, 1e-7);
-  EXPECT_EQ(e[2], 0.0);
-  EXPECT_NEAR(e[3], 2.9959503, 1e-7);   // 3 * Phi(3)
-  EXPECT_NEAR(gelu(Tensor::from_vector({1.0}, {1})).to_vector()[0], 0.8413447, 1e-6);   // float32
-  for (const char* mode : {"none", "tanh"})
-    EXPECT_TRUE(gradcheck([mode](const std::vector<Tensor>& in) { return gelu(in[0], mode); },
-                          {leaf(random_f64({3, 7}, -3, 3, 15))}))
-        << mode;
-  EXPECT_THROW(gelu(x, "sigmoid"), ValueError);
-}
-
-TEST(Gelu, Float32MatchesFloat64) {
-  // float32 uses vectorised exp / erf approximations: compare values and gradients over
-  // a wide range (both tails included) with float64 (std::erf / std::exp).
-  std::vector<double> xv;
-  for (double v = -12; v <= 12; v += 0.01) xv.push_back(v);
-  const Shape s{int64_t(xv.size())};
-  for (const char* mode : {"none", "tanh"}) {
-    Tensor x64 = leaf(Tensor::from_vector(xv, s, DType::f64)), x32 = leaf(Tensor::from_vector(xv, s, DType::f32));
-    Tensor y64 = gelu(x64, mode), y32 = gelu(x32, mode);
-    y64.backward(Tensor::ones(s, DType::f64));
-    y32.backward(Tensor::ones(s, DType::f32));
-    std::vector<double> a = y64.to_vector(), b = y32.to_vector(), ga = x64.grad().to_vector(),
-                        gb = x32.grad().to_vector();
-    for (size_t i = 0; i < xv.size(); ++i) {
-      EXPECT_NEAR(a[i], b[i], 1e-6 * std::max(1.0, std::fabs(xv[i]))) << mode << " x=" << xv[i];
-      EXPECT_NEAR(ga[i], gb[i], 2e-6) << mode << " x=" << xv[i];
-    }
-  }
-}
-
-// ---- masked_softmax ------------------------------------------------------------------------
-TEST(MaskedSoftmax, Values) {
-  // [B=2, H=1, T=2, T=3]; batch 1 pads key 2; batch 0 no padding
-  Tensor x = Tensor::from_vector({0, 0, 0, 1, 2, 3, 0, std::log(3.0), 100, 5, 5, -1}, {2, 1, 2, 3}, DType::f64);
-  Tensor m = u8_mask({0, 0, 0, 0, 0, 1}, {2, 3});
-  std::vector<double> y = masked_softmax(x, m).to_vector();
-  const double e1 = std::exp(1.0), e2 = std::exp(2.0), z = 1 + e1 + e2;
-  expect_near(y, {1.0 / 3, 1.0 / 3, 1.0 / 3, 1 / z, e1 / z, e2 / z, 0.25, 0.75, 0, 0.5, 0.5, 0}, 1e-12);
-  // scale; fully padded rows give zeros
-  Tensor all = u8_mask({0, 0, 0, 1, 1, 1}, {2, 3});
-  y = masked_softmax(x, all, 2.0).to_vector();
-  const double z2 = 1 + std::exp(2.0) + std::exp(4.0);
-  expect_near(y, {1.0 / 3, 1.0 / 3, 1.0 / 3, 1 / z2, std::exp(2.0) / z2, std::exp(4.0) / z2, 0, 0, 0, 0, 0, 0}, 1e-12);
-  // no mask on a 2-D input = softmax
-  Tensor r = random_f64({3, 5}, -2, 2, 24);
-  expect_near(masked_softmax(r, Tensor()).to_vector(), softmax(r).to_vector(), 1e-15);
-}
-
-TEST(MaskedSoftmax, Float32MatchesFloat64) {
-  Tensor x = random_f64({3, 2, 4, 37}, -30, 30, 41);
-  std::vector<double> mv(3 * 37, 0.0);
-  for (int j = 30; j < 37; ++j) mv[37 + j] = 1;   // batch 1 pads 7 keys
-  for (int j = 0; j < 37; ++j) mv[2 * 37 + j] = 1;  // batch 2 fully padded
-  Tensor m = u8_mask(mv, {3, 37});
-  expect_near(masked_softmax(x.to(DType::f32), m, 0.3).to_vector(), masked_softmax(x, m, 0.3).to_vector(), 1e-6);
-}
-
-TEST(MaskedSoftmax, Gradcheck) {
-  // B=2, H=2, T=5: batch 1 pads the last 2 keys
-  Tensor m = u8_mask({0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 5});
-  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return masked_softmax(in[0], m, 0.7); },
-                        {leaf(random_f64({2, 2, 5, 5}, -2, 2, 25))}));
-  Tensor all = u8_mask({1, 1, 1, 0, 1, 0}, {2, 3});   // batch 0 fully padded
-  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return masked_softmax(in[0], all); },
-                        {leaf(random_f64({2, 1, 2, 3}, -2, 2, 26))}));
-  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return masked_softmax(in[0], Tensor(), 1.5); },
-                        {leaf(random_f64({4, 3}, -2, 2, 27))}));
-}
-
-TEST(MaskedSoftmax, Errors) {
-  std::string msg = error_of<ShapeError>([] { masked_softmax(Tensor::zeros({2, 1, 3, 3}), u8_mask({0, 0, 0, 0}, {2, 2})); });
-  EXPECT_TRUE(has(msg, "[2, 2]") && has(msg, "[2, 1, 3, 3]")) << msg;
-  EXPECT_THROW(masked_softmax(Tensor::zeros({2, 1, 3, 3}), Tensor::zeros({2, 3})), DTypeError);
 }
 
 // ---- scaled_dot_product_attention ----------------------------------------------------------

@@ -1,6 +1,6 @@
 // transformer_kernels.h — kernel argument structs and kernel tables for the transformer
-// ops (embedding, layer_norm, gelu, masked_softmax; bmm reuses linear.h's gemm table and
-// cat/split use copy.h). Raw pointers, contiguous row-major buffers, explicit dims.
+// ops embedding and layer_norm (gelu: kernels/activation.h, masked_softmax:
+// kernels/softmax.h). Raw pointers, contiguous row-major buffers, explicit dims.
 // The tables are defined in the op files (engine/ops/<op>.cpp); CPU kernels live in
 // kernels/cpu/transformer_cpu.cpp (register_transformer_cpu_kernels). Every kernel is
 // deterministic: its result does not depend on the thread count.
@@ -29,24 +29,9 @@ struct LayerNormArgs {
   int64_t rows, H; double eps;
 };
 
-// y = gelu(x) (erf form, or the tanh approximation); backward dx = dy * gelu'(x).
-struct GeluArgs { const void* x; void* y; const void* dy; void* dx; int64_t n; bool tanh_approx; };
-
-// rows x C, softmax over C of scale * x with columns c where mask[b, c] != 0 at -inf;
-// b = row / rows_per_batch; mask may be null (no padding). A row whose every column is
-// masked gives zeros. Backward: dx = scale * y * (dy - sum(dy * y)).
-struct MaskedSoftmaxArgs {
-  const void* x; const uint8_t* mask; void* y; const void* dy; void* dx;
-  int64_t rows, C, rows_per_batch; double scale;
-};
-
 KernelTable<EmbeddingArgs>& embedding_forward_kernels();
 KernelTable<EmbeddingArgs>& embedding_backward_kernels();
 KernelTable<LayerNormArgs>& layer_norm_forward_kernels();
 KernelTable<LayerNormArgs>& layer_norm_backward_kernels();
-KernelTable<GeluArgs>& gelu_forward_kernels();
-KernelTable<GeluArgs>& gelu_backward_kernels();
-KernelTable<MaskedSoftmaxArgs>& masked_softmax_forward_kernels();
-KernelTable<MaskedSoftmaxArgs>& masked_softmax_backward_kernels();
 
 }  // namespace oomlab

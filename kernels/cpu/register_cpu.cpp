@@ -17,6 +17,8 @@ void register_conv_cpu_kernels();
 void register_pool_cpu_kernels();
 void register_batchnorm_cpu_kernels();
 void register_activation_cpu_kernels();
+void register_dropout_cpu_kernels();
+void register_softmax_cpu_kernels();
 void register_loss_cpu_kernels();
 void register_optim_cpu_kernels();
 void register_transformer_cpu_kernels();
@@ -32,6 +34,8 @@ void register_cpu_kernels() {
   register_pool_cpu_kernels();
   register_batchnorm_cpu_kernels();
   register_activation_cpu_kernels();
+  register_dropout_cpu_kernels();
+  register_softmax_cpu_kernels();
   register_loss_cpu_kernels();
   register_optim_cpu_kernels();
   register_transformer_cpu_kernels();

@@ -1,30 +1,17 @@
-// vision_cpu.cpp — CPU kernels (float, double) for the vision ops: upsample2x nearest /
-// bilinear (forward, backward), sigmoid (forward, backward), per-pixel log-softmax over C
-// fused with nll (forward) and its gradient (backward).
+// vision_cpu.cpp — CPU kernels (float, double) for upsample2x nearest / bilinear
+// (forward, backward).
 // Determinism: every output element is computed by one thread in a fixed order; the
 // upsample backward is a gather (each dx element sums its dy sources in output order, no
-// atomics); the loss sums per fixed pixel block in double, blocks combined in order.
-// OpenMP (static schedule) over (plane, row) for upsample, over elements for sigmoid,
-// over (image, pixel block) for the loss; small problems run on one thread. float exps
-// use exp_f32 (vectorisable, ~1 ulp), double exps std::exp.
+// atomics). OpenMP (static schedule) over (plane, row); small problems run on one thread.
 #include <algorithm>
-#include <bit>
 #include <cstdint>
-#include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "engine/ops/vision_kernels.h"
-#include "kernels/cpu/fast_math.h"
 
 namespace oomlab {
 namespace {
 constexpr int64_t kParallelMin = 32768;   // elements below which a kernel stays serial
-
-template <class T> inline T exp_t(T x) {
-  if constexpr (std::is_same_v<T, float>) return exp_f32(x);
-  else return std::exp(x);
-}
 
 // ---- upsample2x --------------------------------------------------------------------
 // Bilinear taps per axis (input size n, output 2n): output d reads i0[d] with weight
@@ -184,100 +171,11 @@ template <class T> void upsample2x_backward_cpu(const Upsample2xArgs& a) {
   if (a.bilinear) upsample2x_bilinear_backward<T>(a);
   else upsample2x_nearest_backward<T>(a);
 }
-
-// ---- sigmoid -----------------------------------------------------------------------
-template <class T> void sigmoid_forward_cpu(const SigmoidArgs& a) {
-  const T* x = static_cast<const T*>(a.x);
-  T* y = static_cast<T*>(a.y);
-#pragma omp parallel for schedule(static) if (a.n > kParallelMin)
-  for (int64_t i = 0; i < a.n; ++i) y[i] = T(1) / (T(1) + exp_t(-x[i]));
-}
-template <class T> void sigmoid_backward_cpu(const SigmoidArgs& a) {
-  const T* y = static_cast<const T*>(a.y);
-  const T* dy = static_cast<const T*>(a.dy);
-  T* dx = static_cast<T*>(a.dx);
-#pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
-  for (int64_t i = 0; i < a.n; ++i) dx[i] = dy[i] * (T(1) - y[i]) * y[i];
-}
-
-// ---- pixel cross-entropy -----------------------------------------------------------
-// Work items: (image n, block of kBlock pixels); the pixel loop is innermost and
-// contiguous, the class loop (stride HW) outside it. Fixed by the shape, not the threads.
-constexpr int64_t kBlock = 256;
-
-inline bool kept(int64_t t, int64_t C, int64_t ignore) { return t != ignore && t >= 0 && t < C; }
-
-template <class T> void pixel_cross_entropy_forward_cpu(const PixelCrossEntropyArgs& a) {
-  const T* x = static_cast<const T*>(a.logits);
-  T* lp = static_cast<T*>(a.logp);
-  const int64_t N = a.N, C = a.C, HW = a.HW;
-  const int64_t per_img = (HW + kBlock - 1) / kBlock, items = N * per_img;
-  std::vector<double> part(size_t(items), 0.0);
-  std::vector<int64_t> cnt(size_t(items), 0);
-  if (C > 0) {
-#pragma omp parallel for schedule(static) if (N * C * HW > kParallelMin)
-    for (int64_t it = 0; it < items; ++it) {
-      const int64_t n = it / per_img, p0 = (it % per_img) * kBlock, B = std::min(kBlock, HW - p0);
-      const T* xb = x + n * C * HW + p0;
-      T* lb = lp + n * C * HW + p0;
-      T mx[kBlock];
-      double sum[kBlock];
-      for (int64_t j = 0; j < B; ++j) { mx[j] = xb[j]; sum[j] = 0.0; }
-      for (int64_t c = 1; c < C; ++c)
-        for (int64_t j = 0; j < B; ++j) mx[j] = xb[c * HW + j] > mx[j] ? xb[c * HW + j] : mx[j];
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t j = 0; j < B; ++j) sum[j] += double(exp_t(xb[c * HW + j] - mx[j]));
-      T lse[kBlock];
-      for (int64_t j = 0; j < B; ++j) lse[j] = T(std::log(sum[j]));
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t j = 0; j < B; ++j) lb[c * HW + j] = xb[c * HW + j] - mx[j] - lse[j];
-      const int64_t* tb = a.target + n * HW + p0;
-      double s = 0.0;
-      int64_t k = 0;
-      for (int64_t j = 0; j < B; ++j)
-        if (kept(tb[j], C, a.ignore_index)) { s += double(lb[tb[j] * HW + j]); ++k; }
-      part[size_t(it)] = s;
-      cnt[size_t(it)] = k;
-    }
-  }
-  double total = 0.0;
-  int64_t count = 0;
-  for (int64_t it = 0; it < items; ++it) { total += part[size_t(it)]; count += cnt[size_t(it)]; }
-  *static_cast<T*>(a.loss) = T(-total / double(count));   // count 0 -> NaN, as PyTorch
-}
-
-template <class T> void pixel_cross_entropy_backward_cpu(const PixelCrossEntropyArgs& a) {
-  const T* lp = static_cast<const T*>(a.logp);
-  T* dx = static_cast<T*>(a.dlogits);
-  const int64_t N = a.N, C = a.C, HW = a.HW;
-  int64_t count = 0;   // integer sum: exact whatever the order
-#pragma omp parallel for schedule(static) reduction(+ : count) if (N * HW > kParallelMin)
-  for (int64_t i = 0; i < N * HW; ++i) count += kept(a.target[i], C, a.ignore_index) ? 1 : 0;
-  const T w = T(double(*static_cast<const T*>(a.dloss)) / double(count));
-  const int64_t per_img = (HW + kBlock - 1) / kBlock, items = N * per_img;
-#pragma omp parallel for schedule(static) if (N * C * HW > kParallelMin)
-  for (int64_t it = 0; it < items; ++it) {
-    const int64_t n = it / per_img, p0 = (it % per_img) * kBlock, B = std::min(kBlock, HW - p0);
-    const T* lb = lp + n * C * HW + p0;
-    T* db = dx + n * C * HW + p0;
-    const int64_t* tb = a.target + n * HW + p0;
-    T wj[kBlock];
-    for (int64_t j = 0; j < B; ++j) wj[j] = kept(tb[j], C, a.ignore_index) ? w : T(0);
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t j = 0; j < B; ++j) db[c * HW + j] = exp_t(lb[c * HW + j]) * wj[j];
-    for (int64_t j = 0; j < B; ++j)
-      if (kept(tb[j], C, a.ignore_index)) db[tb[j] * HW + j] -= w;
-  }
-}
 }  // namespace
 
 void register_vision_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(upsample2x_forward_kernels(), upsample2x_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(upsample2x_backward_kernels(), upsample2x_backward_cpu);
-  OOMLAB_REGISTER_FLOAT_CPU(sigmoid_forward_kernels(), sigmoid_forward_cpu);
-  OOMLAB_REGISTER_FLOAT_CPU(sigmoid_backward_kernels(), sigmoid_backward_cpu);
-  OOMLAB_REGISTER_FLOAT_CPU(pixel_cross_entropy_forward_kernels(), pixel_cross_entropy_forward_cpu);
-  OOMLAB_REGISTER_FLOAT_CPU(pixel_cross_entropy_backward_kernels(), pixel_cross_entropy_backward_cpu);
 }
 
 }  // namespace oomlab

@@ -21,10 +21,12 @@ void register_linear_cuda_kernels();
 void register_conv_cuda_kernels();
 void register_batchnorm_cuda_kernels();
 void register_pool_cuda_kernels();
-void register_activation_loss_cuda_kernels();
+void register_activation_cuda_kernels();
+void register_dropout_cuda_kernels();
+void register_softmax_cuda_kernels();
+void register_loss_cuda_kernels();
 void register_optim_cuda_kernels();
 void register_transformer_cuda_kernels();
-void register_gelu_softmax_cuda_kernels();
 void register_vision_cuda_kernels();
 
 namespace {
@@ -37,10 +39,12 @@ void register_cuda_kernels() {
   register_conv_cuda_kernels();
   register_batchnorm_cuda_kernels();
   register_pool_cuda_kernels();
-  register_activation_loss_cuda_kernels();
+  register_activation_cuda_kernels();
+  register_dropout_cuda_kernels();
+  register_softmax_cuda_kernels();
+  register_loss_cuda_kernels();
   register_optim_cuda_kernels();
   register_transformer_cuda_kernels();
-  register_gelu_softmax_cuda_kernels();
   register_vision_cuda_kernels();
 }
 }  // namespace
