@@ -19,10 +19,7 @@
 #include "tests/op_test_util.h"
 
 using namespace oomlab;
-using oomlab::testing::error_of;
-using oomlab::testing::gradcheck;
-using oomlab::testing::leaf;
-using oomlab::testing::random_f64;
+using namespace oomlab::testing;
 
 namespace {
 // Values in [-1, 1] pushed away from relu's kink at 0 (|v| >= 0.1).

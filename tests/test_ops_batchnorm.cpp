@@ -15,11 +15,7 @@
 #include "tests/op_test_util.h"
 
 using namespace oomlab;
-using oomlab::testing::error_of;
-using oomlab::testing::expect_near;
-using oomlab::testing::gradcheck;
-using oomlab::testing::leaf;
-using oomlab::testing::random_f64;
+using namespace oomlab::testing;
 
 TEST(BatchNorm, TrainingForwardValues2d) {
   Tensor x = Tensor::from_vector({1, 2, 3, 6}, {2, 2});   // channel 0: {1,3}, channel 1: {2,6}

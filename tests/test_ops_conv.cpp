@@ -21,12 +21,7 @@
 #include "tests/op_test_util.h"
 
 using namespace oomlab;
-using oomlab::testing::contains;
-using oomlab::testing::error_of;
-using oomlab::testing::expect_near;
-using oomlab::testing::gradcheck;
-using oomlab::testing::leaf;
-using oomlab::testing::random_f64;
+using namespace oomlab::testing;
 
 // ---------------------------------------------------------------- conv configs
 struct ConvCase { int64_t C, H, W, K, R, S; Conv2dParams p; bool bias; };

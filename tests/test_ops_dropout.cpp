@@ -15,9 +15,7 @@
 #include "tests/gradcheck.h"
 
 using namespace oomlab;
-using oomlab::testing::gradcheck;
-using oomlab::testing::leaf;
-using oomlab::testing::random_f64;
+using namespace oomlab::testing;
 
 TEST(Dropout, IdentityCasesAndZeros) {
   Tensor x = leaf(random_f64({8, 4}, -1, 1, 3));

@@ -13,12 +13,7 @@
 #include "tests/op_test_util.h"
 
 using namespace oomlab;
-using oomlab::testing::contains;
-using oomlab::testing::error_of;
-using oomlab::testing::expect_near;
-using oomlab::testing::gradcheck;
-using oomlab::testing::leaf;
-using oomlab::testing::random_f64;
+using namespace oomlab::testing;
 
 TEST(Matmul, GradcheckAndValues) {
   Tensor a = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});

@@ -16,12 +16,7 @@
 #include "tests/op_test_util.h"
 
 using namespace oomlab;
-using oomlab::testing::contains;
-using oomlab::testing::error_of;
-using oomlab::testing::expect_near;
-using oomlab::testing::gradcheck;
-using oomlab::testing::leaf;
-using oomlab::testing::random_f64;
+using namespace oomlab::testing;
 
 TEST(Loss, NllAndCrossEntropyGradchecks) {
   Tensor t = Tensor::from_vector_i64({2, 0, 4, 1}, {4});

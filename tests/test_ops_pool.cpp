@@ -12,11 +12,7 @@
 #include "tests/op_test_util.h"
 
 using namespace oomlab;
-using oomlab::testing::error_of;
-using oomlab::testing::expect_near;
-using oomlab::testing::gradcheck;
-using oomlab::testing::leaf;
-using oomlab::testing::random_f64;
+using namespace oomlab::testing;
 
 TEST(Pool, MaxPoolForwardValuesAndTies) {
   Tensor x = Tensor::from_vector({1, 5, 2, 0,   //

@@ -13,13 +13,7 @@
 #include "tests/op_test_util.h"
 
 using namespace oomlab;
-using oomlab::testing::contains;
-using oomlab::testing::error_of;
-using oomlab::testing::expect_near;
-using oomlab::testing::gradcheck;
-using oomlab::testing::leaf;
-using oomlab::testing::random_f64;
-using oomlab::testing::u8_mask;
+using namespace oomlab::testing;
 
 TEST(Softmax, ValuesAndGradchecks) {
   Tensor x = Tensor::from_vector({1, 2, 3, 0, 0, 0}, {2, 3}, DType::f64);

@@ -5,13 +5,14 @@
 //   q and k (first bmm), the softmax output, the dropout keep-mask (uint8) and the dropped
 //   probabilities plus v (second bmm). k^T is a transposed view (no copy); the raw scores
 //   are freed after the softmax. No kernels of its own.
+#include "engine/ops/attention.h"
+
 #include <cmath>
 
 #include "engine/core/error.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/softmax.h"
-#include "engine/ops/transformer_ops.h"
 
 namespace oomlab {
 

@@ -5,21 +5,13 @@
 // = sum_rows dy * xhat, dbias = sum_rows dy (fixed-order column sums: deterministic).
 // Allocations: forward contiguous copies if any, y, mean, rstd; backward contiguous(g)
 // if any, then dx, dweight, dbias (each only when needed).
+#include "engine/ops/layernorm.h"
+
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
-#include "engine/ops/transformer_kernels.h"
-#include "engine/ops/transformer_ops.h"
+#include "kernels/layernorm.h"
 
 namespace oomlab {
-
-KernelTable<LayerNormArgs>& layer_norm_forward_kernels() {
-  static KernelTable<LayerNormArgs> t("layer_norm");
-  return t;
-}
-KernelTable<LayerNormArgs>& layer_norm_backward_kernels() {
-  static KernelTable<LayerNormArgs> t("layer_norm_backward");
-  return t;
-}
 
 namespace {
 void check_param(const Tensor& x, const Tensor& p, const char* what) {

@@ -20,9 +20,10 @@ void register_activation_cpu_kernels();
 void register_dropout_cpu_kernels();
 void register_softmax_cpu_kernels();
 void register_loss_cpu_kernels();
+void register_layernorm_cpu_kernels();
+void register_embedding_cpu_kernels();
+void register_upsample_cpu_kernels();
 void register_optim_cpu_kernels();
-void register_transformer_cpu_kernels();
-void register_vision_cpu_kernels();
 
 namespace {
 void register_cpu_kernels() {
@@ -37,9 +38,10 @@ void register_cpu_kernels() {
   register_dropout_cpu_kernels();
   register_softmax_cpu_kernels();
   register_loss_cpu_kernels();
+  register_layernorm_cpu_kernels();
+  register_embedding_cpu_kernels();
+  register_upsample_cpu_kernels();
   register_optim_cpu_kernels();
-  register_transformer_cpu_kernels();
-  register_vision_cpu_kernels();
 }
 }  // namespace
 

@@ -25,9 +25,10 @@ void register_activation_cuda_kernels();
 void register_dropout_cuda_kernels();
 void register_softmax_cuda_kernels();
 void register_loss_cuda_kernels();
+void register_layernorm_cuda_kernels();
+void register_embedding_cuda_kernels();
+void register_upsample_cuda_kernels();
 void register_optim_cuda_kernels();
-void register_transformer_cuda_kernels();
-void register_vision_cuda_kernels();
 
 namespace {
 void register_cuda_kernels() {
@@ -43,9 +44,10 @@ void register_cuda_kernels() {
   register_dropout_cuda_kernels();
   register_softmax_cuda_kernels();
   register_loss_cuda_kernels();
+  register_layernorm_cuda_kernels();
+  register_embedding_cuda_kernels();
+  register_upsample_cuda_kernels();
   register_optim_cuda_kernels();
-  register_transformer_cuda_kernels();
-  register_vision_cuda_kernels();
 }
 }  // namespace
 

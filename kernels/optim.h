@@ -1,11 +1,11 @@
-// optim_kernels.h — fused per-parameter optimizer update kernels (raw pointers + n).
+// optim.h — the optim family's kernels: fused per-parameter optimizer updates (raw
+// pointers + n) behind engine/optim/sgd.cpp and adam.cpp.
 // One launch updates one parameter and its state in a single pass, allocating nothing
 // (like torch's fused=True): the only optimizer memory is the state itself.
 // Math is done in the parameter's dtype T with PyTorch's single-tensor operation order;
 // host-side scalars (bias corrections, step size) are computed in double and passed in.
-// Tables are defined in engine/optim/sgd.cpp and adam.cpp; CPU kernels live in
-// kernels/cpu/optim_cpu.cpp (register_optim_cpu_kernels). Elementwise only, so results
-// never depend on the thread count.
+// CPU kernels: kernels/cpu/optim_cpu.cpp; CUDA: kernels/cuda/optim.cu. Elementwise only,
+// so results never depend on the thread count.
 #pragma once
 #include <cstdint>
 
@@ -42,7 +42,7 @@ struct AdamArgs {
   int64_t n;
 };
 
-KernelTable<SgdArgs>& sgd_kernels();
-KernelTable<AdamArgs>& adam_kernels();
+OOMLAB_KERNEL_TABLE(sgd, SgdArgs, "sgd_step")
+OOMLAB_KERNEL_TABLE(adam, AdamArgs, "adam_step")
 
 }  // namespace oomlab

@@ -1,5 +1,5 @@
-// vision_cpu.cpp — CPU kernels (float, double) for upsample2x nearest / bilinear
-// (forward, backward).
+// upsample_cpu.cpp — CPU kernels of the upsample family (kernels/upsample.h; float,
+// double): upsample2x nearest / bilinear, forward and backward.
 // Determinism: every output element is computed by one thread in a fixed order; the
 // upsample backward is a gather (each dx element sums its dy sources in output order, no
 // atomics). OpenMP (static schedule) over (plane, row); small problems run on one thread.
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/ops/vision_kernels.h"
+#include "kernels/upsample.h"
 
 namespace oomlab {
 namespace {
@@ -173,7 +173,7 @@ template <class T> void upsample2x_backward_cpu(const Upsample2xArgs& a) {
 }
 }  // namespace
 
-void register_vision_cpu_kernels() {
+void register_upsample_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(upsample2x_forward_kernels(), upsample2x_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(upsample2x_backward_kernels(), upsample2x_backward_cpu);
 }

@@ -1,10 +1,11 @@
-// vision.cu — CUDA kernels for upsample2x nearest / bilinear (forward, backward) of
-// engine/ops/vision_kernels.h in float32, float64, float16, bfloat16 (half types compute
-// in float, one rounding). Parity: bit-identical to kernels/cpu/vision_cpu.cpp in float32
-// (one thread per output element replays the CPU's taps, gather order and fused
-// multiply-adds — pointwise_math.cuh; the backward is a gather, no atomics).
-#include "engine/ops/vision_kernels.h"
+// upsample.cu — CUDA kernels of the upsample family (kernels/upsample.h): upsample2x
+// nearest / bilinear, forward and backward, in float32, float64, float16, bfloat16 (half
+// types compute in float, one rounding). Parity: bit-identical to
+// kernels/cpu/upsample_cpu.cpp in float32 (one thread per output element replays the
+// CPU's taps, gather order and fused multiply-adds — pointwise_math.cuh; the backward is a
+// gather, no atomics).
 #include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/upsample.h"
 
 namespace oomlab {
 namespace {
@@ -70,7 +71,7 @@ template <class T> void upsample2x_backward_cuda(const Upsample2xArgs& a) {
 }
 }  // namespace
 
-void register_vision_cuda_kernels() {
+void register_upsample_cuda_kernels() {
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(upsample2x_forward_kernels(), upsample2x_forward_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(upsample2x_backward_kernels(), upsample2x_backward_cuda);
 }
