@@ -1,7 +1,7 @@
 // layernorm.cpp — layer_norm(x [..., H], weight [H], bias [H], eps) over the last dim, as
 // F.layer_norm with normalized_shape = [H] (biased variance). weight / bias may be
-// undefined (elementwise_affine = false). Saves x, weight, mean and rstd ([rows], in x's
-// dtype: float32 or float64), as PyTorch's native_layer_norm. Backward gives dx, dweight
+// undefined (elementwise_affine = false). Saves x, weight, mean and rstd ([rows]; float32
+// for half inputs, else x's dtype), as PyTorch's native_layer_norm. Backward gives dx, dweight
 // = sum_rows dy * xhat, dbias = sum_rows dy (fixed-order column sums: deterministic).
 // Allocations: forward contiguous copies if any, y, mean, rstd; backward contiguous(g)
 // if any, then dx, dweight, dbias (each only when needed).

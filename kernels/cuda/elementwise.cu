@@ -1,5 +1,5 @@
 // elementwise.cu — CUDA kernels for axpby / mul / fill / sum (kernels/elementwise.h) in
-// float32, float64, float16 and bfloat16. Grid-stride loops on the default stream.
+// float32, float64, float16 and bfloat16. Grid-stride loops on the device's compute stream.
 // float32 / float64 results equal the CPU kernels bit for bit (the same fused multiply-adds
 // as GCC forms, pointwise_math.cuh); float16 / bfloat16 compute in float and round once.
 // sum: one block, double partials per thread combined in a fixed tree — deterministic, and
