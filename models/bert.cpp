@@ -20,9 +20,8 @@
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/nn/transformer_layers.h"
-#include "engine/ops/activation.h"
+#include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
-#include "engine/ops/transformer_ops.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {

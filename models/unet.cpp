@@ -10,7 +10,7 @@
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/nn/unet_layers.h"
-#include "engine/ops/transformer_ops.h"
+#include "engine/ops/concat.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {

@@ -15,6 +15,7 @@ core/memory/autograd/ops. Also checked: only kernels/cuda includes CUDA headers 
 a CUDA macro. tests/ may include anything. Every offending line is printed as
 FILE:LINE: message; the exit status is 1 if there is one, else 0.
 Usage: python3 scripts/check_layers.py [REPO_ROOT]
+       python3 scripts/check_layers.py --self-test   (the checker on a small tree with known violations)
 """
 import re
 import sys
@@ -83,7 +84,43 @@ def check(root: Path) -> list:
     return problems
 
 
+def self_test() -> int:
+    """Builds a tiny tree with one file per rule broken (and legal ones), checks the verdicts."""
+    import tempfile
+    files = {
+        "engine/core/tensor.h": '#include "engine/memory/caching_allocator.h"\n#include "kernels/copy.h"\n',
+        "engine/memory/caching_allocator.h": "",
+        "engine/ops/conv.cpp": '#include "engine/nn/module.h"\n',                 # ops above nn: bad
+        "engine/ops/conv.h": "",
+        "engine/nn/module.h": '#include "engine/train/trainer.h"\n',              # nn above train: bad
+        "engine/train/trainer.h": '#include "models/model_zoo.h"\n',              # engine above models: bad
+        "kernels/copy.h": '#include "engine/core/tensor.h"\n',
+        "kernels/conv.h": '#include "engine/ops/conv.h"\n',                       # interface above ops: bad
+        "kernels/cpu/conv_cpu.cpp": '#include "kernels/conv.h"\n#include "kernels/cuda/conv.cu"\n',   # sibling: bad
+        "kernels/cuda/conv.cu": "#include <cudnn.h>\n",
+        "models/model_zoo.h": '#include "experiments/cli/commands.h"\n',         # models above app: bad
+        "experiments/cli/commands.h": "#include <cuda_runtime.h>\n#if OOMLAB_CUDA\n#endif\n",   # 2 bad
+        "tests/test_x.cpp": '#include "kernels/cuda/conv.cu"\n#include "experiments/cli/commands.h"\n',
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for rel, text in files.items():
+            path = Path(tmp) / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        found = sorted(p.split(":")[0] for p in check(Path(tmp)))
+    want = sorted(["engine/ops/conv.cpp", "engine/nn/module.h", "engine/train/trainer.h", "kernels/conv.h",
+                   "kernels/cpu/conv_cpu.cpp", "models/model_zoo.h", "experiments/cli/commands.h",
+                   "experiments/cli/commands.h"])
+    if found != want:
+        print(f"check_layers self-test FAILED: flagged {found}, expected {want}")
+        return 1
+    print(f"check_layers self-test: {len(want)} planted violations found, legal includes accepted")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     root = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent)
     problems = check(root)
     for p in problems:

@@ -15,14 +15,19 @@
 
 #include "cuda_test_util.h"
 #include "engine/ops/activation.h"
+#include "engine/ops/attention.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/concat.h"
 #include "engine/ops/conv.h"
+#include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/layernorm.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/pool.h"
-#include "engine/ops/transformer_ops.h"
-#include "engine/ops/vision_ops.h"
+#include "engine/ops/softmax.h"
+#include "engine/ops/upsample.h"
 
 using namespace oomlab;
 using namespace oomlab::testing;

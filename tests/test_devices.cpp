@@ -15,7 +15,7 @@
 #include "engine/core/rng.h"
 #include "engine/core/thread_budget.h"
 #include "engine/memory/caching_allocator.h"
-#include "engine/ops/activation.h"
+#include "engine/ops/dropout.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
 #include "models/model_zoo.h"

@@ -14,7 +14,6 @@
 #include "engine/nn/transformer_layers.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/ops/loss.h"
-#include "engine/ops/vision_ops.h"
 #include "engine/optim/optimizer.h"
 #include "models/model_zoo.h"
 #include "tests/gradcheck.h"

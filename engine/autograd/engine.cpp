@@ -11,6 +11,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
+#include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
 #include "engine/ops/elementwise.h"

@@ -2,7 +2,8 @@
 // the registry through which backends fill them.
 // Contracts:
 //  * Each op family declares its tables (with a per-op argument struct of raw pointers
-//    and explicit dims) in its kernel header; kernels/cpu and kernels/cuda fill them.
+//    and explicit dims) in its kernel header kernels/<family>.h, with
+//    OOMLAB_KERNEL_TABLE; kernels/cpu and kernels/cuda fill them.
 //  * A backend library (kernels/cpu, kernels/cuda) announces itself at static
 //    initialisation with OOMLAB_REGISTER_BACKEND(name, fn); the libraries are linked
 //    whole-archive, so linking one is what makes it available. The engine never names a
@@ -55,6 +56,11 @@ class KernelTable {
   const char* op_;
   Fn fns_[kNumDeviceTypes][kNumDTypes] = {};
 };
+
+// In a kernel header: declares `name##_kernels()`, the table of op `op` (one instance per
+// program: an inline function's static).
+#define OOMLAB_KERNEL_TABLE(name, Args, op) \
+  inline ::oomlab::KernelTable<Args>& name##_kernels() { static ::oomlab::KernelTable<Args> t(op); return t; }
 
 // Register one templated CPU kernel body for the float types.
 #define OOMLAB_REGISTER_FLOAT_CPU(table, fn_template)                 \

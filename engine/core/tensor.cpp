@@ -1,4 +1,5 @@
-// tensor.cpp — Tensor factories, metadata, host access; views live in ops/view_ops.cpp.
+// tensor.cpp — Tensor factories, metadata, host access, copy_ / fill_; views (and detach)
+// live in engine/ops/view.cpp.
 // Host access on an accelerator (cuda) goes through a cpu tensor and copy_ (the backend's
 // copy kernel): from_vector*, to_vector*, item() and integer fill_ work on any device;
 // the staging tensor comes from the cpu allocator, so device traces equal meta's.
@@ -12,8 +13,8 @@
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
-#include "engine/ops/copy.h"
-#include "engine/ops/elementwise.h"
+#include "kernels/copy.h"
+#include "kernels/elementwise.h"
 
 namespace oomlab {
 
@@ -191,12 +192,6 @@ double Tensor::item() const {
   if (device().is_meta()) return 0.0;
   if (!device().is_cpu()) return host_copy(*this, "item()").item();
   return to_vector()[0];
-}
-
-Tensor Tensor::detach() const {
-  Tensor v = make_view(*this, shape(), strides(), offset());
-  v.impl()->name = impl_->name;
-  return v;
 }
 
 Tensor& Tensor::set_requires_grad(bool r) {

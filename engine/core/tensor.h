@@ -106,7 +106,7 @@ class Tensor {
   std::vector<int64_t> to_vector_i64() const;
   double item() const;                       // numel()==1; returns 0 on meta
 
-  // ---- views and copies (autograd-aware, see ops/view_ops.h) ----
+  // ---- views and copies (autograd-aware, see engine/ops/view.h) ----
   Tensor reshape(const Shape& shape) const;  // -1 allowed once
   Tensor flatten(int64_t start_dim = 1) const;
   Tensor transpose(int64_t d0, int64_t d1) const;

@@ -12,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/dropout.h"
 #include "engine/ops/linear.h"
 
 namespace oomlab::nn {

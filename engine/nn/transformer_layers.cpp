@@ -4,9 +4,11 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
-#include "engine/ops/transformer_ops.h"
-#include "engine/ops/vision_ops.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/layernorm.h"
 
 namespace oomlab::nn {
 

@@ -1,8 +1,8 @@
 // transformer_layers.h — torch.nn layers for transformer encoders: Embedding, LayerNorm,
 // GELU, Tanh and DotProductAttention, each a thin Module over the op of the same name
-// (engine/ops/transformer_ops.h; Tanh is composed as 2*sigmoid(2x) - 1 from vision/
-// elementwise ops, so it saves the sigmoid output; DotProductAttention runs
-// scaled_dot_product_attention). Contracts:
+// (engine/ops/embedding.h, layernorm.h, activation.h; Tanh is composed as 2*sigmoid(2x) - 1
+// from activation / elementwise ops, so it saves the sigmoid output; DotProductAttention
+// runs scaled_dot_product_attention, engine/ops/attention.h). Contracts:
 //  * Parameter names/shapes are PyTorch's: Embedding.weight [num, dim]; LayerNorm.weight
 //    and .bias [dim]. LayerNorm is initialised 1/0 (deterministic, skipped on meta);
 //    Embedding draws N(0, 1) from options.generator unless skip_init (the zoo re-inits).

@@ -1,5 +1,5 @@
 // unet_layers.h — nn::ConvTranspose2d (torch.nn.ConvTranspose2d, groups 1, square
-// kernel) over engine/ops/vision_ops.h's conv_transpose2d. Contracts: weight
+// kernel) over engine/ops/conv.h's conv_transpose2d. Contracts: weight
 // [in_channels, out_channels, k, k] and bias [out_channels] as PyTorch; default init is
 // PyTorch's U(+-1/sqrt(fan_in)) with fan_in = weight.size(1) * k * k (PyTorch computes it
 // from dim 1 of the transposed weight), skipped with skip_init and on meta.
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "engine/nn/layers.h"
-#include "engine/ops/vision_ops.h"
+#include "engine/ops/conv.h"
 
 namespace oomlab::nn {
 

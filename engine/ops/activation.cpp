@@ -1,24 +1,18 @@
-// activation.cpp — relu, in-place relu_, dropout: checks, allocation, dispatch, autograd.
-// Saved for backward: relu / relu_ save their output (relu_'s output is x's own memory,
-// so nothing extra stays alive); dropout saves its uint8 keep-mask. relu_ rebases x's
-// history: x gets a new "relu_" node whose single edge is x's previous grad_fn, and its
-// version is bumped, so anything that saved x earlier fails in backward (PyTorch).
-// dropout(training=false or p=0) returns x itself (no allocation); p=1 returns zeros.
+// activation.cpp — relu, in-place relu_, sigmoid, gelu: checks, allocation, dispatch,
+// autograd (kernels/activation.h). Saved for backward: relu / relu_ / sigmoid save their
+// output (relu_'s output is x's own memory, so nothing extra stays alive); gelu saves x.
+// relu_ rebases x's history: x gets a new "relu_" node whose single edge is x's previous
+// grad_fn, and its version is bumped, so anything that saved x earlier fails in backward
+// (PyTorch). Allocation order (identical on meta): forward: contiguous(x) if needed, y;
+// backward: contiguous(g) if needed, dx.
 #include "engine/ops/activation.h"
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "kernels/activation.h"
 
 namespace oomlab {
-
-KernelTable<ReluArgs>& relu_forward_kernels() { static KernelTable<ReluArgs> t("relu"); return t; }
-KernelTable<ReluArgs>& relu_backward_kernels() { static KernelTable<ReluArgs> t("relu_backward"); return t; }
-KernelTable<DropoutArgs>& dropout_forward_kernels() { static KernelTable<DropoutArgs> t("dropout"); return t; }
-KernelTable<DropoutArgs>& dropout_backward_kernels() {
-  static KernelTable<DropoutArgs> t("dropout_backward");
-  return t;
-}
 
 namespace {
 // Backward shared by relu and relu_: dx = dy * (y > 0), y the saved output.
@@ -70,46 +64,50 @@ Tensor relu_(Tensor& x) {
   return x;
 }
 
-Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
-  OOMLAB_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);
-  if (!training || p == 0.0 || x0.numel() == 0) return x0;
-  if (p == 1.0) {
-    // Everything dropped: zeros, gradient zero (PyTorch multiplies by a zero scalar).
-    Tensor y = Tensor::zeros(x0.shape(), x0.dtype(), x0.device());
-    Shape shape = x0.shape();
-    DType dt = x0.dtype();
-    Device dev = x0.device();
-    return attach_grad_fn(y, "dropout", {x0}, [=]() -> BackwardFn {
-      return [=](const Tensor&, const std::vector<bool>&) {
-        return std::vector<Tensor>{Tensor::zeros(shape, dt, dev)};
-      };
-    });
-  }
+// sigmoid(x) = 1 / (1 + exp(-x)), as torch.sigmoid.
+Tensor sigmoid(const Tensor& x0) {
+  OOMLAB_CHECK_T(ValueError, x0.defined(), "sigmoid: undefined input");
+  OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()), "sigmoid: input must be floating point, got ",
+                 dtype_name(x0.dtype()));
   Tensor x = x0.contiguous();
-  const int64_t n = x.numel();
-  // Output then mask, as PyTorch's native_dropout allocates them.
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  Tensor mask = Tensor::empty(x.shape(), DType::u8, x.device());
-  uint64_t seed = 0, base = 0;
-  if (gen) {
-    seed = gen->seed;
-    base = gen->reserve(uint64_t(n));
-  } else {   // the device's generator, reserved atomically (other device threads draw too)
-    DeviceGenerator& dg = device_generator(x.device());
-    base = dg.with([&](Generator& g) { seed = g.seed; return g.reserve(uint64_t(n)); });
-  }
-  dropout_forward_kernels().launch(x.device(), x.dtype(),
-                                   DropoutArgs{x.raw_data(), y.raw_data(), mask.data<uint8_t>(), nullptr,
-                                               nullptr, n, p, seed, base});
-  return attach_grad_fn(y, "dropout", {x0}, [mask, p]() -> BackwardFn {
-    SavedTensor sm(mask, "dropout");
-    return [sm, p](const Tensor& g0, const std::vector<bool>&) {
-      Tensor m = sm.unpack();
+  sigmoid_forward_kernels().launch(x.device(), x.dtype(),
+                                   SigmoidArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, x.numel()});
+  return attach_grad_fn(y, "sigmoid", {x0}, [y]() -> BackwardFn {
+    SavedTensor sy(y, "sigmoid");
+    return [sy](const Tensor& g0, const std::vector<bool>&) {
+      Tensor y = sy.unpack();
       Tensor g = g0.contiguous();
-      Tensor dx = Tensor::empty(g.shape(), g.dtype(), g.device());
-      dropout_backward_kernels().launch(g.device(), g.dtype(),
-                                        DropoutArgs{nullptr, nullptr, m.data<uint8_t>(), g.raw_data(),
-                                                    dx.raw_data(), g.numel(), p, 0, 0});
+      Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+      sigmoid_backward_kernels().launch(y.device(), y.dtype(),
+                                        SigmoidArgs{nullptr, y.raw_data(), g.raw_data(), dx.raw_data(), y.numel()});
+      return std::vector<Tensor>{dx};
+    };
+  });
+}
+
+// gelu(x, approximate) as F.gelu: "none" = x * Phi(x) (erf form), "tanh" =
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& x0, const std::string& approximate) {
+  OOMLAB_CHECK_T(ValueError, approximate == "none" || approximate == "tanh",
+                 "gelu: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+  OOMLAB_CHECK_T(ValueError, x0.defined(), "gelu: undefined input");
+  OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()), "gelu: input must be floating point, got ",
+                 dtype_name(x0.dtype()));
+  const bool tanh_approx = approximate == "tanh";
+  Tensor x = x0.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  gelu_forward_kernels().launch(x.device(), x.dtype(),
+                                GeluArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, x.numel(), tanh_approx});
+  return attach_grad_fn(y, "gelu", {x0}, [&]() -> BackwardFn {
+    SavedTensor sx(x, "gelu");
+    return [sx, tanh_approx](const Tensor& g0, const std::vector<bool>&) {
+      Tensor x = sx.unpack();
+      Tensor g = g0.contiguous();
+      Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      gelu_backward_kernels().launch(x.device(), x.dtype(),
+                                     GeluArgs{x.raw_data(), nullptr, g.raw_data(), dx.raw_data(), x.numel(),
+                                              tanh_approx});
       return std::vector<Tensor>{dx};
     };
   });

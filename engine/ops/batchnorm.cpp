@@ -10,17 +10,9 @@
 
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "kernels/batchnorm.h"
 
 namespace oomlab {
-
-KernelTable<BatchNormArgs>& batch_norm_forward_kernels() {
-  static KernelTable<BatchNormArgs> t("batch_norm");
-  return t;
-}
-KernelTable<BatchNormArgs>& batch_norm_backward_kernels() {
-  static KernelTable<BatchNormArgs> t("batch_norm_backward");
-  return t;
-}
 
 namespace {
 // dtype of weight/bias/running stats/saved stats for an input dtype.

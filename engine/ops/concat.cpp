@@ -5,11 +5,12 @@
 // views), each with its own "narrow" node. Nothing but shapes is saved. Shapes must
 // agree off `dim` (ShapeError naming both shapes); chunk sizes follow torch.chunk
 // (ceil(size / chunks) each, the last smaller, possibly fewer than `chunks` pieces).
+#include "engine/ops/concat.h"
+
 #include <algorithm>
 
 #include "engine/autograd/node.h"
-#include "engine/ops/copy.h"
-#include "engine/ops/transformer_ops.h"
+#include "kernels/copy.h"
 
 namespace oomlab {
 namespace {

@@ -1,32 +1,20 @@
-// conv.cpp — conv2d (NCHW, stride/padding/dilation/groups) with autograd; kernels via
-// the conv2d_* and channel_bias_* tables (CPU: kernels/cpu/conv_cpu.cpp).
+// conv.cpp — conv2d and conv_transpose2d (NCHW) with autograd, on the conv2d_* and
+// channel_bias_* tables of kernels/conv.h. conv_transpose2d has no kernels of its own: it
+// is the adjoint of conv2d(z [N, K, Ho, Wo], weight) -> [N, C, H, W], so
+//   forward y = conv2d_backward_data(dy := x, w); grad x dx = conv2d_forward(x := g, w);
+//   grad weight dw = conv2d_backward_weight(x := g, dy := x); bias via channel_bias_*.
 // Saved for backward: x only if the weight needs grad, w only if x needs grad; the bias
 // gradient needs nothing. Allocation order (identical on meta): forward: contiguous
-// copies of x/w if needed, y; backward: contiguous(g) if needed, dx, dw, db.
-// Errors: ShapeError naming "conv2d" and the input and weight shapes; ValueError for
-// bad stride/padding/dilation/groups.
+// copies of x/w(/b) if needed, y; backward: contiguous(g) if needed, dx, dw, db.
+// Errors: ShapeError naming the op and the input and weight shapes; ValueError for bad
+// stride/padding/dilation/output_padding/groups.
 #include "engine/ops/conv.h"
 
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "kernels/conv.h"
 
 namespace oomlab {
-
-KernelTable<Conv2dArgs>& conv2d_forward_kernels() {
-  static KernelTable<Conv2dArgs> t("conv2d_forward"); return t;
-}
-KernelTable<Conv2dArgs>& conv2d_backward_data_kernels() {
-  static KernelTable<Conv2dArgs> t("conv2d_backward_data"); return t;
-}
-KernelTable<Conv2dArgs>& conv2d_backward_weight_kernels() {
-  static KernelTable<Conv2dArgs> t("conv2d_backward_weight"); return t;
-}
-KernelTable<ChannelBiasArgs>& channel_bias_add_kernels() {
-  static KernelTable<ChannelBiasArgs> t("channel_bias_add"); return t;
-}
-KernelTable<ChannelBiasArgs>& channel_bias_grad_kernels() {
-  static KernelTable<ChannelBiasArgs> t("channel_bias_grad"); return t;
-}
 
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
   OOMLAB_CHECK_T(ShapeError, x.size() == 4 && w.size() == 4,
@@ -109,6 +97,107 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Conv2d
         channel_bias_grad_kernels().launch(g.device(), g.dtype(),
                                            ChannelBiasArgs{nullptr, nullptr, g.raw_data(),
                                                            gb.raw_data(), a.N, a.K, a.P * a.Q});
+      }
+      return std::vector<Tensor>{gx, gw, gb};
+    };
+  });
+}
+
+// ---- conv_transpose2d ------------------------------------------------------------------
+namespace {
+// The conv2d whose input is the transposed conv's output: Conv2dArgs with
+// conv.{C,H,W} = (K, Ho, Wo), conv.{K,P,Q} = (C, H, W).
+Conv2dArgs adjoint_conv_args(const Shape& x, const Shape& w, const Shape& y, const ConvTranspose2dParams& p) {
+  Conv2dArgs a{};
+  a.N = x[0]; a.C = y[1]; a.H = y[2]; a.W = y[3];
+  a.K = x[1]; a.R = w[2]; a.S = w[3]; a.P = x[2]; a.Q = x[3];
+  a.p.stride_h = a.p.stride_w = p.stride;
+  a.p.pad_h = a.p.pad_w = p.padding;
+  a.p.groups = p.groups;
+  return a;
+}
+
+Shape conv_transpose2d_output_shape(const Shape& x, const Shape& w, const ConvTranspose2dParams& p) {
+  const char* op = "conv_transpose2d";
+  OOMLAB_CHECK_T(ShapeError, x.size() == 4 && w.size() == 4, op,
+                 ": expected 4-D input [N, C, H, W] and 4-D weight [C, K/groups, R, S], got input ",
+                 shape_str(x), " and weight ", shape_str(w));
+  OOMLAB_CHECK(p.stride >= 1 && p.padding >= 0 && p.output_padding >= 0 && p.output_padding < p.stride,
+               op, ": invalid stride ", p.stride, ", padding ", p.padding, ", output_padding ",
+               p.output_padding, " (need stride >= 1, padding >= 0, 0 <= output_padding < stride) for input ",
+               shape_str(x), " and weight ", shape_str(w));
+  OOMLAB_CHECK(p.groups >= 1, op, ": groups must be >= 1, got ", p.groups, " (input ", shape_str(x),
+               ", weight ", shape_str(w), ")");
+  OOMLAB_CHECK_T(ShapeError, w[0] == x[1] && x[1] % p.groups == 0, op, ": weight ", shape_str(w),
+                 " expects ", w[0], " input channels but input ", shape_str(x), " has ", x[1],
+                 (p.groups > 1 ? str_cat(" (groups=", p.groups, " must divide them)") : std::string()));
+  OOMLAB_CHECK_T(ShapeError, w[2] >= 1 && w[3] >= 1 && w[1] >= 1, op, ": empty kernel in weight ",
+                 shape_str(w), " for input ", shape_str(x));
+  const int64_t ho = (x[2] - 1) * p.stride - 2 * p.padding + w[2] + p.output_padding;
+  const int64_t wo = (x[3] - 1) * p.stride - 2 * p.padding + w[3] + p.output_padding;
+  OOMLAB_CHECK_T(ShapeError, x[2] >= 1 && x[3] >= 1 && ho >= 1 && wo >= 1, op, ": input ", shape_str(x),
+                 " with weight ", shape_str(w), ", stride ", p.stride, ", padding ", p.padding,
+                 ", output_padding ", p.output_padding, " gives an empty output ", ho, "x", wo);
+  return {x[0], w[1] * p.groups, ho, wo};
+}
+}  // namespace
+
+Tensor conv_transpose2d(const Tensor& x0, const Tensor& w0, const Tensor& b0, const ConvTranspose2dParams& p) {
+  const char* op = "conv_transpose2d";
+  OOMLAB_CHECK_T(ValueError, x0.defined() && w0.defined(), op, ": undefined input or weight");
+  const Shape y_shape = conv_transpose2d_output_shape(x0.shape(), w0.shape(), p);
+  OOMLAB_CHECK_T(DTypeError, x0.dtype() == w0.dtype() && dtype_is_floating(x0.dtype()), op, ": input dtype ",
+                 dtype_name(x0.dtype()), " and weight dtype ", dtype_name(w0.dtype()),
+                 " must be the same floating type");
+  OOMLAB_CHECK_T(DeviceError, x0.device() == w0.device(), op, ": input on ", x0.device().str(),
+                 " and weight on ", w0.device().str());
+  const bool has_bias = b0.defined();
+  if (has_bias) {
+    OOMLAB_CHECK_T(ShapeError, b0.dim() == 1 && b0.size(0) == y_shape[1], op, ": bias ",
+                   shape_str(b0.shape()), " does not match weight ", shape_str(w0.shape()), " (expected [",
+                   y_shape[1], "]; input ", shape_str(x0.shape()), ")");
+    OOMLAB_CHECK_T(DTypeError, b0.dtype() == x0.dtype(), op, ": bias dtype ", dtype_name(b0.dtype()),
+                   " differs from input dtype ", dtype_name(x0.dtype()));
+    OOMLAB_CHECK_T(DeviceError, b0.device() == x0.device(), op, ": bias on ", b0.device().str(),
+                   " and input on ", x0.device().str());
+  }
+  Tensor x = x0.contiguous(), w = w0.contiguous();
+  Tensor b = has_bias ? b0.contiguous() : Tensor();
+  const Conv2dArgs a = adjoint_conv_args(x.shape(), w.shape(), y_shape, p);
+  Tensor y = Tensor::empty(y_shape, x.dtype(), x.device());
+  Conv2dArgs f = a;
+  f.dy = x.raw_data(); f.w = w.raw_data(); f.dx = y.raw_data();
+  conv2d_backward_data_kernels().launch(x.device(), x.dtype(), f);
+  if (has_bias)
+    channel_bias_add_kernels().launch(y.device(), y.dtype(),
+                                      ChannelBiasArgs{y.raw_data(), b.raw_data(), nullptr, nullptr, a.N,
+                                                      y_shape[1], y_shape[2] * y_shape[3]});
+  return attach_grad_fn(y, op, {x0, w0, b0}, [&]() -> BackwardFn {
+    SavedTensor sx(w0.requires_grad() ? x : Tensor(), "conv_transpose2d");
+    SavedTensor sw(x0.requires_grad() ? w : Tensor(), "conv_transpose2d");
+    Shape x_shape = x.shape(), w_shape = w.shape();
+    return [sx, sw, a, x_shape, w_shape](const Tensor& g0, const std::vector<bool>& needs) {
+      Tensor g = g0.contiguous();
+      Conv2dArgs k = a;
+      k.x = g.raw_data();   // the adjoint conv's input is the output gradient
+      Tensor gx, gw, gb;
+      if (needs[0]) {
+        Tensor w = sw.unpack();
+        gx = Tensor::empty(x_shape, g.dtype(), g.device());
+        k.w = w.raw_data(); k.y = gx.raw_data();
+        conv2d_forward_kernels().launch(g.device(), g.dtype(), k);
+      }
+      if (needs[1]) {
+        Tensor x = sx.unpack();
+        gw = Tensor::empty(w_shape, g.dtype(), g.device());
+        k.dy = x.raw_data(); k.dw = gw.raw_data();
+        conv2d_backward_weight_kernels().launch(g.device(), g.dtype(), k);
+      }
+      if (needs.size() > 2 && needs[2]) {
+        gb = Tensor::empty({a.C}, g.dtype(), g.device());
+        channel_bias_grad_kernels().launch(g.device(), g.dtype(),
+                                           ChannelBiasArgs{nullptr, nullptr, g.raw_data(), gb.raw_data(), a.N,
+                                                           a.C, a.H * a.W});
       }
       return std::vector<Tensor>{gx, gw, gb};
     };

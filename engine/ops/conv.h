@@ -1,37 +1,24 @@
-// conv.h — 2-D convolution (NCHW, weights [K, C/groups, R, S]) with stride, padding,
-// dilation and groups, as torch.nn.functional.conv2d.
-// Saved for backward: x (only if the weight needs grad) and w (only if x needs grad);
-// the bias gradient needs nothing. Output [N, K, P, Q], P = (H + 2*pad_h - dil_h*(R-1)
-// - 1) / stride_h + 1. Errors name the op and the shapes (ShapeError).
-// CPU kernels may use private scratch (im2col panels) that is not device memory.
+// conv.h — conv2d (NCHW, weights [K, C/groups, R, S]) with stride, padding, dilation and
+// groups, and conv_transpose2d (weights [C, K/groups, R, S], stride, padding,
+// output_padding, groups, no dilation), as torch.nn.functional.
+// conv2d output [N, K, P, Q], P = (H + 2*pad_h - dil_h*(R-1) - 1) / stride_h + 1;
+// conv_transpose2d output [N, K, (H-1)*stride - 2*pad + R + output_padding, ...].
+// Saved for backward (both): x (only if the weight needs grad) and the weight (only if x
+// needs grad); the bias gradient needs nothing. Errors name the op and the shapes
+// (ShapeError; ValueError for bad parameters). Kernels: kernels/conv.h (conv2d's tables
+// serve both ops); CPU kernels may use private scratch (im2col panels), not device memory.
 #pragma once
-#include "engine/core/dispatch.h"
 #include "engine/core/tensor.h"
+#include "kernels/conv.h"   // Conv2dParams
 
 namespace oomlab {
-
-struct Conv2dParams {
-  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1, groups = 1;
-};
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias /* may be undefined */,
               const Conv2dParams& p = {});
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);  // validates
 
-// ---- kernels ---- (all pointers contiguous NCHW / KCRS)
-struct Conv2dArgs {
-  int64_t N, C, H, W, K, R, S, P, Q;
-  Conv2dParams p;
-  const void* x; const void* w; void* y;      // forward: y = conv(x, w)        (no bias)
-  const void* dy; void* dx; void* dw;         // backward_data: dx = conv^T(dy, w) (overwrite)
-                                              // backward_weight: dw = corr(x, dy) (overwrite)
-};
-// NCHW bias: y[n,k,:,:] += b[k]; grad: db[k] = sum_{n,p,q} dy[n,k,p,q] (overwrite)
-struct ChannelBiasArgs { void* y; const void* b; const void* dy; void* db; int64_t N, K, HW; };
-KernelTable<Conv2dArgs>& conv2d_forward_kernels();
-KernelTable<Conv2dArgs>& conv2d_backward_data_kernels();
-KernelTable<Conv2dArgs>& conv2d_backward_weight_kernels();
-KernelTable<ChannelBiasArgs>& channel_bias_add_kernels();
-KernelTable<ChannelBiasArgs>& channel_bias_grad_kernels();
+struct ConvTranspose2dParams { int64_t stride = 1, padding = 0, output_padding = 0, groups = 1; };
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose2dParams& p = {});
 
 }  // namespace oomlab

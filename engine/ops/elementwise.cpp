@@ -1,16 +1,14 @@
-// elementwise.cpp — add/sub/mul/scale/sum with autograd; kernels via tables.
+// elementwise.cpp — add/sub/mul/scale/add_scalar/add_/sum/mean with autograd, and the
+// no-autograd in-place add_inplace / scale_inplace; kernels via the tables of
+// kernels/elementwise.h. Saved for backward: see elementwise.h.
 #include "engine/ops/elementwise.h"
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "kernels/elementwise.h"
 
 namespace oomlab {
-
-KernelTable<AxpbyArgs>& axpby_kernels() { static KernelTable<AxpbyArgs> t("axpby"); return t; }
-KernelTable<MulArgs>& mul_kernels() { static KernelTable<MulArgs> t("mul"); return t; }
-KernelTable<SumArgs>& sum_kernels() { static KernelTable<SumArgs> t("sum"); return t; }
-KernelTable<FillArgs>& fill_kernels() { static KernelTable<FillArgs> t("fill"); return t; }
 
 namespace {
 void check_same(const Tensor& a, const Tensor& b, const char* op) {

@@ -1,10 +1,9 @@
 // elementwise.h — elementwise arithmetic: add, sub, mul (tensor-tensor, same shape, or
 // a broadcast of a per-channel / scalar tensor is NOT supported: shapes must match),
-// scalar scale/add, in-place add_/mul_, and the kernels behind them.
+// scalar scale/add, in-place add_/mul_, and the sum / mean reductions.
 // Backward: add/sub save nothing; mul saves both inputs (only those whose partner
-// needs grad); scale saves nothing.
+// needs grad); scale saves nothing. Kernels: kernels/elementwise.h.
 #pragma once
-#include "engine/core/dispatch.h"
 #include "engine/core/tensor.h"
 
 namespace oomlab {
@@ -22,19 +21,5 @@ void add_inplace(Tensor& a, const Tensor& b, double alpha = 1.0);
 void scale_inplace(Tensor& a, double alpha);
 Tensor sum_all(const Tensor& a);                         // scalar; backward broadcasts
 Tensor mean_all(const Tensor& a);
-
-// ---- kernels ----
-// out[i] = alpha * a[i] + beta * b[i] (+ gamma), b may be null (then beta ignored)
-struct AxpbyArgs { void* out; const void* a; const void* b; double alpha, beta, gamma; int64_t n; };
-// out[i] = a[i] * b[i] * alpha
-struct MulArgs { void* out; const void* a; const void* b; double alpha; int64_t n; };
-// out = sum(a) * alpha, accumulated in double
-struct SumArgs { void* out; const void* a; double alpha; int64_t n; };
-// out[i] = value
-struct FillArgs { void* out; double value; int64_t n; };
-KernelTable<AxpbyArgs>& axpby_kernels();
-KernelTable<MulArgs>& mul_kernels();
-KernelTable<SumArgs>& sum_kernels();
-KernelTable<FillArgs>& fill_kernels();
 
 }  // namespace oomlab

@@ -5,21 +5,13 @@
 // ids are range-checked on the host for cpu tensors (ValueError naming the id); meta has
 // no data and a cuda check would synchronise. Allocations: forward contiguous copies if
 // any, out; backward contiguous(g) if any, dweight [V, H].
+#include "engine/ops/embedding.h"
+
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
-#include "engine/ops/transformer_kernels.h"
-#include "engine/ops/transformer_ops.h"
+#include "kernels/embedding.h"
 
 namespace oomlab {
-
-KernelTable<EmbeddingArgs>& embedding_forward_kernels() {
-  static KernelTable<EmbeddingArgs> t("embedding");
-  return t;
-}
-KernelTable<EmbeddingArgs>& embedding_backward_kernels() {
-  static KernelTable<EmbeddingArgs> t("embedding_backward");
-  return t;
-}
 
 Tensor embedding(const Tensor& weight0, const Tensor& ids0, int64_t padding_idx) {
   OOMLAB_CHECK_T(ValueError, weight0.defined() && ids0.defined(), "embedding: undefined weight or ids");

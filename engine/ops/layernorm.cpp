@@ -1,25 +1,17 @@
 // layernorm.cpp — layer_norm(x [..., H], weight [H], bias [H], eps) over the last dim, as
 // F.layer_norm with normalized_shape = [H] (biased variance). weight / bias may be
-// undefined (elementwise_affine = false). Saves x, weight, mean and rstd ([rows], in x's
-// dtype: float32 or float64), as PyTorch's native_layer_norm. Backward gives dx, dweight
+// undefined (elementwise_affine = false). Saves x, weight, mean and rstd ([rows]; float32
+// for half inputs, else x's dtype), as PyTorch's native_layer_norm. Backward gives dx, dweight
 // = sum_rows dy * xhat, dbias = sum_rows dy (fixed-order column sums: deterministic).
 // Allocations: forward contiguous copies if any, y, mean, rstd; backward contiguous(g)
 // if any, then dx, dweight, dbias (each only when needed).
+#include "engine/ops/layernorm.h"
+
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
-#include "engine/ops/transformer_kernels.h"
-#include "engine/ops/transformer_ops.h"
+#include "kernels/layernorm.h"
 
 namespace oomlab {
-
-KernelTable<LayerNormArgs>& layer_norm_forward_kernels() {
-  static KernelTable<LayerNormArgs> t("layer_norm");
-  return t;
-}
-KernelTable<LayerNormArgs>& layer_norm_backward_kernels() {
-  static KernelTable<LayerNormArgs> t("layer_norm_backward");
-  return t;
-}
 
 namespace {
 void check_param(const Tensor& x, const Tensor& p, const char* what) {

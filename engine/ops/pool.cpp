@@ -8,25 +8,9 @@
 
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "kernels/pool.h"
 
 namespace oomlab {
-
-KernelTable<Pool2dArgs>& max_pool2d_forward_kernels() {
-  static KernelTable<Pool2dArgs> t("max_pool2d");
-  return t;
-}
-KernelTable<Pool2dArgs>& max_pool2d_backward_kernels() {
-  static KernelTable<Pool2dArgs> t("max_pool2d_backward");
-  return t;
-}
-KernelTable<Pool2dArgs>& avg_pool2d_forward_kernels() {
-  static KernelTable<Pool2dArgs> t("avg_pool2d");
-  return t;
-}
-KernelTable<Pool2dArgs>& avg_pool2d_backward_kernels() {
-  static KernelTable<Pool2dArgs> t("avg_pool2d_backward");
-  return t;
-}
 
 namespace {
 void check_input(const Tensor& x, const char* op) {

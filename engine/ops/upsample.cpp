@@ -2,22 +2,14 @@
 // "bilinear" with align_corners=false) on NCHW: checks, allocation, dispatch, autograd.
 // Saved for backward: nothing but the input shape (both modes are linear in x).
 // Allocation order (identical on meta): forward: contiguous(x) if needed, y;
-// backward: contiguous(g) if needed, dx. Kernels: kernels/cpu/vision_cpu.cpp.
+// backward: contiguous(g) if needed, dx. Kernels: kernels/upsample.h.
 // Errors: ShapeError (not 4-D), ValueError (unknown mode), DTypeError (not floating).
+#include "engine/ops/upsample.h"
+
 #include "engine/autograd/node.h"
-#include "engine/ops/vision_kernels.h"
-#include "engine/ops/vision_ops.h"
+#include "kernels/upsample.h"
 
 namespace oomlab {
-
-KernelTable<Upsample2xArgs>& upsample2x_forward_kernels() {
-  static KernelTable<Upsample2xArgs> t("upsample2x");
-  return t;
-}
-KernelTable<Upsample2xArgs>& upsample2x_backward_kernels() {
-  static KernelTable<Upsample2xArgs> t("upsample2x_backward");
-  return t;
-}
 
 Tensor upsample2x(const Tensor& x0, const std::string& mode) {
   OOMLAB_CHECK_T(ValueError, x0.defined(), "upsample2x: undefined input");

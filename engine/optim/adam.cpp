@@ -6,12 +6,10 @@
 #include <cmath>
 
 #include "engine/core/error.h"
-#include "engine/optim/optim_kernels.h"
 #include "engine/optim/optimizer.h"
+#include "kernels/optim.h"
 
 namespace oomlab {
-
-KernelTable<AdamArgs>& adam_kernels() { static KernelTable<AdamArgs> t("adam_step"); return t; }
 
 namespace {
 class Adam final : public Optimizer {

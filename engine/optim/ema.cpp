@@ -7,7 +7,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
-#include "engine/ops/elementwise.h"
+#include "kernels/elementwise.h"
 
 namespace oomlab {
 

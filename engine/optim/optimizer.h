@@ -3,7 +3,7 @@
 // Contracts:
 //  * step() runs under NoGradGuard, skips parameters whose grad is undefined, bumps the
 //    version of every parameter it updates, and launches one fused kernel per parameter
-//    (engine/optim/optim_kernels.h): no temporaries besides the state itself.
+//    (kernels/optim.h): no temporaries besides the state itself.
 //  * State tensors are allocated at a parameter's first update, with Tensor::empty/zeros
 //    on the parameter's device and dtype (as PyTorch does), so memory stats show them
 //    after step 1 — but for all parameters before any update begins: an

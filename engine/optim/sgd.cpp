@@ -3,12 +3,10 @@
 // a parameter's first update (Tensor::empty, filled by the kernel with a copy of the
 // weight-decayed grad, exactly like PyTorch's clone) and only when momentum != 0.
 #include "engine/core/error.h"
-#include "engine/optim/optim_kernels.h"
 #include "engine/optim/optimizer.h"
+#include "kernels/optim.h"
 
 namespace oomlab {
-
-KernelTable<SgdArgs>& sgd_kernels() { static KernelTable<SgdArgs> t("sgd_step"); return t; }
 
 namespace {
 class Sgd final : public Optimizer {

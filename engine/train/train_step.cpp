@@ -5,7 +5,6 @@
 
 #include "engine/memory/caching_allocator.h"
 #include "engine/ops/loss.h"
-#include "engine/ops/vision_ops.h"
 
 namespace oomlab {
 

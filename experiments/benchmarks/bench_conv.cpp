@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "engine/ops/conv.h"
-#include "engine/ops/linear.h"
 #include "experiments/benchmarks/bench_context.h"
+#include "kernels/linear.h"
 
 using namespace oomlab;
 

@@ -1,20 +1,21 @@
-// activation_cpu.cpp — CPU kernels for relu / relu backward / dropout (float32, float64).
-// OpenMP over elements, static schedule. Dropout: element i keeps iff
-// uint_to_unit_float(Generator::block(seed, base, i / 4)[i % 4]) >= p, so the mask
-// depends only on (seed, base, i), never on the thread count. As PyTorch, y = x * mask *
-// (1/(1-p)) (a multiply, so inf/NaN inputs give NaN where dropped); the forward writes the
-// uint8 mask when given (may be null); the backward computes dx = dy * mask * (1/(1-p)).
-// Philox runs on batches of 64 blocks in structure-of-arrays form so it vectorises.
+// activation_cpu.cpp — CPU kernels of the activation family (kernels/activation.h): relu
+// (backward: threshold at y <= 0), sigmoid (backward from the saved output) and gelu (erf
+// and tanh forms), forward and backward, float32 and float64. OpenMP over elements
+// (static schedule; gelu in fixed chunks), purely elementwise, so results do not depend on
+// the thread count. float exps use exp_f32 (fast_math.h: vectorisable, ~1 ulp), double
+// exps std::exp.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <type_traits>
 
-#include "engine/ops/activation.h"
+#include "kernels/activation.h"
+#include "kernels/cpu/fast_math.h"
 
 namespace oomlab {
 namespace {
-constexpr int64_t kParallelMin = 32768;
+constexpr int64_t kParallelMin = 32768;   // elements below which a kernel stays serial
 
+// ---- relu ---------------------------------------------------------------------------
 template <class T> void relu_forward_cpu(const ReluArgs& a) {
   const T* x = static_cast<const T*>(a.x);
   T* y = static_cast<T*>(a.y);
@@ -33,66 +34,114 @@ template <class T> void relu_backward_cpu(const ReluArgs& a) {
   for (int64_t i = 0; i < a.n; ++i) dx[i] = y[i] <= T(0) ? T(0) : dy[i];   // threshold_backward
 }
 
-// Philox4x32-10 for blocks [first, first + nb) of `seed`, structure-of-arrays so the
-// rounds vectorise; w[k][b] equals Generator::block(seed, first, b)[k] (rng.h).
-constexpr int64_t kBatch = 64;   // blocks per batch = 256 elements
-void philox_batch(uint64_t seed, uint64_t first, int64_t nb, uint32_t w[4][kBatch]) {
-  constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
-  uint32_t* c0 = w[0]; uint32_t* c1 = w[1]; uint32_t* c2 = w[2]; uint32_t* c3 = w[3];
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint64_t c = first + uint64_t(b);
-    c0[b] = uint32_t(c); c1[b] = uint32_t(c >> 32); c2[b] = 0; c3[b] = 0;
-  }
-  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  for (int r = 0; r < 10; ++r) {
-#pragma omp simd
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint64_t p0 = uint64_t(M0) * c0[b], p1 = uint64_t(M1) * c2[b];
-      const uint32_t n0 = uint32_t(p1 >> 32) ^ c1[b] ^ k0, n2 = uint32_t(p0 >> 32) ^ c3[b] ^ k1;
-      c1[b] = uint32_t(p1); c3[b] = uint32_t(p0); c0[b] = n0; c2[b] = n2;
-    }
-    k0 += W0; k1 += W1;
-  }
-}
-
-template <class T> void dropout_forward_cpu(const DropoutArgs& a) {
+// ---- sigmoid -----------------------------------------------------------------------
+template <class T> void sigmoid_forward_cpu(const SigmoidArgs& a) {
   const T* x = static_cast<const T*>(a.x);
   T* y = static_cast<T*>(a.y);
-  uint8_t* mask = a.mask;
-  const T scale = T(1.0 / (1.0 - a.p));
-  // uint_to_unit_float(w) >= p  <=>  (w >> 8) >= ceil(p * 2^24)  (exact: 24-bit uniforms)
-  const uint32_t thr = uint32_t(std::ceil(a.p * 16777216.0));
-  const int64_t nblocks = (a.n + 3) / 4, nbatches = (nblocks + kBatch - 1) / kBatch;
-#pragma omp parallel for schedule(static) if (a.n > kParallelMin / 4)
-  for (int64_t bt = 0; bt < nbatches; ++bt) {
-    uint32_t w[4][kBatch];
-    const int64_t b0 = bt * kBatch, nb = std::min(kBatch, nblocks - b0);
-    philox_batch(a.seed, a.base + uint64_t(b0), nb, w);
-    uint8_t keep[4 * kBatch];
-    for (int64_t b = 0; b < nb; ++b)
-      for (int k = 0; k < 4; ++k) keep[4 * b + k] = uint8_t((w[k][b] >> 8) >= thr);
-    const int64_t i0 = b0 * 4, m = std::min(nb * 4, a.n - i0);
-#pragma omp simd
-    for (int64_t e = 0; e < m; ++e) y[i0 + e] = x[i0 + e] * (T(keep[e]) * scale);
-    if (mask) std::memcpy(mask + i0, keep, size_t(m));
+#pragma omp parallel for schedule(static) if (a.n > kParallelMin)
+  for (int64_t i = 0; i < a.n; ++i) y[i] = T(1) / (T(1) + exp_t(-x[i]));
+}
+template <class T> void sigmoid_backward_cpu(const SigmoidArgs& a) {
+  const T* y = static_cast<const T*>(a.y);
+  const T* dy = static_cast<const T*>(a.dy);
+  T* dx = static_cast<T*>(a.dx);
+#pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
+  for (int64_t i = 0; i < a.n; ++i) dx[i] = dy[i] * (T(1) - y[i]) * y[i];
+}
+
+// ---- vectorisable exp / erf -------------------------------------------------------------
+// glibc's expf / erff are scalar calls, so float32 uses inline versions GCC vectorises:
+// exp = exp_f32 (kernels/cpu/fast_math.h, <= 1 ulp); erf by
+// Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7 + rounding), the form PyTorch's AVX2
+// Vectorized<float>::erf uses. float64 calls std::exp / std::erf (gradcheck precision).
+// Loops are kept separate (clamp, exp, use) so every one of them vectorises.
+constexpr int64_t kElemChunk = 4096;   // elements per task in elementwise kernels
+
+// erf(z) given e = exp(-z^2) (float32: A&S 7.1.26; float64: std::erf).
+template <class T> inline T erf_with_exp(T z, T e) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float t = 1.0f / (1.0f + 0.3275911f * std::fabs(z));
+    float p = 1.061405429f;
+    p = p * t - 1.453152027f;
+    p = p * t + 1.421413741f;
+    p = p * t - 0.284496736f;
+    p = p * t + 0.254829592f;
+    return std::copysign(1.0f - p * t * e, z);
+  } else {
+    return std::erf(z);
   }
 }
 
-template <class T> void dropout_backward_cpu(const DropoutArgs& a) {
+// ---- gelu -----------------------------------------------------------------------------
+constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+constexpr double kGeluCoef = 0.044715;
+
+// erf form: e = exp(-x^2/2) serves erf(x/sqrt2) and the normal pdf.
+// tanh form: tanh(u) = sign(u) (1 - e) / (1 + e), e = exp(-2|u|), u = sqrt(2/pi)(x + c x^3).
+template <class T> inline T gelu_exp_arg(T v, bool tanh_approx) {
+  if (!tanh_approx) return T(-0.5) * v * v;
+  return T(-2) * std::fabs(T(kSqrt2OverPi) * (v + T(kGeluCoef) * v * v * v));
+}
+template <class T> inline T tanh_with_exp(T v, T e) {
+  return std::copysign((T(1) - e) / (T(1) + e), v);   // u has the sign of v
+}
+
+// out[i] holds exp(gelu_exp_arg(x[i])) on entry to f(i); f writes the result.
+template <class T, class F> void gelu_chunks(const T* x, T* out, int64_t n, bool tanh_approx, F f) {
+  const int64_t nchunks = (n + kElemChunk - 1) / kElemChunk;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t ch = 0; ch < nchunks; ++ch) {
+    const int64_t i0 = ch * kElemChunk, i1 = std::min(n, i0 + kElemChunk);
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) out[i] = gelu_exp_arg(x[i], tanh_approx);
+    exp_nonpos(out + i0, i1 - i0);
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) out[i] = f(i, out[i]);
+  }
+}
+
+template <class T> void gelu_forward_cpu(const GeluArgs& a) {
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+  if (a.tanh_approx)
+    gelu_chunks(x, y, a.n, true, [x](int64_t i, T e) { return T(0.5) * x[i] * (T(1) + tanh_with_exp(x[i], e)); });
+  else
+    gelu_chunks(x, y, a.n, false, [x](int64_t i, T e) {
+      return T(0.5) * x[i] * (T(1) + erf_with_exp(x[i] * T(kSqrt1_2), e));
+    });
+}
+
+template <class T> void gelu_backward_cpu(const GeluArgs& a) {
+  const T* x = static_cast<const T*>(a.x);
   const T* dy = static_cast<const T*>(a.dy);
   T* dx = static_cast<T*>(a.dx);
-  const uint8_t* mask = a.mask;
-  const T scale = T(1.0 / (1.0 - a.p));
-#pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
-  for (int64_t i = 0; i < a.n; ++i) dx[i] = dy[i] * (T(mask[i]) * scale);
+  if (a.tanh_approx) {
+    // d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 c x^2)
+    gelu_chunks(x, dx, a.n, true, [x, dy](int64_t i, T e) {
+      const T v = x[i], t = tanh_with_exp(v, e);
+      const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCoef) * v * v);
+      return dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
+    });
+  } else {
+    // d/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi)
+    gelu_chunks(x, dx, a.n, false, [x, dy](int64_t i, T e) {
+      const T v = x[i];
+      const T cdf = T(0.5) * (T(1) + erf_with_exp(v * T(kSqrt1_2), e));
+      return dy[i] * (cdf + v * T(kInvSqrt2Pi) * e);
+    });
+  }
 }
 }  // namespace
 
 void register_activation_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(relu_forward_kernels(), relu_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(relu_backward_kernels(), relu_backward_cpu);
-  OOMLAB_REGISTER_FLOAT_CPU(dropout_forward_kernels(), dropout_forward_cpu);
-  OOMLAB_REGISTER_FLOAT_CPU(dropout_backward_kernels(), dropout_backward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(sigmoid_forward_kernels(), sigmoid_forward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(sigmoid_backward_kernels(), sigmoid_backward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(gelu_forward_kernels(), gelu_forward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(gelu_backward_kernels(), gelu_backward_cpu);
 }
 
 }  // namespace oomlab

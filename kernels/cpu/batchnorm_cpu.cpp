@@ -6,7 +6,7 @@
 // the sum of squared deviations).
 #include <cmath>
 
-#include "engine/ops/batchnorm.h"
+#include "kernels/batchnorm.h"
 
 namespace oomlab {
 namespace {

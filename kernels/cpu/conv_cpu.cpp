@@ -1,8 +1,9 @@
-// conv_cpu.cpp — CPU conv2d kernels (float, double): tiled im2col + GEMM, plus NCHW
-// channel-bias add / grad. The output-pixel space (image-major) is cut into column tiles
-// fixed by the shapes alone: slices of one image when P*Q is large, else groups of whole
-// images. A tile's col panel [C*R*S, cols] stays cache-sized; group g owns col rows
-// [g*CRSg, (g+1)*CRSg). 1x1 / stride 1 / pad 0 convs read x directly (no im2col).
+// conv_cpu.cpp — CPU kernels of the conv family (kernels/conv.h; float, double): conv2d
+// by tiled im2col + GEMM, plus NCHW channel-bias add / grad. The output-pixel space
+// (image-major) is cut into column tiles fixed by the shapes alone: slices of one image
+// when P*Q is large, else groups of whole images. A tile's col panel [C*R*S, cols] stays
+// cache-sized; group g owns col rows [g*CRSg, (g+1)*CRSg). 1x1 / stride 1 / pad 0 convs
+// read x directly (no im2col).
 //   forward:         y_g = W_g * col_g              (OpenMP over tiles)
 //   backward data:   dcol_g = W_g^T * dY_g; col2im  (OpenMP over images: no write races)
 //   backward weight: dW[:, rows] (+)= dY * col[rows]^T (OpenMP over col-row slices, each
@@ -21,7 +22,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/ops/conv.h"
+#include "kernels/conv.h"
 #include "kernels/cpu/conv_direct_cpu.h"
 
 namespace oomlab {

@@ -2,7 +2,7 @@
 // (see conv_direct_cpu.cpp). conv_cpu.cpp calls them when conv_direct_applies(args) holds;
 // the choice depends on the shapes alone (never on the thread count or the data).
 #pragma once
-#include "engine/ops/conv.h"
+#include "kernels/conv.h"
 
 namespace oomlab {
 

@@ -1,8 +1,9 @@
-// copy_cpu.cpp — strided copy with dtype conversion on the host (any dtype -> any dtype).
+// copy_cpu.cpp — the copy family's CPU kernel (kernels/copy.h): strided copy with dtype
+// conversion on the host (any dtype -> any dtype).
 // Contiguous same-dtype copies are a memcpy; otherwise an index walk over the shape.
 #include <cstring>
 
-#include "engine/ops/copy.h"
+#include "kernels/copy.h"
 
 namespace oomlab {
 namespace {

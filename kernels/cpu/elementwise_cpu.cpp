@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine/ops/elementwise.h"
+#include "kernels/elementwise.h"
 
 namespace oomlab {
 namespace {

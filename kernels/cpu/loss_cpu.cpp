@@ -1,88 +1,23 @@
-// loss_cpu.cpp — CPU kernels for softmax / log_softmax (forward, backward) and nll_loss
-// (forward, backward), float32 and float64. Rows are independent (OpenMP over rows,
-// static schedule); row sums accumulate in double in column order, the nll sum in row
-// order on one thread, so results do not depend on the thread count (row sums use 8
-// fixed lanes, see lane_sum).
-// Softmax is max-shifted: y = exp(x - max) / sum, log_softmax = x - max - log(sum).
-// nll skips rows whose target equals ignore_index; the mean is over the rest.
+// loss_cpu.cpp — CPU kernels of the loss family (kernels/loss.h): nll_loss over [N, C]
+// log-probabilities and pixel_cross_entropy (per-pixel log-softmax over C fused with nll),
+// forward and backward, float32 and float64. Rows / pixels whose target is ignore_index
+// are skipped; the mean is over the rest (count 0 -> NaN). Deterministic: the nll sum runs
+// in row order on one thread; the pixel loss sums per fixed pixel block in double, blocks
+// combined in order; backward kernels write each element once (OpenMP, static schedule).
+// float exps use exp_f32 (fast_math.h), double exps std::exp.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
-#include "engine/ops/loss.h"
+#include "kernels/cpu/fast_math.h"
+#include "kernels/loss.h"
 
 namespace oomlab {
 namespace {
-constexpr int64_t kParallelMin = 32768;
+constexpr int64_t kParallelMin = 32768;   // elements below which a kernel stays serial
 
-// Row reductions over 8 fixed lanes (combined in lane order): vectorisable without
-// fast-math, and the summation order depends only on C, never on threads.
-constexpr int kLanes = 8;
-template <class T> T row_max(const T* x, int64_t C) {
-  T m[kLanes];
-  for (int k = 0; k < kLanes; ++k) m[k] = x[0];
-  int64_t j = 0;
-  for (; j + kLanes <= C; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) m[k] = x[j + k] > m[k] ? x[j + k] : m[k];
-  for (; j < C; ++j) m[0] = x[j] > m[0] ? x[j] : m[0];
-  T r = m[0];
-  for (int k = 1; k < kLanes; ++k) r = m[k] > r ? m[k] : r;
-  return r;
-}
-// sum_j f(j) in double.
-template <class F> double lane_sum(int64_t C, F f) {
-  double s[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= C; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) s[k] += f(j + k);
-  for (; j < C; ++j) s[0] += f(j);
-  double r = 0.0;
-  for (int k = 0; k < kLanes; ++k) r += s[k];
-  return r;
-}
-
-template <class T> void softmax_forward_cpu(const SoftmaxArgs& a) {
-  const T* x = static_cast<const T*>(a.x);
-  T* y = static_cast<T*>(a.y);
-  const int64_t N = a.N, C = a.C;
-  if (C == 0) return;
-#pragma omp parallel for schedule(static) if (N * C > kParallelMin)
-  for (int64_t i = 0; i < N; ++i) {
-    const T* xr = x + i * C;
-    T* yr = y + i * C;
-    const T mx = row_max(xr, C);
-    if (a.log) {
-      const double sum = lane_sum(C, [&](int64_t j) { return double(std::exp(xr[j] - mx)); });
-      const T lse = T(std::log(sum));
-      for (int64_t j = 0; j < C; ++j) yr[j] = xr[j] - mx - lse;
-    } else {
-      for (int64_t j = 0; j < C; ++j) yr[j] = std::exp(xr[j] - mx);
-      const T inv = T(1.0 / lane_sum(C, [&](int64_t j) { return double(yr[j]); }));
-      for (int64_t j = 0; j < C; ++j) yr[j] *= inv;
-    }
-  }
-}
-
-// softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy).
-template <class T> void softmax_backward_cpu(const SoftmaxArgs& a) {
-  const T* y = static_cast<const T*>(a.y);
-  const T* dy = static_cast<const T*>(a.dy);
-  T* dx = static_cast<T*>(a.dx);
-  const int64_t N = a.N, C = a.C;
-#pragma omp parallel for schedule(static) if (N * C > kParallelMin)
-  for (int64_t i = 0; i < N; ++i) {
-    const T* yr = y + i * C;
-    const T* gr = dy + i * C;
-    T* dr = dx + i * C;
-    if (a.log) {
-      const T st = T(lane_sum(C, [&](int64_t j) { return double(gr[j]); }));
-      for (int64_t j = 0; j < C; ++j) dr[j] = gr[j] - std::exp(yr[j]) * st;
-    } else {
-      const T st = T(lane_sum(C, [&](int64_t j) { return double(gr[j]) * double(yr[j]); }));
-      for (int64_t j = 0; j < C; ++j) dr[j] = yr[j] * (gr[j] - st);
-    }
-  }
-}
-
+// ---- nll_loss -------------------------------------------------------------------------
 template <class T> void nll_forward_cpu(const NllArgs& a) {
   const T* lp = static_cast<const T*>(a.logp);
   double sum = 0.0;
@@ -112,13 +47,82 @@ template <class T> void nll_backward_cpu(const NllArgs& a) {
     if (t != a.ignore_index && t >= 0 && t < a.C) row[t] = w;
   }
 }
+// ---- pixel cross-entropy -----------------------------------------------------------
+// Work items: (image n, block of kBlock pixels); the pixel loop is innermost and
+// contiguous, the class loop (stride HW) outside it. Fixed by the shape, not the threads.
+constexpr int64_t kBlock = 256;
+
+inline bool kept(int64_t t, int64_t C, int64_t ignore) { return t != ignore && t >= 0 && t < C; }
+
+template <class T> void pixel_cross_entropy_forward_cpu(const PixelCrossEntropyArgs& a) {
+  const T* x = static_cast<const T*>(a.logits);
+  T* lp = static_cast<T*>(a.logp);
+  const int64_t N = a.N, C = a.C, HW = a.HW;
+  const int64_t per_img = (HW + kBlock - 1) / kBlock, items = N * per_img;
+  std::vector<double> part(size_t(items), 0.0);
+  std::vector<int64_t> cnt(size_t(items), 0);
+  if (C > 0) {
+#pragma omp parallel for schedule(static) if (N * C * HW > kParallelMin)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t n = it / per_img, p0 = (it % per_img) * kBlock, B = std::min(kBlock, HW - p0);
+      const T* xb = x + n * C * HW + p0;
+      T* lb = lp + n * C * HW + p0;
+      T mx[kBlock];
+      double sum[kBlock];
+      for (int64_t j = 0; j < B; ++j) { mx[j] = xb[j]; sum[j] = 0.0; }
+      for (int64_t c = 1; c < C; ++c)
+        for (int64_t j = 0; j < B; ++j) mx[j] = xb[c * HW + j] > mx[j] ? xb[c * HW + j] : mx[j];
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t j = 0; j < B; ++j) sum[j] += double(exp_t(xb[c * HW + j] - mx[j]));
+      T lse[kBlock];
+      for (int64_t j = 0; j < B; ++j) lse[j] = T(std::log(sum[j]));
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t j = 0; j < B; ++j) lb[c * HW + j] = xb[c * HW + j] - mx[j] - lse[j];
+      const int64_t* tb = a.target + n * HW + p0;
+      double s = 0.0;
+      int64_t k = 0;
+      for (int64_t j = 0; j < B; ++j)
+        if (kept(tb[j], C, a.ignore_index)) { s += double(lb[tb[j] * HW + j]); ++k; }
+      part[size_t(it)] = s;
+      cnt[size_t(it)] = k;
+    }
+  }
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t it = 0; it < items; ++it) { total += part[size_t(it)]; count += cnt[size_t(it)]; }
+  *static_cast<T*>(a.loss) = T(-total / double(count));   // count 0 -> NaN, as PyTorch
+}
+
+template <class T> void pixel_cross_entropy_backward_cpu(const PixelCrossEntropyArgs& a) {
+  const T* lp = static_cast<const T*>(a.logp);
+  T* dx = static_cast<T*>(a.dlogits);
+  const int64_t N = a.N, C = a.C, HW = a.HW;
+  int64_t count = 0;   // integer sum: exact whatever the order
+#pragma omp parallel for schedule(static) reduction(+ : count) if (N * HW > kParallelMin)
+  for (int64_t i = 0; i < N * HW; ++i) count += kept(a.target[i], C, a.ignore_index) ? 1 : 0;
+  const T w = T(double(*static_cast<const T*>(a.dloss)) / double(count));
+  const int64_t per_img = (HW + kBlock - 1) / kBlock, items = N * per_img;
+#pragma omp parallel for schedule(static) if (N * C * HW > kParallelMin)
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t n = it / per_img, p0 = (it % per_img) * kBlock, B = std::min(kBlock, HW - p0);
+    const T* lb = lp + n * C * HW + p0;
+    T* db = dx + n * C * HW + p0;
+    const int64_t* tb = a.target + n * HW + p0;
+    T wj[kBlock];
+    for (int64_t j = 0; j < B; ++j) wj[j] = kept(tb[j], C, a.ignore_index) ? w : T(0);
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < B; ++j) db[c * HW + j] = exp_t(lb[c * HW + j]) * wj[j];
+    for (int64_t j = 0; j < B; ++j)
+      if (kept(tb[j], C, a.ignore_index)) db[tb[j] * HW + j] -= w;
+  }
+}
 }  // namespace
 
 void register_loss_cpu_kernels() {
-  OOMLAB_REGISTER_FLOAT_CPU(softmax_forward_kernels(), softmax_forward_cpu);
-  OOMLAB_REGISTER_FLOAT_CPU(softmax_backward_kernels(), softmax_backward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(nll_forward_kernels(), nll_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(nll_backward_kernels(), nll_backward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(pixel_cross_entropy_forward_kernels(), pixel_cross_entropy_forward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(pixel_cross_entropy_backward_kernels(), pixel_cross_entropy_backward_cpu);
 }
 
 }  // namespace oomlab

@@ -1,11 +1,11 @@
 // optim_cpu.cpp — CPU kernels for the fused optimizer updates (float32, float64).
 // Each kernel makes one pass over a parameter, its grad and its state, computing in T
-// in PyTorch's single-tensor operation order (see engine/optim/optim_kernels.h).
+// in PyTorch's single-tensor operation order (see kernels/optim.h).
 // OpenMP with a static schedule above 32768 elements; purely elementwise, so the result
 // does not depend on the thread count.
 #include <cmath>
 
-#include "engine/optim/optim_kernels.h"
+#include "kernels/optim.h"
 
 namespace oomlab {
 namespace {

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/ops/pool.h"
+#include "kernels/pool.h"
 
 namespace oomlab {
 namespace {

@@ -25,15 +25,18 @@ namespace oomlab {
 
 void register_elementwise_cpu_kernels();
 void register_copy_cpu_kernels();
-void register_matmul_cpu_kernels();
+void register_linear_cpu_kernels();
 void register_conv_cpu_kernels();
 void register_pool_cpu_kernels();
 void register_batchnorm_cpu_kernels();
 void register_activation_cpu_kernels();
+void register_dropout_cpu_kernels();
+void register_softmax_cpu_kernels();
 void register_loss_cpu_kernels();
+void register_layernorm_cpu_kernels();
+void register_embedding_cpu_kernels();
+void register_upsample_cpu_kernels();
 void register_optim_cpu_kernels();
-void register_transformer_cpu_kernels();
-void register_vision_cpu_kernels();
 
 namespace {
 void flush_denormals_in_this_thread() {
@@ -53,15 +56,18 @@ void register_cpu_kernels() {
   register_blas_threads_hook(&set_blas_threads, &get_blas_threads);
   register_elementwise_cpu_kernels();
   register_copy_cpu_kernels();
-  register_matmul_cpu_kernels();
+  register_linear_cpu_kernels();
   register_conv_cpu_kernels();
   register_pool_cpu_kernels();
   register_batchnorm_cpu_kernels();
   register_activation_cpu_kernels();
+  register_dropout_cpu_kernels();
+  register_softmax_cpu_kernels();
   register_loss_cpu_kernels();
+  register_layernorm_cpu_kernels();
+  register_embedding_cpu_kernels();
+  register_upsample_cpu_kernels();
   register_optim_cpu_kernels();
-  register_transformer_cpu_kernels();
-  register_vision_cpu_kernels();
 }
 }  // namespace
 

@@ -21,7 +21,7 @@
 //   eval backward, dx only: one pass.
 #include <cmath>
 
-#include "engine/ops/batchnorm.h"
+#include "kernels/batchnorm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_stream.h"

@@ -5,7 +5,7 @@
 //                   and cuDNN, cudnn benchmark, workspace limit) for results provenance;
 //   set_options     applies BackendOptions to cuda_settings (cached conv plans are keyed
 //                   by those switches, so a change applies to the next call).
-// Registered by the CUDA backend's registrar (cuda_runtime.cpp).
+// Registered by the CUDA backend's registrar (register_cuda.cpp).
 #include <cstdint>
 #include <string>
 

@@ -1,25 +1,17 @@
-// cuda_runtime.cpp — the CUDA device runtime: error helpers, the cudaMalloc RawMemory
-// behind cuda:i caching allocators, and the backend's registrar (OOMLAB_REGISTER_BACKEND("cuda")),
-// which fills the kernel tables with the CUDA kernels.
+// cuda_runtime.cpp — the CUDA device runtime: error helpers and the cudaMalloc RawMemory
+// behind cuda:i caching allocators (make_cuda_raw_memory, registered by the backend's
+// registrar in register_cuda.cpp).
 // Without a driver or device, allocator_for(cuda:i) throws one clear DeviceError.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
-#include "engine/core/dispatch.h"
 #include "engine/memory/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 
-namespace oomlab {
-void register_elementwise_cuda_kernels();
-void register_copy_cuda_kernels();
-void register_dense_cuda_kernels();       // kernels/cuda/register_dense.cpp: cuBLAS, cuDNN, BN, pooling
-void register_pointwise_cuda_kernels();   // kernels/cuda/register_pointwise.cpp: own kernels
-
-namespace cuda {
-void register_cuda_backend_hooks();   // cuda_backend.cpp: synchronize, properties, numerics options
+namespace oomlab::cuda {
 
 void throw_cuda_error(cudaError_t err, const char* stmt, const char* file, int line) {
   throw DeviceError(str_cat("CUDA error '", cudaGetErrorString(err), "' (", int(err), ") in ", stmt,
@@ -75,6 +67,7 @@ class CudaRawMemory final : public RawMemory {
  private:
   int device_;
 };
+}  // namespace
 
 std::unique_ptr<RawMemory> make_cuda_raw_memory(int device) {
   int count = 0;
@@ -88,20 +81,5 @@ std::unique_ptr<RawMemory> make_cuda_raw_memory(int device) {
     throw DeviceError(str_cat("--device cuda:", device, ": only ", count, " CUDA device(s) present"));
   return std::make_unique<CudaRawMemory>(device);
 }
-}  // namespace
-}  // namespace cuda
 
-namespace {
-void register_cuda_kernels() {
-  register_raw_memory(DeviceType::cuda, &cuda::make_cuda_raw_memory);
-  cuda::register_cuda_backend_hooks();
-  register_elementwise_cuda_kernels();
-  register_copy_cuda_kernels();
-  register_dense_cuda_kernels();
-  register_pointwise_cuda_kernels();
-}
-}  // namespace
-
-OOMLAB_REGISTER_BACKEND("cuda", &register_cuda_kernels);
-
-}  // namespace oomlab
+}  // namespace oomlab::cuda

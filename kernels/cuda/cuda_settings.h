@@ -30,7 +30,7 @@ void set_cudnn_workspace_limit(size_t bytes);   // SIZE_MAX = unlimited
 size_t cudnn_workspace_limit();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms) of every device
-// (defined in conv_cudnn.cpp). The next convolution of each shape selects again.
+// (defined in conv.cu). The next convolution of each shape selects again.
 void clear_cudnn_plan_cache();
 
 }  // namespace oomlab

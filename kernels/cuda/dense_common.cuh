@@ -1,5 +1,6 @@
-// dense_common.cuh — device-side helpers shared by bias.cu, batchnorm.cu and pool.cu, in
-// namespace oomlab::cuda::dense (kept apart from the pointwise kernels' launch_utils.cuh):
+// dense_common.cuh — device-side helpers shared by linear.cu, conv_bias.cu, batchnorm.cu
+// and pool.cu, in namespace oomlab::cuda::dense (kept apart from the pointwise kernels'
+// launch_utils.cuh):
 //   * kBlock / grid_for(n): 256-thread blocks and a 1-D grid (<= 65535 blocks) for
 //     grid-stride elementwise loops;
 //   * Num<T>: element <-> compute-type conversions. The compute type is T for float and

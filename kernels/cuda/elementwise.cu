@@ -1,11 +1,11 @@
-// elementwise.cu — CUDA kernels for axpby / mul / fill / sum (engine/ops/elementwise.h) in
-// float32, float64, float16 and bfloat16. Grid-stride loops on the default stream.
+// elementwise.cu — CUDA kernels for axpby / mul / fill / sum (kernels/elementwise.h) in
+// float32, float64, float16 and bfloat16. Grid-stride loops on the device's compute stream.
 // float32 / float64 results equal the CPU kernels bit for bit (the same fused multiply-adds
 // as GCC forms, pointwise_math.cuh); float16 / bfloat16 compute in float and round once.
 // sum: one block, double partials per thread combined in a fixed tree — deterministic, and
 // equal to the CPU's chunked double sum after rounding to the output type except in rare
-// ties (float64 within an ulp or two). Copies live in copy_cast.cu.
-#include "engine/ops/elementwise.h"
+// ties (float64 within an ulp or two). Copies live in copy.cu.
+#include "kernels/elementwise.h"
 #include "kernels/cuda/pointwise_math.cuh"
 
 namespace oomlab {

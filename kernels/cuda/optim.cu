@@ -1,11 +1,11 @@
-// optim.cu — fused optimizer updates on CUDA (engine/optim/optim_kernels.h): sgd_step and
+// optim.cu — fused optimizer updates on CUDA (kernels/optim.h): sgd_step and
 // adam_step (Adam and AdamW), float32 and float64. One grid-stride launch per parameter,
 // no allocation; the state tensors are updated in place.
 // Parity: each element runs sgd_elem / adam_elem (pointwise_math.cuh), the CPU kernel's
 // arithmetic in its order with the fused multiply-adds GCC forms there, and the per-call
 // scalars are rounded to T on the host exactly as the CPU kernel rounds them, so results
 // are bit-identical to kernels/cpu/optim_cpu.cpp (sqrt and division are IEEE-rounded).
-#include "engine/optim/optim_kernels.h"
+#include "kernels/optim.h"
 #include "kernels/cuda/pointwise_math.cuh"
 
 namespace oomlab {

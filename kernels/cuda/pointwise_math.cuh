@@ -8,12 +8,12 @@
 // it when a CPU kernel or the compiler changes).
 // C is the compute type: float (for float, half and bfloat16 storage) or double.
 #pragma once
-#include "engine/optim/optim_kernels.h"
 #include "kernels/cuda/launch_utils.cuh"
+#include "kernels/optim.h"
 
 namespace oomlab::cuda {
 
-// ---- elementwise.h ---------------------------------------------------------------------
+// ---- elementwise (kernels/elementwise.h) ------------------------------------------------
 // alpha*a + beta*b + gamma: GCC fuses the first product.
 template <class C> __host__ __device__ __forceinline__ C axpby2(C alpha, C a, C beta, C b, C gamma) {
   return add_rn(fma_rn(alpha, a, mul_rn(beta, b)), gamma);
@@ -23,7 +23,7 @@ template <class C> __host__ __device__ __forceinline__ C axpby1(C alpha, C a, C 
 }
 template <class C> __host__ __device__ __forceinline__ C mul3(C a, C b, C alpha) { return mul_rn(mul_rn(a, b), alpha); }
 
-// ---- optim_kernels.h -------------------------------------------------------------------
+// ---- optim (kernels/optim.h) ------------------------------------------------------------
 template <class C> struct SgdConst {
   C lr, wd, mom, keep;
   bool decay, first, nesterov;
@@ -76,7 +76,7 @@ __host__ __device__ __forceinline__ void adam_elem(const AdamConst<C>& k, C& p, 
     p = fma_rn(-k.step_size, div_rn(mi, denom), pi);
 }
 
-// ---- vision_kernels.h: sigmoid ---------------------------------------------------------
+// ---- activation (kernels/activation.h): sigmoid ---------------------------------------
 template <class C> __host__ __device__ __forceinline__ C sigmoid_fwd(C x) {
   return div_rn(C(1), add_rn(C(1), exp_t(-x)));
 }
@@ -84,7 +84,7 @@ template <class C> __host__ __device__ __forceinline__ C sigmoid_bwd(C y, C dy) 
   return mul_rn(mul_rn(dy, sub_rn(C(1), y)), y);
 }
 
-// ---- transformer_kernels.h: gelu -------------------------------------------------------
+// ---- activation (kernels/activation.h): gelu ------------------------------------------
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
@@ -133,7 +133,7 @@ template <class C> __host__ __device__ __forceinline__ C gelu_bwd(C v, C dy, boo
   return mul_rn(dy, fma_rn(C(0.5), add_rn(C(1), erfv), mul_rn(mul_rn(v, C(kInvSqrt2Pi)), e)));
 }
 
-// ---- transformer_kernels.h: layer_norm -------------------------------------------------
+// ---- layernorm (kernels/layernorm.h) ----------------------------------------------------
 // y = (x - m) * s, then * w, + b (GCC fuses the last product into the bias add).
 template <class C> __host__ __device__ __forceinline__ C layer_norm_y(C x, C m, C s, const C* w, const C* b) {
   const C v = mul_rn(sub_rn(x, m), s);
@@ -147,9 +147,9 @@ template <class C> __host__ __device__ __forceinline__ C layer_norm_dx(C wdy, C 
   return mul_rn(s, fma_rn(-mul_rn(sub_rn(x, m), s), mb, sub_rn(wdy, ma)));
 }
 
-// ---- bilinear 2x taps (vision_kernels.h) --------------------------------------------------
+// ---- upsample (kernels/upsample.h): bilinear 2x taps --------------------------------------
 // Output d of an axis of input size n reads i0 with weight l0 and i1 with weight l1
-// (align_corners=false, source max(0, (d + 0.5) / 2 - 0.5)), as make_axis in vision_cpu.cpp.
+// (align_corners=false, source max(0, (d + 0.5) / 2 - 0.5)), as make_axis in upsample_cpu.cpp.
 struct Tap {
   int64_t i0, i1;
   double l0, l1;

@@ -8,7 +8,7 @@
 // overwritten without atomics and float/double results match the CPU.
 #include <cmath>
 
-#include "engine/ops/pool.h"
+#include "kernels/pool.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_stream.h"

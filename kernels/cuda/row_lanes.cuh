@@ -1,5 +1,5 @@
 // row_lanes.cuh — row reductions in the exact order of the CPU kernels' 8-lane sums
-// (lane_sum / row_max in kernels/cpu/loss_cpu.cpp and transformer_cpu.cpp), so row
+// (lane_sum in kernels/cpu/fast_math.h, row_max in kernels/cpu/softmax_cpu.cpp), so row
 // statistics on the GPU are bit-identical to the CPU's.
 // Layout: a row group is 8 consecutive threads of a warp; thread k = threadIdx.x & 7 owns
 // the columns j = k, k+8, ... of the main part j < C8 = C & ~7 and accumulates them in

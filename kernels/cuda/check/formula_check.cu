@@ -15,14 +15,17 @@
 #include <cmath>
 #include <functional>
 
-#include "engine/ops/activation.h"
-#include "engine/ops/copy.h"
-#include "engine/ops/elementwise.h"
-#include "engine/ops/loss.h"
-#include "engine/ops/transformer_kernels.h"
-#include "engine/ops/vision_kernels.h"
-#include "engine/optim/optim_kernels.h"
+#include "engine/core/rng.h"   // Generator::block (the dropout check)
+#include "kernels/activation.h"
+#include "kernels/copy.h"
 #include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
+#include "kernels/layernorm.h"
+#include "kernels/loss.h"
+#include "kernels/optim.h"
+#include "kernels/softmax.h"
+#include "kernels/upsample.h"
 
 using namespace oomlab;
 using namespace oomlab::cuda;

@@ -1,0 +1,23 @@
+// attention.h — scaled_dot_product_attention(q [B, NH, Tq, D], k [B, NH, Tk, D],
+// v [B, NH, Tk, Dv], key_padding_mask uint8 [B, Tk] (1 = padded) or undefined,
+// dropout_p, training) = dropout(masked_softmax(q k^T, mask, 1/sqrt(D))) v -> [B, NH, Tq,
+// Dv], as torch.nn.functional.scaled_dot_product_attention. A composite of bmm
+// (linear.h), masked_softmax (softmax.h) and dropout (dropout.h) with no kernels of its
+// own, so its memory is the sum of theirs (the seq^2 terms are the softmax output and the
+// dropout mask).
+#pragma once
+#include "engine/core/rng.h"
+#include "engine/core/tensor.h"
+
+namespace oomlab {
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& key_padding_mask, double dropout_p, bool training,
+                                    Generator* gen = nullptr);
+inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const Tensor& key_padding_mask, double dropout_p, bool training,
+                                           Generator& gen) {
+  return scaled_dot_product_attention(q, k, v, key_padding_mask, dropout_p, training, &gen);
+}
+
+}  // namespace oomlab

@@ -1,0 +1,26 @@
+// activation.h — kernel argument structs and tables of the activation family
+// (engine/ops/activation.h): relu (relu_ runs it with x == y), sigmoid and gelu, forward
+// and backward, on contiguous buffers of n elements; backward kernels overwrite dx.
+// CPU kernels: kernels/cpu/activation_cpu.cpp; CUDA: kernels/cuda/activation.cu.
+#pragma once
+#include <cstdint>
+
+#include "engine/core/dispatch.h"
+
+namespace oomlab {
+
+// forward: y = max(x, 0) (NaN propagates); backward: dx = dy * (y > 0), y the saved output.
+struct ReluArgs { const void* x; void* y; const void* dy; void* dx; int64_t n; };
+// forward: y = 1 / (1 + exp(-x)); backward: dx = dy * (1 - y) * y (y the saved output).
+struct SigmoidArgs { const void* x; void* y; const void* dy; void* dx; int64_t n; };
+// y = gelu(x) (erf form, or the tanh approximation); backward dx = dy * gelu'(x).
+struct GeluArgs { const void* x; void* y; const void* dy; void* dx; int64_t n; bool tanh_approx; };
+
+OOMLAB_KERNEL_TABLE(relu_forward, ReluArgs, "relu")
+OOMLAB_KERNEL_TABLE(relu_backward, ReluArgs, "relu_backward")
+OOMLAB_KERNEL_TABLE(sigmoid_forward, SigmoidArgs, "sigmoid")
+OOMLAB_KERNEL_TABLE(sigmoid_backward, SigmoidArgs, "sigmoid_backward")
+OOMLAB_KERNEL_TABLE(gelu_forward, GeluArgs, "gelu")
+OOMLAB_KERNEL_TABLE(gelu_backward, GeluArgs, "gelu_backward")
+
+}  // namespace oomlab

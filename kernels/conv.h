@@ -1,0 +1,34 @@
+// conv.h — kernel argument structs and tables of the conv family (engine/ops/conv.h:
+// conv2d, and conv_transpose2d, which runs conv2d's kernels with the roles of x and dy
+// swapped): 2-D convolution forward / backward data / backward weight and the NCHW
+// channel-bias add / grad. All pointers are contiguous NCHW / KCRS; backward kernels
+// overwrite their output. CPU kernels: kernels/cpu/conv_cpu.cpp (+ conv_direct_cpu.cpp);
+// CUDA: kernels/cuda/conv.cu (cuDNN) and conv_bias.cu.
+#pragma once
+#include <cstdint>
+
+#include "engine/core/dispatch.h"
+
+namespace oomlab {
+
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1, groups = 1;
+};
+
+struct Conv2dArgs {
+  int64_t N, C, H, W, K, R, S, P, Q;
+  Conv2dParams p;
+  const void* x; const void* w; void* y;      // forward: y = conv(x, w)        (no bias)
+  const void* dy; void* dx; void* dw;         // backward_data: dx = conv^T(dy, w) (overwrite)
+                                              // backward_weight: dw = corr(x, dy) (overwrite)
+};
+// NCHW bias: y[n,k,:,:] += b[k]; grad: db[k] = sum_{n,p,q} dy[n,k,p,q] (overwrite)
+struct ChannelBiasArgs { void* y; const void* b; const void* dy; void* db; int64_t N, K, HW; };
+
+OOMLAB_KERNEL_TABLE(conv2d_forward, Conv2dArgs, "conv2d_forward")
+OOMLAB_KERNEL_TABLE(conv2d_backward_data, Conv2dArgs, "conv2d_backward_data")
+OOMLAB_KERNEL_TABLE(conv2d_backward_weight, Conv2dArgs, "conv2d_backward_weight")
+OOMLAB_KERNEL_TABLE(channel_bias_add, ChannelBiasArgs, "channel_bias_add")
+OOMLAB_KERNEL_TABLE(channel_bias_grad, ChannelBiasArgs, "channel_bias_grad")
+
+}  // namespace oomlab

@@ -1,0 +1,95 @@
+// conv_bias.cu — the conv family's NCHW channel-bias kernels (kernels/conv.h), float32 /
+// float64 / float16 / bfloat16; registered from conv.cu (register_conv_cuda_kernels):
+//   channel_bias_add   y[n, k, :] += b[k]                (accumulates into y)
+//   channel_bias_grad  db[k] = sum_{n, hw} dy[n, k, hw]  (overwrites)
+// The add runs in the compute type (T for float/double, float for half types). The
+// reduction accumulates in double (the CPU kernel's accumulator) in a fixed,
+// shape-determined order (dense_common.cuh): a (splits, channels) grid whose per-block
+// partials (workspace-tagged scratch, [K][S] doubles) are added in split order.
+#include "kernels/conv.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_stream.h"
+#include "kernels/cuda/dense_common.cuh"
+
+namespace oomlab {
+namespace {
+namespace dense = cuda::dense;
+using dense::kBlock;
+using dense::Num;
+
+template <class T>
+__global__ void channel_bias_add_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t K, int64_t HW, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = Num<T>::from(Num<T>::to(y[i]) + Num<T>::to(b[(i / HW) % K]));
+}
+
+// Channel sums, split (dense::ChannelSplit): pass 1 part[k][s] = the chunk's sum; pass 2
+// db[k] = the S partials added in order.
+template <class T>
+__global__ void channel_partial_sum_kernel(const T* __restrict__ dy, int64_t K, int64_t HW, int64_t M, int64_t S,
+                                           int64_t chunk, double* __restrict__ part) {
+  int64_t m0, m1;
+  dense::chunk_of(M, chunk, m0, m1);
+  for (int64_t k = blockIdx.y; k < K; k += gridDim.y) {
+    double acc[1] = {0.0};
+    dense::for_channel(k, K, HW, m0, m1, [&](int64_t o) { acc[0] += double(Num<T>::to(dy[o])); });
+    dense::block_allsum<1>(acc);
+    if (threadIdx.x == 0) part[k * S + blockIdx.x] = acc[0];
+  }
+}
+
+template <class T>
+__global__ void channel_sum_finish_kernel(const double* __restrict__ part, int64_t K, int64_t S, T* __restrict__ db) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < K; k += int64_t(gridDim.x) * blockDim.x) {
+    double acc = 0.0;
+    for (int64_t s = 0; s < S; ++s) acc += part[k * S + s];
+    db[k] = Num<T>::from(typename Num<T>::C(acc));
+  }
+}
+
+template <class T> void channel_bias_add_cuda(const ChannelBiasArgs& a) {
+  const int64_t n = a.N * a.K * a.HW;
+  if (n == 0) return;
+  const int dev = cuda::device_of(a.y, "channel_bias_add");
+  cuda::DeviceGuard guard(dev);
+  channel_bias_add_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
+      static_cast<T*>(a.y), static_cast<const T*>(a.b), a.K, a.HW, n);
+  CUDA_LAUNCH_CHECK();
+}
+
+template <class T> void channel_bias_grad_cuda(const ChannelBiasArgs& a) {
+  if (a.K == 0) return;
+  const int dev = cuda::device_of(a.db, "channel_bias_grad");
+  cuda::DeviceGuard guard(dev);
+  cudaStream_t stream = cuda::compute_stream(dev);
+  T* db = static_cast<T*>(a.db);
+  if (a.N * a.HW == 0) {   // empty sum
+    CUDA_CHECK(cudaMemsetAsync(db, 0, size_t(a.K) * sizeof(T), stream));
+    return;
+  }
+  const dense::ChannelSplit sp(a.N * a.HW, a.K);
+  // Freed on return: later work on the stream that reuses the block runs after both passes.
+  cuda::DeviceBuffer scratch(dev, size_t(a.K * sp.S) * sizeof(double));
+  double* part = static_cast<double*>(scratch.get());
+  channel_partial_sum_kernel<T><<<sp.grid, dense::kChanThreads, 0, stream>>>(static_cast<const T*>(a.dy), a.K, a.HW,
+                                                                               sp.M, sp.S, sp.chunk, part);
+  CUDA_LAUNCH_CHECK();
+  channel_sum_finish_kernel<T><<<dense::grid_for(a.K), kBlock, 0, stream>>>(part, a.K, sp.S, db);
+  CUDA_LAUNCH_CHECK();
+}
+
+template <class T> void set_channel_bias(DType t) {
+  channel_bias_add_kernels().set(DeviceType::cuda, t, &channel_bias_add_cuda<T>);
+  channel_bias_grad_kernels().set(DeviceType::cuda, t, &channel_bias_grad_cuda<T>);
+}
+}  // namespace
+
+void register_conv_bias_cuda_kernels() {
+  set_channel_bias<float>(DType::f32);
+  set_channel_bias<double>(DType::f64);
+  set_channel_bias<__half>(DType::f16);
+  set_channel_bias<__nv_bfloat16>(DType::bf16);
+}
+
+}  // namespace oomlab

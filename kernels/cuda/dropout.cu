@@ -1,0 +1,61 @@
+// dropout.cu — CUDA kernels of the dropout family (kernels/dropout.h) in float32, float64,
+// float16 and bfloat16 (half types compute in float, one rounding at the store).
+// Bit-identical to kernels/cpu/dropout_cpu.cpp: the keep-mask is the same Philox stream
+// (element i keeps iff (block(seed, base + i/4)[i%4] >> 8) >= ceil(p 2^24)) and y / dx are
+// the same products. The backward overwrites dx.
+#include <cmath>
+
+#include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/dropout.h"
+
+namespace oomlab {
+namespace {
+using namespace cuda;
+
+// ---- dropout ----------------------------------------------------------------------------
+// One thread per Philox block (4 elements).
+template <class T> __global__ void dropout_fwd_kernel(const T* x, T* y, uint8_t* mask, int64_t n, uint32_t thr,
+                                                      compute_t<T> scale, uint64_t seed, uint64_t base) {
+  using C = compute_t<T>;
+  const int64_t nblocks = (n + 3) / 4;
+  for (int64_t b = gtid(); b < nblocks; b += gstride()) {
+    const U4 w = philox_block(seed, base + uint64_t(b));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = 4 * b + k;
+      if (i >= n) break;
+      const uint8_t keep = uint8_t((w.w[k] >> 8) >= thr);
+      y[i] = st<T>(mul_rn(ld(x[i]), mul_rn(C(keep), scale)));
+      if (mask) mask[i] = keep;
+    }
+  }
+}
+template <class T>
+__global__ void dropout_bwd_kernel(const T* dy, const uint8_t* mask, T* dx, int64_t n, compute_t<T> scale) {
+  using C = compute_t<T>;
+  for (int64_t i = gtid(); i < n; i += gstride()) dx[i] = st<T>(mul_rn(ld(dy[i]), mul_rn(C(mask[i]), scale)));
+}
+template <class T> void dropout_forward_cuda(const DropoutArgs& a) {
+  if (a.n == 0) return;
+  const Launch L(a.y, "dropout");
+  const uint32_t thr = uint32_t(std::ceil(a.p * 16777216.0));  // as the CPU kernel
+  const compute_t<T> scale = compute_t<T>(1.0 / (1.0 - a.p));
+  dropout_fwd_kernel<T><<<grid_for((a.n + 3) / 4), kThreads, 0, L.stream>>>(
+      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.mask, a.n, thr, scale, a.seed, a.base);
+  CUDA_LAUNCH_CHECK();
+}
+template <class T> void dropout_backward_cuda(const DropoutArgs& a) {
+  if (a.n == 0) return;
+  const Launch L(a.dx, "dropout_backward");
+  dropout_bwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(
+      static_cast<const T*>(a.dy), a.mask, static_cast<T*>(a.dx), a.n, compute_t<T>(1.0 / (1.0 - a.p)));
+  CUDA_LAUNCH_CHECK();
+}
+}  // namespace
+
+void register_dropout_cuda_kernels() {
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(dropout_forward_kernels(), dropout_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(dropout_backward_kernels(), dropout_backward_cuda);
+}
+
+}  // namespace oomlab

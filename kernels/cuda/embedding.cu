@@ -1,0 +1,92 @@
+// embedding.cu — CUDA kernels of the embedding family (kernels/embedding.h), in float32,
+// float64, float16, bfloat16. Forward: a gather (ids out of [0, V) give zeros). Backward
+// is deterministic and sort-free, with no atomics and no scratch memory: dweight is zeroed,
+// then the block of the first position n holding a vocabulary row id sums dout[m, :] over
+// all m >= n with ids[m] == id in increasing m (positions compacted per 256-id chunk in
+// shared memory) and writes the row once. Float32/float64 accumulate in T in the CPU's
+// order, so dweight is bit-identical to kernels/cpu/embedding_cpu.cpp's; half types
+// accumulate in float. Cost grows as N^2 / 256 id reads (the first-occurrence scans) plus
+// N * H gradient reads.
+#include <algorithm>
+
+#include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/embedding.h"
+
+namespace oomlab {
+namespace {
+using namespace cuda;
+
+// ---- embedding ------------------------------------------------------------------------
+template <class T>
+__global__ void embedding_fwd_kernel(const T* w, const int64_t* ids, T* out, int64_t N, int64_t V, int64_t H) {
+  for (int64_t i = gtid(); i < N * H; i += gstride()) {
+    const int64_t n = i / H, c = i - n * H, id = ids[n];
+    out[i] = (id >= 0 && id < V) ? w[id * H + c] : st<T>(0);
+  }
+}
+
+constexpr int kEmbThreads = 256;  // 8 warps: one chunk of 256 positions per compaction
+template <class T> __global__ void embedding_bwd_kernel(const int64_t* ids, const T* g, T* dw, int64_t N, int64_t V,
+                                                        int64_t H, int64_t pad) {
+  __shared__ int64_t pos[kEmbThreads];
+  __shared__ int warp_cnt[kEmbThreads / 32];
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const int64_t id = ids[n];
+    if (id < 0 || id >= V || id == pad) continue;  // block-uniform
+    bool earlier = false;                          // does a position before n hold id?
+    for (int64_t m0 = 0; m0 < n && !earlier; m0 += kEmbThreads) {
+      const int64_t m = m0 + tid;
+      earlier = __syncthreads_or(m < n && ids[m] == id) != 0;
+    }
+    if (earlier) continue;
+    for (int64_t c0 = 0; c0 < H; c0 += kEmbThreads) {
+      const int64_t c = c0 + tid;
+      compute_t<T> s = 0;
+      for (int64_t m0 = n; m0 < N; m0 += kEmbThreads) {
+        const int64_t m = m0 + tid;
+        const bool match = m < N && ids[m] == id;
+        const unsigned ballot = __ballot_sync(0xffffffffu, match);
+        if (lane == 0) warp_cnt[warp] = __popc(ballot);
+        __syncthreads();
+        int off = 0, total = 0;
+        for (int w = 0; w < kEmbThreads / 32; ++w) {
+          off += w < warp ? warp_cnt[w] : 0;
+          total += warp_cnt[w];
+        }
+        if (match) pos[off + __popc(ballot & ((1u << lane) - 1u))] = m;
+        __syncthreads();
+        if (c < H)
+          for (int q = 0; q < total; ++q) s = add_rn(s, ld(g[pos[q] * H + c]));
+        __syncthreads();
+      }
+      if (c < H) dw[id * H + c] = st<T>(s);
+    }
+  }
+}
+
+template <class T> void embedding_forward_cuda(const EmbeddingArgs& a) {
+  if (a.N * a.H == 0) return;
+  const Launch L(a.out, "embedding");
+  embedding_fwd_kernel<T><<<grid_for(a.N * a.H), kThreads, 0, L.stream>>>(static_cast<const T*>(a.weight), a.ids,
+                                                                          static_cast<T*>(a.out), a.N, a.V, a.H);
+  CUDA_LAUNCH_CHECK();
+}
+template <class T> void embedding_backward_cuda(const EmbeddingArgs& a) {
+  if (a.V * a.H == 0) return;
+  const Launch L(a.dweight, "embedding_backward");
+  CUDA_CHECK(cudaMemsetAsync(a.dweight, 0, size_t(a.V * a.H) * sizeof(T), L.stream));
+  if (a.N == 0) return;
+  const int blocks = int(std::min<int64_t>(a.N, 16384));
+  embedding_bwd_kernel<T><<<blocks, kEmbThreads, 0, L.stream>>>(
+      a.ids, static_cast<const T*>(a.dout), static_cast<T*>(a.dweight), a.N, a.V, a.H, a.padding_idx);
+  CUDA_LAUNCH_CHECK();
+}
+}  // namespace
+
+void register_embedding_cuda_kernels() {
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(embedding_forward_kernels(), embedding_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(embedding_backward_kernels(), embedding_backward_cuda);
+}
+
+}  // namespace oomlab

@@ -1,0 +1,167 @@
+// loss.cu — CUDA kernels of the loss family (kernels/loss.h) in float32 / float64:
+// nll_loss and pixel_cross_entropy, forward and backward; dloss is read on the device and
+// backward kernels overwrite their output. nll sums rows in double in a fixed tree (the
+// same float as kernels/cpu/loss_cpu.cpp except in rare ties; float64 within an ulp or two).
+// Pixel cross-entropy: one thread per pixel runs the CPU's class loop (max, double sum of
+// exp_f32 in class order, log in double), so logp matches up to the GPU's double log
+// (nearly always the same float); the loss is summed in double over a fixed tree in one
+// block. Its backward needs the kept-pixel count before writing: a one-block kernel stores
+// w = dloss / count in dlogits[0], the main kernel reads it and writes every element but
+// that one, and a last one-thread kernel writes element 0.
+#include <algorithm>
+
+#include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/loss.h"
+
+namespace oomlab {
+namespace {
+using namespace cuda;
+
+// ---- nll_loss -----------------------------------------------------------------------------
+__device__ __forceinline__ bool nll_kept(int64_t t, int64_t C, int64_t ignore) {
+  return t != ignore && t >= 0 && t < C;
+}
+
+template <class T>
+__global__ void nll_fwd_kernel(const T* lp, const int64_t* target, T* loss, int64_t N, int64_t C, int64_t ignore) {
+  double s = 0.0;
+  long long cnt = 0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+    const int64_t t = target[i];
+    if (!nll_kept(t, C, ignore)) continue;
+    s += double(lp[i * C + t]);
+    ++cnt;
+  }
+  const double total = block_sum(s);
+  const long long count = block_sum(cnt);
+  if (threadIdx.x == 0) *loss = T(-total / double(count));  // count 0 -> NaN, as PyTorch
+}
+// Every block counts the kept rows itself (N cached reads) so no scratch memory is needed.
+template <class T>
+__global__ void nll_bwd_kernel(const int64_t* target, const T* dloss, T* d, int64_t N, int64_t C, int64_t ignore) {
+  __shared__ T w_sh;
+  long long cnt = 0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) cnt += nll_kept(target[i], C, ignore) ? 1 : 0;
+  const long long count = block_sum(cnt);
+  if (threadIdx.x == 0) w_sh = T(-double(*dloss) / double(count));
+  __syncthreads();
+  const T w = w_sh;
+  for (int64_t i = gtid(); i < N * C; i += gstride()) {
+    const int64_t r = i / C, c = i - r * C, t = target[r];
+    d[i] = (c == t && nll_kept(t, C, ignore)) ? w : T(0);
+  }
+}
+template <class T> void nll_forward_cuda(const NllArgs& a) {
+  const Launch L(a.loss, "nll_loss");
+  nll_fwd_kernel<T><<<1, 1024, 0, L.stream>>>(static_cast<const T*>(a.logp), a.target, static_cast<T*>(a.loss), a.N,
+                                              a.C, a.ignore_index);
+  CUDA_LAUNCH_CHECK();
+}
+template <class T> void nll_backward_cuda(const NllArgs& a) {
+  if (a.N * a.C == 0) return;
+  const Launch L(a.dlogp, "nll_loss_backward");
+  nll_bwd_kernel<T><<<std::min(grid_for(a.N * a.C), 1024), kThreads, 0, L.stream>>>(
+      a.target, static_cast<const T*>(a.dloss), static_cast<T*>(a.dlogp), a.N, a.C, a.ignore_index);
+  CUDA_LAUNCH_CHECK();
+}
+// ---- pixel cross-entropy ------------------------------------------------------------------
+__device__ __forceinline__ bool px_kept(int64_t t, int64_t C, int64_t ignore) { return t != ignore && t >= 0 && t < C; }
+
+// logp = x - max - log(sum exp(x - max)) over C, one thread per pixel (n, p).
+template <class T> __global__ void pixel_logsoftmax_kernel(const T* x, T* lp, int64_t N, int64_t C, int64_t HW) {
+  for (int64_t i = gtid(); i < N * HW; i += gstride()) {
+    const int64_t n = i / HW, p = i - n * HW;
+    const T* xb = x + n * C * HW + p;
+    T* lb = lp + n * C * HW + p;
+    T mx = xb[0];
+    for (int64_t c = 1; c < C; ++c) {
+      const T v = xb[c * HW];
+      mx = v > mx ? v : mx;
+    }
+    double sum = 0.0;
+    for (int64_t c = 0; c < C; ++c) sum += double(exp_t(sub_rn(xb[c * HW], mx)));
+    const T lse = T(log(sum));
+    for (int64_t c = 0; c < C; ++c) lb[c * HW] = sub_rn(sub_rn(xb[c * HW], mx), lse);
+  }
+}
+template <class T> __global__ void pixel_loss_kernel(const T* lp, const int64_t* target, T* loss, int64_t N, int64_t C,
+                                                     int64_t HW, int64_t ignore) {
+  double s = 0.0;
+  long long cnt = 0;
+  for (int64_t i = threadIdx.x; i < N * HW; i += blockDim.x) {
+    const int64_t t = target[i];
+    if (!px_kept(t, C, ignore)) continue;
+    const int64_t n = i / HW, p = i - n * HW;
+    s += double(lp[(n * C + t) * HW + p]);
+    ++cnt;
+  }
+  const double total = block_sum(s);
+  const long long count = block_sum(cnt);
+  if (threadIdx.x == 0) *loss = T(-total / double(count));  // count 0 -> NaN, as PyTorch
+}
+// w = dloss / count into d[0] (element 0 is rewritten last by pixel_grad_first_kernel).
+template <class T> __global__ void pixel_weight_kernel(const int64_t* target, const T* dloss, T* d, int64_t NHW,
+                                                       int64_t C, int64_t ignore) {
+  long long cnt = 0;
+  for (int64_t i = threadIdx.x; i < NHW; i += blockDim.x) cnt += px_kept(target[i], C, ignore) ? 1 : 0;
+  const long long count = block_sum(cnt);
+  if (threadIdx.x == 0) d[0] = T(double(*dloss) / double(count));
+}
+template <class T> __device__ __forceinline__ T pixel_grad(const T* lp, const int64_t* target, int64_t i, int64_t C,
+                                                           int64_t HW, int64_t ignore, T w) {
+  const int64_t n = i / (C * HW), rem = i - n * C * HW, c = rem / HW, p = rem - c * HW;
+  const int64_t t = target[n * HW + p];
+  const bool k = px_kept(t, C, ignore);
+  T v = mul_rn(exp_t(lp[i]), k ? w : T(0));
+  if (k && t == c) v = sub_rn(v, w);
+  return v;
+}
+template <class T> __global__ void pixel_grad_kernel(const T* lp, const int64_t* target, T* d, int64_t N, int64_t C,
+                                                     int64_t HW, int64_t ignore) {
+  const T w = d[0];
+  for (int64_t i = gtid() + 1; i < N * C * HW; i += gstride()) d[i] = pixel_grad(lp, target, i, C, HW, ignore, w);
+}
+template <class T> __global__ void pixel_grad_first_kernel(const T* lp, const int64_t* target, T* d, int64_t C,
+                                                           int64_t HW, int64_t ignore) {
+  d[0] = pixel_grad(lp, target, 0, C, HW, ignore, d[0]);
+}
+
+template <class T> void pixel_cross_entropy_forward_cuda(const PixelCrossEntropyArgs& a) {
+  const Launch L(a.loss, "pixel_cross_entropy");
+  const T* x = static_cast<const T*>(a.logits);
+  T* lp = static_cast<T*>(a.logp);
+  if (a.C > 0 && a.N * a.HW > 0) {
+    pixel_logsoftmax_kernel<T><<<grid_for(a.N * a.HW), kThreads, 0, L.stream>>>(x, lp, a.N, a.C, a.HW);
+    CUDA_LAUNCH_CHECK();
+  }
+  pixel_loss_kernel<T>
+      <<<1, 1024, 0, L.stream>>>(lp, a.target, static_cast<T*>(a.loss), a.N, a.C, a.C > 0 ? a.HW : 0, a.ignore_index);
+  CUDA_LAUNCH_CHECK();
+}
+template <class T> void pixel_cross_entropy_backward_cuda(const PixelCrossEntropyArgs& a) {
+  const int64_t total = a.N * a.C * a.HW;
+  if (total == 0) return;
+  const Launch L(a.dlogits, "pixel_cross_entropy_backward");
+  const T* lp = static_cast<const T*>(a.logp);
+  T* d = static_cast<T*>(a.dlogits);
+  pixel_weight_kernel<T>
+      <<<1, 1024, 0, L.stream>>>(a.target, static_cast<const T*>(a.dloss), d, a.N * a.HW, a.C, a.ignore_index);
+  CUDA_LAUNCH_CHECK();
+  if (total > 1) {
+    pixel_grad_kernel<T>
+        <<<grid_for(total - 1), kThreads, 0, L.stream>>>(lp, a.target, d, a.N, a.C, a.HW, a.ignore_index);
+    CUDA_LAUNCH_CHECK();
+  }
+  pixel_grad_first_kernel<T><<<1, 1, 0, L.stream>>>(lp, a.target, d, a.C, a.HW, a.ignore_index);
+  CUDA_LAUNCH_CHECK();
+}
+}  // namespace
+
+void register_loss_cuda_kernels() {
+  OOMLAB_REGISTER_FLOAT_CUDA(nll_forward_kernels(), nll_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_CUDA(nll_backward_kernels(), nll_backward_cuda);
+  OOMLAB_REGISTER_FLOAT_CUDA(pixel_cross_entropy_forward_kernels(), pixel_cross_entropy_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_CUDA(pixel_cross_entropy_backward_kernels(), pixel_cross_entropy_backward_cuda);
+}
+
+}  // namespace oomlab

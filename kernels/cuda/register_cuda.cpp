@@ -1,0 +1,56 @@
+// register_cuda.cpp — the CUDA backend's registrar, announced with
+// OOMLAB_REGISTER_BACKEND("cuda"): registers the cudaMalloc raw memory behind cuda:i
+// allocators (cuda_runtime.cpp) and the runtime hooks (cuda_backend.cpp: synchronize,
+// properties, numerics options), then fills the op families' kernel tables with their
+// CUDA kernels (kernels/cuda/<family>.cu defines register_<family>_cuda_kernels()).
+// Includes no CUDA header: the registrars are plain functions of the backend library.
+#include <memory>
+
+#include "engine/core/dispatch.h"
+#include "engine/memory/caching_allocator.h"
+
+namespace oomlab {
+namespace cuda {
+std::unique_ptr<RawMemory> make_cuda_raw_memory(int device);   // cuda_runtime.cpp
+void register_cuda_backend_hooks();                             // cuda_backend.cpp
+}  // namespace cuda
+
+void register_elementwise_cuda_kernels();
+void register_copy_cuda_kernels();
+void register_linear_cuda_kernels();
+void register_conv_cuda_kernels();
+void register_batchnorm_cuda_kernels();
+void register_pool_cuda_kernels();
+void register_activation_cuda_kernels();
+void register_dropout_cuda_kernels();
+void register_softmax_cuda_kernels();
+void register_loss_cuda_kernels();
+void register_layernorm_cuda_kernels();
+void register_embedding_cuda_kernels();
+void register_upsample_cuda_kernels();
+void register_optim_cuda_kernels();
+
+namespace {
+void register_cuda_kernels() {
+  register_raw_memory(DeviceType::cuda, &cuda::make_cuda_raw_memory);
+  cuda::register_cuda_backend_hooks();
+  register_elementwise_cuda_kernels();
+  register_copy_cuda_kernels();
+  register_linear_cuda_kernels();
+  register_conv_cuda_kernels();
+  register_batchnorm_cuda_kernels();
+  register_pool_cuda_kernels();
+  register_activation_cuda_kernels();
+  register_dropout_cuda_kernels();
+  register_softmax_cuda_kernels();
+  register_loss_cuda_kernels();
+  register_layernorm_cuda_kernels();
+  register_embedding_cuda_kernels();
+  register_upsample_cuda_kernels();
+  register_optim_cuda_kernels();
+}
+}  // namespace
+
+OOMLAB_REGISTER_BACKEND("cuda", &register_cuda_kernels);
+
+}  // namespace oomlab

@@ -1,0 +1,26 @@
+// linear.h — kernel argument structs and tables of the linear family (engine/ops/linear.h:
+// matmul, linear, bmm): row-major GEMM and the row-bias add / bias-gradient reductions.
+// Raw contiguous row-major buffers in the table's dtype, explicit dims. CPU kernels:
+// kernels/cpu/linear_cpu.cpp (OpenBLAS); CUDA: kernels/cuda/linear.cu (cuBLAS).
+#pragma once
+#include <cstdint>
+
+#include "engine/core/dispatch.h"
+
+namespace oomlab {
+
+// Row-major GEMM: C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C.
+struct GemmArgs {
+  bool trans_a, trans_b; int64_t M, N, K; double alpha;
+  const void* A; int64_t lda; const void* B; int64_t ldb; double beta; void* C; int64_t ldc;
+};
+// out[r, c] += bias[c] for r < rows, c < cols (row-major [rows, cols]).
+struct BiasAddRowsArgs { void* out; const void* bias; int64_t rows, cols; };
+// grad_bias[c] = sum_r grad[r, c] (overwrites).
+struct BiasGradRowsArgs { void* grad_bias; const void* grad; int64_t rows, cols; };
+
+OOMLAB_KERNEL_TABLE(gemm, GemmArgs, "gemm")
+OOMLAB_KERNEL_TABLE(bias_add_rows, BiasAddRowsArgs, "bias_add_rows")
+OOMLAB_KERNEL_TABLE(bias_grad_rows, BiasGradRowsArgs, "bias_grad_rows")
+
+}  // namespace oomlab

@@ -1,0 +1,48 @@
+// optim.h — the optim family's kernels: fused per-parameter optimizer updates (raw
+// pointers + n) behind engine/optim/sgd.cpp and adam.cpp.
+// One launch updates one parameter and its state in a single pass, allocating nothing
+// (like torch's fused=True): the only optimizer memory is the state itself.
+// Math is done in the parameter's dtype T with PyTorch's single-tensor operation order;
+// host-side scalars (bias corrections, step size) are computed in double and passed in.
+// CPU kernels: kernels/cpu/optim_cpu.cpp; CUDA: kernels/cuda/optim.cu. Elementwise only,
+// so results never depend on the thread count.
+#pragma once
+#include <cstdint>
+
+#include "engine/core/dispatch.h"
+
+namespace oomlab {
+
+// torch.optim.SGD for one parameter (g' = grad + weight_decay * param):
+//   momentum == 0:     param -= lr * g'
+//   first_step:        buf = g'                                   (clone of the grad)
+//   otherwise:         buf = momentum * buf + (1 - dampening) * g'
+//   d = nesterov ? g' + momentum * buf : buf;  param -= lr * d
+// buf may be null iff momentum == 0.
+struct SgdArgs {
+  void* param; const void* grad; void* buf;
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov, first_step;
+  int64_t n;
+};
+
+// torch.optim.Adam / AdamW for one parameter at step t (t >= 1):
+//   decoupled (AdamW): param *= 1 - lr * weight_decay;  g = grad
+//   else       (Adam): g = grad + weight_decay * param
+//   exp_avg    = lerp(exp_avg, g, 1 - beta1)
+//   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
+//   denom      = sqrt(exp_avg_sq) / bias_correction2_sqrt + eps
+//   param     += -step_size * exp_avg / denom
+// with step_size = lr / (1 - beta1^t), bias_correction2_sqrt = sqrt(1 - beta2^t).
+struct AdamArgs {
+  void* param; const void* grad; void* exp_avg; void* exp_avg_sq;
+  double lr, beta1, beta2, eps, weight_decay;
+  double step_size, bias_correction2_sqrt;
+  bool decoupled;
+  int64_t n;
+};
+
+OOMLAB_KERNEL_TABLE(sgd, SgdArgs, "sgd_step")
+OOMLAB_KERNEL_TABLE(adam, AdamArgs, "adam_step")
+
+}  // namespace oomlab

@@ -1,0 +1,72 @@
+// test_ops_linear.cpp — matmul, linear, bmm: float64 gradchecks (transposed operands,
+// leading dims, bias or not, a transposed output gradient for bmm), values against hand-
+// computed or naive references, and shape errors naming both shapes. Linear / conv shape
+// errors and meta-device peaks: test_ops_cross_family.cpp.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/ops/linear.h"
+#include "tests/gradcheck.h"
+#include "tests/op_test_util.h"
+
+using namespace oomlab;
+using namespace oomlab::testing;
+
+TEST(Matmul, GradcheckAndValues) {
+  Tensor a = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = Tensor::from_vector({1, 0, 0, 1, 1, 1}, {3, 2});
+  EXPECT_EQ(matmul(a, b).to_vector(), (std::vector<double>{4, 5, 10, 11}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); },
+                        {leaf(random_f64({3, 4}, -1, 1, 1)), leaf(random_f64({4, 5}, -1, 1, 2))}));
+  // transposed (non-contiguous) operand
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& v) { return matmul(v[0].transpose(0, 1), v[1]); },
+                        {leaf(random_f64({4, 3}, -1, 1, 3)), leaf(random_f64({4, 2}, -1, 1, 4))}));
+}
+
+TEST(Linear, Gradcheck) {
+  auto with_bias = [](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); };
+  auto no_bias = [](const std::vector<Tensor>& v) { return linear(v[0], v[1], Tensor()); };
+  EXPECT_TRUE(gradcheck(with_bias, {leaf(random_f64({3, 4}, -1, 1, 5)), leaf(random_f64({2, 4}, -1, 1, 6)),
+                                    leaf(random_f64({2}, -1, 1, 7))}));
+  EXPECT_TRUE(gradcheck(no_bias, {leaf(random_f64({3, 4}, -1, 1, 8)), leaf(random_f64({5, 4}, -1, 1, 9))}));
+  // leading dims [B, T, in]; only the weight requires grad
+  EXPECT_TRUE(gradcheck(with_bias, {random_f64({2, 3, 4}, -1, 1, 10), leaf(random_f64({3, 4}, -1, 1, 11)),
+                                    leaf(random_f64({3}, -1, 1, 12))}));
+}
+
+TEST(Linear, Values) {
+  Tensor x = Tensor::from_vector({1, 2, 3, 4}, {2, 2});
+  Tensor w = Tensor::from_vector({1, 0, 1, 1, 0, 2}, {3, 2});
+  Tensor b = Tensor::from_vector({10, 20, 30}, {3});
+  EXPECT_EQ(linear(x, w, b).to_vector(), (std::vector<double>{11, 23, 34, 13, 27, 38}));
+}
+
+TEST(Bmm, ValuesAndGradcheck) {
+  Tensor a = Tensor::from_vector({1, 2, 3, 4, 1, 0, 0, 1}, {2, 2, 2});
+  Tensor b = Tensor::from_vector({1, 1, 0, 1, 5, 6, 7, 8}, {2, 2, 2});
+  EXPECT_EQ(bmm(a, b).to_vector(), (std::vector<double>{1, 3, 3, 7, 5, 6, 7, 8}));
+  auto f = [](const std::vector<Tensor>& in) { return bmm(in[0], in[1]); };
+  EXPECT_TRUE(gradcheck(f, {leaf(random_f64({3, 2, 4}, -1, 1, 16)), leaf(random_f64({3, 4, 5}, -1, 1, 17))}));
+  // transposed operands (GEMM flags, no copies) and a transposed output gradient
+  auto ft = [](const std::vector<Tensor>& in) {
+    return bmm(in[0].transpose(1, 2), in[1].transpose(1, 2)).transpose(1, 2);
+  };
+  EXPECT_TRUE(gradcheck(ft, {leaf(random_f64({2, 4, 3}, -1, 1, 18)), leaf(random_f64({2, 5, 4}, -1, 1, 19))}));
+  // a generally strided operand (copied)
+  auto fp = [](const std::vector<Tensor>& in) { return bmm(in[0].permute({1, 0, 2}), in[1]); };
+  EXPECT_TRUE(gradcheck(fp, {leaf(random_f64({2, 3, 4}, -1, 1, 20)), random_f64({3, 4, 2}, -1, 1, 21)}));
+  // transposed result equals the plain one
+  Tensor x = random_f64({2, 3, 4}, -1, 1, 22), y = random_f64({2, 5, 4}, -1, 1, 23);
+  expect_near(bmm(x, y.transpose(1, 2)).to_vector(), bmm(x, y.transpose(1, 2).contiguous()).to_vector(), 1e-14);
+}
+
+TEST(Bmm, ShapeErrors) {
+  std::string m = error_of<ShapeError>([] { bmm(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 5})); });
+  EXPECT_TRUE(contains(m, "[2, 3, 4]") && contains(m, "[3, 4, 5]")) << m;
+  m = error_of<ShapeError>([] { bmm(Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 5, 6})); });
+  EXPECT_TRUE(contains(m, "[2, 3, 4]") && contains(m, "[2, 5, 6]")) << m;
+  EXPECT_THROW(bmm(Tensor::zeros({3, 4}), Tensor::zeros({4, 5})), ShapeError);
+}
