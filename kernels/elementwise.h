@@ -1,7 +1,8 @@
 // elementwise.h — kernel argument structs and tables of the elementwise family
 // (engine/ops/elementwise.h): axpby (add, sub, scale, add_scalar, add_), mul, sum, fill.
 // Raw contiguous buffers of n elements in the table's dtype; outputs are overwritten (out
-// may alias a: the in-place ops pass the same pointer). CPU kernels:
+// may alias a: the in-place ops pass the same pointer). axpby also exists for int64
+// (integer arithmetic with alpha, beta, gamma truncated to int64: counters). CPU kernels:
 // kernels/cpu/elementwise_cpu.cpp; CUDA: kernels/cuda/elementwise.cu.
 #pragma once
 #include <cstdint>

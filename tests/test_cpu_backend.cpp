@@ -2,8 +2,11 @@
 // records its BLAS library; it flushes subnormal floats to zero on every thread that runs
 // kernels (the main thread, OpenMP's workers, OpenBLAS's workers, device threads), so a
 // GEMM on subnormal inputs returns zeros at full speed instead of crawling.
+#include <cblas.h>
 #include <gtest/gtest.h>
 #include <omp.h>
+
+#include <algorithm>
 
 #include <cstdint>
 #include <cstring>
@@ -55,4 +58,25 @@ TEST(CpuBackend, SubnormalInputsAreFlushedOnEveryThread) {
   check();
   std::thread([&] { check(); }).join();                                  // a thread started later
   run_on_devices({cpu_device(0), cpu_device(1)}, [&](Device) { check(); });   // device threads
+}
+
+// OpenBLAS's thread count is process-wide: it follows the smallest live limit (conv's
+// serial sections, device threads' budgets) and returns to its setting after the last.
+TEST(CpuBackend, BlasThreadLimitFollowsTheSmallestLiveGuard) {
+  ensure_kernels_registered();
+  const int original = openblas_get_num_threads();
+  {
+    BlasThreadsGuard four(4);
+    EXPECT_EQ(openblas_get_num_threads(), std::min(4, original));   // a limit never raises the setting
+    {
+      BlasThreadsGuard serial(1);
+      EXPECT_EQ(openblas_get_num_threads(), 1);
+      std::thread([] {
+        BlasThreadsGuard other(2);   // another thread's larger limit does not lift the serial one
+        EXPECT_EQ(openblas_get_num_threads(), 1);
+      }).join();
+    }
+    EXPECT_EQ(openblas_get_num_threads(), std::min(4, original));
+  }
+  EXPECT_EQ(openblas_get_num_threads(), original);
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
+#include "engine/memory/caching_allocator.h"
 #include "engine/ops/elementwise.h"
 #include "tests/gradcheck.h"
 
@@ -50,4 +51,21 @@ TEST(ElementwiseErrors, ShapeAndDtypeMismatchNameTheOp) {
   EXPECT_THROW(a.reshape({7}), ShapeError);
   EXPECT_THROW(a.narrow(1, 2, 5), ShapeError);
   EXPECT_THROW(a.permute({0, 0}), ShapeError);
+}
+
+// add_scalar_inplace (no autograd): in place on the device, int64 included (BatchNorm's
+// num_batches_tracked counts with it), version bumped, no allocation.
+TEST(ElementwiseInPlace, AddScalarInPlaceFloatAndInt64) {
+  Tensor f = Tensor::from_vector({1.5, -2.0}, {2}, DType::f32);
+  const uint64_t v = f.version();
+  add_scalar_inplace(f, 0.25);
+  EXPECT_EQ(f.to_vector(), (std::vector<double>{1.75, -1.75}));
+  EXPECT_EQ(f.version(), v + 1);
+  Tensor n = Tensor::from_vector_i64({41, (int64_t(1) << 60) + 1}, {2});
+  const int64_t allocated = allocator_for(cpu_device()).stat("allocated_bytes.all.current");
+  add_scalar_inplace(n, 1.0);
+  EXPECT_EQ(n.to_vector_i64(), (std::vector<int64_t>{42, (int64_t(1) << 60) + 2}));   // exact past 2^53
+  EXPECT_EQ(allocator_for(cpu_device()).stat("allocated_bytes.all.current"), allocated);
+  Tensor m = Tensor::empty({3}, DType::i64, meta_device());
+  EXPECT_NO_THROW(add_scalar_inplace(m, 1.0));   // meta: nothing to compute
 }

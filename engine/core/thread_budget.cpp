@@ -10,6 +10,7 @@
 #include <set>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "engine/core/dispatch.h"
 
@@ -21,14 +22,19 @@ struct BlasLimit {
   std::mutex mu;
   void (*set)(int) = nullptr;
   int (*get)() = nullptr;
-  std::multiset<int> live;        // budgets of the live guards
+  std::multiset<int> live;        // limits of the live guards
   int original = 0;               // the BLAS setting before the first guard
+  int applied = -1;               // what set() was last called with
 };
 BlasLimit& blas_limit() { static BlasLimit* b = new BlasLimit; return *b; }
 
 void apply_blas_limit(BlasLimit& b) {   // b.mu held
   if (!b.set) return;
-  b.set(b.live.empty() ? b.original : *b.live.begin());
+  const int want = b.live.empty() ? b.original : std::min(b.original, *b.live.begin());   // limits never raise
+  if (want != b.applied) {
+    b.set(want);
+    b.applied = b.live.empty() ? -1 : want;
+  }
 }
 }  // namespace
 
@@ -46,25 +52,28 @@ void register_blas_threads_hook(void (*set)(int), int (*get)()) {
   b.get = get;
 }
 
-ThreadBudgetGuard::ThreadBudgetGuard(int threads) : previous_(t_budget) {
-  threads = std::max(1, threads);
-  t_budget = threads;
-  omp_set_num_threads(threads);
+BlasThreadsGuard::BlasThreadsGuard(int threads) : threads_(std::max(1, threads)) {
   BlasLimit& b = blas_limit();
   std::lock_guard<std::mutex> lock(b.mu);
   if (b.live.empty() && b.get) b.original = b.get();
-  b.live.insert(threads);
+  b.live.insert(threads_);
   apply_blas_limit(b);
 }
 
-ThreadBudgetGuard::~ThreadBudgetGuard() {
+BlasThreadsGuard::~BlasThreadsGuard() {
   BlasLimit& b = blas_limit();
-  {
-    std::lock_guard<std::mutex> lock(b.mu);
-    auto it = b.live.find(t_budget);
-    if (it != b.live.end()) b.live.erase(it);
-    apply_blas_limit(b);
-  }
+  std::lock_guard<std::mutex> lock(b.mu);
+  auto it = b.live.find(threads_);
+  if (it != b.live.end()) b.live.erase(it);
+  apply_blas_limit(b);
+}
+
+ThreadBudgetGuard::ThreadBudgetGuard(int threads)
+    : previous_(std::exchange(t_budget, std::max(1, threads))), blas_(std::max(1, threads)) {
+  omp_set_num_threads(t_budget);
+}
+
+ThreadBudgetGuard::~ThreadBudgetGuard() {
   t_budget = previous_;
   omp_set_num_threads(previous_ > 0 ? previous_ : hardware_threads());
 }

@@ -23,6 +23,21 @@ namespace oomlab {
 int hardware_threads();
 int thread_budget();   // the calling thread's budget (hardware_threads() outside any guard)
 
+// While alive, BLAS runs with at most n threads (the smallest limit of all live guards and
+// budgets, never more than its setting before the first one, which is restored after the
+// last). Thread-safe:
+// kernels that must not let BLAS thread (CPU conv) hold one with n = 1.
+class BlasThreadsGuard {
+ public:
+  explicit BlasThreadsGuard(int threads);
+  ~BlasThreadsGuard();
+  BlasThreadsGuard(const BlasThreadsGuard&) = delete;
+  BlasThreadsGuard& operator=(const BlasThreadsGuard&) = delete;
+
+ private:
+  int threads_;
+};
+
 class ThreadBudgetGuard {
  public:
   explicit ThreadBudgetGuard(int threads);
@@ -32,6 +47,7 @@ class ThreadBudgetGuard {
 
  private:
   int previous_;
+  BlasThreadsGuard blas_;
 };
 
 // set(n) limits the BLAS library to n threads; get() reads its current setting.

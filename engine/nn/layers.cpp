@@ -3,8 +3,8 @@
 // device (cuda; the staging buffer lives in the cpu allocator, so the device's allocation
 // sequence is the same as on meta). Random fills consume ceil(n/4) Philox blocks of the
 // given Generator; block b yields elements 4b..4b+3, so values do not depend on threads.
-// BatchNorm2d increments num_batches_tracked (int64) on the host for cpu; on other
-// devices it round-trips the scalar through the host (8 bytes, once per BN per step).
+// BatchNorm2d increments num_batches_tracked (int64) on its device (add_scalar_inplace: no
+// host round trip, no synchronisation).
 #include "engine/nn/layers.h"
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/linear.h"
 
@@ -169,24 +170,13 @@ BatchNorm2d::BatchNorm2d(int64_t c, double eps, double momentum, const LayerOpti
   init::constant_(running_mean, 0.0);
   init::constant_(running_var, 1.0);
   if (opt.device.is_cpu() || opt.device.is_meta()) num_batches_tracked.fill_(0.0);
-  else num_batches_tracked.copy_(Tensor::zeros({}, DType::i64, cpu_device()));
+  else num_batches_tracked.copy_(Tensor::zeros({}, DType::i64, cpu_device()));   // once, at construction
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   bool training = is_training();
   Tensor y = batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
-  if (training) {   // num_batches_tracked += 1
-    Device d = num_batches_tracked.device();
-    if (d.is_cpu()) {
-      ++num_batches_tracked.data<int64_t>()[0];
-      num_batches_tracked.bump_version();
-    } else if (!d.is_meta()) {
-      Tensor host = Tensor::empty({}, DType::i64, cpu_device());
-      host.copy_(num_batches_tracked);
-      ++host.data<int64_t>()[0];
-      num_batches_tracked.copy_(host);
-    }
-  }
+  if (training) add_scalar_inplace(num_batches_tracked, 1.0);   // on the device; no-op on meta
   return y;
 }
 

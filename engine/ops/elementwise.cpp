@@ -1,5 +1,5 @@
 // elementwise.cpp — add/sub/mul/scale/add_scalar/add_/sum/mean with autograd, and the
-// no-autograd in-place add_inplace / scale_inplace; kernels via the tables of
+// no-autograd in-place add_inplace / add_scalar_inplace; kernels via the tables of
 // kernels/elementwise.h. Saved for backward: see elementwise.h.
 #include "engine/ops/elementwise.h"
 
@@ -104,10 +104,10 @@ void add_inplace(Tensor& a, const Tensor& b, double alpha) {
                          AxpbyArgs{a.raw_data(), a.raw_data(), bc.raw_data(), 1.0, alpha, 0.0, a.numel()});
 }
 
-void scale_inplace(Tensor& a, double alpha) {
-  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "mul_: destination ", a.str(), " must be contiguous");
+void add_scalar_inplace(Tensor& a, double value) {
+  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "add_: destination ", a.str(), " must be contiguous");
   a.bump_version();
-  axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{a.raw_data(), a.raw_data(), nullptr, alpha, 0.0, 0.0, a.numel()});
+  axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{a.raw_data(), a.raw_data(), nullptr, 1.0, 0.0, value, a.numel()});
 }
 
 namespace {

@@ -18,7 +18,9 @@ Tensor add_scalar(const Tensor& a, double beta);         // a + beta
 Tensor& add_(Tensor& a, const Tensor& b);
 // In place, no autograd (used by the engine, optimizers, accumulation): a += alpha * b.
 void add_inplace(Tensor& a, const Tensor& b, double alpha = 1.0);
-void scale_inplace(Tensor& a, double alpha);
+// In place, no autograd: a += value, on the device (also int64: BatchNorm's
+// num_batches_tracked counts there without a host round trip).
+void add_scalar_inplace(Tensor& a, double value);
 Tensor sum_all(const Tensor& a);                         // scalar; backward broadcasts
 Tensor mean_all(const Tensor& a);
 

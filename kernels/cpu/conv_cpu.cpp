@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/core/thread_budget.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/conv_direct_cpu.h"
 
@@ -50,12 +51,10 @@ void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, in
 // One level of parallelism: OpenBLAS always runs single-threaded inside the conv kernels
 // (OpenMP over tiles is the only threading). Multi-threaded OpenBLAS may pick other
 // kernels / splits and change the bits, so letting it thread when OpenMP has one thread
-// made results depend on the thread count. The switch is not atomic across concurrent
-// callers; a race costs oversubscription only.
+// made results depend on the thread count. OpenBLAS's thread count is process-wide: the
+// guard (engine/core/thread_budget.h) keeps it at 1 while any conv runs, on any thread.
 struct SerialBlas {
-  int saved = openblas_get_num_threads();
-  SerialBlas() { if (saved != 1) openblas_set_num_threads(1); }
-  ~SerialBlas() { if (saved != 1) openblas_set_num_threads(saved); }
+  BlasThreadsGuard guard{1};
 };
 
 // Thread-local grow-only scratch (slot 0: col/dcol panel, slot 1: gathered dY panel).

@@ -1,4 +1,5 @@
-// elementwise_cpu.cpp — CPU kernels for axpby / mul / sum / fill (float32, float64).
+// elementwise_cpu.cpp — CPU kernels for axpby / mul / sum / fill (float32, float64; axpby
+// also int64).
 // OpenMP over elements with a static schedule; sums use per-thread double partials
 // combined in thread order over a fixed chunking, so results do not depend on the
 // thread count.
@@ -56,6 +57,7 @@ template <class T> void fill_cpu(const FillArgs& a) {
 
 void register_elementwise_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(axpby_kernels(), axpby_cpu);
+  axpby_kernels().set(DeviceType::cpu, DType::i64, &axpby_cpu<int64_t>);
   OOMLAB_REGISTER_FLOAT_CPU(mul_kernels(), mul_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(sum_kernels(), sum_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(fill_kernels(), fill_cpu);

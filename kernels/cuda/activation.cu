@@ -25,13 +25,13 @@ template <class T> __global__ void relu_bwd_kernel(const T* y, const T* dy, T* d
 }
 template <class T> void relu_forward_cuda(const ReluArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.y, "relu");
+  const Launch L("relu");
   relu_fwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void relu_backward_cuda(const ReluArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.dx, "relu_backward");
+  const Launch L("relu_backward");
   relu_bwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.y), static_cast<const T*>(a.dy),
                                                                static_cast<T*>(a.dx), a.n);
   CUDA_LAUNCH_CHECK();
@@ -46,14 +46,14 @@ template <class T> __global__ void sigmoid_bwd_kernel(const T* y, const T* dy, T
 }
 template <class T> void sigmoid_forward_cuda(const SigmoidArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.y, "sigmoid");
+  const Launch L("sigmoid");
   sigmoid_fwd_kernel<T>
       <<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void sigmoid_backward_cuda(const SigmoidArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.dx, "sigmoid_backward");
+  const Launch L("sigmoid_backward");
   sigmoid_bwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(
       static_cast<const T*>(a.y), static_cast<const T*>(a.dy), static_cast<T*>(a.dx), a.n);
   CUDA_LAUNCH_CHECK();
@@ -68,14 +68,14 @@ template <class T> __global__ void gelu_bwd_kernel(const T* x, const T* dy, T* d
 }
 template <class T> void gelu_forward_cuda(const GeluArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.y, "gelu");
+  const Launch L("gelu");
   gelu_fwd_kernel<T>
       <<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n, a.tanh_approx);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void gelu_backward_cuda(const GeluArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.dx, "gelu_backward");
+  const Launch L("gelu_backward");
   gelu_bwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.dy),
                                                                static_cast<T*>(a.dx), a.n, a.tanh_approx);
   CUDA_LAUNCH_CHECK();

@@ -202,7 +202,7 @@ __global__ void bn_eval_dx_kernel(const T* __restrict__ dy, T* __restrict__ dx, 
 template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
   const int64_t C = a.C, HW = a.HW, M = a.N * HW;
   if (M * C == 0) return;
-  const int dev = cuda::device_of(a.y, "batch_norm");
+  const int dev = cuda::kernel_device("batch_norm");
   cuda::DeviceGuard guard(dev);
   cudaStream_t stream = cuda::compute_stream(dev);
   const T* x = static_cast<const T*>(a.x);
@@ -239,7 +239,7 @@ template <class T> void batch_norm_backward_cuda(const BatchNormArgs& a) {
   if (C == 0) return;
   const void* anchor = a.dx ? a.dx : (a.dweight ? a.dweight : a.dbias);
   if (!anchor) return;   // nothing requested
-  const int dev = cuda::device_of(anchor, "batch_norm_backward");
+  const int dev = cuda::kernel_device("batch_norm_backward");
   cuda::DeviceGuard guard(dev);
   cudaStream_t stream = cuda::compute_stream(dev);
   const bool need_sums = a.dweight || a.dbias || (a.dx && a.training);

@@ -320,7 +320,7 @@ void conv_cuda(const Conv2dArgs& a, DType t, Kind k) {
   const int64_t out_numel = k == kFwd ? a.N * a.K * a.P * a.Q
                                       : (k == kBwdData ? a.N * a.C * a.H * a.W : a.K * (a.C / a.p.groups) * a.R * a.S);
   if (out_numel == 0) return;
-  const int device = cuda::device_of(out, kind_op(k));
+  const int device = cuda::kernel_device(kind_op(k));
   cuda::DeviceGuard guard(device);
   // Sums over nothing: no input channels (y), no output channels (dx), or an x without
   // elements (dw; and y when H or W is 0 and padding makes the output non-empty: all padding).

@@ -51,7 +51,7 @@ __global__ void channel_sum_finish_kernel(const double* __restrict__ part, int64
 template <class T> void channel_bias_add_cuda(const ChannelBiasArgs& a) {
   const int64_t n = a.N * a.K * a.HW;
   if (n == 0) return;
-  const int dev = cuda::device_of(a.y, "channel_bias_add");
+  const int dev = cuda::kernel_device("channel_bias_add");
   cuda::DeviceGuard guard(dev);
   channel_bias_add_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
       static_cast<T*>(a.y), static_cast<const T*>(a.b), a.K, a.HW, n);
@@ -60,7 +60,7 @@ template <class T> void channel_bias_add_cuda(const ChannelBiasArgs& a) {
 
 template <class T> void channel_bias_grad_cuda(const ChannelBiasArgs& a) {
   if (a.K == 0) return;
-  const int dev = cuda::device_of(a.db, "channel_bias_grad");
+  const int dev = cuda::kernel_device("channel_bias_grad");
   cuda::DeviceGuard guard(dev);
   cudaStream_t stream = cuda::compute_stream(dev);
   T* db = static_cast<T*>(a.db);

@@ -233,7 +233,7 @@ void copy_cuda(const CopyArgs& a) {
     copy_kernels().get(cpu_device(), a.in_dtype)(a);
     return;
   }
-  const Launch L(in_dev ? a.in : a.out, "copy");
+  const Launch L("copy");
   if (in_contig && out_contig && a.in_dtype == a.out_dtype) {
     CUDA_CHECK(cudaMemcpyAsync(a.out, a.in, size_t(n) * dtype_size(a.in_dtype), cudaMemcpyDefault, L.stream));
     if (!(in_dev && out_dev)) CUDA_CHECK(cudaStreamSynchronize(L.stream));  // host side readable on return

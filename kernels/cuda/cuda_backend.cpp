@@ -4,7 +4,9 @@
 //                   cuDNN versions and the numerics switches in force (TF32 for matmul
 //                   and cuDNN, cudnn benchmark, workspace limit) for results provenance;
 //   set_options     applies BackendOptions to cuda_settings (cached conv plans are keyed
-//                   by those switches, so a change applies to the next call).
+//                   by those switches, so a change applies to the next call);
+//   physical(i)     "cuda:<gpu> <name>": the GPU logical device cuda:i runs on.
+// Device indexes are logical (cuda_device.h).
 // Registered by the CUDA backend's registrar (register_cuda.cpp).
 #include <cstdint>
 #include <string>
@@ -28,7 +30,7 @@ void synchronize(int device) {
 
 DeviceProperties properties(int device) {
   cudaDeviceProp p{};
-  CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  CUDA_CHECK(cudaGetDeviceProperties(&p, physical_device(device)));
   int driver = 0, runtime = 0, cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
   CUDA_CHECK(cudaDriverGetVersion(&driver));
   CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
@@ -37,7 +39,7 @@ DeviceProperties properties(int device) {
   CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &cublas_patch));
   const size_t cudnn = cudnnGetVersion();   // cuDNN 9: major*10000 + minor*100 + patch
   const size_t ws = cudnn_workspace_limit();
-  return {{"device_name", p.name},
+  return {{"device_name", p.name}, {"physical_device", std::to_string(physical_device(device))},
           {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
           {"total_memory_bytes", std::to_string(p.totalGlobalMem)},
           {"multiprocessors", std::to_string(p.multiProcessorCount)},
@@ -49,6 +51,13 @@ DeviceProperties properties(int device) {
           {"cudnn_allow_tf32", cudnn_allow_tf32() ? "true" : "false"},
           {"cudnn_benchmark", cudnn_benchmark() ? "true" : "false"},
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
+}
+
+std::string physical(int device) {
+  const int gpu = physical_device(device);
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, gpu));
+  return "cuda:" + std::to_string(gpu) + " " + p.name;
 }
 
 void set_options(const BackendOptions& o) {   // unset fields keep their current value
@@ -65,6 +74,7 @@ void register_cuda_backend_hooks() {
   h.synchronize = &synchronize;
   h.properties = &properties;
   h.set_options = &set_options;
+  h.physical = &physical;
   register_backend_hooks(DeviceType::cuda, h);
 }
 }  // namespace oomlab::cuda

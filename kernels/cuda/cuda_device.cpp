@@ -1,29 +1,40 @@
-// cuda_device.cpp — device_of / DeviceGuard / DeviceBuffer (see cuda_device.h).
+// cuda_device.cpp — logical -> physical devices, kernel_device, DeviceGuard, DeviceBuffer
+// (see cuda_device.h).
 #include "kernels/cuda/cuda_device.h"
 
+#include "engine/core/device.h"
 #include "engine/memory/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace oomlab::cuda {
 
-int device_of(const void* ptr, const char* op) {
-  if (!ptr) {
-    int cur = 0;
-    CUDA_CHECK(cudaGetDevice(&cur));
-    return cur;
-  }
-  cudaPointerAttributes attr{};
-  CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
-  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-    throw DeviceError(str_cat("op '", op, "': the cuda kernel was given a pointer that is not CUDA device memory"));
-  return attr.device;
+int physical_device(int logical) {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 0;
+    }
+    return n;
+  }();
+  if (count <= 0) throw DeviceError("no usable CUDA device; use --device cpu or --device meta");
+  OOMLAB_CHECK_T(DeviceError, logical >= 0, "invalid cuda device index ", logical);
+  return logical % count;
+}
+
+int kernel_device(const char* op) {
+  const Device d = current_device();
+  OOMLAB_CHECK_T(DeviceError, d.type == DeviceType::cuda, "op '", op, "': a cuda kernel ran with ", d.str(),
+                 " as the current device (kernels are launched through their kernel table)");
+  return d.index;
 }
 
 DeviceGuard::DeviceGuard(int device) {
+  const int physical = physical_device(device);
   int cur = 0;
   CUDA_CHECK(cudaGetDevice(&cur));
-  if (cur != device) {
-    CUDA_CHECK(cudaSetDevice(device));
+  if (cur != physical) {
+    CUDA_CHECK(cudaSetDevice(physical));
     prev_ = cur;
   }
 }

@@ -1,9 +1,14 @@
-// cuda_device.h — small helpers shared by the dense CUDA kernels:
-//   * device_of(ptr): the CUDA device owning a device pointer (kernel argument structs
-//     carry raw pointers only; the device is read from the pointer itself). A host or
-//     unknown pointer raises DeviceError; nullptr yields the current device;
-//   * DeviceGuard: makes a device current for a scope and restores the previous one;
-//   * DeviceBuffer: scratch/workspace memory from the device's caching allocator
+// cuda_device.h — logical CUDA devices and small helpers shared by the CUDA kernels.
+// Every `int device` in kernels/cuda is a LOGICAL index (cuda:N, what tensors, allocators,
+// handles and results name); only DeviceGuard and raw memory turn it into the physical GPU.
+//   * physical_device(logical): the GPU a logical device runs on, logical % device count,
+//     so several logical devices share one GPU (DeviceError without a usable GPU);
+//   * kernel_device(op): the logical device a kernel runs on, read from the thread's
+//     current device (set by kernel dispatch: engine/core/device.h), never inferred from
+//     a data pointer; DeviceError when the current device is not a cuda device;
+//   * DeviceGuard: makes a logical device's GPU current for a scope and restores the
+//     previous one;
+//   * DeviceBuffer: scratch/workspace memory from the logical device's caching allocator
 //     (allocator_for(cuda:i).allocate(n, tag), tag "workspace" by default), released in
 //     the destructor. Freeing right after enqueueing work is safe because all work runs
 //     in order on the device's compute stream (cuda_stream.h).
@@ -15,7 +20,8 @@
 
 namespace oomlab::cuda {
 
-int device_of(const void* ptr, const char* op);
+int physical_device(int logical);
+int kernel_device(const char* op);
 
 class DeviceGuard {
  public:

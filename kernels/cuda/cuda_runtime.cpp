@@ -77,9 +77,9 @@ std::unique_ptr<RawMemory> make_cuda_raw_memory(int device) {
     throw DeviceError(str_cat("--device cuda: no usable CUDA device (", err != cudaSuccess ? cudaGetErrorString(err) : "0 devices",
                               "); use --device cpu or --device meta"));
   }
-  if (device >= count)
-    throw DeviceError(str_cat("--device cuda:", device, ": only ", count, " CUDA device(s) present"));
-  return std::make_unique<CudaRawMemory>(device);
+  // Logical device cuda:N allocates on GPU N % count (cuda_device.h): several logical
+  // devices may share one GPU, each with its own allocator.
+  return std::make_unique<CudaRawMemory>(physical_device(device));
 }
 
 }  // namespace oomlab::cuda

@@ -37,7 +37,7 @@ __global__ void dropout_bwd_kernel(const T* dy, const uint8_t* mask, T* dx, int6
 }
 template <class T> void dropout_forward_cuda(const DropoutArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.y, "dropout");
+  const Launch L("dropout");
   const uint32_t thr = uint32_t(std::ceil(a.p * 16777216.0));  // as the CPU kernel
   const compute_t<T> scale = compute_t<T>(1.0 / (1.0 - a.p));
   dropout_fwd_kernel<T><<<grid_for((a.n + 3) / 4), kThreads, 0, L.stream>>>(
@@ -46,7 +46,7 @@ template <class T> void dropout_forward_cuda(const DropoutArgs& a) {
 }
 template <class T> void dropout_backward_cuda(const DropoutArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.dx, "dropout_backward");
+  const Launch L("dropout_backward");
   dropout_bwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(
       static_cast<const T*>(a.dy), a.mask, static_cast<T*>(a.dx), a.n, compute_t<T>(1.0 / (1.0 - a.p)));
   CUDA_LAUNCH_CHECK();

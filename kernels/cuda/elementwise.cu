@@ -1,5 +1,5 @@
 // elementwise.cu — CUDA kernels for axpby / mul / fill / sum (kernels/elementwise.h) in
-// float32, float64, float16 and bfloat16. Grid-stride loops on the device's compute stream.
+// float32, float64, float16 and bfloat16 (axpby also int64). Grid-stride loops on the device's compute stream.
 // float32 / float64 results equal the CPU kernels bit for bit (the same fused multiply-adds
 // as GCC forms, pointwise_math.cuh); float16 / bfloat16 compute in float and round once.
 // sum: one block, double partials per thread combined in a fixed tree — deterministic, and
@@ -19,6 +19,10 @@ template <class T, bool HasB> __global__ void axpby_kernel(T* out, const T* a, c
     out[i] = st<T>(HasB ? axpby2(alpha, x, beta, ld(b[i]), gamma) : axpby1(alpha, x, gamma));
   }
 }
+__global__ void axpby_i64_kernel(int64_t* out, const int64_t* a, const int64_t* b, int64_t alpha, int64_t beta,
+                                 int64_t gamma, int64_t n) {
+  for (int64_t i = gtid(); i < n; i += gstride()) out[i] = alpha * a[i] + (b ? beta * b[i] : 0) + gamma;
+}
 template <class T> __global__ void mul_kernel(T* out, const T* a, const T* b, compute_t<T> alpha, int64_t n) {
   for (int64_t i = gtid(); i < n; i += gstride()) out[i] = st<T>(mul3(ld(a[i]), ld(b[i]), alpha));
 }
@@ -34,7 +38,7 @@ template <class T> __global__ void sum_kernel(T* out, const T* a, double alpha, 
 
 template <class T> void axpby_cuda(const AxpbyArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.out, "axpby");
+  const Launch L("axpby");
   using C = compute_t<T>;
   T* out = static_cast<T*>(a.out);
   const T* x = static_cast<const T*>(a.a);
@@ -45,9 +49,18 @@ template <class T> void axpby_cuda(const AxpbyArgs& a) {
     axpby_kernel<T, false><<<grid_for(a.n), kThreads, 0, L.stream>>>(out, x, y, C(a.alpha), C(a.beta), C(a.gamma), a.n);
   CUDA_LAUNCH_CHECK();
 }
+// int64 (counters such as BatchNorm's num_batches_tracked): integer arithmetic, as the CPU's.
+void axpby_i64_cuda(const AxpbyArgs& a) {
+  if (a.n == 0) return;
+  const Launch L("axpby");
+  axpby_i64_kernel<<<grid_for(a.n), kThreads, 0, L.stream>>>(
+      static_cast<int64_t*>(a.out), static_cast<const int64_t*>(a.a), static_cast<const int64_t*>(a.b),
+      int64_t(a.alpha), int64_t(a.beta), int64_t(a.gamma), a.n);
+  CUDA_LAUNCH_CHECK();
+}
 template <class T> void mul_cuda(const MulArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.out, "mul");
+  const Launch L("mul");
   mul_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.a),
                                                           static_cast<const T*>(a.b), compute_t<T>(a.alpha), a.n);
   CUDA_LAUNCH_CHECK();
@@ -55,7 +68,7 @@ template <class T> void mul_cuda(const MulArgs& a) {
 // The value is converted on the host exactly as the CPU fill (half: float_to_half(float(v))).
 template <class T> void fill_cuda(const FillArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.out, "fill");
+  const Launch L("fill");
   if constexpr (sizeof(T) == 2) {
     const uint16_t bits = std::is_same_v<T, __half> ? float_to_half(float(a.value)) : float_to_bf16(float(a.value));
     fill_kernel<uint16_t><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<uint16_t*>(a.out), bits, a.n);
@@ -65,7 +78,7 @@ template <class T> void fill_cuda(const FillArgs& a) {
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void sum_cuda(const SumArgs& a) {
-  const Launch L(a.out, "sum");
+  const Launch L("sum");
   sum_kernel<T><<<1, 1024, 0, L.stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.a), a.alpha, a.n);
   CUDA_LAUNCH_CHECK();
 }
@@ -73,6 +86,7 @@ template <class T> void sum_cuda(const SumArgs& a) {
 
 void register_elementwise_cuda_kernels() {
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(axpby_kernels(), axpby_cuda);
+  axpby_kernels().set(DeviceType::cuda, DType::i64, &axpby_i64_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(mul_kernels(), mul_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(fill_kernels(), fill_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(sum_kernels(), sum_cuda);

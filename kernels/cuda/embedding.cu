@@ -67,14 +67,14 @@ template <class T> __global__ void embedding_bwd_kernel(const int64_t* ids, cons
 
 template <class T> void embedding_forward_cuda(const EmbeddingArgs& a) {
   if (a.N * a.H == 0) return;
-  const Launch L(a.out, "embedding");
+  const Launch L("embedding");
   embedding_fwd_kernel<T><<<grid_for(a.N * a.H), kThreads, 0, L.stream>>>(static_cast<const T*>(a.weight), a.ids,
                                                                           static_cast<T*>(a.out), a.N, a.V, a.H);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void embedding_backward_cuda(const EmbeddingArgs& a) {
   if (a.V * a.H == 0) return;
-  const Launch L(a.dweight, "embedding_backward");
+  const Launch L("embedding_backward");
   CUDA_CHECK(cudaMemsetAsync(a.dweight, 0, size_t(a.V * a.H) * sizeof(T), L.stream));
   if (a.N == 0) return;
   const int blocks = int(std::min<int64_t>(a.N, 16384));

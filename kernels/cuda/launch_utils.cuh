@@ -1,5 +1,5 @@
 // launch_utils.cuh — shared helpers for the pointwise CUDA kernels (kernels/cuda/*.cu):
-//   * Launch: the device owning an output pointer made current, and its compute stream;
+//   * Launch: the thread's current (logical) cuda device made current, and its compute stream;
 //   * grid sizing for grid-stride loops, block_sum (fixed-order block reduction);
 //   * storage-type traits (float, double, __half, __nv_bfloat16 -> compute type float or
 //     double), ld / st conversions that round as engine/core/dtype.h does (nearest even;
@@ -27,13 +27,13 @@
 
 namespace oomlab::cuda {
 
-// Where a kernel runs: the device owning `ptr` (an output buffer) made current for the
-// scope, and that device's compute stream (cuda_stream.h), as the dense kernels do.
+// Where a kernel runs: the thread's current (logical) device, set by kernel dispatch, made
+// current for the scope, and that device's compute stream (cuda_stream.h).
 struct Launch {
   int dev;
   DeviceGuard guard;
   cudaStream_t stream;
-  Launch(const void* ptr, const char* op) : dev(device_of(ptr, op)), guard(dev), stream(compute_stream(dev)) {}
+  explicit Launch(const char* op) : dev(kernel_device(op)), guard(dev), stream(compute_stream(dev)) {}
 };
 
 constexpr int kThreads = 256;

@@ -143,14 +143,14 @@ int64_t dwb_row_splits(int64_t rows, int64_t tiles) {
 
 template <class T> void layer_norm_forward_cuda(const LayerNormArgs& a) {
   if (a.rows == 0) return;
-  const Launch L(a.y, "layer_norm");
+  const Launch L("layer_norm");
   layer_norm_fwd_kernel<T><<<row_grid(a.rows), kThreads, 0, L.stream>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.weight), static_cast<const T*>(a.bias), static_cast<T*>(a.y),
       static_cast<compute_t<T>*>(a.mean), static_cast<compute_t<T>*>(a.rstd), a.rows, a.H, a.eps);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void layer_norm_backward_cuda(const LayerNormArgs& a) {
-  const Launch L(a.dy, "layer_norm_backward");
+  const Launch L("layer_norm_backward");
   const T* x = static_cast<const T*>(a.x);
   const auto* mean = static_cast<const compute_t<T>*>(a.mean);
   const auto* rstd = static_cast<const compute_t<T>*>(a.rstd);

@@ -84,7 +84,7 @@ void gemm_cuda(const GemmArgs& a, DType t) {
   const int M = to_int(a.M, "M"), N = to_int(a.N, "N"), K = to_int(a.K, "K");
   const int lda = std::max(1, to_int(a.lda, "lda")), ldb = std::max(1, to_int(a.ldb, "ldb"));
   const int ldc = std::max(1, to_int(a.ldc, "ldc"));
-  const int device = cuda::device_of(a.C, "gemm");
+  const int device = cuda::kernel_device("gemm");
   cuda::DeviceGuard guard(device);
   cublasHandle_t h = cuda::cublas_handle(device);
   if (K == 0) { scale_c(h, device, a, t); return; }
@@ -152,7 +152,7 @@ __global__ void col_sum_kernel(const T* __restrict__ g, int64_t rows, int64_t co
 template <class T> void bias_add_rows_cuda(const BiasAddRowsArgs& a) {
   const int64_t n = a.rows * a.cols;
   if (n == 0) return;
-  const int dev = cuda::device_of(a.out, "bias_add_rows");
+  const int dev = cuda::kernel_device("bias_add_rows");
   cuda::DeviceGuard guard(dev);
   bias_add_rows_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
       static_cast<T*>(a.out), static_cast<const T*>(a.bias), a.cols, n);
@@ -161,7 +161,7 @@ template <class T> void bias_add_rows_cuda(const BiasAddRowsArgs& a) {
 
 template <class T> void bias_grad_rows_cuda(const BiasGradRowsArgs& a) {
   if (a.cols == 0) return;
-  const int dev = cuda::device_of(a.grad_bias, "bias_grad_rows");
+  const int dev = cuda::kernel_device("bias_grad_rows");
   cuda::DeviceGuard guard(dev);
   cudaStream_t stream = cuda::compute_stream(dev);
   T* db = static_cast<T*>(a.grad_bias);

@@ -52,14 +52,14 @@ __global__ void nll_bwd_kernel(const int64_t* target, const T* dloss, T* d, int6
   }
 }
 template <class T> void nll_forward_cuda(const NllArgs& a) {
-  const Launch L(a.loss, "nll_loss");
+  const Launch L("nll_loss");
   nll_fwd_kernel<T><<<1, 1024, 0, L.stream>>>(static_cast<const T*>(a.logp), a.target, static_cast<T*>(a.loss), a.N,
                                               a.C, a.ignore_index);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void nll_backward_cuda(const NllArgs& a) {
   if (a.N * a.C == 0) return;
-  const Launch L(a.dlogp, "nll_loss_backward");
+  const Launch L("nll_loss_backward");
   nll_bwd_kernel<T><<<std::min(grid_for(a.N * a.C), 1024), kThreads, 0, L.stream>>>(
       a.target, static_cast<const T*>(a.dloss), static_cast<T*>(a.dlogp), a.N, a.C, a.ignore_index);
   CUDA_LAUNCH_CHECK();
@@ -127,7 +127,7 @@ template <class T> __global__ void pixel_grad_first_kernel(const T* lp, const in
 }
 
 template <class T> void pixel_cross_entropy_forward_cuda(const PixelCrossEntropyArgs& a) {
-  const Launch L(a.loss, "pixel_cross_entropy");
+  const Launch L("pixel_cross_entropy");
   const T* x = static_cast<const T*>(a.logits);
   T* lp = static_cast<T*>(a.logp);
   if (a.C > 0 && a.N * a.HW > 0) {
@@ -141,7 +141,7 @@ template <class T> void pixel_cross_entropy_forward_cuda(const PixelCrossEntropy
 template <class T> void pixel_cross_entropy_backward_cuda(const PixelCrossEntropyArgs& a) {
   const int64_t total = a.N * a.C * a.HW;
   if (total == 0) return;
-  const Launch L(a.dlogits, "pixel_cross_entropy_backward");
+  const Launch L("pixel_cross_entropy_backward");
   const T* lp = static_cast<const T*>(a.logp);
   T* d = static_cast<T*>(a.dlogits);
   pixel_weight_kernel<T>

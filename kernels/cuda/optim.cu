@@ -35,7 +35,7 @@ __global__ void adam_kernel(T* p, const T* g, T* m, T* v, AdamConst<T> k, int64_
 
 template <class T> void sgd_step_cuda(const SgdArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.param, "sgd_step");
+  const Launch L("sgd_step");
   SgdConst<T> k;
   k.lr = T(a.lr);
   k.wd = T(a.weight_decay);
@@ -58,7 +58,7 @@ void launch_adam(const AdamArgs& a, const AdamConst<T>& k, cudaStream_t stream) 
 
 template <class T> void adam_step_cuda(const AdamArgs& a) {
   if (a.n == 0) return;
-  const Launch L(a.param, "adam_step");
+  const Launch L("adam_step");
   const AdamConst<T> k = make_adam_const<T>(a);
   const bool decay = a.weight_decay != 0, low = (1.0 - a.beta1) < 0.5;
   if (!decay)

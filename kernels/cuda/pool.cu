@@ -133,7 +133,7 @@ template <class T> __global__ void avg_pool_backward_kernel(const T* dy, T* dx, 
 template <class T> void max_pool2d_forward_cuda(const Pool2dArgs& a) {
   const int64_t n = a.N * a.C * a.P * a.Q;
   if (n == 0) return;
-  const int dev = cuda::device_of(a.y, "max_pool2d");
+  const int dev = cuda::kernel_device("max_pool2d");
   cuda::DeviceGuard guard(dev);
   max_pool_forward_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
       static_cast<const T*>(a.x), static_cast<T*>(a.y), a.indices, pool_dims(a), n);
@@ -144,7 +144,7 @@ template <class T> void max_pool2d_backward_cuda(const Pool2dArgs& a) {
   const int64_t n = a.N * a.C * a.H * a.W;
   if (n == 0) return;
   OOMLAB_ASSERT(a.indices != nullptr && !a.adaptive);
-  const int dev = cuda::device_of(a.dx, "max_pool2d_backward");
+  const int dev = cuda::kernel_device("max_pool2d_backward");
   cuda::DeviceGuard guard(dev);
   max_pool_backward_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
       static_cast<const T*>(a.dy), a.indices, static_cast<T*>(a.dx), pool_dims(a), n);
@@ -154,7 +154,7 @@ template <class T> void max_pool2d_backward_cuda(const Pool2dArgs& a) {
 template <class T> void avg_pool2d_forward_cuda(const Pool2dArgs& a) {
   const int64_t n = a.N * a.C * a.P * a.Q;
   if (n == 0) return;
-  const int dev = cuda::device_of(a.y, "avg_pool2d");
+  const int dev = cuda::kernel_device("avg_pool2d");
   cuda::DeviceGuard guard(dev);
   avg_pool_forward_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
       static_cast<const T*>(a.x), static_cast<T*>(a.y), pool_dims(a), n);
@@ -164,7 +164,7 @@ template <class T> void avg_pool2d_forward_cuda(const Pool2dArgs& a) {
 template <class T> void avg_pool2d_backward_cuda(const Pool2dArgs& a) {
   const int64_t n = a.N * a.C * a.H * a.W;
   if (n == 0) return;
-  const int dev = cuda::device_of(a.dx, "avg_pool2d_backward");
+  const int dev = cuda::kernel_device("avg_pool2d_backward");
   cuda::DeviceGuard guard(dev);
   avg_pool_backward_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
       static_cast<const T*>(a.dy), static_cast<T*>(a.dx), pool_dims(a), n);

@@ -59,14 +59,14 @@ __global__ void softmax_bwd_kernel(const T* y, const T* dy, T* dx, int64_t N, in
 }
 template <class T> void softmax_forward_cuda(const SoftmaxArgs& a) {
   if (a.N == 0 || a.C == 0) return;
-  const Launch L(a.y, "softmax");
+  const Launch L("softmax");
   softmax_fwd_kernel<T>
       <<<row_grid(a.N), kThreads, 0, L.stream>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.N, a.C, a.log);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void softmax_backward_cuda(const SoftmaxArgs& a) {
   if (a.N == 0 || a.C == 0) return;
-  const Launch L(a.dx, "softmax_backward");
+  const Launch L("softmax_backward");
   softmax_bwd_kernel<T><<<row_grid(a.N), kThreads, 0, L.stream>>>(
       static_cast<const T*>(a.y), static_cast<const T*>(a.dy), static_cast<T*>(a.dx), a.N, a.C, a.log);
   CUDA_LAUNCH_CHECK();
@@ -115,14 +115,14 @@ __global__ void masked_softmax_bwd_kernel(const T* y, const T* dy, T* dx, int64_
 }
 template <class T> void masked_softmax_forward_cuda(const MaskedSoftmaxArgs& a) {
   if (a.C == 0 || a.rows == 0) return;
-  const Launch L(a.y, "masked_softmax");
+  const Launch L("masked_softmax");
   masked_softmax_fwd_kernel<T><<<row_grid(a.rows), kThreads, 0, L.stream>>>(
       static_cast<const T*>(a.x), a.mask, static_cast<T*>(a.y), a.rows, a.C, a.rows_per_batch, compute_t<T>(a.scale));
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void masked_softmax_backward_cuda(const MaskedSoftmaxArgs& a) {
   if (a.C == 0 || a.rows == 0) return;
-  const Launch L(a.dx, "masked_softmax_backward");
+  const Launch L("masked_softmax_backward");
   masked_softmax_bwd_kernel<T>
       <<<row_grid(a.rows), kThreads, 0, L.stream>>>(static_cast<const T*>(a.y), static_cast<const T*>(a.dy),
                                                     static_cast<T*>(a.dx), a.rows, a.C, compute_t<T>(a.scale));

@@ -57,14 +57,14 @@ __global__ void upsample_bwd_kernel(const T* dy, T* dx, int64_t NC, int64_t H, i
 }
 template <class T> void upsample2x_forward_cuda(const Upsample2xArgs& a) {
   if (a.NC * a.H * a.W == 0) return;
-  const Launch L(a.y, "upsample2x");
+  const Launch L("upsample2x");
   upsample_fwd_kernel<T><<<grid_for(a.NC * a.H * a.W * 4), kThreads, 0, L.stream>>>(
       static_cast<const T*>(a.x), static_cast<T*>(a.y), a.NC, a.H, a.W, a.bilinear);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void upsample2x_backward_cuda(const Upsample2xArgs& a) {
   if (a.NC * a.H * a.W == 0) return;
-  const Launch L(a.dx, "upsample2x_backward");
+  const Launch L("upsample2x_backward");
   upsample_bwd_kernel<T><<<grid_for(a.NC * a.H * a.W), kThreads, 0, L.stream>>>(
       static_cast<const T*>(a.dy), static_cast<T*>(a.dx), a.NC, a.H, a.W, a.bilinear);
   CUDA_LAUNCH_CHECK();
