@@ -106,7 +106,7 @@ const std::vector<OpCase>& op_cases() {
     c.push_back(conv_case("conv_depthwise", {2, 8, 10, 10}, {8, 1, 3, 3}, false, {1, 1, 1, 1, 1, 1, 8}));
     c.push_back(conv_case("conv_5x3_dilated", {1, 4, 15, 14}, {6, 4, 5, 3}, true, {1, 2, 4, 2, 2, 2, 1}));
     c.push_back(conv_case("conv_wide_channels", {2, 64, 8, 8}, {64, 64, 3, 3}, false, {1, 1, 1, 1, 1, 1, 1}));
-    // bias gradient over N*HW = 25600 positions per channel: 7 splits (bias.cu)
+    // bias gradient over N*HW = 25600 positions per channel: 7 splits (conv_bias.cu)
     c.push_back(conv_case("conv_1x1_bias_split", {16, 3, 40, 40}, {4, 3, 1, 1}, true, {1, 1, 0, 0, 1, 1, 1}));
     // x without elements, padding 1: y = bias over pure padding, dw = 0 (never reaches cuDNN).
     c.push_back(conv_case("conv_empty_x_padded", {2, 3, 0, 0}, {4, 3, 1, 1}, true, {1, 1, 1, 1, 1, 1, 1}));
@@ -144,7 +144,7 @@ const std::vector<OpCase>& op_cases() {
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});
     c.push_back({"layer_norm_wide", {F({4, 768}, true, -2, 3), F({768}, true, 0.5, 1.5), F({768})},
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-12); }, N});
-    // dweight/dbias over row splits (transformer.cu): 301 rows = 4 splits of 76, the last 73;
+    // dweight/dbias over row splits (layernorm.cu): 301 rows = 4 splits of 76, the last 73;
     // 4289 rows = 67 splits of 65, split 65 holds 64 rows and split 66 none.
     c.push_back({"layer_norm_row_splits", {F({301, 40}, true, -2, 3), F({40}, true, 0.5, 1.5), F({40})},
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});

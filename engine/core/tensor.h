@@ -127,7 +127,7 @@ class Tensor {
   void set_grad(const Tensor& g) { impl_->grad = g.impl_; }
   void zero_grad(bool set_to_none = true);
   const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
-  void backward(const Tensor& grad_output = Tensor()) const;   // see autograd/engine.h
+  void backward(const Tensor& grad_output = Tensor()) const;   // run_backward (autograd/node.h)
   void register_grad_ready_hook(GradReadyHook hook) { impl_->grad_ready_hooks.push_back(std::move(hook)); }
   uint64_t version() const { return impl_->storage->version; }
   void bump_version() const { ++impl_->storage->version; }
