@@ -69,6 +69,28 @@ std::string fmt_seconds(double s) {
   return buf;
 }
 
+// A point's memory in the experiment results: each device's headline stats (the standalone
+// command's --json keeps all of them): bytes allocated / reserved / active / requested /
+// workspace (all pools, current and peak), peak segments, retries, OOMs and capacity.
+json headline_memory(const json& mem) {
+  if (!mem.is_object() || !mem.contains("devices")) return json::object();
+  static const char* const keys[] = {
+      "allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
+      "reserved_bytes.all.peak",     "active_bytes.all.current",  "active_bytes.all.peak",
+      "requested_bytes.all.current", "requested_bytes.all.peak",  "workspace_bytes.all.current",
+      "workspace_bytes.all.peak",    "segment.all.peak",          "num_alloc_retries",
+      "num_ooms",                    "capacity_bytes"};
+  auto pick = [](const json& stats) {
+    json out = json::object();
+    for (const char* k : keys)
+      if (stats.contains(k)) out[k] = stats[k];
+    return out;
+  };
+  json devices = json::object();
+  for (auto it = mem["devices"].begin(); it != mem["devices"].end(); ++it) devices[it.key()] = pick(it.value());
+  return {{"devices", devices}, {"totals", pick(mem.value("totals", json::object()))}};
+}
+
 json outcome_json(const ChildOutcome& o) {
   json j = {{"status", o.status}, {"seconds", o.seconds}, {"message", o.message}};
   if (o.exit_code >= 0) j["exit_code"] = o.exit_code;
@@ -154,7 +176,7 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
       point = {{"name", ps.name}, {"command", ps.command}, {"args", args}, {"axes", ps.axes},
                {"options", ps.options}, {"outcome", outcome_json(oc)},
                {"config", result.value("config", ps.options)}, {"metrics", result.value("metrics", json::object())},
-               {"memory", result.value("memory", json::object())}};
+               {"memory", headline_memory(result.value("memory", json::object()))}};
       ++ran;
       ran_seconds += oc.seconds;
     }

@@ -8,6 +8,8 @@
 // (deterministic outcomes; errors, crashes and timeouts are run again) unless `fresh`.
 // At the end the experiment's driver (registry.h) computes the summary and verdict and
 // the results (schema in README.md) are written atomically to OUT, and OUT.partial removed.
+// A point keeps the child's config and metrics whole and its memory's headline stats per
+// device (headline_memory in the .cpp; the child's own --json has them all).
 // If the driver cannot summarise (a point it needs failed), the partial file stays and a
 // ValueError names the failed points; no results file is written.
 #pragma once
