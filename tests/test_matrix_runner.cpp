@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "experiments/runner/child_process.h"
 #include "experiments/runner/experiment_runner.h"
 #include "experiments/runner/matrix.h"
 #include "experiments/runner/registry.h"
@@ -157,4 +159,20 @@ TEST(MatrixRunner, ExpansionOrderProfilesAndBundles) {
                ValueError);
   EXPECT_NO_THROW(expand_matrix(json::parse(R"({"name": "x", "matrix": {"command": "estimate"}, "extra": 1})"), "quick",
                                 {"extra"}, "s"));
+}
+
+// The child's output reaches the runner line by line (a training point's progress), and a
+// child that cannot even start is an error outcome, not an exception.
+TEST(MatrixRunner, ChildOutputLinesAndStartFailures) {
+  TempDir t;
+  std::vector<std::string> lines;
+  ChildOutcome ok = run_child(std::string(OOMLAB_BINARY_DIR) + "/oomlab", {"models"}, 30, t.path + "/models.log",
+                              [&](const std::string& line) { lines.push_back(line); });
+  EXPECT_EQ(ok.status, "ok");
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "resnet20"), lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "bert-base"), lines.end());
+  ChildOutcome bad = run_child(t.path + "/no_such_binary", {"models"}, 30, t.path + "/bad.log");
+  EXPECT_EQ(bad.status, "error");
+  EXPECT_EQ(bad.exit_code, 127);
+  EXPECT_NE(bad.message.find("exec"), std::string::npos) << bad.message;
 }

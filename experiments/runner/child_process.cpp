@@ -39,7 +39,7 @@ std::string self_executable() {
 }
 
 ChildOutcome run_child(const std::string& executable, const std::vector<std::string>& args, double timeout_s,
-                       const std::string& log_path) {
+                       const std::string& log_path, const std::function<void(const std::string& line)>& on_line) {
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   OOMLAB_CHECK_T(IoError, log >= 0, "cannot create ", log_path, ": ", std::strerror(errno));
   std::vector<std::string> argv_s = {executable};
@@ -62,6 +62,20 @@ ChildOutcome run_child(const std::string& executable, const std::vector<std::str
     ::_exit(127);
   }
   ::close(log);
+  std::ifstream follow;   // the log as the child writes it, for on_line
+  std::string partial;
+  auto pump = [&] {
+    if (!on_line) return;
+    if (!follow.is_open()) follow.open(log_path, std::ios::binary);
+    follow.clear();
+    char buf[4096];
+    while (follow.read(buf, sizeof buf) || follow.gcount() > 0) {
+      partial.append(buf, size_t(follow.gcount()));
+      for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1))
+        on_line(partial.substr(0, nl));
+      if (follow.eof()) break;
+    }
+  };
   ChildOutcome out;
   int status = 0;
   bool timed_out = false, term_sent = false;
@@ -79,8 +93,11 @@ ChildOutcome run_child(const std::string& executable, const std::vector<std::str
       ::kill(pid, SIGKILL);
       term_at = std::chrono::steady_clock::time_point::max();
     }
+    pump();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  pump();
+  if (on_line && !partial.empty()) on_line(partial);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (timed_out) {
     out.status = "timeout";

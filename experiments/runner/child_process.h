@@ -9,6 +9,7 @@
 //    (still running after timeout_s: SIGTERM, then SIGKILL 5 s later).
 //  * message: the child's "oomlab: error: ..." line, the signal, or the timeout.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,10 @@ struct ChildOutcome {
   std::string message;
 };
 
+// on_line (optional) sees each line the child writes, as it appears (progress of long points).
 ChildOutcome run_child(const std::string& executable, const std::vector<std::string>& args, double timeout_s,
-                       const std::string& log_path);
+                       const std::string& log_path,
+                       const std::function<void(const std::string& line)>& on_line = {});
 
 // The absolute path of the running executable (/proc/self/exe).
 std::string self_executable();

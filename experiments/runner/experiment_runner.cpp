@@ -163,7 +163,13 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
       const std::string log_path = (tmp.path / str_cat("point-", i, ".log")).string();
       std::vector<std::string> child_args = args;
       child_args.insert(child_args.end(), {"--json", json_path});
-      ChildOutcome oc = run_child(exe, child_args, timeout_s, log_path);
+      // A training point's own progress lines (steps, epochs) are shown as they come;
+      // summary/estimate print tables, which the results hold anyway.
+      const bool follow = !o.quiet && ps.command == "train";
+      if (follow) std::printf("[%zu/%zu] %s ...\n", i + 1, n, ps.name.c_str());
+      ChildOutcome oc = run_child(exe, child_args, timeout_s, log_path, [&](const std::string& line) {
+        if (follow) std::printf("    | %s\n", line.c_str());
+      });
       json result = json::object();
       if (oc.status == "ok") {
         try {

@@ -2,7 +2,8 @@
 // Reads experiment.json, validates it (matrix.h; the driver's extra keys), expands the
 // matrix for the profile and runs every point as a child process of the oomlab executable
 // with a timeout (child_process.h): fresh allocators per point, and a crash, abort, OOM or
-// timeout is that point's outcome. Progress (point i/N, elapsed, ETA) goes to stdout.
+// timeout is that point's outcome. Progress (point i/N, elapsed, ETA) goes to stdout, with a
+// training point's own step and epoch lines as they come.
 // After each point the results so far go atomically to OUT.partial; a later run of the
 // same spec and profile resumes from it, skipping the points that finished ok or oom
 // (deterministic outcomes; errors, crashes and timeouts are run again) unless `fresh`.
