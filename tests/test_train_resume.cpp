@@ -266,7 +266,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadStateCase{"no_loader_cursor", [](nlohmann::json& s) { s["loader"].erase("cursor"); },
                      "\"loader.cursor\" is missing"},
         BadStateCase{"epoch_loss_string", [](nlohmann::json& s) { s["epoch_sums"]["loss"] = "x"; },
-                     "\"epoch_sums.loss\" must be a number"},
+                     "\"epoch_sums.loss\" must be a finite number"},
         BadStateCase{"history_not_object", [](nlohmann::json& s) { s["history"] = 3; }, "\"history\" must be an object"},
         BadStateCase{"history_short", [](nlohmann::json& s) { s["history"]["train_loss"].erase(0); },
                      "\"history.train_loss\" has 1 entries"},
@@ -286,8 +286,8 @@ TEST(Checkpoint, ReplacingAStepIsCrashSafe) {
     d.state = {{"step", 3}, {"v", v}};
     return d;
   };
-  save_checkpoint(a.string(), 3, data(1.0));
-  save_checkpoint(a.string(), 3, data(2.0));
+  save_checkpoint(a.string(), 3, data(1.0), nullptr);
+  save_checkpoint(a.string(), 3, data(2.0), nullptr);
   for (const auto& e : fs::directory_iterator(a))
     EXPECT_TRUE(e.path().filename() == "step-3" || e.path().filename() == "latest") << e.path();
   NamedTensors target = {{"w", Tensor::zeros({4})}};

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/autograd/node.h"
+#include "engine/core/checked_math.h"
 #include "engine/core/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
@@ -26,11 +27,7 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+int64_t shape_numel(const Shape& s) { return checked_numel(s, "tensor"); }
 
 Shape contiguous_strides(const Shape& shape) {
   Shape st(shape.size());
@@ -66,7 +63,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char*
     OOMLAB_CHECK_T(ShapeError, d >= 0, "cannot create a tensor with negative dimension: ",
                    shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(device, size_t(shape_numel(shape)) * dtype_size(dtype), tag);
+  impl->storage = std::make_shared<Storage>(device, checked_nbytes(shape_numel(shape), dtype_size(dtype), "tensor"), tag);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

@@ -66,7 +66,68 @@ std::string dump_strict(const J& j, int indent) {
   }
 }
 
+// A device or FIFO (/dev/stdout, /dev/null): written in place, as a shell redirect would.
+void write_special_file(const std::string& path, std::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(str_cat("cannot write ", path, ": ", errno_str(errno)));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd);
+      throw IoError(str_cat("cannot write ", path, ": ", errno_str(e)));
+    }
+    done += size_t(w);
+  }
+  ::close(fd);
+}
 }  // namespace
+
+namespace {
+// Creates and removes a temp file in `dir`: the one test of writability that holds for root
+// and for read-only or pseudo filesystems (/proc), where access(2) says yes.
+void probe_writable(const std::string& dir, const std::string& what, const std::string& target) {
+  std::string templ = (std::filesystem::path(dir) / ".oomlab-probe.XXXXXX").string();
+  const int fd = ::mkstemp(templ.data());
+  if (fd < 0) throw IoError(str_cat(what, ": cannot write ", target, ": directory ", dir, " is not writable (",
+                                    errno_str(errno), ")"));
+  ::close(fd);
+  ::unlink(templ.c_str());
+}
+}  // namespace
+
+void check_output_file(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  OOMLAB_CHECK_T(IoError, !path.empty(), what, ": the file name is empty");
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    OOMLAB_CHECK_T(IoError, !S_ISDIR(st.st_mode), what, ": cannot write ", path, ": it is a directory (give a file name)");
+    if (!S_ISREG(st.st_mode)) {   // a device or FIFO: written in place
+      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      OOMLAB_CHECK_T(IoError, fd >= 0 || errno == ENXIO, what, ": cannot write ", path, ": ", errno_str(errno));
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+  }
+  const fs::path p(path);
+  OOMLAB_CHECK_T(IoError, !p.filename().empty() && p.filename() != "." && p.filename() != "..", what, ": cannot write ",
+                 path, ": not a file name");
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  OOMLAB_CHECK_T(IoError, ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), what, ": cannot write ", path,
+                 ": directory ", dir, " does not exist");
+  probe_writable(dir, what, path);
+}
+
+void check_output_dir(const std::string& path, const std::string& what) {
+  OOMLAB_CHECK_T(IoError, !path.empty(), what, ": the directory name is empty");
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  OOMLAB_CHECK_T(IoError, !ec, what, ": cannot create ", path, ": ", ec.message());
+  OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(path), what, ": cannot use ", path, ": it is not a directory");
+  probe_writable(path, what, path);
+}
 
 std::function<void(const std::string&)>& atomic_write_fault_hook() {
   static std::function<void(const std::string&)> hook;
@@ -84,7 +145,11 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 
   mode_t mode = 0644;
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0) mode = st.st_mode & 07777;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw IoError(str_cat("cannot write ", path, ": it is a directory"));
+    if (!S_ISREG(st.st_mode)) return write_special_file(path, bytes);
+    mode = st.st_mode & 07777;
+  }
 
   TempGuard tmp;
   std::string templ = (fs::path(dir) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();

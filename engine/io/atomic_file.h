@@ -6,6 +6,14 @@
 //    target keeps its mode. On any failure the temp is removed and IoError names the path.
 //  * write_json_atomic / dump_json_strict reject NaN and +-Inf (nlohmann would write
 //    `null`): ValueError naming the key path, e.g. "metrics.curve[3].loss".
+//    A target that exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is
+//    written directly, never replaced: there is nothing to rename over.
+//  * check_output_file / check_output_dir: a result's location is checked before any work
+//    (not after hours of it): IoError naming `what` (e.g. "--json") and the path when it
+//    is a directory (file) or a file (dir), or its directory does not exist or is not
+//    writable. Writability is probed by creating and removing a temp file (access(2) says
+//    yes to root on read-only places); check_output_dir creates the directory (as the
+//    run would) and check_output_file creates nothing.
 //  * atomic_write_fault_hook(): test-only; when set it is called with the temp path after
 //    the fsync and before the rename, and may throw to simulate a crash at that point.
 #pragma once
@@ -18,6 +26,10 @@
 namespace oomlab {
 
 void write_file_atomic(const std::string& path, std::string_view bytes);
+
+void check_output_file(const std::string& path, const std::string& what);
+// A writable directory, created (with its parents) if missing.
+void check_output_dir(const std::string& path, const std::string& what);
 
 // Throws ValueError naming the first non-finite number's key path.
 void check_json_finite(const nlohmann::json& j);

@@ -38,11 +38,20 @@ const char* const kKindNames[kNumKinds] = {
     "active_bytes", "inactive_split_bytes", "requested_bytes", "workspace_bytes"};
 const char* const kPoolNames[3] = {"all", "small_pool", "large_pool"};
 
+// current and peak stay below kMaxAccountedBytes (new_segment); the lifetime totals
+// saturate at INT64_MAX rather than wrap.
 struct Stat {
   int64_t current = 0, peak = 0, allocated = 0, freed = 0;
-  void increase(int64_t n) { current += n; peak = std::max(peak, current); allocated += n; }
-  void decrease(int64_t n) { current -= n; freed += n; OOMLAB_ASSERT(current >= 0); }
+  static void saturating_add(int64_t& total, int64_t n) {
+    if (__builtin_add_overflow(total, n, &total)) total = INT64_MAX;
+  }
+  void increase(int64_t n) { current += n; peak = std::max(peak, current); saturating_add(allocated, n); }
+  void decrease(int64_t n) { current -= n; saturating_add(freed, n); OOMLAB_ASSERT(current >= 0); }
 };
+
+// The most a device may reserve in all (4 EiB): beyond it sums of byte counts could wrap,
+// so a larger request is an out-of-memory error even where capacity is unlimited (meta).
+constexpr uint64_t kMaxAccountedBytes = uint64_t(1) << 62;
 
 struct Segment;
 struct Block {
@@ -142,6 +151,7 @@ struct CachingAllocator::Impl {
   // One raw allocation under the capacity limit; returns the segment's single free block.
   Block* new_segment(size_t seg_size, bool small) {
     uint64_t reserved = st[kReservedBytes][0].current;
+    if (seg_size > kMaxAccountedBytes - reserved) return nullptr;
     if (capacity != 0 && reserved + seg_size > capacity) return nullptr;
     void* base = raw->alloc(seg_size);
     if (base == nullptr) return nullptr;
@@ -187,7 +197,7 @@ struct CachingAllocator::Impl {
     record("oom", free_bytes == SIZE_MAX ? 0 : free_bytes, nbytes, false);
     std::string msg = str_cat(
         "oomlab: ", device.str(), " out of memory: tried to allocate ", format_size(nbytes),
-        " (capacity ", capacity == 0 ? std::string("unlimited") : format_size(capacity), "; ",
+        " (capacity ", capacity == 0 ? std::string("unlimited, but at most 4 EiB can be accounted") : format_size(capacity), "; ",
         format_size(allocated), " allocated, ", format_size(reserved), " reserved by oomlab; ",
         free_bytes == SIZE_MAX ? std::string("unknown") : format_size(free_bytes), " free)");
     if (reserved > allocated && reserved - allocated >= (reserved >> 2))

@@ -2,10 +2,12 @@
 #include "engine/train/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 
@@ -82,18 +84,49 @@ fs::path recover_replaced(const fs::path& p) {
     if (e.is_directory() && e.path().filename().string().rfind(prefix, 0) == 0) return e.path();
   return p;
 }
+
+// Leftovers of runs that died mid-save: ".tmp-step-N-PID" (never published) and
+// ".old-step-N-PID" whose step-N is back in place, when process PID is gone.
+void remove_dead_leftovers(const fs::path& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    const bool tmp = n.rfind(".tmp-step-", 0) == 0, old = n.rfind(".old-step-", 0) == 0;
+    if (!tmp && !old) continue;
+    const size_t dash = n.rfind('-');
+    long pid = 0;
+    try { pid = std::stol(n.substr(dash + 1)); } catch (...) { continue; }
+    if (pid <= 0 || pid == long(::getpid()) || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;
+    if (old && !fs::exists(root / n.substr(5, dash - 5))) continue;   // still the only copy of step-N
+    fs::remove_all(e.path(), ec);
+  }
+}
+
+// Removes a directory on scope exit unless released (a save that failed half-way).
+struct RemoveOnFailure {
+  fs::path path;
+  ~RemoveOnFailure() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
 }  // namespace
 
-std::string save_checkpoint(const std::string& dir, int64_t step, const CheckpointData& data, int keep) {
+std::string save_checkpoint(const std::string& dir, int64_t step, const CheckpointData& data,
+                            std::vector<std::string>* written, int keep) {
   fs::path root(dir);
+  // Serialise first: a state that cannot be written (a non-finite number) leaves nothing behind.
+  const std::string state_json = dump_json_strict(data.state);
   std::error_code ec;
   fs::create_directories(root, ec);
   OOMLAB_CHECK_T(IoError, fs::is_directory(root), "cannot create checkpoint directory ", dir, ": ", ec.message());
+  remove_dead_leftovers(root);
   std::string name = "step-" + std::to_string(step);
   fs::path tmp = root / (".tmp-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);
-  fs::create_directories(tmp);
-  const std::string state_json = dump_json_strict(data.state);
+  fs::create_directories(tmp, ec);
+  OOMLAB_CHECK_T(IoError, !ec, "cannot create ", tmp.string(), ": ", ec.message());
+  RemoveOnFailure guard{tmp};
   write_safetensors((tmp / "model.safetensors").string(), data.model, {{"format", "pt"}});
   write_safetensors((tmp / "trainer_state.safetensors").string(), data.trainer,
                     {{"format", "oomlab"}, {kTrainerStateJsonCrcKey, crc32_hex(state_json)}});
@@ -101,17 +134,18 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Checkpoi
   fsync_dir(tmp);
   fs::path final_dir = root / name;
   publish_dir(tmp, final_dir, root);
+  guard.path.clear();
   write_file_atomic((root / "latest").string(), name + "\n");
-  // Retention: keep the newest `keep` step-* directories.
-  std::vector<std::pair<int64_t, fs::path>> steps;
-  for (const auto& e : fs::directory_iterator(root)) {
-    std::string n = e.path().filename().string();
-    if (e.is_directory() && n.rfind("step-", 0) == 0) {
-      try { steps.push_back({std::stoll(n.substr(5)), e.path()}); } catch (...) {}
+  // Retention: of the checkpoints this run wrote, keep the newest `keep` (the last is the
+  // one `latest` names). Directories it did not write are never touched.
+  if (written) {
+    written->erase(std::remove(written->begin(), written->end(), name), written->end());
+    written->push_back(name);
+    while (written->size() > size_t(std::max(keep, 1))) {
+      fs::remove_all(root / written->front(), ec);
+      written->erase(written->begin());
     }
   }
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) fs::remove_all(steps[i].second, ec);
   return final_dir.string();
 }
 
@@ -120,7 +154,25 @@ LoadedCheckpoint load_checkpoint(
     const std::function<void(const nlohmann::json& state, const std::string& state_file)>& check_state) {
   fs::path p = recover_replaced(fs::path(path));
   OOMLAB_CHECK_T(IoError, fs::exists(p), "--resume: ", path, " does not exist");
-  if (fs::exists(p / "latest")) p = recover_replaced(p / trim(read_file((p / "latest").string())));
+  if (fs::exists(p / "latest")) {
+    p = recover_replaced(p / trim(read_file((p / "latest").string())));
+  } else if (!fs::exists(p / "trainer_state.json")) {
+    // A save directory whose first checkpoint was published but not yet named by `latest`
+    // (a crash between the two): the newest complete step-N (published only when whole).
+    int64_t best = -1;
+    fs::path found;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(p, ec)) {
+      const std::string n = e.path().filename().string();
+      if (!e.is_directory() || n.rfind("step-", 0) != 0 || !fs::exists(e.path() / "trainer_state.json")) continue;
+      try {
+        size_t used = 0;
+        const int64_t k = std::stoll(n.substr(5), &used);
+        if (used == n.size() - 5 && k > best) { best = k; found = e.path(); }
+      } catch (...) {}
+    }
+    if (best >= 0) p = found;
+  }
   for (const char* f : {"model.safetensors", "trainer_state.safetensors", "trainer_state.json"})
     OOMLAB_CHECK_T(IoError, fs::exists(p / f), "--resume: ", (p / f).string(), " is missing (not a complete oomlab checkpoint)");
   LoadedCheckpoint out;

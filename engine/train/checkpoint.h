@@ -13,6 +13,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/io/safetensors.h"
 
@@ -24,13 +25,20 @@ struct CheckpointData {
   nlohmann::json state;   // step, loader, rng, optimizer/scheduler json, history, config
 };
 
-// Writes checkpoint `step` under dir; returns its directory.
-std::string save_checkpoint(const std::string& dir, int64_t step, const CheckpointData& data, int keep = 2);
+// Writes checkpoint `step` under dir; returns its directory. `written` (may be null: no
+// retention) lists the checkpoints this run wrote, oldest first; it is updated, and those
+// beyond the newest `keep` are removed. Checkpoints the run did not write are never
+// removed, and the new one (named by `latest`) never is. Leftover temp directories of dead
+// processes (.tmp-step-N-PID, .old-step-N-PID) are cleaned up; a save that fails removes
+// its own temp directory.
+std::string save_checkpoint(const std::string& dir, int64_t step, const CheckpointData& data,
+                            std::vector<std::string>* written, int keep = 2);
 
 // Metadata key of trainer_state.safetensors holding the CRC32 of trainer_state.json.
 inline constexpr const char* kTrainerStateJsonCrcKey = "oomlab_trainer_state_json_crc32";
 
-// Resolves `path` (a checkpoint directory, or a save directory holding `latest`) and
+// Resolves `path` (a checkpoint directory, or a save directory holding `latest`; without
+// `latest`, its newest complete step-N) and
 // loads model tensors into data.model (strict), returns the trainer tensors and state.
 // check_state (optional) sees the parsed, checksum-verified state and the path of
 // trainer_state.json before any weights are loaded (e.g. to compare the run's config).

@@ -109,7 +109,7 @@ StepOutput TrainStep::run(const Tensor& x, const Tensor& y, bool track_memory) {
     bool handled = false;
     for (StepStrategy* s : strategies_)
       if (s->on_out_of_memory(e, phase)) { handled = true; break; }
-    if (!handled) throw;
+    if (!handled) throw OutOfMemoryError(str_cat("in the ", phase, " phase of a training step: ", e.what()));
     out = StepOutput();
     out.skipped = true;
     out.skip_reason = str_cat("out of memory in ", phase, ": ", e.what());

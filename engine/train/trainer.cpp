@@ -3,11 +3,13 @@
 #include "engine/train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/backend.h"
+#include "engine/core/checked_math.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/data/dataloader.h"
@@ -18,6 +20,7 @@
 #include "engine/train/checkpoint.h"
 #include "engine/train/results.h"
 #include "engine/train/train_step.h"
+#include "engine/train/trainer_state.h"
 
 namespace oomlab {
 using json = nlohmann::json;
@@ -54,40 +57,14 @@ EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64
   return r;
 }
 
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(); }
+
 NamedTensors state_dict(nn::Module& m) {
   NamedTensors s = m.named_parameters();
   for (auto& b : m.named_buffers()) s.push_back(b);
   return s;
 }
 
-// Validated reads of trainer_state.json: a missing or mistyped field is an IoError naming
-// the file and the field's dotted path (never nlohmann's type_error).
-enum class Want { object, array, count, u64, number };
-const json& state_field(const json& root, const std::string& file, std::initializer_list<const char*> path, Want want) {
-  const json* j = &root;
-  std::string name;
-  for (const char* k : path) {
-    if (!name.empty()) name += '.';
-    name += k;
-    OOMLAB_CHECK_T(IoError, j->is_object() && j->contains(k), "--resume: ", file, ": field \"", name, "\" is missing");
-    j = &(*j)[k];
-  }
-  bool ok = false;
-  const char* what = "";
-  switch (want) {
-    case Want::object: ok = j->is_object(); what = "an object"; break;
-    case Want::array: ok = j->is_array(); what = "an array"; break;
-    case Want::count:   // non-negative, fits int64
-      ok = j->is_number_unsigned() && j->get<uint64_t>() <= uint64_t(INT64_MAX);
-      what = "a non-negative integer"; break;
-    case Want::u64: ok = j->is_number_unsigned(); what = "a non-negative integer"; break;
-    case Want::number: ok = j->is_number(); what = "a number"; break;
-  }
-  std::string got = j->dump();
-  if (got.size() > 40) got = got.substr(0, 40) + "...";
-  OOMLAB_CHECK_T(IoError, ok, "--resume: ", file, ": field \"", name, "\" must be ", what, " (got ", got, ")");
-  return *j;
-}
 }  // namespace
 
 std::string resolve_schedule(const std::string& spec, int64_t total_steps) {
@@ -116,7 +93,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   std::unique_ptr<Optimizer> opt = make_optimizer(c.optimizer, {g});
 
   DataLoader loader(train_set, c.batch, /*shuffle=*/true, /*drop_last=*/true, c.seed);
-  const int64_t total_steps = c.steps > 0 ? c.steps : c.epochs * loader.batches_per_epoch();
+  const int64_t total_steps =
+      c.steps > 0 ? c.steps : checked_mul(c.epochs, loader.batches_per_epoch(), "--epochs x batches per epoch");
   const std::string sched_spec = resolve_schedule(c.schedule, total_steps);
   LrScheduler sched(*opt, parse_lr_schedule(sched_spec));
   json run_cfg = c.config;
@@ -128,13 +106,16 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
                   {"skipped", json::array()}};
   TrainStep train_step(*model, *opt, c.strategies);
   int64_t step = 0;
+  json divergence;   // {"step", "loss"} of the first non-finite loss, once there was one
   double epoch_loss = 0;   // running sums of the current epoch (checkpointed)
   int64_t epoch_correct = 0, epoch_samples = 0, epoch_scored = 0;   // scored: samples or pixels
   if (!c.resume_dir.empty()) {
     // The run's config must match the checkpoint's (checked before any weights load, so a
     // different architecture is reported as such, not as missing tensors).
     auto check_config = [&](const json& st, const std::string& file) {
-      const json& saved = state_field(st, file, {"config"}, Want::object);
+      OOMLAB_CHECK_T(IoError, st.contains("config") && st["config"].is_object(), "--resume: ", file,
+                     ": field \"config\" is missing or not an object");
+      const json& saved = st["config"];
       for (const std::string& k : c.resume_keys) {
         OOMLAB_CHECK_T(IoError, saved.contains(k), "--resume: ", file, ": field \"config.", k, "\" is missing");
         OOMLAB_CHECK(saved[k] == run_cfg[k], "--resume: checkpoint ", file, " was made with ", k, "=", saved[k].dump(),
@@ -142,53 +123,34 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
       }
     };
     LoadedCheckpoint ck = load_checkpoint(c.resume_dir, state_dict(*model), check_config);
-    const json& st = ck.state;
-    const std::string file = ck.path + "/trainer_state.json";
-    auto field = [&](std::initializer_list<const char*> path, Want want) -> const json& {
-      return state_field(st, file, path, want);
-    };
-    const int64_t saved_step = field({"step"}, Want::count).get<int64_t>();
-    const json& saved_history = field({"history"}, Want::object);
-    for (const char* k : {"train_loss", "lr"})
-      OOMLAB_CHECK_T(IoError, int64_t(field({"history", k}, Want::array).size()) == saved_step, "--resume: ", file,
-                     ": field \"history.", k, "\" has ", field({"history", k}, Want::array).size(),
-                     " entries for step ", saved_step);
-    field({"history", "epochs"}, Want::array);
-    const uint64_t rng_seed = field({"rng", "seed"}, Want::u64).get<uint64_t>();
-    const uint64_t rng_offset = field({"rng", "offset"}, Want::u64).get<uint64_t>();
-    const LoaderState ls{field({"loader", "epoch"}, Want::count).get<int64_t>(),
-                         field({"loader", "cursor"}, Want::count).get<int64_t>()};
-    const double sum_loss = field({"epoch_sums", "loss"}, Want::number).get<double>();
-    const int64_t sum_correct = field({"epoch_sums", "correct"}, Want::count).get<int64_t>();
-    const int64_t sum_samples = field({"epoch_sums", "samples"}, Want::count).get<int64_t>();
-    const json& opt_state = field({"optimizer"}, Want::object);
-    const json& sched_state = field({"scheduler"}, Want::object);
-    // The EMA's decay and update count ("ema"; absent when the run had no EMA).
-    const json ema_state = ema ? field({"ema"}, Want::object) : json();
+    const TrainerState st = parse_trainer_state(ck.state, ck.path + "/trainer_state.json");
+    OOMLAB_CHECK_T(IoError, !ema || st.ema.is_object(), "--resume: ", ck.path,
+                   "/trainer_state.json: field \"ema\" is missing (this run has --ema, the checkpoint's had none)");
     NamedTensors opt_tensors, ema_tensors;
     for (auto& [n, t] : ck.trainer) (n.rfind("ema.", 0) == 0 ? ema_tensors : opt_tensors).push_back({n, t});
     try {   // the components validate their own parts; say which file they came from
-      opt->load_state(opt_state, opt_tensors);
-      sched.load_state(sched_state);
+      opt->load_state(st.optimizer, opt_tensors);
+      sched.load_state(st.scheduler);
       if (ema) {
-        ema->load_state(ema_tensors, ema_state);
+        ema->load_state(ema_tensors, st.ema);
         ema->set_decay(c.ema_decay);   // this run's --ema (the update count stays restored)
       }
-      loader.restore(ls);
+      loader.restore(st.loader);
     } catch (const ValueError& e) {
       throw ValueError(str_cat("--resume: ", ck.path, ": ", e.what()));
     }
-    device_generator(c.device).set_state(Generator{rng_seed, rng_offset});
-    history = saved_history;
-    if (!history.contains("skipped")) history["skipped"] = json::array();
-    step = saved_step;
-    epoch_loss = sum_loss;
-    epoch_correct = sum_correct;
-    epoch_samples = sum_samples;
-    epoch_scored = epoch_samples * train_set.target_numel();
+    device_generator(c.device).set_state(st.rng);
+    history = st.history;
+    divergence = st.divergence;
+    step = st.step;
+    epoch_loss = st.epoch_loss;
+    epoch_correct = st.epoch_correct;
+    epoch_samples = st.epoch_samples;
+    epoch_scored = checked_mul(epoch_samples, train_set.target_numel(), "--resume: epoch_sums.samples");
     if (!c.quiet) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step);
   }
 
+  std::vector<std::string> written_checkpoints;   // retention removes only these
   auto checkpoint = [&]() {
     CheckpointData d;
     d.model = state_dict(*model);
@@ -202,7 +164,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
                {"history", history},
                {"epoch_sums", {{"loss", epoch_loss}, {"correct", epoch_correct}, {"samples", epoch_samples}}}};
     if (ema) d.state["ema"] = ema->state_json();   // decay, num_updates, names
-    std::string where = save_checkpoint(c.save_dir, step, d);
+    if (!divergence.is_null()) d.state["divergence"] = divergence;
+    std::string where = save_checkpoint(c.save_dir, step, d, &written_checkpoints);
     if (!c.quiet) std::printf("saved checkpoint %s\n", where.c_str());
   };
 
@@ -216,9 +179,9 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
       if (ema) ema->swap_out();
     }
     json e = {{"epoch", epoch}, {"step", step},
-              {"train_loss", epoch_samples ? epoch_loss / double(epoch_samples) : 0.0},
+              {"train_loss", finite_or_null(epoch_samples ? epoch_loss / double(epoch_samples) : 0.0)},
               {"train_accuracy", epoch_scored ? double(epoch_correct) / double(epoch_scored) : 0.0},
-              {"test_loss", ev.loss}, {"test_accuracy", ev.accuracy}, {"test_samples", ev.samples}};
+              {"test_loss", finite_or_null(ev.loss)}, {"test_accuracy", ev.accuracy}, {"test_samples", ev.samples}};
     if (ev.mean_iou >= 0) e["test_mean_iou"] = ev.mean_iou;
     history["epochs"].push_back(e);
     if (!c.quiet)
@@ -243,25 +206,37 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
       if (!c.quiet) std::printf("step %lld skipped: %s\n", (long long)step + 1, out.skip_reason.c_str());
       continue;
     }
-    double loss = out.loss.item();
+    const double loss = out.loss.item();
+    const bool finite = std::isfinite(loss);
+    if (!finite && divergence.is_null()) {
+      divergence = {{"step", step + 1}, {"loss", std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"}};
+      std::printf("step %lld: the loss is %s: diverged (%s)\n", (long long)step + 1,
+                  divergence["loss"].get<std::string>().c_str(), c.stop_on_nan ? "stopping; --on-nan continue goes on"
+                                                                                : "going on: --on-nan continue");
+    }
     sched.step();
     if (ema) ema->update();
     device_synchronize(c.device);   // accelerators queue work: the step ends when it has run
     step_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     ++step;
-    epoch_loss += loss * double(b.n);
-    epoch_correct += out.correct;
-    epoch_samples += b.n;
-    epoch_scored += b.n * train_set.target_numel();
-    history["train_loss"].push_back(loss);
+    if (finite) {   // a non-finite loss is recorded as null and left out of the epoch's sums
+      epoch_loss += loss * double(b.n);
+      epoch_correct += out.correct;
+      epoch_samples += b.n;
+      epoch_scored += b.n * train_set.target_numel();
+    }
+    history["train_loss"].push_back(finite_or_null(loss));
     history["lr"].push_back(opt->param_groups()[0].lr);
     if (!c.quiet && c.log_every > 0 && step % c.log_every == 0)
       std::printf("step %lld/%lld loss %.4f lr %.5f %.1f ms/step\n", (long long)step, (long long)total_steps, loss,
                   opt->param_groups()[0].lr, 1e3 * step_times.back());
+    if (!finite && c.stop_on_nan) break;
     if (!c.save_dir.empty() && c.save_every > 0 && step % c.save_every == 0 && step < total_steps) checkpoint();
   }
+  const bool stopped = !divergence.is_null() && c.stop_on_nan;
   if (epoch_samples > 0 || history["epochs"].empty()) end_epoch(loader.epoch());
-  if (!c.save_dir.empty()) checkpoint();
+  // A run stopped by divergence keeps its last good checkpoint: its weights are not finite.
+  if (!c.save_dir.empty() && !stopped) checkpoint();
 
   // Steady-state timing: drop the first step (allocator warm-up) when we have more.
   std::vector<double> steady(step_times.size() > 1 ? step_times.begin() + 1 : step_times.begin(), step_times.end());
@@ -270,6 +245,11 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   json metrics = {{"steps", step}, {"history", history}, {"step_time_s", times},
                   {"images_per_s", med > 0 ? double(c.batch) / med : 0.0}};
   if (!history["epochs"].empty()) metrics["final_test_accuracy"] = history["epochs"].back()["test_accuracy"];
+  if (!divergence.is_null()) {
+    metrics["diverged_at_step"] = divergence["step"];
+    metrics["diverged_loss"] = divergence["loss"];
+    metrics["stopped_on_nan"] = stopped;
+  }
   return make_results("train", c.device, run_cfg, metrics);
 }
 

@@ -45,6 +45,12 @@ struct TrainerConfig {
   int64_t eval_batches = -1;               // -1: full test set; 0: no evaluation
   int64_t log_every = 50;
   bool quiet = false;
+  // A non-finite training loss (divergence): true stops after that step, false goes on.
+  // Either way the loss is recorded as null in history.train_loss (strict JSON), left out
+  // of the epoch sums, and metrics get diverged_at_step (1-based), diverged_loss ("nan",
+  // "inf", "-inf") and stopped_on_nan; a stopped run writes no final checkpoint (its
+  // weights are not finite: the last good one stays `latest`).
+  bool stop_on_nan = true;
   std::vector<StepStrategy*> strategies;   // techniques plugged into every step (train_step.h)
   nlohmann::json config = nlohmann::json::object();   // the run's description (results, checkpoints)
   std::vector<std::string> resume_keys;               // keys of `config` a checkpoint must match

@@ -137,6 +137,9 @@ json verdict_01(const json& spec, const json& summary) {
 
 }  // namespace
 
-OOMLAB_REGISTER_EXPERIMENT({"01_vgg16_memory", summarize_01, verdict_01, {}});
+OOMLAB_REGISTER_EXPERIMENT({"01_vgg16_memory", summarize_01, verdict_01, {},
+                            {{"source.totals.table_row_sum_activation_values", "positive"},
+                             {"source.totals.activation_values_per_image", "positive"},
+                             {"source.totals.params", "positive"}}});
 
 }  // namespace oomlab

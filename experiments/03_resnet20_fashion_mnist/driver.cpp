@@ -42,6 +42,7 @@ json verdict_03(const json& spec, const json& summary) {
 
 }  // namespace
 
-OOMLAB_REGISTER_EXPERIMENT({"03_resnet20_fashion_mnist", summarize_03, verdict_03, {}});
+OOMLAB_REGISTER_EXPERIMENT({"03_resnet20_fashion_mnist", summarize_03, verdict_03, {},
+                            {{"source.target_test_accuracy", "positive"}, {"source.target_epochs", "integer"}}});
 
 }  // namespace oomlab

@@ -11,11 +11,30 @@
 namespace oomlab {
 
 CliArgs::CliArgs(const std::vector<std::string>& argv, const std::set<std::string>& valued,
-                 const std::set<std::string>& switches, const std::string& command)
+                 const std::set<std::string>& switches, const std::string& command, size_t max_positionals)
     : command_(command) {
+  auto known = [&] {
+    std::string k;
+    for (const auto& f : valued) k += " --" + f;
+    for (const auto& f : switches) k += " --" + f;
+    return k;
+  };
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
-    if (a.rfind("--", 0) != 0) { positionals_.push_back(a); continue; }
+    if (a.rfind("--", 0) != 0) {
+      if (a.size() > 1 && a[0] == '-')
+        throw ValueError(str_cat("oomlab ", command_, ": unknown flag '", a, "' (flags start with two dashes, e.g. -",
+                                 a, "; known:", known(), ")"));
+      if (positionals_.size() >= max_positionals) {
+        std::string hint = max_positionals == 0 ? " (this command takes no positional arguments; "
+                                                  "every setting is a flag, e.g. --model " + a + ")"
+                                                : str_cat(" (at most ", max_positionals, " positional argument",
+                                                          max_positionals == 1 ? "" : "s", ")");
+        throw ValueError(str_cat("oomlab ", command_, ": unexpected argument '", a, "'", hint));
+      }
+      positionals_.push_back(a);
+      continue;
+    }
     std::string key = a.substr(2), value;
     bool inline_value = false;
     if (auto eq = key.find('='); eq != std::string::npos) {
@@ -23,20 +42,22 @@ CliArgs::CliArgs(const std::vector<std::string>& argv, const std::set<std::strin
       key = key.substr(0, eq);
       inline_value = true;
     }
+    OOMLAB_CHECK(!values_.count(key) && !switches_on_.count(key), "oomlab ", command_, ": flag --", key,
+                 " is given twice");
     if (switches.count(key)) {
       OOMLAB_CHECK(!inline_value, "oomlab ", command_, ": flag --", key, " takes no value");
       switches_on_.insert(key);
     } else if (valued.count(key)) {
       if (!inline_value) {
         OOMLAB_CHECK(i + 1 < argv.size(), "oomlab ", command_, ": flag --", key, " needs a value");
+        OOMLAB_CHECK(argv[i + 1].rfind("--", 0) != 0 || argv[i + 1].size() == 2, "oomlab ", command_, ": flag --",
+                     key, " needs a value (got the flag ", argv[i + 1], "; write --", key, "=", argv[i + 1],
+                     " if that is the value)");
         value = argv[++i];
       }
       values_[key] = value;
     } else {
-      std::string known;
-      for (const auto& k : valued) known += " --" + k;
-      for (const auto& k : switches) known += " --" + k;
-      throw ValueError(str_cat("oomlab ", command_, ": unknown flag --", key, " (known:", known, ")"));
+      throw ValueError(str_cat("oomlab ", command_, ": unknown flag --", key, " (known:", known(), ")"));
     }
   }
 }

@@ -2,7 +2,10 @@
 // Contract: every flag a command accepts is declared up front; an unknown flag, a
 // missing value or a malformed number raises ValueError naming the flag, so a typo never
 // silently runs the default. Accepts "--key value" and "--key=value"; bare "--flag" for
-// booleans.
+// booleans. Every word is consumed or rejected: a positional beyond `max_positionals`
+// ("train vgg11": did you mean --model vgg11?), a single-dash word ("-json"), a flag given
+// twice, and a flag whose value would be the next flag ("--json --quiet") are ValueErrors.
+// A value may start with one dash (a negative number: "--lr -1" reaches the range check).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -15,9 +18,10 @@ namespace oomlab {
 
 class CliArgs {
  public:
-  // `valued`: flags that take a value; `switches`: boolean flags. Positionals are kept.
+  // `valued`: flags that take a value; `switches`: boolean flags; at most `max_positionals`
+  // words that are not flags are kept (positionals()).
   CliArgs(const std::vector<std::string>& argv, const std::set<std::string>& valued,
-          const std::set<std::string>& switches, const std::string& command);
+          const std::set<std::string>& switches, const std::string& command, size_t max_positionals = 0);
   bool has(const std::string& key) const;
   std::string get(const std::string& key, const std::string& def) const;
   std::optional<std::string> get_opt(const std::string& key) const;

@@ -79,14 +79,125 @@ ModelSpec model_spec(const CliArgs& a) {
   return s;
 }
 
-void check_output_path(const std::string& path) {
-  OOMLAB_CHECK_T(IoError, !path.empty(), "an output file name is empty");
-  OOMLAB_CHECK_T(IoError, !std::filesystem::is_directory(path), "cannot write ", path,
-                 ": it is a directory (give a file name)");
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(dir) && access(dir.c_str(), W_OK) == 0, "cannot write ",
-                 path, ": directory ", dir.string(), " does not exist or is not writable");
+const std::set<std::string> kRunFlags = {"profile", "out", "point-timeout"};
+
+TrainConfig train_config(const CliArgs& a) {
+  TrainConfig c;
+  c.model = a.get("model", c.model);
+  c.dataset = a.get("dataset", c.dataset);
+  OOMLAB_CHECK(c.dataset == "fashion-mnist" || c.dataset == "synthetic" || c.dataset == "synthetic-seq" ||
+                   c.dataset == "synthetic-seg",
+               "--dataset must be fashion-mnist, synthetic, synthetic-seq or synthetic-seg (got '", c.dataset, "')");
+  c.data_dir = a.get("data-dir", "");
+  if (auto in = a.get_opt("input")) c.input = parse_int_list(*in, "--input");
+  // The classes the dataset has (recorded in results config): synthetic-seq is binary.
+  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : c.dataset == "synthetic-seq" ? 2 : c.num_classes);
+  OOMLAB_CHECK(c.dataset != "synthetic-seq" || !a.has("classes"), "--classes: synthetic-seq has 2 classes");
+  // Flags that would be silently ignored by this dataset are errors.
+  auto only_with = [&](const char* flag, bool ok, const char* which) {
+    OOMLAB_CHECK(!a.has(flag) || ok, "--", flag, " has no effect with --dataset ", c.dataset, " (it applies to ", which,
+                 ")");
+  };
+  const bool seq = c.dataset == "synthetic-seq", fmnist = c.dataset == "fashion-mnist";
+  only_with("data-dir", fmnist, "fashion-mnist");
+  only_with("input", !fmnist && !seq, "synthetic and synthetic-seg");
+  only_with("classes", !fmnist, "synthetic and synthetic-seg");
+  only_with("synthetic-size", !fmnist, "the synthetic datasets");
+  for (const char* k : {"seq-min-len", "long-seq-prob", "long-seq-len"}) only_with(k, seq, "synthetic-seq");
+  only_with("seq-len", seq, "synthetic-seq");
+  c.seq_len = a.get_int("seq-len", c.seq_len);
+  c.seq_min_len = a.get_int("seq-min-len", 0);
+  OOMLAB_CHECK(c.seq_min_len >= 0, "--seq-min-len must be >= 0 (got ", c.seq_min_len, ")");
+  c.long_seq_prob = a.get_double("long-seq-prob", 0.0);
+  c.long_seq_len = a.get_int("long-seq-len", 0);
+  OOMLAB_CHECK(c.seq_len >= 3, "--seq-len must be >= 3 (got ", c.seq_len, ")");
+  c.synthetic_size = a.get_int("synthetic-size", c.synthetic_size);
+  c.device = parse_device(a.get("device", "cpu"));
+  c.batch = a.get_int("batch", c.batch);
+  c.epochs = a.get_int("epochs", c.epochs);
+  c.steps = a.get_int("steps", 0);
+  OOMLAB_CHECK(!(a.has("epochs") && a.has("steps")), "give --epochs or --steps, not both");
+  // Recipe flags not given keep the model family's defaults (recipes.h).
+  if (a.has("optimizer")) c.optimizer = a.get("optimizer", "");
+  if (a.has("lr")) c.lr = a.get_double("lr", 0.0);
+  if (a.has("momentum")) c.momentum = a.get_double("momentum", 0.0);
+  if (a.has("weight-decay")) c.weight_decay = a.get_double("weight-decay", 0.0);
+  c.nesterov = a.flag("nesterov");
+  if (a.has("schedule")) c.schedule = a.get("schedule", "");
+  c.ema_decay = a.get_double("ema", 0.0);
+  const int64_t seed = a.get_int("seed", 0);
+  OOMLAB_CHECK(seed >= 0, "--seed must be >= 0 (got ", seed, ")");
+  c.seed = uint64_t(seed);
+  if (a.has("device-memory")) c.device_memory = parse_size(a.get("device-memory", ""));
+  c.save_dir = a.get("save", "");
+  c.save_every = a.get_int("save-every", 0);
+  c.resume_dir = a.get("resume", "");
+  c.eval_batches = a.get_int("eval-batches", -1);
+  c.log_every = a.get_int("log-every", c.log_every);
+  c.quiet = a.flag("quiet");
+  c.arch = arch_flags(a, c.model);
+  OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
+  OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
+  OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
+  OOMLAB_CHECK(!c.lr || *c.lr > 0, "--lr must be > 0");
+  OOMLAB_CHECK(c.ema_decay >= 0 && c.ema_decay < 1, "--ema must be in [0, 1)");
+  OOMLAB_CHECK(c.synthetic_size >= 1, "--synthetic-size must be >= 1 (got ", c.synthetic_size, ")");
+  OOMLAB_CHECK(c.eval_batches >= -1, "--eval-batches must be >= 0, or -1 for the whole test set (got ",
+               c.eval_batches, ")");
+  OOMLAB_CHECK(c.log_every >= 0, "--log-every must be >= 0 (got ", c.log_every, ")");
+  OOMLAB_CHECK(c.save_every >= 0, "--save-every must be >= 0 (got ", c.save_every, ")");
+  OOMLAB_CHECK(!a.has("save-every") || a.has("save"), "--save-every has no effect without --save DIR");
+  OOMLAB_CHECK(c.long_seq_prob >= 0 && c.long_seq_prob <= 1, "--long-seq-prob must be in [0, 1] (got ",
+               c.long_seq_prob, ")");
+  OOMLAB_CHECK(!a.has("long-seq-prob") || a.has("long-seq-len"), "--long-seq-prob needs --long-seq-len");
+  OOMLAB_CHECK(!a.has("long-seq-len") || a.has("long-seq-prob"), "--long-seq-len needs --long-seq-prob");
+  const std::string on_nan = a.get("on-nan", "stop");
+  OOMLAB_CHECK(on_nan == "stop" || on_nan == "continue", "--on-nan must be stop or continue (got '", on_nan, "')");
+  c.stop_on_nan = on_nan == "stop";
+  return c;
+}
+
+// --json and the trace files: writable files, checked before any work.
+void check_output_paths(const CliArgs& a) {
+  for (const char* k : {"json", "memory-snapshot", "chrome-trace"})
+    if (auto path = a.get_opt(k)) check_output_file(*path, str_cat("--", k));
+}
+
+int64_t summary_batch(const CliArgs& a) {
+  const int64_t batch = a.get_int("batch", 1);
+  OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
+  return batch;
+}
+
+struct EstimateRequest {
+  int64_t batch = 1;
+  std::string optimizer;
+  uint64_t capacity = 0;
+};
+EstimateRequest estimate_request(const CliArgs& a) {
+  OOMLAB_CHECK(a.has("batch"), "--batch is required");
+  EstimateRequest r;
+  r.batch = summary_batch(a);
+  r.optimizer = a.get("optimizer", "sgd");
+  OOMLAB_CHECK(r.optimizer == "sgd" || r.optimizer == "adam" || r.optimizer == "adamw",
+               "--optimizer must be sgd, adam or adamw (got '", r.optimizer, "')");
+  r.capacity = a.has("device-memory") ? parse_size(a.get("device-memory", "")) : 0;
+  return r;
+}
+
+RunOptions run_options(const CliArgs& a) {
+  OOMLAB_CHECK(a.positionals().size() == 1, "oomlab run: give exactly one experiment folder, e.g. "
+               "oomlab run experiments/01_vgg16_memory");
+  RunOptions o;
+  o.profile = a.get("profile", "quick");
+  OOMLAB_CHECK(o.profile == "quick" || o.profile == "full", "--profile must be quick or full (got '", o.profile, "')");
+  o.out = a.get("out", "");
+  if (a.has("out")) check_output_file(o.out, "--out");
+  o.fresh = a.flag("fresh");
+  o.point_timeout_s = a.get_double("point-timeout", 0.0);
+  OOMLAB_CHECK(!a.has("point-timeout") || (o.point_timeout_s > 0 && o.point_timeout_s <= 1e9),
+               "--point-timeout must be a positive number of seconds");
+  return o;
 }
 
 // --memory-snapshot FILE (pytorch.org/memory_viz) and --chrome-trace FILE (Perfetto).
@@ -99,11 +210,6 @@ void write_traces_if_asked(const CliArgs& a, const Device& dev) {
     write_json_atomic(*path, chrome_trace_json(allocator_for(dev), OpProfiler::take()), -1);
     std::printf("wrote %s (open it in ui.perfetto.dev or chrome://tracing)\n", path->c_str());
   }
-}
-
-void check_trace_paths(const CliArgs& a) {
-  for (const char* k : {"memory-snapshot", "chrome-trace"})
-    if (auto path = a.get_opt(k)) check_output_path(*path);
 }
 
 // Runs work(); on OutOfMemoryError writes the requested snapshot/trace (the allocator's
@@ -122,7 +228,7 @@ template <class F> auto with_traces_on_oom(const CliArgs& a, const Device& dev, 
 // --cudnn-workspace-limit SIZE: numerics switches of accelerator backends, each applied
 // only when given (the others keep the backend's defaults / OOMLAB_* environment); the
 // switches in force are recorded in results under context.device_properties.
-void apply_backend_flags(const CliArgs& a) {
+BackendOptions backend_options(const CliArgs& a) {
   BackendOptions o;
   if (a.has("allow-tf32")) {
     const std::string tf32 = a.get("allow-tf32", "");
@@ -133,7 +239,7 @@ void apply_backend_flags(const CliArgs& a) {
   }
   if (a.has("cudnn-benchmark")) o.cudnn_benchmark = parse_switch(a.get("cudnn-benchmark", ""), "--cudnn-benchmark");
   if (a.has("cudnn-workspace-limit")) o.cudnn_workspace_limit = parse_size(a.get("cudnn-workspace-limit", ""));
-  set_backend_options(o);
+  return o;
 }
 
 void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
@@ -154,7 +260,7 @@ const CommandFlags& command_flags(const std::string& command) {
                                   "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
                                   "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
-                                  "save-every", "resume", "eval-batches", "log-every", "json", "memory-snapshot",
+                                  "save-every", "resume", "on-nan", "eval-batches", "log-every", "json", "memory-snapshot",
                                   "chrome-trace"}),
                  {"nesterov", "quiet"}}}};
   auto it = flags.find(command);
@@ -176,8 +282,9 @@ int cmd_summary(const std::vector<std::string>& args) {
   const CommandFlags& f = command_flags("summary");
   CliArgs a(args, f.valued, f.switches, "summary");
   ModelSpec spec = model_spec(a);
-  if (auto path = a.get_opt("json")) check_output_path(*path);
-  ModelSummary s = summarize_model(spec, a.get_int("batch", 1));
+  const int64_t batch = summary_batch(a);
+  check_output_paths(a);
+  ModelSummary s = summarize_model(spec, batch);
   std::printf("%-28s %-18s %-18s %12s %12s %14s %14s\n", "layer", "type", "output", "values/img",
               "params", "output bytes", "saved bytes");
   for (const LayerRow& r : s.layers)
@@ -219,14 +326,12 @@ int cmd_estimate(const std::vector<std::string>& args) {
   const CommandFlags& f = command_flags("estimate");
   CliArgs a(args, f.valued, f.switches, "estimate");
   ModelSpec spec = model_spec(a);
-  OOMLAB_CHECK(a.has("batch"), "--batch is required");
-  std::string opt = a.get("optimizer", "sgd");
-  uint64_t cap = a.has("device-memory") ? parse_size(a.get("device-memory", "")) : 0;
-  if (auto path = a.get_opt("json")) check_output_path(*path);
-  check_trace_paths(a);
+  const EstimateRequest r = estimate_request(a);
+  const std::string& opt = r.optimizer;
+  const uint64_t cap = r.capacity;
+  check_output_paths(a);
   const bool record = a.has("memory-snapshot") || a.has("chrome-trace");
-  const int64_t batch = a.get_int("batch", 1);
-  MemoryEstimate e = with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, batch, opt, cap, record); });
+  MemoryEstimate e = with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, r.batch, opt, cap, record); });
   auto row = [](const char* what, int64_t exact, const char* formula_what, int64_t formula) {
     std::printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
                 formula < 0 ? "" : format_bytes(double(formula)).c_str());
@@ -258,7 +363,7 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--seq-len N] [--seq-min-len N] [--long-seq-prob P --long-seq-len N] [--device cpu|meta|cuda[:i]] [--batch B]\n"
               "  [--epochs E | --steps S] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
-              "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR]\n"
+              "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR] [--on-nan stop|continue]\n"
               "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
               "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"
               "  [--allow-tf32 none|cudnn|all] [--cudnn-benchmark on|off] [--cudnn-workspace-limit SIZE]");
@@ -267,61 +372,39 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   const CommandFlags& f = command_flags("train");
   CliArgs a(args, f.valued, f.switches, "train");
-  TrainConfig c;
-  c.model = a.get("model", c.model);
-  c.dataset = a.get("dataset", c.dataset);
-  OOMLAB_CHECK(c.dataset == "fashion-mnist" || c.dataset == "synthetic" || c.dataset == "synthetic-seq" ||
-                   c.dataset == "synthetic-seg",
-               "--dataset must be fashion-mnist, synthetic, synthetic-seq or synthetic-seg (got '", c.dataset, "')");
-  c.data_dir = a.get("data-dir", "");
-  if (auto in = a.get_opt("input")) c.input = parse_int_list(*in, "--input");
-  // The classes the dataset has (recorded in results config): synthetic-seq is binary.
-  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : c.dataset == "synthetic-seq" ? 2 : c.num_classes);
-  OOMLAB_CHECK(c.dataset != "synthetic-seq" || !a.has("classes"), "--classes: synthetic-seq has 2 classes");
-  c.seq_len = a.get_int("seq-len", c.seq_len);
-  c.seq_min_len = a.get_int("seq-min-len", 0);
-  c.long_seq_prob = a.get_double("long-seq-prob", 0.0);
-  c.long_seq_len = a.get_int("long-seq-len", 0);
-  OOMLAB_CHECK(c.seq_len >= 3, "--seq-len must be >= 3 (got ", c.seq_len, ")");
-  c.synthetic_size = a.get_int("synthetic-size", c.synthetic_size);
-  c.device = parse_device(a.get("device", "cpu"));
-  c.batch = a.get_int("batch", c.batch);
-  c.epochs = a.get_int("epochs", c.epochs);
-  c.steps = a.get_int("steps", 0);
-  OOMLAB_CHECK(!(a.has("epochs") && a.has("steps")), "give --epochs or --steps, not both");
-  // Recipe flags not given keep the model family's defaults (recipes.h).
-  if (a.has("optimizer")) c.optimizer = a.get("optimizer", "");
-  if (a.has("lr")) c.lr = a.get_double("lr", 0.0);
-  if (a.has("momentum")) c.momentum = a.get_double("momentum", 0.0);
-  if (a.has("weight-decay")) c.weight_decay = a.get_double("weight-decay", 0.0);
-  c.nesterov = a.flag("nesterov");
-  if (a.has("schedule")) c.schedule = a.get("schedule", "");
-  c.ema_decay = a.get_double("ema", 0.0);
-  const int64_t seed = a.get_int("seed", 0);
-  OOMLAB_CHECK(seed >= 0, "--seed must be >= 0 (got ", seed, ")");
-  c.seed = uint64_t(seed);
-  if (a.has("device-memory")) c.device_memory = parse_size(a.get("device-memory", ""));
-  c.save_dir = a.get("save", "");
-  c.save_every = a.get_int("save-every", 0);
-  c.resume_dir = a.get("resume", "");
-  c.eval_batches = a.get_int("eval-batches", -1);
-  c.log_every = a.get_int("log-every", c.log_every);
-  c.quiet = a.flag("quiet");
-  c.arch = arch_flags(a, c.model);
-  OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
-  OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
-  OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
-  OOMLAB_CHECK(!c.lr || *c.lr > 0, "--lr must be > 0");
-  OOMLAB_CHECK(c.ema_decay >= 0 && c.ema_decay < 1, "--ema must be in [0, 1)");
-  // Validate the output path before hours of training, not after.
-  if (auto path = a.get_opt("json")) check_output_path(*path);
-  check_trace_paths(a);
+  TrainConfig c = train_config(a);
+  check_train_config(c);
+  check_output_paths(a);
   c.record_history = a.has("memory-snapshot") || a.has("chrome-trace");
-  apply_backend_flags(a);
+  set_backend_options(backend_options(a));
   nlohmann::json results = with_traces_on_oom(a, c.device, [&] { return train(c); });
   write_json_if_asked(a, results);
   write_traces_if_asked(a, c.device);
+  if (results.contains("metrics") && results["metrics"].contains("diverged_at_step")) {
+    std::fprintf(stderr, "oomlab: diverged: the loss became %s at step %lld (exit %d)\n",
+                 results["metrics"].value("diverged_loss", "NaN").c_str(),
+                 (long long)results["metrics"]["diverged_at_step"].get<int64_t>(), kExitDiverged);
+    return kExitDiverged;
+  }
   return 0;
+}
+
+void check_command_args(const std::string& command, const std::vector<std::string>& args) {
+  if (command == "run") {
+    run_options(CliArgs(args, kRunFlags, {"fresh"}, "run", 1));
+    return;
+  }
+  const CommandFlags& f = command_flags(command);
+  CliArgs a(args, f.valued, f.switches, command);
+  if (command == "train") {
+    check_train_config(train_config(a));
+  } else {
+    model_spec(a);
+    if (command == "estimate") estimate_request(a);
+    else summary_batch(a);
+  }
+  backend_options(a);
+  check_output_paths(a);
 }
 
 int cmd_run(const std::vector<std::string>& args) {
@@ -329,17 +412,8 @@ int cmd_run(const std::vector<std::string>& args) {
     std::puts("oomlab run experiments/NN_name [--profile quick|full] [--out FILE] [--fresh] [--point-timeout SECONDS]");
     return 0;
   }
-  CliArgs a(args, {"profile", "out", "point-timeout"}, {"fresh"}, "run");
-  OOMLAB_CHECK(a.positionals().size() == 1, "oomlab run: give exactly one experiment folder, e.g. "
-               "oomlab run experiments/01_vgg16_memory");
-  RunOptions o;
-  o.profile = a.get("profile", "quick");
-  OOMLAB_CHECK(o.profile == "quick" || o.profile == "full", "--profile must be quick or full (got '", o.profile, "')");
-  o.out = a.get("out", "");
-  if (!o.out.empty()) check_output_path(o.out);
-  o.fresh = a.flag("fresh");
-  o.point_timeout_s = a.get_double("point-timeout", 0.0);
-  OOMLAB_CHECK(!a.has("point-timeout") || o.point_timeout_s > 0, "--point-timeout must be > 0");
+  CliArgs a(args, kRunFlags, {"fresh"}, "run", 1);
+  const RunOptions o = run_options(a);
   const std::string out = run_experiment(a.positionals()[0], o);
   std::printf("wrote %s\n", out.c_str());
   return 0;

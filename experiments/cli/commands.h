@@ -10,6 +10,19 @@ namespace oomlab {
 struct CommandFlags { std::set<std::string> valued, switches; };
 const CommandFlags& command_flags(const std::string& command);   // train | summary | estimate
 
+// Exit codes of the oomlab executable (README "Exit codes"): 0 success; 2 usage or input
+// error (bad flag or value, unknown model, corrupt or missing file, invalid experiment
+// spec, unwritable output); 3 out of memory (device or host; the message names the phase);
+// 4 training diverged (a NaN/Inf loss with --on-nan stop; the results are still written);
+// 70 internal error (a bug in oomlab: please report it).
+inline constexpr int kExitUsage = 2, kExitOutOfMemory = 3, kExitDiverged = 4, kExitInternal = 70;
+
+// Parses and validates a command's arguments (train | summary | estimate | run) exactly as
+// the command would, and checks its output paths, without running anything: ValueError /
+// IoError on anything the command would reject. The matrix runner checks every point with
+// it before the first one runs.
+void check_command_args(const std::string& command, const std::vector<std::string>& args);
+
 int cmd_train(const std::vector<std::string>& args);
 int cmd_summary(const std::vector<std::string>& args);
 int cmd_estimate(const std::vector<std::string>& args);

@@ -1,13 +1,17 @@
 // main.cpp — the `oomlab` command line: train | summary | estimate | run | help.
-// Contract: any oomlab::Error prints "oomlab: error: <message>" and exits 2; anything
-// unexpected exits 3; output files are written atomically or not at all.
+// Contract: exit codes as commands.h (kExit*): an oomlab::Error prints "oomlab: error:
+// <message>" and exits 2, out of memory (the device's or the host's std::bad_alloc) exits 3
+// with the phase named, divergence 4 (cmd_train), anything unexpected "oomlab: internal
+// error" and 70; output files are written atomically or not at all.
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "engine/core/error.h"
 #include "experiments/cli/commands.h"
+#include "experiments/runner/child_process.h"
 
 namespace {
 const char* kUsage =
@@ -35,11 +39,24 @@ int main(int argc, char** argv) {
     if (cmd == "models") return oomlab::cmd_models(args);
     std::fprintf(stderr, "oomlab: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
+  } catch (const oomlab::Interrupted& e) {
+    std::fprintf(stderr, "oomlab: %s\n", e.what());
+    return 128 + e.signal;
+  } catch (const oomlab::OutOfMemoryError& e) {
+    std::fprintf(stderr, "oomlab: error: %s\n", e.what());
+    return oomlab::kExitOutOfMemory;
+  } catch (const oomlab::InternalError& e) {
+    std::fprintf(stderr, "oomlab: internal error: %s\n", e.what());
+    return oomlab::kExitInternal;
   } catch (const oomlab::Error& e) {
     std::fprintf(stderr, "oomlab: error: %s\n", e.what());
-    return 2;
+    return oomlab::kExitUsage;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "oomlab: error: out of host memory (std::bad_alloc): the request needs more RAM than "
+                         "this machine can give; try a smaller --batch or model\n");
+    return oomlab::kExitOutOfMemory;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "oomlab: internal error: %s\n", e.what());
-    return 3;
+    return oomlab::kExitInternal;
   }
 }

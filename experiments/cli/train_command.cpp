@@ -2,7 +2,13 @@
 // model by name, the family recipe, device set-up, then the engine's train_model().
 #include "experiments/cli/train_command.h"
 
+#include <filesystem>
+
+#include "engine/core/checked_math.h"
 #include "engine/core/dispatch.h"
+#include "engine/data/idx_reader.h"
+#include "engine/io/atomic_file.h"
+#include "engine/optim/lr_schedule.h"
 #include "engine/data/dataset.h"
 #include "engine/data/synthetic_seg.h"
 #include "engine/data/synthetic_seq.h"
@@ -76,22 +82,52 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"schedule", r.schedule}, {"ema_decay", c.ema_decay}, {"seed", c.seed},
             {"device_memory", c.device_memory}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
+            {"on_nan", c.stop_on_nan ? "stop" : "continue"},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
   return j;
 }
 }  // namespace
 
-json train(const TrainConfig& c) {
+void check_train_config(const TrainConfig& c) {
   check_model_fits_dataset(c.model, c.dataset);
   c.arch.check_fits(c.model);
   if (model_input_kind(c.model) == InputKind::tokens) {   // the position table is never enlarged silently
     check_seq_fits(c.model, c.arch, c.seq_len, "--seq-len");
     if (c.long_seq_prob > 0) check_seq_fits(c.model, c.arch, c.long_seq_len, "--long-seq-len");
   }
+  const Recipe r = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay});
+  OOMLAB_CHECK(r.optimizer == "sgd" || r.optimizer == "adam" || r.optimizer == "adamw",
+               "--optimizer must be sgd, adam or adamw (got '", r.optimizer, "')");
+  OOMLAB_CHECK(r.lr > 0 && r.lr <= 1e6, "--lr must be in (0, 1e6] (got ", r.lr, ")");
+  OOMLAB_CHECK(r.weight_decay >= 0, "--weight-decay must be >= 0 (got ", r.weight_decay, ")");
+  OOMLAB_CHECK(r.momentum >= 0 && r.momentum < 1, "--momentum must be in [0, 1) (got ", r.momentum, ")");
+  OOMLAB_CHECK(!c.momentum || r.optimizer == "sgd", "--momentum has no effect with --optimizer ", r.optimizer,
+               " (Adam's betas are fixed at 0.9, 0.999)");
+  OOMLAB_CHECK(!c.nesterov || r.optimizer == "sgd", "--nesterov applies to --optimizer sgd only (this run uses ",
+               r.optimizer, ")");
+  OOMLAB_CHECK(!c.nesterov || r.momentum > 0, "--nesterov needs a momentum > 0 (as torch.optim.SGD)");
+  parse_lr_schedule(resolve_schedule(r.schedule, 100));   // an unknown schedule is named now
+  int64_t train_size = c.synthetic_size;
+  if (c.dataset == "fashion-mnist") {
+    find_fashion_mnist_dir(c.data_dir);
+    train_size = 60000;
+  }
+  OOMLAB_CHECK(c.batch <= train_size, "impossible batch: --batch ", c.batch, " is larger than the ", c.dataset,
+               " training set (", train_size, " samples)");
+  if (!c.input.empty()) {
+    OOMLAB_CHECK_T(ShapeError, c.input.size() == 3, "--input must be C,H,W (got ", shape_str(c.input), ")");
+    checked_numel(c.input, "--input");
+  }
+  if (!c.save_dir.empty()) check_output_dir(c.save_dir, "--save");
+  OOMLAB_CHECK_T(IoError, c.resume_dir.empty() || std::filesystem::exists(c.resume_dir), "--resume: ", c.resume_dir,
+                 " does not exist");
+}
+
+json train(const TrainConfig& c) {
+  check_train_config(c);
   std::vector<std::string> given;
   const Recipe recipe = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay}, &given);
-  OOMLAB_CHECK(recipe.lr > 0, "--lr must be > 0");
 
   reset_allocators();
   // allocator_for(cuda) needs the backend's raw-memory factory, registered with its kernels.
@@ -137,8 +173,13 @@ json train(const TrainConfig& c) {
   t.eval_batches = c.eval_batches;
   t.log_every = c.log_every;
   t.quiet = c.quiet;
+  t.stop_on_nan = c.stop_on_nan;
   t.config = config_json(c, recipe, given);
-  t.resume_keys = {"model", "dataset", "batch", "optimizer", "seed"};
+  // What a checkpoint must have been made with to resume it: the model, its data and the
+  // recipe (a different --lr would change the run while the results record the new one).
+  t.resume_keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len", "seq_min_len",
+                   "long_seq_len", "long_seq_prob", "batch", "optimizer", "lr", "momentum", "weight_decay",
+                   "nesterov", "schedule", "seed"};
   const json arch = c.arch.to_json(c.model);
   for (auto it = arch.begin(); it != arch.end(); ++it) t.resume_keys.push_back(it.key());
   json results = train_model(*model, *data.train, *data.test, t);

@@ -53,10 +53,19 @@ struct TrainConfig {
   int64_t eval_batches = -1;               // -1: full test set
   int64_t log_every = 50;
   bool quiet = false;
+  bool stop_on_nan = true;                 // --on-nan stop|continue (trainer.h)
   bool record_history = false;             // keep allocator trace + op spans for export
 };
 
-// Runs training; returns the results JSON (make_results("train", ...)).
+// Everything train() checks before any work, without allocating or reading data: the model
+// fits the dataset and its architecture flags, sequences fit the position table, the recipe
+// resolves (optimizer, schedule, lr > 0; --momentum / --nesterov only with SGD), the
+// Fashion-MNIST files exist, the batch fits the training set, --save DIR can be written and
+// --resume names something. ValueError / IoError naming the flag.
+void check_train_config(const TrainConfig& cfg);
+
+// Runs training; returns the results JSON (make_results("train", ...)). A diverged run
+// (stop_on_nan) returns its results with metrics.diverged_at_step (trainer.h).
 nlohmann::json train(const TrainConfig& cfg);
 
 }  // namespace oomlab

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "engine/core/error.h"
+#include "experiments/cli/commands.h"
 
 namespace oomlab {
 namespace {
@@ -36,6 +38,25 @@ std::string self_executable() {
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   OOMLAB_CHECK_T(IoError, n > 0, "cannot resolve /proc/self/exe: ", std::strerror(errno));
   return std::string(buf, size_t(n));
+}
+
+namespace {
+std::atomic<int> g_interrupt{0};
+extern "C" void on_interrupt(int sig) { g_interrupt.store(sig); }
+}  // namespace
+
+int interrupt_signal() { return g_interrupt.load(); }
+
+InterruptGuard::InterruptGuard() {
+  g_interrupt.store(0);
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+}
+
+InterruptGuard::~InterruptGuard() {
+  for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
 }
 
 ChildOutcome run_child(const std::string& executable, const std::vector<std::string>& args, double timeout_s,
@@ -85,7 +106,13 @@ ChildOutcome run_child(const std::string& executable, const std::vector<std::str
     if (r == pid) break;
     if (r < 0 && errno != EINTR) break;
     const auto now = std::chrono::steady_clock::now();
-    if (timeout_s > 0 && !term_sent && std::chrono::duration<double>(now - t0).count() > timeout_s) {
+    if (const int sig = interrupt_signal(); sig && !term_sent) {   // the runner was told to stop
+      ::kill(pid, SIGTERM);
+      term_sent = true;
+      term_at = now;
+      out.status = "interrupted";
+      out.signal = sig;
+    } else if (timeout_s > 0 && !term_sent && std::chrono::duration<double>(now - t0).count() > timeout_s) {
       ::kill(pid, SIGTERM);
       term_sent = timed_out = true;
       term_at = now;
@@ -99,6 +126,10 @@ ChildOutcome run_child(const std::string& executable, const std::vector<std::str
   pump();
   if (on_line && !partial.empty()) on_line(partial);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (out.status == "interrupted") {
+    throw Interrupted(out.signal, str_cat("interrupted by signal ", out.signal, " (", ::strsignal(out.signal),
+                                          "); the point that was running was stopped"));
+  }
   if (timed_out) {
     out.status = "timeout";
     out.message = str_cat("still running after ", timeout_s, " s (stopped)");
@@ -116,7 +147,7 @@ ChildOutcome run_child(const std::string& executable, const std::vector<std::str
       out.status = "ok";
     } else {
       out.message = error_line(log_path);
-      out.status = out.message.find("out of memory") != std::string::npos ? "oom" : "error";
+      out.status = out.exit_code == kExitOutOfMemory ? "oom" : out.exit_code == kExitDiverged ? "diverged" : "error";
     }
   }
   return out;

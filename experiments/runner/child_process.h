@@ -4,24 +4,51 @@
 // Contracts:
 //  * The child's stdout and stderr go to log_path; run_child never throws for anything the
 //    child does (only for failing to start it: IoError).
-//  * status: "ok" (exit 0), "oom" (exit 2 with "out of memory" in its error line), "error"
-//    (other non-zero exit), "crash" (killed by a signal it did not get from us), "timeout"
+//  * status: "ok" (exit 0), "oom" (exit 3, commands.h), "diverged" (exit 4: a NaN/Inf loss;
+//    its results file is written), "error" (other non-zero exit), "crash" (killed by a signal it did not get from us), "timeout"
 //    (still running after timeout_s: SIGTERM, then SIGKILL 5 s later).
 //  * message: the child's "oomlab: error: ..." line, the signal, or the timeout.
+//  * Interrupts: while an InterruptGuard lives, SIGINT / SIGTERM / SIGHUP only set a flag;
+//    run_child then stops its child (SIGTERM, SIGKILL 5 s later) and throws Interrupted, so
+//    the caller unwinds (temp files removed, partial results kept) instead of dying with a
+//    child left running.
 #pragma once
+#include <signal.h>
+
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "engine/core/error.h"
+
 namespace oomlab {
 
 struct ChildOutcome {
-  std::string status;          // ok | oom | error | crash | timeout
+  std::string status;          // ok | oom | diverged | error | crash | timeout
   int exit_code = -1;          // when it exited
   int signal = 0;              // when a signal ended it
   double seconds = 0;
   std::string message;
 };
+
+struct Interrupted : Error {
+  Interrupted(int sig, const std::string& what) : Error(what), signal(sig) {}
+  int signal;
+};
+
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[3];
+};
+// The signal an InterruptGuard caught (0: none).
+int interrupt_signal();
 
 // on_line (optional) sees each line the child writes, as it appears (progress of long points).
 ChildOutcome run_child(const std::string& executable, const std::vector<std::string>& args, double timeout_s,

@@ -12,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
 #include "engine/train/results.h"
+#include "experiments/cli/commands.h"
 #include "experiments/runner/child_process.h"
 #include "experiments/runner/matrix.h"
 #include "experiments/runner/registry.h"
@@ -24,16 +25,9 @@ namespace {
 constexpr double kDefaultPointTimeoutS = 1800;
 
 json load_spec(const fs::path& spec_path) {
-  OOMLAB_CHECK_T(IoError, fs::exists(spec_path), "oomlab run: ", spec_path.string(), " not found (give an ",
+  OOMLAB_CHECK_T(IoError, fs::is_regular_file(spec_path), "oomlab run: ", spec_path.string(), " not found (give an ",
                  "experiment folder such as experiments/01_vgg16_memory)");
-  try {
-    json spec = json::parse(read_file(spec_path.string()));
-    OOMLAB_CHECK(spec.is_object(), spec_path.string(), ": the spec must be a JSON object");
-    OOMLAB_CHECK(spec.contains("name") && spec["name"].is_string(), spec_path.string(), ": missing \"name\"");
-    return spec;
-  } catch (const json::exception& e) {
-    throw IoError(str_cat(spec_path.string(), ": invalid JSON: ", e.what()));
-  }
+  return parse_experiment_spec(read_file(spec_path.string()), spec_path.string());
 }
 
 // Identifies the spec + profile a partial file belongs to.
@@ -52,7 +46,7 @@ std::map<std::string, json> resumable_points(const fs::path& partial, const std:
     if (j.value("spec_digest", "") != digest) return out;
     for (const json& p : j.at("points")) {
       const std::string st = p.at("outcome").value("status", "");
-      if (st == "ok" || st == "oom") out[p.at("name").get<std::string>()] = p;
+      if (st == "ok" || st == "oom" || st == "diverged") out[p.at("name").get<std::string>()] = p;
     }
   } catch (const std::exception& e) {   // a damaged partial file is ignored, not trusted
     std::printf("oomlab run: ignoring %s (%s)\n", partial.c_str(), e.what());
@@ -121,18 +115,32 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
   const std::string name = spec["name"];
   const ExperimentDriver& driver = experiment_driver(name);
   const std::vector<PointSpec> specs = expand_matrix(spec, o.profile, driver.spec_keys, spec_path.string());
-  double timeout_s = o.point_timeout_s;
-  if (timeout_s <= 0 && spec.contains("timeout_s")) {
-    const json& t = for_profile(spec["timeout_s"], o.profile, spec_path.string() + ": timeout_s");
-    OOMLAB_CHECK(t.is_number() && t.get<double>() > 0, spec_path.string(), ": timeout_s must be a positive number");
-    timeout_s = t.get<double>();
+  for (const SpecField& f : driver.spec_fields) spec_field(spec, f, spec_path.string());
+  // Every point's arguments are checked as its command would, before the first one runs.
+  for (const PointSpec& ps : specs) {
+    std::vector<std::string> args = ps.args();
+    args.erase(args.begin());
+    try {
+      check_command_args(ps.command, args);
+    } catch (const Error& e) {
+      throw ValueError(str_cat(spec_path.string(), ": point '", ps.name, "': ", e.what()));
+    }
   }
+  double timeout_s = o.point_timeout_s;
+  if (timeout_s <= 0 && spec.contains("timeout_s"))   // validated by parse_experiment_spec
+    timeout_s = for_profile(spec["timeout_s"], o.profile, spec_path.string() + ": timeout_s").get<double>();
   if (timeout_s <= 0) timeout_s = kDefaultPointTimeoutS;
   const Device device = parse_device(spec.value("device", std::string("cpu")));
   const fs::path out = o.out.empty() ? d.parent_path().parent_path() / "reports" / "results" / (name + ".json")
                                      : fs::absolute(fs::path(o.out));
-  fs::create_directories(out.parent_path());
   const fs::path partial = out.string() + ".partial";
+  // The output locations are checked before the first point (not after hours of points).
+  check_output_dir(out.parent_path().string(), "oomlab run: results folder");
+  std::error_code ec;
+  fs::create_directories(out.parent_path(), ec);
+  OOMLAB_CHECK_T(IoError, !ec, "oomlab run: cannot create ", out.parent_path().string(), ": ", ec.message());
+  check_output_file(out.string(), "oomlab run: results file");
+  check_output_file(partial.string(), "oomlab run: partial results file");
   const std::string digest = spec_digest(spec, o.profile);
   std::map<std::string, json> done = o.fresh ? std::map<std::string, json>{} : resumable_points(partial, digest);
   const std::string exe = o.executable.empty() ? self_executable() : o.executable;
@@ -143,6 +151,7 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
     std::printf("oomlab run %s (%s profile): %zu point(s), timeout %s each%s\n", name.c_str(), o.profile.c_str(), n,
                 fmt_seconds(timeout_s).c_str(),
                 done.empty() ? "" : str_cat(", resuming from ", partial.string()).c_str());
+  InterruptGuard interrupts;   // Ctrl-C / kill stop the running point and unwind (temp dir removed)
   TempDir tmp;
   json points = json::array();
   std::map<std::string, int> counts;
@@ -167,11 +176,18 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
       // summary/estimate print tables, which the results hold anyway.
       const bool follow = !o.quiet && ps.command == "train";
       if (follow) std::printf("[%zu/%zu] %s ...\n", i + 1, n, ps.name.c_str());
-      ChildOutcome oc = run_child(exe, child_args, timeout_s, log_path, [&](const std::string& line) {
-        if (follow) std::printf("    | %s\n", line.c_str());
-      });
+      ChildOutcome oc;
+      try {
+        oc = run_child(exe, child_args, timeout_s, log_path, [&](const std::string& line) {
+          if (follow) std::printf("    | %s\n", line.c_str());
+        });
+      } catch (const Interrupted& e) {
+        throw Interrupted(e.signal, str_cat("oomlab run ", name, ": ", e.what(), " at point ", i + 1, "/", n,
+                                            "; the ", i, " point(s) before it are in ", partial.string(),
+                                            " and a rerun resumes from there"));
+      }
       json result = json::object();
-      if (oc.status == "ok") {
+      if (oc.status == "ok" || oc.status == "diverged") {
         try {
           result = json::parse(read_file(json_path));
         } catch (const std::exception& e) {
@@ -209,7 +225,7 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
   try {
     summary = driver.summarize(driver_spec, points);
     verdict = driver.verdict(driver_spec, summary);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {   // oomlab::Error, or a JSON-library error on data the driver did not expect
     throw ValueError(str_cat("oomlab run ", name, ": cannot summarise the points (", e.what(),
                              "); the points so far are in ", partial.string()));
   }
@@ -225,7 +241,6 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
                   {"source", spec.value("source", json::object())}, {"points", points},
                   {"summary", summary}, {"verdict", verdict}, {"runner", runner}};
   write_json_atomic(out.string(), results);
-  std::error_code ec;
   fs::remove(partial, ec);
   return out.string();
 }

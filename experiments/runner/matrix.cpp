@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "experiments/cli/commands.h"
 
@@ -55,11 +56,86 @@ std::string flag_text(const json& v, const std::string& what) {
                            v.dump(), ")"));
 }
 
+bool has_type(const json& v, const std::string& type) {
+  if (type == "object") return v.is_object();
+  if (type == "array") return v.is_array();
+  if (type == "string") return v.is_string();
+  if (type == "number") return v.is_number();
+  if (type == "positive") return v.is_number() && v.get<double>() > 0;
+  if (type == "integer") return v.is_number_integer();
+  if (type == "boolean") return v.is_boolean();
+  throw InternalError(str_cat("spec_field: unknown JSON type '", type, "'"));
+}
+
+std::string type_name(const json& v) {
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_null()) return "null";
+  return v.is_object() ? "an object" : "a list";
+}
+
 std::string label_of(const json& v) {
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
 }
 }  // namespace
+
+json parse_experiment_spec(std::string_view text, const std::string& where) {
+  json spec;
+  try {
+    spec = json::parse(text, [&](int depth, json::parse_event_t, json&) {
+      OOMLAB_CHECK(depth <= kMaxSpecDepth, where, ": JSON nested deeper than ", kMaxSpecDepth, " levels");
+      return true;
+    });
+  } catch (const json::exception& e) {
+    throw ValueError(str_cat(where, ": invalid JSON: ", e.what()));
+  }
+  OOMLAB_CHECK(spec.is_object(), where, ": the spec must be a JSON object (got ", type_name(spec), ")");
+  spec_field(spec, {"name", "string"}, where);
+  OOMLAB_CHECK(!spec["name"].get<std::string>().empty(), where, ": \"name\" is empty");
+  OOMLAB_CHECK(!spec.contains("matrix") || spec["matrix"].is_object() || spec["matrix"].is_array(), where,
+               ": \"matrix\" must be an object or a list of objects (got ", type_name(spec["matrix"]), ")");
+  for (const char* k : {"title", "claim", "notes", "device"})
+    if (spec.contains(k)) spec_field(spec, {k, "string"}, where);
+  if (spec.contains("source")) spec_field(spec, {"source", "object"}, where);
+  if (spec.contains("device")) {
+    try {
+      parse_device(spec["device"].get<std::string>());
+    } catch (const Error& e) {
+      throw ValueError(str_cat(where, ": \"device\": ", e.what()));
+    }
+  }
+  if (spec.contains("timeout_s")) {
+    for (const char* profile : kProfiles) {
+      const json& t = for_profile(spec["timeout_s"], profile, where + ": timeout_s");
+      OOMLAB_CHECK(t.is_number() && t.get<double>() > 0 && t.get<double>() <= 1e9, where,
+                   ": \"timeout_s\" must be a positive number of seconds (or one per profile), got ", t.dump());
+    }
+  }
+  return spec;
+}
+
+const json& spec_field(const json& spec, const SpecField& field, const std::string& where) {
+  const json* j = &spec;
+  size_t pos = 0;
+  while (true) {
+    const size_t dot = field.path.find('.', pos);
+    const std::string key = field.path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    const std::string so_far = field.path.substr(0, dot);
+    OOMLAB_CHECK(j->is_object() && j->contains(key), where, ": missing key \"", so_far, "\" (",
+                 field.type.empty() ? std::string("needed") : "expected " + field.type, ")");
+    j = &(*j)[key];
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  OOMLAB_CHECK(field.type.empty() || has_type(*j, field.type), where, ": \"", field.path, "\" must be ",
+               field.type == "integer" || field.type == "array" || field.type == "object" ? "an " : "a ",
+               field.type == "positive" ? "positive number" : field.type, " (got ",
+               field.type == "positive" && j->is_number() ? j->dump() : type_name(*j), ")");
+  return *j;
+}
 
 std::vector<std::string> PointSpec::args() const {
   std::vector<std::string> a = {command};
@@ -98,6 +174,7 @@ std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profil
     const std::string bwhere = str_cat(where, ": matrix[", bi, "]");
     check_keys(b, {"name", "command", "options", "axes"}, bwhere);
     OOMLAB_CHECK(b.contains("command") && b["command"].is_string(), bwhere, ": missing \"command\"");
+    OOMLAB_CHECK(!b.contains("name") || b["name"].is_string(), bwhere, ": \"name\" must be a string");
     const std::string command = b["command"];
     const CommandFlags& cf = command_flags(command);
     auto check_flag = [&](const std::string& flag, const std::string& what) {

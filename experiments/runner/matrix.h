@@ -14,6 +14,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,24 @@ struct PointSpec {
   nlohmann::json options = nlohmann::json::object();         // every flag given (json values)
   std::vector<std::string> args() const;                     // command, --flag, value, ...
 };
+
+// experiment.json's text parsed and checked before anything reads it: JSON nested at most
+// kMaxSpecDepth levels (a deeper document is rejected while parsing, so no recursive walk
+// can overflow the stack), an object, and the runner's keys with their types: name
+// (string), title / claim / notes (strings), source (object), device (a device name),
+// timeout_s (a positive number, or one per profile), matrix (an object or a list; its
+// presence and contents are expand_matrix's to check).
+// Errors are ValueErrors naming `where` (the file) and the key.
+inline constexpr int kMaxSpecDepth = 64;
+nlohmann::json parse_experiment_spec(std::string_view text, const std::string& where);
+
+// A field of the spec a driver reads, as a dotted path ("source.totals.params") and the
+// JSON type it must have: "object", "array", "string", "number", "positive" (a number
+// > 0), "integer", "boolean".
+struct SpecField { std::string path, type; };
+// The field's value; ValueError naming `where`, the path and the expected type when it is
+// missing or of another type.
+const nlohmann::json& spec_field(const nlohmann::json& spec, const SpecField& field, const std::string& where);
 
 // The top-level keys the runner itself reads (name, title, claim, source, device, matrix,
 // timeout_s, notes).

@@ -10,6 +10,9 @@
 //    summary what they could not compute.
 //  * verdict(spec, summary) returns {"status": confirmed|refuted|depends, "reason"}, every
 //    number in the reason taken from the summary.
+//  * spec_fields: the fields of the spec it reads (e.g. {"source.totals.params", "number"}),
+//    checked by the runner before any point runs: a missing or mistyped one is a
+//    ValueError naming the file, the key and the type.
 //  * spec_keys: top-level experiment.json keys the driver reads besides the runner's own
 //    (runner_spec_keys()); any other key is an error naming it.
 #pragma once
@@ -18,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "experiments/runner/matrix.h"
+
 namespace oomlab {
 
 struct ExperimentDriver {
@@ -25,6 +30,7 @@ struct ExperimentDriver {
   std::function<nlohmann::json(const nlohmann::json& spec, nlohmann::json& points)> summarize;
   std::function<nlohmann::json(const nlohmann::json& spec, const nlohmann::json& summary)> verdict;
   std::vector<std::string> spec_keys;
+  std::vector<SpecField> spec_fields;
 };
 
 // Called from static initialisers (the app library is linked whole-archive); returns true.
