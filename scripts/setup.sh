@@ -8,9 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# clang, libclang-rt-dev (libFuzzer, clang's sanitizer runtimes) and libomp-dev (LLVM's
+# OpenMP with Archer, for ThreadSanitizer) serve scripts/sanitize.sh and scripts/fuzz.sh.
 packages=(cmake g++ make libopenblas-dev libopenmpi-dev openmpi-bin zlib1g-dev
           nlohmann-json3-dev libgtest-dev libbenchmark-dev python3 python3-matplotlib
-          dataset-fashion-mnist)
+          dataset-fashion-mnist clang libclang-rt-dev libomp-dev)
 
 if command -v dpkg-query >/dev/null 2>&1; then
   missing=()

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Sanitizer runs (CI runs this from scripts/test.sh unless OOMLAB_SKIP_SANITIZERS=1):
+#  asan: build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer (gcc, -O1 -g1) and the
+#        WHOLE ctest suite. LeakSanitizer is on when it works here (it needs ptrace-like
+#        access to the process's own threads, which some containers forbid: probed first).
+#  tsan: build-tsan/ with ThreadSanitizer (clang + LLVM's libomp, whose OpenMP barriers TSan
+#        sees through the Archer tool, libarcher.so; gcc's libgomp synchronises through raw
+#        futexes that TSan cannot see, so every parallel region would be a false race) and
+#        only the tests that run threads: DataLoader prefetch threads, device threads
+#        (run_on_devices), thread budgets and the BLAS thread limit, the allocator from two
+#        threads, training (prefetch thread + OpenMP), the matrix runner's child processes, and
+#        the kernels' thread-count-independence tests (OpenMP regions). OpenBLAS's own
+#        threads are uninstrumented: tests/sanitizers/tsan.supp silences reports inside
+#        libopenblas only.
+# Any sanitizer report fails the test that produced it (halt_on_error, -fno-sanitize-recover),
+# so "ctest passed" means "no report". Each part prints its wall time.
+# Environment: OOMLAB_SANITIZERS ("asan tsan", the default, or one of them),
+#   OOMLAB_JOBS (build jobs, default nproc), OOMLAB_CTEST_JOBS (default 2),
+#   OOMLAB_CTEST_ARGS (extra ctest arguments, word-split, e.g. "-R Conv" to iterate).
+# Run it niced on a shared machine: nice -n 10 bash scripts/sanitize.sh
+# Needs: g++ (libasan, libubsan), clang, libomp-dev (scripts/setup.sh installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+parts="${OOMLAB_SANITIZERS:-asan tsan}"
+jobs="${OOMLAB_JOBS:-$(nproc)}"
+ctest_jobs="${OOMLAB_CTEST_JOBS:-2}"
+# shellcheck disable=SC2206  # a list of ctest flags
+ctest_extra=(${OOMLAB_CTEST_ARGS:-})
+failures=()
+timings=()
+
+step() { echo; echo "=== sanitize: $* ==="; }
+now() { date +%s; }
+took() { echo "$(( $(now) - $1 ))"; }
+
+# Configure flags shared by both builds: optimised enough to run the suite, line tables for
+# symbolised stacks, CUDA off (sanitizers do not see device code).
+common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DOOMLAB_CUDA=OFF)
+
+run_asan() {
+  local dir=build-asan t0 t1
+  step "ASan + UBSan: configure and build ($dir)"
+  t0=$(now)
+  # LeakSanitizer stops the process's threads with ptrace; probe whether this machine allows it.
+  local probe out leaks=1
+  probe="$(mktemp -d)"
+  printf '#include <stdlib.h>\nvoid* volatile p;\nint main(void) { p = malloc(7); p = 0; return 0; }\n' \
+    >"$probe/leak.c"
+  out="$( { ${CC:-cc} -fsanitize=address -g "$probe/leak.c" -o "$probe/leak" &&
+            ASAN_OPTIONS=detect_leaks=1 "$probe/leak"; } 2>&1 || true)"   # a found leak exits 1
+  if [[ "$out" == *"LeakSanitizer: detected memory leaks"* ]]; then
+    echo "sanitize: LeakSanitizer works here: detect_leaks=1"
+  else
+    leaks=0
+    echo "sanitize: WARNING: LeakSanitizer does not work here (no ptrace?): detect_leaks=0"
+  fi
+  rm -rf "$probe"
+  # Exported before the build: gtest discovery runs the test binaries at build time.
+  export ASAN_OPTIONS="detect_leaks=$leaks:halt_on_error=1:abort_on_error=0:print_stacktrace=1:\
+detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:\
+strict_string_checks=1"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  if ! cmake -S . -B "$dir" "${common[@]}" -DOOMLAB_SANITIZE=address,undefined >/dev/null ||
+     ! cmake --build "$dir" -j"$jobs"; then
+    failures+=("asan build"); timings+=("asan build: $(took "$t0") s (failed)"); return
+  fi
+  timings+=("asan configure+build: $(took "$t0") s")
+  step "ASan + UBSan: whole ctest suite ($dir)"
+  t1=$(now)
+  if ! ctest --test-dir "$dir" --output-on-failure -j"$ctest_jobs" --no-tests=error "${ctest_extra[@]}"; then
+    failures+=("asan ctest")
+  fi
+  timings+=("asan ctest: $(took "$t1") s")
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+}
+
+# Tests that start threads (see the header); executables and a ctest -R regex.
+tsan_targets=(oomlab test_data test_data_seq_seg test_devices test_cpu_backend test_caching_allocator
+              test_train_resume test_matrix_runner test_ops_conv test_ops_conv_direct
+              test_ops_cross_family test_ops_dropout test_optim)
+tsan_regex='^(DataLoader\.|SeqSegLoader\.|SyntheticSeq\.PaddedVariableLengthBatches|Devices\.|CpuBackend\.'
+tsan_regex+='|CachingAllocator\.TwoThreadsSmoke|Trainer\.|MatrixRunner\.|Conv2d\.DeterministicAcrossThreadCounts'
+tsan_regex+='|ConvDirect\.BitwiseIndependentOfThreadCount|BatchNormPool\.ResultsIndependentOfThreadCount'
+tsan_regex+='|Transformer\.ColumnReductionsIndependentOfThreadCount|Vision\.ThreadCountIndependent'
+tsan_regex+='|Dropout\.KeepFractionAndThreadIndependence|Optimizer\.LargeFloatParamIsThreadCountIndependent)'
+
+run_tsan() {
+  local dir=build-tsan t0 t1 cc=${OOMLAB_TSAN_CC:-clang} cxx=${OOMLAB_TSAN_CXX:-clang++} archer
+  step "TSan: configure and build ($dir, $cxx)"
+  t0=$(now)
+  archer="$("$cxx" -print-file-name=libarcher.so)"
+  if [[ "$archer" != /* || ! -f "$archer" ]]; then
+    archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -n 1 || true)
+  fi
+  if [[ -z "$archer" || ! -f "$archer" ]]; then
+    echo "sanitize: libarcher.so (LLVM's OpenMP TSan support, package libomp-dev) not found"
+    failures+=("tsan: no libarcher.so"); return
+  fi
+  # ignore_noninstrumented_modules: accesses made inside uninstrumented libraries (libomp's
+  # own bookkeeping, OpenBLAS, libstdc++.so) are not tracked, as Archer asks for; what our
+  # instrumented code reads and writes still is, on every thread.
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:\
+ignore_noninstrumented_modules=1:suppressions=$PWD/tests/sanitizers/tsan.supp"
+  export OMP_TOOL_LIBRARIES="$archer" ARCHER_OPTIONS="verbose=0"
+  if ! CC="$cc" CXX="$cxx" cmake -S . -B "$dir" "${common[@]}" -DOOMLAB_SANITIZE=thread >/dev/null ||
+     ! cmake --build "$dir" -j"$jobs" --target "${tsan_targets[@]}"; then
+    failures+=("tsan build"); timings+=("tsan build: $(took "$t0") s (failed)"); return
+  fi
+  timings+=("tsan configure+build: $(took "$t0") s")
+  step "TSan: threaded tests ($dir)"
+  t1=$(now)
+  if ! ctest --test-dir "$dir" --output-on-failure -j"$ctest_jobs" --no-tests=error -R "$tsan_regex" \
+       "${ctest_extra[@]}"; then
+    failures+=("tsan ctest")
+  fi
+  timings+=("tsan ctest: $(took "$t1") s")
+  unset TSAN_OPTIONS OMP_TOOL_LIBRARIES ARCHER_OPTIONS
+}
+
+start=$(now)
+for p in $parts; do
+  case "$p" in
+    asan) run_asan ;;
+    tsan) run_tsan ;;
+    *) echo "sanitize: unknown part '$p' in OOMLAB_SANITIZERS (asan, tsan)" >&2; exit 2 ;;
+  esac
+done
+
+echo
+echo "sanitize: timings"
+for t in "${timings[@]}"; do echo "  $t"; done
+echo "  total: $(took "$start") s"
+if ((${#failures[@]})); then
+  echo "sanitize: FAILED: ${failures[*]}"
+  exit 1
+fi
+echo "sanitize: clean ($parts)"
