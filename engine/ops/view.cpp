@@ -6,6 +6,7 @@
 #include "engine/ops/view.h"
 
 #include "engine/autograd/node.h"
+#include "engine/core/checked_math.h"
 #include "engine/core/error.h"
 #include "kernels/copy.h"
 
@@ -19,7 +20,7 @@ Shape infer_shape(const Shape& in, Shape out, const char* op) {
       neg = int64_t(i);
     } else {
       OOMLAB_CHECK_T(ShapeError, out[i] >= 0, op, ": invalid dimension in ", shape_str(out));
-      known *= out[i];
+      known = checked_mul(known, out[i], op);
     }
   }
   int64_t n = shape_numel(in);
