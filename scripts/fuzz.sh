@@ -6,7 +6,7 @@
 # dictionary tests/fuzz/<target>.dict when there is one. Fails on any crash, sanitizer report,
 # timeout, out-of-memory or leak; the input is kept as build-fuzz/artifacts/<target>-crash-*
 # (reproduce: build-fuzz/<target> build-fuzz/artifacts/<target>-crash-...). Prints each
-# target's time and executions. CI runs this from scripts/test.sh unless OOMLAB_SKIP_FUZZ=1.
+# target's time and executions. scripts/test.sh runs this when OOMLAB_RUN_FUZZ=1.
 # Environment:
 #   OOMLAB_FUZZ_SECONDS   per target (default 60)
 #   OOMLAB_FUZZ_TARGETS   targets to run (default: all tests/fuzz/fuzz_*.cpp), space-separated
@@ -20,7 +20,8 @@
 # merge the interesting new inputs into the committed corpus while keeping it small:
 #   build-fuzz/fuzz_safetensors -merge=1 tests/fuzz/corpus/fuzz_safetensors MY_CORPUS_DIR
 # Run it niced on a shared machine: nice -n 10 bash scripts/fuzz.sh
-# Needs: clang and libFuzzer (Debian: clang, libclang-rt-dev), libomp-dev (scripts/setup.sh).
+# Needs: clang and libFuzzer (Debian: clang, libclang-rt-dev), libomp-dev; ninja-build is used
+# when present (scripts/setup.sh installs them all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,8 +52,10 @@ max_len() {
 
 echo "=== fuzz: configure and build ($dir, clang) ==="
 t0=$(date +%s)
+gen=()   # a new build dir uses Ninja when installed: it builds the targets in parallel
+if [[ ! -f "$dir/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then gen=(-GNinja); fi
 CC=${OOMLAB_FUZZ_CC:-clang} CXX=${OOMLAB_FUZZ_CXX:-clang++} \
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
+  cmake -S . -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
         -DOOMLAB_CUDA=OFF -DOOMLAB_FUZZ=ON >/dev/null
 cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
 build_s=$(( $(date +%s) - t0 ))

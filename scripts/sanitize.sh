@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer runs (CI runs this from scripts/test.sh unless OOMLAB_SKIP_SANITIZERS=1):
+# Sanitizer runs (scripts/test.sh runs this when OOMLAB_RUN_SANITIZERS=1):
 #  asan: build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer (gcc, -O1 -g1) and the
 #        WHOLE ctest suite. LeakSanitizer is on when it works here (it needs ptrace-like
 #        access to the process's own threads, which some containers forbid: probed first).
@@ -9,16 +9,18 @@
 #        only the tests that run threads: DataLoader prefetch threads, device threads
 #        (run_on_devices), thread budgets and the BLAS thread limit, the allocator from two
 #        threads, training (prefetch thread + OpenMP), the matrix runner's child processes, and
-#        the kernels' thread-count-independence tests (OpenMP regions). OpenBLAS's own
-#        threads are uninstrumented: tests/sanitizers/tsan.supp silences reports inside
-#        libopenblas only.
+#        the kernels' thread-count-independence tests (OpenMP regions). Accesses inside
+#        uninstrumented libraries (libomp, OpenBLAS's threads) are not tracked
+#        (ignore_noninstrumented_modules=1); tests/sanitizers/tsan.supp names third-party
+#        libraries only (libopenblas), never oomlab code.
 # Any sanitizer report fails the test that produced it (halt_on_error, -fno-sanitize-recover),
 # so "ctest passed" means "no report". Each part prints its wall time.
 # Environment: OOMLAB_SANITIZERS ("asan tsan", the default, or one of them),
 #   OOMLAB_JOBS (build jobs, default nproc), OOMLAB_CTEST_JOBS (default 2),
 #   OOMLAB_CTEST_ARGS (extra ctest arguments, word-split, e.g. "-R Conv" to iterate).
 # Run it niced on a shared machine: nice -n 10 bash scripts/sanitize.sh
-# Needs: g++ (libasan, libubsan), clang, libomp-dev (scripts/setup.sh installs them).
+# Needs: g++ (libasan, libubsan), clang, libomp-dev; ninja-build is used when present
+# (scripts/setup.sh installs them all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +39,9 @@ took() { echo "$(( $(now) - $1 ))"; }
 # Configure flags shared by both builds: optimised enough to run the suite, line tables for
 # symbolised stacks, CUDA off (sanitizers do not see device code).
 common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DOOMLAB_CUDA=OFF)
+# A new build dir uses Ninja when it is installed: it builds several --target goals in
+# parallel, where make's top-level Makefile builds them one after another.
+generator() { if [[ ! -f "$1/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then echo "-GNinja"; fi; }
 
 run_asan() {
   local dir=build-asan t0 t1
@@ -61,7 +66,8 @@ run_asan() {
 detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:\
 strict_string_checks=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-  if ! cmake -S . -B "$dir" "${common[@]}" -DOOMLAB_SANITIZE=address,undefined >/dev/null ||
+  # shellcheck disable=SC2046  # generator: no word or one
+  if ! cmake -S . -B "$dir" $(generator "$dir") "${common[@]}" -DOOMLAB_SANITIZE=address,undefined >/dev/null ||
      ! cmake --build "$dir" -j"$jobs"; then
     failures+=("asan build"); timings+=("asan build: $(took "$t0") s (failed)"); return
   fi
@@ -103,7 +109,8 @@ run_tsan() {
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:\
 ignore_noninstrumented_modules=1:suppressions=$PWD/tests/sanitizers/tsan.supp"
   export OMP_TOOL_LIBRARIES="$archer" ARCHER_OPTIONS="verbose=0"
-  if ! CC="$cc" CXX="$cxx" cmake -S . -B "$dir" "${common[@]}" -DOOMLAB_SANITIZE=thread >/dev/null ||
+  # shellcheck disable=SC2046
+  if ! CC="$cc" CXX="$cxx" cmake -S . -B "$dir" $(generator "$dir") "${common[@]}" -DOOMLAB_SANITIZE=thread >/dev/null ||
      ! cmake --build "$dir" -j"$jobs" --target "${tsan_targets[@]}"; then
     failures+=("tsan build"); timings+=("tsan build: $(took "$t0") s (failed)"); return
   fi

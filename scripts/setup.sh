@@ -8,11 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# clang, libclang-rt-dev (libFuzzer, clang's sanitizer runtimes) and libomp-dev (LLVM's
-# OpenMP with Archer, for ThreadSanitizer) serve scripts/sanitize.sh and scripts/fuzz.sh.
+# clang, libclang-rt-dev (libFuzzer, clang's sanitizer runtimes), libomp-dev (LLVM's OpenMP
+# with Archer, for ThreadSanitizer) and ninja-build (parallel builds of selected targets)
+# serve scripts/sanitize.sh and scripts/fuzz.sh.
 packages=(cmake g++ make libopenblas-dev libopenmpi-dev openmpi-bin zlib1g-dev
           nlohmann-json3-dev libgtest-dev libbenchmark-dev python3 python3-matplotlib
-          dataset-fashion-mnist clang libclang-rt-dev libomp-dev)
+          dataset-fashion-mnist clang libclang-rt-dev libomp-dev ninja-build)
 
 if command -v dpkg-query >/dev/null 2>&1; then
   missing=()
