@@ -6,7 +6,7 @@
 # dictionary tests/fuzz/<target>.dict when there is one. Fails on any crash, sanitizer report,
 # timeout, out-of-memory or leak; the input is kept as build-fuzz/artifacts/<target>-crash-*
 # (reproduce: build-fuzz/<target> build-fuzz/artifacts/<target>-crash-...). Prints each
-# target's time and executions. scripts/test.sh runs this when OOMLAB_RUN_FUZZ=1.
+# target's time and executions. CI runs this from scripts/test.sh unless OOMLAB_SKIP_FUZZ=1.
 # Environment:
 #   OOMLAB_FUZZ_SECONDS   per target (default 60)
 #   OOMLAB_FUZZ_TARGETS   targets to run (default: all tests/fuzz/fuzz_*.cpp), space-separated
