@@ -101,6 +101,7 @@ class BertEmbeddings : public nn::Module {
     return (*dropout)((*LayerNorm)(e));
   }
   const char* type_name() const override { return "BertEmbeddings"; }
+  std::vector<Tensor*> side_inputs() override { return {&position_ids, &token_type_ids}; }
   std::shared_ptr<nn::Embedding> word_embeddings, position_embeddings, token_type_embeddings;
   std::shared_ptr<nn::LayerNorm> LayerNorm;
   std::shared_ptr<nn::Dropout> dropout;
@@ -128,6 +129,7 @@ class BertSelfAttention : public nn::Module {
     return ctx.permute({0, 2, 1, 3}).reshape({B, T, H});
   }
   const char* type_name() const override { return "BertSelfAttention"; }
+  std::vector<Tensor*> side_inputs() override { return {&mask}; }
   std::shared_ptr<nn::Linear> query, key, value;
   std::shared_ptr<nn::DotProductAttention> core;   // "attention.self.core": QK^T, softmax, dropout, PV
   int64_t heads;
@@ -149,6 +151,7 @@ class BertResidualOutput : public nn::Module {
     return (*LayerNorm)(h);
   }
   const char* type_name() const override { return type; }
+  std::vector<Tensor*> side_inputs() override { return {&residual}; }
   std::shared_ptr<nn::Linear> dense;
   std::shared_ptr<nn::LayerNorm> LayerNorm;
   std::shared_ptr<nn::Dropout> dropout;
@@ -226,6 +229,7 @@ class BertEncoder : public nn::Module {
     return h;
   }
   const char* type_name() const override { return "BertEncoder"; }
+  std::vector<Tensor*> side_inputs() override { return {&mask}; }
   std::shared_ptr<nn::Sequential> layer;
   std::vector<std::shared_ptr<BertLayer>> layers;
 };

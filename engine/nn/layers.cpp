@@ -7,6 +7,8 @@
 // host round trip, no synchronisation).
 #include "engine/nn/layers.h"
 
+#include "engine/autograd/checkpoint.h"
+
 #include <cmath>
 
 #include "engine/core/error.h"
@@ -175,6 +177,10 @@ BatchNorm2d::BatchNorm2d(int64_t c, double eps, double momentum, const LayerOpti
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   bool training = is_training();
+  if (training && checkpoint_recomputing()) {   // the re-run of a checkpointed segment:
+    Tensor no_mean, no_var;                     // same batch statistics, running stats untouched
+    return batch_norm(x, weight, bias, no_mean, no_var, true, momentum, eps);
+  }
   Tensor y = batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
   if (training) add_scalar_inplace(num_batches_tracked, 1.0);   // on the device; no-op on meta
   return y;

@@ -87,6 +87,7 @@ class ReLU : public Module {
  public:
   explicit ReLU(bool inplace = false) : inplace(inplace) {}
   Tensor forward(const Tensor& x) override;   // inplace: relu_ on x's storage
+  bool modifies_input() const override { return inplace; }
   const char* type_name() const override { return "ReLU"; }
   bool inplace;
 };

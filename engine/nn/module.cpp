@@ -2,7 +2,8 @@
 // traversal in PyTorch's order (own tensors first, then children in registration order,
 // pre-order), dotted names kept in sync with the tree (set_prefix renames the whole
 // subtree when a module is attached), train/eval propagation, and operator() labelling
-// every allocation of a forward with MemoryContext(full_name(), "fwd") and then telling
+// every allocation of a forward with MemoryContext(full_name(), "fwd"; "recompute" during a
+// checkpoint re-run), running checkpoint-planned modules through checkpointed_forward, and then telling
 // the forward observer (if any). The root module (empty full_name) is labelled with its
 // type_name().
 #include "engine/nn/module.h"
@@ -13,8 +14,11 @@
 
 #include <algorithm>
 
+#include "engine/autograd/checkpoint.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/forward_observer.h"
 
 namespace oomlab::nn {
@@ -34,14 +38,16 @@ template <class V> bool has_key(const V& v, const std::string& name) {
 
 Tensor Module::operator()(const Tensor& x) {
   const std::string& label = full_name_.empty() ? std::string(type_name()) : full_name_;
-  MemoryContext ctx(label, "fwd");
+  MemoryContext ctx(label, checkpoint_recomputing() ? "recompute" : "fwd");
   std::string span_name;             // outlives the span (OpSpanScope keeps the pointer)
   std::optional<OpSpanScope> span;   // Chrome-trace span per leaf layer when profiling
   if (children_.empty() && OpProfiler::enabled()) {
     span_name = label + "/fwd";
     span.emplace(span_name.c_str());
   }
-  Tensor y = forward(x);
+  Tensor y = checkpoint_role_.segment >= 0 && grad_enabled() && !checkpoint_recomputing()
+                 ? checkpointed_forward(*this, x)   // engine/nn/checkpoint_plan.h
+                 : forward(x);
   notify_forward(*this, x, y);   // engine/nn/forward_observer.h (no-op unless installed)
   return y;
 }

@@ -43,6 +43,20 @@ class Module {
   void zero_grad(bool set_to_none = true);
   const std::string& full_name() const { return full_name_; }   // set by register_module
 
+  // Activation checkpointing (engine/nn/checkpoint_plan.h): where this module sits in a
+  // planned segment; segment < 0: not checkpointed. operator() runs a planned module
+  // through the segment runner when grad is on.
+  struct CheckpointRole { int64_t segment = -1; bool first = false, last = false; };
+  void set_checkpoint_role(const CheckpointRole& role) { checkpoint_role_ = role; }
+  const CheckpointRole& checkpoint_role() const { return checkpoint_role_; }
+  // Member tensors forward reads besides x, set by the parent before the call (a residual,
+  // an attention mask, key/value): checkpointing keeps them and sets them again for the
+  // re-run. Default: none.
+  virtual std::vector<Tensor*> side_inputs() { return {}; }
+  // True when forward modifies x in place (ReLU(inplace=True)): no segment starts here,
+  // since its kept input would be changed before the re-run.
+  virtual bool modifies_input() const { return false; }
+
  protected:
   // Return handles sharing the registered impl (Tensor is a shared handle).
   Tensor register_parameter(const std::string& name, Tensor t);    // sets requires_grad, name
@@ -62,6 +76,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   std::string full_name_;
+  CheckpointRole checkpoint_role_;
 };
 
 using ModulePtr = std::shared_ptr<Module>;

@@ -64,6 +64,7 @@ class DotProductAttention : public Module {
   explicit DotProductAttention(double p = 0.0);
   Tensor forward(const Tensor& q) override;
   const char* type_name() const override { return "DotProductAttention"; }
+  std::vector<Tensor*> side_inputs() override { return {&key, &value, &mask}; }
   Tensor key, value, mask;
   double p;
 };
