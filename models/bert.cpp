@@ -265,9 +265,16 @@ class BertModel : public nn::Module {
     OOMLAB_CHECK_T(ValueError, T <= s.max_positions, model, ": sequence length ", T, " exceeds max_positions ",
                    s.max_positions);
     const Device dev = ids.device();
-    std::vector<int64_t> pos(size_t(B * T)), types(size_t(B * T), 0);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) pos[size_t(b * T + t)] = t;
+    // Host tensors through the allocator (a batch too large is an OutOfMemoryError there,
+    // never a std::vector of B*T elements); filled on the host, never on meta.
+    const Device host = dev.is_meta() ? dev : cpu_device();
+    Tensor pos_host = Tensor::empty({B, T}, DType::i64, host), types_host = Tensor::empty({B, T}, DType::i64, host);
+    if (!dev.is_meta()) {
+      int64_t* p = pos_host.data<int64_t>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t) p[b * T + t] = t;
+      types_host.fill_(0.0);
+    }
     Tensor mask_host = Tensor::empty({B, T}, DType::u8, dev.is_meta() ? dev : cpu_device());
     if (!dev.is_meta()) {
       Tensor ids_host = dev.is_cpu() ? ids.contiguous() : Tensor::empty(ids.shape(), DType::i64, cpu_device());
@@ -277,9 +284,8 @@ class BertModel : public nn::Module {
       for (int64_t i = 0; i < B * T; ++i) m[i] = p[i] == 0 ? 1 : 0;
     }
     Tensor mask = to_device(mask_host, dev);
-    embeddings->position_ids = to_device(Tensor::from_vector_i64(pos, {B, T}, dev.is_meta() ? dev : cpu_device()), dev);
-    embeddings->token_type_ids =
-        to_device(Tensor::from_vector_i64(types, {B, T}, dev.is_meta() ? dev : cpu_device()), dev);
+    embeddings->position_ids = to_device(pos_host, dev);
+    embeddings->token_type_ids = to_device(types_host, dev);
     Tensor h = (*embeddings)(ids);
     embeddings->position_ids = embeddings->token_type_ids = Tensor();
     encoder->mask = mask;

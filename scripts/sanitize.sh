@@ -69,7 +69,9 @@ run_asan() {
   fi
   rm -rf "$probe"
   # Exported before the build: gtest discovery runs the test binaries at build time.
-  export ASAN_OPTIONS="detect_leaks=$leaks:halt_on_error=1:abort_on_error=0:print_stacktrace=1:\
+  # allocator_may_return_null: a failed malloc returns NULL as in a normal build (oomlab
+  # turns it into OutOfMemoryError) instead of ASan aborting on a huge request.
+  export ASAN_OPTIONS="detect_leaks=$leaks:halt_on_error=1:abort_on_error=0:print_stacktrace=1:allocator_may_return_null=1:\
 detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:\
 strict_string_checks=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"

@@ -132,7 +132,9 @@ NamedTensors Module::state_dict() const {
 
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
   NamedTensors mine = state_dict();
-  for (auto& [name, dst] : mine) {
+  for (auto& entry : mine) {   // (no structured bindings: clang 14 cannot capture them)
+    const std::string& name = entry.first;
+    Tensor& dst = entry.second;
     auto it = std::find_if(state.begin(), state.end(), [&](const auto& p) { return p.first == name; });
     if (it == state.end()) {
       OOMLAB_CHECK(!strict, "load_state_dict: missing key '", name, "'");
@@ -144,9 +146,9 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     dst.copy_(it->second);
   }
   if (strict)
-    for (const auto& [name, t] : state)
-      OOMLAB_CHECK(std::any_of(mine.begin(), mine.end(), [&](const auto& p) { return p.first == name; }),
-                   "load_state_dict: unexpected key '", name, "'");
+    for (const auto& entry : state)
+      OOMLAB_CHECK(std::any_of(mine.begin(), mine.end(), [&](const auto& p) { return p.first == entry.first; }),
+                   "load_state_dict: unexpected key '", entry.first, "'");
 }
 
 std::vector<Tensor> Module::parameters() const {
