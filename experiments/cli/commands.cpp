@@ -5,6 +5,8 @@
 // (they show the OOM), then the error propagates (exit 2); --json is never written then.
 #include "experiments/cli/commands.h"
 
+#include "engine/nn/checkpoint_plan.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +78,7 @@ ModelSpec model_spec(const CliArgs& a) {
   s.seq_len = a.get_int("seq-len", 0);
   OOMLAB_CHECK(!a.has("seq-len") || s.seq_len >= 1, "--seq-len must be >= 1 (got ", s.seq_len, ")");
   s.arch = arch_flags(a, s.model);
+  s.checkpoint = parse_checkpoint_policy(a.get("checkpoint", "none")).spec;
   return s;
 }
 
@@ -136,6 +139,7 @@ TrainConfig train_config(const CliArgs& a) {
   c.log_every = a.get_int("log-every", c.log_every);
   c.quiet = a.flag("quiet");
   c.arch = arch_flags(a, c.model);
+  c.checkpoint = parse_checkpoint_policy(a.get("checkpoint", "none")).spec;
   OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
   OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
   OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
@@ -252,15 +256,15 @@ void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
 
 const CommandFlags& command_flags(const std::string& command) {
   static const std::map<std::string, CommandFlags> flags = {
-      {"summary", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "json"}), {}}},
-      {"estimate", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory",
+      {"summary", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "checkpoint", "json"}), {}}},
+      {"estimate", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory", "checkpoint",
                                      "json", "memory-snapshot", "chrome-trace"}),
                     {}}},
       {"train", {with_arch_flags({"allow-tf32", "cudnn-benchmark", "cudnn-workspace-limit", "model", "dataset",
                                   "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
                                   "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
-                                  "save-every", "resume", "on-nan", "eval-batches", "log-every", "json", "memory-snapshot",
+                                  "save-every", "resume", "on-nan", "checkpoint", "eval-batches", "log-every", "json", "memory-snapshot",
                                   "chrome-trace"}),
                  {"nesterov", "quiet"}}}};
   auto it = flags.find(command);
@@ -275,7 +279,8 @@ int cmd_models(const std::vector<std::string>&) {
 
 int cmd_summary(const std::vector<std::string>& args) {
   if (wants_help(args)) {
-    std::printf("oomlab summary --model M [--input C,H,W | --seq-len T] [--classes K] [--batch B] [--json FILE]\n  %s\n",
+    std::printf("oomlab summary --model M [--input C,H,W | --seq-len T] [--classes K] [--batch B] [--checkpoint POLICY]\n"
+                "  [--json FILE]\n  %s\n",
                 kArchUsage);
     return 0;
   }
@@ -310,7 +315,7 @@ int cmd_summary(const std::vector<std::string>& args) {
                   format_bytes(double(t.korthikanti_fp32_bytes)).c_str(),
                   double(t.saved_bytes) / double(std::max<int64_t>(1, t.korthikanti_fp32_bytes)));
   }
-  nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}};
+  nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}, {"checkpoint", spec.checkpoint}};
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json()));
   return 0;
@@ -319,7 +324,8 @@ int cmd_summary(const std::vector<std::string>& args) {
 int cmd_estimate(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::puts("oomlab estimate --model M --batch B [--optimizer sgd|adam|adamw] [--input C,H,W | --seq-len T] "
-              "[--classes K] [--device-memory SIZE] [--json FILE]\n  [--memory-snapshot FILE] [--chrome-trace FILE]");
+              "[--classes K] [--device-memory SIZE] [--checkpoint POLICY] [--json FILE]\n  [--memory-snapshot FILE] "
+              "[--chrome-trace FILE]");
     std::printf("  %s\n", kArchUsage);
     return 0;
   }
@@ -349,7 +355,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("PEAK allocated", e.peak_allocated_bytes, "TOTAL", e.formula_bytes);
   row("peak reserved", e.peak_reserved_bytes, "-", -1);
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
-  nlohmann::json cfg = {{"model", spec.model}, {"batch", e.batch}, {"optimizer", opt}, {"device_memory", cap}};
+  nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"device_memory", cap},
+                        {"checkpoint", spec.checkpoint}};
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json()));
   write_traces_if_asked(a, meta_device());
@@ -364,6 +371,7 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--epochs E | --steps S] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
               "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR] [--on-nan stop|continue]\n"
+              "  [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"
               "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
               "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"
               "  [--allow-tf32 none|cudnn|all] [--cudnn-benchmark on|off] [--cudnn-workspace-limit SIZE]");

@@ -24,6 +24,7 @@
 #include "engine/autograd/saved_tensor.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
+#include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/forward_observer.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
@@ -86,6 +87,8 @@ Built build_on_meta(const ModelSpec& spec) {
   b.input = Shape(s.begin() + 1, s.end());
   b.cfg = cfg;
   b.model = build_model(spec.model, cfg);
+  apply_checkpoint_plan(*b.model, plan_checkpoints(*b.model, model_probe_input(spec.model, cfg),
+                                                   parse_checkpoint_policy(spec.checkpoint)));
   return b;
 }
 

@@ -67,6 +67,7 @@ struct ModelSpec {
   int64_t num_classes = 0;   // 0 -> model default (1000 ImageNet / 10 for 28x28 models / 2 BERT)
   int64_t seq_len = 0;       // token models: 0 -> the preset's seq_len
   ArchOverrides arch;        // --hidden/--layers/... (checked against the model's family)
+  std::string checkpoint = "none";   // --checkpoint policy (engine/nn/checkpoint_plan.h)
 };
 
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch);

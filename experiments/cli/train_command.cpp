@@ -2,6 +2,8 @@
 // model by name, the family recipe, device set-up, then the engine's train_model().
 #include "experiments/cli/train_command.h"
 
+#include "engine/nn/checkpoint_plan.h"
+
 #include <filesystem>
 
 #include "engine/core/checked_math.h"
@@ -82,7 +84,7 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"schedule", r.schedule}, {"ema_decay", c.ema_decay}, {"seed", c.seed},
             {"device_memory", c.device_memory}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
-            {"on_nan", c.stop_on_nan ? "stop" : "continue"},
+            {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
   return j;
@@ -153,6 +155,9 @@ json train(const TrainConfig& c) {
   mc.device = c.device;
   mc.seed = c.seed;
   nn::ModulePtr model = build_model(c.model, mc);
+  const CheckpointPlan plan =
+      plan_checkpoints(*model, model_probe_input(c.model, mc), parse_checkpoint_policy(c.checkpoint));
+  apply_checkpoint_plan(*model, plan);
 
   TrainerConfig t;
   t.device = c.device;
@@ -175,6 +180,7 @@ json train(const TrainConfig& c) {
   t.quiet = c.quiet;
   t.stop_on_nan = c.stop_on_nan;
   t.config = config_json(c, recipe, given);
+  t.config["checkpoint_segments"] = plan.segments;
   // What a checkpoint must have been made with to resume it: the model, its data and the
   // recipe (a different --lr would change the run while the results record the new one).
   t.resume_keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len", "seq_min_len",

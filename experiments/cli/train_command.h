@@ -55,6 +55,7 @@ struct TrainConfig {
   bool quiet = false;
   bool stop_on_nan = true;                 // --on-nan stop|continue (trainer.h)
   bool record_history = false;             // keep allocator trace + op spans for export
+  std::string checkpoint = "none";         // --checkpoint policy (engine/nn/checkpoint_plan.h)
 };
 
 // Everything train() checks before any work, without allocating or reading data: the model
