@@ -83,6 +83,12 @@ Shape model_input_shape(const std::string& name, const ModelConfig& cfg, int64_t
   return {batch, cfg.in_channels, cfg.height, cfg.width};
 }
 
+Tensor model_probe_input(const std::string& name, const ModelConfig& cfg) {
+  const bool tokens = model_input_kind(name) == InputKind::tokens;
+  return Tensor::full(model_input_shape(name, cfg, 1), tokens ? 1.0 : 0.0, tokens ? DType::i64 : DType::f32,
+                      cfg.device);
+}
+
 nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg) {
   Family f = family_of(name);
   OOMLAB_CHECK(cfg.num_classes > 0, name, ": num_classes must be > 0, got ", cfg.num_classes);

@@ -46,6 +46,9 @@ InputKind model_input_kind(const std::string& name);
 TaskKind model_task_kind(const std::string& name);
 // The input shape of a batch for this config: [B, C, H, W] or [B, seq_len].
 Shape model_input_shape(const std::string& name, const ModelConfig& cfg, int64_t batch);
+// A one-sample input of that shape on cfg.device (images 0, token ids 1: no padding), for
+// probes that only need the model's structure (checkpoint planning).
+Tensor model_probe_input(const std::string& name, const ModelConfig& cfg);
 
 // Valid names: vgg11 vgg11_bn vgg16 vgg16_bn resnet18 resnet34 resnet50 resnet20 resnet56 mlp
 // bert-tiny bert-mini bert-small bert-base unet unet-small tiny-ff.

@@ -176,7 +176,8 @@ TEST(ExperimentRunner, CommittedSpecsExpandForBothProfiles) {
       {"01_vgg16_memory", {4, 8}},                       // (summary, estimate) x batches
       {"02_memory_vs_batch", {3 * 2 * 6, 3 * 2 * 9}},    // models x optimizers x batches
       {"03_resnet20_fashion_mnist", {1, 1}},            // one training run
-      {"04_transformer_activation_memory", {2 * 2 * 4, 2 * 2 * 7}}};
+      {"04_transformer_activation_memory", {2 * 2 * 4, 2 * 2 * 7}},
+      {"06_checkpointing", {5 * 3 + 6 + 6, 5 * 6 + 6 + 6}}};   // policies x batches, + mini meta, + mini cpu
   size_t seen = 0;
   for (const auto& entry : fs::directory_iterator(std::string(OOMLAB_SOURCE_DIR) + "/experiments")) {
     if (!fs::exists(entry.path() / "experiment.json")) continue;
