@@ -416,6 +416,16 @@ def render_06(doc, out_dir):
                  f"shared machine: a few percent is noise).\n")
     parts.append(md_table(["policy", "activations", "reduction", "median step", "time vs none",
                            "test accuracy", "loss history = none"], rows, right={1, 2, 3, 4, 5}))
+    chen = summ.get("chen_depth") or []
+    if chen:
+        layers = [q["layers"] for q in chen[0]["points"]]
+        rows = [[c["policy"]] + [f"{q['activation_mib']:,.0f} MiB" for q in c["points"]] +
+                [f"{c['depth_exponent']:.2f}"] for c in chen]
+        parts.append("\nChen et al. 2016, memory vs depth: bert-mini (seq 128, batch 8) with more encoder "
+                     "layers, activations kept after forward (meta, exact) and the exponent of a log-log fit "
+                     "(1 = linear in depth, 0.5 = sqrt).\n")
+        parts.append(md_table(["policy"] + [f"{int(n)} layers" for n in layers] + ["exponent"], rows,
+                              right=set(range(1, len(layers) + 2))))
     fig = "figures/06_checkpointing.png"
     plot_06(doc, out_dir / fig)
     parts.append(f"![{doc['experiment']}]({fig})\n")

@@ -57,11 +57,28 @@ json summarize_06(const json& spec, json& points) {
   for (json& r : base)
     if (!r["peak_mib_at_source_batch"].is_null() && none_at_src > 0)
       r["reduction_at_source_batch"] = 1.0 - r["peak_mib_at_source_batch"].get<double>() / mib(none_at_src);
-  // bert-mini: activations (meta) and time (cpu) per policy
+  // bert-mini: activations (meta) and time (cpu) per policy; Chen: activations vs depth
   std::map<std::string, double> act;
-  for (const json* p : ok_points(points, "estimate"))
-    if (point_option(*p, "model") == "bert-mini")
-      act[axis(*p, "checkpoint")] = (*p)["metrics"]["exact"]["activation_bytes"].get<double>();
+  std::map<std::string, std::vector<std::pair<double, double>>> depth;
+  for (const json* p : ok_points(points, "estimate")) {
+    if (point_option(*p, "model") != "bert-mini") continue;
+    const double a = (*p)["metrics"]["exact"]["activation_bytes"].get<double>();
+    if ((*p)["axes"].contains("layers"))
+      depth[axis(*p, "checkpoint")].emplace_back(double((*p)["axes"]["layers"].get<int64_t>()), a);
+    else
+      act[axis(*p, "checkpoint")] = a;
+  }
+  json chen = json::array();
+  for (const auto& [pol, pts] : depth) {   // log-log slope: 1 = linear in depth, 0.5 = sqrt
+    std::vector<double> lx, ly;
+    json rows = json::array();
+    for (auto [l, a] : pts) {
+      lx.push_back(std::log(l));
+      ly.push_back(std::log(a));
+      rows.push_back({{"layers", l}, {"activation_mib", mib(a)}});
+    }
+    chen.push_back({{"policy", pol}, {"points", rows}, {"depth_exponent", linear_fit(lx, ly).slope}});
+  }
   std::map<std::string, const json*> runs;
   for (const json* p : ok_points(points, "train")) runs[axis(*p, "checkpoint")] = p;
   OOMLAB_CHECK(runs.count("none") && act.count("none"), "experiment 06: bert-mini points without checkpointing missing");
@@ -81,7 +98,7 @@ json summarize_06(const json& spec, json& points) {
     }
     mini.push_back(row);
   }
-  return {{"bert_base", base}, {"bert_mini", mini}, {"profile", spec.value("profile", "")},
+  return {{"bert_base", base}, {"bert_mini", mini}, {"chen_depth", chen}, {"profile", spec.value("profile", "")},
           {"steps", ref["steps"]}, {"source_batch", src_batch}};
 }
 
@@ -110,22 +127,32 @@ json verdict_06(const json& spec, const json& summary) {
       best = &r;
     if (r["policy"] == "selective") sel_overhead = r["time_overhead"];
   }
+  double exp_none = 0, exp_sqrt = 0;
+  for (const json& r : summary["chen_depth"]) {
+    if (r["policy"] == "none") exp_none = r["depth_exponent"];
+    if (r["policy"] == "sqrt") exp_sqrt = r["depth_exponent"];
+  }
+  char chen[300];
+  std::snprintf(chen, sizeof chen,
+                " Chen et al.'s sqrt(n): bert-mini activations grow as layers^%.2f without checkpointing and "
+                "layers^%.2f with --checkpoint sqrt (%s).",
+                exp_none, exp_sqrt, exp_sqrt <= 0.65 && exp_none >= 0.85 ? "sub-linear, as claimed" : "not as claimed");
   const json* all = row("bert_base", "all");
   char extra[300] = "";
   if (all && none)
     std::snprintf(extra, sizeof extra, " (every encoder layer but the last, --checkpoint all: -%.0f%%, %.1fx.)",
                   100 * (*all)["reduction_at_source_batch"].get<double>(),
                   (*all)["max_batch_in_capacity"].get<double>() / std::max(1.0, (*none)["max_batch_in_capacity"].get<double>()));
-  char buf[1200];
+  char buf[1600];
   std::snprintf(buf, sizeof buf,
                 "bert-base seq 384 AdamW fp32 (meta, exact): checkpointing attention+GELU cuts the peak at batch %lld "
                 "by %.0f%% (source %.0f%%); the largest batch under %.0f GiB grows %.1fx (%.0f -> %.0f; source %.1fx)%s "
                 "bert-mini on this CPU: attention+GELU costs %+.0f%% time per step (source +%.0f%%). Loss histories "
-                "and accuracy %s across all policies. %s",
+                "and accuracy %s across all policies.%s %s",
                 (long long)summary["source_batch"].get<int64_t>(), 100 * red, 100 * src_red, src["capacity_gib"].get<double>(),
                 ratio, (*none)["max_batch_in_capacity"].get<double>(), (*sel)["max_batch_in_capacity"].get<double>(),
                 src_ratio, extra, 100 * sel_overhead, 100 * src["time_overhead"].get<double>(),
-                identical ? "identical" : "NOT identical",
+                identical ? "identical" : "NOT identical", chen,
                 best ? ("Bar met by " + (*best)["policy"].get<std::string>() + ": " +
                         std::to_string((*best)["activation_reduction_x"].get<double>()).substr(0, 4) + "x less activation memory for " +
                         std::to_string(int(std::lround(100 * (*best)["time_overhead"].get<double>()))) + "% more time.").c_str()
