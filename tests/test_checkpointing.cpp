@@ -261,3 +261,41 @@ TEST(Checkpoint, PolicyParserErrors) {
   auto m = build_model("resnet20", c);
   EXPECT_THROW(plan_checkpoints(*m, make_input("resnet20", c, 1), parse_checkpoint_policy("selective")), ValueError);
 }
+
+// The meta device reproduces the CPU's allocation trace with checkpointing on: the same
+// events (re-run allocations labelled "<block>/recompute"), sizes and peaks.
+TEST(Checkpoint, MetaTraceEqualsCpuWithRecompute) {
+  for (const auto& [name, policy] : std::vector<std::pair<std::string, std::string>>{
+           {"resnet20", "every:2"}, {"bert-tiny", "selective"}, {"bert-tiny", "all"}}) {
+    SCOPED_TRACE(name + " " + policy);
+    auto record = [&](Device dev) {
+      reset_allocators();
+      CachingAllocator& al = allocator_for(dev);
+      const ModelConfig c = small_config(name, dev);
+      nn::ModulePtr m = build_model(name, c);
+      Tensor x = dev.is_meta() ? Tensor::empty(model_input_shape(name, c, 2),
+                                               model_input_kind(name) == InputKind::tokens ? DType::i64 : DType::f32, dev)
+                               : make_input(name, c, 2);
+      Tensor t = dev.is_meta() ? Tensor::empty({2}, DType::i64, dev) : make_target(name, c, 2);
+      apply_checkpoint_plan(*m, plan_checkpoints(*m, model_probe_input(name, c), parse_checkpoint_policy(policy)));
+      al.record_history(true);
+      cross_entropy((*m)(x), t).backward();
+      auto trace = al.trace();
+      auto stats = al.stats();
+      al.record_history(false);
+      return std::make_pair(trace, stats);
+    };
+    auto [cpu, cpu_stats] = record(cpu_device());
+    auto [meta, meta_stats] = record(meta_device());
+    ASSERT_EQ(cpu.size(), meta.size());
+    bool recompute = false;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      ASSERT_EQ(cpu[i].action, meta[i].action) << i;
+      ASSERT_EQ(cpu[i].size, meta[i].size) << i;
+      ASSERT_EQ(cpu[i].frame, meta[i].frame) << i;
+      recompute = recompute || cpu[i].frame.find("/recompute") != std::string::npos;
+    }
+    EXPECT_TRUE(recompute) << "re-run allocations are labelled";
+    EXPECT_EQ(cpu_stats.at("allocated_bytes.all.peak"), meta_stats.at("allocated_bytes.all.peak"));
+  }
+}
