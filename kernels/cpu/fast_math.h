@@ -21,7 +21,7 @@ namespace oomlab {
 inline float exp_f32(float x) {
   const int32_t ix = std::bit_cast<int32_t>(x), mag = ix & INT32_MAX;
   const int32_t lim = ix < 0 ? 0x42D00000 : 0x42B20000;               // |x| <= 104 (x < 0), 89 (x >= 0)
-  const int32_t cm = (mag < lim) | (mag > 0x7f800000) ? mag : lim;   // NaN passes unchanged
+  const int32_t cm = ((mag < lim) | (mag > 0x7f800000)) ? mag : lim;   // NaN passes unchanged
   const float xc = std::bit_cast<float>(cm | (ix & INT32_MIN));
   const float t = xc * 1.44269504f + 12582912.0f;   // + 1.5 * 2^23 rounds to an integer
   const float n = t - 12582912.0f;
