@@ -16,6 +16,7 @@
 #include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
+#include "experiments/cli/memory_report.h"
 #include "models/model_zoo.h"
 
 using namespace oomlab;
@@ -298,4 +299,23 @@ TEST(Checkpoint, MetaTraceEqualsCpuWithRecompute) {
     EXPECT_TRUE(recompute) << "re-run allocations are labelled";
     EXPECT_EQ(cpu_stats.at("allocated_bytes.all.peak"), meta_stats.at("allocated_bytes.all.peak"));
   }
+}
+
+// budget:SIZE picks, among none and every:K (K from the longest chain down), the first plan
+// whose exact meta peak fits: the one with the fewest blocks re-run.
+TEST(Checkpoint, BudgetPicksTheLeastRecomputeThatFits) {
+  ModelSpec spec;
+  spec.model = "bert-mini";
+  spec.seq_len = 64;
+  const CheckpointBudgetChoice roomy = choose_checkpoint_budget(spec, 16, "adamw", uint64_t(1) << 40);
+  EXPECT_EQ(roomy.policy, "none");
+  ASSERT_EQ(roomy.tried.size(), 1u);
+  const int64_t none_peak = roomy.predicted_peak_bytes;
+  const CheckpointBudgetChoice tight = choose_checkpoint_budget(spec, 16, "adamw", uint64_t(none_peak - 1));
+  EXPECT_NE(tight.policy, "none");
+  EXPECT_LT(tight.predicted_peak_bytes, none_peak);
+  for (size_t i = 0; i + 1 < tight.tried.size(); ++i)   // every plan tried before it did not fit
+    EXPECT_GT(tight.tried[i]["peak_bytes"].get<int64_t>(), none_peak - 1) << tight.tried[i].dump();
+  spec.checkpoint = tight.policy;
+  EXPECT_EQ(estimate_memory(spec, 16, "adamw").peak_allocated_bytes, tight.predicted_peak_bytes);
 }

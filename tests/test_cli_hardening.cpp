@@ -118,6 +118,21 @@ INSTANTIATE_TEST_SUITE_P(
         RejectCase{"train --model mlp --dataset synthetic --steps 1 --save /proc/self", 2, "--save: cannot write"},
         RejectCase{"estimate --model mlp --batch 2 --memory-snapshot /proc/x.json", 2, "is not writable"}));
 
+INSTANTIATE_TEST_SUITE_P(
+    CheckpointPolicies, CliRejects,
+    ::testing::Values(
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --checkpoint every:0", 2,
+                   "every:K needs a whole number K >= 1"},
+        RejectCase{"estimate --model bert-mini --batch 8 --checkpoint sometimes", 2, "is not a checkpoint policy"},
+        RejectCase{"estimate --model bert-mini --batch 8 --checkpoint budget:1KiB", 2,
+                   "the smallest training peak a checkpoint plan reaches is"},
+        RejectCase{"train --model bert-mini --dataset synthetic-seq --steps 1 --checkpoint budget:1KiB", 2,
+                   "give at least that, or a smaller --batch"},
+        RejectCase{"estimate --model bert-mini --batch 8 --checkpoint budget:lots", 2, "bad size 'lots'"},
+        RejectCase{"summary --model bert-mini --checkpoint budget:1GiB", 2, "a budget is resolved by the command"},
+        RejectCase{"train --model resnet20 --dataset synthetic --steps 1 --checkpoint selective", 2,
+                   "the model has no BertSelfAttention module"}));
+
 // oomlab run checks where its results go before the first point.
 TEST(CliOutputs, RunChecksItsOutputBeforeThePoints) {
   for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{

@@ -17,7 +17,8 @@
 namespace oomlab {
 
 namespace {
-const char* kForms = "none, all, every:K (K >= 1), sqrt, selective[:attention,core,gelu,<ModuleType>...]";
+const char* kForms =
+    "none, all, every:K (K >= 1), sqrt, selective[:attention,core,gelu,<ModuleType>...], budget:SIZE (e.g. 4GiB)";
 
 int64_t parse_positive(std::string_view spec, std::string_view text) {
   int64_t v = 0;
@@ -57,6 +58,13 @@ CheckpointPolicy parse_checkpoint_policy(std::string_view spec) {
   if (spec.rfind("every:", 0) == 0) {
     p.kind = K::every;
     p.every = parse_positive(spec, spec.substr(6));
+    return p;
+  }
+  if (spec.rfind("budget:", 0) == 0) {
+    p.kind = K::budget;
+    p.budget = std::string(spec.substr(7));
+    OOMLAB_CHECK(!p.budget.empty(), "--checkpoint '", spec, "': budget: needs a size (e.g. budget:4GiB); accepted: ",
+                 kForms);
     return p;
   }
   if (spec == "selective" || spec.rfind("selective:", 0) == 0) {
@@ -121,6 +129,8 @@ CheckpointPlan plan_checkpoints(nn::Module& model, const Tensor& sample, const C
   CheckpointPlan plan;
   plan.policy = policy.spec;
   if (policy.kind == K::none) return plan;
+  OOMLAB_CHECK(policy.kind != K::budget, "--checkpoint ", policy.spec,
+               ": a budget is resolved by the command that knows the batch and optimizer (train, estimate)");
   if (policy.kind == K::selective) {
     std::set<std::string> types;
     for (const auto& k : policy.selective) types.insert(kind_type(k));

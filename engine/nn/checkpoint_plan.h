@@ -13,6 +13,9 @@
 //    dense + GELU, BertIntermediate: GELU alone would keep its own input, saving nothing),
 //    or any module type name (e.g. BasicBlock). Default: attention,gelu (the source's
 //    placement). Modules inside a chosen one are not chosen again.
+//  * budget:SIZE  the chain policy with the least recompute whose training peak fits SIZE;
+//    resolved by the command that knows the batch and optimizer (experiments/cli:
+//    choose_checkpoint_budget, from exact meta-device peaks) into one of the above.
 // Blocks: the children of Sequential containers (a Sequential child is entered, not taken),
 // outside other blocks: ResNet layerN.M, BERT encoder.layer.N, UNet's conv/BN/ReLU, VGG's
 // features.N. A chain is a run of blocks in which each takes the previous one's output, as
@@ -30,10 +33,11 @@
 namespace oomlab {
 
 struct CheckpointPolicy {
-  enum class Kind { none, all, every, sqrt, selective };
+  enum class Kind { none, all, every, sqrt, selective, budget };
   Kind kind = Kind::none;
   int64_t every = 0;                     // every:K
   std::vector<std::string> selective;    // selective kinds, as given
+  std::string budget;                    // budget:SIZE's SIZE, as given (parsed by the command)
   std::string spec = "none";             // canonical text
 };
 
@@ -52,7 +56,8 @@ struct CheckpointPlan {
 std::vector<std::vector<std::string>> checkpoint_chains(nn::Module& model, const Tensor& sample);
 
 // Plans segments for `policy`; ValueError when the policy has nothing to checkpoint in
-// this model (e.g. selective:attention on a ResNet), naming what the model has.
+// this model (e.g. selective:attention on a ResNet), naming what the model has, or is a
+// budget (resolve it first).
 CheckpointPlan plan_checkpoints(nn::Module& model, const Tensor& sample, const CheckpointPolicy& policy);
 
 // Sets the modules' roles (clearing any earlier plan); an empty plan turns it off.

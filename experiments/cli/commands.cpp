@@ -65,6 +65,19 @@ ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
   return o;
 }
 
+// --checkpoint: the policy's canonical text; a budget's SIZE is checked here (exit 2 early).
+std::string checkpoint_flag(const CliArgs& a) {
+  const CheckpointPolicy p = parse_checkpoint_policy(a.get("checkpoint", "none"));
+  if (p.kind == CheckpointPolicy::Kind::budget) {
+    try {
+      OOMLAB_CHECK(parse_size(p.budget) > 0, "must be > 0");
+    } catch (const ValueError& e) {
+      throw ValueError(str_cat("--checkpoint ", p.spec, ": bad size '", p.budget, "': ", e.what()));
+    }
+  }
+  return p.spec;
+}
+
 ModelSpec model_spec(const CliArgs& a) {
   ModelSpec s;
   s.model = a.get("model", "");
@@ -78,7 +91,7 @@ ModelSpec model_spec(const CliArgs& a) {
   s.seq_len = a.get_int("seq-len", 0);
   OOMLAB_CHECK(!a.has("seq-len") || s.seq_len >= 1, "--seq-len must be >= 1 (got ", s.seq_len, ")");
   s.arch = arch_flags(a, s.model);
-  s.checkpoint = parse_checkpoint_policy(a.get("checkpoint", "none")).spec;
+  s.checkpoint = checkpoint_flag(a);
   return s;
 }
 
@@ -139,7 +152,7 @@ TrainConfig train_config(const CliArgs& a) {
   c.log_every = a.get_int("log-every", c.log_every);
   c.quiet = a.flag("quiet");
   c.arch = arch_flags(a, c.model);
-  c.checkpoint = parse_checkpoint_policy(a.get("checkpoint", "none")).spec;
+  c.checkpoint = checkpoint_flag(a);
   OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
   OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
   OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
@@ -337,6 +350,15 @@ int cmd_estimate(const std::vector<std::string>& args) {
   const uint64_t cap = r.capacity;
   check_output_paths(a);
   const bool record = a.has("memory-snapshot") || a.has("chrome-trace");
+  nlohmann::json budget;
+  if (spec.checkpoint.rfind("budget:", 0) == 0) {
+    const CheckpointBudgetChoice ch = choose_checkpoint_budget(
+        spec, r.batch, opt, parse_size(parse_checkpoint_policy(spec.checkpoint).budget));
+    std::printf("--checkpoint %s: %s (exact meta peak %s; tried %zu plans)\n", spec.checkpoint.c_str(),
+                ch.policy.c_str(), format_bytes(double(ch.predicted_peak_bytes)).c_str(), ch.tried.size());
+    budget = ch.to_json();
+    spec.checkpoint = ch.policy;
+  }
   MemoryEstimate e = with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, r.batch, opt, cap, record); });
   auto row = [](const char* what, int64_t exact, const char* formula_what, int64_t formula) {
     std::printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
@@ -357,6 +379,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
   nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"device_memory", cap},
                         {"checkpoint", spec.checkpoint}};
+  if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json()));
   write_traces_if_asked(a, meta_device());

@@ -28,6 +28,7 @@
 #include "engine/nn/forward_observer.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
+#include "experiments/cli/cli_args.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -250,6 +251,45 @@ nlohmann::json MemoryEstimate::to_json() const {
           {"formula", {{"params_bytes", formula_params_bytes}, {"activation_bytes", formula_activation_bytes},
                        {"input_bytes", formula_input_bytes}, {"total_bytes", formula_bytes}}},
           {"formula_error_pct", formula_error_pct}};
+}
+
+nlohmann::json CheckpointBudgetChoice::to_json() const {
+  return {{"budget_bytes", budget}, {"policy", policy}, {"predicted_peak_bytes", predicted_peak_bytes},
+          {"tried", tried}};
+}
+
+CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
+                                                uint64_t budget) {
+  ModelSpec s = spec;
+  s.checkpoint = "none";
+  size_t longest = 0;
+  {
+    reset_allocators();
+    Built b = build_on_meta(s);
+    for (const auto& chain : checkpoint_chains(*b.model, model_probe_input(s.model, b.cfg)))
+      longest = std::max(longest, chain.size());
+  }
+  std::vector<std::string> candidates = {"none"};
+  for (size_t k = longest > 0 ? longest - 1 : 0; k >= 1; --k) candidates.push_back("every:" + std::to_string(k));
+  CheckpointBudgetChoice c;
+  c.budget = budget;
+  int64_t best = -1;
+  std::string best_policy;
+  for (const std::string& policy : candidates) {
+    s.checkpoint = policy;
+    const int64_t peak = estimate_memory(s, batch, optimizer).peak_allocated_bytes;
+    c.tried.push_back({{"policy", policy}, {"peak_bytes", peak}});
+    if (best < 0 || peak < best) { best = peak; best_policy = policy; }
+    if (uint64_t(peak) <= budget) {
+      c.policy = policy;
+      c.predicted_peak_bytes = peak;
+      return c;
+    }
+  }
+  throw ValueError(str_cat("--checkpoint budget:", format_bytes(double(budget)), " cannot be met by ", spec.model,
+                           " at batch ", batch, " with ", optimizer, ": the smallest training peak a checkpoint plan "
+                           "reaches is ", format_bytes(double(best)), " (", best, " bytes, --checkpoint ", best_policy,
+                           "); give at least that, or a smaller --batch"));
 }
 
 MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::string& optimizer,

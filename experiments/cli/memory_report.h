@@ -93,6 +93,21 @@ struct MemoryEstimate {
 MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
                                uint64_t device_memory = 0, bool record = false);
 
+// --checkpoint budget:SIZE: the chain policy with the least recompute whose exact meta
+// peak (one training step at `batch` with `optimizer`) fits `budget`: none first, then
+// every:K for K from the longest block chain's length - 1 down to 1 (a larger K leaves a
+// longer last segment un-checkpointed: fewer blocks re-run). spec.checkpoint is ignored.
+// ValueError naming the smallest peak any of them reaches when none fits.
+struct CheckpointBudgetChoice {
+  uint64_t budget = 0;
+  std::string policy;                  // the concrete policy chosen
+  int64_t predicted_peak_bytes = 0;    // its exact meta peak
+  nlohmann::json tried = nlohmann::json::array();   // [{"policy", "peak_bytes"}], in order
+  nlohmann::json to_json() const;
+};
+CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
+                                                uint64_t budget);
+
 // The default input (C,H,W) and class count for a model name.
 Shape default_input_for(const std::string& model);
 int64_t default_classes_for(const std::string& model);

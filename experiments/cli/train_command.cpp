@@ -3,6 +3,8 @@
 #include "experiments/cli/train_command.h"
 
 #include "engine/nn/checkpoint_plan.h"
+#include "experiments/cli/cli_args.h"
+#include "experiments/cli/memory_report.h"
 
 #include <filesystem>
 
@@ -131,6 +133,30 @@ json train(const TrainConfig& c) {
   std::vector<std::string> given;
   const Recipe recipe = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay}, &given);
 
+  // --checkpoint budget:SIZE -> a concrete policy, from exact meta peaks of this run's step.
+  std::string checkpoint = c.checkpoint;
+  json budget;
+  if (const CheckpointPolicy p = parse_checkpoint_policy(c.checkpoint); p.kind == CheckpointPolicy::Kind::budget) {
+    ModelSpec ms;
+    ms.model = c.model;
+    ms.num_classes = c.num_classes;
+    ms.arch = c.arch;
+    if (model_input_kind(c.model) == InputKind::tokens) {
+      ms.seq_len = c.long_seq_prob > 0 ? std::max(c.seq_len, c.long_seq_len) : c.seq_len;   // the longest batch
+    } else {
+      const ModelConfig d = default_model_config(c.model);
+      ms.input = c.dataset == "fashion-mnist" ? Shape{1, 28, 28}
+                 : c.input.empty()            ? Shape{d.in_channels, d.height, d.width}
+                                              : c.input;
+    }
+    const CheckpointBudgetChoice ch = choose_checkpoint_budget(ms, c.batch, recipe.optimizer, parse_size(p.budget));
+    checkpoint = ch.policy;
+    budget = ch.to_json();
+    if (!c.quiet)
+      std::printf("--checkpoint %s: %s (exact meta peak of a step: %s)\n", c.checkpoint.c_str(), ch.policy.c_str(),
+                  format_bytes(double(ch.predicted_peak_bytes)).c_str());
+  }
+
   reset_allocators();
   // allocator_for(cuda) needs the backend's raw-memory factory, registered with its kernels.
   ensure_kernels_registered();
@@ -156,7 +182,7 @@ json train(const TrainConfig& c) {
   mc.seed = c.seed;
   nn::ModulePtr model = build_model(c.model, mc);
   const CheckpointPlan plan =
-      plan_checkpoints(*model, model_probe_input(c.model, mc), parse_checkpoint_policy(c.checkpoint));
+      plan_checkpoints(*model, model_probe_input(c.model, mc), parse_checkpoint_policy(checkpoint));
   apply_checkpoint_plan(*model, plan);
 
   TrainerConfig t;
@@ -181,6 +207,7 @@ json train(const TrainConfig& c) {
   t.stop_on_nan = c.stop_on_nan;
   t.config = config_json(c, recipe, given);
   t.config["checkpoint_segments"] = plan.segments;
+  if (!budget.is_null()) t.config["checkpoint_budget"] = budget;
   // What a checkpoint must have been made with to resume it: the model, its data and the
   // recipe (a different --lr would change the run while the results record the new one).
   t.resume_keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len", "seq_min_len",
