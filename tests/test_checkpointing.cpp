@@ -266,8 +266,9 @@ TEST(Checkpoint, PolicyParserErrors) {
 // The meta device reproduces the CPU's allocation trace with checkpointing on: the same
 // events (re-run allocations labelled "<block>/recompute"), sizes and peaks.
 TEST(Checkpoint, MetaTraceEqualsCpuWithRecompute) {
-  for (const auto& [name, policy] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& run : std::vector<std::pair<std::string, std::string>>{
            {"resnet20", "every:2"}, {"bert-tiny", "selective"}, {"bert-tiny", "all"}}) {
+    const std::string name = run.first, policy = run.second;   // (clang 14: no captured bindings)
     SCOPED_TRACE(name + " " + policy);
     auto record = [&](Device dev) {
       reset_allocators();
