@@ -96,7 +96,7 @@ std::vector<std::vector<std::string>> checkpoint_chains(nn::Module& model, const
   collect_blocks(model, blocks);
   struct Seen { std::string name; std::shared_ptr<TensorImpl> in, out; };
   std::vector<Seen> seen;
-  std::map<const nn::Module*, int> calls;
+  std::map<std::string, int> calls;   // block name -> calls per forward
   {
     const bool was_training = model.is_training();
     model.eval();
@@ -104,7 +104,7 @@ std::vector<std::vector<std::string>> checkpoint_chains(nn::Module& model, const
     NoGradGuard no_grad;
     nn::ForwardObserverGuard watch([&](const nn::Module& m, const Tensor& in, const Tensor& out) {
       if (!blocks.count(&m)) return;
-      ++calls[&m];
+      ++calls[m.full_name()];
       seen.push_back({m.full_name(), in.impl_ptr(), out.impl_ptr()});
     });
     model(sample);
@@ -116,11 +116,8 @@ std::vector<std::vector<std::string>> checkpoint_chains(nn::Module& model, const
     chains.back().push_back(seen[i].name);
   }
   // A module called more than once per forward (shared weights) cannot be planned by name.
-  for (auto& chain : chains)
-    for (const auto& n : chain)
-      for (auto& [m, c] : calls)
-        OOMLAB_CHECK(!(c > 1 && m->full_name() == n), "checkpoint: module '", n, "' runs ", c,
-                     " times per forward; a planned segment must run once");
+  for (const auto& [name, c] : calls)
+    OOMLAB_CHECK(c == 1, "checkpoint: module '", name, "' runs ", c, " times per forward; a planned segment must run once");
   return chains;
 }
 
@@ -230,8 +227,7 @@ Tensor checkpointed_forward(Module& module, const Tensor& x) {
     for (size_t i = 0; i < ptrs.size(); ++i) { before.push_back(*ptrs[i]); *ptrs[i] = values[i]; }
     struct Put { std::vector<Tensor*>& p; std::vector<Tensor>& v;
                  ~Put() { for (size_t i = 0; i < p.size(); ++i) *p[i] = v[i]; } } put{ptrs, before};
-    const std::string& label = m->full_name().empty() ? std::string(m->type_name()) : m->full_name();
-    MemoryContext ctx(label, "recompute");
+    MemoryContext ctx(m->memory_label(), "recompute");
     return m->forward(in);
   });
   Tensor y;

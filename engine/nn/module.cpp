@@ -37,7 +37,7 @@ template <class V> bool has_key(const V& v, const std::string& name) {
 }  // namespace
 
 Tensor Module::operator()(const Tensor& x) {
-  const std::string& label = full_name_.empty() ? std::string(type_name()) : full_name_;
+  const std::string label = memory_label();
   MemoryContext ctx(label, checkpoint_recomputing() ? "recompute" : "fwd");
   std::string span_name;             // outlives the span (OpSpanScope keeps the pointer)
   std::optional<OpSpanScope> span;   // Chrome-trace span per leaf layer when profiling

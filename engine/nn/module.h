@@ -42,6 +42,8 @@ class Module {
   bool is_training() const { return training_; }
   void zero_grad(bool set_to_none = true);
   const std::string& full_name() const { return full_name_; }   // set by register_module
+  // The name its allocations are labelled with: full_name(), or type_name() for the root.
+  std::string memory_label() const { return full_name_.empty() ? std::string(type_name()) : full_name_; }
 
   // Activation checkpointing (engine/nn/checkpoint_plan.h): where this module sits in a
   // planned segment; segment < 0: not checkpointed. operator() runs a planned module

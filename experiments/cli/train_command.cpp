@@ -45,6 +45,14 @@ void check_model_fits_dataset(const std::string& model, const std::string& datas
                want ? want : "fashion-mnist or synthetic");
 }
 
+// The per-sample image shape of an image dataset: Fashion-MNIST's 1x28x28, else --input or
+// the model's default.
+Shape image_input_shape(const TrainConfig& c) {
+  if (c.dataset == "fashion-mnist") return {1, 28, 28};
+  const ModelConfig mc = default_model_config(c.model);
+  return c.input.empty() ? Shape{mc.in_channels, mc.height, mc.width} : c.input;
+}
+
 Datasets make_datasets(const TrainConfig& c) {
   if (c.dataset == "fashion-mnist")
     return {std::make_shared<FashionMnistDataset>(Split::train, c.data_dir),
@@ -63,8 +71,7 @@ Datasets make_datasets(const TrainConfig& c) {
   } else {
     OOMLAB_CHECK(c.dataset == "synthetic" || c.dataset == "synthetic-seg", "unknown dataset '", c.dataset,
                  "' (fashion-mnist, synthetic, synthetic-seq, synthetic-seg)");
-    ModelConfig mc = default_model_config(c.model);
-    Shape in = c.input.empty() ? Shape{mc.in_channels, mc.height, mc.width} : c.input;
+    Shape in = image_input_shape(c);
     OOMLAB_CHECK_T(ShapeError, in.size() == 3, "--input must be C,H,W (got ", shape_str(in), ")");
     if (c.dataset == "synthetic")
       all = std::make_shared<SyntheticImageDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
@@ -144,10 +151,7 @@ json train(const TrainConfig& c) {
     if (model_input_kind(c.model) == InputKind::tokens) {
       ms.seq_len = c.long_seq_prob > 0 ? std::max(c.seq_len, c.long_seq_len) : c.seq_len;   // the longest batch
     } else {
-      const ModelConfig d = default_model_config(c.model);
-      ms.input = c.dataset == "fashion-mnist" ? Shape{1, 28, 28}
-                 : c.input.empty()            ? Shape{d.in_channels, d.height, d.width}
-                                              : c.input;
+      ms.input = image_input_shape(c);
     }
     const CheckpointBudgetChoice ch = choose_checkpoint_budget(ms, c.batch, recipe.optimizer, parse_size(p.budget));
     checkpoint = ch.policy;
