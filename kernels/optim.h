@@ -42,7 +42,14 @@ struct AdamArgs {
   int64_t n;
 };
 
+// GradScaler's fused unscale + inf/NaN check (torch._amp_foreach_non_finite_check_and_unscale_)
+// for one gradient: grad[i] *= inv_scale (computed in float32 for 16/32-bit grads, as
+// PyTorch multiplies by a float32 inverse scale); *found_inf (float32 on the device) is set
+// to 1 when any grad[i] is inf or NaN, and never reset here (one flag for all grads).
+struct UnscaleArgs { void* grad; float* found_inf; double inv_scale; int64_t n; };
+
 OOMLAB_KERNEL_TABLE(sgd, SgdArgs, "sgd_step")
+OOMLAB_KERNEL_TABLE(amp_unscale, UnscaleArgs, "amp_unscale")
 OOMLAB_KERNEL_TABLE(adam, AdamArgs, "adam_step")
 
 }  // namespace oomlab

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/saved_tensor.h"
 #include "engine/core/error.h"
@@ -32,6 +33,7 @@ struct CheckpointFrame {
   std::string name;
   Device device;
   Generator rng;                      // the device generator when the segment started
+  std::optional<DType> autocast;      // the autocast dtype then (the re-run casts as the forward did)
   Kept input;
   struct Step {
     std::vector<Kept> side;
@@ -63,6 +65,7 @@ struct CheckpointFrame {
     ++t_recomputing;
     gen.set_state(rng);
     GradModeGuard grad(true);
+    AutocastGuard amp(autocast);   // its own cast cache: weights are cast again, as torch's re-run does
     std::vector<Tensor> got;
     {
       SavedTensorHooksGuard hooks({[&got](const Tensor& t) {
@@ -117,6 +120,7 @@ CheckpointSegment::CheckpointSegment(std::string name, const Tensor& input)
   frame_->name = std::move(name);
   frame_->device = input.device();
   frame_->rng = device_generator(frame_->device).get_state();
+  frame_->autocast = autocast_dtype();
   frame_->input = keep(input);
   ++t_counters.segments;
   std::weak_ptr<CheckpointFrame> weak = frame_;   // the hooks must not keep the frame alive

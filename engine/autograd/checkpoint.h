@@ -11,7 +11,8 @@
 //    recomputes each segment that saved exactly once).
 //  * Same results as without checkpointing, bit for bit: the re-run starts from the device
 //    generator state the forward started from (identical dropout masks) and restores the
-//    generator afterwards; while it runs checkpoint_recomputing() is true, which BatchNorm
+//    generator afterwards, under the autocast dtype the forward had (autocast.h; with a
+//    fresh cast cache, so weights are cast again, as torch's re-run does); while it runs checkpoint_recomputing() is true, which BatchNorm
 //    reads to use the batch statistics without updating running stats a second time.
 //  * Kept: the segment's input and side inputs (detached: no graph, no reference cycle).
 //    If one is modified in place before the recompute (version changed), backward throws

@@ -9,7 +9,9 @@
 //    whole-archive, so linking one is what makes it available. The engine never names a
 //    backend: the first table lookup (or allocator / hook request for an accelerator)
 //    runs every announced registrar once, in announcement order.
-//  * launch() on the meta device does nothing: meta runs shapes and allocations only.
+//  * launch() on the meta device runs nothing (meta runs shapes and allocations only) but
+//    refuses an op/dtype pair the cpu backend lacks, with the cpu's message: meta emulates
+//    the backend that CI runs, so a meta estimate never accepts a run that would fail.
 //  * A missing entry raises NotImplementedError "op 'X' has no cuda/bfloat16 kernel";
 //    there is never a silent fallback to another device or dtype.
 #pragma once
@@ -43,9 +45,13 @@ class KernelTable {
     return f;
   }
   // Runs the kernel for (device, dtype) with `d` as the thread's current device (what the
-  // kernel's workspaces, streams and library handles use); no-op on meta.
+  // kernel's workspaces, streams and library handles use). On meta it runs nothing but
+  // refuses, with the cpu's own message, a dtype the cpu backend (which meta emulates) lacks.
   void launch(Device d, DType t, const Args& args) const {
-    if (d.is_meta()) return;
+    if (d.is_meta()) {
+      get(cpu_device(), t);
+      return;
+    }
     Fn f = get(d, t);
     CurrentDeviceGuard guard(d);
     f(args);

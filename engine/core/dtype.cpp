@@ -1,5 +1,11 @@
 // dtype.cpp — dtype names, sizes and float16 conversions.
 #include "engine/core/dtype.h"
+
+#include <algorithm>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 #include "engine/core/error.h"
 
 namespace oomlab {
@@ -81,6 +87,55 @@ float half_to_float(uint16_t h) {
     out = sign | (exp + 112u) << 23 | (mant << 13);
   }
   float f; std::memcpy(&f, &out, 4); return f;
+}
+
+namespace {
+constexpr int64_t kBulkParallelMin = 65536;
+
+void half_block_to_float(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+#endif
+  for (; i < n; ++i) out[i] = half_to_float(in[i]);
+}
+
+void float_block_to_half(const float* in, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(in + i);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    if (!_mm256_testz_ps(nan, nan))   // NaN lanes: the scalar rule (sign | 0x7e00), not the payload
+      for (int64_t j = i; j < i + 8; ++j) out[j] = float_to_half(in[j]);
+  }
+#endif
+  for (; i < n; ++i) out[i] = float_to_half(in[i]);
+}
+}  // namespace
+
+void low_to_float(DType t, const uint16_t* in, float* out, int64_t n) {
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > kBulkParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t lo = b * kBlock, len = std::min(kBlock, n - lo);
+    if (t == DType::f16) half_block_to_float(in + lo, out + lo, len);
+    else for (int64_t i = lo; i < lo + len; ++i) out[i] = bf16_to_float(in[i]);
+  }
+}
+
+void float_to_low(DType t, const float* in, uint16_t* out, int64_t n) {
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > kBulkParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t lo = b * kBlock, len = std::min(kBlock, n - lo);
+    if (t == DType::f16) float_block_to_half(in + lo, out + lo, len);
+    else for (int64_t i = lo; i < lo + len; ++i) out[i] = float_to_bf16(in[i]);
+  }
 }
 
 }  // namespace oomlab

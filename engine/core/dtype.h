@@ -30,4 +30,10 @@ inline float bf16_to_float(uint16_t b) {
   uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f, &u, 4); return f;
 }
 
+// Bulk conversions of n contiguous values (t = f16 or bf16), bit-identical to the scalar
+// functions above (F16C instructions where the CPU has them, NaNs fixed up to the scalar
+// rule), OpenMP-parallel for large n. The CPU's 16-bit kernels and copies use them.
+void low_to_float(DType t, const uint16_t* in, float* out, int64_t n);
+void float_to_low(DType t, const float* in, uint16_t* out, int64_t n);
+
 }  // namespace oomlab

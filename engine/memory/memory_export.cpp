@@ -87,8 +87,12 @@ json chrome_trace_json(const CachingAllocator& alloc, const std::vector<OpSpan>&
   std::set<int> tids;
   for (const OpSpan& s : spans) {
     tids.insert(s.tid);
-    events.push_back({{"name", s.name}, {"cat", "op"}, {"ph", "X"}, {"ts", s.ts_us},
-                      {"dur", s.dur_us}, {"pid", 0}, {"tid", s.tid}});
+    if (s.category == "op")
+      events.push_back({{"name", s.name}, {"cat", "op"}, {"ph", "X"}, {"ts", s.ts_us},
+                        {"dur", s.dur_us}, {"pid", 0}, {"tid", s.tid}});
+    else   // a decision at one instant (autocast casts), thread-scoped
+      events.push_back({{"name", s.name}, {"cat", s.category}, {"ph", "i"}, {"s", "t"}, {"ts", s.ts_us},
+                        {"pid", 0}, {"tid", s.tid}});
   }
   for (int tid : tids)
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},

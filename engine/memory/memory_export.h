@@ -3,7 +3,7 @@
 // ({segments, device_traces, allocator_settings}), which pytorch.org/memory_viz opens as
 // JSON; frames are {"filename": layer, "line": 0, "name": phase} from MemoryContext.
 // chrome_trace_json() returns a Chrome/Perfetto trace: one "X" event per OpSpan (tid =
-// stream), "C" counters "allocated"/"reserved" (bytes) after every allocator trace event,
+// stream; an OpSpan of another category, e.g. "autocast", is an "i" instant event), "C" counters "allocated"/"reserved" (bytes) after every allocator trace event,
 // and an "i" instant event per oom. Both only build json; writing files is the caller's.
 // All timestamps (allocator trace, OpSpan) share the trace_clock_us() origin.
 #pragma once
@@ -25,6 +25,7 @@ struct OpSpan {
   std::string name;
   int64_t ts_us = 0, dur_us = 0;
   int tid = 0;  // stream: 0 compute, others for comm / copy streams
+  std::string category = "op";   // "op": an "X" span; anything else: an instant "i" event (dur 0)
 };
 
 // Process-wide, thread-safe span recorder; off by default.

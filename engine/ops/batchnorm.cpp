@@ -8,6 +8,7 @@
 // only when a gradient that needs it is requested. Backward allocates dx, dweight, dbias.
 #include "engine/ops/batchnorm.h"
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "kernels/batchnorm.h"
@@ -41,6 +42,7 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Te
   OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()),
                  "batch_norm: input must be floating point, got ", dtype_name(x0.dtype()));
   OOMLAB_CHECK(eps > 0.0, "batch_norm: eps must be positive, got ", eps);
+  autocast_note(x0, "batch_norm");   // fp32_compute: 16-bit input kept, float32 parameters and math
   const int64_t N = x0.size(0), C = x0.size(1);
   const int64_t HW = x0.dim() == 4 ? x0.size(2) * x0.size(3) : 1;
   check_param(weight, "weight", x0, C);

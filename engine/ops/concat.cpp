@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/node.h"
 #include "kernels/copy.h"
 
@@ -22,8 +23,15 @@ int64_t wrap_dim(int64_t d, int64_t n, const char* op) {
 }
 }  // namespace
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  OOMLAB_CHECK_T(ValueError, !tensors.empty(), "cat: expected a non-empty list of tensors");
+Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim) {
+  OOMLAB_CHECK_T(ValueError, !tensors_in.empty(), "cat: expected a non-empty list of tensors");
+  std::vector<Tensor> promoted;
+  if (autocast_dtype()) {
+    promoted = tensors_in;
+    for (const Tensor& t : promoted) OOMLAB_CHECK_T(ValueError, t.defined(), "cat: a tensor is undefined");
+    autocast_promote(promoted, "cat");
+  }
+  const std::vector<Tensor>& tensors = autocast_dtype() ? promoted : tensors_in;
   const Tensor& t0 = tensors[0];
   OOMLAB_CHECK_T(ValueError, t0.defined(), "cat: tensor 0 is undefined");
   OOMLAB_CHECK_T(ShapeError, t0.dim() > 0, "cat: zero-dimensional tensor (tensor 0) cannot be concatenated");

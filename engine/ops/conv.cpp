@@ -10,6 +10,7 @@
 // stride/padding/dilation/output_padding/groups.
 #include "engine/ops/conv.h"
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "kernels/conv.h"
@@ -40,7 +41,9 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
   return {N, K, (hp - eff_h) / p.stride_h + 1, (wp - eff_w) / p.stride_w + 1};
 }
 
-Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Conv2dParams& p) {
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dParams& p) {
+  const Tensor x0 = autocast_lower(x_in, "conv2d"), w0 = autocast_lower(w_in, "conv2d"),
+               b0 = autocast_lower(b_in, "conv2d");
   const Shape y_shape = conv2d_output_shape(x0.shape(), w0.shape(), p);
   OOMLAB_CHECK_T(DTypeError, x0.dtype() == w0.dtype() && dtype_is_floating(x0.dtype()),
                  "conv2d: input dtype ", dtype_name(x0.dtype()), " and weight dtype ",
@@ -142,7 +145,9 @@ Shape conv_transpose2d_output_shape(const Shape& x, const Shape& w, const ConvTr
 }
 }  // namespace
 
-Tensor conv_transpose2d(const Tensor& x0, const Tensor& w0, const Tensor& b0, const ConvTranspose2dParams& p) {
+Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const ConvTranspose2dParams& p) {
+  const Tensor x0 = autocast_lower(x_in, "conv_transpose2d"), w0 = autocast_lower(w_in, "conv_transpose2d"),
+               b0 = autocast_lower(b_in, "conv_transpose2d");
   const char* op = "conv_transpose2d";
   OOMLAB_CHECK_T(ValueError, x0.defined() && w0.defined(), op, ": undefined input or weight");
   const Shape y_shape = conv_transpose2d_output_shape(x0.shape(), w0.shape(), p);

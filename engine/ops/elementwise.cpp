@@ -3,6 +3,7 @@
 // kernels/elementwise.h. Saved for backward: see elementwise.h.
 #include "engine/ops/elementwise.h"
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
@@ -31,7 +32,9 @@ Tensor axpby(const Tensor& a0, const Tensor& b0, double alpha, double beta, doub
 }
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) {
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast_promote(a, b, "add");
   check_same(a, b, "add");
   Tensor out = axpby(a, b, 1.0, 1.0, 0.0);
   return attach_grad_fn(out, "add", {a, b}, []() -> BackwardFn {
@@ -39,7 +42,9 @@ Tensor add(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast_promote(a, b, "sub");
   check_same(a, b, "sub");
   Tensor out = axpby(a, b, 1.0, -1.0, 0.0);
   return attach_grad_fn(out, "sub", {a, b}, []() -> BackwardFn {
@@ -49,7 +54,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor mul(const Tensor& a0, const Tensor& b0) {
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a0 = a_in, b0 = b_in;
+  autocast_promote(a0, b0, "mul");
   check_same(a0, b0, "mul");
   Tensor a = a0.contiguous(), b = b0.contiguous();
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
@@ -79,7 +86,12 @@ Tensor add_scalar(const Tensor& a, double beta) {
   });
 }
 
-Tensor& add_(Tensor& a, const Tensor& b) {
+Tensor& add_(Tensor& a, const Tensor& b_in) {
+  // Under autocast the addend takes the destination's dtype (an in-place op cannot widen).
+  const Tensor b = autocast_dtype() && b_in.defined() && a.defined() && b_in.dtype() != a.dtype() &&
+                           dtype_is_floating(b_in.dtype()) && dtype_is_floating(a.dtype())
+                       ? (autocast_rule("add_"), b_in.to(a.dtype()))
+                       : b_in;
   OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && a.is_leaf() && a.requires_grad()),
                  "add_: a leaf Variable that requires grad (", a.str(), ") is being used in an in-place operation");
   const bool track = any_requires_grad({a, b});
@@ -111,7 +123,8 @@ void add_scalar_inplace(Tensor& a, double value) {
 }
 
 namespace {
-Tensor sum_scaled(const Tensor& a0, double alpha, const char* op) {
+Tensor sum_scaled(const Tensor& a_in, double alpha, const char* op) {
+  const Tensor a0 = autocast_fp32(a_in, op);
   Tensor a = a0.contiguous();
   Tensor out = Tensor::empty({}, a.dtype(), a.device());
   sum_kernels().launch(a.device(), a.dtype(), SumArgs{out.raw_data(), a.raw_data(), alpha, a.numel()});

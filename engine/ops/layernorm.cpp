@@ -7,6 +7,7 @@
 // if any, then dx, dweight, dbias (each only when needed).
 #include "engine/ops/layernorm.h"
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "kernels/layernorm.h"
@@ -28,7 +29,8 @@ void check_param(const Tensor& x, const Tensor& p, const char* what) {
 const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 }  // namespace
 
-Tensor layer_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight0, const Tensor& bias0, double eps) {
+  const Tensor x0 = autocast_fp32(x_in, "layer_norm");
   OOMLAB_CHECK_T(ValueError, x0.defined(), "layer_norm: undefined input");
   OOMLAB_CHECK_T(ShapeError, x0.dim() >= 1, "layer_norm: input must have at least one dimension, got ",
                  shape_str(x0.shape()));

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "kernels/linear.h"
@@ -37,7 +38,8 @@ void check_pair(const Tensor& a, const Tensor& b, const char* op, const char* an
 }
 }  // namespace
 
-Tensor matmul(const Tensor& a0, const Tensor& b0) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a0 = autocast_lower(a_in, "matmul"), b0 = autocast_lower(b_in, "matmul");
   OOMLAB_CHECK_T(ShapeError, a0.dim() == 2 && b0.dim() == 2 && a0.size(1) == b0.size(0),
                  "matmul: mat1 and mat2 shapes cannot be multiplied (", shape_str(a0.shape()),
                  " and ", shape_str(b0.shape()), ")");
@@ -67,7 +69,9 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   });
 }
 
-Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  const Tensor x0 = autocast_lower(x_in, "linear"), w0 = autocast_lower(w_in, "linear"),
+               b0 = autocast_lower(b_in, "linear");
   OOMLAB_CHECK_T(ShapeError, w0.dim() == 2 && x0.dim() >= 1 && x0.size(-1) == w0.size(1),
                  "linear: input ", shape_str(x0.shape()), " and weight ", shape_str(w0.shape()),
                  " cannot be multiplied (expected input [..., in] and weight [out, in])");
@@ -160,8 +164,9 @@ Tensor as_logical(const Tensor& buf, bool trans) {
 }
 }  // namespace
 
-Tensor bmm(const Tensor& a0, const Tensor& b0) {
-  OOMLAB_CHECK_T(ValueError, a0.defined() && b0.defined(), "bmm: undefined operand");
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  OOMLAB_CHECK_T(ValueError, a_in.defined() && b_in.defined(), "bmm: undefined operand");
+  const Tensor a0 = autocast_lower(a_in, "bmm"), b0 = autocast_lower(b_in, "bmm");
   OOMLAB_CHECK_T(ShapeError, a0.dim() == 3 && b0.dim() == 3, "bmm: expected 3-D tensors, got ",
                  shape_str(a0.shape()), " and ", shape_str(b0.shape()));
   OOMLAB_CHECK_T(ShapeError, a0.size(0) == b0.size(0) && a0.size(2) == b0.size(1), "bmm: batch1 ",

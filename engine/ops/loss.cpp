@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "engine/ops/softmax.h"
@@ -47,7 +48,8 @@ void check_target(const Tensor& scores, const Tensor& target, const char* op, bo
 }
 }  // namespace
 
-Tensor nll_loss(const Tensor& logp0, const Tensor& target0) {
+Tensor nll_loss(const Tensor& logp_in, const Tensor& target0) {
+  const Tensor logp0 = autocast_fp32(logp_in, "nll_loss");
   check_2d(logp0, "nll_loss", "log_probs");
   check_target(logp0, target0, "nll_loss", true);
   Tensor logp = logp0.contiguous(), target = target0.contiguous();
@@ -72,7 +74,8 @@ Tensor nll_loss(const Tensor& logp0, const Tensor& target0) {
   });
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target) {
+  const Tensor logits = autocast_fp32(logits_in, "cross_entropy");
   check_2d(logits, "cross_entropy", "logits");
   check_target(logits, target, "cross_entropy", true);   // fail before any work
   return nll_loss(log_softmax(logits), target);
@@ -152,7 +155,8 @@ void check_inputs(const Tensor& logits, const Tensor& target) {
 }
 }  // namespace
 
-Tensor pixel_cross_entropy(const Tensor& logits0, const Tensor& target0) {
+Tensor pixel_cross_entropy(const Tensor& logits_in, const Tensor& target0) {
+  const Tensor logits0 = autocast_fp32(logits_in, "pixel_cross_entropy");
   check_inputs(logits0, target0);
   Tensor logits = logits0.contiguous(), target = target0.contiguous();
   const Shape shape = logits.shape();

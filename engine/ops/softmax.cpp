@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "kernels/softmax.h"
@@ -15,7 +16,8 @@
 namespace oomlab {
 
 namespace {
-Tensor softmax_impl(const Tensor& x0, bool log) {
+Tensor softmax_impl(const Tensor& x_in, bool log) {
+  const Tensor x0 = autocast_fp32(x_in, log ? "log_softmax" : "softmax");
   const char* op = log ? "log_softmax" : "softmax";
   OOMLAB_CHECK_T(ValueError, x0.defined(), op, ": undefined input");
   OOMLAB_CHECK_T(ShapeError, x0.dim() == 2, op, ": expected a 2-D input [N, C], got ", shape_str(x0.shape()));
@@ -43,7 +45,8 @@ Tensor softmax_impl(const Tensor& x0, bool log) {
 Tensor softmax(const Tensor& x) { return softmax_impl(x, false); }
 Tensor log_softmax(const Tensor& x) { return softmax_impl(x, true); }
 
-Tensor masked_softmax(const Tensor& x0, const Tensor& mask0, double scale) {
+Tensor masked_softmax(const Tensor& x_in, const Tensor& mask0, double scale) {
+  const Tensor x0 = autocast_fp32(x_in, "masked_softmax");
   OOMLAB_CHECK_T(ValueError, x0.defined(), "masked_softmax: undefined input");
   OOMLAB_CHECK_T(ShapeError, x0.dim() >= 1, "masked_softmax: input must have at least one dimension");
   OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()), "masked_softmax: input must be floating point, got ",

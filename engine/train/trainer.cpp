@@ -104,7 +104,16 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
 
   json history = {{"train_loss", json::array()}, {"lr", json::array()}, {"epochs", json::array()},
                   {"skipped", json::array()}};
-  TrainStep train_step(*model, *opt, c.strategies);
+  std::vector<StepStrategy*> strategies = c.strategies;
+  std::optional<AutocastStrategy> autocast;
+  std::optional<GradScaler> scaler;
+  if (c.amp) strategies.push_back(&autocast.emplace(*c.amp));
+  if (c.loss_scale.kind != LossScaleSpec::Kind::none) {
+    strategies.push_back(&scaler.emplace(c.loss_scale));
+    history["loss_scale"] = json::array();
+    history["found_inf_steps"] = json::array();
+  }
+  TrainStep train_step(*model, *opt, strategies);
   int64_t step = 0;
   json divergence;   // {"step", "loss"} of the first non-finite loss, once there was one
   double epoch_loss = 0;   // running sums of the current epoch (checkpointed)
@@ -136,6 +145,11 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
         ema->set_decay(c.ema_decay);   // this run's --ema (the update count stays restored)
       }
       loader.restore(st.loader);
+      if (scaler) {
+        OOMLAB_CHECK_T(IoError, ck.state.contains("grad_scaler"), "--resume: ", ck.path,
+                       "/trainer_state.json: field \"grad_scaler\" is missing (this run scales the loss)");
+        scaler->load_state(ck.state["grad_scaler"]);
+      }
     } catch (const ValueError& e) {
       throw ValueError(str_cat("--resume: ", ck.path, ": ", e.what()));
     }
@@ -164,6 +178,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
                {"history", history},
                {"epoch_sums", {{"loss", epoch_loss}, {"correct", epoch_correct}, {"samples", epoch_samples}}}};
     if (ema) d.state["ema"] = ema->state_json();   // decay, num_updates, names
+    if (scaler) d.state["grad_scaler"] = scaler->state_json();
     if (!divergence.is_null()) d.state["divergence"] = divergence;
     std::string where = save_checkpoint(c.save_dir, step, d, &written_checkpoints);
     if (!c.quiet) std::printf("saved checkpoint %s\n", where.c_str());
@@ -175,6 +190,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     EvalResult ev;
     if (c.eval_batches != 0 && !c.device.is_meta()) {   // meta has no values to score
       if (ema) ema->swap_in();
+      AutocastGuard amp(c.amp);
       ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device);
       if (ema) ema->swap_out();
     }
@@ -227,6 +243,10 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     }
     history["train_loss"].push_back(finite_or_null(loss));
     history["lr"].push_back(opt->param_groups()[0].lr);
+    if (scaler) {
+      history["loss_scale"].push_back(scaler->last_step_scale());
+      if (scaler->found_inf()) history["found_inf_steps"].push_back(step);
+    }
     if (!c.quiet && c.log_every > 0 && step % c.log_every == 0)
       std::printf("step %lld/%lld loss %.4f lr %.5f %.1f ms/step\n", (long long)step, (long long)total_steps, loss,
                   opt->param_groups()[0].lr, 1e3 * step_times.back());

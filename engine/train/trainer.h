@@ -22,6 +22,7 @@
 #include "engine/core/device.h"
 #include "engine/data/dataset.h"
 #include "engine/nn/module.h"
+#include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
 
 namespace oomlab {
@@ -52,6 +53,13 @@ struct TrainerConfig {
   // weights are not finite: the last good one stays `latest`).
   bool stop_on_nan = true;
   std::vector<StepStrategy*> strategies;   // techniques plugged into every step (train_step.h)
+  // Mixed precision (mixed_precision.h): the forward, loss and evaluation run under autocast
+  // with this dtype; a loss scale other than none adds a GradScaler after `strategies`. The
+  // scale used by each step goes into history.loss_scale, the steps whose update was skipped
+  // for an inf / NaN gradient into history.found_inf_steps (1-based), and the scaler's state
+  // into checkpoints (trainer_state.json "grad_scaler").
+  std::optional<DType> amp;
+  LossScaleSpec loss_scale;
   nlohmann::json config = nlohmann::json::object();   // the run's description (results, checkpoints)
   std::vector<std::string> resume_keys;               // keys of `config` a checkpoint must match
 };

@@ -5,6 +5,8 @@
 // (they show the OOM), then the error propagates (exit 2); --json is never written then.
 #include "experiments/cli/commands.h"
 
+#include "engine/autograd/autocast.h"
+#include "engine/train/mixed_precision.h"
 #include "engine/nn/checkpoint_plan.h"
 
 #include <unistd.h>
@@ -78,6 +80,14 @@ std::string checkpoint_flag(const CliArgs& a) {
   return p.spec;
 }
 
+// --amp / --loss-scale: canonical texts, checked here (exit 2 before any work). A loss scale
+// without 16-bit training would be silently ignored: an error.
+std::string amp_flag(const CliArgs& a) { return amp_name(parse_amp(a.get("amp", "off"))); }
+std::string loss_scale_flag(const CliArgs& a, const std::string& amp) {
+  OOMLAB_CHECK(!a.has("loss-scale") || amp != "off", "--loss-scale has no effect without --amp fp16|bf16");
+  return parse_loss_scale(a.get("loss-scale", "auto"), amp == "fp16").str();
+}
+
 ModelSpec model_spec(const CliArgs& a) {
   ModelSpec s;
   s.model = a.get("model", "");
@@ -92,6 +102,7 @@ ModelSpec model_spec(const CliArgs& a) {
   OOMLAB_CHECK(!a.has("seq-len") || s.seq_len >= 1, "--seq-len must be >= 1 (got ", s.seq_len, ")");
   s.arch = arch_flags(a, s.model);
   s.checkpoint = checkpoint_flag(a);
+  s.amp = amp_flag(a);
   return s;
 }
 
@@ -153,6 +164,8 @@ TrainConfig train_config(const CliArgs& a) {
   c.quiet = a.flag("quiet");
   c.arch = arch_flags(a, c.model);
   c.checkpoint = checkpoint_flag(a);
+  c.amp = amp_flag(a);
+  c.loss_scale = loss_scale_flag(a, c.amp);
   OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
   OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
   OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
@@ -269,15 +282,15 @@ void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
 
 const CommandFlags& command_flags(const std::string& command) {
   static const std::map<std::string, CommandFlags> flags = {
-      {"summary", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "checkpoint", "json"}), {}}},
+      {"summary", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "checkpoint", "amp", "json"}), {}}},
       {"estimate", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory", "checkpoint",
-                                     "json", "memory-snapshot", "chrome-trace"}),
+                                     "amp", "loss-scale", "json", "memory-snapshot", "chrome-trace"}),
                     {}}},
       {"train", {with_arch_flags({"allow-tf32", "cudnn-benchmark", "cudnn-workspace-limit", "model", "dataset",
                                   "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
                                   "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
-                                  "save-every", "resume", "on-nan", "checkpoint", "eval-batches", "log-every", "json", "memory-snapshot",
+                                  "save-every", "resume", "on-nan", "checkpoint", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
                                   "chrome-trace"}),
                  {"nesterov", "quiet"}}}};
   auto it = flags.find(command);
@@ -290,10 +303,29 @@ int cmd_models(const std::vector<std::string>&) {
   return 0;
 }
 
+int cmd_amp_policy(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::puts("oomlab amp-policy [--json FILE]\n  the per-op autocast policy of --amp fp16|bf16");
+    return 0;
+  }
+  CliArgs a(args, {"json"}, {}, "amp-policy");
+  check_output_paths(a);
+  std::printf("%-20s %-13s %s\n", "op", "policy", "what it does under --amp fp16|bf16");
+  nlohmann::json rows = nlohmann::json::array();
+  for (const AutocastRule& r : autocast_rules()) {
+    std::printf("%-20s %-13s %s\n", r.op, cast_policy_name(r.policy), r.why);
+    rows.push_back({{"op", r.op}, {"policy", cast_policy_name(r.policy)}, {"why", r.why}});
+  }
+  std::puts("other ops (relu, gelu, dropout, pooling, upsample, embedding, views) run in their input's dtype; "
+            "float64 is never lowered;\nparameters, gradients and optimizer state stay float32 (master weights)");
+  write_json_if_asked(a, make_results("amp-policy", cpu_device(), nlohmann::json::object(), {{"rules", rows}}));
+  return 0;
+}
+
 int cmd_summary(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::printf("oomlab summary --model M [--input C,H,W | --seq-len T] [--classes K] [--batch B] [--checkpoint POLICY]\n"
-                "  [--json FILE]\n  %s\n",
+                "  [--amp off|fp16|bf16] [--json FILE]\n  %s\n",
                 kArchUsage);
     return 0;
   }
@@ -303,12 +335,13 @@ int cmd_summary(const std::vector<std::string>& args) {
   const int64_t batch = summary_batch(a);
   check_output_paths(a);
   ModelSummary s = summarize_model(spec, batch);
-  std::printf("%-28s %-18s %-18s %12s %12s %14s %14s\n", "layer", "type", "output", "values/img",
-              "params", "output bytes", "saved bytes");
+  std::printf("%-28s %-18s %-18s %12s %12s %-16s %14s %14s\n", "layer", "type", "output", "values/img",
+              "params", "compute dtype", "output bytes", "saved bytes");
   for (const LayerRow& r : s.layers)
-    std::printf("%-28s %-18s %-18s %12lld %12lld %14s %14s\n", r.name.c_str(), r.type.c_str(),
+    std::printf("%-28s %-18s %-18s %12lld %12lld %-16s %14s %14s\n", r.name.c_str(), r.type.c_str(),
                 shape_str(r.output_shape).c_str(), (long long)r.output_values, (long long)r.params,
-                format_bytes(double(r.output_bytes)).c_str(), format_bytes(double(r.saved_bytes)).c_str());
+                r.compute_dtype.c_str(), format_bytes(double(r.output_bytes)).c_str(),
+                format_bytes(double(r.saved_bytes)).c_str());
   std::printf("total params %lld; activation values per sample %lld (%s fp32); saved for backward %s "
               "(batch %lld); forward-only peak %s; training-forward peak %s\n",
               (long long)s.params, (long long)s.activation_values_per_sample,
@@ -328,7 +361,8 @@ int cmd_summary(const std::vector<std::string>& args) {
                   format_bytes(double(t.korthikanti_fp32_bytes)).c_str(),
                   double(t.saved_bytes) / double(std::max<int64_t>(1, t.korthikanti_fp32_bytes)));
   }
-  nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}, {"checkpoint", spec.checkpoint}};
+  nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}, {"checkpoint", spec.checkpoint},
+                        {"amp", spec.amp}};
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json()));
   return 0;
@@ -337,7 +371,7 @@ int cmd_summary(const std::vector<std::string>& args) {
 int cmd_estimate(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::puts("oomlab estimate --model M --batch B [--optimizer sgd|adam|adamw] [--input C,H,W | --seq-len T] "
-              "[--classes K] [--device-memory SIZE] [--checkpoint POLICY] [--json FILE]\n  [--memory-snapshot FILE] "
+              "[--classes K] [--device-memory SIZE] [--checkpoint POLICY]\n  [--amp off|fp16|bf16] [--loss-scale auto|dynamic|static:S|none] [--json FILE] [--memory-snapshot FILE] "
               "[--chrome-trace FILE]");
     std::printf("  %s\n", kArchUsage);
     return 0;
@@ -345,6 +379,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   const CommandFlags& f = command_flags("estimate");
   CliArgs a(args, f.valued, f.switches, "estimate");
   ModelSpec spec = model_spec(a);
+  spec.loss_scale = loss_scale_flag(a, spec.amp);
   const EstimateRequest r = estimate_request(a);
   const std::string& opt = r.optimizer;
   const uint64_t cap = r.capacity;
@@ -378,7 +413,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("peak reserved", e.peak_reserved_bytes, "-", -1);
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
   nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"device_memory", cap},
-                        {"checkpoint", spec.checkpoint}};
+                        {"checkpoint", spec.checkpoint}, {"amp", spec.amp}, {"loss_scale", spec.loss_scale}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json()));
@@ -395,6 +430,7 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
               "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR] [--on-nan stop|continue]\n"
               "  [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"
+              "  [--amp off|fp16|bf16] [--loss-scale auto|dynamic|static:S|none]\n"
               "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
               "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"
               "  [--allow-tf32 none|cudnn|all] [--cudnn-benchmark on|off] [--cudnn-workspace-limit SIZE]");

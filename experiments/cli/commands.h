@@ -28,4 +28,6 @@ int cmd_summary(const std::vector<std::string>& args);
 int cmd_estimate(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_models(const std::vector<std::string>& args);
+// Prints the autocast policy table (engine/autograd/autocast.h); --json FILE writes it.
+int cmd_amp_policy(const std::vector<std::string>& args);
 }  // namespace oomlab

@@ -22,6 +22,7 @@ const char* kUsage =
     "  estimate  the source's memory formula vs the exact meta-device peak\n"
     "  run       run an experiment folder: oomlab run experiments/NN_name [--profile quick|full]\n"
     "  models    list the model zoo\n"
+    "  amp-policy  the autocast policy table (--amp fp16|bf16): which ops run in which dtype\n"
     "run `oomlab <command> --help` for the flags of a command\n";
 }
 
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     if (cmd == "estimate") return oomlab::cmd_estimate(args);
     if (cmd == "run") return oomlab::cmd_run(args);
     if (cmd == "models") return oomlab::cmd_models(args);
+    if (cmd == "amp-policy") return oomlab::cmd_amp_policy(args);
     std::fprintf(stderr, "oomlab: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const oomlab::Interrupted& e) {

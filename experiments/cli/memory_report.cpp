@@ -27,6 +27,7 @@
 #include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/forward_observer.h"
 #include "engine/optim/optimizer.h"
+#include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
 #include "experiments/cli/cli_args.h"
 #include "models/model_zoo.h"
@@ -116,7 +117,8 @@ nlohmann::json ModelSummary::to_json() const {
   for (const LayerRow& r : layers)
     rows.push_back({{"name", r.name}, {"type", r.type}, {"output_shape", r.output_shape},
                     {"output_values", r.output_values}, {"params", r.params},
-                    {"output_bytes", r.output_bytes}, {"saved_bytes", r.saved_bytes}, {"inplace", r.inplace}});
+                    {"output_bytes", r.output_bytes}, {"saved_bytes", r.saved_bytes}, {"inplace", r.inplace},
+                    {"compute_dtype", r.compute_dtype}, {"output_dtype", r.output_dtype}});
   nlohmann::json j = {{"model", model}, {"batch", batch}, {"input", input}, {"layers", rows},
           {"totals", {{"params", params}, {"activation_values_per_sample", activation_values_per_sample},
                       {"distinct_activation_values_per_sample", distinct_activation_values_per_sample},
@@ -141,6 +143,7 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   reset_allocators();
   Built b = build_on_meta(spec);
+  AutocastGuard amp(parse_amp(spec.amp));   // both forwards run as the training step would
   ModelSummary s;
   s.model = spec.model;
   s.batch = batch;
@@ -184,6 +187,13 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
   };
   hooks.unpack = [](const std::shared_ptr<void>& h) { return *static_cast<Tensor*>(h.get()); };
 
+  // Per-op autocast decisions, by the frame (layer) they were made in: the dtype audit.
+  std::unordered_map<std::string, std::set<std::string>> decided;
+  AutocastObserverGuard audit([&](const char*, DType, DType to) {
+    std::string frame = MemoryContext::current();
+    if (auto p = frame.rfind('/'); p != std::string::npos) frame.resize(p);
+    decided[frame].insert(dtype_name(to));
+  });
   std::vector<LayerRow> rows;
   static const std::regex encoder_layer(R"(.*encoder\.layer\.[0-9]+)");
   std::vector<TransformerLayerRow> tlayers;
@@ -207,6 +217,13 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
       r.params = m.num_parameters();
       r.output_bytes = int64_t(out.nbytes());
       r.inplace = in.defined() && in.storage() == out.storage();
+      r.output_dtype = dtype_name(out.dtype());
+      if (auto it = decided.find(r.name); it != decided.end()) {
+        for (const std::string& d : it->second) r.compute_dtype += (r.compute_dtype.empty() ? "" : "+") + d;
+        decided.erase(it);   // a module called twice gets each call's decisions
+      } else {
+        r.compute_dtype = r.output_dtype;
+      }
       if (auto it = pending.find(r.name); it != pending.end()) {
         r.saved_bytes = it->second;
         pending.erase(it);
@@ -322,8 +339,16 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   Tensor x = make_input(b, batch);
   Tensor y = make_target(b, batch);
   e.input_bytes = int64_t(x.nbytes() + y.nbytes());
-  train_step(*b.model, *opt, x, y);                 // step 1 creates optimizer state
-  StepOutput s2 = train_step(*b.model, *opt, x, y);   // steady state
+  // The run's mixed precision: autocast and the loss scaler are part of the step.
+  std::vector<StepStrategy*> strategies;
+  std::optional<AutocastStrategy> autocast;
+  std::optional<GradScaler> scaler;
+  if (const auto amp = parse_amp(spec.amp)) strategies.push_back(&autocast.emplace(*amp));
+  if (const LossScaleSpec ls = parse_loss_scale(spec.loss_scale, spec.amp == "fp16"); ls.kind != LossScaleSpec::Kind::none)
+    strategies.push_back(&scaler.emplace(ls));
+  TrainStep step(*b.model, *opt, strategies);
+  step.run(x, y);                       // step 1 creates optimizer state
+  StepOutput s2 = step.run(x, y);       // steady state
   e.grads_bytes = 0;
   for (const auto& [n, p] : b.model->named_parameters())
     if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());

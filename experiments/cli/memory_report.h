@@ -30,6 +30,10 @@ struct LayerRow {
   int64_t output_bytes = 0;      // whole batch
   int64_t saved_bytes = 0;       // whole batch: storages this call saved first (each once)
   bool inplace = false;          // output shares its input's storage (relu_, flatten view)
+  // The dtype the layer computes in: under --amp, what the autocast policy decided for the
+  // ops inside it ("float16", "float32", "float16+float32" when they differ); without a
+  // decision (or --amp off), its output's dtype. Also the output's dtype.
+  std::string compute_dtype, output_dtype;
 };
 
 // One transformer layer: measured vs Korthikanti et al. 2022 ("Reducing Activation
@@ -68,6 +72,8 @@ struct ModelSpec {
   int64_t seq_len = 0;       // token models: 0 -> the preset's seq_len
   ArchOverrides arch;        // --hidden/--layers/... (checked against the model's family)
   std::string checkpoint = "none";   // --checkpoint policy (engine/nn/checkpoint_plan.h)
+  std::string amp = "off";           // --amp off|fp16|bf16 (engine/autograd/autocast.h)
+  std::string loss_scale = "none";   // estimate: --loss-scale, canonical (engine/train/mixed_precision.h)
 };
 
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch);

@@ -94,6 +94,7 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"device_memory", c.device_memory}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
+            {"amp", c.amp}, {"loss_scale", c.loss_scale},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
   return j;
@@ -148,6 +149,8 @@ json train(const TrainConfig& c) {
     ms.model = c.model;
     ms.num_classes = c.num_classes;
     ms.arch = c.arch;
+    ms.amp = c.amp;
+    ms.loss_scale = c.loss_scale;
     if (model_input_kind(c.model) == InputKind::tokens) {
       ms.seq_len = c.long_seq_prob > 0 ? std::max(c.seq_len, c.long_seq_len) : c.seq_len;   // the longest batch
     } else {
@@ -209,6 +212,8 @@ json train(const TrainConfig& c) {
   t.log_every = c.log_every;
   t.quiet = c.quiet;
   t.stop_on_nan = c.stop_on_nan;
+  t.amp = parse_amp(c.amp);
+  t.loss_scale = parse_loss_scale(c.loss_scale, c.amp == "fp16");
   t.config = config_json(c, recipe, given);
   t.config["checkpoint_segments"] = plan.segments;
   if (!budget.is_null()) t.config["checkpoint_budget"] = budget;
@@ -216,7 +221,7 @@ json train(const TrainConfig& c) {
   // recipe (a different --lr would change the run while the results record the new one).
   t.resume_keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len", "seq_min_len",
                    "long_seq_len", "long_seq_prob", "batch", "optimizer", "lr", "momentum", "weight_decay",
-                   "nesterov", "schedule", "seed"};
+                   "nesterov", "schedule", "seed", "amp", "loss_scale"};
   const json arch = c.arch.to_json(c.model);
   for (auto it = arch.begin(); it != arch.end(); ++it) t.resume_keys.push_back(it.key());
   json results = train_model(*model, *data.train, *data.test, t);

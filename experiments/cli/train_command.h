@@ -56,6 +56,8 @@ struct TrainConfig {
   bool stop_on_nan = true;                 // --on-nan stop|continue (trainer.h)
   bool record_history = false;             // keep allocator trace + op spans for export
   std::string checkpoint = "none";         // --checkpoint policy (engine/nn/checkpoint_plan.h)
+  std::string amp = "off";                 // --amp off|fp16|bf16 (engine/autograd/autocast.h)
+  std::string loss_scale = "none";         // canonical --loss-scale (engine/train/mixed_precision.h)
 };
 
 // Everything train() checks before any work, without allocating or reading data: the model

@@ -39,6 +39,16 @@ void copy_cpu(const CopyArgs& a) {
       for (int64_t i = 0; i < n; ++i) o[i] = s[i];
       return;
     }
+    const bool in_low = a.in_dtype == DType::f16 || a.in_dtype == DType::bf16;
+    const bool out_low = a.out_dtype == DType::f16 || a.out_dtype == DType::bf16;
+    if (a.in_dtype == DType::f32 && out_low) {   // autocast's casts: bulk, bit-identical to store()
+      float_to_low(a.out_dtype, static_cast<const float*>(a.in), static_cast<uint16_t*>(a.out), n);
+      return;
+    }
+    if (in_low && a.out_dtype == DType::f32) {
+      low_to_float(a.in_dtype, static_cast<const uint16_t*>(a.in), static_cast<float*>(a.out), n);
+      return;
+    }
     if (a.in_dtype == DType::f64 && a.out_dtype == DType::f32) {
       const double* s = static_cast<const double*>(a.in); float* o = static_cast<float*>(a.out);
       for (int64_t i = 0; i < n; ++i) o[i] = float(s[i]);

@@ -1,4 +1,5 @@
-// optim_cpu.cpp — CPU kernels for the fused optimizer updates (float32, float64).
+// optim_cpu.cpp — CPU kernels for the fused optimizer updates (float32, float64; float16 and
+// bfloat16 in half_cpu.cpp) and GradScaler's unscale + inf check (all four float types).
 // Each kernel makes one pass over a parameter, its grad and its state, computing in T
 // in PyTorch's single-tensor operation order (see kernels/optim.h).
 // OpenMP with a static schedule above 32768 elements; purely elementwise, so the result
@@ -61,6 +62,22 @@ void adam_loop(const AdamArgs& a) {
   }
 }
 
+// Unscale in the compute type C (float for float / 16-bit storage, double for double);
+// S is the stored type (uint16_t bit patterns for 16-bit grads, converted by Load / Store).
+template <class S, class C, C (*Load)(S), S (*Store)(C)> void unscale_cpu(const UnscaleArgs& a) {
+  S* g = static_cast<S*>(a.grad);
+  const C inv = C(float(a.inv_scale));
+  int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (a.n > 32768)
+  for (int64_t i = 0; i < a.n; ++i) {
+    const C v = Load(g[i]);
+    bad |= !std::isfinite(v);
+    g[i] = Store(v * inv);
+  }
+  if (bad) *a.found_inf = 1.0f;
+}
+template <class T> T same(T v) { return v; }
+
 template <class T> void adam_step_cpu(const AdamArgs& a) {
   const bool decay = a.weight_decay != 0, low = (1.0 - a.beta1) < 0.5;
   if (!decay) return low ? adam_loop<T, false, false, true>(a) : adam_loop<T, false, false, false>(a);
@@ -72,6 +89,10 @@ template <class T> void adam_step_cpu(const AdamArgs& a) {
 void register_optim_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(sgd_kernels(), sgd_step_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(adam_kernels(), adam_step_cpu);
+  amp_unscale_kernels().set(DeviceType::cpu, DType::f32, &unscale_cpu<float, float, same<float>, same<float>>);
+  amp_unscale_kernels().set(DeviceType::cpu, DType::f64, &unscale_cpu<double, double, same<double>, same<double>>);
+  amp_unscale_kernels().set(DeviceType::cpu, DType::f16, &unscale_cpu<uint16_t, float, half_to_float, float_to_half>);
+  amp_unscale_kernels().set(DeviceType::cpu, DType::bf16, &unscale_cpu<uint16_t, float, bf16_to_float, float_to_bf16>);
 }
 
 }  // namespace oomlab

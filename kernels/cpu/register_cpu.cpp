@@ -37,6 +37,7 @@ void register_layernorm_cpu_kernels();
 void register_embedding_cpu_kernels();
 void register_upsample_cpu_kernels();
 void register_optim_cpu_kernels();
+void register_half_cpu_kernels();   // last: built from the float32 kernels above
 
 namespace {
 void flush_denormals_in_this_thread() {
@@ -68,6 +69,7 @@ void register_cpu_kernels() {
   register_embedding_cpu_kernels();
   register_upsample_cpu_kernels();
   register_optim_cpu_kernels();
+  register_half_cpu_kernels();
 }
 }  // namespace
 

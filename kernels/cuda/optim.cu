@@ -69,9 +69,29 @@ template <class T> void adam_step_cuda(const AdamArgs& a) {
     low ? launch_adam<T, true, false, true>(a, k, L.stream) : launch_adam<T, true, false, false>(a, k, L.stream);
   CUDA_LAUNCH_CHECK();
 }
+// GradScaler's unscale + inf/NaN check: float compute for 16/32-bit grads (as the CPU
+// kernel); any non-finite element stores 1 into *found_inf (a benign race: all store 1).
+template <class T> __global__ void unscale_kernel(T* g, float* found_inf, compute_t<T> inv, int64_t n) {
+  for (int64_t i = gtid(); i < n; i += gstride()) {
+    const compute_t<T> v = ld(g[i]);
+    if (!isfinite(v)) *found_inf = 1.0f;
+    g[i] = st<T>(mul_rn(v, inv));
+  }
+}
+template <class T> void unscale_cuda(const UnscaleArgs& a) {
+  if (a.n == 0) return;
+  const Launch L("amp_unscale");
+  unscale_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<T*>(a.grad), a.found_inf,
+                                                             compute_t<T>(float(a.inv_scale)), a.n);
+  CUDA_LAUNCH_CHECK();
+}
 }  // namespace
 
 void register_optim_cuda_kernels() {
+  amp_unscale_kernels().set(DeviceType::cuda, DType::f32, &unscale_cuda<float>);
+  amp_unscale_kernels().set(DeviceType::cuda, DType::f64, &unscale_cuda<double>);
+  amp_unscale_kernels().set(DeviceType::cuda, DType::f16, &unscale_cuda<__half>);
+  amp_unscale_kernels().set(DeviceType::cuda, DType::bf16, &unscale_cuda<__nv_bfloat16>);
   OOMLAB_REGISTER_FLOAT_CUDA(sgd_kernels(), sgd_step_cuda);
   OOMLAB_REGISTER_FLOAT_CUDA(adam_kernels(), adam_step_cuda);
 }
