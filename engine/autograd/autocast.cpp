@@ -22,7 +22,11 @@ struct CacheKey {
 
 struct AutocastState {
   std::optional<DType> dtype;
-  std::map<CacheKey, std::pair<Tensor, Tensor>> cache;   // key -> (source, cast): the source keeps impl alive
+  // key -> index into `entries` (source, cast: the source keeps impl alive). Entries are
+  // released in reverse insertion order, never in key (heap address) order, so the
+  // allocator trace of clearing the cache is the same on every run and device.
+  std::map<CacheKey, size_t> cache;
+  std::vector<std::pair<Tensor, Tensor>> entries;
   int64_t casts = 0;
   AutocastObserver observer;
 };
@@ -45,10 +49,11 @@ Tensor cast(const Tensor& t, DType to, const char* op) {
   if (!cacheable) { ++state.casts; return t.to(to); }
   const CacheKey key{t.impl(), t.version(), to};
   auto it = state.cache.find(key);
-  if (it != state.cache.end()) return it->second.second;
+  if (it != state.cache.end()) return state.entries[it->second].second;
   ++state.casts;
   Tensor c = t.to(to);
-  state.cache.emplace(key, std::make_pair(t, c));
+  state.cache.emplace(key, state.entries.size());
+  state.entries.emplace_back(t, c);
   return c;
 }
 }  // namespace
@@ -119,7 +124,10 @@ AutocastGuard::AutocastGuard(std::optional<DType> dtype) : previous_(state.dtype
 
 AutocastGuard::~AutocastGuard() {
   state.dtype = previous_;
-  if (owns_cache_) state.cache.clear();
+  if (owns_cache_) {
+    state.cache.clear();
+    while (!state.entries.empty()) state.entries.pop_back();
+  }
 }
 
 Tensor autocast_lower(const Tensor& t, const char* op) {

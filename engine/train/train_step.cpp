@@ -210,6 +210,11 @@ int64_t count_task_correct(const Tensor& logits, const Tensor& target, std::vect
   if (confusion) OOMLAB_CHECK(int64_t(confusion->size()) == K * K, "count_task_correct: confusion must have K*K = ",
                               K * K, " entries, got ", confusion->size());
   if (l.dtype() == DType::f64) return pixel_hits(l.data<double>(), t.data<int64_t>(), N, K, HW, confusion);
+  if (l.dtype() == DType::f16 || l.dtype() == DType::bf16) {   // autocast logits: widened on the host
+    std::vector<float> wide(size_t(l.numel()));
+    low_to_float(l.dtype(), l.data<uint16_t>(), wide.data(), l.numel());
+    return pixel_hits(wide.data(), t.data<int64_t>(), N, K, HW, confusion);
+  }
   OOMLAB_CHECK_T(DTypeError, l.dtype() == DType::f32, "count_task_correct: unsupported logits dtype ",
                  dtype_name(l.dtype()));
   return pixel_hits(l.data<float>(), t.data<int64_t>(), N, K, HW, confusion);

@@ -1,0 +1,53 @@
+// zoo_test_util.h — small zoo models and deterministic batches for whole-model tests
+// (checkpointing, mixed precision): small_config shrinks inputs / sequences so every model
+// runs in milliseconds; make_input / make_target build fixed inputs on the config's device.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "engine/core/rng.h"
+#include "engine/core/tensor.h"
+#include "models/model_zoo.h"
+
+namespace oomlab::test {
+
+inline ModelConfig small_config(const std::string& name, Device dev) {
+  ModelConfig c = default_model_config(name);
+  c.device = dev;
+  c.seed = 5;
+  if (model_input_kind(name) == InputKind::tokens) {
+    c.seq_len = 12;
+    if (name == "bert-base") c.hidden = 96, c.heads = 12, c.max_positions = 16;
+  } else if (model_task_kind(name) == TaskKind::segmentation) {
+    c.height = c.width = 16;
+  } else if (c.height > 32) {
+    c.height = c.width = 32;
+  }
+  return c;
+}
+
+inline Tensor make_input(const std::string& name, const ModelConfig& c, int64_t batch) {
+  Shape s = model_input_shape(name, c, batch);
+  if (model_input_kind(name) == InputKind::tokens) {
+    std::vector<int64_t> ids(size_t(shape_numel(s)));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = i % 9 == 8 ? 0 : int64_t(1 + (i * 7919) % 997);
+    return Tensor::from_vector_i64(ids, s, c.device);
+  }
+  Generator g{11, 0};
+  std::vector<double> v(size_t(shape_numel(s)));
+  for (double& f : v) f = g.next_unit();
+  return Tensor::from_vector(v, s, DType::f32, c.device);
+}
+
+inline Tensor make_target(const std::string& name, const ModelConfig& c, int64_t batch) {
+  if (model_task_kind(name) == TaskKind::segmentation) {
+    std::vector<int64_t> t(size_t(batch * c.height * c.width));
+    for (size_t i = 0; i < t.size(); ++i) t[i] = int64_t(i % size_t(c.num_classes));
+    return Tensor::from_vector_i64(t, {batch, c.height, c.width}, c.device);
+  }
+  std::vector<int64_t> t(static_cast<size_t>(batch));
+  for (size_t i = 0; i < t.size(); ++i) t[i] = int64_t(i) % c.num_classes;
+  return Tensor::from_vector_i64(t, {batch}, c.device);
+}
+
+}  // namespace oomlab::test
