@@ -1,0 +1,93 @@
+"""report_amp.py — the report section of experiment 05_amp (mixed precision): the source's
+AMP table, our exact meta peaks per mode with the with/without ratios beside the source's,
+model state per parameter, CPU step-time ratios and the fp32-vs-bf16 accuracy runs, and
+one figure (peak ratio per model: ours vs the source's V100 / T4)."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from check_results import is_num  # noqa: E402
+from report_format import md_table, save_fig_atomic  # noqa: E402
+
+MODES = ("off", "fp16", "bf16")
+
+
+def plot_05(doc, path):
+    rows = doc["summary"]["memory"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    labels = [r["model"] for r in rows]
+    width = 0.2
+    series = [("ours fp16", lambda r: r.get("fp16", {}).get("peak_ratio")),
+              ("ours bf16", lambda r: r.get("bf16", {}).get("peak_ratio")),
+              ("source V100", lambda r: r.get("source_peak_ratio", {}).get("V100")),
+              ("source T4", lambda r: r.get("source_peak_ratio", {}).get("T4"))]
+    for k, (name, get) in enumerate(series):
+        xs = [i + (k - 1.5) * width for i in range(len(rows))]
+        ys = [get(r) if is_num(get(r)) else 0 for r in rows]
+        ax.bar(xs, ys, width, label=name)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("peak memory with AMP / without")
+    ax.set_title(f"{doc['experiment']}: training peak with AMP vs fp32 (ours: meta, exact)", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_fig_atomic(fig, path)
+
+
+def render_05(doc, out_dir):
+    src, summ = doc["source"], doc["summary"]
+    parts = ["### Source\n", f"{src.get('citation', '')}\n"]
+    rows = []
+    for model, gpus in src["memory_gb"].items():
+        for gpu, (a, b) in gpus.items():
+            t = src["time_s"][model][gpu]
+            rows.append([model, gpu, f"{a} GB", f"{b} GB", f"{b / a:.3f}x", f"{t[0]} s", f"{t[1]} s",
+                         f"{t[0] / t[1]:.2f}x"])
+    parts.append(md_table(["model", "GPU", "memory fp32", "memory AMP", "ratio", "time fp32", "time AMP",
+                           "speed-up"], rows, right={2, 3, 4, 5, 6, 7}))
+    parts.append("\n### Ours: exact training peaks (meta device, one step after the first, Adam)\n")
+    rows = []
+    for r in summ["memory"]:
+        cells = [r["model"]]
+        for m in MODES:
+            e = r.get(m)
+            cells.append(f"{e['peak_mib']:,.0f} MiB ({e['peak_ratio']:.3f}x)" if e else "n/a")
+        for m in MODES:
+            e = r.get(m)
+            cells.append(f"{e['activation_ratio']:.2f}x" if e else "n/a")
+        cells.append(" / ".join(f"{r[m]['model_state_bytes_per_param']:.1f}" for m in MODES if r.get(m)))
+        s = r.get("source_peak_ratio", {})
+        cells.append(", ".join(f"{g} {v:.3f}x" for g, v in s.items()))
+        rows.append(cells)
+    parts.append(md_table(["model", "peak fp32", "peak fp16", "peak bf16", "activations fp32", "fp16", "bf16",
+                           "model state B/param (off/fp16/bf16)", "source ratio"], rows,
+                          right=set(range(1, 8))))
+    rows = []
+    for r in summ["cpu_time"]:
+        cells = [r["model"], r["steps"]]
+        for m in MODES:
+            e = r.get(m)
+            cells.append(f"{1e3 * e['median_step_s']:.0f} ms ({e['time_ratio']:.2f}x)" if e else "n/a")
+        rows.append(cells)
+    if rows:
+        parts.append(f"\nCPU median step time per mode ({doc['context'].get('cpu', 'cpu')}; the CPU computes "
+                     "16-bit ops in float32 and pays for the casts, so this is AMP's cost on a CPU, not a GPU "
+                     "figure):\n")
+        parts.append(md_table(["model", "steps", "fp32", "fp16", "bf16"], rows, right={1, 2, 3, 4}))
+    rows = []
+    for r in summ["accuracy"]:
+        off, bf = r.get("off", {}), r.get("bf16", {})
+        a, b = off.get("final_test_accuracy"), bf.get("final_test_accuracy")
+        rows.append([r["model"], r["steps"], f"{100 * a:.2f}%" if is_num(a) else "n/a",
+                     f"{100 * b:.2f}%" if is_num(b) else "n/a",
+                     f"{100 * (b - a):+.2f} points" if is_num(a) and is_num(b) else "n/a"])
+    if rows:
+        parts.append("\nAccuracy, fp32 vs autocast bf16 (same seeds, evaluation under the same autocast):\n")
+        parts.append(md_table(["model", "steps", "fp32", "bf16", "difference"], rows, right={1, 2, 3, 4}))
+    fig = "figures/05_amp.png"
+    plot_05(doc, out_dir / fig)
+    parts.append(f"![{doc['experiment']}]({fig})\n")
+    return "\n".join(parts), [fig]
