@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "engine/autograd/autocast.h"
@@ -17,6 +18,7 @@
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory_export.h"
 #include "engine/nn/checkpoint_plan.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
@@ -35,6 +37,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
+#include "experiments/cli/memory_report.h"
 #include "models/model_zoo.h"
 #include "tests/zoo_test_util.h"
 
@@ -446,4 +449,40 @@ TEST(Autocast, MetaRefusesAnOpDtypeTheCpuLacksWithTheCpusMessage) {
   const std::string cpu = message(cpu_device());
   EXPECT_NE(cpu.find("has no cpu/int64 kernel"), std::string::npos) << cpu;
   EXPECT_EQ(message(meta_device()), cpu);
+}
+
+// ---- the per-op dtype audit: summary rows and Chrome-trace events ------------------------------
+
+TEST(Autocast, SummaryShowsEachLayersComputeDtype) {
+  ModelSpec spec;
+  spec.model = "bert-tiny";
+  spec.seq_len = 16;
+  spec.amp = "bf16";
+  const ModelSummary s = summarize_model(spec, 2);
+  std::map<std::string, std::string> by_type;
+  for (const LayerRow& r : s.layers) by_type[r.type] = r.compute_dtype;
+  EXPECT_EQ(by_type["Linear"], "bfloat16");
+  EXPECT_EQ(by_type["LayerNorm"], "float32");
+  EXPECT_EQ(by_type["Embedding"], "float32") << "unlisted: the weight's dtype";
+  spec.amp = "off";
+  for (const LayerRow& r : summarize_model(spec, 2).layers) EXPECT_EQ(r.compute_dtype, r.output_dtype) << r.name;
+}
+
+TEST(Autocast, DecisionsAreInstantEventsInTheChromeTrace) {
+  OpProfiler::take();
+  OpProfiler::enable(true);
+  {
+    AutocastGuard amp(DType::f16);
+    linear(randn({2, 4}, 1), randn({3, 4}, 2).set_requires_grad(true), Tensor());
+  }
+  OpProfiler::enable(false);
+  const std::vector<OpSpan> spans = OpProfiler::take();
+  const nlohmann::json trace = chrome_trace_json(allocator_for(cpu_device()), spans);
+  int casts = 0;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("cat", "") == "autocast") {
+      EXPECT_EQ(e["ph"], "i");
+      casts += e["name"] == "autocast linear: float32 -> float16";
+    }
+  EXPECT_EQ(casts, 2) << "input and weight: " << trace.dump();
 }

@@ -133,6 +133,21 @@ INSTANTIATE_TEST_SUITE_P(
         RejectCase{"train --model resnet20 --dataset synthetic --steps 1 --checkpoint selective", 2,
                    "the model has no BertSelfAttention module"}));
 
+INSTANTIATE_TEST_SUITE_P(
+    MixedPrecision, CliRejects,
+    ::testing::Values(
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --amp fp8", 2,
+                   "--amp: unknown mode 'fp8' (expected off, fp16 or bf16)"},
+        RejectCase{"estimate --model bert-mini --batch 8 --amp fp8", 2, "unknown mode 'fp8'"},
+        RejectCase{"summary --model bert-mini --amp half-ish", 2, "unknown mode 'half-ish'"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --loss-scale dynamic", 2,
+                   "--loss-scale has no effect without --amp fp16|bf16"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --amp fp16 --loss-scale static:0", 2,
+                   "the scale must be a positive finite number"},
+        RejectCase{"estimate --model mlp --batch 2 --amp bf16 --loss-scale sometimes", 2,
+                   "--loss-scale: unknown value 'sometimes'"},
+        RejectCase{"summary --model mlp --amp bf16 --loss-scale dynamic", 2, "--loss-scale"}));
+
 // oomlab run checks where its results go before the first point.
 TEST(CliOutputs, RunChecksItsOutputBeforeThePoints) {
   for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{

@@ -101,6 +101,45 @@ TEST(Trainer, ResumeIsBitExact) {
   fs::remove_all(b);
 }
 
+// Mixed precision resumes bit-exactly too: the GradScaler's scale and growth tracker are
+// part of the checkpoint, so the resumed run continues the same scale sequence (with fp16
+// at 2^16 the first steps overflow and halve it, so the saved scale is not the initial one).
+TEST(Trainer, ResumeIsBitExactWithAmpAndLossScaling) {
+  fs::path a = temp_dir("resume_amp_a"), b = temp_dir("resume_amp_b");
+  TrainConfig ca = small_config();
+  ca.amp = "fp16";
+  ca.loss_scale = "dynamic";
+  ca.save_dir = a.string();
+  ca.save_every = 4;
+  nlohmann::json ra = train(ca);
+  const auto& h = ra["metrics"]["history"];
+  ASSERT_EQ(h["loss_scale"].size(), 10u);
+  EXPECT_FALSE(h["found_inf_steps"].empty()) << "fp16 at 2^16 overflows at first: " << h.dump();
+  EXPECT_LT(h["loss_scale"].back().get<double>(), 65536.0);
+  const nlohmann::json saved = read_json(a / "step-8" / "trainer_state.json");
+  EXPECT_EQ(saved["grad_scaler"]["scale"], h["loss_scale"][8]) << "the scale after step 8 is the one step 9 uses";
+
+  TrainConfig cb = ca;
+  cb.save_dir = b.string();
+  cb.resume_dir = (a / "step-8").string();
+  nlohmann::json rb = train(cb);
+  EXPECT_EQ(ra["metrics"]["history"]["train_loss"], rb["metrics"]["history"]["train_loss"]);
+  EXPECT_EQ(ra["metrics"]["history"]["loss_scale"], rb["metrics"]["history"]["loss_scale"]);
+  EXPECT_EQ(ra["metrics"]["history"]["found_inf_steps"], rb["metrics"]["history"]["found_inf_steps"]);
+  EXPECT_EQ(load_all(a / "step-10" / "model.safetensors"), load_all(b / "step-10" / "model.safetensors"));
+
+  TrainConfig other = small_config();   // fp32: a different run, refused before any weights load
+  other.resume_dir = (a / "step-8").string();
+  try {
+    train(other);
+    FAIL() << "expected a config mismatch";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("amp=\"fp16\""), std::string::npos) << e.what();
+  }
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
 TEST(Trainer, LearnsSyntheticTaskAndWritesStrictJson) {
   TrainConfig c = small_config();
   c.model = "mlp";
