@@ -401,11 +401,7 @@ TEST(Autocast, MetaTraceEqualsCpuForAmpSteps) {
         CachingAllocator& al = allocator_for(dev);
         const ModelConfig c = small_config(name, dev);
         nn::ModulePtr m = build_model(name, c);
-        Tensor x = dev.is_meta() ? Tensor::empty(model_input_shape(name, c, 2),
-                                                 model_input_kind(name) == InputKind::tokens ? DType::i64 : DType::f32, dev)
-                                 : make_input(name, c, 2);
-        Tensor t = make_target(name, small_config(name, cpu_device()), 2);
-        if (dev.is_meta()) t = Tensor::empty(t.shape(), DType::i64, dev);
+        Tensor x = input_on_device(name, c, 2), t = target_on_device(name, c, 2);
         ParamGroup g;
         g.params = m->named_parameters();
         g.lr = 1e-3;

@@ -238,10 +238,7 @@ TEST(Checkpoint, MetaTraceEqualsCpuWithRecompute) {
       CachingAllocator& al = allocator_for(dev);
       const ModelConfig c = small_config(name, dev);
       nn::ModulePtr m = build_model(name, c);
-      Tensor x = dev.is_meta() ? Tensor::empty(model_input_shape(name, c, 2),
-                                               model_input_kind(name) == InputKind::tokens ? DType::i64 : DType::f32, dev)
-                               : make_input(name, c, 2);
-      Tensor t = dev.is_meta() ? Tensor::empty({2}, DType::i64, dev) : make_target(name, c, 2);
+      Tensor x = input_on_device(name, c, 2), t = target_on_device(name, c, 2);
       apply_checkpoint_plan(*m, plan_checkpoints(*m, model_probe_input(name, c), parse_checkpoint_policy(policy)));
       al.record_history(true);
       cross_entropy((*m)(x), t).backward();

@@ -50,4 +50,18 @@ inline Tensor make_target(const std::string& name, const ModelConfig& c, int64_t
   return Tensor::from_vector_i64(t, {batch}, c.device);
 }
 
+// make_input / make_target on c.device; on meta, unfilled tensors of the same shapes (meta
+// has no values), so a test can run the same step on cpu and meta and compare traces.
+inline Tensor input_on_device(const std::string& name, const ModelConfig& c, int64_t batch) {
+  if (!c.device.is_meta()) return make_input(name, c, batch);
+  return Tensor::empty(model_input_shape(name, c, batch),
+                       model_input_kind(name) == InputKind::tokens ? DType::i64 : DType::f32, c.device);
+}
+inline Tensor target_on_device(const std::string& name, const ModelConfig& c, int64_t batch) {
+  if (!c.device.is_meta()) return make_target(name, c, batch);
+  ModelConfig host = c;
+  host.device = cpu_device();
+  return Tensor::empty(make_target(name, host, batch).shape(), DType::i64, c.device);
+}
+
 }  // namespace oomlab::test
