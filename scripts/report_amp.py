@@ -49,6 +49,8 @@ def render_05(doc, out_dir):
     parts.append(md_table(["model", "GPU", "memory fp32", "memory AMP", "ratio", "time fp32", "time AMP",
                            "speed-up"], rows, right={2, 3, 4, 5, 6, 7}))
     parts.append("\n### Ours: exact training peaks (meta device, one step after the first, Adam)\n")
+    parts.append("Activations are the bytes kept after the forward (what backward needs), the 16-bit weight "
+                 "copies autocast makes included: tiny-ff's 40x is its weights' copies, not activations.\n")
     rows = []
     for r in summ["memory"]:
         cells = [r["model"]]

@@ -131,11 +131,14 @@ json verdict_05(const json& spec, const json& summary) {
                   100 * a, 100 * b, (long long)r["steps"].get<int64_t>(), judged ? "" : " (too short to judge)");
     acc_text += t;
   }
-  double cpu_ratio = 0;
-  int n = 0;
+  std::string cpu_text;   // per model: an average would hide that they differ
   for (const json& r : summary["cpu_time"])
-    if (r.contains("bf16")) { cpu_ratio += r["bf16"]["time_ratio"].get<double>(); ++n; }
-  cpu_ratio = n ? cpu_ratio / n : 0;
+    if (r.contains("bf16")) {
+      char t[120];
+      std::snprintf(t, sizeof t, "%s%s %.2fx", cpu_text.empty() ? "" : ", ", r["model"].get<std::string>().c_str(),
+                    r["bf16"]["time_ratio"].get<double>());
+      cpu_text += t;
+    }
   const json& sm = src["memory_gb"];
   auto src_ratio = [&](const char* m, const char* gpu) { return sm[m][gpu][1].get<double>() / sm[m][gpu][0].get<double>(); };
   char buf[3000];
@@ -145,7 +148,7 @@ json verdict_05(const json& spec, const json& summary) {
                 "%.3fx V100, %.3fx T4) -- %s. Activations: UNet %.2fx, BERT %.2fx of fp32 (Micikevicius: about 0.5; "
                 "BERT keeps float32 softmax probabilities and LayerNorm outputs) -- %s. Model state: %.1f B/param "
                 "fp32 and %.1f B/param AMP with Adam (claim 16) -- %s. Accuracy: %s%s. Time: on this CPU (no 16-bit "
-                "arithmetic; casts cost) AMP steps take %.2fx the fp32 time on average; the source's GPU speed-ups "
+                "arithmetic; casts cost) a bf16 step takes %s the fp32 time; the source's GPU speed-ups "
                 "(BERT 2.2x V100, 2.7x T4) await a GPU run.",
                 tiny_r, src_ratio("tiny-ff", "V100"), src_ratio("tiny-ff", "T4"),
                 !tiny_ok ? "gains memory, unlike the claim"
@@ -157,7 +160,7 @@ json verdict_05(const json& spec, const json& summary) {
                 act_unet, act_bert, act_ok ? "roughly halved" : "not halved", state_off, state_amp,
                 state_ok ? "unchanged by AMP, as claimed" : "not 16", acc_text.empty() ? "no accuracy runs; " : acc_text.c_str(),
                 !acc_any ? "not judged" : acc_ok ? "bf16 within 1 point of fp32" : "bf16 NOT within 1 point of fp32",
-                cpu_ratio);
+                cpu_text.c_str());
   const bool memory_claims = tiny_ok && large_ok && act_ok && state_ok;
   // confirmed: every memory claim holds and bf16 learns as fp32; refuted: AMP changes
   // accuracy or the memory claims fail; the GPU time claim stays open (no GPU run here),
