@@ -421,13 +421,7 @@ TEST(Autocast, MetaTraceEqualsCpuForAmpSteps) {
       };
       auto [cpu, cpu_stats] = record(cpu_device());
       auto [meta, meta_stats] = record(meta_device());
-      ASSERT_EQ(cpu.size(), meta.size());
-      for (size_t i = 0; i < cpu.size(); ++i) {
-        ASSERT_EQ(cpu[i].action, meta[i].action) << i;
-        ASSERT_EQ(cpu[i].size, meta[i].size) << i << " " << cpu[i].frame;
-        ASSERT_EQ(cpu[i].frame, meta[i].frame) << i;
-      }
-      EXPECT_EQ(cpu_stats.at("allocated_bytes.all.peak"), meta_stats.at("allocated_bytes.all.peak"));
+      expect_same_trace(cpu, meta, cpu_stats, meta_stats);
     }
   }
 }

@@ -2,11 +2,15 @@
 // (checkpointing, mixed precision): small_config shrinks inputs / sequences so every model
 // runs in milliseconds; make_input / make_target build fixed inputs on the config's device.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <map>
 #include <string>
 #include <vector>
 
 #include "engine/core/rng.h"
 #include "engine/core/tensor.h"
+#include "engine/memory/caching_allocator.h"
 #include "models/model_zoo.h"
 
 namespace oomlab::test {
@@ -62,6 +66,20 @@ inline Tensor target_on_device(const std::string& name, const ModelConfig& c, in
   ModelConfig host = c;
   host.device = cpu_device();
   return Tensor::empty(make_target(name, host, batch).shape(), DType::i64, c.device);
+}
+
+// The meta device's allocation trace equals the CPU's: same events, sizes and frames, and
+// the same peak.
+inline void expect_same_trace(const std::vector<TraceEvent>& cpu, const std::vector<TraceEvent>& meta,
+                              const std::map<std::string, int64_t>& cpu_stats,
+                              const std::map<std::string, int64_t>& meta_stats) {
+  ASSERT_EQ(cpu.size(), meta.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    ASSERT_EQ(cpu[i].action, meta[i].action) << i;
+    ASSERT_EQ(cpu[i].size, meta[i].size) << i << " " << cpu[i].frame;
+    ASSERT_EQ(cpu[i].frame, meta[i].frame) << i;
+  }
+  EXPECT_EQ(cpu_stats.at("allocated_bytes.all.peak"), meta_stats.at("allocated_bytes.all.peak"));
 }
 
 }  // namespace oomlab::test

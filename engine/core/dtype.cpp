@@ -114,28 +114,28 @@ void float_block_to_half(const float* in, uint16_t* out, int64_t n) {
 #endif
   for (; i < n; ++i) out[i] = float_to_half(in[i]);
 }
+
+// fn(lo, len) over fixed blocks of [0, n), OpenMP-parallel for large n.
+template <class Fn> void in_blocks(int64_t n, Fn fn) {
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > kBulkParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) fn(b * kBlock, std::min(kBlock, n - b * kBlock));
+}
 }  // namespace
 
 void low_to_float(DType t, const uint16_t* in, float* out, int64_t n) {
-  constexpr int64_t kBlock = 4096;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n > kBulkParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t lo = b * kBlock, len = std::min(kBlock, n - lo);
+  in_blocks(n, [&](int64_t lo, int64_t len) {
     if (t == DType::f16) half_block_to_float(in + lo, out + lo, len);
     else for (int64_t i = lo; i < lo + len; ++i) out[i] = bf16_to_float(in[i]);
-  }
+  });
 }
 
 void float_to_low(DType t, const float* in, uint16_t* out, int64_t n) {
-  constexpr int64_t kBlock = 4096;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n > kBulkParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t lo = b * kBlock, len = std::min(kBlock, n - lo);
+  in_blocks(n, [&](int64_t lo, int64_t len) {
     if (t == DType::f16) float_block_to_half(in + lo, out + lo, len);
     else for (int64_t i = lo; i < lo + len; ++i) out[i] = float_to_bf16(in[i]);
-  }
+  });
 }
 
 }  // namespace oomlab
