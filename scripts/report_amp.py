@@ -1,7 +1,7 @@
 """report_amp.py — the report section of experiment 05_amp (mixed precision): the source's
 AMP table, our exact meta peaks per mode with the with/without ratios beside the source's,
-model state per parameter, CPU step-time ratios and the fp32-vs-bf16 accuracy runs, and
-one figure (peak ratio per model: ours vs the source's V100 / T4)."""
+model state per parameter, the --half rows (model.half() with BN float32, with and without
+float32 master weights), CPU step-time ratios and the accuracy runs, and one figure (peak ratio per model: ours vs the source's V100 / T4)."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -11,6 +11,7 @@ from check_results import is_num  # noqa: E402
 from report_format import md_table, save_fig_atomic  # noqa: E402
 
 MODES = ("off", "fp16", "bf16")
+HALF_MODES = ("half", "half+master")
 
 
 def plot_05(doc, path):
@@ -68,6 +69,26 @@ def render_05(doc, out_dir):
                            "model state B/param (off/fp16/bf16)", "source ratio"], rows,
                           right=set(range(1, 8))))
     rows = []
+    for r in summ["memory"]:
+        if not any(r.get(m) for m in HALF_MODES):
+            continue
+        cells = [r["model"], f"{r['off']['peak_mib']:,.0f} MiB"]
+        for m in HALF_MODES:
+            e = r.get(m)
+            cells.append(f"{e['peak_mib']:,.0f} MiB ({e['peak_ratio']:.3f}x)" if e else "n/a")
+        for m in HALF_MODES:
+            e = r.get(m)
+            cells.append(f"{e['activation_ratio']:.2f}x" if e else "n/a")
+        cells.append(" / ".join(f"{r[m]['model_state_bytes_per_param']:.1f}" for m in ("off",) + HALF_MODES
+                                if r.get(m)))
+        rows.append(cells)
+    if rows:
+        parts.append("\n`--half` (the source's `model.half()`: weights and activations float16, BatchNorm float32; "
+                     "the optimizer on the float16 weights) and `--half --master-weights` (float32 copies the "
+                     "optimizer updates, Apex O2), same step and optimizer:\n")
+        parts.append(md_table(["model", "peak fp32", "peak --half", "peak + masters", "activations --half",
+                               "+ masters", "model state B/param (fp32/half/+masters)"], rows, right=set(range(1, 7))))
+    rows = []
     for r in summ["cpu_time"]:
         cells = [r["model"], r["steps"]]
         for m in MODES:
@@ -80,15 +101,24 @@ def render_05(doc, out_dir):
                      "figure):\n")
         parts.append(md_table(["model", "steps", "fp32", "fp16", "bf16"], rows, right={1, 2, 3, 4}))
     rows = []
+
+    def pct(v):
+        return f"{100 * v:.2f}%" if is_num(v) else "n/a"
     for r in summ["accuracy"]:
         off, bf = r.get("off", {}), r.get("bf16", {})
         a, b = off.get("final_test_accuracy"), bf.get("final_test_accuracy")
-        rows.append([r["model"], r["steps"], f"{100 * a:.2f}%" if is_num(a) else "n/a",
-                     f"{100 * b:.2f}%" if is_num(b) else "n/a",
-                     f"{100 * (b - a):+.2f} points" if is_num(a) and is_num(b) else "n/a"])
+        cells = [r["model"], r["steps"], pct(a), pct(b),
+                 f"{100 * (b - a):+.2f} points" if is_num(a) and is_num(b) else "n/a"]
+        for m in HALF_MODES:
+            e = r.get(m, {})
+            skipped = f", {e['skipped_steps']} skipped" if is_num(e.get("skipped_steps")) else ""
+            cells.append(pct(e.get("final_test_accuracy")) + skipped if e else "n/a")
+        rows.append(cells)
     if rows:
-        parts.append("\nAccuracy, fp32 vs autocast bf16 (same seeds, evaluation under the same autocast):\n")
-        parts.append(md_table(["model", "steps", "fp32", "bf16", "difference"], rows, right={1, 2, 3, 4}))
+        parts.append("\nAccuracy, fp32 vs autocast bf16 and the --half modes (same seeds, evaluation in the "
+                     "run's precision):\n")
+        parts.append(md_table(["model", "steps", "fp32", "bf16", "bf16 - fp32", "--half", "--half --master-weights"],
+                              rows, right={1, 2, 3, 4, 5, 6}))
     fig = "figures/05_amp.png"
     plot_05(doc, out_dir / fig)
     parts.append(f"![{doc['experiment']}]({fig})\n")

@@ -105,6 +105,20 @@ TEST(Cli, UnknownCommandAndJsonIntoMissingDirectory) {
   EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
 }
 
+// Checking where results will go creates nothing: a command refused after that check
+// (here for a missing --resume) leaves no folder behind, while a writable place still passes.
+TEST(Cli, RefusedTrainCreatesNoSaveFolder) {
+  const fs::path base = tmp("save_parent");
+  fs::remove_all(base);
+  const fs::path save = base / "a" / "b";
+  CliRun r = run_oomlab("train --model mlp --dataset synthetic --steps 1 --save " + save.string() + " --resume /nonexistent/ckpt");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_FALSE(fs::exists(base)) << "a refused command created " << base;
+  CliRun file_parent = run_oomlab("train --model mlp --dataset synthetic --steps 1 --save /etc/hostname/ckpt");
+  EXPECT_EQ(file_parent.code, 2) << file_parent.output;
+  EXPECT_NE(file_parent.output.find("/etc/hostname is not a directory"), std::string::npos) << file_parent.output;
+}
+
 TEST(Cli, EstimateWritesStrictJsonWithProvenance) {
   fs::path out = tmp("estimate.json");
   CliRun r = run_oomlab("estimate --model resnet50 --batch 8 --optimizer adam --json " + out.string());
@@ -143,6 +157,29 @@ TEST(Cli, CudaDeviceWithoutUsableGpuIsOneClearError) {
     EXPECT_NE(r.output.find("built without CUDA"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--device cpu"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out));
+}
+
+// --half with a model the target backend cannot serve in float16: refused before any
+// work by the pre-flight (a CUDA build lacks float16 BN / activation / optimizer kernels
+// until the GPU issue adds them); a CPU-only build refuses the device itself. On CPU every
+// model is served, so the same command trains.
+TEST(Cli, HalfWithAModelTheBackendCannotServeIsRefusedUpFront) {
+  fs::path out = tmp("half_cuda.json");
+  fs::remove(out);
+  CliRun r = run_oomlab("train --model resnet20 --dataset synthetic --synthetic-size 16 --batch 8 --steps 1 --half "
+                        "--device cuda --json " + out.string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  if (oomlab::built_with_cuda())
+    EXPECT_NE(r.output.find("--half: resnet20 cannot train in float16 on cuda: op '"), std::string::npos) << r.output;
+  else
+    EXPECT_NE(r.output.find("built without CUDA"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1"), std::string::npos) << "trained before failing: " << r.output;
+  EXPECT_FALSE(fs::exists(out));
+  CliRun cpu = run_oomlab("train --model resnet20 --dataset synthetic --synthetic-size 16 --batch 8 --steps 1 --half "
+                          "--master-weights --eval-batches 1 --quiet --json " + out.string());
+  EXPECT_EQ(cpu.code, 0) << cpu.output;
+  EXPECT_TRUE(fs::exists(out));
+  fs::remove(out);
 }
 
 // An existing directory given as an output file is rejected up front (before training).

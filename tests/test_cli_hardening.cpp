@@ -113,8 +113,10 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     OutputsUpFront, CliRejects,
     ::testing::Values(
-        RejectCase{"train --model mlp --dataset synthetic --steps 1 --save /proc/oomlab_ckpt", 2, "--save: cannot create"},
-        RejectCase{"train --model mlp --dataset synthetic --steps 1 --save /etc/hostname/ck", 2, "Not a directory"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --save /proc/oomlab_ckpt", 2,
+                   "--save: cannot write /proc/oomlab_ckpt: directory /proc is not writable"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --save /etc/hostname/ck", 2,
+                   "--save: cannot create /etc/hostname/ck: /etc/hostname is not a directory"},
         RejectCase{"train --model mlp --dataset synthetic --steps 1 --save /proc/self", 2, "--save: cannot write"},
         RejectCase{"estimate --model mlp --batch 2 --memory-snapshot /proc/x.json", 2, "is not writable"}));
 
@@ -146,7 +148,14 @@ INSTANTIATE_TEST_SUITE_P(
                    "the scale must be a positive finite number"},
         RejectCase{"estimate --model mlp --batch 2 --amp bf16 --loss-scale sometimes", 2,
                    "--loss-scale: unknown value 'sometimes'"},
-        RejectCase{"summary --model mlp --amp bf16 --loss-scale dynamic", 2, "--loss-scale"}));
+        RejectCase{"summary --model mlp --amp bf16 --loss-scale dynamic", 2, "--loss-scale"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --master-weights", 2,
+                   "--master-weights applies to --half"},
+        RejectCase{"estimate --model mlp --batch 2 --half --amp bf16", 2,
+                   "--half and --amp bf16 are two ways to train in 16 bits: give one"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --half --loss-scale dynamic", 2,
+                   "--loss-scale dynamic with --half needs --master-weights"},
+        RejectCase{"summary --model mlp --half", 2, "unknown flag --half"}));
 
 // oomlab run checks where its results go before the first point.
 TEST(CliOutputs, RunChecksItsOutputBeforeThePoints) {

@@ -140,6 +140,51 @@ TEST(Trainer, ResumeIsBitExactWithAmpAndLossScaling) {
   fs::remove_all(b);
 }
 
+// --half --master-weights: the float32 masters and the scaler travel in the checkpoint, so
+// the resumed run repeats the uninterrupted one bit for bit; a plain --half run differs on
+// the half / master_weights keys and is refused.
+TEST(Trainer, ResumeIsBitExactWithHalfAndMasterWeights) {
+  fs::path a = temp_dir("resume_half_a"), b = temp_dir("resume_half_b");
+  TrainConfig ca = small_config();
+  ca.half = true;
+  ca.master_weights = true;
+  ca.loss_scale = "dynamic";
+  ca.save_dir = a.string();
+  ca.save_every = 4;
+  nlohmann::json ra = train(ca);
+  {   // (tensors read here live in the cpu allocator, which the next train() replaces)
+    bool has_master = false;
+    for (const auto& [n, t] : read_safetensors((a / "step-8" / "trainer_state.safetensors").string()).tensors)
+      if (n == "master.conv1.weight") has_master = t.dtype() == DType::f32;
+    EXPECT_TRUE(has_master) << "the float32 master of conv1.weight is in the checkpoint";
+    for (const auto& [n, t] : read_safetensors((a / "step-8" / "model.safetensors").string()).tensors) {
+      if (n == "conv1.weight") EXPECT_EQ(t.dtype(), DType::f16);
+      if (n == "bn1.weight" || n == "bn1.running_var") EXPECT_EQ(t.dtype(), DType::f32) << n;
+    }
+  }
+
+  TrainConfig cb = ca;
+  cb.save_dir = b.string();
+  cb.resume_dir = (a / "step-8").string();
+  nlohmann::json rb = train(cb);
+  EXPECT_EQ(ra["metrics"]["history"]["train_loss"], rb["metrics"]["history"]["train_loss"]);
+  EXPECT_EQ(ra["metrics"]["history"]["loss_scale"], rb["metrics"]["history"]["loss_scale"]);
+  EXPECT_EQ(load_all(a / "step-10" / "model.safetensors"), load_all(b / "step-10" / "model.safetensors"));
+  EXPECT_EQ(load_all(a / "step-10" / "trainer_state.safetensors"), load_all(b / "step-10" / "trainer_state.safetensors"));
+
+  TrainConfig plain = small_config();
+  plain.half = true;
+  plain.resume_dir = (a / "step-8").string();
+  try {
+    train(plain);
+    FAIL() << "expected a config mismatch";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("master_weights=true"), std::string::npos) << e.what();
+  }
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
 TEST(Trainer, LearnsSyntheticTaskAndWritesStrictJson) {
   TrainConfig c = small_config();
   c.model = "mlp";

@@ -47,4 +47,14 @@ bool backend_linked(const char* name) {
   return false;
 }
 
+namespace {
+thread_local DeviceType emulated_by_meta = DeviceType::cpu;
+}
+DeviceType meta_emulated_device_type() { return emulated_by_meta; }
+MetaEmulationGuard::MetaEmulationGuard(DeviceType emulated) : previous_(emulated_by_meta) {
+  OOMLAB_CHECK(emulated != DeviceType::meta, "meta cannot emulate itself");
+  emulated_by_meta = emulated;
+}
+MetaEmulationGuard::~MetaEmulationGuard() { emulated_by_meta = previous_; }
+
 }  // namespace oomlab

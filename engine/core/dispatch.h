@@ -10,8 +10,9 @@
 //    backend: the first table lookup (or allocator / hook request for an accelerator)
 //    runs every announced registrar once, in announcement order.
 //  * launch() on the meta device runs nothing (meta runs shapes and allocations only) but
-//    refuses an op/dtype pair the cpu backend lacks, with the cpu's message: meta emulates
-//    the backend that CI runs, so a meta estimate never accepts a run that would fail.
+//    refuses an op/dtype pair the emulated backend lacks, with that backend's message: meta
+//    emulates the cpu backend (the one CI runs) unless a MetaEmulationGuard names another,
+//    so a meta probe never accepts a run that would fail where it is meant to run.
 //  * A missing entry raises NotImplementedError "op 'X' has no cuda/bfloat16 kernel";
 //    there is never a silent fallback to another device or dtype.
 #pragma once
@@ -28,6 +29,19 @@ void ensure_kernels_registered();
 // True when the backend `name` ("cpu", "cuda") was linked into this program.
 bool backend_linked(const char* name);
 inline bool built_with_cuda() { return backend_linked("cuda"); }
+
+// The device type whose kernel tables meta launches check on this thread: cpu unless a
+// MetaEmulationGuard is active (e.g. a --half run planned for cuda probed on meta first).
+DeviceType meta_emulated_device_type();
+class MetaEmulationGuard {
+ public:
+  explicit MetaEmulationGuard(DeviceType emulated);
+  ~MetaEmulationGuard();
+  MetaEmulationGuard(const MetaEmulationGuard&) = delete;
+  MetaEmulationGuard& operator=(const MetaEmulationGuard&) = delete;
+ private:
+  DeviceType previous_;
+};
 
 template <class Args>
 class KernelTable {
@@ -46,10 +60,10 @@ class KernelTable {
   }
   // Runs the kernel for (device, dtype) with `d` as the thread's current device (what the
   // kernel's workspaces, streams and library handles use). On meta it runs nothing but
-  // refuses, with the cpu's own message, a dtype the cpu backend (which meta emulates) lacks.
+  // refuses, with that backend's own message, a dtype the emulated backend lacks.
   void launch(Device d, DType t, const Args& args) const {
     if (d.is_meta()) {
-      get(cpu_device(), t);
+      get(Device{meta_emulated_device_type(), 0}, t);
       return;
     }
     Fn f = get(d, t);

@@ -121,12 +121,29 @@ void check_output_file(const std::string& path, const std::string& what) {
 }
 
 void check_output_dir(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
   OOMLAB_CHECK_T(IoError, !path.empty(), what, ": the directory name is empty");
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  OOMLAB_CHECK_T(IoError, !ec, what, ": cannot create ", path, ": ", ec.message());
-  OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(path), what, ": cannot use ", path, ": it is not a directory");
-  probe_writable(path, what, path);
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    OOMLAB_CHECK_T(IoError, S_ISDIR(st.st_mode), what, ": cannot use ", path, ": it is not a directory");
+    probe_writable(path, what, path);
+    return;
+  }
+  // Missing: the run will create it, so its nearest existing ancestor must be a writable
+  // directory. Nothing is created here: a command refused later leaves no trace.
+  const fs::path target = fs::path(path).lexically_normal();
+  const fs::path root = target.is_absolute() ? fs::path("/") : fs::path(".");
+  fs::path ancestor = target;
+  bool found = false;
+  while (!found && ancestor != root) {
+    ancestor = ancestor.has_relative_path() && ancestor.has_parent_path() ? ancestor.parent_path() : root;
+    if (ancestor.empty()) ancestor = root;
+    found = ::stat(ancestor.c_str(), &st) == 0;
+  }
+  OOMLAB_CHECK_T(IoError, found, what, ": cannot create ", path, ": no existing parent directory");
+  OOMLAB_CHECK_T(IoError, S_ISDIR(st.st_mode), what, ": cannot create ", path, ": ", ancestor.string(),
+                 " is not a directory");
+  probe_writable(ancestor.string(), what, path);
 }
 
 std::function<void(const std::string&)>& atomic_write_fault_hook() {

@@ -12,8 +12,8 @@
 //    (not after hours of it): IoError naming `what` (e.g. "--json") and the path when it
 //    is a directory (file) or a file (dir), or its directory does not exist or is not
 //    writable. Writability is probed by creating and removing a temp file (access(2) says
-//    yes to root on read-only places); check_output_dir creates the directory (as the
-//    run would) and check_output_file creates nothing.
+//    yes to root on read-only places). Neither creates anything: a missing directory passes
+//    when its nearest existing ancestor is a writable directory (the run creates it).
 //  * atomic_write_fault_hook(): test-only; when set it is called with the temp path after
 //    the fsync and before the rename, and may throw to simulate a crash at that point.
 #pragma once
@@ -28,7 +28,7 @@ namespace oomlab {
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
 void check_output_file(const std::string& path, const std::string& what);
-// A writable directory, created (with its parents) if missing.
+// An existing writable directory, or a missing one whose nearest existing ancestor is one.
 void check_output_dir(const std::string& path, const std::string& what);
 
 // Throws ValueError naming the first non-finite number's key path.

@@ -25,6 +25,7 @@ void TrainStep::zero_grad() {
 
 Tensor TrainStep::forward_loss(const Tensor& x, const Tensor& y, int64_t* correct) {
   Tensor logits = model_(x);   // each layer labels its own frame ("features.0/fwd")
+  for (StepStrategy* s : strategies_) logits = s->model_output(logits);
   MemoryContext ctx("loss", "fwd");
   Tensor loss = task_loss(logits, y);
   if (correct) *correct += count_task_correct(logits, y);
@@ -47,7 +48,9 @@ bool TrainStep::optimizer_step() {
   return go;
 }
 
-StepOutput TrainStep::run(const Tensor& x, const Tensor& y, bool track_memory) {
+StepOutput TrainStep::run(const Tensor& x_in, const Tensor& y, bool track_memory) {
+  Tensor x = x_in;
+  for (StepStrategy* s : strategies_) x = s->model_input(x);
   CachingAllocator& al = allocator_for(x.device());
   auto cur = [&] { return al.stat("allocated_bytes.all.current"); };
   auto peak = [&] { return al.stat("allocated_bytes.all.peak"); };

@@ -63,6 +63,10 @@ class StepStrategy {
   // Micro-batches the batch of `batch` samples is split into (gradient accumulation); the
   // step uses the largest any strategy asks for.
   virtual int64_t micro_batches(int64_t batch) const { return 1; }
+  // The batch's input as the model takes it (--half: cast to float16), and the model's
+  // output as the loss takes it (Apex O2: back to float32); applied in strategy order.
+  virtual Tensor model_input(const Tensor& x) { return x; }
+  virtual Tensor model_output(const Tensor& logits) { return logits; }
   // Around each micro-batch's forward + loss (autocast, recompute policies).
   virtual void before_forward(int64_t micro, int64_t micro_count) {}
   virtual void after_forward(int64_t micro, int64_t micro_count) {}

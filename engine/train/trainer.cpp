@@ -18,6 +18,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/half_mode.h"
 #include "engine/train/results.h"
 #include "engine/train/train_step.h"
 #include "engine/train/trainer_state.h"
@@ -30,7 +31,8 @@ namespace {
 // mean_iou: segmentation only (-1 otherwise), over classes present in target or prediction.
 struct EvalResult { double loss = 0, accuracy = 0, mean_iou = -1; int64_t samples = 0; };
 
-EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64_t max_batches, Device dev) {
+EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64_t max_batches, Device dev,
+                    StepStrategy* io) {
   NoGradGuard ng;
   model.eval();
   DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0);
@@ -44,7 +46,9 @@ EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64
   while ((max_batches < 0 || nb < max_batches) && loader.next(b)) {
     Tensor x = batch_input_to_device(b, dev);
     Tensor y = batch_target_to_device(b, dev);
+    if (io) x = io->model_input(x);
     Tensor logits = model(x);
+    if (io) logits = io->model_output(logits);
     loss_sum += task_loss(logits, y).item() * double(b.n);
     correct += count_task_correct(logits, y, seg ? &confusion : nullptr);
     r.samples += b.n;
@@ -80,12 +84,24 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
   OOMLAB_CHECK(c.batch <= train_set.size(), "impossible batch: --batch ", c.batch, " is larger than the ",
                train_set.name(), " training set (", train_set.size(), " samples)");
+  OOMLAB_CHECK(!c.master_weights || c.half, "--master-weights needs --half");
+  OOMLAB_CHECK(!c.half || !c.amp, "--half and --amp are two ways to train in 16 bits: give one");
+  OOMLAB_CHECK(!c.half || c.master_weights || c.loss_scale.kind == LossScaleSpec::Kind::none,
+               "--loss-scale ", c.loss_scale.str(), " with --half needs --master-weights: unscaling float16 gradients "
+               "in float16 flushes the small ones to zero again (PyTorch's GradScaler refuses them too)");
   manual_seed(c.seed);
   nn::Module* model = &model_ref;
   model->train();
+  std::optional<HalfIO> half_io;
+  std::optional<MasterWeights> masters;
+  if (c.half) {
+    half_model(*model, DType::f16);
+    half_io.emplace(DType::f16, c.master_weights);
+    if (c.master_weights) masters.emplace(*model);
+  }
 
   ParamGroup g;
-  g.params = model->named_parameters();
+  g.params = masters ? masters->parameters() : model->named_parameters();
   g.lr = c.lr;
   g.momentum = c.optimizer == "sgd" ? c.momentum : 0.0;
   g.weight_decay = c.weight_decay;
@@ -108,6 +124,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   std::optional<AutocastStrategy> autocast;
   std::optional<GradScaler> scaler;
   if (c.amp) strategies.push_back(&autocast.emplace(*c.amp));
+  if (half_io) strategies.push_back(&*half_io);
+  if (masters) strategies.push_back(&*masters);   // before the scaler: it unscales the float32 master grads
   if (c.loss_scale.kind != LossScaleSpec::Kind::none) {
     strategies.push_back(&scaler.emplace(c.loss_scale));
     history["loss_scale"] = json::array();
@@ -135,8 +153,9 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     const TrainerState st = parse_trainer_state(ck.state, ck.path + "/trainer_state.json");
     OOMLAB_CHECK_T(IoError, !ema || st.ema.is_object(), "--resume: ", ck.path,
                    "/trainer_state.json: field \"ema\" is missing (this run has --ema, the checkpoint's had none)");
-    NamedTensors opt_tensors, ema_tensors;
-    for (auto& [n, t] : ck.trainer) (n.rfind("ema.", 0) == 0 ? ema_tensors : opt_tensors).push_back({n, t});
+    NamedTensors opt_tensors, ema_tensors, master_tensors;
+    for (auto& [n, t] : ck.trainer)
+      (n.rfind("ema.", 0) == 0 ? ema_tensors : n.rfind("master.", 0) == 0 ? master_tensors : opt_tensors).push_back({n, t});
     try {   // the components validate their own parts; say which file they came from
       opt->load_state(st.optimizer, opt_tensors);
       sched.load_state(st.scheduler);
@@ -145,6 +164,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
         ema->set_decay(c.ema_decay);   // this run's --ema (the update count stays restored)
       }
       loader.restore(st.loader);
+      if (masters) masters->load_state(master_tensors);
       if (scaler) {
         OOMLAB_CHECK_T(IoError, ck.state.contains("grad_scaler"), "--resume: ", ck.path,
                        "/trainer_state.json: field \"grad_scaler\" is missing (this run scales the loss)");
@@ -170,6 +190,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     d.model = state_dict(*model);
     d.trainer = opt->state_tensors();
     if (ema) for (auto& t : ema->state_tensors()) d.trainer.push_back(t);
+    if (masters) for (auto& t : masters->state_tensors()) d.trainer.push_back(t);
     LoaderState ls = loader.state();
     const Generator rng = device_generator(c.device).get_state();
     d.state = {{"step", step}, {"config", run_cfg}, {"optimizer", opt->state_json()},
@@ -191,7 +212,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     if (c.eval_batches != 0 && !c.device.is_meta()) {   // meta has no values to score
       if (ema) ema->swap_in();
       AutocastGuard amp(c.amp);
-      ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device);
+      ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device, half_io ? &*half_io : nullptr);
       if (ema) ema->swap_out();
     }
     json e = {{"epoch", epoch}, {"step", step},

@@ -60,6 +60,14 @@ struct TrainerConfig {
   // into checkpoints (trainer_state.json "grad_scaler").
   std::optional<DType> amp;
   LossScaleSpec loss_scale;
+  // --half (half_mode.h): the trainer converts the model with half_model(float16) (BatchNorm
+  // stays float32), casts inputs to float16 for training and evaluation, and the optimizer
+  // updates the float16 parameters. master_weights (needs half) adds float32 masters that the
+  // optimizer updates instead, float32 logits for the loss, and the masters in checkpoints
+  // (trainer_state.safetensors "master.<name>"). Loss scaling with half needs master_weights;
+  // half excludes amp.
+  bool half = false;
+  bool master_weights = false;
   nlohmann::json config = nlohmann::json::object();   // the run's description (results, checkpoints)
   std::vector<std::string> resume_keys;               // keys of `config` a checkpoint must match
 };

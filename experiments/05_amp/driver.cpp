@@ -13,6 +13,7 @@
 // reported as what AMP costs there, not as a verdict on GPUs.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "experiments/runner/driver_util.h"
@@ -22,7 +23,14 @@ namespace oomlab {
 namespace {
 using json = nlohmann::json;
 
-std::string amp_of(const json& p) { return p["axes"]["amp"].get<std::string>(); }
+// The precision mode of a point: its --amp axis value, or "half" / "half+master" for the
+// --half points (model.half() without / with float32 master weights).
+std::string amp_of(const json& p) {
+  if (p.contains("axes") && p["axes"].contains("amp")) return p["axes"]["amp"].get<std::string>();
+  if (point_option(p, "half", false).get<bool>())
+    return point_option(p, "master-weights", false).get<bool>() ? "half+master" : "half";
+  return "off";
+}
 double mib(double b) { return b / 1048576.0; }
 
 json summarize_05(const json& spec, json& points) {
@@ -46,7 +54,7 @@ json summarize_05(const json& spec, json& points) {
     for (const auto& [amp, m] : by) {
       const json& e = m["exact"];
       const double state = e["params_bytes"].get<double>() + e["grads_bytes"].get<double>() +
-                           e["optimizer_state_bytes"].get<double>();
+                           e["optimizer_state_bytes"].get<double>() + e.value("master_weights_bytes", 0.0);
       row[amp] = {{"peak_mib", mib(e["peak_allocated_bytes"].get<double>())},
                   {"activation_mib", mib(e["activation_bytes"].get<double>())},
                   {"model_state_bytes_per_param", state / params},
@@ -66,7 +74,13 @@ json summarize_05(const json& spec, json& points) {
   std::map<std::string, std::map<std::string, const json*>> runs;
   for (const json* p : ok_points(points, "train")) {   // the block is the point name's first word
     const std::string name = (*p)["name"].get<std::string>();
-    runs[name.substr(0, name.find(' '))][amp_of(*p)] = p;
+    std::string block = name.substr(0, name.find(' '));
+    for (const char* suffix : {"_half_master", "_half"})   // accuracy_resnet20_half -> accuracy_resnet20
+      if (block.size() > std::strlen(suffix) && block.compare(block.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
+        block.resize(block.size() - std::strlen(suffix));
+        break;
+      }
+    runs[block][amp_of(*p)] = p;
   }
   json time = json::array(), accuracy = json::array();
   for (const auto& [block, by] : runs) {
@@ -139,6 +153,29 @@ json verdict_05(const json& spec, const json& summary) {
                     r["bf16"]["time_ratio"].get<double>());
       cpu_text += t;
     }
+  // --half (model.half(), BN float32): memory beside fp32 and AMP, and whether it learns.
+  std::string half_text;
+  for (const json* r : {unet, bert})
+    if (r->contains("half") && r->contains("half+master")) {
+      char t[240];
+      std::snprintf(t, sizeof t, "%s%s %.3fx plain / %.3fx with float32 masters (%.0f / %.0f B/param)",
+                    half_text.empty() ? "" : ", ", (*r)["model"].get<std::string>().c_str(),
+                    (*r)["half"]["peak_ratio"].get<double>(), (*r)["half+master"]["peak_ratio"].get<double>(),
+                    (*r)["half"]["model_state_bytes_per_param"].get<double>(),
+                    (*r)["half+master"]["model_state_bytes_per_param"].get<double>());
+      half_text += t;
+    }
+  for (const json& r : summary["accuracy"])
+    for (const char* mode : {"half", "half+master"})
+      if (r.contains(mode) && !r[mode]["final_test_accuracy"].is_null()) {
+        char t[200];
+        std::snprintf(t, sizeof t, "; %s --%s %.2f%% (%s)", r["model"].get<std::string>().c_str(),
+                      std::strcmp(mode, "half") == 0 ? "half" : "half --master-weights",
+                      100 * r[mode]["final_test_accuracy"].get<double>(),
+                      r[mode].contains("skipped_steps") ? str_cat(r[mode]["skipped_steps"].get<int64_t>(), " steps skipped").c_str()
+                                                        : "no loss scaling");
+        half_text += t;
+      }
   const json& sm = src["memory_gb"];
   auto src_ratio = [&](const char* m, const char* gpu) { return sm[m][gpu][1].get<double>() / sm[m][gpu][0].get<double>(); };
   char buf[3000];
@@ -149,7 +186,7 @@ json verdict_05(const json& spec, const json& summary) {
                 "BERT keeps float32 softmax probabilities and LayerNorm outputs) -- %s. Model state: %.1f B/param "
                 "fp32 and %.1f B/param AMP with Adam (claim 16) -- %s. Accuracy: %s%s. Time: on this CPU (no 16-bit "
                 "arithmetic; casts cost) a bf16 step takes %s the fp32 time; the source's GPU speed-ups "
-                "(BERT 2.2x V100, 2.7x T4) await a GPU run.",
+                "(BERT 2.2x V100, 2.7x T4) await a GPU run.%s%s",
                 tiny_r, src_ratio("tiny-ff", "V100"), src_ratio("tiny-ff", "T4"),
                 !tiny_ok ? "gains memory, unlike the claim"
                 : tiny_r > 1.02 ? "gains nothing and loses some: its 16-bit weight copies outweigh its activations, as the claim allows"
@@ -160,7 +197,7 @@ json verdict_05(const json& spec, const json& summary) {
                 act_unet, act_bert, act_ok ? "roughly halved" : "not halved", state_off, state_amp,
                 state_ok ? "unchanged by AMP, as claimed" : "not 16", acc_text.empty() ? "no accuracy runs; " : acc_text.c_str(),
                 !acc_any ? "not judged" : acc_ok ? "bf16 within 1 point of fp32" : "bf16 NOT within 1 point of fp32",
-                cpu_text.c_str());
+                cpu_text.c_str(), half_text.empty() ? "" : " --half peaks vs fp32: ", half_text.c_str());
   const bool memory_claims = tiny_ok && large_ok && act_ok && state_ok;
   // confirmed: every memory claim holds and bf16 learns as fp32; refuted: AMP changes
   // accuracy or the memory claims fail; the GPU time claim stays open (no GPU run here),

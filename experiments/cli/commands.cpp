@@ -80,12 +80,32 @@ std::string checkpoint_flag(const CliArgs& a) {
   return p.spec;
 }
 
-// --amp / --loss-scale: canonical texts, checked here (exit 2 before any work). A loss scale
-// without 16-bit training would be silently ignored: an error.
+// --amp / --half / --master-weights / --loss-scale: canonical texts, checked here (exit 2
+// before any work). A flag that would be silently ignored is an error: --loss-scale without
+// 16-bit training, --master-weights without --half; --half excludes --amp. --half scales the
+// loss only with --master-weights (auto: dynamic there, none for plain --half).
+struct PrecisionFlags {
+  std::string amp = "off";
+  bool half = false, master_weights = false;
+  std::string loss_scale = "none";
+};
 std::string amp_flag(const CliArgs& a) { return amp_name(parse_amp(a.get("amp", "off"))); }
-std::string loss_scale_flag(const CliArgs& a, const std::string& amp) {
-  OOMLAB_CHECK(!a.has("loss-scale") || amp != "off", "--loss-scale has no effect without --amp fp16|bf16");
-  return parse_loss_scale(a.get("loss-scale", "auto"), amp == "fp16").str();
+PrecisionFlags precision_flags(const CliArgs& a) {
+  PrecisionFlags p;
+  p.amp = amp_flag(a);
+  p.half = a.flag("half");
+  p.master_weights = a.flag("master-weights");
+  OOMLAB_CHECK(!p.master_weights || p.half, "--master-weights applies to --half (autocast keeps float32 weights already)");
+  OOMLAB_CHECK(!p.half || p.amp == "off", "--half and --amp ", p.amp,
+               " are two ways to train in 16 bits: give one");
+  OOMLAB_CHECK(!a.has("loss-scale") || p.amp != "off" || p.half,
+               "--loss-scale has no effect without --amp fp16|bf16 or --half");
+  const std::string given = a.get("loss-scale", "auto");
+  OOMLAB_CHECK(!p.half || p.master_weights || given == "auto" || given == "none", "--loss-scale ", given,
+               " with --half needs --master-weights: unscaling float16 gradients in float16 flushes the small ones "
+               "to zero again (PyTorch's GradScaler refuses them too)");
+  p.loss_scale = parse_loss_scale(given, p.amp == "fp16" || p.master_weights).str();
+  return p;
 }
 
 ModelSpec model_spec(const CliArgs& a) {
@@ -102,7 +122,11 @@ ModelSpec model_spec(const CliArgs& a) {
   OOMLAB_CHECK(!a.has("seq-len") || s.seq_len >= 1, "--seq-len must be >= 1 (got ", s.seq_len, ")");
   s.arch = arch_flags(a, s.model);
   s.checkpoint = checkpoint_flag(a);
-  s.amp = amp_flag(a);
+  const PrecisionFlags p = precision_flags(a);
+  s.amp = p.amp;
+  s.half = p.half;
+  s.master_weights = p.master_weights;
+  s.loss_scale = p.loss_scale;
   return s;
 }
 
@@ -164,8 +188,11 @@ TrainConfig train_config(const CliArgs& a) {
   c.quiet = a.flag("quiet");
   c.arch = arch_flags(a, c.model);
   c.checkpoint = checkpoint_flag(a);
-  c.amp = amp_flag(a);
-  c.loss_scale = loss_scale_flag(a, c.amp);
+  const PrecisionFlags p = precision_flags(a);
+  c.amp = p.amp;
+  c.half = p.half;
+  c.master_weights = p.master_weights;
+  c.loss_scale = p.loss_scale;
   OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
   OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
   OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
@@ -285,14 +312,14 @@ const CommandFlags& command_flags(const std::string& command) {
       {"summary", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "checkpoint", "amp", "json"}), {}}},
       {"estimate", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory", "checkpoint",
                                      "amp", "loss-scale", "json", "memory-snapshot", "chrome-trace"}),
-                    {}}},
+                    {"half", "master-weights"}}},
       {"train", {with_arch_flags({"allow-tf32", "cudnn-benchmark", "cudnn-workspace-limit", "model", "dataset",
                                   "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
                                   "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
                                   "save-every", "resume", "on-nan", "checkpoint", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
                                   "chrome-trace"}),
-                 {"nesterov", "quiet"}}}};
+                 {"nesterov", "quiet", "half", "master-weights"}}}};
   auto it = flags.find(command);
   OOMLAB_CHECK(it != flags.end(), "unknown command '", command, "' (train, summary or estimate)");
   return it->second;
@@ -371,7 +398,7 @@ int cmd_summary(const std::vector<std::string>& args) {
 int cmd_estimate(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::puts("oomlab estimate --model M --batch B [--optimizer sgd|adam|adamw] [--input C,H,W | --seq-len T] "
-              "[--classes K] [--device-memory SIZE] [--checkpoint POLICY]\n  [--amp off|fp16|bf16] [--loss-scale auto|dynamic|static:S|none] [--json FILE] [--memory-snapshot FILE] "
+              "[--classes K] [--device-memory SIZE] [--checkpoint POLICY]\n  [--amp off|fp16|bf16 | --half [--master-weights]] [--loss-scale auto|dynamic|static:S|none] [--json FILE] [--memory-snapshot FILE] "
               "[--chrome-trace FILE]");
     std::printf("  %s\n", kArchUsage);
     return 0;
@@ -379,7 +406,6 @@ int cmd_estimate(const std::vector<std::string>& args) {
   const CommandFlags& f = command_flags("estimate");
   CliArgs a(args, f.valued, f.switches, "estimate");
   ModelSpec spec = model_spec(a);
-  spec.loss_scale = loss_scale_flag(a, spec.amp);
   const EstimateRequest r = estimate_request(a);
   const std::string& opt = r.optimizer;
   const uint64_t cap = r.capacity;
@@ -406,6 +432,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("buffers (BN stats)", e.buffers_bytes, "-", -1);
   row("grads", e.grads_bytes, "(inside params x n)", -1);
   row("optimizer state", e.optimizer_state_bytes, "(inside params x n)", -1);
+  if (spec.master_weights) row("master weights (fp32)", e.master_weights_bytes, "-", -1);
   row("input batch", e.input_bytes, "input batch", e.formula_input_bytes);
   row("activations (saved)", e.activation_bytes, "batch x outputs x 2", e.formula_activation_bytes);
   row("transient over fwd", e.transient_bytes, "-", -1);
@@ -413,7 +440,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("peak reserved", e.peak_reserved_bytes, "-", -1);
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
   nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"device_memory", cap},
-                        {"checkpoint", spec.checkpoint}, {"amp", spec.amp}, {"loss_scale", spec.loss_scale}};
+                        {"checkpoint", spec.checkpoint}, {"amp", spec.amp}, {"half", spec.half},
+                        {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json()));
@@ -430,7 +458,7 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
               "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR] [--on-nan stop|continue]\n"
               "  [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"
-              "  [--amp off|fp16|bf16] [--loss-scale auto|dynamic|static:S|none]\n"
+              "  [--amp off|fp16|bf16 | --half [--master-weights]] [--loss-scale auto|dynamic|static:S|none]\n"
               "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
               "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"
               "  [--allow-tf32 none|cudnn|all] [--cudnn-benchmark on|off] [--cudnn-workspace-limit SIZE]");

@@ -27,6 +27,7 @@
 #include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/forward_observer.h"
 #include "engine/optim/optimizer.h"
+#include "engine/train/half_mode.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
 #include "experiments/cli/cli_args.h"
@@ -262,6 +263,7 @@ nlohmann::json MemoryEstimate::to_json() const {
           {"outputs_per_sample", outputs_per_sample},
           {"exact", {{"params_bytes", params_bytes}, {"buffers_bytes", buffers_bytes},
                      {"grads_bytes", grads_bytes}, {"optimizer_state_bytes", optimizer_state_bytes},
+                     {"master_weights_bytes", master_weights_bytes},
                      {"input_bytes", input_bytes}, {"activation_bytes", activation_bytes},
                      {"transient_bytes", transient_bytes}, {"peak_allocated_bytes", peak_allocated_bytes},
                      {"peak_reserved_bytes", peak_reserved_bytes}}},
@@ -273,6 +275,16 @@ nlohmann::json MemoryEstimate::to_json() const {
 nlohmann::json CheckpointBudgetChoice::to_json() const {
   return {{"budget_bytes", budget}, {"policy", policy}, {"predicted_peak_bytes", predicted_peak_bytes},
           {"tried", tried}};
+}
+
+void check_half_servable(const ModelSpec& spec, const std::string& optimizer, DeviceType target) {
+  MetaEmulationGuard emulate(target);
+  try {
+    estimate_memory(spec, 1, optimizer);
+  } catch (const NotImplementedError& e) {
+    throw ValueError(str_cat("--half: ", spec.model, " cannot train in float16 on ", device_type_name(target), ": ",
+                             e.what()));
+  }
 }
 
 CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
@@ -322,6 +334,14 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
     OpProfiler::enable(true);
   }
   Built b = build_on_meta(spec);
+  // --half: the model converted as the trainer converts it; masters before the optimizer.
+  std::optional<HalfIO> half_io;
+  std::optional<MasterWeights> masters;
+  if (spec.half) {
+    half_model(*b.model, DType::f16);
+    half_io.emplace(DType::f16, spec.master_weights);
+    if (spec.master_weights) masters.emplace(*b.model);
+  }
   MemoryEstimate e;
   e.model = spec.model;
   e.optimizer = optimizer;
@@ -332,7 +352,7 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   e.buffers_bytes = bytes_of(b.model->named_buffers());
 
   ParamGroup g;
-  g.params = b.model->named_parameters();
+  g.params = masters ? masters->parameters() : b.model->named_parameters();
   g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
   if (optimizer == "sgd") g.momentum = 0.9;
   auto opt = make_optimizer(optimizer, {g});
@@ -344,6 +364,8 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   std::optional<AutocastStrategy> autocast;
   std::optional<GradScaler> scaler;
   if (const auto amp = parse_amp(spec.amp)) strategies.push_back(&autocast.emplace(*amp));
+  if (half_io) strategies.push_back(&*half_io);
+  if (masters) strategies.push_back(&*masters);
   if (const LossScaleSpec ls = parse_loss_scale(spec.loss_scale, spec.amp == "fp16"); ls.kind != LossScaleSpec::Kind::none)
     strategies.push_back(&scaler.emplace(ls));
   TrainStep step(*b.model, *opt, strategies);
@@ -352,6 +374,12 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   e.grads_bytes = 0;
   for (const auto& [n, p] : b.model->named_parameters())
     if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());
+  if (masters) {   // the float32 copies of the 16-bit parameters and their gradients
+    for (const auto& [n, m] : masters->state_tensors()) {
+      e.master_weights_bytes += int64_t(m.nbytes());
+      if (m.grad().defined()) e.grads_bytes += int64_t(m.grad().nbytes());
+    }
+  }
   e.optimizer_state_bytes = bytes_of(opt->state_tensors());
   e.activation_bytes = s2.memory.after_forward - s2.memory.start_allocated;
   e.peak_allocated_bytes = s2.memory.step_peak;

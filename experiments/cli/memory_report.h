@@ -74,6 +74,8 @@ struct ModelSpec {
   std::string checkpoint = "none";   // --checkpoint policy (engine/nn/checkpoint_plan.h)
   std::string amp = "off";           // --amp off|fp16|bf16 (engine/autograd/autocast.h)
   std::string loss_scale = "none";   // estimate: --loss-scale, canonical (engine/train/mixed_precision.h)
+  bool half = false;                 // estimate: --half (engine/train/half_mode.h)
+  bool master_weights = false;       // estimate: --master-weights
 };
 
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch);
@@ -84,7 +86,8 @@ struct MemoryEstimate {
   int64_t params = 0;
   int64_t outputs_per_sample = 0;
   // exact, from the allocator (meta device)
-  int64_t params_bytes = 0, buffers_bytes = 0, grads_bytes = 0, optimizer_state_bytes = 0,
+  // master_weights_bytes: --master-weights' float32 copies (their gradients count in grads_bytes)
+  int64_t params_bytes = 0, buffers_bytes = 0, grads_bytes = 0, optimizer_state_bytes = 0, master_weights_bytes = 0,
           input_bytes = 0, activation_bytes = 0, transient_bytes = 0, peak_allocated_bytes = 0,
           peak_reserved_bytes = 0;
   // the source's formula
@@ -113,6 +116,11 @@ struct CheckpointBudgetChoice {
 };
 CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
                                                 uint64_t budget);
+
+// --half pre-flight: one training step of `spec` at batch 1 on meta emulating `target`'s
+// kernel tables (engine/core/dispatch.h); an op with no float16 kernel there is a ValueError
+// naming the model, the device and the op, raised before any real work.
+void check_half_servable(const ModelSpec& spec, const std::string& optimizer, DeviceType target);
 
 // The default input (C,H,W) and class count for a model name.
 Shape default_input_for(const std::string& model);

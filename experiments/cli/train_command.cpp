@@ -94,7 +94,7 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"device_memory", c.device_memory}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
-            {"amp", c.amp}, {"loss_scale", c.loss_scale},
+            {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
   return j;
@@ -141,21 +141,29 @@ json train(const TrainConfig& c) {
   std::vector<std::string> given;
   const Recipe recipe = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay}, &given);
 
+  // This run's step as the meta probes see it (pre-flight, budget planning).
+  ModelSpec ms;
+  ms.model = c.model;
+  ms.num_classes = c.num_classes;
+  ms.arch = c.arch;
+  ms.amp = c.amp;
+  ms.loss_scale = c.loss_scale;
+  ms.half = c.half;
+  ms.master_weights = c.master_weights;
+  if (model_input_kind(c.model) == InputKind::tokens) {
+    ms.seq_len = c.long_seq_prob > 0 ? std::max(c.seq_len, c.long_seq_len) : c.seq_len;   // the longest batch
+  } else {
+    ms.input = image_input_shape(c);
+  }
+  // --half: every op of the step must have a float16 kernel where the run goes.
+  // (A build without the device's backend is refused where the device is opened.)
+  const DeviceType target = c.device.is_meta() ? DeviceType::cpu : c.device.type;
+  if (c.half && backend_linked(device_type_name(target))) check_half_servable(ms, recipe.optimizer, target);
+
   // --checkpoint budget:SIZE -> a concrete policy, from exact meta peaks of this run's step.
   std::string checkpoint = c.checkpoint;
   json budget;
   if (const CheckpointPolicy p = parse_checkpoint_policy(c.checkpoint); p.kind == CheckpointPolicy::Kind::budget) {
-    ModelSpec ms;
-    ms.model = c.model;
-    ms.num_classes = c.num_classes;
-    ms.arch = c.arch;
-    ms.amp = c.amp;
-    ms.loss_scale = c.loss_scale;
-    if (model_input_kind(c.model) == InputKind::tokens) {
-      ms.seq_len = c.long_seq_prob > 0 ? std::max(c.seq_len, c.long_seq_len) : c.seq_len;   // the longest batch
-    } else {
-      ms.input = image_input_shape(c);
-    }
     const CheckpointBudgetChoice ch = choose_checkpoint_budget(ms, c.batch, recipe.optimizer, parse_size(p.budget));
     checkpoint = ch.policy;
     budget = ch.to_json();
@@ -214,6 +222,8 @@ json train(const TrainConfig& c) {
   t.stop_on_nan = c.stop_on_nan;
   t.amp = parse_amp(c.amp);
   t.loss_scale = parse_loss_scale(c.loss_scale, c.amp == "fp16");
+  t.half = c.half;
+  t.master_weights = c.master_weights;
   t.config = config_json(c, recipe, given);
   t.config["checkpoint_segments"] = plan.segments;
   if (!budget.is_null()) t.config["checkpoint_budget"] = budget;
@@ -221,7 +231,7 @@ json train(const TrainConfig& c) {
   // recipe (a different --lr would change the run while the results record the new one).
   t.resume_keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len", "seq_min_len",
                    "long_seq_len", "long_seq_prob", "batch", "optimizer", "lr", "momentum", "weight_decay",
-                   "nesterov", "schedule", "seed", "amp", "loss_scale"};
+                   "nesterov", "schedule", "seed", "amp", "half", "master_weights", "loss_scale"};
   const json arch = c.arch.to_json(c.model);
   for (auto it = arch.begin(); it != arch.end(); ++it) t.resume_keys.push_back(it.key());
   json results = train_model(*model, *data.train, *data.test, t);

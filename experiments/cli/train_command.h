@@ -58,6 +58,8 @@ struct TrainConfig {
   std::string checkpoint = "none";         // --checkpoint policy (engine/nn/checkpoint_plan.h)
   std::string amp = "off";                 // --amp off|fp16|bf16 (engine/autograd/autocast.h)
   std::string loss_scale = "none";         // canonical --loss-scale (engine/train/mixed_precision.h)
+  bool half = false;                       // --half (engine/train/half_mode.h)
+  bool master_weights = false;             // --master-weights
 };
 
 // Everything train() checks before any work, without allocating or reading data: the model
