@@ -282,8 +282,11 @@ TEST(Autocast, ParametersGradientsAndOptimizerStateStayFloat32) {
       ASSERT_TRUE(p.grad().defined()) << n;
       EXPECT_EQ(p.grad().dtype(), DType::f32) << n;
     }
-    for (const auto& [n, t] : opt->state_tensors())
-      if (dtype_is_floating(t.dtype())) EXPECT_EQ(t.dtype(), DType::f32) << n;
+    for (const auto& [n, t] : opt->state_tensors()) {
+      if (dtype_is_floating(t.dtype())) {
+        EXPECT_EQ(t.dtype(), DType::f32) << n;
+      }
+    }
   }
 }
 

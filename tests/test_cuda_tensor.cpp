@@ -187,7 +187,7 @@ TEST(CudaOptim, StepsMatchCpu) {
                            {"adam_wd", "adam", 1e-2, 0, 1e-2, false},
                            {"adamw", "adamw", 1e-2, 0, 1e-2, false}};
   for (const OptCase& c : cases)
-    for (DType t : {DType::f32, DType::f64}) {
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {   // 16-bit: a --half model's optimizer
       SCOPED_TRACE(std::string(c.name) + " " + dtype_name(t));
       auto want = run_optimizer(c, cpu_device(), t, 4);
       std::vector<std::vector<double>> got;

@@ -24,9 +24,12 @@ void check_param(const Tensor& t, const char* what, const Tensor& x, int64_t C) 
   OOMLAB_CHECK_T(ShapeError, t.dim() == 1 && t.size(0) == C, "batch_norm: ", what, " has shape ",
                  shape_str(t.shape()), " but the input ", shape_str(x.shape()), " has ", C,
                  " channels (expected [", C, "])");
-  OOMLAB_CHECK_T(DTypeError, t.dtype() == x.dtype() || t.dtype() == param_dtype_for(x.dtype()),
-                 "batch_norm: ", what, " is ", dtype_name(t.dtype()), " but the input is ",
-                 dtype_name(x.dtype()));
+  // 16-bit inputs take float32 parameters and statistics (cuDNN's rule; the kernels read
+  // them as float32): a half model keeps its BatchNorm in float32 (half_model, bn.float()).
+  OOMLAB_CHECK_T(DTypeError, t.dtype() == param_dtype_for(x.dtype()), "batch_norm: ", what, " is ",
+                 dtype_name(t.dtype()), " but a ", dtype_name(x.dtype()), " input takes ",
+                 dtype_name(param_dtype_for(x.dtype())), " weight, bias and running stats",
+                 x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? " (keep BatchNorm in float32)" : "");
   OOMLAB_CHECK_T(DeviceError, t.device() == x.device(), "batch_norm: ", what, " is on ",
                  t.device().str(), " but the input is on ", x.device().str());
 }

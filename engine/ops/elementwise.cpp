@@ -131,9 +131,10 @@ Tensor sum_scaled(const Tensor& a_in, double alpha, const char* op) {
   Shape in_shape = a.shape();
   return attach_grad_fn(out, op, {a0}, [=]() -> BackwardFn {
     return [=](const Tensor& g, const std::vector<bool>&) {
-      // d/da = alpha * g broadcast: fill with g's value (read on host; meta gives 0).
+      // d/da = alpha * g broadcast: fill with g's value, read on the host (an accelerator
+      // synchronises for it; meta has no value: 0).
       Tensor gi = Tensor::empty(in_shape, g.dtype(), g.device());
-      gi.fill_(g.device().is_cpu() ? g.item() * alpha : 0.0);
+      gi.fill_(g.device().is_meta() ? 0.0 : g.item() * alpha);
       return std::vector<Tensor>{gi};
     };
   });

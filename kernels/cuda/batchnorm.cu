@@ -1,7 +1,9 @@
-// batchnorm.cu — CUDA batch_norm forward/backward (float32, float64) with the semantics of
-// kernels/cpu/batchnorm_cpu.cpp. x is viewed as [N, C, HW]; weight/bias/running/saved
-// stats have x's type. Half inputs are not registered: their parameter dtype (f32 or the
-// input's) is not carried by BatchNormArgs.
+// batchnorm.cu — CUDA batch_norm forward/backward (float32, float64, and float16 / bfloat16
+// inputs) with the semantics of kernels/cpu/batchnorm_cpu.cpp. x is viewed as [N, C, HW];
+// weight/bias/running/saved stats have the input's compute type P = compute_t<T>: the
+// input's own for float32 / float64, float32 for 16-bit inputs (cuDNN's rule; the op checks
+// it). 16-bit data is widened on load and rounded once at the store, as the CPU's 16-bit
+// kernel (widen, float32 kernel, round back) does.
 // Per-channel sums run on a (S splits, channels) grid, S = dense::channel_splits(M, C)
 // (about 2048 blocks in all, so that 64-channel layers with M = N*HW in the millions
 // fill the GPU): block (s, c) sums its chunk of channel c in double, writes one partial
@@ -34,6 +36,9 @@ namespace dense = cuda::dense;
 using dense::ChannelSplit;
 using dense::channel_totals;
 using dense::chunk_of;
+using cuda::compute_t;
+using cuda::ld;
+using cuda::st;
 
 // Training forward, pass 1: part1[c][s] = sum of x over the chunk.
 template <class T>
@@ -43,7 +48,7 @@ __global__ void bn_sum_kernel(const T* __restrict__ x, int64_t C, int64_t HW, in
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
     double s[1] = {0.0};
-    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { s[0] += double(x[o]); });
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { s[0] += double(ld(x[o])); });
     dense::block_allsum<1>(s);
     if (threadIdx.x == 0) part1[c * S + blockIdx.x] = s[0];
   }
@@ -61,7 +66,7 @@ __global__ void bn_sqdev_kernel(const T* __restrict__ x, int64_t C, int64_t HW, 
     const double mean = tot[0] / double(M);
     double ss[1] = {0.0};
     dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) {
-      const double d = double(x[o]) - mean;
+      const double d = double(ld(x[o])) - mean;
       ss[0] += d * d;
     });
     dense::block_allsum<1>(ss);
@@ -71,10 +76,10 @@ __global__ void bn_sqdev_kernel(const T* __restrict__ x, int64_t C, int64_t HW, 
 
 // Training forward, pass 3: statistics from the partials, y for the chunk; block s = 0
 // writes the saved and running statistics.
-template <class T>
+template <class T, class P = compute_t<T>>
 __global__ void bn_train_apply_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t C, int64_t HW, int64_t M,
                                       int64_t S, int64_t chunk, const double* part1, const double* part2, double eps,
-                                      double momentum, const T* w, const T* b, T* rm, T* rv, T* sm, T* si) {
+                                      double momentum, const P* w, const P* b, P* rm, P* rv, P* sm, P* si) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
@@ -84,38 +89,38 @@ __global__ void bn_train_apply_kernel(const T* __restrict__ x, T* __restrict__ y
     const double mean = s[0] / double(M);
     const double invstd = 1.0 / sqrt(ss[0] / double(M) + eps);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-      if (sm) sm[c] = T(mean);
-      if (si) si[c] = T(invstd);
+      if (sm) sm[c] = P(mean);
+      if (si) si[c] = P(invstd);
       if (rm) {
-        rm[c] = T((1.0 - momentum) * double(rm[c]) + momentum * mean);
-        rv[c] = T((1.0 - momentum) * double(rv[c]) + momentum * ss[0] / double(M - 1));
+        rm[c] = P((1.0 - momentum) * double(rm[c]) + momentum * mean);
+        rv[c] = P((1.0 - momentum) * double(rv[c]) + momentum * ss[0] / double(M - 1));
       }
     }
     const double sc = w ? double(w[c]) * invstd : invstd;
-    const T scale = T(sc), shift = T((b ? double(b[c]) : 0.0) - mean * sc);
-    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = x[o] * scale + shift; });
+    const P scale = P(sc), shift = P((b ? double(b[c]) : 0.0) - mean * sc);
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = st<T>(ld(x[o]) * scale + shift); });
   }
 }
 
 // Eval forward: y = x * T(w*invstd) + T(b - mean*w*invstd) from the running stats; each
 // block derives its channel's coefficients itself.
-template <class T>
+template <class T, class P = compute_t<T>>
 __global__ void bn_eval_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t C, int64_t HW, int64_t M,
-                                       int64_t chunk, double eps, const T* w, const T* b, const T* rm, const T* rv) {
+                                       int64_t chunk, double eps, const P* w, const P* b, const P* rm, const P* rv) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
     const double mean = double(rm[c]), invstd = 1.0 / sqrt(double(rv[c]) + eps);
     const double sc = w ? double(w[c]) * invstd : invstd;
-    const T scale = T(sc), shift = T((b ? double(b[c]) : 0.0) - mean * sc);
-    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = x[o] * scale + shift; });
+    const P scale = P(sc), shift = P((b ? double(b[c]) : 0.0) - mean * sc);
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = st<T>(ld(x[o]) * scale + shift); });
   }
 }
 
 // The mean and invstd a backward pass uses (0 where its source is absent or unneeded).
-template <class T>
-__device__ __forceinline__ void backward_stats(int64_t c, bool training, bool need_xmu, double eps, const T* rm,
-                                               const T* rv, const T* sm, const T* si, double& mean, double& invstd) {
+template <class P>
+__device__ __forceinline__ void backward_stats(int64_t c, bool training, bool need_xmu, double eps, const P* rm,
+                                               const P* rv, const P* sm, const P* si, double& mean, double& invstd) {
   mean = 0.0;
   invstd = 0.0;
   if (training) {
@@ -129,10 +134,10 @@ __device__ __forceinline__ void backward_stats(int64_t c, bool training, bool ne
 
 // Backward, pass 1: part[c][s] = {sum dy, sum dy*(x-mean)} over the chunk (the second only
 // when need_xmu, else 0).
-template <class T>
+template <class T, class P = compute_t<T>>
 __global__ void bn_backward_sums_kernel(const T* __restrict__ dy, const T* __restrict__ x, int64_t C, int64_t HW,
                                         int64_t M, int64_t S, int64_t chunk, bool training, bool need_xmu,
-                                        double eps, const T* rm, const T* rv, const T* sm, const T* si,
+                                        double eps, const P* rm, const P* rv, const P* sm, const P* si,
                                         double* part) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
@@ -142,12 +147,12 @@ __global__ void bn_backward_sums_kernel(const T* __restrict__ dy, const T* __res
     double acc[2] = {0.0, 0.0};
     if (need_xmu) {
       dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) {
-        const double g = double(dy[o]);
+        const double g = double(ld(dy[o]));
         acc[0] += g;
-        acc[1] += g * (double(x[o]) - mean);
+        acc[1] += g * (double(ld(x[o])) - mean);
       });
     } else {
-      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { acc[0] += double(dy[o]); });
+      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { acc[0] += double(ld(dy[o])); });
     }
     dense::block_allsum<2>(acc);
     if (threadIdx.x == 0) {
@@ -158,11 +163,11 @@ __global__ void bn_backward_sums_kernel(const T* __restrict__ dy, const T* __res
 }
 
 // Backward, pass 2: dbias/dweight (block s = 0) and dx for the chunk.
-template <class T>
+template <class T, class P = compute_t<T>>
 __global__ void bn_backward_apply_kernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx,
                                          int64_t C, int64_t HW, int64_t M, int64_t S, int64_t chunk, bool training,
-                                         bool need_xmu, double eps, const T* w, const T* rm, const T* rv,
-                                         const T* sm, const T* si, const double* part, T* dw, T* db) {
+                                         bool need_xmu, double eps, const P* w, const P* rm, const P* rv,
+                                         const P* sm, const P* si, const double* part, P* dw, P* db) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
@@ -172,34 +177,36 @@ __global__ void bn_backward_apply_kernel(const T* __restrict__ dy, const T* __re
     channel_totals<2>(part, c, S, tot);
     const double sum_dy = tot[0], sum_dy_xmu = tot[1];
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-      if (db) db[c] = T(sum_dy);
-      if (dw) dw[c] = T(sum_dy_xmu * invstd);
+      if (db) db[c] = P(sum_dy);
+      if (dw) dw[c] = P(sum_dy_xmu * invstd);
     }
     if (!dx) continue;
     const double wi = (w ? double(w[c]) : 1.0) * invstd;
-    const T wt = T(wi);
+    const P wt = P(wi);
     if (training) {
-      const T mu = T(mean), dmean = T(sum_dy / double(M)), k = T(invstd * invstd * sum_dy_xmu / double(M));
-      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = (dy[o] - dmean - (x[o] - mu) * k) * wt; });
+      const P mu = P(mean), dmean = P(sum_dy / double(M)), k = P(invstd * invstd * sum_dy_xmu / double(M));
+      dense::for_channel(c, C, HW, m0, m1,
+                         [&](int64_t o) { dx[o] = st<T>((ld(dy[o]) - dmean - (ld(x[o]) - mu) * k) * wt); });
     } else {
-      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = wt * dy[o]; });
+      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = st<T>(wt * ld(dy[o])); });
     }
   }
 }
 
 // Eval backward when only dx is needed: dx = T(w*invstd) * dy.
-template <class T>
+template <class T, class P = compute_t<T>>
 __global__ void bn_eval_dx_kernel(const T* __restrict__ dy, T* __restrict__ dx, int64_t C, int64_t HW, int64_t M,
-                                  int64_t chunk, double eps, const T* w, const T* rv) {
+                                  int64_t chunk, double eps, const P* w, const P* rv) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
-    const T wt = T((w ? double(w[c]) : 1.0) * (1.0 / sqrt(double(rv[c]) + eps)));
-    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = wt * dy[o]; });
+    const P wt = P((w ? double(w[c]) : 1.0) * (1.0 / sqrt(double(rv[c]) + eps)));
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = st<T>(wt * ld(dy[o])); });
   }
 }
 
 template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
+  using P = compute_t<T>;
   const int64_t C = a.C, HW = a.HW, M = a.N * HW;
   if (M * C == 0) return;
   const int dev = cuda::kernel_device("batch_norm");
@@ -207,10 +214,10 @@ template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
   cudaStream_t stream = cuda::compute_stream(dev);
   const T* x = static_cast<const T*>(a.x);
   T* y = static_cast<T*>(a.y);
-  const T* w = static_cast<const T*>(a.weight);
-  const T* b = static_cast<const T*>(a.bias);
-  T* rm = static_cast<T*>(a.running_mean);
-  T* rv = static_cast<T*>(a.running_var);
+  const P* w = static_cast<const P*>(a.weight);
+  const P* b = static_cast<const P*>(a.bias);
+  P* rm = static_cast<P*>(a.running_mean);
+  P* rv = static_cast<P*>(a.running_var);
   OOMLAB_ASSERT((rm == nullptr) == (rv == nullptr));
   const ChannelSplit sp(M, C);
   constexpr int kT = dense::kChanThreads;
@@ -229,12 +236,13 @@ template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
   bn_sqdev_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1, part2);
   CUDA_LAUNCH_CHECK();
   bn_train_apply_kernel<T><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, part2, a.eps,
-                                                       a.momentum, w, b, rm, rv, static_cast<T*>(a.save_mean),
-                                                       static_cast<T*>(a.save_invstd));
+                                                       a.momentum, w, b, rm, rv, static_cast<P*>(a.save_mean),
+                                                       static_cast<P*>(a.save_invstd));
   CUDA_LAUNCH_CHECK();
 }
 
 template <class T> void batch_norm_backward_cuda(const BatchNormArgs& a) {
+  using P = compute_t<T>;
   const int64_t C = a.C, HW = a.HW, M = a.N * HW;
   if (C == 0) return;
   const void* anchor = a.dx ? a.dx : (a.dweight ? a.dweight : a.dbias);
@@ -246,11 +254,11 @@ template <class T> void batch_norm_backward_cuda(const BatchNormArgs& a) {
   const bool need_xmu = a.dweight || (a.dx && a.training);
   const T* dy = static_cast<const T*>(a.dy);
   const T* x = static_cast<const T*>(a.x);
-  const T* w = static_cast<const T*>(a.weight);
-  const T* rm = static_cast<const T*>(a.running_mean);
-  const T* rv = static_cast<const T*>(a.running_var);
-  const T* sm = static_cast<const T*>(a.save_mean);
-  const T* si = static_cast<const T*>(a.save_invstd);
+  const P* w = static_cast<const P*>(a.weight);
+  const P* rm = static_cast<const P*>(a.running_mean);
+  const P* rv = static_cast<const P*>(a.running_var);
+  const P* sm = static_cast<const P*>(a.save_mean);
+  const P* si = static_cast<const P*>(a.save_invstd);
   const ChannelSplit sp(M, C);
   constexpr int kT = dense::kChanThreads;
   if (!need_sums) {   // eval, dx only
@@ -267,16 +275,14 @@ template <class T> void batch_norm_backward_cuda(const BatchNormArgs& a) {
   CUDA_LAUNCH_CHECK();
   bn_backward_apply_kernel<T><<<sp.grid, kT, 0, stream>>>(dy, x, static_cast<T*>(a.dx), C, HW, M, sp.S, sp.chunk,
                                                           a.training, need_xmu, a.eps, w, rm, rv, sm, si, part,
-                                                          static_cast<T*>(a.dweight), static_cast<T*>(a.dbias));
+                                                          static_cast<P*>(a.dweight), static_cast<P*>(a.dbias));
   CUDA_LAUNCH_CHECK();
 }
 }  // namespace
 
 void register_batchnorm_cuda_kernels() {
-  batch_norm_forward_kernels().set(DeviceType::cuda, DType::f32, &batch_norm_forward_cuda<float>);
-  batch_norm_forward_kernels().set(DeviceType::cuda, DType::f64, &batch_norm_forward_cuda<double>);
-  batch_norm_backward_kernels().set(DeviceType::cuda, DType::f32, &batch_norm_backward_cuda<float>);
-  batch_norm_backward_kernels().set(DeviceType::cuda, DType::f64, &batch_norm_backward_cuda<double>);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(batch_norm_forward_kernels(), batch_norm_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(batch_norm_backward_kernels(), batch_norm_backward_cuda);
 }
 
 }  // namespace oomlab

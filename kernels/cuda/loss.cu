@@ -1,5 +1,8 @@
 // loss.cu — CUDA kernels of the loss family (kernels/loss.h) in float32 / float64:
-// nll_loss and pixel_cross_entropy, forward and backward; dloss is read on the device and
+// nll_loss (also float16 / bfloat16: values widened on load, the loss and the gradient
+// weight computed in float and rounded once, as the CPU's 16-bit kernel) and
+// pixel_cross_entropy (float32 / float64 only: its backward keeps a per-call weight in
+// dlogits[0], which 16 bits cannot hold), forward and backward; dloss is read on the device and
 // backward kernels overwrite their output. nll sums rows in double in a fixed tree (the
 // same float as kernels/cpu/loss_cpu.cpp except in rare ties; float64 within an ulp or two).
 // Pixel cross-entropy: one thread per pixel runs the CPU's class loop (max, double sum of
@@ -29,12 +32,12 @@ __global__ void nll_fwd_kernel(const T* lp, const int64_t* target, T* loss, int6
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
     const int64_t t = target[i];
     if (!nll_kept(t, C, ignore)) continue;
-    s += double(lp[i * C + t]);
+    s += double(ld(lp[i * C + t]));
     ++cnt;
   }
   const double total = block_sum(s);
   const long long count = block_sum(cnt);
-  if (threadIdx.x == 0) *loss = T(-total / double(count));  // count 0 -> NaN, as PyTorch
+  if (threadIdx.x == 0) *loss = st<T>(compute_t<T>(-total / double(count)));  // count 0 -> NaN, as PyTorch
 }
 // Every block counts the kept rows itself (N cached reads) so no scratch memory is needed.
 template <class T>
@@ -43,12 +46,12 @@ __global__ void nll_bwd_kernel(const int64_t* target, const T* dloss, T* d, int6
   long long cnt = 0;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) cnt += nll_kept(target[i], C, ignore) ? 1 : 0;
   const long long count = block_sum(cnt);
-  if (threadIdx.x == 0) w_sh = T(-double(*dloss) / double(count));
+  if (threadIdx.x == 0) w_sh = st<T>(compute_t<T>(-double(ld(*dloss)) / double(count)));
   __syncthreads();
   const T w = w_sh;
   for (int64_t i = gtid(); i < N * C; i += gstride()) {
     const int64_t r = i / C, c = i - r * C, t = target[r];
-    d[i] = (c == t && nll_kept(t, C, ignore)) ? w : T(0);
+    d[i] = (c == t && nll_kept(t, C, ignore)) ? w : st<T>(compute_t<T>(0));
   }
 }
 template <class T> void nll_forward_cuda(const NllArgs& a) {
@@ -158,8 +161,8 @@ template <class T> void pixel_cross_entropy_backward_cuda(const PixelCrossEntrop
 }  // namespace
 
 void register_loss_cuda_kernels() {
-  OOMLAB_REGISTER_FLOAT_CUDA(nll_forward_kernels(), nll_forward_cuda);
-  OOMLAB_REGISTER_FLOAT_CUDA(nll_backward_kernels(), nll_backward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(nll_forward_kernels(), nll_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(nll_backward_kernels(), nll_backward_cuda);
   OOMLAB_REGISTER_FLOAT_CUDA(pixel_cross_entropy_forward_kernels(), pixel_cross_entropy_forward_cuda);
   OOMLAB_REGISTER_FLOAT_CUDA(pixel_cross_entropy_backward_kernels(), pixel_cross_entropy_backward_cuda);
 }

@@ -1,6 +1,8 @@
 // optim.cu — fused optimizer updates on CUDA (kernels/optim.h): sgd_step and
-// adam_step (Adam and AdamW), float32 and float64. One grid-stride launch per parameter,
-// no allocation; the state tensors are updated in place.
+// adam_step (Adam and AdamW), float32, float64 and 16-bit (a half model's parameters and
+// state: loaded as float, updated in float, rounded once at the store, as the CPU's 16-bit
+// kernels do). One grid-stride launch per parameter, no allocation; the state tensors are
+// updated in place.
 // Parity: each element runs sgd_elem / adam_elem (pointwise_math.cuh), the CPU kernel's
 // arithmetic in its order with the fused multiply-adds GCC forms there, and the per-call
 // scalars are rounded to T on the host exactly as the CPU kernel rounds them, so results
@@ -12,35 +14,37 @@ namespace oomlab {
 namespace {
 using namespace cuda;
 
-template <class T> __global__ void sgd_kernel(T* p, const T* g, T* buf, SgdConst<T> k, int64_t n) {
+template <class T, class C = compute_t<T>>
+__global__ void sgd_kernel(T* p, const T* g, T* buf, SgdConst<C> k, int64_t n) {
   for (int64_t i = gtid(); i < n; i += gstride()) {
-    T pi = p[i];
-    T bi = buf && !k.first ? buf[i] : T(0);
-    sgd_elem(k, buf != nullptr, pi, g[i], bi);
-    p[i] = pi;
-    if (buf) buf[i] = bi;
+    C pi = ld(p[i]);
+    C bi = buf && !k.first ? ld(buf[i]) : C(0);
+    sgd_elem(k, buf != nullptr, pi, ld(g[i]), bi);
+    p[i] = st<T>(pi);
+    if (buf) buf[i] = st<T>(bi);
   }
 }
 
-template <class T, bool Decay, bool Decoupled, bool LerpLow>
-__global__ void adam_kernel(T* p, const T* g, T* m, T* v, AdamConst<T> k, int64_t n) {
+template <class T, bool Decay, bool Decoupled, bool LerpLow, class C = compute_t<T>>
+__global__ void adam_kernel(T* p, const T* g, T* m, T* v, AdamConst<C> k, int64_t n) {
   for (int64_t i = gtid(); i < n; i += gstride()) {
-    T pi = p[i], mi = m[i], vi = v[i];
-    adam_elem<T, Decay, Decoupled, LerpLow>(k, pi, g[i], mi, vi);
-    p[i] = pi;
-    m[i] = mi;
-    v[i] = vi;
+    C pi = ld(p[i]), mi = ld(m[i]), vi = ld(v[i]);
+    adam_elem<C, Decay, Decoupled, LerpLow>(k, pi, ld(g[i]), mi, vi);
+    p[i] = st<T>(pi);
+    m[i] = st<T>(mi);
+    v[i] = st<T>(vi);
   }
 }
 
 template <class T> void sgd_step_cuda(const SgdArgs& a) {
   if (a.n == 0) return;
   const Launch L("sgd_step");
-  SgdConst<T> k;
-  k.lr = T(a.lr);
-  k.wd = T(a.weight_decay);
-  k.mom = T(a.momentum);
-  k.keep = T(1.0 - a.dampening);
+  using C = compute_t<T>;
+  SgdConst<C> k;
+  k.lr = C(a.lr);
+  k.wd = C(a.weight_decay);
+  k.mom = C(a.momentum);
+  k.keep = C(1.0 - a.dampening);
   k.decay = a.weight_decay != 0;
   k.first = a.first_step;
   k.nesterov = a.nesterov;
@@ -50,7 +54,7 @@ template <class T> void sgd_step_cuda(const SgdArgs& a) {
 }
 
 template <class T, bool Decay, bool Decoupled, bool LerpLow>
-void launch_adam(const AdamArgs& a, const AdamConst<T>& k, cudaStream_t stream) {
+void launch_adam(const AdamArgs& a, const AdamConst<compute_t<T>>& k, cudaStream_t stream) {
   adam_kernel<T, Decay, Decoupled, LerpLow>
       <<<grid_for(a.n), kThreads, 0, stream>>>(static_cast<T*>(a.param), static_cast<const T*>(a.grad),
                                                static_cast<T*>(a.exp_avg), static_cast<T*>(a.exp_avg_sq), k, a.n);
@@ -59,7 +63,7 @@ void launch_adam(const AdamArgs& a, const AdamConst<T>& k, cudaStream_t stream) 
 template <class T> void adam_step_cuda(const AdamArgs& a) {
   if (a.n == 0) return;
   const Launch L("adam_step");
-  const AdamConst<T> k = make_adam_const<T>(a);
+  const AdamConst<compute_t<T>> k = make_adam_const<compute_t<T>>(a);
   const bool decay = a.weight_decay != 0, low = (1.0 - a.beta1) < 0.5;
   if (!decay)
     low ? launch_adam<T, false, false, true>(a, k, L.stream) : launch_adam<T, false, false, false>(a, k, L.stream);
@@ -92,8 +96,8 @@ void register_optim_cuda_kernels() {
   amp_unscale_kernels().set(DeviceType::cuda, DType::f64, &unscale_cuda<double>);
   amp_unscale_kernels().set(DeviceType::cuda, DType::f16, &unscale_cuda<__half>);
   amp_unscale_kernels().set(DeviceType::cuda, DType::bf16, &unscale_cuda<__nv_bfloat16>);
-  OOMLAB_REGISTER_FLOAT_CUDA(sgd_kernels(), sgd_step_cuda);
-  OOMLAB_REGISTER_FLOAT_CUDA(adam_kernels(), adam_step_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(sgd_kernels(), sgd_step_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(adam_kernels(), adam_step_cuda);
 }
 
 }  // namespace oomlab
