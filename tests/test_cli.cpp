@@ -160,17 +160,18 @@ TEST(Cli, CudaDeviceWithoutUsableGpuIsOneClearError) {
 }
 
 // --half with a model the target backend cannot serve in float16: refused before any
-// work by the pre-flight (a CUDA build lacks float16 BN / activation / optimizer kernels
-// until the GPU issue adds them); a CPU-only build refuses the device itself. On CPU every
-// model is served, so the same command trains.
+// work by the pre-flight (CUDA has no float16 pixel cross-entropy, so a plain --half UNet
+// cannot run there); a CPU-only build refuses the device itself. On CPU every model is
+// served, so the same kind of command trains.
 TEST(Cli, HalfWithAModelTheBackendCannotServeIsRefusedUpFront) {
   fs::path out = tmp("half_cuda.json");
   fs::remove(out);
-  CliRun r = run_oomlab("train --model resnet20 --dataset synthetic --synthetic-size 16 --batch 8 --steps 1 --half "
-                        "--device cuda --json " + out.string());
+  CliRun r = run_oomlab("train --model unet-small --dataset synthetic-seg --input 3,16,16 --synthetic-size 16 --batch 8 "
+                        "--steps 1 --half --device cuda --json " + out.string());
   EXPECT_EQ(r.code, 2) << r.output;
   if (oomlab::built_with_cuda())
-    EXPECT_NE(r.output.find("--half: resnet20 cannot train in float16 on cuda: op '"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("--half: unet-small cannot train in float16 on cuda: op 'pixel_cross_entropy'"),
+              std::string::npos) << r.output;
   else
     EXPECT_NE(r.output.find("built without CUDA"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("step 1"), std::string::npos) << "trained before failing: " << r.output;

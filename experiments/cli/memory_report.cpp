@@ -277,10 +277,10 @@ nlohmann::json CheckpointBudgetChoice::to_json() const {
           {"tried", tried}};
 }
 
-void check_half_servable(const ModelSpec& spec, const std::string& optimizer, DeviceType target) {
+void check_half_servable(const ModelSpec& spec, int64_t batch, const std::string& optimizer, DeviceType target) {
   MetaEmulationGuard emulate(target);
   try {
-    estimate_memory(spec, 1, optimizer);
+    estimate_memory(spec, batch, optimizer);
   } catch (const NotImplementedError& e) {
     throw ValueError(str_cat("--half: ", spec.model, " cannot train in float16 on ", device_type_name(target), ": ",
                              e.what()));
@@ -326,7 +326,8 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   // "Sum of layer outputs" as the source's table counts it: outputs that occupy memory
   // of their own (in-place ReLU and flatten views share their input's).
-  const int64_t outputs = summarize_model(spec, 1).distinct_activation_values_per_sample;
+  // (at the run's batch: a one-sample training forward fails where BatchNorm sees a 1x1 map)
+  const int64_t outputs = summarize_model(spec, batch).distinct_activation_values_per_sample;
   reset_allocators();
   allocator_for(meta_device()).set_capacity(device_memory);
   if (record) {

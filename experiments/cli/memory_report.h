@@ -117,10 +117,10 @@ struct CheckpointBudgetChoice {
 CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
                                                 uint64_t budget);
 
-// --half pre-flight: one training step of `spec` at batch 1 on meta emulating `target`'s
+// --half pre-flight: one training step of `spec` at `batch` on meta emulating `target`'s
 // kernel tables (engine/core/dispatch.h); an op with no float16 kernel there is a ValueError
 // naming the model, the device and the op, raised before any real work.
-void check_half_servable(const ModelSpec& spec, const std::string& optimizer, DeviceType target);
+void check_half_servable(const ModelSpec& spec, int64_t batch, const std::string& optimizer, DeviceType target);
 
 // The default input (C,H,W) and class count for a model name.
 Shape default_input_for(const std::string& model);
