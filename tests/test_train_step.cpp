@@ -63,7 +63,6 @@ struct Recorder final : StepStrategy {
   const char* name() const override { return "recorder"; }
   int64_t micro_batches(int64_t) const override { return k; }
   void before_forward(int64_t m, int64_t) override { events.push_back("fwd" + std::to_string(m)); }
-  Tensor backward_root(const Tensor& loss, int64_t, int64_t n) override { return scale(loss, 1.0 / double(n)); }
   void before_backward(int64_t m, int64_t) override { events.push_back("bwd" + std::to_string(m)); }
   bool before_optimizer_step(Optimizer&) override {
     events.push_back("step?");
@@ -94,8 +93,9 @@ TEST(TrainStep, PhasesRunInOrderAroundEachMicroBatch) {
   EXPECT_GT(out.memory.step_peak, 0);
 }
 
-// Micro-batches are consecutive slices and the loss root is loss/K: without BatchNorm the
-// update equals the one-batch step (float64) and the reported loss is the batch mean.
+// Micro-batches are consecutive slices and TrainStep weights each one's loss by its share
+// (8 samples as 2 + 2 + 2 + 2): without BatchNorm the update equals the one-batch step
+// (float64) and the reported loss is the batch mean.
 TEST(TrainStep, MicroBatchesWithLossOverKEqualTheWholeBatch) {
   StepRun whole = make_run(), split = make_run();
   const StepOutput a = train_step(*whole.model, *whole.opt, whole.x, whole.y);

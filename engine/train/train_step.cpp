@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/memory/caching_allocator.h"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
 
 namespace oomlab {
@@ -76,7 +77,9 @@ StepOutput TrainStep::run(const Tensor& x_in, const Tensor& y, bool track_memory
       for (StepStrategy* s : strategies_) s->before_forward(k, micro_count);
       Tensor loss = forward_loss(xk, yk, &out.correct);
       for (StepStrategy* s : strategies_) s->after_forward(k, micro_count);
-      Tensor root = loss;
+      // Each micro-batch's mean loss weighted by its share of the samples (1/K for K equal
+      // ones): the gradients add up to those of the whole batch's mean loss.
+      Tensor root = micro_count == 1 ? loss : scale(loss, double(len) / double(batch));
       for (StepStrategy* s : strategies_) root = s->backward_root(root, k, micro_count);
       if (track_memory) {
         m.after_forward = std::max(m.after_forward, cur());

@@ -11,7 +11,9 @@
 //    are allocated during backward; phase figures are read from the device allocator's
 //    stats (PyTorch names).
 //  * Micro-batches are consecutive slices (views) of the batch along dim 0, of near-equal
-//    size; the reported loss is their sample-weighted mean, `correct` their sum.
+//    size; each one's loss is scaled by its share of the samples before backward (so the
+//    gradients are those of the whole batch's mean loss: gradient accumulation's loss / K),
+//    the reported loss is their sample-weighted mean, `correct` their sum.
 //  * An OutOfMemoryError in any phase first releases the step's graph, then asks the
 //    strategies in order; the first that handles it makes the step `skipped` (nothing
 //    was updated: the optimizer creates its state before any update); otherwise it is
@@ -70,7 +72,8 @@ class StepStrategy {
   // Around each micro-batch's forward + loss (autocast, recompute policies).
   virtual void before_forward(int64_t micro, int64_t micro_count) {}
   virtual void after_forward(int64_t micro, int64_t micro_count) {}
-  // The tensor backward starts from, given the micro-batch's loss (loss scaling, 1/K).
+  // The tensor backward starts from, given the micro-batch's loss already weighted by its
+  // share of the batch (loss scaling).
   virtual Tensor backward_root(const Tensor& loss, int64_t micro, int64_t micro_count) { return loss; }
   // Around each micro-batch's backward (DDP's no_sync for all but the last one).
   virtual void before_backward(int64_t micro, int64_t micro_count) {}

@@ -17,6 +17,7 @@
 #include "engine/optim/ema.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
+#include "engine/train/accumulation.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/half_mode.h"
 #include "engine/train/results.h"
@@ -82,6 +83,12 @@ std::string resolve_schedule(const std::string& spec, int64_t total_steps) {
 
 json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset& test_set, const TrainerConfig& c) {
   OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
+  OOMLAB_CHECK(c.accumulate >= 1, "--accumulate must be >= 1 (got ", c.accumulate, ")");
+  const int64_t step_samples = checked_mul(c.batch, c.accumulate, "--batch x --accumulate");
+  OOMLAB_CHECK(c.accumulate == 1 || step_samples <= train_set.size(), "--accumulate ", c.accumulate,
+               " is more than the ", train_set.size() / c.batch, " batches of ", c.batch, " in an epoch of the ",
+               train_set.name(), " training set (", train_set.size(), " samples): an optimizer step would need ",
+               step_samples, " samples");
   OOMLAB_CHECK(c.batch <= train_set.size(), "impossible batch: --batch ", c.batch, " is larger than the ",
                train_set.name(), " training set (", train_set.size(), " samples)");
   OOMLAB_CHECK(!c.master_weights || c.half, "--master-weights needs --half");
@@ -108,7 +115,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   g.nesterov = c.nesterov;
   std::unique_ptr<Optimizer> opt = make_optimizer(c.optimizer, {g});
 
-  DataLoader loader(train_set, c.batch, /*shuffle=*/true, /*drop_last=*/true, c.seed);
+  // One loader batch per optimizer step: K micro-batches of --batch, in the order of a K*B batch.
+  DataLoader loader(train_set, step_samples, /*shuffle=*/true, /*drop_last=*/true, c.seed);
   const int64_t total_steps =
       c.steps > 0 ? c.steps : checked_mul(c.epochs, loader.batches_per_epoch(), "--epochs x batches per epoch");
   const std::string sched_spec = resolve_schedule(c.schedule, total_steps);
@@ -121,6 +129,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   json history = {{"train_loss", json::array()}, {"lr", json::array()}, {"epochs", json::array()},
                   {"skipped", json::array()}};
   std::vector<StepStrategy*> strategies = c.strategies;
+  std::optional<GradientAccumulation> accumulation;
+  if (c.accumulate > 1) strategies.insert(strategies.begin(), &accumulation.emplace(c.accumulate));
   std::optional<AutocastStrategy> autocast;
   std::optional<GradScaler> scaler;
   if (c.amp) strategies.push_back(&autocast.emplace(*c.amp));
@@ -284,7 +294,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   json times = summarize_times(steady);
   double med = times["median"].get<double>();
   json metrics = {{"steps", step}, {"history", history}, {"step_time_s", times},
-                  {"images_per_s", med > 0 ? double(c.batch) / med : 0.0}};
+                  {"images_per_s", med > 0 ? double(step_samples) / med : 0.0}};
   if (!history["epochs"].empty()) metrics["final_test_accuracy"] = history["epochs"].back()["test_accuracy"];
   if (!divergence.is_null()) {
     metrics["diverged_at_step"] = divergence["step"];

@@ -29,7 +29,12 @@ namespace oomlab {
 
 struct TrainerConfig {
   Device device = cpu_device();
-  int64_t batch = 128;
+  int64_t batch = 128;                     // the micro-batch when accumulate > 1
+  // Gradient accumulation (accumulation.h): each optimizer step takes `accumulate`
+  // consecutive micro-batches of `batch` samples (one loader batch of batch x accumulate, so
+  // the sample order does not depend on it); steps and epochs count optimizer steps,
+  // images_per_s counts samples.
+  int64_t accumulate = 1;
   int64_t epochs = 1;
   int64_t steps = 0;                       // > 0: stop after this many steps (overrides epochs)
   // Optimizer and schedule (engine/optim): sgd | adam | adamw; schedule as in lr_schedule.h,

@@ -165,6 +165,7 @@ TrainConfig train_config(const CliArgs& a) {
   c.synthetic_size = a.get_int("synthetic-size", c.synthetic_size);
   c.device = parse_device(a.get("device", "cpu"));
   c.batch = a.get_int("batch", c.batch);
+  c.accumulate = a.get_int("accumulate", 1);
   c.epochs = a.get_int("epochs", c.epochs);
   c.steps = a.get_int("steps", 0);
   OOMLAB_CHECK(!(a.has("epochs") && a.has("steps")), "give --epochs or --steps, not both");
@@ -317,7 +318,7 @@ const CommandFlags& command_flags(const std::string& command) {
                                   "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
                                   "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
-                                  "save-every", "resume", "on-nan", "checkpoint", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
+                                  "save-every", "resume", "on-nan", "checkpoint", "accumulate", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
                                   "chrome-trace"}),
                  {"nesterov", "quiet", "half", "master-weights"}}}};
   auto it = flags.find(command);
@@ -454,7 +455,7 @@ int cmd_train(const std::vector<std::string>& args) {
     std::puts("oomlab train --model M --dataset fashion-mnist|synthetic|synthetic-seq|synthetic-seg\n"
               "  [--data-dir DIR] [--input C,H,W] [--classes K] [--synthetic-size N]\n"
               "  [--seq-len N] [--seq-min-len N] [--long-seq-prob P --long-seq-len N] [--device cpu|meta|cuda[:i]] [--batch B]\n"
-              "  [--epochs E | --steps S] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
+              "  [--epochs E | --steps S] [--accumulate K] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
               "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR] [--on-nan stop|continue]\n"
               "  [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"

@@ -94,7 +94,7 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"device_memory", c.device_memory}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
-            {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
+            {"accumulate", c.accumulate}, {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
   return j;
@@ -127,6 +127,10 @@ void check_train_config(const TrainConfig& c) {
   }
   OOMLAB_CHECK(c.batch <= train_size, "impossible batch: --batch ", c.batch, " is larger than the ", c.dataset,
                " training set (", train_size, " samples)");
+  OOMLAB_CHECK(c.accumulate >= 1, "--accumulate must be >= 1 (got ", c.accumulate, ")");
+  OOMLAB_CHECK(c.accumulate <= train_size / c.batch, "--accumulate ", c.accumulate, " is more than the ",
+               train_size / c.batch, " batches of ", c.batch, " in an epoch of the ", c.dataset, " training set (",
+               train_size, " samples)");
   if (!c.input.empty()) {
     OOMLAB_CHECK_T(ShapeError, c.input.size() == 3, "--input must be C,H,W (got ", shape_str(c.input), ")");
     checked_numel(c.input, "--input");
@@ -158,7 +162,7 @@ json train(const TrainConfig& c) {
   // --half: every op of the step must have a float16 kernel where the run goes.
   // (A build without the device's backend is refused where the device is opened.)
   const DeviceType target = c.device.is_meta() ? DeviceType::cpu : c.device.type;
-  if (c.half && backend_linked(device_type_name(target))) check_half_servable(ms, recipe.optimizer, target);
+  if (c.half && backend_linked(device_type_name(target))) check_half_servable(ms, c.batch, recipe.optimizer, target);
 
   // --checkpoint budget:SIZE -> a concrete policy, from exact meta peaks of this run's step.
   std::string checkpoint = c.checkpoint;
@@ -223,6 +227,7 @@ json train(const TrainConfig& c) {
   t.amp = parse_amp(c.amp);
   t.loss_scale = parse_loss_scale(c.loss_scale, c.amp == "fp16");
   t.half = c.half;
+  t.accumulate = c.accumulate;
   t.master_weights = c.master_weights;
   t.config = config_json(c, recipe, given);
   t.config["checkpoint_segments"] = plan.segments;
@@ -231,7 +236,7 @@ json train(const TrainConfig& c) {
   // recipe (a different --lr would change the run while the results record the new one).
   t.resume_keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len", "seq_min_len",
                    "long_seq_len", "long_seq_prob", "batch", "optimizer", "lr", "momentum", "weight_decay",
-                   "nesterov", "schedule", "seed", "amp", "half", "master_weights", "loss_scale"};
+                   "nesterov", "schedule", "seed", "accumulate", "amp", "half", "master_weights", "loss_scale"};
   const json arch = c.arch.to_json(c.model);
   for (auto it = arch.begin(); it != arch.end(); ++it) t.resume_keys.push_back(it.key());
   json results = train_model(*model, *data.train, *data.test, t);

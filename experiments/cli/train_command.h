@@ -59,6 +59,7 @@ struct TrainConfig {
   std::string amp = "off";                 // --amp off|fp16|bf16 (engine/autograd/autocast.h)
   std::string loss_scale = "none";         // canonical --loss-scale (engine/train/mixed_precision.h)
   bool half = false;                       // --half (engine/train/half_mode.h)
+  int64_t accumulate = 1;                  // --accumulate K (engine/train/accumulation.h)
   bool master_weights = false;             // --master-weights
 };
 
