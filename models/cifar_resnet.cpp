@@ -16,7 +16,7 @@ class CifarResNet : public nn::Module {
     int64_t inplanes = 16;
     conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(
         cfg.in_channels, 16, 3, nn::Conv2dOptions{.stride = 1, .padding = 1, .bias = false}, o));
-    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(16, 1e-5, 0.1, o));
+    bn1 = register_module("bn1", nn::make_norm2d(16, o));
     relu = register_module("relu", std::make_shared<nn::ReLU>(cfg.inplace_relu));
     const int64_t planes[3] = {16, 32, 64};
     for (int i = 0; i < 3; ++i)
@@ -37,7 +37,7 @@ class CifarResNet : public nn::Module {
   const char* type_name() const override { return "CifarResNet"; }
 
   std::shared_ptr<nn::Conv2d> conv1;
-  std::shared_ptr<nn::BatchNorm2d> bn1;
+  nn::ModulePtr bn1;
   std::shared_ptr<nn::ReLU> relu;
   std::shared_ptr<nn::Sequential> stages[3];
   std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;

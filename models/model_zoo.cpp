@@ -94,6 +94,8 @@ nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg) {
   OOMLAB_CHECK(cfg.num_classes > 0, name, ": num_classes must be > 0, got ", cfg.num_classes);
   OOMLAB_CHECK_T(DTypeError, dtype_is_floating(cfg.dtype), name, ": model dtype must be floating, got ",
                  dtype_name(cfg.dtype));
+  OOMLAB_CHECK(cfg.norm == nn::NormKind::batch || name.rfind("resnet", 0) == 0, "--norm applies to the ResNets ",
+               "(torchvision's norm_layer: resnet18/34/50, resnet20/56); ", name, " keeps its own normalisation");
   if (f == Family::bert) return build_bert(name, cfg);   // token input: no image checks
   OOMLAB_CHECK(cfg.in_channels > 0, name, ": in_channels must be > 0, got ", cfg.in_channels);
   if (f == Family::unet) return build_unet(name, cfg);    // checks divisibility by 2^depth
@@ -123,6 +125,7 @@ nn::LayerOptions zoo_layer_options(const ModelConfig& cfg) {
   nn::LayerOptions o;
   o.device = cfg.device;
   o.dtype = cfg.dtype;
+  o.norm = cfg.norm;
   o.skip_init = true;
   return o;
 }

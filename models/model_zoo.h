@@ -29,6 +29,9 @@ struct ModelConfig {
   int64_t in_channels = 3, height = 224, width = 224;
   Device device = cpu_device();
   DType dtype = DType::f32;
+  // The ResNets' normalisation layer (torchvision's norm_layer; resnet*): --norm bn|gn|none.
+  // Other models refuse anything but batch.
+  nn::NormKind norm = nn::NormKind::batch;
   bool inplace_relu = true;
   uint64_t seed = 0;
   // Sequence models (bert-*): tokens [B, seq_len] int64, id 0 = padding (the attention

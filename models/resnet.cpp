@@ -18,9 +18,7 @@ std::shared_ptr<nn::Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride, con
 std::shared_ptr<nn::Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride, const nn::LayerOptions& o) {
   return std::make_shared<nn::Conv2d>(in, out, 1, nn::Conv2dOptions{.stride = stride, .bias = false}, o);
 }
-std::shared_ptr<nn::BatchNorm2d> bn(int64_t c, const nn::LayerOptions& o) {
-  return std::make_shared<nn::BatchNorm2d>(c, 1e-5, 0.1, o);
-}
+nn::ModulePtr bn(int64_t c, const nn::LayerOptions& o) { return nn::make_norm2d(c, o); }
 }  // namespace
 
 BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, nn::ModulePtr ds, bool inplace_relu,
@@ -112,7 +110,7 @@ class ResNet : public nn::Module {
   const char* type_name() const override { return "ResNet"; }
 
   std::shared_ptr<nn::Conv2d> conv1;
-  std::shared_ptr<nn::BatchNorm2d> bn1;
+  nn::ModulePtr bn1;
   std::shared_ptr<nn::ReLU> relu;
   std::shared_ptr<nn::MaxPool2d> maxpool;
   std::shared_ptr<nn::Sequential> stages[4];

@@ -31,7 +31,7 @@ class BasicBlock : public nn::Module {
   Tensor forward(const Tensor& x) override;
   const char* type_name() const override { return "BasicBlock"; }
   std::shared_ptr<nn::Conv2d> conv1, conv2;
-  std::shared_ptr<nn::BatchNorm2d> bn1, bn2;
+  nn::ModulePtr bn1, bn2;      // make_norm2d: BatchNorm2d, GroupNorm or Identity (--norm)
   std::shared_ptr<nn::ReLU> relu;
   nn::ModulePtr downsample;   // null when the shortcut is the identity
 };
@@ -44,14 +44,15 @@ class Bottleneck : public nn::Module {
   Tensor forward(const Tensor& x) override;
   const char* type_name() const override { return "Bottleneck"; }
   std::shared_ptr<nn::Conv2d> conv1, conv2, conv3;
-  std::shared_ptr<nn::BatchNorm2d> bn1, bn2, bn3;
+  nn::ModulePtr bn1, bn2, bn3;
   std::shared_ptr<nn::ReLU> relu;
   nn::ModulePtr downsample;
 };
 
 // torchvision's _make_layer: `blocks` blocks of `planes`; the first gets the stride and,
 // when stride != 1 or inplanes != planes * expansion, downsample = Sequential(conv1x1
-// (stride, no bias), BatchNorm2d). Updates inplanes to planes * expansion.
+// (stride, no bias), norm). Updates inplanes to planes * expansion. The norm layers are
+// o.norm's (make_norm2d): torchvision's norm_layer.
 std::shared_ptr<nn::Sequential> make_resnet_layer(bool bottleneck, int64_t& inplanes, int64_t planes,
                                                   int64_t blocks, int64_t stride, bool inplace_relu,
                                                   const nn::LayerOptions& o);

@@ -117,7 +117,9 @@ TEST(Accumulation, WithBatchNormItDiffersAndRunningStatsUpdatePerMicroBatch) {
   GradientAccumulation k4(4);
   TrainStep(*m, *opt, {&k4}).run(make_input("resnet20", c, 8), make_target("resnet20", c, 8), false);
   for (const auto& [n, b] : m->named_buffers())
-    if (n == "bn1.num_batches_tracked") EXPECT_EQ(b.to_vector_i64()[0], 4);
+    if (n == "bn1.num_batches_tracked") {
+      EXPECT_EQ(b.to_vector_i64()[0], 4);
+    }
   EXPECT_EQ(opt->step_count(), 1);
 }
 

@@ -228,8 +228,9 @@ TEST(Cli, OutOfMemoryStillWritesSnapshotAndTrace) {
     for (const auto& e : t["traceEvents"]) oom_events += e["name"] == "oom";
     EXPECT_EQ(oom_events, 1) << args;
     for (const fs::path& p : {snap, trace}) fs::remove(p);
-    if (std::string(args).rfind("train", 0) == 0)
+    if (std::string(args).rfind("train", 0) == 0) {
       EXPECT_NE(r.output.find("phase of a training step"), std::string::npos) << r.output;
+    }
   }
 }
 

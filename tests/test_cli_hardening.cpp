@@ -157,6 +157,15 @@ INSTANTIATE_TEST_SUITE_P(
                    "--loss-scale dynamic with --half needs --master-weights"},
         RejectCase{"summary --model mlp --half", 2, "unknown flag --half"}));
 
+INSTANTIATE_TEST_SUITE_P(
+    AccumulationAndNorm, CliRejects,
+    ::testing::Values(
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --accumulate 0", 2, "--accumulate must be >= 1 (got 0)"},
+        RejectCase{"train --model mlp --dataset synthetic --synthetic-size 64 --batch 8 --steps 1 --accumulate 9", 2,
+                   "--accumulate 9 is more than the 8 batches of 8 in an epoch"},
+        RejectCase{"summary --model vgg11_bn --norm gn", 2, "--norm applies to the ResNets"},
+        RejectCase{"estimate --model resnet20 --batch 2 --norm layer", 2, "--norm must be bn, gn or none (got 'layer')"}));
+
 // oomlab run checks where its results go before the first point.
 TEST(CliOutputs, RunChecksItsOutputBeforeThePoints) {
   for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{

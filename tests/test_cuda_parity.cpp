@@ -22,6 +22,7 @@
 #include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
+#include "engine/ops/groupnorm.h"
 #include "engine/ops/layernorm.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/loss.h"
@@ -155,6 +156,10 @@ const std::vector<OpCase>& op_cases() {
     c.push_back({"embedding", {F({50, 16}), Idx({3, 7}, ids)}, [](V& v) { return embedding(v[0], v[1]); }, N});
     c.push_back({"layer_norm", {F({6, 48}, true, -2, 3), F({48}, true, 0.5, 1.5), F({48})},
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});
+    c.push_back({"group_norm", {F({2, 8, 3, 3}, true, -2, 3), F({8}, true, 0.5, 1.5), F({8})},
+                 [](V& v) { return group_norm(v[0], 4, v[1], v[2], 1e-5); }, N});
+    c.push_back({"group_norm_large_hw_no_affine", {F({3, 32, 20, 20}, true, -2, 3)},
+                 [](V& v) { return group_norm(v[0], 32, Tensor(), Tensor(), 1e-5); }, N});
     c.push_back({"layer_norm_wide", {F({4, 768}, true, -2, 3), F({768}, true, 0.5, 1.5), F({768})},
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-12); }, N});
     // dweight/dbias over row splits (layernorm.cu): 301 rows = 4 splits of 76, the last 73;

@@ -56,6 +56,30 @@ TEST(ModelZoo, SmallModelParameterCounts) {
   EXPECT_EQ(build_model("mlp", meta_config("mlp", 10))->num_parameters(), 235146);
 }
 
+// --norm: torchvision's norm_layer for the ResNets. GroupNorm (gcd(32, C) groups) keeps
+// BN's weight and bias (same parameter count, no running buffers); none drops them (2 per
+// normalised channel: 784 channels in resnet20); other models refuse it.
+TEST(ModelZoo, ResNetNormLayerChoice) {
+  ModelConfig c = meta_config("resnet20", 10);
+  c.norm = nn::NormKind::group;
+  nn::ModulePtr gn = build_model("resnet20", c);
+  EXPECT_EQ(gn->num_parameters(), 272186);
+  EXPECT_TRUE(gn->named_buffers().empty());
+  EXPECT_EQ(dynamic_cast<nn::GroupNorm*>(gn->submodule("bn1"))->num_groups, 16);
+  EXPECT_EQ(dynamic_cast<nn::GroupNorm*>(gn->submodule("layer3.0.bn2"))->num_groups, 32);
+  EXPECT_NE(dynamic_cast<nn::GroupNorm*>(gn->submodule("layer2.0.downsample.1")), nullptr);
+  c.norm = nn::NormKind::none;
+  nn::ModulePtr none = build_model("resnet20", c);
+  EXPECT_EQ(none->num_parameters(), 272186 - 2 * 784);
+  EXPECT_FALSE(contains(keys(none->state_dict()), "bn1.weight"));
+  ModelConfig r50 = meta_config("resnet50", 1000);
+  r50.norm = nn::NormKind::group;
+  EXPECT_EQ(build_model("resnet50", r50)->num_parameters(), 25557032);
+  ModelConfig v = meta_config("vgg11_bn", 10);
+  v.norm = nn::NormKind::group;
+  EXPECT_THROW(build_model("vgg11_bn", v), ValueError);
+}
+
 TEST(ModelZoo, ResNet18KeysMatchTorchvision) {
   auto m = build_model("resnet18", meta_config("resnet18", 1000));
   auto p = keys(m->named_parameters());

@@ -158,8 +158,12 @@ TEST(Trainer, ResumeIsBitExactWithHalfAndMasterWeights) {
       if (n == "master.conv1.weight") has_master = t.dtype() == DType::f32;
     EXPECT_TRUE(has_master) << "the float32 master of conv1.weight is in the checkpoint";
     for (const auto& [n, t] : read_safetensors((a / "step-8" / "model.safetensors").string()).tensors) {
-      if (n == "conv1.weight") EXPECT_EQ(t.dtype(), DType::f16);
-      if (n == "bn1.weight" || n == "bn1.running_var") EXPECT_EQ(t.dtype(), DType::f32) << n;
+      if (n == "conv1.weight") {
+        EXPECT_EQ(t.dtype(), DType::f16);
+      }
+      if (n == "bn1.weight" || n == "bn1.running_var") {
+        EXPECT_EQ(t.dtype(), DType::f32) << n;
+      }
     }
   }
 

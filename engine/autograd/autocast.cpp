@@ -79,6 +79,7 @@ const std::vector<AutocastRule>& autocast_rules() {
       {"log_softmax", CastPolicy::fp32, "float32 in and out"},
       {"masked_softmax", CastPolicy::fp32, "attention probabilities in float32"},
       {"layer_norm", CastPolicy::fp32, "mean / variance in float32, float32 output"},
+      {"group_norm", CastPolicy::fp32, "group mean / variance in float32, float32 output"},
       {"cross_entropy", CastPolicy::fp32, "logits cast to float32, float32 loss"},
       {"nll_loss", CastPolicy::fp32, "float32 loss"},
       {"pixel_cross_entropy", CastPolicy::fp32, "logits cast to float32, float32 loss"},

@@ -10,11 +10,13 @@
 #include "engine/autograd/checkpoint.h"
 
 #include <cmath>
+#include <numeric>
 
 #include "engine/core/error.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/batchnorm.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/groupnorm.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/linear.h"
 
@@ -173,6 +175,27 @@ BatchNorm2d::BatchNorm2d(int64_t c, double eps, double momentum, const LayerOpti
   init::constant_(running_var, 1.0);
   if (opt.device.is_cpu() || opt.device.is_meta()) num_batches_tracked.fill_(0.0);
   else num_batches_tracked.copy_(Tensor::zeros({}, DType::i64, cpu_device()));   // once, at construction
+}
+
+GroupNorm::GroupNorm(int64_t groups, int64_t c, double eps, const LayerOptions& opt)
+    : num_groups(groups), num_channels(c), eps(eps) {
+  OOMLAB_CHECK(groups >= 1 && c >= 1 && c % groups == 0, "GroupNorm: ", c, " channels cannot be split into ",
+               groups, " groups");
+  weight = register_parameter("weight", Tensor::empty({c}, opt.dtype, opt.device));
+  bias = register_parameter("bias", Tensor::empty({c}, opt.dtype, opt.device));
+  init::constant_(weight, 1.0);
+  init::constant_(bias, 0.0);
+}
+
+Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, num_groups, weight, bias, eps); }
+
+ModulePtr make_norm2d(int64_t c, const LayerOptions& o) {
+  switch (o.norm) {
+    case NormKind::batch: return std::make_shared<BatchNorm2d>(c, 1e-5, 0.1, o);
+    case NormKind::group: return std::make_shared<GroupNorm>(std::gcd(int64_t(32), c), c, 1e-5, o);
+    case NormKind::none: return std::make_shared<Identity>();
+  }
+  return nullptr;
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {

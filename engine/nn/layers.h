@@ -25,9 +25,14 @@
 
 namespace oomlab::nn {
 
+// The 2-d normalisation a block builds (torchvision's norm_layer): BatchNorm2d, GroupNorm
+// with gcd(32, C) groups (Wu & He's G = 32 where the channels allow), or none (Identity).
+enum class NormKind { batch, group, none };
+
 struct LayerOptions {
   Device device = cpu_device();
   DType dtype = DType::f32;
+  NormKind norm = NormKind::batch;   // used by blocks that build a normalisation (make_norm2d)
   Generator* generator = nullptr;   // nullptr: the generator of `device` (rng.h)
   bool skip_init = false;           // no random init (contents undefined until initialised)
 };
@@ -81,6 +86,18 @@ class BatchNorm2d : public Module {
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   int64_t num_features;
   double eps, momentum;
+};
+
+// torch.nn.GroupNorm(num_groups, num_channels, eps, affine=True): weight 1, bias 0; no
+// running statistics, so training and evaluation compute the same thing.
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, const LayerOptions& opt = {});
+  Tensor forward(const Tensor& x) override;
+  const char* type_name() const override { return "GroupNorm"; }
+  Tensor weight, bias;
+  int64_t num_groups, num_channels;
+  double eps;
 };
 
 class ReLU : public Module {
@@ -137,6 +154,9 @@ class Identity : public Module {
   Tensor forward(const Tensor& x) override { return x; }
   const char* type_name() const override { return "Identity"; }
 };
+
+// The normalisation layer o.norm names, for c channels (see NormKind).
+ModulePtr make_norm2d(int64_t c, const LayerOptions& o);
 
 // Children are named "0", "1", ... in insertion order; forward chains them, each child
 // called through operator() so its allocations carry its own name.

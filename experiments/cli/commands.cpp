@@ -36,10 +36,11 @@ bool wants_help(const std::vector<std::string>& args) {
   return false;
 }
 
-// Architecture flags of train/summary/estimate: bert-* and unet* only (see model_arch.h).
-const std::set<std::string> kArchFlags = {"hidden", "layers", "heads", "max-positions", "dropout", "base-width", "depth"};
+// Architecture flags of train/summary/estimate: bert-*, unet* and resnet* (see model_arch.h).
+const std::set<std::string> kArchFlags = {"hidden", "layers", "heads", "max-positions", "dropout", "base-width", "depth",
+                                          "norm"};
 const char* const kArchUsage = "[--hidden N --layers N --heads N --max-positions N --dropout P (bert-*)]\n"
-                               "  [--base-width N --depth N (unet*)]";
+                               "  [--base-width N --depth N (unet*)] [--norm bn|gn|none (resnet*)]";
 
 std::set<std::string> with_arch_flags(std::set<std::string> flags) {
   flags.insert(kArchFlags.begin(), kArchFlags.end());
@@ -63,6 +64,9 @@ ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
     o.dropout = a.get_double("dropout", 0.0);
     OOMLAB_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1) (got ", o.dropout, ")");
   }
+  o.norm = a.get("norm", "");
+  OOMLAB_CHECK(!a.has("norm") || o.norm == "bn" || o.norm == "gn" || o.norm == "none",
+               "--norm must be bn, gn or none (got '", o.norm, "')");
   o.check_fits(model);
   return o;
 }

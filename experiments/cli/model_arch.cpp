@@ -9,6 +9,7 @@ namespace oomlab {
 namespace {
 bool is_bert(const std::string& model) { return model_input_kind(model) == InputKind::tokens; }
 bool is_unet(const std::string& model) { return model_task_kind(model) == TaskKind::segmentation; }
+bool is_resnet(const std::string& model) { return model.rfind("resnet", 0) == 0; }
 }  // namespace
 
 void ArchOverrides::check_fits(const std::string& model) const {
@@ -24,6 +25,12 @@ void ArchOverrides::check_fits(const std::string& model) const {
     OOMLAB_CHECK(fits, f.name, " applies to ", f.bert ? "BERT models (bert-*)" : "UNet models (unet, unet-small)",
                  "; --model ", model, " is not one");
   }
+  if (!norm.empty()) {
+    model_input_kind(model);   // an unknown model is named as such first
+    OOMLAB_CHECK(is_resnet(model), "--norm applies to the ResNets (resnet18/34/50, resnet20/56: torchvision's ",
+                 "norm_layer); --model ", model, " is not one");
+    OOMLAB_CHECK(norm == "bn" || norm == "gn" || norm == "none", "--norm must be bn, gn or none (got '", norm, "')");
+  }
   OOMLAB_CHECK(hidden >= 0 && layers >= 0 && heads >= 0 && max_positions >= 0 && base_width >= 0 && depth >= 0,
                model, ": --hidden/--layers/--heads/--max-positions/--base-width/--depth must be >= 1");
   OOMLAB_CHECK(dropout < 1, model, ": --dropout must be in [0, 1) (got ", dropout, ")");
@@ -37,6 +44,8 @@ void ArchOverrides::apply(ModelConfig& cfg) const {
   if (dropout >= 0) cfg.dropout = dropout;
   if (base_width > 0) cfg.base_width = base_width;
   if (depth > 0) cfg.depth = depth;
+  if (norm == "gn") cfg.norm = nn::NormKind::group;
+  if (norm == "none") cfg.norm = nn::NormKind::none;
 }
 
 nlohmann::json ArchOverrides::to_json(const std::string& model) const {
@@ -53,6 +62,8 @@ nlohmann::json ArchOverrides::to_json(const std::string& model) const {
       const ModelConfig d = default_model_config(model);
       j = {{"base_width", base_width > 0 ? base_width : unet_base_width(model, d)},
            {"depth", depth > 0 ? depth : unet_depth(model, d)}};
+    } else if (is_resnet(model)) {
+      j = {{"norm", norm.empty() ? "bn" : norm}};
     }
   } catch (const Error&) {   // unknown model: nothing to resolve (building it reports that)
   }

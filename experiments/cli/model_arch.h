@@ -1,6 +1,6 @@
 // model_arch.h — architecture overrides a run may give a zoo model: BERT's hidden size,
 // layers, heads, position-table size and dropout (bert-*), UNet's base width and depth
-// (unet*). Shared by `train`, `summary` and `estimate` (TrainConfig / ModelSpec).
+// (unet*), the ResNets' normalisation layer (resnet*: --norm bn|gn|none). Shared by `train`, `summary` and `estimate` (TrainConfig / ModelSpec).
 // Contracts:
 //  * 0 (dropout: < 0) means "the preset's value"; apply() copies only the given values.
 //  * check_fits(model) throws ValueError naming the flag and the model when a BERT flag
@@ -23,6 +23,7 @@ struct ArchOverrides {
   int64_t hidden = 0, layers = 0, heads = 0, max_positions = 0;   // bert-*
   double dropout = -1;                                            // bert-*; < 0: preset (0.1)
   int64_t base_width = 0, depth = 0;                              // unet*
+  std::string norm;                                               // resnet*: bn | gn | none; "": bn
   void check_fits(const std::string& model) const;
   void apply(ModelConfig& cfg) const;
   nlohmann::json to_json(const std::string& model) const;

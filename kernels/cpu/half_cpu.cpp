@@ -19,6 +19,7 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/groupnorm.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
@@ -252,6 +253,26 @@ template <DType H, bool Backward> void layer_norm_half(const LayerNormArgs& a) {
   w.narrow();
 }
 // 16-bit x, y, dy, dx; weight, bias, running and saved statistics float32 (the op's rule).
+// 16-bit x, weight, bias, y, dy, dx, dweight, dbias; mean / rstd float32 (the contract).
+template <DType H, bool Backward> void group_norm_half(const GroupNormArgs& a) {
+  Widen<H> w;
+  GroupNormArgs f = a;
+  const int64_t n = a.N * a.C * a.HW;
+  f.x = w.in(a.x, n);
+  f.weight = w.in(a.weight, a.C);
+  if (!Backward) {
+    f.bias = w.in(a.bias, a.C);
+    f.y = w.out(a.y, n);
+    run_f32(group_norm_forward_kernels(), f);
+  } else {
+    f.dy = w.in(a.dy, n);
+    f.dx = w.out(a.dx, n);
+    f.dweight = w.out(a.dweight, a.C);
+    f.dbias = w.out(a.dbias, a.C);
+    run_f32(group_norm_backward_kernels(), f);
+  }
+  w.narrow();
+}
 template <DType H, bool Backward> void batch_norm_half(const BatchNormArgs& a) {
   Widen<H> w;
   BatchNormArgs f = a;
@@ -343,6 +364,8 @@ template <DType H> void register_for() {
   masked_softmax_backward_kernels().set(cpu, H, &masked_softmax_half<H, true>);
   layer_norm_forward_kernels().set(cpu, H, &layer_norm_half<H, false>);
   layer_norm_backward_kernels().set(cpu, H, &layer_norm_half<H, true>);
+  group_norm_forward_kernels().set(cpu, H, &group_norm_half<H, false>);
+  group_norm_backward_kernels().set(cpu, H, &group_norm_half<H, true>);
   batch_norm_forward_kernels().set(cpu, H, &batch_norm_half<H, false>);
   batch_norm_backward_kernels().set(cpu, H, &batch_norm_half<H, true>);
   nll_forward_kernels().set(cpu, H, &nll_half<H, false>);

@@ -34,6 +34,7 @@ void register_dropout_cpu_kernels();
 void register_softmax_cpu_kernels();
 void register_loss_cpu_kernels();
 void register_layernorm_cpu_kernels();
+void register_groupnorm_cpu_kernels();
 void register_embedding_cpu_kernels();
 void register_upsample_cpu_kernels();
 void register_optim_cpu_kernels();
@@ -66,6 +67,7 @@ void register_cpu_kernels() {
   register_softmax_cpu_kernels();
   register_loss_cpu_kernels();
   register_layernorm_cpu_kernels();
+  register_groupnorm_cpu_kernels();
   register_embedding_cpu_kernels();
   register_upsample_cpu_kernels();
   register_optim_cpu_kernels();

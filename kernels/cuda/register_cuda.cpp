@@ -26,6 +26,7 @@ void register_dropout_cuda_kernels();
 void register_softmax_cuda_kernels();
 void register_loss_cuda_kernels();
 void register_layernorm_cuda_kernels();
+void register_groupnorm_cuda_kernels();
 void register_embedding_cuda_kernels();
 void register_upsample_cuda_kernels();
 void register_optim_cuda_kernels();
@@ -44,6 +45,7 @@ void register_cuda_kernels() {
   register_dropout_cuda_kernels();
   register_softmax_cuda_kernels();
   register_loss_cuda_kernels();
+  register_groupnorm_cuda_kernels();
   register_layernorm_cuda_kernels();
   register_embedding_cuda_kernels();
   register_upsample_cuda_kernels();
