@@ -93,7 +93,11 @@ INSTANTIATE_TEST_SUITE_P(
                      "--long-seq-len 600 exceeds max_positions 512 of bert-mini"},
         BadInputCase{"train --model bert-mini --dataset synthetic-seq --steps 1 --seq-len 600",
                      "pass --max-positions 600"},
-        BadInputCase{"summary --model bert-mini --seq-len 100 --max-positions 64", "exceeds max_positions 64"}));
+        BadInputCase{"summary --model bert-mini --seq-len 100 --max-positions 64", "exceeds max_positions 64"},
+        BadInputCase{"train --model mlp --dataset synthetic --steps 1 --on-oom retry", "--on-oom must be raise, skip or split"},
+        BadInputCase{"train --model bert-mini --dataset synthetic-seq --device meta --steps 1 --batch 1 --on-oom split "
+                     "--device-memory 64MiB --long-seq-prob 0.1 --long-seq-len 512",
+                     "--on-oom split cannot make this run fit: one sequence of 512 tokens"}));
 
 TEST(Cli, UnknownCommandAndJsonIntoMissingDirectory) {
   EXPECT_EQ(run_oomlab("frobnicate").code, 2);

@@ -74,9 +74,9 @@ struct Recorder final : StepStrategy {
 struct OomHandler final : StepStrategy {
   std::string phase;
   const char* name() const override { return "skip-on-oom"; }
-  bool on_out_of_memory(const OutOfMemoryError&, const char* p) override {
+  OomAction on_out_of_memory(const OutOfMemoryError&, const char* p, int64_t, int64_t) override {
     phase = p;
-    return true;
+    return OomAction::skip;
   }
 };
 }  // namespace

@@ -45,9 +45,19 @@ Tensor Module::operator()(const Tensor& x) {
     span_name = label + "/fwd";
     span.emplace(span_name.c_str());
   }
-  Tensor y = checkpoint_role_.segment >= 0 && grad_enabled() && !checkpoint_recomputing()
-                 ? checkpointed_forward(*this, x)   // engine/nn/checkpoint_plan.h
-                 : forward(x);
+  Tensor y;
+  try {
+    y = checkpoint_role_.segment >= 0 && grad_enabled() && !checkpoint_recomputing()
+            ? checkpointed_forward(*this, x)   // engine/nn/checkpoint_plan.h
+            : forward(x);
+  } catch (...) {
+    // A forward abandoned midway (an out-of-memory error a step recovers from) must not
+    // leave a residual or key/value set by a parent behind: they hold the graph built so
+    // far, every activation of the attempt, until the next forward replaces them.
+    for (auto& [name, m] : named_modules())
+      for (Tensor* t : m->side_inputs()) *t = Tensor();
+    throw;
+  }
   notify_forward(*this, x, y);   // engine/nn/forward_observer.h (no-op unless installed)
   return y;
 }

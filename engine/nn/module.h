@@ -1,7 +1,9 @@
 // module.h — nn::Module: a named tree of parameters, buffers and submodules
 // (torch.nn.Module's shape). Contracts:
 //  * operator()(x) runs forward under MemoryContext(full module name, "fwd") so every
-//    allocation and autograd node is labelled with the layer that made it.
+//    allocation and autograd node is labelled with the layer that made it. A forward that
+//    throws clears the side inputs of the whole subtree (they may hold the graph built
+//    so far), so an abandoned step leaves nothing allocated behind.
 //  * Parameter/buffer names are dotted paths identical to PyTorch's state_dict keys
 //    ("features.0.weight", "layer1.0.bn1.running_mean"), so safetensors files interoperate.
 //  * Parameters are leaf tensors with requires_grad; buffers never require grad.

@@ -52,74 +52,96 @@ bool TrainStep::optimizer_step() {
 StepOutput TrainStep::run(const Tensor& x_in, const Tensor& y, bool track_memory) {
   Tensor x = x_in;
   for (StepStrategy* s : strategies_) x = s->model_input(x);
-  CachingAllocator& al = allocator_for(x.device());
-  auto cur = [&] { return al.stat("allocated_bytes.all.current"); };
-  auto peak = [&] { return al.stat("allocated_bytes.all.peak"); };
-  StepOutput out;
-  StepMemory& m = out.memory;
   const int64_t batch = x.size(0);
   int64_t micro_count = 1;
   for (StepStrategy* s : strategies_) micro_count = std::max(micro_count, s->micro_batches(batch));
   OOMLAB_CHECK(micro_count >= 1 && micro_count <= batch, "cannot split a batch of ", batch, " into ", micro_count,
                " micro-batches");
-  const char* phase = "forward";
-  try {
-    zero_grad();
-    if (track_memory) { al.reset_peak_stats(); m.start_allocated = cur(); }
-    double loss_sum = 0;
-    Tensor loss_total;
-    for (int64_t k = 0, start = 0; k < micro_count; ++k) {
-      const int64_t len = batch / micro_count + (k < batch % micro_count ? 1 : 0);
-      const Tensor xk = micro_count == 1 ? x : x.narrow(0, start, len);
-      const Tensor yk = micro_count == 1 ? y : y.narrow(0, start, len);
-      start += len;
-      phase = "forward";
-      for (StepStrategy* s : strategies_) s->before_forward(k, micro_count);
-      Tensor loss = forward_loss(xk, yk, &out.correct);
-      for (StepStrategy* s : strategies_) s->after_forward(k, micro_count);
-      // Each micro-batch's mean loss weighted by its share of the samples (1/K for K equal
-      // ones): the gradients add up to those of the whole batch's mean loss.
-      Tensor root = micro_count == 1 ? loss : scale(loss, double(len) / double(batch));
-      for (StepStrategy* s : strategies_) root = s->backward_root(root, k, micro_count);
-      if (track_memory) {
-        m.after_forward = std::max(m.after_forward, cur());
-        m.forward_peak = std::max(m.forward_peak, peak());
-        al.reset_peak_stats();
+  for (int64_t splits = 0;; ++splits) {
+    const char* phase = "forward";
+    try {
+      StepOutput out = attempt(x, y, micro_count, track_memory, &phase);
+      out.oom_splits = splits;
+      return out;
+    } catch (const OutOfMemoryError& e) {
+      // The attempt's graph died with its locals; drop partial gradients too.
+      opt_.zero_grad(/*set_to_none=*/true);
+      OomAction action = OomAction::propagate;
+      for (StepStrategy* s : strategies_)
+        if ((action = s->on_out_of_memory(e, phase, micro_count, batch)) != OomAction::propagate) break;
+      if (action == OomAction::propagate)
+        throw OutOfMemoryError(str_cat("in the ", phase, " phase of a training step: ", e.what()));
+      if (action == OomAction::skip) {
+        StepOutput out;
+        out.skipped = true;
+        out.skip_reason = str_cat("out of memory in ", phase, ": ", e.what());
+        out.skip_phase = phase;
+        out.micro_batches = micro_count;
+        out.oom_splits = splits;
+        return out;
       }
-      phase = "backward";
-      for (StepStrategy* s : strategies_) s->before_backward(k, micro_count);
-      backward(root);
-      root = Tensor();
-      for (StepStrategy* s : strategies_) s->after_backward(k, micro_count);
-      if (track_memory) {
-        m.after_backward = cur();
-        m.backward_peak = std::max(m.backward_peak, peak());
-        al.reset_peak_stats();
-      }
-      loss = loss.detach();
-      if (micro_count == 1) loss_total = loss;
-      else if (!loss.device().is_meta()) loss_sum += loss.item() * double(len);
+      if (micro_count == batch)
+        throw OutOfMemoryError(str_cat("in the ", phase, " phase of a training step: the batch of ", batch,
+                                       " samples cannot be split further (", micro_count,
+                                       " micro-batches of one sample each still run out of memory): ", e.what()));
+      micro_count = std::min(batch, micro_count * 2);
     }
-    phase = "optimizer";
-    optimizer_step();
-    if (track_memory) {
-      m.after_step = cur();
-      m.step_peak = std::max({m.forward_peak, m.backward_peak, peak()});
-      m.reserved_peak = al.stat("reserved_bytes.all.peak");
-    }
-    out.loss = micro_count == 1 ? loss_total
-                                : Tensor::full({}, loss_sum / double(batch), DType::f64, cpu_device());
-  } catch (const OutOfMemoryError& e) {
-    // The graph died with the locals of the try block; drop partial gradients too.
-    opt_.zero_grad(/*set_to_none=*/true);
-    bool handled = false;
-    for (StepStrategy* s : strategies_)
-      if (s->on_out_of_memory(e, phase)) { handled = true; break; }
-    if (!handled) throw OutOfMemoryError(str_cat("in the ", phase, " phase of a training step: ", e.what()));
-    out = StepOutput();
-    out.skipped = true;
-    out.skip_reason = str_cat("out of memory in ", phase, ": ", e.what());
   }
+}
+
+StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_count, bool track_memory,
+                              const char** phase) {
+  CachingAllocator& al = allocator_for(x.device());
+  auto cur = [&] { return al.stat("allocated_bytes.all.current"); };
+  auto peak = [&] { return al.stat("allocated_bytes.all.peak"); };
+  StepOutput out;
+  out.micro_batches = micro_count;
+  StepMemory& m = out.memory;
+  const int64_t batch = x.size(0);
+  zero_grad();
+  if (track_memory) { al.reset_peak_stats(); m.start_allocated = cur(); }
+  double loss_sum = 0;
+  Tensor loss_total;
+  for (int64_t k = 0, start = 0; k < micro_count; ++k) {
+    const int64_t len = batch / micro_count + (k < batch % micro_count ? 1 : 0);
+    const Tensor xk = micro_count == 1 ? x : x.narrow(0, start, len);
+    const Tensor yk = micro_count == 1 ? y : y.narrow(0, start, len);
+    start += len;
+    *phase = "forward";
+    for (StepStrategy* s : strategies_) s->before_forward(k, micro_count);
+    Tensor loss = forward_loss(xk, yk, &out.correct);
+    for (StepStrategy* s : strategies_) s->after_forward(k, micro_count);
+    // Each micro-batch's mean loss weighted by its share of the samples (1/K for K equal
+    // ones): the gradients add up to those of the whole batch's mean loss.
+    Tensor root = micro_count == 1 ? loss : scale(loss, double(len) / double(batch));
+    for (StepStrategy* s : strategies_) root = s->backward_root(root, k, micro_count);
+    if (track_memory) {
+      m.after_forward = std::max(m.after_forward, cur());
+      m.forward_peak = std::max(m.forward_peak, peak());
+      al.reset_peak_stats();
+    }
+    *phase = "backward";
+    for (StepStrategy* s : strategies_) s->before_backward(k, micro_count);
+    backward(root);
+    root = Tensor();
+    for (StepStrategy* s : strategies_) s->after_backward(k, micro_count);
+    if (track_memory) {
+      m.after_backward = cur();
+      m.backward_peak = std::max(m.backward_peak, peak());
+      al.reset_peak_stats();
+    }
+    loss = loss.detach();
+    if (micro_count == 1) loss_total = loss;
+    else if (!loss.device().is_meta()) loss_sum += loss.item() * double(len);
+  }
+  *phase = "optimizer";
+  optimizer_step();
+  if (track_memory) {
+    m.after_step = cur();
+    m.step_peak = std::max({m.forward_peak, m.backward_peak, peak()});
+    m.reserved_peak = al.stat("reserved_bytes.all.peak");
+  }
+  out.loss = micro_count == 1 ? loss_total : Tensor::full({}, loss_sum / double(batch), DType::f64, cpu_device());
   return out;
 }
 

@@ -14,10 +14,13 @@
 //    size; each one's loss is scaled by its share of the samples before backward (so the
 //    gradients are those of the whole batch's mean loss: gradient accumulation's loss / K),
 //    the reported loss is their sample-weighted mean, `correct` their sum.
-//  * An OutOfMemoryError in any phase first releases the step's graph, then asks the
-//    strategies in order; the first that handles it makes the step `skipped` (nothing
-//    was updated: the optimizer creates its state before any update); otherwise it is
-//    rethrown.
+//  * An OutOfMemoryError in any phase first releases the step's graph and partial
+//    gradients, then asks the strategies in order (on_out_of_memory); the first answer
+//    other than `propagate` decides: `skip` makes the step `skipped` (nothing was updated:
+//    the optimizer creates its state before any update), `split` reruns the whole batch
+//    as twice as many micro-batches (at most one sample each; past that the error is
+//    rethrown, saying so). With no answer it is rethrown, naming the phase. BatchNorm
+//    running statistics a failed attempt's forward updated stay updated (as in PyTorch).
 // The loss follows the target's rank (which the dataset derives from the model's task):
 // target [N] -> cross_entropy on logits [N, K] (classification); target [N, H, W] ->
 // pixel_cross_entropy on logits [N, K, H, W] (segmentation); `correct` counts argmax hits
@@ -53,8 +56,13 @@ struct StepOutput {
   int64_t correct = 0;    // argmax hits in the batch: samples or pixels (0 on meta)
   StepMemory memory;
   bool skipped = false;   // an OOM was handled by a strategy: no update happened
-  std::string skip_reason;
+  std::string skip_reason, skip_phase;   // skip_phase: forward | backward | optimizer (| input: trainer)
+  int64_t micro_batches = 1;   // how many micro-batches the step finally ran as
+  int64_t oom_splits = 0;      // out-of-memory retries with twice the micro-batches
 };
+
+// What a strategy answers to an out-of-memory error in a step (see TrainStep).
+enum class OomAction { propagate, skip, split };
 
 // What a technique may change in a step. Every method has a neutral default; a step runs
 // its strategies in the order given (e.g. accumulation before loss scaling).
@@ -81,9 +89,12 @@ class StepStrategy {
   // After the last backward: unscale, check, reduce, clip; false skips the update.
   virtual bool before_optimizer_step(Optimizer& opt) { return true; }
   virtual void after_optimizer_step(Optimizer& opt, bool stepped) {}
-  // An OutOfMemoryError in `phase` ("forward", "backward", "optimizer"): true if handled
-  // (the step is skipped), false to let it propagate.
-  virtual bool on_out_of_memory(const OutOfMemoryError& error, const char* phase) { return false; }
+  // An OutOfMemoryError in `phase` ("forward", "backward", "optimizer") while the batch of
+  // `batch` samples ran as `micro_count` micro-batches; graph and gradients are released.
+  virtual OomAction on_out_of_memory(const OutOfMemoryError& error, const char* phase, int64_t micro_count,
+                                     int64_t batch) {
+    return OomAction::propagate;
+  }
 };
 
 class TrainStep {
@@ -100,6 +111,9 @@ class TrainStep {
   bool optimizer_step();                                                       // "optimizer/optim"
 
  private:
+  // One try at the step as `micro_count` micro-batches; *phase follows where it is.
+  StepOutput attempt(const Tensor& x, const Tensor& y, int64_t micro_count, bool track_memory, const char** phase);
+
   nn::Module& model_;
   Optimizer& opt_;
   std::vector<StepStrategy*> strategies_;

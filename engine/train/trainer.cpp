@@ -30,10 +30,39 @@ using json = nlohmann::json;
 namespace {
 // accuracy: samples (classification) or pixels (segmentation) whose argmax is right;
 // mean_iou: segmentation only (-1 otherwise), over classes present in target or prediction.
-struct EvalResult { double loss = 0, accuracy = 0, mean_iou = -1; int64_t samples = 0; };
+struct EvalResult { double loss = 0, accuracy = 0, mean_iou = -1; int64_t samples = 0, skipped_samples = 0; };
 
+// Scores one batch (or, under --on-oom split, its halves when it does not fit; under skip,
+// nothing when it does not fit). Adds to loss_sum / correct / scored and r.
+void evaluate_batch(nn::Module& model, const Tensor& x_in, const Tensor& y, StepStrategy* io, OnOom on_oom,
+                    int64_t per_sample, std::vector<int64_t>* confusion, double& loss_sum, int64_t& correct,
+                    int64_t& scored, EvalResult& r) {
+  const int64_t n = x_in.size(0);
+  try {
+    Tensor x = io ? io->model_input(x_in) : x_in;
+    Tensor logits = model(x);
+    if (io) logits = io->model_output(logits);
+    const double loss = task_loss(logits, y).item();
+    const int64_t hits = count_task_correct(logits, y, confusion);
+    loss_sum += loss * double(n);
+    correct += hits;
+    r.samples += n;
+    scored += n * per_sample;
+  } catch (const OutOfMemoryError& e) {
+    if (on_oom == OnOom::skip) { r.skipped_samples += n; return; }
+    if (on_oom != OnOom::split || n == 1) throw OutOfMemoryError(str_cat("in evaluation: ", e.what()));
+    const int64_t h = n / 2;
+    evaluate_batch(model, x_in.narrow(0, 0, h), y.narrow(0, 0, h), io, on_oom, per_sample, confusion, loss_sum,
+                   correct, scored, r);
+    evaluate_batch(model, x_in.narrow(0, h, n - h), y.narrow(0, h, n - h), io, on_oom, per_sample, confusion,
+                   loss_sum, correct, scored, r);
+  }
+}
+
+// The test set under no_grad in eval mode. --on-oom applies here too: a batch that does not
+// fit is split (split) or left out and counted in skipped_samples (skip).
 EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64_t max_batches, Device dev,
-                    StepStrategy* io) {
+                    StepStrategy* io, OnOom on_oom) {
   NoGradGuard ng;
   model.eval();
   DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0);
@@ -47,13 +76,7 @@ EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64
   while ((max_batches < 0 || nb < max_batches) && loader.next(b)) {
     Tensor x = batch_input_to_device(b, dev);
     Tensor y = batch_target_to_device(b, dev);
-    if (io) x = io->model_input(x);
-    Tensor logits = model(x);
-    if (io) logits = io->model_output(logits);
-    loss_sum += task_loss(logits, y).item() * double(b.n);
-    correct += count_task_correct(logits, y, seg ? &confusion : nullptr);
-    r.samples += b.n;
-    scored += b.n * per_sample;
+    evaluate_batch(model, x, y, io, on_oom, per_sample, seg ? &confusion : nullptr, loss_sum, correct, scored, r);
     ++nb;
   }
   model.train();
@@ -127,7 +150,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   if (c.ema_decay > 0) ema = std::make_unique<WeightEma>(state_dict(*model), c.ema_decay);
 
   json history = {{"train_loss", json::array()}, {"lr", json::array()}, {"epochs", json::array()},
-                  {"skipped", json::array()}};
+                  {"skipped", json::array()}, {"oom_splits", json::array()}};
   std::vector<StepStrategy*> strategies = c.strategies;
   std::optional<GradientAccumulation> accumulation;
   if (c.accumulate > 1) strategies.insert(strategies.begin(), &accumulation.emplace(c.accumulate));
@@ -141,6 +164,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     history["loss_scale"] = json::array();
     history["found_inf_steps"] = json::array();
   }
+  OomRecovery oom_recovery(c.on_oom);
+  strategies.push_back(&oom_recovery);
   TrainStep train_step(*model, *opt, strategies);
   int64_t step = 0;
   json divergence;   // {"step", "loss"} of the first non-finite loss, once there was one
@@ -216,13 +241,14 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   };
 
   std::vector<double> step_times;
+  double train_seconds = 0;   // this process's training steps (not evaluation), skipped ones included
   HostBatch b;
   auto end_epoch = [&](int64_t epoch) {
     EvalResult ev;
     if (c.eval_batches != 0 && !c.device.is_meta()) {   // meta has no values to score
       if (ema) ema->swap_in();
       AutocastGuard amp(c.amp);
-      ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device, half_io ? &*half_io : nullptr);
+      ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device, half_io ? &*half_io : nullptr, c.on_oom);
       if (ema) ema->swap_out();
     }
     json e = {{"epoch", epoch}, {"step", step},
@@ -230,6 +256,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
               {"train_accuracy", epoch_scored ? double(epoch_correct) / double(epoch_scored) : 0.0},
               {"test_loss", finite_or_null(ev.loss)}, {"test_accuracy", ev.accuracy}, {"test_samples", ev.samples}};
     if (ev.mean_iou >= 0) e["test_mean_iou"] = ev.mean_iou;
+    if (ev.skipped_samples > 0) e["test_samples_skipped"] = ev.skipped_samples;   // --on-oom skip
     history["epochs"].push_back(e);
     if (!c.quiet)
       std::printf("epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f%s\n", (long long)epoch,
@@ -245,13 +272,42 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
       continue;
     }
     auto t0 = std::chrono::steady_clock::now();
-    Tensor x = batch_input_to_device(b, c.device);
-    Tensor y = batch_target_to_device(b, c.device);
-    StepOutput out = train_step.run(x, y, /*track_memory=*/false);
-    if (out.skipped) {   // a strategy handled an OOM: the batch is consumed, no update happened
-      history["skipped"].push_back({{"after_step", step}, {"reason", out.skip_reason}});
-      if (!c.quiet) std::printf("step %lld skipped: %s\n", (long long)step + 1, out.skip_reason.c_str());
+    StepOutput out;
+    Tensor x, y;
+    try {
+      x = batch_input_to_device(b, c.device);
+      y = batch_target_to_device(b, c.device);
+    } catch (const OutOfMemoryError& e) {   // the step handles its own phases; this is the copy
+      if (c.on_oom != OnOom::skip) throw OutOfMemoryError(str_cat("copying a batch to the device: ", e.what()));
+      x = Tensor();
+      out.skipped = true;
+      out.skip_reason = str_cat("out of memory in input: ", e.what());
+      out.skip_phase = "input";
+    }
+    if (!out.skipped) {
+      try {
+        out = train_step.run(x, y, /*track_memory=*/false);
+      } catch (const OutOfMemoryError& e) {   // --on-oom raise (or split at its limit): say which batch
+        throw OutOfMemoryError(str_cat("step ", step + 1, " (a batch of shape ", shape_str(x.shape()), "): ", e.what()));
+      }
+    }
+    x = Tensor();
+    y = Tensor();
+    if (out.skipped) {   // an OOM was handled: the batch is consumed, no update happened
+      device_synchronize(c.device);
+      train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      history["skipped"].push_back(
+          {{"after_step", step}, {"phase", out.skip_phase}, {"samples", b.n}, {"reason", out.skip_reason}});
+      if (!c.quiet)
+        std::printf("step %lld skipped (%lld samples lost): %s\n", (long long)step + 1, (long long)b.n,
+                    out.skip_reason.c_str());
       continue;
+    }
+    if (out.oom_splits > 0) {
+      history["oom_splits"].push_back({{"step", step + 1}, {"micro_batches", out.micro_batches}});
+      if (!c.quiet)
+        std::printf("step %lld: out of memory, retried as %lld micro-batches\n", (long long)step + 1,
+                    (long long)out.micro_batches);
     }
     const double loss = out.loss.item();
     const bool finite = std::isfinite(loss);
@@ -265,6 +321,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     if (ema) ema->update();
     device_synchronize(c.device);   // accelerators queue work: the step ends when it has run
     step_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    train_seconds += step_times.back();
     ++step;
     if (finite) {   // a non-finite loss is recorded as null and left out of the epoch's sums
       epoch_loss += loss * double(b.n);
@@ -294,7 +351,15 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   json times = summarize_times(steady);
   double med = times["median"].get<double>();
   json metrics = {{"steps", step}, {"history", history}, {"step_time_s", times},
-                  {"images_per_s", med > 0 ? double(step_samples) / med : 0.0}};
+                  {"images_per_s", med > 0 ? double(step_samples) / med : 0.0}, {"train_seconds", train_seconds}};
+  {
+    int64_t lost = 0;
+    for (const json& e : history["skipped"]) lost += e.value("samples", int64_t(0));
+    const int64_t seen = checked_mul(step, step_samples, "steps x samples per step") + lost;
+    metrics["oom"] = {{"policy", on_oom_name(c.on_oom)}, {"skipped_batches", history["skipped"].size()},
+                      {"samples_lost", lost}, {"samples_lost_pct", seen ? 100.0 * double(lost) / double(seen) : 0.0},
+                      {"split_batches", history["oom_splits"].size()}};
+  }
   if (!history["epochs"].empty()) metrics["final_test_accuracy"] = history["epochs"].back()["test_accuracy"];
   if (!divergence.is_null()) {
     metrics["diverged_at_step"] = divergence["step"];

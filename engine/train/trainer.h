@@ -23,6 +23,7 @@
 #include "engine/data/dataset.h"
 #include "engine/nn/module.h"
 #include "engine/train/mixed_precision.h"
+#include "engine/train/oom_recovery.h"
 #include "engine/train/train_step.h"
 
 namespace oomlab {
@@ -73,6 +74,14 @@ struct TrainerConfig {
   // half excludes amp.
   bool half = false;
   bool master_weights = false;
+  // --on-oom (oom_recovery.h): skipped batches go into history.skipped ({after_step, phase,
+  // samples, reason}), split ones into history.oom_splits ({step, micro_batches}); metrics.oom
+  // sums them (skipped_batches, samples_lost, samples_lost_pct, split_batches). An OOM that
+  // propagates names the step and the batch's shape. metrics.train_seconds is the wall time
+  // of every training batch (skipped ones and failed attempts included, evaluation not).
+  // Evaluation follows the policy too: a test batch that does not fit is halved (split) or
+  // left out and counted in the epoch's test_samples_skipped (skip).
+  OnOom on_oom = OnOom::raise;
   nlohmann::json config = nlohmann::json::object();   // the run's description (results, checkpoints)
   std::vector<std::string> resume_keys;               // keys of `config` a checkpoint must match
 };

@@ -53,8 +53,10 @@ TrainerState parse_trainer_state(const json& st, const std::string& file) {
                    h.size(), " entries for step ", s.step);
   }
   field(st, file, {"history", "epochs"}, Want::array);
-  if (!s.history.contains("skipped")) s.history["skipped"] = json::array();
-  field(s.history, file, {"skipped"}, Want::array);
+  for (const char* k : {"skipped", "oom_splits"}) {   // older checkpoints lack them
+    if (!s.history.contains(k)) s.history[k] = json::array();
+    field(s.history, file, {k}, Want::array);
+  }
   s.rng.seed = field(st, file, {"rng", "seed"}, Want::u64).get<uint64_t>();
   s.rng.offset = field(st, file, {"rng", "offset"}, Want::u64).get<uint64_t>();
   s.loader.epoch = field(st, file, {"loader", "epoch"}, Want::count).get<int64_t>();

@@ -18,6 +18,7 @@
 #include "engine/data/synthetic_seq.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
+#include "engine/train/oom_recovery.h"
 #include "engine/train/trainer.h"
 #include "experiments/cli/recipes.h"
 #include "models/model_zoo.h"
@@ -95,6 +96,7 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
             {"accumulate", c.accumulate}, {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
+            {"on_oom", c.on_oom},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
   return j;
@@ -176,6 +178,20 @@ json train(const TrainConfig& c) {
                   format_bytes(double(ch.predicted_peak_bytes)).c_str());
   }
 
+  // --on-oom split halves a batch down to one sample at worst: on a capped device one sample
+  // of the longest batch must fit, or the run could only fail later.
+  if (parse_on_oom(c.on_oom) == OnOom::split && c.device_memory > 0) {
+    ModelSpec one = ms;
+    one.checkpoint = checkpoint;
+    const MemoryEstimate e = estimate_memory(one, 1, recipe.optimizer);
+    OOMLAB_CHECK(uint64_t(e.peak_allocated_bytes) <= c.device_memory, "--on-oom split cannot make this run fit: one ",
+                 model_input_kind(c.model) == InputKind::tokens ? str_cat("sequence of ", ms.seq_len, " tokens")
+                                                                 : std::string("sample"),
+                 " already needs ", format_bytes(double(e.peak_allocated_bytes)),
+                 " at the peak of a training step (exact meta probe), more than --device-memory ",
+                 format_bytes(double(c.device_memory)));
+  }
+
   reset_allocators();
   // allocator_for(cuda) needs the backend's raw-memory factory, registered with its kernels.
   ensure_kernels_registered();
@@ -229,6 +245,7 @@ json train(const TrainConfig& c) {
   t.half = c.half;
   t.accumulate = c.accumulate;
   t.master_weights = c.master_weights;
+  t.on_oom = parse_on_oom(c.on_oom);
   t.config = config_json(c, recipe, given);
   t.config["checkpoint_segments"] = plan.segments;
   if (!budget.is_null()) t.config["checkpoint_budget"] = budget;

@@ -61,6 +61,9 @@ struct TrainConfig {
   bool half = false;                       // --half (engine/train/half_mode.h)
   int64_t accumulate = 1;                  // --accumulate K (engine/train/accumulation.h)
   bool master_weights = false;             // --master-weights
+  // --on-oom raise|skip|split (engine/train/oom_recovery.h). split is checked up front on a
+  // capped device: one sample of the longest batch must fit (meta probe), else ValueError.
+  std::string on_oom = "raise";
 };
 
 // Everything train() checks before any work, without allocating or reading data: the model
