@@ -153,6 +153,31 @@ TEST(Accumulation, TrainerKeepsTheSampleOrderAndCountsSamples) {
   EXPECT_NEAR(acc["metrics"]["images_per_s"].get<double>(), 16.0 / med, 1e-6 * 16.0 / med);
 }
 
+// --workers N builds batches on N threads: the run is bit-identical for any N (same
+// batches in the same order), 0 included (built in the loop).
+TEST(Workers, RunIsTheSameForAnyNumberOfWorkers) {
+  TrainConfig c;
+  c.model = "mlp";
+  c.dataset = "synthetic";
+  c.input = {1, 28, 28};
+  c.synthetic_size = 256;
+  c.batch = 16;
+  c.steps = 20;   // crosses an epoch (16 batches)
+  c.optimizer = "sgd";
+  c.lr = 0.05;
+  c.seed = 2;
+  c.quiet = true;
+  c.eval_batches = 2;
+  c.workers = 0;
+  const nlohmann::json ref = train(c)["metrics"]["history"];
+  for (int w : {1, 4}) {
+    c.workers = w;
+    const nlohmann::json h = train(c)["metrics"]["history"];
+    EXPECT_EQ(h["train_loss"], ref["train_loss"]) << w << " workers";
+    EXPECT_EQ(h["epochs"], ref["epochs"]) << w << " workers";
+  }
+}
+
 TEST(Accumulation, BadValuesAreClearErrors) {
   TrainConfig c;
   c.model = "mlp";

@@ -382,6 +382,24 @@ TEST(DataLoader, StateRestoreGivesIdenticalBatches) {
   EXPECT_EQ(c.state(), (LoaderState{3, 0}));
 }
 
+// --workers N: N threads build batches, next() returns them in order: the batches (and so a
+// run) are the same for any N, across epochs and after a restore mid-epoch.
+TEST(DataLoader, WorkerCountNeverChangesTheBatches) {
+  IndexDataset ds(203, /*delay_us=*/20);
+  auto batches = [&](int workers) {
+    DataLoader dl(ds, 8, true, true, 77, workers);
+    std::vector<std::vector<int64_t>> out = take(dl, 30);   // epoch 0: its 25 batches, then the end
+    for (auto& v : take(dl, 10)) out.push_back(v);           // epoch 1
+    dl.restore({1, 3});
+    for (auto& v : take(dl, 5)) out.push_back(v);
+    return out;
+  };
+  const auto ref = batches(0);
+  ASSERT_EQ(ref.size(), 40u);
+  for (int w : {1, 2, 3, 8}) EXPECT_EQ(batches(w), ref) << w << " workers";
+  EXPECT_THROW(DataLoader(ds, 8, true, true, 0, -1), ValueError);
+}
+
 TEST(DataLoader, WorkerExceptionIsRethrownInOrder) {
   IndexDataset ds(40, 0, /*poison=*/25);
   DataLoader dl(ds, 10, false, false, 0, 3);

@@ -1,7 +1,8 @@
-// dataloader.cpp — epoch permutations, batch assembly and the prefetch thread.
-// The worker for an epoch produces batches cursor..end in order into a bounded queue;
-// set_epoch/restore/epoch end/destruction stop and join it, so it never outlives the
-// state it reads (order_, ds_).
+// dataloader.cpp — epoch permutations, batch assembly and the worker threads.
+// The workers of an epoch build batches cursor..end (worker w every workers-th one) into
+// ready_, each bounded to prefetch_factor batches ahead of its turn; set_epoch / restore /
+// epoch end / destruction stop and join them, so they never outlive the state they read
+// (order_, ds_).
 #include "engine/data/dataloader.h"
 
 #include <algorithm>
@@ -23,17 +24,19 @@ uint64_t epoch_mix(int64_t epoch) {  // splitmix64 of the epoch: distinct keys p
 }  // namespace
 
 DataLoader::DataLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed,
-                       int prefetch)
-    : ds_(dataset), batch_(batch_size), shuffle_(shuffle), drop_last_(drop_last), seed_(seed), prefetch_(prefetch) {
+                       int workers, int prefetch_factor)
+    : ds_(dataset), batch_(batch_size), shuffle_(shuffle), drop_last_(drop_last), seed_(seed), workers_(workers),
+      prefetch_factor_(prefetch_factor) {
   const int64_t n = ds_.size();
   OOMLAB_CHECK(batch_ > 0, "DataLoader: batch size must be positive, got ", batch_);
-  OOMLAB_CHECK(prefetch_ >= 0, "DataLoader: prefetch must be >= 0, got ", prefetch_);
+  OOMLAB_CHECK(workers_ >= 0 && workers_ <= 64, "--workers must be in 0..64 (got ", workers_, ")");
+  OOMLAB_CHECK(prefetch_factor_ >= 1, "DataLoader: prefetch_factor must be >= 1, got ", prefetch_factor_);
   OOMLAB_CHECK(!drop_last_ || n == 0 || batch_ <= n, "DataLoader: impossible batch: batch size ", batch_,
                " exceeds the ", n, " samples of ", ds_.name(), " and drop_last would leave no batch");
   batches_per_epoch_ = drop_last_ ? n / batch_ : (n + batch_ - 1) / batch_;
 }
 
-DataLoader::~DataLoader() { stop_worker(); }
+DataLoader::~DataLoader() { stop_workers(); }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   std::vector<int64_t> order(size_t(ds_.size()));
@@ -91,38 +94,39 @@ void DataLoader::build_batch(int64_t b, HostBatch& out) const {
     std::copy(seqs[size_t(i)].begin(), seqs[size_t(i)].end(), out.tokens.begin() + i * t_max);
 }
 
-void DataLoader::start_worker() {
+void DataLoader::start_workers() {
   ensure_order();
   stop_.store(false);
-  worker_done_ = false;
-  error_ = nullptr;
-  worker_ = std::thread([this, first = cursor_] { worker_loop(first); });
+  workers_done_ = 0;
+  ready_.clear();
+  errors_.clear();
+  for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w, first = cursor_] { worker_loop(w, first); });
 }
 
-void DataLoader::stop_worker() noexcept {
-  if (!worker_.joinable()) return;
+void DataLoader::stop_workers() noexcept {
+  if (threads_.empty()) return;
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_.store(true);
   }
   cv_.notify_all();
-  try { worker_.join(); } catch (...) {}
+  for (std::thread& t : threads_) try { t.join(); } catch (...) {}
+  threads_.clear();
   std::lock_guard<std::mutex> lk(mu_);
-  while (!queue_.empty()) {  // keep the buffers for reuse
-    pool_.push_back(std::move(queue_.front()));
-    queue_.pop_front();
-  }
-  error_ = nullptr;
-  worker_done_ = false;
+  for (auto& [b, hb] : ready_) pool_.push_back(std::move(hb));   // keep the buffers for reuse
+  ready_.clear();
+  errors_.clear();
+  workers_done_ = 0;
   stop_.store(false);
 }
 
-void DataLoader::worker_loop(int64_t first_batch) {
-  for (int64_t b = first_batch; b < batches_per_epoch_; ++b) {
+void DataLoader::worker_loop(int worker, int64_t first_batch) {
+  const int64_t ahead = int64_t(workers_) * prefetch_factor_;
+  for (int64_t b = first_batch + worker; b < batches_per_epoch_; b += workers_) {
     HostBatch hb;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_.load() || int64_t(queue_.size()) < prefetch_; });
+      cv_.wait(lk, [&] { return stop_.load() || b < cursor_ + ahead; });
       if (stop_.load()) return;
       if (!pool_.empty()) { hb = std::move(pool_.back()); pool_.pop_back(); }
     }
@@ -130,61 +134,62 @@ void DataLoader::worker_loop(int64_t first_batch) {
       build_batch(b, hb);
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
-      error_ = std::current_exception();
-      worker_done_ = true;
+      errors_[b] = std::current_exception();
+      ++workers_done_;
       cv_.notify_all();
       return;
     }
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (stop_.load()) return;
-      queue_.push_back(std::move(hb));
+      ready_[b] = std::move(hb);
     }
     cv_.notify_all();
   }
   std::lock_guard<std::mutex> lk(mu_);
-  worker_done_ = true;
+  ++workers_done_;
   cv_.notify_all();
 }
 
 bool DataLoader::next(HostBatch& out) {
   if (cursor_ >= batches_per_epoch_) {  // epoch end: report it once, move to the next epoch
-    stop_worker();
+    stop_workers();
     ++epoch_;
     cursor_ = 0;
     return false;
   }
-  if (prefetch_ == 0) {
+  if (workers_ == 0) {
     ensure_order();
     build_batch(cursor_, out);
     ++cursor_;
     return true;
   }
-  if (!worker_.joinable()) start_worker();
+  if (threads_.empty()) start_workers();
   std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return !queue_.empty() || worker_done_; });
-  if (!queue_.empty()) {
-    if ((out.images.capacity() > 0 || out.tokens.capacity() > 0) && pool_.size() < size_t(prefetch_) + 1) pool_.push_back(std::move(out));
-    out = std::move(queue_.front());
-    queue_.pop_front();
+  cv_.wait(lk, [&] { return ready_.count(cursor_) || errors_.count(cursor_) || workers_done_ == workers_; });
+  if (auto it = ready_.find(cursor_); it != ready_.end()) {
+    if ((out.images.capacity() > 0 || out.tokens.capacity() > 0) &&
+        pool_.size() < size_t(workers_ * prefetch_factor_) + 1)
+      pool_.push_back(std::move(out));
+    out = std::move(it->second);
+    ready_.erase(it);
     ++cursor_;
     lk.unlock();
     cv_.notify_all();
     return true;
   }
-  std::exception_ptr err = error_;
+  std::exception_ptr err = errors_.count(cursor_) ? errors_[cursor_] : nullptr;
   lk.unlock();
-  stop_worker();  // joins; a later next() retries from the same cursor
+  stop_workers();  // joins; a later next() retries from the same cursor
   if (err) std::rethrow_exception(err);
-  throw InternalError(str_cat("DataLoader: worker finished early at batch ", cursor_, " of ",
-                              batches_per_epoch_));
+  throw InternalError(str_cat("DataLoader: workers finished early at batch ", cursor_, " of ", batches_per_epoch_));
 }
 
 void DataLoader::restore(const LoaderState& s) {
   OOMLAB_CHECK(s.epoch >= 0 && s.cursor >= 0 && s.cursor <= batches_per_epoch_,
                "DataLoader::restore: invalid state (epoch ", s.epoch, ", cursor ", s.cursor, ") for ",
                batches_per_epoch_, " batches per epoch");
-  stop_worker();
+  stop_workers();
   epoch_ = s.epoch;
   cursor_ = s.cursor;
 }

@@ -9,9 +9,12 @@
 //  * state() = {epoch, cursor = batches already returned}; restore(state) on any loader
 //    with the same (dataset, batch, shuffle, drop_last, seed) yields exactly the same
 //    subsequent batches.
-//  * prefetch > 0 builds up to `prefetch` batches ahead on one std::thread; an exception
-//    thrown while building a batch is rethrown by the next() that would have returned it.
-//    The destructor stops and joins the thread (never hangs, never throws). prefetch == 0
+//  * workers > 0 (PyTorch's num_workers) builds batches on that many std::threads, worker
+//    w building batches w, w + workers, ... of the epoch, each at most prefetch_factor
+//    batches ahead of its turn (PyTorch's prefetch_factor); next() still returns them in
+//    order, so the number of workers never changes what a run sees. An exception thrown
+//    while building batch b is rethrown by the next() that would have returned b. The
+//    destructor stops and joins the threads (never hangs, never throws). workers == 0
 //    builds batches synchronously inside next(). Single consumer: not thread-safe itself.
 //  * Token datasets: a batch's T is the longest sample in it (>= 1); shorter samples are
 //    padded with id 0 on the right. Mask datasets fill `masks` instead of `labels`.
@@ -19,7 +22,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <map>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -52,7 +55,7 @@ struct LoaderState {
 class DataLoader {
  public:
   DataLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed,
-             int prefetch = 2);
+             int workers = 1, int prefetch_factor = 2);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -61,6 +64,7 @@ class DataLoader {
   void set_epoch(int64_t epoch);
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
   int64_t batch_size() const { return batch_; }
+  int workers() const { return workers_; }
   int64_t epoch() const { return epoch_; }
   LoaderState state() const { return {epoch_, cursor_}; }
   void restore(const LoaderState& s);
@@ -70,15 +74,15 @@ class DataLoader {
  private:
   void ensure_order();
   void build_batch(int64_t b, HostBatch& out) const;
-  void start_worker();
-  void stop_worker() noexcept;
-  void worker_loop(int64_t first_batch);
+  void start_workers();
+  void stop_workers() noexcept;
+  void worker_loop(int worker, int64_t first_batch);
 
   const Dataset& ds_;
   int64_t batch_;
   bool shuffle_, drop_last_;
   uint64_t seed_;
-  int prefetch_;
+  int workers_, prefetch_factor_;
   int64_t batches_per_epoch_ = 0;
 
   // Consumer side.
@@ -86,14 +90,14 @@ class DataLoader {
   std::vector<int64_t> order_;     // epoch_order(order_epoch_); read-only while a worker runs
   int64_t order_epoch_ = -1;
 
-  // Shared with the worker (guarded by mu_).
-  std::thread worker_;
+  // Shared with the workers (guarded by mu_; cursor_ too while they run).
+  std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<HostBatch> queue_;
-  std::vector<HostBatch> pool_;    // returned buffers the worker reuses
-  std::exception_ptr error_;
-  bool worker_done_ = false;
+  std::map<int64_t, HostBatch> ready_;             // built batches by index in the epoch
+  std::map<int64_t, std::exception_ptr> errors_;   // a worker's failure, by the batch it was building
+  std::vector<HostBatch> pool_;                    // returned buffers the workers reuse
+  int workers_done_ = 0;
   std::atomic<bool> stop_{false};
 };
 

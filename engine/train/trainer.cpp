@@ -62,10 +62,10 @@ void evaluate_batch(nn::Module& model, const Tensor& x_in, const Tensor& y, Step
 // The test set under no_grad in eval mode. --on-oom applies here too: a batch that does not
 // fit is split (split) or left out and counted in skipped_samples (skip).
 EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64_t max_batches, Device dev,
-                    StepStrategy* io, OnOom on_oom) {
+                    StepStrategy* io, OnOom on_oom, int workers) {
   NoGradGuard ng;
   model.eval();
-  DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0);
+  DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0, workers);
   HostBatch b;
   EvalResult r;
   double loss_sum = 0;
@@ -139,7 +139,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   std::unique_ptr<Optimizer> opt = make_optimizer(c.optimizer, {g});
 
   // One loader batch per optimizer step: K micro-batches of --batch, in the order of a K*B batch.
-  DataLoader loader(train_set, step_samples, /*shuffle=*/true, /*drop_last=*/true, c.seed);
+  DataLoader loader(train_set, step_samples, /*shuffle=*/true, /*drop_last=*/true, c.seed, c.workers);
   const int64_t total_steps =
       c.steps > 0 ? c.steps : checked_mul(c.epochs, loader.batches_per_epoch(), "--epochs x batches per epoch");
   const std::string sched_spec = resolve_schedule(c.schedule, total_steps);
@@ -248,7 +248,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     if (c.eval_batches != 0 && !c.device.is_meta()) {   // meta has no values to score
       if (ema) ema->swap_in();
       AutocastGuard amp(c.amp);
-      ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device, half_io ? &*half_io : nullptr, c.on_oom);
+      ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device, half_io ? &*half_io : nullptr, c.on_oom,
+                    c.workers);
       if (ema) ema->swap_out();
     }
     json e = {{"epoch", epoch}, {"step", step},

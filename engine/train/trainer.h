@@ -37,6 +37,9 @@ struct TrainerConfig {
   // images_per_s counts samples.
   int64_t accumulate = 1;
   int64_t epochs = 1;
+  // DataLoader threads building batches (PyTorch's num_workers; 0: in the training loop).
+  // The batches, and so the run, are the same for any number.
+  int workers = 1;
   int64_t steps = 0;                       // > 0: stop after this many steps (overrides epochs)
   // Optimizer and schedule (engine/optim): sgd | adam | adamw; schedule as in lr_schedule.h,
   // plus "cosine" and "warmup-cosine" without parameters, which span the whole run

@@ -215,6 +215,9 @@ TrainConfig train_config(const CliArgs& a) {
   OOMLAB_CHECK(!a.has("long-seq-prob") || a.has("long-seq-len"), "--long-seq-prob needs --long-seq-len");
   OOMLAB_CHECK(!a.has("long-seq-len") || a.has("long-seq-prob"), "--long-seq-len needs --long-seq-prob");
   c.on_oom = a.get("on-oom", "raise");
+  const int64_t workers = a.get_int("workers", 1);
+  OOMLAB_CHECK(workers >= 0 && workers <= 64, "--workers must be in 0..64 (got ", workers, ")");
+  c.workers = int(workers);
   parse_on_oom(c.on_oom);   // names a bad value now
   const std::string on_nan = a.get("on-nan", "stop");
   OOMLAB_CHECK(on_nan == "stop" || on_nan == "continue", "--on-nan must be stop or continue (got '", on_nan, "')");
@@ -325,7 +328,7 @@ const CommandFlags& command_flags(const std::string& command) {
                                   "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
                                   "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
-                                  "save-every", "resume", "on-nan", "on-oom", "checkpoint", "accumulate", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
+                                  "save-every", "resume", "on-nan", "on-oom", "workers", "checkpoint", "accumulate", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
                                   "chrome-trace"}),
                  {"nesterov", "quiet", "half", "master-weights"}}}};
   auto it = flags.find(command);
@@ -465,7 +468,7 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--epochs E | --steps S] [--accumulate K] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
               "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR] [--on-nan stop|continue]\n"
-              "  [--on-oom raise|skip|split] [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"
+              "  [--on-oom raise|skip|split] [--workers N] [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"
               "  [--amp off|fp16|bf16 | --half [--master-weights]] [--loss-scale auto|dynamic|static:S|none]\n"
               "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
               "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"

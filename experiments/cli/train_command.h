@@ -64,6 +64,7 @@ struct TrainConfig {
   // --on-oom raise|skip|split (engine/train/oom_recovery.h). split is checked up front on a
   // capped device: one sample of the longest batch must fit (meta probe), else ValueError.
   std::string on_oom = "raise";
+  int workers = 1;                         // --workers N (DataLoader threads; 0: synchronous)
 };
 
 // Everything train() checks before any work, without allocating or reading data: the model
