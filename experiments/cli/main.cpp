@@ -11,6 +11,7 @@
 
 #include "engine/core/error.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/tricks.h"
 #include "experiments/runner/child_process.h"
 
 namespace {
@@ -23,6 +24,7 @@ const char* kUsage =
     "  run       run an experiment folder: oomlab run experiments/NN_name [--profile quick|full]\n"
     "  models    list the model zoo\n"
     "  amp-policy  the autocast policy table (--amp fp16|bf16): which ops run in which dtype\n"
+    "  trick     exact memory probes of practical tricks (graph-history, del-intermediates, ...)\n"
     "run `oomlab <command> --help` for the flags of a command\n";
 }
 
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return oomlab::cmd_run(args);
     if (cmd == "models") return oomlab::cmd_models(args);
     if (cmd == "amp-policy") return oomlab::cmd_amp_policy(args);
+    if (cmd == "trick") return oomlab::cmd_trick(args);
     std::fprintf(stderr, "oomlab: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const oomlab::Interrupted& e) {
