@@ -8,6 +8,7 @@ from report_accumulation import render_07
 from report_amp import render_05
 from report_checkpointing import render_06
 from report_oom_recovery import render_08
+from report_tricks import render_09
 from report_format import (details, fmt_bytes, fmt_count, fmt_ratio, md_table,
                            points_table, save_fig_atomic)
 
@@ -349,5 +350,5 @@ def render_04(doc, out_dir):
 RENDERERS = {"01_vgg16_memory": render_01, "02_memory_vs_batch": render_02,
              "03_resnet20_fashion_mnist": render_03, "04_transformer_activation_memory": render_04,
              "05_amp": render_05, "06_checkpointing": render_06, "07_accumulation_bn": render_07,
-             "08_oom_recovery": render_08}
+             "08_oom_recovery": render_08, "09_practical_tricks": render_09}
 EXPECTED_FIGURES = {name: [f"figures/{name}.png"] for name in RENDERERS}

@@ -180,7 +180,8 @@ TEST(ExperimentRunner, CommittedSpecsExpandForBothProfiles) {
       {"05_amp", {3 + 3 + 3 + 3 * 3 + 2 * 2 + 6 + 2, 3 + 3 + 3 * 2 + 3 * 3 + 2 * 2 + 6 + 2}},   // see its README
       {"06_checkpointing", {5 * 3 + 6 + 2 * 3 + 6, 5 * 6 + 6 + 2 * 7 + 6}},   // see its README
       {"07_accumulation_bn", {3 + 2 * 3 + 2, 3 + 2 * 5 * 3 + 2 * 3}},   // see its README
-      {"08_oom_recovery", {4, 4}}};                      // uncapped, raise, skip, split
+      {"08_oom_recovery", {4, 4}},                       // uncapped, raise, skip, split
+      {"09_practical_tricks", {4 + 4 + 1 + 2 + 2 + 2 + 4 + 4, 4 + 4 + 1 + 2 + 2 + 2 + 4 + 4}}};   // see its README
   size_t seen = 0;
   for (const auto& entry : fs::directory_iterator(std::string(OOMLAB_SOURCE_DIR) + "/experiments")) {
     if (!fs::exists(entry.path() / "experiment.json")) continue;

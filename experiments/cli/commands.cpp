@@ -27,6 +27,7 @@
 #include "experiments/cli/memory_report.h"
 #include "engine/train/results.h"
 #include "experiments/cli/train_command.h"
+#include "experiments/cli/tricks.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -330,9 +331,10 @@ const CommandFlags& command_flags(const std::string& command) {
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
                                   "save-every", "resume", "on-nan", "on-oom", "workers", "checkpoint", "accumulate", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
                                   "chrome-trace"}),
-                 {"nesterov", "quiet", "half", "master-weights"}}}};
+                 {"nesterov", "quiet", "half", "master-weights"}}},
+      {"trick", {{"name", "batch", "json"}, {}}}};
   auto it = flags.find(command);
-  OOMLAB_CHECK(it != flags.end(), "unknown command '", command, "' (train, summary or estimate)");
+  OOMLAB_CHECK(it != flags.end(), "unknown command '", command, "' (train, summary, estimate or trick)");
   return it->second;
 }
 
@@ -502,6 +504,14 @@ void check_command_args(const std::string& command, const std::vector<std::strin
   }
   const CommandFlags& f = command_flags(command);
   CliArgs a(args, f.valued, f.switches, command);
+  if (command == "trick") {
+    const std::vector<std::string> names = trick_names();
+    OOMLAB_CHECK(std::find(names.begin(), names.end(), a.get("name", "")) != names.end(), "unknown trick '",
+                 a.get("name", ""), "'");
+    OOMLAB_CHECK(a.get_int("batch", 64) >= 1, "--batch must be >= 1");
+    check_output_paths(a);
+    return;
+  }
   if (command == "train") {
     check_train_config(train_config(a));
   } else {

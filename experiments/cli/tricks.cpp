@@ -211,22 +211,18 @@ json measure_trick(const std::string& name, int64_t batch) {
 }
 
 int cmd_trick(const std::vector<std::string>& args) {
+  std::string known;
+  for (const std::string& n : trick_names()) known += (known.empty() ? "" : "|") + n;
   if (std::find(args.begin(), args.end(), "--help") != args.end() || std::find(args.begin(), args.end(), "-h") != args.end()) {
-    std::string known;
-    for (const std::string& n : trick_names()) known += (known.empty() ? "" : "|") + n;
-    std::printf("oomlab trick %s [--batch B] [--json FILE]\n  exact meta-device memory probes of the source's "
+    std::printf("oomlab trick --name %s [--batch B] [--json FILE]\n  exact meta-device memory probes of the source's "
                 "practical tricks (T9)\n", known.c_str());
     return 0;
   }
-  CliArgs a(args, {"batch", "json"}, {}, "trick", 1);
-  OOMLAB_CHECK(a.positionals().size() == 1, "oomlab trick: give one trick name (", [] {
-    std::string k;
-    for (const std::string& n : trick_names()) k += (k.empty() ? "" : ", ") + n;
-    return k;
-  }(), ")");
+  CliArgs a(args, {"name", "batch", "json"}, {}, "trick");
+  OOMLAB_CHECK(a.has("name"), "oomlab trick: --name is required (", known, ")");
   const std::string out = a.get("json", "");
   if (!out.empty()) check_output_file(out, "--json");
-  const json m = measure_trick(a.positionals()[0], a.get_int("batch", 64));
+  const json m = measure_trick(a.get("name", ""), a.get_int("batch", 64));
   std::printf("%s\n", m.dump(2).c_str());
   if (!out.empty()) write_json_atomic(out, make_results("trick", meta_device(), {{"trick", m["trick"]}}, m));
   return 0;

@@ -1,4 +1,4 @@
-// tricks.h — `oomlab trick NAME`: exact memory probes (meta device) of the source's practical
+// tricks.h — `oomlab trick --name NAME`: exact memory probes (meta device) of the source's practical
 // tricks that are about how a training script is written, not about a flag of `train`
 // (SOURCE_TABLES.md T9; experiment 09 reads them):
 //   graph-history      T9.2  `total_loss += loss` vs `+= loss.detach()` over iterations, in a

@@ -1,0 +1,282 @@
+// driver.cpp — experiment 09_practical_tricks: one row per trick of the source's T9 list,
+// each with the claim, our numbers and a verdict computed from them (registered with the
+// runner). Points (matrix blocks, by name):
+//   batch    estimate resnet18 at batches 8..64            -> (1) activation bytes per sample
+//   tricks   trick --name graph-history | del-intermediates | inplace-relu | empty-cache
+//                                                          -> (2) (3) (4) (6)
+//   no_grad  summary resnet18                              -> (5) forward-only vs training forward peak
+//   oom      train bert-mini on meta, capped, raise | skip  -> (7)
+//   half     estimate resnet20 fp32 | --half               -> (9) activations and peak
+//   workers  train mlp on Fashion-MNIST, --workers 0 | 2   -> (10) samples per second
+//   seq      estimate bert-mini at seq 64..512             -> (11) fit c0 + c1*s + c2*s^2
+//   slim     estimate bert-mini 4x256 / 2x256 / 4x128 / 2x128 (layers x hidden) -> (12)
+// (8) cuDNN autotuning needs a GPU: its row stays "pending" until a CUDA run fills it.
+// Summary: {"rows": [{id, claim, ours (numbers), status, reason}]}; verdict: how many rows
+// are confirmed / depends / refuted / pending.
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "experiments/runner/driver_util.h"
+#include "experiments/runner/registry.h"
+
+namespace oomlab {
+namespace {
+using json = nlohmann::json;
+
+std::string block_of(const json& p) {
+  const std::string n = p.value("name", "");
+  return n.substr(0, n.find(' '));
+}
+
+std::string axis(const json& p, const std::string& name) {
+  if (!p.contains("axes") || !p["axes"].contains(name)) return "";
+  const json& v = p["axes"][name];
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+std::string mib(double bytes) { return str_cat(std::round(bytes / 1048576.0 * 10) / 10, " MiB"); }
+std::string times(double r) { return str_cat(std::round(r * 100) / 100, "x"); }
+
+// 3x3 linear solve (Cramer) for the quadratic fit.
+bool solve3(double a[3][3], const double b[3], double x[3]) {
+  auto det = [](double m[3][3]) {
+    return m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+           m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+  };
+  const double d = det(a);
+  if (std::abs(d) < 1e-300) return false;
+  for (int c = 0; c < 3; ++c) {
+    double m[3][3];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) m[i][j] = j == c ? b[i] : a[i][j];
+    x[c] = det(m) / d;
+  }
+  return true;
+}
+
+json row(int id, const json& spec, const std::string& ours, const std::string& status, const std::string& reason) {
+  return {{"id", id}, {"claim", spec["source"]["tricks"][size_t(id - 1)]}, {"ours", ours}, {"status", status},
+          {"reason", reason}};
+}
+
+json summarize_09(const json& spec, json& points) {
+  std::map<std::string, std::vector<const json*>> by;   // block -> ok points
+  std::map<std::string, const json*> any;                // "block axis" -> point (any outcome)
+  for (const json& p : points) {
+    any[block_of(p) + " " + axis(p, "on-oom")] = &p;
+    if (p["outcome"].value("status", "") == "ok") by[block_of(p)].push_back(&p);
+  }
+  const double tol = spec["source"]["linear_tolerance"].get<double>();
+  json rows = json::array();
+  auto missing = [&](int id, const char* what) {
+    return row(id, spec, "", "pending", str_cat("the ", what, " points did not run ok"));
+  };
+
+  // (1) batch: activation bytes against batch, least-squares line a + b * batch.
+  if (by["batch"].size() >= 3) {
+    std::vector<std::pair<double, double>> xy;
+    std::string ours;
+    for (const json* p : by["batch"]) {
+      xy.push_back({(*p)["metrics"]["batch"].get<double>(), (*p)["metrics"]["exact"]["activation_bytes"].get<double>()});
+      ours += str_cat(ours.empty() ? "" : ", ", "batch ", xy.back().first, ": ", mib(xy.back().second));
+    }
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    const double n = double(xy.size());
+    for (auto [x, y] : xy) sx += x, sy += y, sxx += x * x, sxy += x * y;
+    const double b = (n * sxy - sx * sy) / (n * sxx - sx * sx), a = (sy - b * sx) / n;
+    double worst = 0;
+    for (auto [x, y] : xy) worst = std::max(worst, std::abs(a + b * x - y) / y);
+    rows.push_back(row(1, spec, str_cat("resnet18 3x224x224 activations: ", ours), worst <= tol ? "confirmed" : "refuted",
+                       str_cat("a line fits within ", std::round(worst * 1e4) / 100, "% (tolerance ", tol * 100,
+                               "%): ", mib(b), " per sample, ", mib(a), " independent of the batch")));
+  } else rows.push_back(missing(1, "batch"));
+
+  std::map<std::string, const json*> trick;
+  for (const json* p : by["tricks"]) trick[(*p)["metrics"]["trick"].get<std::string>()] = &(*p)["metrics"];
+  auto variant = [](const json& t, const std::string& name) -> const json& {
+    for (const json& v : t["variants"])
+      if (v["variant"] == name) return v;
+    throw ValueError(str_cat("experiment 09: trick ", t["trick"].dump(), " has no variant '", name, "'"));
+  };
+  // (2) graph history.
+  if (const json* t = trick["graph-history"]) {
+    const double tr = variant(*t, "train: total_loss += loss")["growth_bytes_per_iteration"].get<double>();
+    const double de = variant(*t, "train: total_loss += loss.detach() (or .item())")["growth_bytes_per_iteration"].get<double>();
+    const double ev = variant(*t, "eval without no_grad: total_loss += loss")["growth_bytes_per_iteration"].get<double>();
+    const std::string status = tr > 0 ? "confirmed" : ev > 0 ? "depends" : "refuted";
+    rows.push_back(row(2, spec,
+                       str_cat("mlp, batch ", (*t)["batch"], ", device memory growth per iteration: training loop ",
+                               tr, " B (detached: ", de, " B), evaluation loop without no_grad ", ev, " B"),
+                       status,
+                       tr > 0 ? "the kept history holds device memory in training"
+                              : "backward frees each step's saved activations, so in a training loop the kept history "
+                                "holds only graph nodes (host memory); without a backward (evaluation without no_grad) "
+                                "every iteration's activations stay"));
+  } else rows.push_back(missing(2, "graph-history"));
+  // (3) del intermediates.
+  if (const json* t = trick["del-intermediates"]) {
+    auto peak = [&](const char* v) { return variant(*t, v)["forward_peak_bytes"].get<double>(); };
+    const double inf = peak("inference (no_grad), every intermediate named") / peak("inference (no_grad), x = layer(x)");
+    const double trn = peak("training (grad), every intermediate named") / peak("training (grad), x = layer(x)");
+    rows.push_back(row(3, spec,
+                       str_cat("conv stack, forward peak keeping every intermediate vs x = layer(x): inference ",
+                               times(inf), ", training ", times(trn)),
+                       inf >= 2 && trn < inf && trn <= 1.5 ? "confirmed" : "refuted",
+                       str_cat("under no_grad the named intermediates are the whole cost (", times(inf),
+                               "); with grad autograd keeps most of them anyway (", times(trn), ")")));
+  } else rows.push_back(missing(3, "del-intermediates"));
+  // (4) in-place ReLU.
+  if (const json* t = trick["inplace-relu"]) {
+    const json &o = variant(*t, "ReLU()"), &i = variant(*t, "ReLU(inplace=True)");
+    const double one = (*t)["relu_output_bytes"].get<double>(), relus = (*t)["relus"].get<double>();
+    const double kept = o["activation_bytes"].get<double>() - i["activation_bytes"].get<double>();
+    const double peak = o["forward_peak_bytes"].get<double>() - i["forward_peak_bytes"].get<double>();
+    const bool per_relu = kept >= 0.9 * relus * one;
+    rows.push_back(row(4, spec,
+                       str_cat(relus, " conv-BN-ReLU blocks: kept for backward ", mib(kept), " less, forward peak ",
+                               mib(peak), " less (one ReLU output = ", mib(one), ")"),
+                       per_relu ? "confirmed" : peak >= 0.9 * one ? "depends" : "refuted",
+                       per_relu ? "one activation saved per ReLU"
+                                : "after BatchNorm (which saves its input) the out-of-place ReLU's input dies right "
+                                  "after the call: in place saves one ReLU output at the forward's peak, not one per "
+                                  "ReLU in what backward keeps"));
+  } else rows.push_back(missing(4, "inplace-relu"));
+  // (5) no_grad evaluation.
+  if (!by["no_grad"].empty()) {
+    const json& tot = (*by["no_grad"][0])["metrics"]["totals"];
+    const double fwd = tot["forward_only_peak_bytes"].get<double>(), trn = tot["training_forward_peak_bytes"].get<double>();
+    rows.push_back(row(5, spec, str_cat("resnet18 batch 32 forward peak: no_grad ", mib(fwd), ", with grad ", mib(trn)),
+                       trn / fwd >= 1.5 ? "confirmed" : "refuted",
+                       str_cat("a forward with grad needs ", times(trn / fwd), " the no_grad one")));
+  } else rows.push_back(missing(5, "no_grad"));
+  // (6) empty_cache.
+  if (const json* t = trick["empty-cache"]) {
+    const json &b = (*t)["before_empty_cache"], &a = (*t)["after_empty_cache"], &n = (*t)["next_step"];
+    const bool ok = a["allocated_bytes"] == b["allocated_bytes"] &&
+                    a["reserved_bytes"].get<int64_t>() < b["reserved_bytes"].get<int64_t>() &&
+                    n["reserved_peak_bytes"] == b["reserved_bytes"];
+    rows.push_back(row(6, spec,
+                       str_cat("reserved ", mib(b["reserved_bytes"].get<double>()), " -> ",
+                               mib(a["reserved_bytes"].get<double>()), ", allocated ",
+                               mib(b["allocated_bytes"].get<double>()), " -> ", mib(a["allocated_bytes"].get<double>()),
+                               "; the next step reserves ", mib(n["reserved_peak_bytes"].get<double>()), " again with ",
+                               n["device_allocations"], " device allocations"),
+                       ok ? "confirmed" : "refuted",
+                       ok ? "reserved memory goes back, allocated does not move, and the next step takes the same "
+                            "peak back (at the price of new device allocations)"
+                          : "not as claimed"));
+  } else rows.push_back(missing(6, "empty-cache"));
+  // (7) OOM skip.
+  {
+    const json* raise = any.count("oom raise") ? any["oom raise"] : nullptr;
+    const json* skip = any.count("oom skip") ? any["oom skip"] : nullptr;
+    if (raise && skip && (*skip)["outcome"]["status"] == "ok") {
+      const json& oom = (*skip)["metrics"]["oom"];
+      const int64_t batch = point_option(*skip, "batch").get<int64_t>();
+      const bool ok = (*raise)["outcome"]["status"] == "oom" && oom["skipped_batches"].get<int64_t>() > 0 &&
+                      oom["samples_lost"].get<int64_t>() == batch * oom["skipped_batches"].get<int64_t>();
+      rows.push_back(row(7, spec,
+                         str_cat("bert-mini on a 512 MiB meta device: raise ", (*raise)["outcome"]["status"].get<std::string>(),
+                                 "; skip finished ", (*skip)["metrics"]["steps"], " steps, skipped ",
+                                 oom["skipped_batches"], " batches (", oom["samples_lost"], " samples, ",
+                                 std::round(oom["samples_lost_pct"].get<double>() * 100) / 100, "%)"),
+                         ok ? "confirmed" : "refuted", "see experiment 08 for split, time and accuracy"));
+    } else rows.push_back(missing(7, "oom"));
+  }
+  rows.push_back(row(8, spec, "", "pending", "needs a GPU (cuDNN); no CUDA run yet"));
+  // (9) half.
+  if (by["half"].size() == 2) {
+    const json *f = nullptr, *h = nullptr;
+    for (const json* p : by["half"]) (axis(*p, "precision") == "half" ? h : f) = p;
+    if (f && h) {
+      const json &ef = (*f)["metrics"]["exact"], &eh = (*h)["metrics"]["exact"];
+      const double act = eh["activation_bytes"].get<double>() / ef["activation_bytes"].get<double>();
+      const double peak = eh["peak_allocated_bytes"].get<double>() / ef["peak_allocated_bytes"].get<double>();
+      rows.push_back(row(9, spec,
+                         str_cat("resnet20 batch 128 (BN in fp32): activations ", times(act), ", peak ", times(peak),
+                                 " of fp32 (speed: pending a GPU)"),
+                         act <= 0.6 ? "confirmed" : "refuted",
+                         str_cat("model.half() with BatchNorm kept in float32 runs and stores activations in ",
+                                 times(act), " the fp32 bytes (experiment 05 has accuracy and master weights)")));
+    } else rows.push_back(missing(9, "half"));
+  } else rows.push_back(missing(9, "half"));
+  // (10) workers.
+  if (by["workers"].size() == 2) {
+    std::map<std::string, double> ips;
+    for (const json* p : by["workers"]) ips[axis(*p, "workers")] = (*p)["metrics"]["images_per_s"].get<double>();
+    const double r = ips["2"] / ips["0"];
+    const double want = spec["source"]["workers_min_speedup"].get<double>();
+    rows.push_back(row(10, spec,
+                       str_cat("mlp on Fashion-MNIST (CPU): ", std::round(ips["0"]), " samples/s with 0 workers, ",
+                               std::round(ips["2"]), " with 2 (", times(r), "); pinned memory: pending a GPU"),
+                       r >= want ? "confirmed" : "depends",
+                       r >= want ? "building batches in the background overlaps input with compute"
+                                 : "here input is not the bottleneck (reading Fashion-MNIST from memory is cheap next "
+                                   "to the step), so workers cannot help"));
+  } else rows.push_back(missing(10, "workers"));
+  // (11) sequence length: least squares c0 + c1 s + c2 s^2.
+  if (by["seq"].size() >= 3) {
+    double A[3][3] = {}, B[3] = {}, c[3];
+    std::string ours;
+    double s_max = 0, act_max = 0;
+    for (const json* p : by["seq"]) {
+      const double s = std::stod(axis(*p, "seq-len")), y = (*p)["metrics"]["exact"]["activation_bytes"].get<double>();
+      const double f[3] = {1, s, s * s};
+      for (int i = 0; i < 3; ++i) {
+        B[i] += f[i] * y;
+        for (int j = 0; j < 3; ++j) A[i][j] += f[i] * f[j];
+      }
+      ours += str_cat(ours.empty() ? "" : ", ", "s=", s, ": ", mib(y));
+      if (s > s_max) s_max = s, act_max = y;
+    }
+    if (solve3(A, B, c)) {
+      const double quad = c[2] * s_max * s_max / act_max;
+      rows.push_back(row(11, spec, str_cat("bert-mini batch 8 activations: ", ours),
+                         c[1] > 0 && c[2] > 0 ? "confirmed" : "refuted",
+                         str_cat("fit c0 + c1*s + c2*s^2: c1 = ", std::round(c[1]), " B/token, c2 = ",
+                                 std::round(c[2] * 100) / 100, " B/token^2; the quadratic (attention) term is ",
+                                 std::round(quad * 1000) / 10, "% at s = ", s_max)));
+    } else rows.push_back(missing(11, "seq"));
+  } else rows.push_back(missing(11, "seq"));
+  // (12) slimmer models.
+  if (by["slim"].size() == 4) {
+    std::map<std::string, std::pair<double, double>> m;   // shape -> (activations, peak)
+    for (const json* p : by["slim"])
+      m[axis(*p, "shape")] = {(*p)["metrics"]["exact"]["activation_bytes"].get<double>(),
+                              (*p)["metrics"]["exact"]["peak_allocated_bytes"].get<double>()};
+    const bool ok = m["2x256"].first < m["4x256"].first && m["4x128"].first < m["4x256"].first &&
+                    m["2x128"].first < std::min(m["2x256"].first, m["4x128"].first);
+    rows.push_back(row(12, spec,
+                       str_cat("bert-mini (layers x hidden) activations / peak: 4x256 ", mib(m["4x256"].first), " / ",
+                               mib(m["4x256"].second), ", 2x256 ", mib(m["2x256"].first), " / ", mib(m["2x256"].second),
+                               ", 4x128 ", mib(m["4x128"].first), " / ", mib(m["4x128"].second), ", 2x128 ",
+                               mib(m["2x128"].first), " / ", mib(m["2x128"].second)),
+                       ok ? "confirmed" : "refuted",
+                       "fewer layers and narrower layers each cut activations (the peak also holds the embedding "
+                       "table, which neither shrinks)"));
+  } else rows.push_back(missing(12, "slim"));
+  return {{"rows", rows}, {"profile", spec.value("profile", "")}};
+}
+
+json verdict_09(const json&, const json& s) {
+  std::map<std::string, int> n;
+  std::string list;
+  for (const json& r : s["rows"]) {
+    n[r["status"].get<std::string>()] += 1;
+    list += str_cat(list.empty() ? "" : "; ", "(", r["id"], ") ", r["status"].get<std::string>());
+  }
+  const std::string status = n["refuted"] > 0 || n["depends"] > 0 ? "depends" : "confirmed";
+  return {{"status", status},
+          {"reason", str_cat(n["confirmed"], " confirmed, ", n["depends"], " depend on the setting, ", n["refuted"],
+                             " refuted, ", n["pending"], " pending a GPU: ", list,
+                             ". Each row's reason is in the table.")}};
+}
+
+}  // namespace
+
+OOMLAB_REGISTER_EXPERIMENT({"09_practical_tricks", summarize_09, verdict_09, {},
+                            {{"source.tricks", "array"}, {"source.linear_tolerance", "positive"},
+                             {"source.workers_min_speedup", "positive"}}});
+
+}  // namespace oomlab

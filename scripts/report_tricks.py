@@ -1,0 +1,46 @@
+"""report_tricks.py — the report section of experiment 09_practical_tricks: one row per trick
+of the source's T9 list (claim, our numbers, verdict and its reason) and one figure (the
+measured activation bytes against batch size, resnet18, and against sequence length,
+bert-mini, the two scaling claims)."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from report_format import md_table, save_fig_atomic  # noqa: E402
+
+
+def _series(doc, block, axis):
+    pts = []
+    for p in doc["points"]:
+        if p.get("name", "").split(" ")[0] == block and p["outcome"]["status"] == "ok":
+            pts.append((float(p["axes"][axis]), p["metrics"]["exact"]["activation_bytes"] / 2**20))
+    return sorted(pts)
+
+
+def plot_09(doc, path):
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for a, block, axis, label, xlabel in ((ax, "batch", "batch", "resnet18 3x224x224", "batch size"),
+                                          (bx, "seq", "seq-len", "bert-mini, batch 8", "sequence length (tokens)")):
+        pts = _series(doc, block, axis)
+        if pts:
+            a.plot([x for x, _ in pts], [y for _, y in pts], "o-", label=label)
+        a.set_xlabel(xlabel)
+        a.set_ylabel("activation memory (MiB, exact)")
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    fig.suptitle(f"{doc['experiment']}: tricks 1 and 11 (linear in batch; linear + quadratic in length)", fontsize=10)
+    fig.tight_layout()
+    save_fig_atomic(fig, path)
+
+
+def render_09(doc, out_dir):
+    src, rows = doc["source"], doc["summary"]["rows"]
+    parts = ["### Source\n", f"{src.get('citation', '')}\n", "\n### Ours, trick by trick\n"]
+    parts.append(md_table(["#", "claim", "ours", "verdict", "why"],
+                          [[r["id"], r["claim"], r["ours"], f"**{r['status']}**", r["reason"]] for r in rows],
+                          right={0}))
+    fig = "figures/09_practical_tricks.png"
+    plot_09(doc, out_dir / fig)
+    parts.append(f"\n![{doc['experiment']}]({fig})\n")
+    return "\n".join(parts), [fig]
