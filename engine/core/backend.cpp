@@ -29,6 +29,8 @@ void register_backend_hooks(DeviceType type, const BackendHooks& hooks) {
   t.hooks[int(type)] = hooks;
 }
 
+BackendHooks backend_hooks(DeviceType type) { return hooks_of(type); }
+
 void register_library_info(const std::string& key, const std::string& value) {
   HookTable& t = table();
   std::lock_guard<std::mutex> lock(t.mu);

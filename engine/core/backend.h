@@ -36,9 +36,14 @@ struct BackendHooks {
   DeviceProperties (*properties)(int device_index) = nullptr;   // name, versions, numerics switches
   void (*set_options)(const BackendOptions& options) = nullptr;
   std::string (*physical)(int device_index) = nullptr;   // the physical device a logical one runs on
+  // Page-locked host memory (engine/memory/pinned_host.h); all three or none.
+  void* (*pinned_alloc)(size_t bytes) = nullptr;
+  void (*pinned_free)(void* block) = nullptr;
+  void (*copy_from_pinned)(void* device_dst, const void* pinned_src, size_t bytes, int device_index) = nullptr;
 };
 
 void register_backend_hooks(DeviceType type, const BackendHooks& hooks);
+BackendHooks backend_hooks(DeviceType type);   // nullptr members: the backend has none
 // Libraries a backend was built on, for results provenance ("blas" -> "OpenBLAS 0.3.21 ...");
 // registered with the backend's kernels, read after ensure_kernels_registered().
 void register_library_info(const std::string& key, const std::string& value);

@@ -6,6 +6,7 @@
 #include "engine/data/dataloader.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "engine/core/error.h"
@@ -54,6 +55,24 @@ void DataLoader::ensure_order() {
   if (order_epoch_ == epoch_) return;
   order_ = epoch_order(epoch_);
   order_epoch_ = epoch_;
+}
+
+void DataLoader::set_pinner(HostPinner pinner) {
+  OOMLAB_CHECK(threads_.empty(), "DataLoader::set_pinner: workers are already running");
+  pinner_ = std::move(pinner);
+}
+
+void DataLoader::make_batch(int64_t b, HostBatch& out) const {
+  out.pinned.reset();   // a reused buffer's block goes back to the pool
+  out.pinned_target_offset = 0;
+  build_batch(b, out);
+  if (!pinner_) return;
+  const size_t in = out.input_bytes(), tgt = out.target_bytes();
+  out.pinned_target_offset = (in + 63) / 64 * 64;
+  out.pinned = pinner_(out.pinned_target_offset + tgt);
+  char* p = static_cast<char*>(out.pinned.get());
+  if (in) std::memcpy(p, out.is_tokens() ? static_cast<const void*>(out.tokens.data()) : out.images.data(), in);
+  if (tgt) std::memcpy(p + out.pinned_target_offset, out.targets().data(), tgt);
 }
 
 void DataLoader::build_batch(int64_t b, HostBatch& out) const {
@@ -131,7 +150,7 @@ void DataLoader::worker_loop(int worker, int64_t first_batch) {
       if (!pool_.empty()) { hb = std::move(pool_.back()); pool_.pop_back(); }
     }
     try {
-      build_batch(b, hb);
+      make_batch(b, hb);
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
       errors_[b] = std::current_exception();
@@ -160,7 +179,7 @@ bool DataLoader::next(HostBatch& out) {
   }
   if (workers_ == 0) {
     ensure_order();
-    build_batch(cursor_, out);
+    make_batch(cursor_, out);
     ++cursor_;
     return true;
   }
@@ -169,8 +188,10 @@ bool DataLoader::next(HostBatch& out) {
   cv_.wait(lk, [&] { return ready_.count(cursor_) || errors_.count(cursor_) || workers_done_ == workers_; });
   if (auto it = ready_.find(cursor_); it != ready_.end()) {
     if ((out.images.capacity() > 0 || out.tokens.capacity() > 0) &&
-        pool_.size() < size_t(workers_ * prefetch_factor_) + 1)
+        pool_.size() < size_t(workers_ * prefetch_factor_) + 1) {
+      out.pinned.reset();
       pool_.push_back(std::move(out));
+    }
     out = std::move(it->second);
     ready_.erase(it);
     ++cursor_;

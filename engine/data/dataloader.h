@@ -16,6 +16,10 @@
 //    while building batch b is rethrown by the next() that would have returned b. The
 //    destructor stops and joins the threads (never hangs, never throws). workers == 0
 //    builds batches synchronously inside next(). Single consumer: not thread-safe itself.
+//  * set_pinner(p) (PyTorch's pin_memory): after building a batch, the worker copies its
+//    input then its target into one block from p (page-locked memory, pinned_host.h) held in
+//    HostBatch::pinned; the vectors keep their values. A batch handed back to the loader
+//    drops its block (the pinned pool reuses it once the copies queued from it are done).
 //  * Token datasets: a batch's T is the longest sample in it (>= 1); shorter samples are
 //    padded with id 0 on the right. Mask datasets fill `masks` instead of `labels`.
 #pragma once
@@ -24,6 +28,8 @@
 #include <cstdint>
 #include <map>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -42,9 +48,18 @@ struct HostBatch {
   Shape shape;                   // input shape: {n, C, H, W} or {n, T}
   Shape target_shape;            // {n} or {n, H, W}
   DType input_dtype = DType::f32;
+  // With a pinner: a pinned copy of the input bytes, then the target bytes at
+  // pinned_target_offset (a multiple of 64); null otherwise.
+  std::shared_ptr<void> pinned;
+  size_t pinned_target_offset = 0;
   bool is_tokens() const { return input_dtype == DType::i64; }
+  size_t input_bytes() const { return is_tokens() ? tokens.size() * 8 : images.size() * 4; }
+  size_t target_bytes() const { return targets().size() * 8; }
   const std::vector<int64_t>& targets() const { return masks.empty() ? labels : masks; }
 };
+
+// A block of at least `bytes` page-locked bytes (pinned_host_alloc bound to a device).
+using HostPinner = std::function<std::shared_ptr<void>(size_t bytes)>;
 
 struct LoaderState {
   int64_t epoch = 0;
@@ -61,6 +76,9 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   bool next(HostBatch& out);
+  // Before the first next(): batches carry a pinned copy from `pinner` (null: none).
+  void set_pinner(HostPinner pinner);
+  bool pins() const { return bool(pinner_); }
   void set_epoch(int64_t epoch);
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
   int64_t batch_size() const { return batch_; }
@@ -74,6 +92,7 @@ class DataLoader {
  private:
   void ensure_order();
   void build_batch(int64_t b, HostBatch& out) const;
+  void make_batch(int64_t b, HostBatch& out) const;   // build_batch, then the pinned copy
   void start_workers();
   void stop_workers() noexcept;
   void worker_loop(int worker, int64_t first_batch);
@@ -84,6 +103,7 @@ class DataLoader {
   uint64_t seed_;
   int workers_, prefetch_factor_;
   int64_t batches_per_epoch_ = 0;
+  HostPinner pinner_;
 
   // Consumer side.
   int64_t epoch_ = 0, cursor_ = 0;

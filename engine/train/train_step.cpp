@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/pinned_host.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
 
@@ -205,12 +206,31 @@ Tensor masks_to_device(const int64_t* data, const Shape& shape, Device device) {
   return i64_to_device(data, shape, device);
 }
 
+namespace {
+// A batch the loader pinned, on an accelerator with pinned memory: one asynchronous copy
+// from the pinned block (PyTorch's .to(device, non_blocking=True) after pin_memory).
+Tensor from_pinned(const HostBatch& b, size_t offset, size_t bytes, const Shape& shape, DType dtype,
+                   Device device) {
+  MemoryContext ctx("input", "data");
+  Tensor t = Tensor::empty(shape, dtype, device);
+  OOMLAB_CHECK_T(InternalError, t.nbytes() == bytes, "pinned batch: ", bytes, " bytes for a tensor of ",
+                 t.nbytes());
+  copy_from_pinned(device, t.raw_data(), static_cast<const char*>(b.pinned.get()) + offset, bytes);
+  return t;
+}
+bool use_pinned(const HostBatch& b, Device device) { return b.pinned && has_pinned_host_memory(device); }
+}  // namespace
+
 Tensor batch_input_to_device(const HostBatch& b, Device device) {
+  if (use_pinned(b, device)) return from_pinned(b, 0, b.input_bytes(), b.shape, b.input_dtype, device);
   return b.is_tokens() ? tokens_to_device(b.tokens.data(), b.shape, device)
                        : images_to_device(b.images.data(), b.shape, device);
 }
 
 Tensor batch_target_to_device(const HostBatch& b, Device device) {
+  if (use_pinned(b, device))
+    return from_pinned(b, b.pinned_target_offset, b.target_bytes(),
+                       b.target_shape.size() <= 1 ? Shape{b.n} : b.target_shape, DType::i64, device);
   return b.target_shape.size() <= 1 ? labels_to_device(b.labels.data(), b.n, device)
                                     : masks_to_device(b.masks.data(), b.target_shape, device);
 }

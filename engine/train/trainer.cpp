@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <memory>
 
 #include "engine/autograd/grad_mode.h"
@@ -14,6 +15,7 @@
 #include "engine/core/rng.h"
 #include "engine/data/dataloader.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/pinned_host.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
@@ -62,10 +64,11 @@ void evaluate_batch(nn::Module& model, const Tensor& x_in, const Tensor& y, Step
 // The test set under no_grad in eval mode. --on-oom applies here too: a batch that does not
 // fit is split (split) or left out and counted in skipped_samples (skip).
 EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64_t max_batches, Device dev,
-                    StepStrategy* io, OnOom on_oom, int workers) {
+                    StepStrategy* io, OnOom on_oom, int workers, bool pin_memory) {
   NoGradGuard ng;
   model.eval();
   DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0, workers);
+  if (pin_memory) loader.set_pinner([dev](size_t n) { return pinned_host_alloc(dev, n); });
   HostBatch b;
   EvalResult r;
   double loss_sum = 0;
@@ -140,6 +143,11 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
 
   // One loader batch per optimizer step: K micro-batches of --batch, in the order of a K*B batch.
   DataLoader loader(train_set, step_samples, /*shuffle=*/true, /*drop_last=*/true, c.seed, c.workers);
+  const bool pin = c.pin_memory && has_pinned_host_memory(c.device);
+  if (c.pin_memory && !pin)
+    std::cerr << "warning: --pin-memory: device " << c.device.str()
+              << " has no pinned host memory; batches stay in pageable memory\n";
+  if (pin) loader.set_pinner([dev = c.device](size_t n) { return pinned_host_alloc(dev, n); });
   const int64_t total_steps =
       c.steps > 0 ? c.steps : checked_mul(c.epochs, loader.batches_per_epoch(), "--epochs x batches per epoch");
   const std::string sched_spec = resolve_schedule(c.schedule, total_steps);
@@ -249,7 +257,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
       if (ema) ema->swap_in();
       AutocastGuard amp(c.amp);
       ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device, half_io ? &*half_io : nullptr, c.on_oom,
-                    c.workers);
+                    c.workers, pin);
       if (ema) ema->swap_out();
     }
     json e = {{"epoch", epoch}, {"step", step},
@@ -352,7 +360,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   json times = summarize_times(steady);
   double med = times["median"].get<double>();
   json metrics = {{"steps", step}, {"history", history}, {"step_time_s", times},
-                  {"images_per_s", med > 0 ? double(step_samples) / med : 0.0}, {"train_seconds", train_seconds}};
+                  {"images_per_s", med > 0 ? double(step_samples) / med : 0.0}, {"train_seconds", train_seconds},
+                  {"pin_memory", pin}};
   {
     int64_t lost = 0;
     for (const json& e : history["skipped"]) lost += e.value("samples", int64_t(0));

@@ -40,6 +40,11 @@ struct TrainerConfig {
   // DataLoader threads building batches (PyTorch's num_workers; 0: in the training loop).
   // The batches, and so the run, are the same for any number.
   int workers = 1;
+  // --pin-memory (PyTorch's pin_memory): the loaders copy each batch into page-locked host
+  // memory and the inputs go to the device with one asynchronous copy each (pinned_host.h).
+  // A device without pinned memory (cpu, meta) keeps pageable batches and says so on stderr,
+  // as PyTorch warns; metrics.pin_memory records whether batches were pinned.
+  bool pin_memory = false;
   int64_t steps = 0;                       // > 0: stop after this many steps (overrides epochs)
   // Optimizer and schedule (engine/optim): sgd | adam | adamw; schedule as in lr_schedule.h,
   // plus "cosine" and "warmup-cosine" without parameters, which span the whole run

@@ -219,6 +219,7 @@ TrainConfig train_config(const CliArgs& a) {
   const int64_t workers = a.get_int("workers", 1);
   OOMLAB_CHECK(workers >= 0 && workers <= 64, "--workers must be in 0..64 (got ", workers, ")");
   c.workers = int(workers);
+  c.pin_memory = a.flag("pin-memory");
   parse_on_oom(c.on_oom);   // names a bad value now
   const std::string on_nan = a.get("on-nan", "stop");
   OOMLAB_CHECK(on_nan == "stop" || on_nan == "continue", "--on-nan must be stop or continue (got '", on_nan, "')");
@@ -331,7 +332,7 @@ const CommandFlags& command_flags(const std::string& command) {
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
                                   "save-every", "resume", "on-nan", "on-oom", "workers", "checkpoint", "accumulate", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
                                   "chrome-trace"}),
-                 {"nesterov", "quiet", "half", "master-weights"}}},
+                 {"nesterov", "quiet", "half", "master-weights", "pin-memory"}}},
       {"trick", {{"name", "batch", "json"}, {}}}};
   auto it = flags.find(command);
   OOMLAB_CHECK(it != flags.end(), "unknown command '", command, "' (train, summary, estimate or trick)");
@@ -470,7 +471,7 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--epochs E | --steps S] [--accumulate K] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
               "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR] [--on-nan stop|continue]\n"
-              "  [--on-oom raise|skip|split] [--workers N] [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"
+              "  [--on-oom raise|skip|split] [--workers N] [--pin-memory] [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"
               "  [--amp off|fp16|bf16 | --half [--master-weights]] [--loss-scale auto|dynamic|static:S|none]\n"
               "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
               "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"

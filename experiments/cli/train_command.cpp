@@ -96,7 +96,7 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
             {"accumulate", c.accumulate}, {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
-            {"on_oom", c.on_oom}, {"workers", c.workers},
+            {"on_oom", c.on_oom}, {"workers", c.workers}, {"pin_memory", c.pin_memory},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
   return j;
@@ -247,6 +247,7 @@ json train(const TrainConfig& c) {
   t.master_weights = c.master_weights;
   t.on_oom = parse_on_oom(c.on_oom);
   t.workers = c.workers;
+  t.pin_memory = c.pin_memory;
   t.config = config_json(c, recipe, given);
   t.config["checkpoint_segments"] = plan.segments;
   if (!budget.is_null()) t.config["checkpoint_budget"] = budget;

@@ -65,6 +65,7 @@ struct TrainConfig {
   // capped device: one sample of the longest batch must fit (meta probe), else ValueError.
   std::string on_oom = "raise";
   int workers = 1;                         // --workers N (DataLoader threads; 0: synchronous)
+  bool pin_memory = false;                 // --pin-memory (page-locked batches on accelerators)
 };
 
 // Everything train() checks before any work, without allocating or reading data: the model

@@ -5,7 +5,8 @@
 //                   and cuDNN, cudnn benchmark, workspace limit) for results provenance;
 //   set_options     applies BackendOptions to cuda_settings (cached conv plans are keyed
 //                   by those switches, so a change applies to the next call);
-//   physical(i)     "cuda:<gpu> <name>": the GPU logical device cuda:i runs on.
+//   physical(i)     "cuda:<gpu> <name>": the GPU logical device cuda:i runs on;
+//   pinned_*        the page-locked host pool (cuda_host_allocator.h).
 // Device indexes are logical (cuda_device.h).
 // Registered by the CUDA backend's registrar (register_cuda.cpp).
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include "engine/core/backend.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_host_allocator.h"
 #include "kernels/cuda/cuda_libs.h"
 #include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/cuda_stream.h"
@@ -75,6 +77,9 @@ void register_cuda_backend_hooks() {
   h.properties = &properties;
   h.set_options = &set_options;
   h.physical = &physical;
+  h.pinned_alloc = &pinned_alloc;
+  h.pinned_free = &pinned_free;
+  h.copy_from_pinned = &copy_from_pinned;
   register_backend_hooks(DeviceType::cuda, h);
 }
 }  // namespace oomlab::cuda
