@@ -10,7 +10,7 @@ The layers (DESIGN.md section 2; one CMake library each, linked only downward):
     engine/                 the core engine; kernels/*.h (argument structs and tables) are
                             its interface to the backends and include only engine/core
 
-Inside the engine, engine/train is above nn/optim/data/io, which are above
+Inside the engine, engine/train is above nn/optim/data/io/parallel, which are above
 core/memory/autograd/ops. Also checked: only kernels/cuda includes CUDA headers or tests
 a CUDA macro. tests/ may include anything. Every offending line is printed as
 FILE:LINE: message; the exit status is 1 if there is one, else 0.
@@ -27,7 +27,7 @@ CUDA_HEADERS = ("cuda", "cublas", "cudnn", "nccl", "curand", "cusparse", "cufft"
 CUDA_MACRO = re.compile(r'^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b(OOMLAB_CUDA|OOMLAB_WITH_CUDA|__CUDACC__)\b')
 
 ENGINE_LOW = ("engine/core", "engine/memory", "engine/autograd", "engine/ops")
-ENGINE_MID = ("engine/nn", "engine/optim", "engine/data", "engine/io")
+ENGINE_MID = ("engine/nn", "engine/optim", "engine/data", "engine/io", "engine/parallel")
 
 
 def area(path: str) -> str:

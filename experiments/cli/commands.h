@@ -14,8 +14,9 @@ const CommandFlags& command_flags(const std::string& command);   // train | summ
 // error (bad flag or value, unknown model, corrupt or missing file, invalid experiment
 // spec, unwritable output); 3 out of memory (device or host; the message names the phase);
 // 4 training diverged (a NaN/Inf loss with --on-nan stop; the results are still written);
-// 70 internal error (a bug in oomlab: please report it).
-inline constexpr int kExitUsage = 2, kExitOutOfMemory = 3, kExitDiverged = 4, kExitInternal = 70;
+// 5 a benchmark found wrong results (allreduce-bench #wrong > 0); 70 internal error (a bug
+// in oomlab: please report it).
+inline constexpr int kExitUsage = 2, kExitOutOfMemory = 3, kExitDiverged = 4, kExitWrongResults = 5, kExitInternal = 70;
 
 // Parses and validates a command's arguments (train | summary | estimate | run) exactly as
 // the command would, and checks its output paths, without running anything: ValueError /

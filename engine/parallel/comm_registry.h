@@ -1,0 +1,23 @@
+// comm_registry.h — the process-level communicator backends (one rank per process: mpi,
+// later gloo and nccl), registered by their own libraries when the build has them (CMake
+// links them whole-archive, as it does the kernel backends). The local backend is not
+// here: its ranks are threads of one process (local_comm.h).
+// make_communicator(name, ...) throws ValueError naming the backends this build has.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/parallel/communicator.h"
+#include "engine/parallel/rank_env.h"
+
+namespace oomlab {
+
+using CommFactory = std::function<std::unique_ptr<Communicator>(const RankInfo& rank, Device device)>;
+
+void register_comm_backend(const std::string& name, CommFactory factory);
+std::vector<std::string> comm_backends();   // registered names, sorted
+std::unique_ptr<Communicator> make_communicator(const std::string& name, const RankInfo& rank, Device device);
+
+}  // namespace oomlab

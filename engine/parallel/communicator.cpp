@@ -1,0 +1,161 @@
+// communicator.cpp — the argument checks every backend shares and the host reduction
+// kernels (communicator.h).
+#include "engine/parallel/communicator.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace oomlab {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+  }
+  return "?";
+}
+
+ReduceOp parse_reduce_op(const std::string& s) {
+  if (s == "sum") return ReduceOp::sum;
+  if (s == "avg") return ReduceOp::avg;
+  if (s == "max") return ReduceOp::max;
+  throw ValueError(str_cat("unknown reduction '", s, "' (sum, avg or max)"));
+}
+
+Communicator::Buf Communicator::checked(const Tensor& t, const char* op, const char* what) const {
+  OOMLAB_CHECK_T(ValueError, t.defined(), op, ": the ", what, " tensor is undefined");
+  OOMLAB_CHECK_T(ShapeError, t.is_contiguous(), op, ": the ", what, " tensor ", t.str(), " is not contiguous");
+  const DType d = t.dtype();
+  OOMLAB_CHECK_T(DTypeError, d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16 || d == DType::i64,
+                 op, ": ", dtype_name(d), " is not a collective dtype (float32, float64, float16, bfloat16, int64)");
+  OOMLAB_CHECK_T(DeviceError, t.device() == device(), op, ": rank ", rank(), " of the ", backend(),
+                 " communicator works on ", device().str(), ", the ", what, " tensor is on ", t.device().str());
+  return {t.device().is_meta() ? nullptr : t.raw_data(), t.numel(), d};
+}
+
+void Communicator::check_root(int root, const char* op) const {
+  OOMLAB_CHECK_T(ValueError, root >= 0 && root < world_size(), op, ": root ", root, " is not a rank of a world of ",
+                 world_size());
+}
+
+namespace {
+void same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  OOMLAB_CHECK_T(DTypeError, a.dtype() == b.dtype(), op, ": send is ", dtype_name(a.dtype()), ", recv is ",
+                 dtype_name(b.dtype()));
+}
+void sizes(bool ok, const char* op, const Tensor& send, const Tensor& recv, const std::string& rule) {
+  OOMLAB_CHECK_T(ShapeError, ok, op, ": send has ", send.numel(), " elements and recv ", recv.numel(), "; ", rule);
+}
+}  // namespace
+
+void Communicator::all_reduce(const Tensor& send, const Tensor& recv, ReduceOp op) {
+  const Buf s = checked(send, "all_reduce", "send"), r = checked(recv, "all_reduce", "recv");
+  same_dtype(send, recv, "all_reduce");
+  sizes(s.count == r.count, "all_reduce", send, recv, "they must be equal");
+  ++stats_.calls["all_reduce"];
+  do_all_reduce(s, r, op);
+}
+
+void Communicator::broadcast(const Tensor& send, const Tensor& recv, int root) {
+  const Buf s = checked(send, "broadcast", "send"), r = checked(recv, "broadcast", "recv");
+  same_dtype(send, recv, "broadcast");
+  sizes(s.count == r.count, "broadcast", send, recv, "they must be equal");
+  check_root(root, "broadcast");
+  ++stats_.calls["broadcast"];
+  do_broadcast(s, r, root);
+}
+
+void Communicator::reduce(const Tensor& send, const Tensor& recv, ReduceOp op, int root) {
+  const Buf s = checked(send, "reduce", "send"), r = checked(recv, "reduce", "recv");
+  same_dtype(send, recv, "reduce");
+  sizes(s.count == r.count, "reduce", send, recv, "they must be equal");
+  check_root(root, "reduce");
+  ++stats_.calls["reduce"];
+  do_reduce(s, r, op, root);
+}
+
+void Communicator::all_gather(const Tensor& send, const Tensor& recv) {
+  const Buf s = checked(send, "all_gather", "send"), r = checked(recv, "all_gather", "recv");
+  same_dtype(send, recv, "all_gather");
+  sizes(r.count == s.count * world_size(), "all_gather", send, recv,
+        str_cat("recv must hold world size (", world_size(), ") x send"));
+  ++stats_.calls["all_gather"];
+  do_all_gather(s, r);
+}
+
+void Communicator::reduce_scatter(const Tensor& send, const Tensor& recv, ReduceOp op) {
+  const Buf s = checked(send, "reduce_scatter", "send"), r = checked(recv, "reduce_scatter", "recv");
+  same_dtype(send, recv, "reduce_scatter");
+  sizes(s.count == r.count * world_size(), "reduce_scatter", send, recv,
+        str_cat("send must hold world size (", world_size(), ") x recv"));
+  ++stats_.calls["reduce_scatter"];
+  do_reduce_scatter(s, r, op);
+}
+
+void Communicator::barrier() {
+  ++stats_.calls["barrier"];
+  do_barrier();
+}
+
+// ---- host reduction kernels ----
+namespace {
+template <class T> void reduce_plain(ReduceOp op, T* d, const T* a, const T* b, int64_t n) {
+  if (op == ReduceOp::max) {
+    for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || a[i] >= b[i]) ? a[i] : b[i];   // NaN wins
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i];
+  }
+}
+
+void reduce_low(DType t, ReduceOp op, uint16_t* d, const uint16_t* a, const uint16_t* b, int64_t n) {
+  constexpr int64_t kBlock = 1024;   // through float32 in blocks (dtype.h's vector converters)
+  float x[kBlock], y[kBlock];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t m = std::min(kBlock, n - i);
+    low_to_float(t, a + i, x, m);
+    low_to_float(t, b + i, y, m);
+    reduce_plain(op, x, x, y, m);
+    float_to_low(t, x, d + i, m);
+  }
+}
+
+template <class T> void typed(ReduceOp op, void* d, const void* a, const void* b, int64_t n) {
+  reduce_plain(op, static_cast<T*>(d), static_cast<const T*>(a), static_cast<const T*>(b), n);
+}
+}  // namespace
+
+void reduce_to(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, int64_t n) {
+  switch (dtype) {
+    case DType::f32: typed<float>(op, dst, a, b, n); return;
+    case DType::f64: typed<double>(op, dst, a, b, n); return;
+    case DType::i64: typed<int64_t>(op, dst, a, b, n); return;
+    case DType::f16:
+    case DType::bf16:
+      reduce_low(dtype, op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
+                 static_cast<const uint16_t*>(b), n);
+      return;
+    default: throw DTypeError(str_cat("reduce_to: ", dtype_name(dtype), " is not a collective dtype"));
+  }
+}
+
+void divide_by_world(DType dtype, void* p, int64_t n, int world) {
+  switch (dtype) {
+    case DType::f32: for (int64_t i = 0; i < n; ++i) static_cast<float*>(p)[i] /= float(world); return;
+    case DType::f64: for (int64_t i = 0; i < n; ++i) static_cast<double*>(p)[i] /= double(world); return;
+    case DType::i64: for (int64_t i = 0; i < n; ++i) static_cast<int64_t*>(p)[i] /= world; return;
+    case DType::f16:
+    case DType::bf16: {
+      uint16_t* q = static_cast<uint16_t*>(p);
+      for (int64_t i = 0; i < n; ++i) {
+        float f = dtype == DType::f16 ? half_to_float(q[i]) : bf16_to_float(q[i]);
+        f /= float(world);
+        q[i] = dtype == DType::f16 ? float_to_half(f) : float_to_bf16(f);
+      }
+      return;
+    }
+    default: throw DTypeError(str_cat("divide_by_world: ", dtype_name(dtype), " is not a collective dtype"));
+  }
+}
+
+}  // namespace oomlab
