@@ -3,17 +3,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
 #include "engine/parallel/collective_check.h"
+#include "engine/parallel/comm_registry.h"
 #include "engine/parallel/local_comm.h"
 #include "engine/train/results.h"
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/rank_launcher.h"
 
 namespace oomlab {
 namespace {
@@ -61,13 +63,22 @@ BenchOptions bench_options(const CliArgs& a) {
   o.iters = a.get_int("iters", o.iters);
   o.warmup = a.get_int("warmup", o.warmup);
   o.timeout_s = a.get_double("timeout", o.timeout_s);
-  OOMLAB_CHECK(o.backend == "local", "--backend ", o.backend, ": only the local backend is built so far "
-               "(gloo, mpi and nccl are not yet)");
-  parse_all_reduce_algo(o.algo);
+  const bool local = o.backend == "local";
+  if (!local) {
+    std::string built = "local";
+    bool found = false;
+    for (const std::string& b : comm_backends()) { built += ", " + b; found |= b == o.backend; }
+    OOMLAB_CHECK(found, "--backend '", o.backend, "' is not in this build (it has: ", built, ")");
+    OOMLAB_CHECK(!a.has("algo"), "--algo is the local backend's (", o.backend, " runs its own algorithms)");
+    o.algo = "-";
+  } else {
+    parse_all_reduce_algo(o.algo);
+  }
   parse_reduce_op(o.op);
   const DType d = bench_dtype(o.dtype);
-  OOMLAB_CHECK(o.device == "cpu" || o.device == "meta", "--device must be cpu or meta for the local backend (got '",
-               o.device, "')");
+  OOMLAB_CHECK(o.device == "cpu" || (local && o.device == "meta") || (o.backend == "nccl" && o.device == "cuda"),
+               "--device '", o.device, "' is not served by --backend ", o.backend,
+               " (local: cpu or meta; gloo, mpi: cpu; nccl: cuda)");
   OOMLAB_CHECK(o.ranks >= 1 && o.ranks <= 1024, "--ranks must be in 1..1024 (got ", o.ranks, ")");
   OOMLAB_CHECK(o.device == "meta" || o.ranks <= 64, "--ranks ", o.ranks, " on cpu: at most 64 rank threads (meta allows 1024)");
   OOMLAB_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes (", o.min_bytes, ") is larger than --max-bytes (", o.max_bytes, ")");
@@ -93,74 +104,115 @@ double memcpy_gbps(int64_t bytes) {
   return double(bytes) / t[4] / 1e9;
 }
 
-std::vector<Row> run_local(const BenchOptions& o) {
-  const DType d = bench_dtype(o.dtype);
-  const ReduceOp op = parse_reduce_op(o.op);
-  const int64_t es = int64_t(dtype_size(d));
+std::vector<int64_t> bench_sizes(const BenchOptions& o) {
+  const int64_t es = int64_t(dtype_size(bench_dtype(o.dtype)));
   std::vector<int64_t> sizes;
   for (int64_t b = std::max(o.min_bytes, es); b <= o.max_bytes; b *= o.step_factor) {
     sizes.push_back(b / es * es);
     if (b > o.max_bytes / o.step_factor) break;
   }
-  std::vector<Row> rows(sizes.size());
-  std::vector<std::vector<double>> oop_us(sizes.size(), std::vector<double>(size_t(o.ranks))), ip_us = oop_us;
-  std::mutex mu;
-  std::vector<Device> devices;
-  for (int r = 0; r < o.ranks; ++r) devices.push_back(Device{o.device == "meta" ? DeviceType::meta : DeviceType::cpu, r});
-  const bool meta = o.device == "meta";
-  run_local_ranks(devices, parse_all_reduce_algo(o.algo), [&](LocalCommunicator& c) {
-    const int r = c.rank(), n = c.world_size();
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      const int64_t count = sizes[k] / es;
-      Tensor in = meta ? Tensor::empty({count}, d, c.device()) : check_input(r, count, d, c.device());
-      Tensor out = Tensor::empty({count}, d, c.device());
-      auto timed = [&](const Tensor& send, const Tensor& recv) {
-        for (int64_t i = 0; i < o.warmup; ++i) c.all_reduce(send, recv, op);
-        c.barrier();
-        c.reset_stats();
-        const auto t0 = Clock::now();
-        for (int64_t i = 0; i < o.iters; ++i) c.all_reduce(send, recv, op);
-        c.barrier();
-        return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / double(o.iters);
-      };
-      oop_us[k][size_t(r)] = timed(in, out);
-      const CommStats st = c.stats();
-      // The check: a fresh call on the check data (the timed calls reduced `in` repeatedly
-      // only in place, so `out` of one more call is exact).
-      int64_t wrong_oop = -1, wrong_ip = -1;
-      if (!meta) {
-        c.all_reduce(in, out, op);
-        wrong_oop = count_wrong(out, op, n);
-      }
-      Tensor inplace = meta ? out : check_input(r, count, d, c.device());
-      ip_us[k][size_t(r)] = timed(inplace, inplace);
-      if (!meta) {
-        inplace.copy_(check_input(r, count, d, c.device()));
-        c.all_reduce(inplace, op);
-        wrong_ip = count_wrong(inplace, op, n);
-      }
-      std::lock_guard<std::mutex> lk(mu);
-      Row& row = rows[k];
-      row.bytes = sizes[k];
-      row.count = count;
-      if (row.sent.empty()) { row.sent.assign(size_t(n), 0); row.received.assign(size_t(n), 0); }
-      row.sent[size_t(r)] = st.bytes_sent / o.iters;
-      row.received[size_t(r)] = st.bytes_received / o.iters;
-      if (!meta) {
-        row.oop.wrong = (row.oop.wrong < 0 ? 0 : row.oop.wrong) + wrong_oop;
-        row.ip.wrong = (row.ip.wrong < 0 ? 0 : row.ip.wrong) + wrong_ip;
-      } else {
-        row.oop.wrong = row.ip.wrong = -1;
-      }
+  return sizes;
+}
+
+// One rank's figures for one size: times, wrong elements (-1: not checked), bytes per call.
+struct RankFigures {
+  double oop_us = 0, ip_us = 0;
+  int64_t wrong_oop = -1, wrong_ip = -1, sent = 0, received = 0;
+};
+constexpr int kFigureFields = 6;
+
+// The benchmark loop of one rank (every rank runs it; the same on threads and processes).
+std::vector<RankFigures> bench_rank(Communicator& c, const BenchOptions& o, const std::vector<int64_t>& sizes) {
+  const DType d = bench_dtype(o.dtype);
+  const ReduceOp op = parse_reduce_op(o.op);
+  const bool meta = c.device().type == DeviceType::meta;
+  const int r = c.rank(), n = c.world_size();
+  std::vector<RankFigures> out;
+  for (int64_t bytes : sizes) {
+    const int64_t count = bytes / int64_t(dtype_size(d));
+    RankFigures f;
+    Tensor in = meta ? Tensor::empty({count}, d, c.device()) : check_input(r, count, d, c.device());
+    Tensor res = Tensor::empty({count}, d, c.device());
+    auto timed = [&](const Tensor& send, const Tensor& recv) {
+      for (int64_t i = 0; i < o.warmup; ++i) c.all_reduce(send, recv, op);
+      c.barrier();
+      c.reset_stats();
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < o.iters; ++i) c.all_reduce(send, recv, op);
+      c.barrier();
+      return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / double(o.iters);
+    };
+    f.oop_us = timed(in, res);
+    const CommStats st = c.stats();
+    f.sent = st.bytes_sent / o.iters;
+    f.received = st.bytes_received / o.iters;
+    if (!meta) {   // out of place `in` is never written, so one more call is checkable
+      c.all_reduce(in, res, op);
+      f.wrong_oop = count_wrong(res, op, n);
     }
-  }, std::chrono::milliseconds(int64_t(o.timeout_s * 1000)));
-  for (size_t k = 0; k < rows.size(); ++k) {
-    for (int r = 0; r < o.ranks; ++r) {
-      rows[k].oop.time_us += oop_us[k][size_t(r)] / o.ranks;
-      rows[k].ip.time_us += ip_us[k][size_t(r)] / o.ranks;
+    Tensor inplace = meta ? res : check_input(r, count, d, c.device());
+    f.ip_us = timed(inplace, inplace);
+    if (!meta) {
+      inplace.copy_(check_input(r, count, d, c.device()));
+      c.all_reduce(inplace, op);
+      f.wrong_ip = count_wrong(inplace, op, n);
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+// figures[rank][size] -> rows: time averaged over ranks, wrong summed, bytes per rank.
+std::vector<Row> combine(const std::vector<std::vector<RankFigures>>& figures, const std::vector<int64_t>& sizes,
+                         DType d) {
+  const int n = int(figures.size());
+  std::vector<Row> rows(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    Row& row = rows[k];
+    row.bytes = sizes[k];
+    row.count = sizes[k] / int64_t(dtype_size(d));
+    for (int r = 0; r < n; ++r) {
+      const RankFigures& f = figures[size_t(r)][k];
+      row.oop.time_us += f.oop_us / n;
+      row.ip.time_us += f.ip_us / n;
+      row.oop.wrong = f.wrong_oop < 0 ? -1 : std::max<int64_t>(row.oop.wrong, 0) + f.wrong_oop;
+      row.ip.wrong = f.wrong_ip < 0 ? -1 : std::max<int64_t>(row.ip.wrong, 0) + f.wrong_ip;
+      row.sent.push_back(f.sent);
+      row.received.push_back(f.received);
     }
   }
   return rows;
+}
+
+std::vector<Row> run_local(const BenchOptions& o, const std::vector<int64_t>& sizes) {
+  std::vector<std::vector<RankFigures>> figures(size_t(o.ranks));
+  std::vector<Device> devices;
+  for (int r = 0; r < o.ranks; ++r) devices.push_back(Device{o.device == "meta" ? DeviceType::meta : DeviceType::cpu, r});
+  run_local_ranks(devices, parse_all_reduce_algo(o.algo), [&](LocalCommunicator& c) {
+    figures[size_t(c.rank())] = bench_rank(c, o, sizes);   // each rank its own slot
+  }, std::chrono::milliseconds(int64_t(o.timeout_s * 1000)));
+  return combine(figures, sizes, bench_dtype(o.dtype));
+}
+
+// This process is one rank: its figures go to every rank with an all_gather (float64).
+std::vector<Row> run_process(Communicator& c, const BenchOptions& o, const std::vector<int64_t>& sizes) {
+  const std::vector<RankFigures> mine = bench_rank(c, o, sizes);
+  const int64_t per_rank = int64_t(sizes.size()) * kFigureFields;
+  Tensor send = Tensor::empty({per_rank}, DType::f64, c.device());
+  Tensor all = Tensor::empty({per_rank * c.world_size()}, DType::f64, c.device());
+  double* p = send.data<double>();
+  for (const RankFigures& f : mine) {
+    for (double v : {f.oop_us, f.ip_us, double(f.wrong_oop), double(f.wrong_ip), double(f.sent), double(f.received)})
+      *p++ = v;
+  }
+  c.all_gather(send, all);
+  std::vector<std::vector<RankFigures>> figures(size_t(c.world_size()));
+  const double* q = all.data<double>();
+  for (auto& rank_figures : figures) {
+    for (size_t k = 0; k < sizes.size(); ++k, q += kFigureFields)
+      rank_figures.push_back({q[0], q[1], int64_t(q[2]), int64_t(q[3]), int64_t(q[4]), int64_t(q[5])});
+  }
+  return combine(figures, sizes, bench_dtype(o.dtype));
 }
 
 double algbw(int64_t bytes, double us) { return us > 0 ? double(bytes) / (us * 1e-6) / 1e9 : 0.0; }
@@ -175,21 +227,49 @@ json measure_json(const Measure& m, int64_t bytes, int n) {
 
 int cmd_allreduce_bench(const std::vector<std::string>& args) {
   const std::set<std::string> valued = {"backend", "algo", "ranks", "device", "min-bytes", "max-bytes", "step-factor",
-                                        "op", "dtype", "iters", "warmup", "timeout", "json"};
+                                        "op", "dtype", "iters", "warmup", "timeout", "json", "rank", "world-size",
+                                        "master-addr", "master-port"};
   if (std::find(args.begin(), args.end(), "--help") != args.end() || std::find(args.begin(), args.end(), "-h") != args.end()) {
-    std::puts("oomlab allreduce-bench [--backend local] [--algo ring|ps] [--ranks N] [--device cpu|meta]\n"
+    std::puts("oomlab allreduce-bench [--backend local|gloo|mpi|nccl] [--algo ring|ps] [--ranks N] [--device cpu|meta|cuda]\n"
+              "  [--rank R --world-size N --master-addr HOST --master-port P] (else torchrun / mpirun / Slurm variables)\n"
               "  [--min-bytes 8] [--max-bytes 64M] [--step-factor 2] [--op sum|avg|max]\n"
               "  [--dtype float|double|half|bfloat16|int64] [--iters 20] [--warmup 5] [--timeout SECONDS] [--json FILE]\n"
               "  nccl-tests' all_reduce_perf columns; sizes take K/M/G (binary) suffixes");
     return 0;
   }
   CliArgs a(args, valued, {}, "allreduce-bench");
-  const BenchOptions o = bench_options(a);
+  BenchOptions o = bench_options(a);
   const std::string out = a.get("json", "");
   if (!out.empty()) check_output_file(out, "--json");
-  const double memcpy_bw = o.device == "meta" ? 0.0 : memcpy_gbps(std::min<int64_t>(o.max_bytes, int64_t(256) << 20));
-  const std::vector<Row> rows = run_local(o);
+  const std::vector<int64_t> sizes = bench_sizes(o);
+  std::unique_ptr<Communicator> comm;   // a process backend: this process is one rank
+  if (o.backend != "local") {
+    RankFlags flags;
+    if (a.has("rank")) flags.rank = int(a.get_int("rank", 0));
+    if (a.has("world-size")) flags.world_size = int(a.get_int("world-size", 0));
+    if (a.has("master-addr")) flags.master_addr = a.get("master-addr", "");
+    if (a.has("master-port")) flags.master_port = int(a.get_int("master-port", 0));
+    const RankInfo info = discover_rank(flags, current_environment());
+    if (info.source == "single" && o.ranks > 1) {   // no launcher: be one
+      std::vector<std::string> job = {"allreduce-bench"};
+      job.insert(job.end(), args.begin(), args.end());
+      return launch_local_job(o.backend, o.ranks, job);
+    }
+    OOMLAB_CHECK(!a.has("ranks") || o.ranks == info.world_size, "--ranks ", o.ranks, " but the launcher (",
+                 info.source, ") started ", info.world_size, " rank(s)");
+    o.ranks = info.world_size;
+    const Device dev = o.device == "cuda" ? Device{DeviceType::cuda, info.local_rank} : Device{DeviceType::cpu, 0};
+    comm = make_communicator(o.backend, info, dev);
+    comm->set_timeout(std::chrono::milliseconds(int64_t(o.timeout_s * 1000)));
+  }
+  const bool printer = !comm || comm->rank() == 0;
+  const double memcpy_bw =
+      o.device != "cpu" || !printer ? 0.0 : memcpy_gbps(sizes.back());
+  const std::vector<Row> rows = comm ? run_process(*comm, o, sizes) : run_local(o, sizes);
   const int n = o.ranks;
+  int64_t wrong_total = 0;
+  for (const Row& r : rows) wrong_total += std::max<int64_t>(r.oop.wrong, 0) + std::max<int64_t>(r.ip.wrong, 0);
+  if (!printer) return wrong_total == 0 ? 0 : kExitWrongResults;
   std::printf("# oomlab allreduce-bench: backend %s algo %s ranks %d device %s minBytes %lld maxBytes %lld step: %lld(factor) "
               "warmup iters: %lld iters: %lld validation: %d\n",
               o.backend.c_str(), o.algo.c_str(), n, o.device.c_str(), (long long)o.min_bytes, (long long)o.max_bytes,
@@ -201,14 +281,12 @@ int cmd_allreduce_bench(const std::vector<std::string>& args) {
               "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   json jrows = json::array();
   double bus_sum = 0;
-  int64_t wrong_total = 0;
   for (const Row& r : rows) {
     const double ab = algbw(r.bytes, r.oop.time_us), ib = algbw(r.bytes, r.ip.time_us);
     std::printf(" %11lld %13lld %9s %7s %7d %8.1f %7.2f %7.2f %6s %8.1f %7.2f %7.2f %6s\n", (long long)r.bytes,
                 (long long)r.count, o.dtype.c_str(), o.op.c_str(), -1, r.oop.time_us, ab, ab * bus_factor(n),
                 wrong_str(r.oop.wrong).c_str(), r.ip.time_us, ib, ib * bus_factor(n), wrong_str(r.ip.wrong).c_str());
     bus_sum += (ab + ib) * bus_factor(n) / 2;
-    wrong_total += std::max<int64_t>(r.oop.wrong, 0) + std::max<int64_t>(r.ip.wrong, 0);
     jrows.push_back({{"size_bytes", r.bytes}, {"count", r.count}, {"type", o.dtype}, {"redop", o.op}, {"root", -1},
                      {"out_of_place", measure_json(r.oop, r.bytes, n)}, {"in_place", measure_json(r.ip, r.bytes, n)},
                      {"bytes_sent_per_rank", r.sent}, {"bytes_received_per_rank", r.received}});
@@ -217,21 +295,23 @@ int cmd_allreduce_bench(const std::vector<std::string>& args) {
   std::printf("# Out of bounds values : %lld %s\n", (long long)wrong_total, wrong_total == 0 ? "OK" : "FAILED");
   std::printf("# Avg bus bandwidth    : %g\n", avg_bus);
   json metrics = {{"rows", jrows}, {"avg_busbw_GBps", avg_bus}, {"wrong_total", wrong_total}};
-  if (o.device != "meta" && !rows.empty()) {
+  if (memcpy_bw > 0 && !rows.empty()) {
     const Row& last = rows.back();
-    const double bus = algbw(last.bytes, last.oop.time_us) * bus_factor(n);
-    std::printf("# memcpy bandwidth     : %.2f GB/s (one thread, %lld bytes); out-of-place busbw at %lld bytes = %.2f "
-                "of it\n", memcpy_bw, (long long)std::min<int64_t>(o.max_bytes, int64_t(256) << 20),
-                (long long)last.bytes, memcpy_bw > 0 ? bus / memcpy_bw : 0.0);
+    const double oop = algbw(last.bytes, last.oop.time_us) * bus_factor(n) / memcpy_bw;
+    const double ip = algbw(last.bytes, last.ip.time_us) * bus_factor(n) / memcpy_bw;
+    std::printf("# memcpy bandwidth     : %.2f GB/s (one thread, %lld bytes); busbw at %lld bytes = %.2f (out of "
+                "place), %.2f (in place) of it\n", memcpy_bw, (long long)sizes.back(),
+                (long long)last.bytes, oop, ip);
     metrics["memcpy_GBps"] = memcpy_bw;
-    metrics["busbw_over_memcpy_at_max"] = memcpy_bw > 0 ? bus / memcpy_bw : 0.0;
+    metrics["busbw_over_memcpy_at_max"] = {{"out_of_place", oop}, {"in_place", ip}};
   }
   if (!out.empty()) {
     const json config = {{"backend", o.backend}, {"algo", o.algo}, {"ranks", n}, {"device", o.device},
                          {"min_bytes", o.min_bytes}, {"max_bytes", o.max_bytes}, {"step_factor", o.step_factor},
                          {"op", o.op}, {"dtype", o.dtype}, {"iters", o.iters}, {"warmup", o.warmup}};
     std::vector<Device> devs;
-    for (int r = 0; r < n; ++r) devs.push_back(Device{o.device == "meta" ? DeviceType::meta : DeviceType::cpu, r});
+    if (comm) devs.push_back(comm->device());
+    else for (int r = 0; r < n; ++r) devs.push_back(Device{o.device == "meta" ? DeviceType::meta : DeviceType::cpu, r});
     write_json_atomic(out, make_results("allreduce-bench", devs, config, metrics));
   }
   return wrong_total == 0 ? 0 : kExitWrongResults;

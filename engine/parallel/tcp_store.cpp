@@ -1,0 +1,268 @@
+// tcp_store.cpp — the rendezvous store over TCP (tcp_store.h).
+#include "engine/parallel/tcp_store.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "engine/parallel/communicator.h"
+
+namespace oomlab {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+std::string where(const std::string& host, int port) { return str_cat(host, ":", port); }
+
+void send_all(int fd, const void* data, size_t n, const char* what) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) throw CommError(str_cat("tcp store: sending ", what, " failed: ", std::strerror(errno)));
+    p += k;
+    n -= size_t(k);
+  }
+}
+
+void recv_all(int fd, void* data, size_t n, const char* what) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k == 0) throw CommError(str_cat("tcp store: the server closed the connection while reading ", what));
+    if (k < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        throw CommTimeoutError(str_cat("tcp store: no answer from the server while reading ", what));
+      throw CommError(str_cat("tcp store: reading ", what, " failed: ", std::strerror(errno)));
+    }
+    p += k;
+    n -= size_t(k);
+  }
+}
+
+void put_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+
+addrinfo* resolve(const std::string& host, int port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(passive ? nullptr : host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0) throw CommError(str_cat("tcp store: cannot resolve ", where(host, port), ": ", gai_strerror(rc)));
+  return res;
+}
+
+// A server connection's pending request bytes; complete requests are answered in order.
+struct Peer {
+  int fd;
+  std::string in;
+};
+
+// Parses one complete request at the front of `in` (false: incomplete) and appends the answer.
+bool handle(std::string& in, std::map<std::string, std::vector<char>>& kv, std::string& out) {
+  auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, in.data() + at, 4); return size_t(v); };
+  if (in.size() < 5) return false;
+  const char op = in[0];
+  const size_t klen = u32(1);
+  if (in.size() < 5 + klen) return false;
+  const std::string key = in.substr(5, klen);
+  size_t used = 5 + klen;
+  if (op == 'S') {
+    if (in.size() < used + 4) return false;
+    const size_t vlen = u32(used);
+    if (in.size() < used + 4 + vlen) return false;
+    kv[key] = std::vector<char>(in.begin() + long(used + 4), in.begin() + long(used + 4 + vlen));
+    used += 4 + vlen;
+    out.push_back('k');
+  } else {   // 'G'
+    auto it = kv.find(key);
+    out.push_back(it == kv.end() ? 0 : 1);
+    if (it != kv.end()) {
+      put_u32(out, uint32_t(it->second.size()));
+      out.append(it->second.begin(), it->second.end());
+    }
+  }
+  in.erase(0, used);
+  return true;
+}
+}  // namespace
+
+TcpStore::TcpStore(const std::string& host, int port, bool is_server, std::chrono::milliseconds timeout)
+    : host_(host), port_(port), timeout_(timeout) {
+  if (is_server) {
+    addrinfo* res = resolve(host, port, true);
+    int err = 0;
+    for (addrinfo* a = res; a && listen_fd_ < 0; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      const int one = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1024) == 0) {
+        listen_fd_ = fd;
+      } else {
+        err = errno;
+        ::close(fd);
+      }
+    }
+    ::freeaddrinfo(res);
+    if (listen_fd_ < 0)
+      throw CommError(str_cat("tcp store: rank 0 cannot listen on port ", port, ": ", std::strerror(err),
+                              " (another job on MASTER_PORT? pick another port)"));
+    sockaddr_storage sa{};
+    socklen_t len = sizeof sa;
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
+    if (::pipe2(wake_fds_, O_CLOEXEC) != 0) throw CommError("tcp store: pipe2 failed");
+    server_ = std::thread([this] { serve(); });
+  }
+  const auto deadline = Clock::now() + timeout;
+  std::string last_error = "no address";
+  while (client_fd_ < 0) {
+    addrinfo* res = resolve(host_, port_, false);
+    for (addrinfo* a = res; a && client_fd_ < 0; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        client_fd_ = fd;
+      } else {
+        last_error = std::strerror(errno);
+        ::close(fd);
+      }
+    }
+    ::freeaddrinfo(res);
+    if (client_fd_ >= 0) break;
+    if (Clock::now() > deadline) {
+      shutdown();   // the server thread must be joined before the constructor throws
+      throw CommTimeoutError(str_cat("tcp store: no server at MASTER_ADDR:MASTER_PORT = ", where(host_, port_),
+                                     " after ", std::chrono::duration<double>(timeout).count(), " s (", last_error,
+                                     "); is rank 0 running?"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const int one = 1;
+  ::setsockopt(client_fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval tv{long(timeout.count() / 1000), long(timeout.count() % 1000) * 1000};
+  ::setsockopt(client_fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(client_fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+TcpStore::~TcpStore() { shutdown(); }
+
+void TcpStore::shutdown() {
+  if (client_fd_ >= 0) ::close(client_fd_);
+  client_fd_ = -1;
+  if (server_.joinable()) {
+    const char c = 'q';
+    (void)!::write(wake_fds_[1], &c, 1);
+    server_.join();
+  }
+  for (int* fd : {&listen_fd_, &wake_fds_[0], &wake_fds_[1]}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
+void TcpStore::serve() {
+  std::map<std::string, std::vector<char>> kv;
+  std::vector<Peer> peers;
+  for (;;) {
+    std::vector<pollfd> fds = {{wake_fds_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    for (const Peer& p : peers) fds.push_back({p.fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[0].revents) break;
+    if (fds[1].revents & POLLIN) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        peers.push_back({fd, {}});
+      }
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      Peer& p = peers[i - 2];
+      char buf[65536];
+      const ssize_t k = ::recv(p.fd, buf, sizeof buf, 0);
+      if (k <= 0) {   // closed (or broken): forget the client, keep its keys
+        ::close(p.fd);
+        p.fd = -1;
+        continue;
+      }
+      p.in.append(buf, size_t(k));
+      std::string out;
+      while (handle(p.in, kv, out)) {}
+      try {
+        if (!out.empty()) send_all(p.fd, out.data(), out.size(), "an answer");
+      } catch (const CommError&) {
+        ::close(p.fd);
+        p.fd = -1;
+      }
+    }
+    std::erase_if(peers, [](const Peer& p) { return p.fd < 0; });
+  }
+  for (const Peer& p : peers) ::close(p.fd);
+}
+
+void TcpStore::set(const std::string& key, const std::vector<char>& value) {
+  std::string req(1, 'S');
+  put_u32(req, uint32_t(key.size()));
+  req += key;
+  put_u32(req, uint32_t(value.size()));
+  req.append(value.begin(), value.end());
+  send_all(client_fd_, req.data(), req.size(), "a set");
+  char ack = 0;
+  recv_all(client_fd_, &ack, 1, str_cat("the answer to set(", key, ")").c_str());
+}
+
+bool TcpStore::try_get(const std::string& key, std::vector<char>* value) {
+  std::string req(1, 'G');
+  put_u32(req, uint32_t(key.size()));
+  req += key;
+  send_all(client_fd_, req.data(), req.size(), "a get");
+  char found = 0;
+  recv_all(client_fd_, &found, 1, "a get's answer");
+  if (!found) return false;
+  uint32_t len = 0;
+  recv_all(client_fd_, &len, 4, "a value's length");
+  value->resize(len);
+  if (len) recv_all(client_fd_, value->data(), len, "a value");
+  return true;
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  const auto t0 = Clock::now();
+  std::vector<char> ignored;
+  for (const std::string& key : keys) {
+    auto pause = std::chrono::milliseconds(1);
+    while (!try_get(key, &ignored)) {
+      if (Clock::now() - t0 > timeout)
+        throw CommTimeoutError(str_cat("tcp store ", where(host_, port_), ": key '", key, "' not set after ",
+                                       std::chrono::duration<double>(timeout).count(), " s (a rank did not arrive)"));
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+  }
+}
+
+std::vector<char> TcpStore::get(const std::string& key) {
+  wait({key}, timeout_);
+  std::vector<char> v;
+  try_get(key, &v);
+  return v;
+}
+
+}  // namespace oomlab
