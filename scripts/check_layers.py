@@ -6,7 +6,9 @@ The layers (DESIGN.md section 2; one CMake library each, linked only downward):
     experiments/            the application: CLI commands, matrix runner, drivers, benchmarks
     models/                 the model zoo, built from engine/nn only
     kernels/cpu, kernels/cuda   backends: see only engine/core, engine/memory and the
-                            kernel interface headers kernels/*.h (never each other)
+                            kernel interface headers kernels/*.h (never each other);
+                            kernels/cuda also sees engine/parallel, whose Communicator
+                            interface its NCCL backend implements
     engine/                 the core engine; kernels/*.h (argument structs and tables) are
                             its interface to the backends and include only engine/core
 
@@ -48,6 +50,8 @@ def allowed(src: str, dst: str) -> bool:
         return dst.startswith(("engine/", "kernels/api", "models", "experiments"))
     if src == "models":
         return dst.startswith("engine/") and dst != "engine/train"
+    if src == "kernels/cuda" and dst == "engine/parallel":
+        return True   # the nccl communicator backend (kernels/cuda/nccl_comm.cpp)
     if src in ("kernels/cpu", "kernels/cuda"):
         return dst in ("engine/core", "engine/memory", "kernels/api")
     if src == "kernels/api":

@@ -5,6 +5,7 @@ import matplotlib.pyplot as plt
 
 from check_results import is_num
 from report_accumulation import render_07
+from report_allreduce import render_10
 from report_amp import render_05
 from report_checkpointing import render_06
 from report_oom_recovery import render_08
@@ -350,5 +351,5 @@ def render_04(doc, out_dir):
 RENDERERS = {"01_vgg16_memory": render_01, "02_memory_vs_batch": render_02,
              "03_resnet20_fashion_mnist": render_03, "04_transformer_activation_memory": render_04,
              "05_amp": render_05, "06_checkpointing": render_06, "07_accumulation_bn": render_07,
-             "08_oom_recovery": render_08, "09_practical_tricks": render_09}
+             "08_oom_recovery": render_08, "09_practical_tricks": render_09, "10_allreduce": render_10}
 EXPECTED_FIGURES = {name: [f"figures/{name}.png"] for name in RENDERERS}

@@ -181,7 +181,8 @@ TEST(ExperimentRunner, CommittedSpecsExpandForBothProfiles) {
       {"06_checkpointing", {5 * 3 + 6 + 2 * 3 + 6, 5 * 6 + 6 + 2 * 7 + 6}},   // see its README
       {"07_accumulation_bn", {3 + 2 * 3 + 2, 3 + 2 * 5 * 3 + 2 * 3}},   // see its README
       {"08_oom_recovery", {4, 4}},                       // uncapped, raise, skip, split
-      {"09_practical_tricks", {4 + 4 + 1 + 2 + 2 + 2 + 4 + 4, 4 + 4 + 1 + 2 + 2 + 2 + 4 + 4}}};   // see its README
+      {"09_practical_tricks", {4 + 4 + 1 + 2 + 2 + 2 + 4 + 4, 4 + 4 + 1 + 2 + 2 + 2 + 4 + 4}},   // see its README
+      {"10_allreduce", {2 * 3 + 2 * 6 + 2 * 2 + 3 + 1, 2 * 5 + 2 * 6 + 2 * 5 + 3 + 1}}};
   size_t seen = 0;
   for (const auto& entry : fs::directory_iterator(std::string(OOMLAB_SOURCE_DIR) + "/experiments")) {
     if (!fs::exists(entry.path() / "experiment.json")) continue;

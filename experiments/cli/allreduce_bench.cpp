@@ -225,10 +225,21 @@ json measure_json(const Measure& m, int64_t bytes, int n) {
 }
 }  // namespace
 
+const std::set<std::string>& allreduce_bench_flags() {
+  static const std::set<std::string> valued = {"backend", "algo", "ranks", "device", "min-bytes", "max-bytes",
+                                               "step-factor", "op", "dtype", "iters", "warmup", "timeout", "json",
+                                               "rank", "world-size", "master-addr", "master-port"};
+  return valued;
+}
+
+void check_allreduce_bench_args(const std::vector<std::string>& args) {
+  CliArgs a(args, allreduce_bench_flags(), {}, "allreduce-bench");
+  bench_options(a);
+  if (a.has("json")) check_output_file(a.get("json", ""), "--json");
+}
+
 int cmd_allreduce_bench(const std::vector<std::string>& args) {
-  const std::set<std::string> valued = {"backend", "algo", "ranks", "device", "min-bytes", "max-bytes", "step-factor",
-                                        "op", "dtype", "iters", "warmup", "timeout", "json", "rank", "world-size",
-                                        "master-addr", "master-port"};
+  const std::set<std::string>& valued = allreduce_bench_flags();
   if (std::find(args.begin(), args.end(), "--help") != args.end() || std::find(args.begin(), args.end(), "-h") != args.end()) {
     std::puts("oomlab allreduce-bench [--backend local|gloo|mpi|nccl] [--algo ring|ps] [--ranks N] [--device cpu|meta|cuda]\n"
               "  [--rank R --world-size N --master-addr HOST --master-port P] (else torchrun / mpirun / Slurm variables)\n"

@@ -6,14 +6,18 @@
 // of collective_check.h; N/A on meta, where no data moves). Printed in nccl-tests' columns
 // and order; --json adds per-rank bytes sent / received per call and, in the same run,
 // the host's memcpy bandwidth (one thread, the largest size) that busbw compares with.
-// Backends: local (--ranks threads on cpu:0..N-1 or meta:0..N-1, --algo ring|ps).
+// Backends: local (--ranks threads on cpu:0..N-1 or meta:0..N-1, --algo ring|ps); mpi, gloo,
+// nccl (one rank per process: under a launcher, or started by rank_launcher.h).
 #pragma once
-#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace oomlab {
 
 int cmd_allreduce_bench(const std::vector<std::string>& args);
+const std::set<std::string>& allreduce_bench_flags();   // its valued flags (it has no switches)
+// Parses and checks the arguments as the command would, running nothing (ValueError / IoError).
+void check_allreduce_bench_args(const std::vector<std::string>& args);
 
 }  // namespace oomlab

@@ -5,6 +5,8 @@
 // (they show the OOM), then the error propagates (exit 2); --json is never written then.
 #include "experiments/cli/commands.h"
 
+#include "experiments/cli/allreduce_bench.h"
+
 #include "engine/autograd/autocast.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/oom_recovery.h"
@@ -333,9 +335,10 @@ const CommandFlags& command_flags(const std::string& command) {
                                   "save-every", "resume", "on-nan", "on-oom", "workers", "checkpoint", "accumulate", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
                                   "chrome-trace"}),
                  {"nesterov", "quiet", "half", "master-weights", "pin-memory"}}},
-      {"trick", {{"name", "batch", "json"}, {}}}};
+      {"trick", {{"name", "batch", "json"}, {}}},
+      {"allreduce-bench", {allreduce_bench_flags(), {}}}};
   auto it = flags.find(command);
-  OOMLAB_CHECK(it != flags.end(), "unknown command '", command, "' (train, summary, estimate or trick)");
+  OOMLAB_CHECK(it != flags.end(), "unknown command '", command, "' (train, summary, estimate, trick or allreduce-bench)");
   return it->second;
 }
 
@@ -501,6 +504,10 @@ int cmd_train(const std::vector<std::string>& args) {
 void check_command_args(const std::string& command, const std::vector<std::string>& args) {
   if (command == "run") {
     run_options(CliArgs(args, kRunFlags, {"fresh"}, "run", 1));
+    return;
+  }
+  if (command == "allreduce-bench") {
+    check_allreduce_bench_args(args);
     return;
   }
   const CommandFlags& f = command_flags(command);

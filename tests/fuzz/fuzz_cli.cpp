@@ -3,8 +3,8 @@
 // validates a command's arguments as the command would, without running anything or
 // writing any file.
 // Input: words separated by NUL or newline (a final separator is ignored). The first word
-// picks the command: train, summary, estimate, run or trick when it is one of them, otherwise
-// the one its first byte selects (byte % 5); the other words are the arguments.
+// picks the command: train, summary, estimate, run, trick or allreduce-bench when it is one of
+// them, otherwise the one its first byte selects (byte % 6); the other words are the arguments.
 // Expected rejections: oomlab::Error (ValueError / IoError / ShapeError naming the flag).
 // Findings: any other exception (std::invalid_argument / out_of_range from a number parse,
 // a nlohmann error, ...), a sanitizer report, a hang or an out-of-memory.
@@ -20,7 +20,8 @@
 #include "experiments/cli/commands.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const char* const kCommands[] = {"train", "summary", "estimate", "run", "trick"};
+  static const char* const kCommands[] = {"train", "summary", "estimate", "run", "trick", "allreduce-bench"};
+  constexpr size_t kCount = sizeof kCommands / sizeof kCommands[0];
   std::vector<std::string> words(1);
   for (size_t i = 0; i < size; ++i) {
     const char c = char(data[i]);
@@ -29,8 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (words.size() > 1 && words.back().empty()) words.pop_back();   // a final separator ends the last word
   std::string command = words.front();
-  if (command != "train" && command != "summary" && command != "estimate" && command != "run" && command != "trick")
-    command = kCommands[(command.empty() ? 0 : uint8_t(command[0])) % 5];
+  bool known = false;
+  for (const char* c : kCommands) known |= command == c;
+  if (!known) command = kCommands[(command.empty() ? 0 : uint8_t(command[0])) % kCount];
   const std::vector<std::string> args(words.begin() + 1, words.end());
   try {
     oomlab::check_command_args(command, args);
