@@ -158,4 +158,16 @@ void divide_by_world(DType dtype, void* p, int64_t n, int world) {
   }
 }
 
+void Communicator::count_ring_bytes(int64_t full) {
+  const int n = world_size();
+  stats_.bytes_sent += full * (n - 1) / n;
+  stats_.bytes_received += full * (n - 1) / n;
+}
+
+void Communicator::count_rooted_bytes(int root, int64_t bytes, bool from_root) {
+  const int64_t at_root = bytes * (world_size() - 1);
+  if (rank() == root) (from_root ? stats_.bytes_sent : stats_.bytes_received) += at_root;
+  else (from_root ? stats_.bytes_received : stats_.bytes_sent) += bytes;
+}
+
 }  // namespace oomlab

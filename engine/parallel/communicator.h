@@ -77,6 +77,13 @@ class Communicator {
   virtual void do_reduce_scatter(Buf send, Buf recv, ReduceOp op) = 0;
   virtual void do_barrier() = 0;
 
+  // Byte counts of a backend whose algorithms are its library's own (mpi, gloo, nccl): what a
+  // ring moves. count_ring_bytes: (n-1)/n of `full` each way (all_reduce: full = 2 x size;
+  // all_gather / reduce_scatter: the whole buffer). count_rooted_bytes: size at each non-root,
+  // (n-1) x size at the root (broadcast: from the root; reduce: to it).
+  void count_ring_bytes(int64_t full);
+  void count_rooted_bytes(int root, int64_t bytes, bool from_root);
+
   CommStats stats_;
   std::chrono::milliseconds timeout_{std::chrono::seconds(300)};
 

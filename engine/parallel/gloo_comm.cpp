@@ -83,8 +83,7 @@ class GlooCommunicator : public Communicator {
 
  protected:
   void do_all_reduce(Buf send, Buf recv, ReduceOp op) override {
-    stats_.bytes_sent += ring_bytes(recv);
-    stats_.bytes_received += ring_bytes(recv);
+    count_ring_bytes(2 * int64_t(recv.bytes()));
     if (world_ == 1 || recv.count == 0) {
       if (send.data != recv.data) std::memcpy(recv.data, send.data, recv.bytes());
       if (op == ReduceOp::avg) divide_by_world(recv.dtype, recv.data, recv.count, world_);
@@ -104,9 +103,7 @@ class GlooCommunicator : public Communicator {
   }
 
   void do_broadcast(Buf send, Buf recv, int root) override {
-    const int64_t b = int64_t(recv.bytes());
-    stats_.bytes_sent += rank_ == root ? b * (world_ - 1) : 0;
-    stats_.bytes_received += rank_ == root ? 0 : b;
+    count_rooted_bytes(root, int64_t(recv.bytes()), true);
     if (world_ == 1) {
       if (send.data != recv.data) std::memcpy(recv.data, send.data, recv.bytes());
       return;
@@ -124,9 +121,7 @@ class GlooCommunicator : public Communicator {
   }
 
   void do_reduce(Buf send, Buf recv, ReduceOp op, int root) override {
-    const int64_t b = int64_t(recv.bytes());
-    stats_.bytes_sent += rank_ == root ? 0 : b;
-    stats_.bytes_received += rank_ == root ? b * (world_ - 1) : 0;
+    count_rooted_bytes(root, int64_t(recv.bytes()), false);
     // gloo's reduce writes the output on every rank; a non-root recv (even in place) stays untouched.
     Tensor scratch;
     void* out = recv.data;
@@ -153,9 +148,7 @@ class GlooCommunicator : public Communicator {
   }
 
   void do_all_gather(Buf send, Buf recv) override {
-    const int64_t b = int64_t(send.bytes());
-    stats_.bytes_sent += b * (world_ - 1);
-    stats_.bytes_received += b * (world_ - 1);
+    count_ring_bytes(int64_t(recv.bytes()));
     char* mine = static_cast<char*>(recv.data) + size_t(rank_) * send.bytes();
     if (send.data != mine) std::memcpy(mine, send.data, send.bytes());
     if (world_ == 1) return;
@@ -168,8 +161,7 @@ class GlooCommunicator : public Communicator {
   }
 
   void do_reduce_scatter(Buf send, Buf recv, ReduceOp op) override {
-    stats_.bytes_sent += ring_bytes(send) / 2;
-    stats_.bytes_received += ring_bytes(send) / 2;
+    count_ring_bytes(int64_t(send.bytes()));
     Tensor full = Tensor::empty({send.count}, send.dtype, device_, "comm_staging");
     Buf whole{full.raw_data(), send.count, send.dtype};
     const CommStats before = stats_;
@@ -188,7 +180,6 @@ class GlooCommunicator : public Communicator {
   }
 
  private:
-  int64_t ring_bytes(Buf b) const { return world_ > 1 ? int64_t(b.bytes()) * 2 * (world_ - 1) / world_ : 0; }
 
   static gloo::AllreduceOptions::Func reduction(DType d, ReduceOp op) {
     return [d, op](void* c, const void* a, const void* b, size_t n) { reduce_to(d, op, c, a, b, int64_t(n)); };

@@ -131,7 +131,7 @@ class MpiCommunicator : public Communicator {
                               MPI_COMM_WORLD), "MPI_Allreduce");
     }
     if (op == ReduceOp::avg) divide_by_world(r.dtype, r.data, r.count, size_);
-    ring_bytes(int64_t(r.bytes()) * 2);
+    count_ring_bytes(int64_t(r.bytes()) * 2);
   }
   void do_broadcast(Buf s, Buf r, int root) override {
     Guard g(*this, "broadcast");
@@ -141,7 +141,7 @@ class MpiCommunicator : public Communicator {
       mpi_check(MPI_Bcast(static_cast<char*>(r.data) + size_t(lo) * dtype_size(r.dtype), n, mpi_type(r.dtype), root,
                           MPI_COMM_WORLD), "MPI_Bcast");
     }
-    rooted_bytes(root, int64_t(r.bytes()), true);
+    count_rooted_bytes(root, int64_t(r.bytes()), true);
   }
   void do_reduce(Buf s, Buf r, ReduceOp op, int root) override {
     Guard g(*this, "reduce");
@@ -154,7 +154,7 @@ class MpiCommunicator : public Communicator {
                            mpi_op(r.dtype, op), root, MPI_COMM_WORLD), "MPI_Reduce");
     }
     if (rank_ == root && op == ReduceOp::avg) divide_by_world(r.dtype, r.data, r.count, size_);
-    rooted_bytes(root, int64_t(r.bytes()), false);
+    count_rooted_bytes(root, int64_t(r.bytes()), false);
   }
   void do_all_gather(Buf s, Buf r) override {
     Guard g(*this, "all_gather");
@@ -162,7 +162,7 @@ class MpiCommunicator : public Communicator {
     const bool in_place = static_cast<char*>(r.data) + size_t(rank_) * s.bytes() == s.data;
     mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : s.data, int(s.count), mpi_type(s.dtype), r.data, int(s.count),
                             mpi_type(s.dtype), MPI_COMM_WORLD), "MPI_Allgather");
-    ring_bytes(int64_t(r.bytes()));
+    count_ring_bytes(int64_t(r.bytes()));
   }
   void do_reduce_scatter(Buf s, Buf r, ReduceOp op) override {
     Guard g(*this, "reduce_scatter");
@@ -177,7 +177,7 @@ class MpiCommunicator : public Communicator {
                                          MPI_COMM_WORLD), "MPI_Reduce_scatter_block");
     }
     if (op == ReduceOp::avg) divide_by_world(r.dtype, r.data, r.count, size_);
-    ring_bytes(int64_t(s.bytes()));
+    count_ring_bytes(int64_t(s.bytes()));
   }
   void do_barrier() override {
     Guard g(*this, "barrier");
@@ -193,15 +193,6 @@ class MpiCommunicator : public Communicator {
     ~Guard() { c.watchdog_.disarm(); }
     MpiCommunicator& c;
   };
-  void ring_bytes(int64_t full) {   // (n-1)/n of `full` each way
-    stats_.bytes_sent += full * (size_ - 1) / size_;
-    stats_.bytes_received += full * (size_ - 1) / size_;
-  }
-  void rooted_bytes(int root, int64_t bytes, bool from_root) {
-    const int64_t at_root = bytes * (size_ - 1);
-    if (rank_ == root) (from_root ? stats_.bytes_sent : stats_.bytes_received) += at_root;
-    else (from_root ? stats_.bytes_received : stats_.bytes_sent) += bytes;
-  }
   static MpiTypes& types() {
     static MpiTypes* t = [] {
       auto* m = new MpiTypes;

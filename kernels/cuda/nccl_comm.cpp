@@ -195,8 +195,7 @@ class NcclCommunicator : public Communicator {
 
  protected:
   void do_all_reduce(Buf send, Buf recv, ReduceOp op) override {
-    stats_.bytes_sent += ring_bytes(recv);
-    stats_.bytes_received += ring_bytes(recv);
+    count_ring_bytes(2 * int64_t(recv.bytes()));
     if (recv.count == 0) return;
     const Clock::time_point deadline = begin("all_reduce");
     cuda::DeviceGuard guard(device_.index);
@@ -211,9 +210,7 @@ class NcclCommunicator : public Communicator {
   }
 
   void do_broadcast(Buf send, Buf recv, int root) override {
-    const int64_t b = int64_t(recv.bytes());
-    stats_.bytes_sent += rank_ == root ? b * (world_ - 1) : 0;
-    stats_.bytes_received += rank_ == root ? 0 : b;
+    count_rooted_bytes(root, int64_t(recv.bytes()), true);
     if (recv.count == 0) return;
     const Clock::time_point deadline = begin("broadcast");
     cuda::DeviceGuard guard(device_.index);
@@ -223,9 +220,7 @@ class NcclCommunicator : public Communicator {
   }
 
   void do_reduce(Buf send, Buf recv, ReduceOp op, int root) override {
-    const int64_t b = int64_t(recv.bytes());
-    stats_.bytes_sent += rank_ == root ? 0 : b;
-    stats_.bytes_received += rank_ == root ? b * (world_ - 1) : 0;
+    count_rooted_bytes(root, int64_t(recv.bytes()), false);
     if (recv.count == 0) return;
     const Clock::time_point deadline = begin("reduce");
     cuda::DeviceGuard guard(device_.index);
@@ -246,9 +241,7 @@ class NcclCommunicator : public Communicator {
   }
 
   void do_all_gather(Buf send, Buf recv) override {
-    const int64_t b = int64_t(send.bytes());
-    stats_.bytes_sent += b * (world_ - 1);
-    stats_.bytes_received += b * (world_ - 1);
+    count_ring_bytes(int64_t(recv.bytes()));
     if (send.count == 0) return;
     const Clock::time_point deadline = begin("all_gather");
     cuda::DeviceGuard guard(device_.index);
@@ -258,8 +251,7 @@ class NcclCommunicator : public Communicator {
   }
 
   void do_reduce_scatter(Buf send, Buf recv, ReduceOp op) override {
-    stats_.bytes_sent += ring_bytes(send) / 2;
-    stats_.bytes_received += ring_bytes(send) / 2;
+    count_ring_bytes(int64_t(send.bytes()));
     if (recv.count == 0) return;
     const Clock::time_point deadline = begin("reduce_scatter");
     cuda::DeviceGuard guard(device_.index);
@@ -293,7 +285,6 @@ class NcclCommunicator : public Communicator {
     uint8_t* data() const { return static_cast<uint8_t*>(marks.raw_data()); }
   };
 
-  int64_t ring_bytes(Buf b) const { return world_ > 1 ? int64_t(b.bytes()) * 2 * (world_ - 1) / world_ : 0; }
   cudaStream_t stream() const { return cuda::compute_stream(device_.index); }
 
   static std::string last_error() {
