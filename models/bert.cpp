@@ -70,10 +70,11 @@ std::shared_ptr<nn::LayerNorm> ln(int64_t h, const LayerOptions& o) {
 }
 std::shared_ptr<nn::Dropout> drop(double p) { return std::make_shared<nn::Dropout>(p); }
 
-// Host int64 / uint8 tensor -> device. On cpu and meta the "host" tensor was made on
-// `dev` already (meta: allocation only) and is returned as is.
+// Host int64 / uint8 tensor -> device. On cpu:0 and meta the "host" tensor was made on
+// `dev` already (meta: allocation only) and is returned as is; another logical cpu device
+// (cpu:1, a DataParallel replica or DDP rank) gets a copy.
 Tensor to_device(const Tensor& host, Device dev) {
-  if (dev.is_cpu() || dev.is_meta()) return host;
+  if (host.device() == dev) return host;
   Tensor t = Tensor::empty(host.shape(), host.dtype(), dev);
   if (!dev.is_meta()) t.copy_(host);
   return t;

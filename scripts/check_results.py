@@ -5,7 +5,7 @@ Every file must be strict JSON (no NaN/Infinity tokens, no overflowing numbers, 
 duplicate keys) with schema_version 2, an `experiment` equal to the file's stem, the
 provenance `context` (with `devices`: logical -> physical), `config` (with the profile),
 `source`, `points`, `summary`, a `verdict` and the `runner` counts. Each point is a
-matrix point: `name`, `command`, `args`, `outcome` (status ok|oom|error|crash|timeout),
+matrix point: `name`, `command`, `args`, `outcome` (status ok|oom|diverged|error|crash|timeout),
 `config`, `metrics`, and `memory` ({} or {"devices": {name: stats}, "totals": stats});
 experiments with a known layout (01_vgg16_memory, 02_memory_vs_batch) get their
 summary checked too. Standard library only: usable with any python3.
@@ -23,7 +23,7 @@ CONTEXT_KEYS = ("git_sha", "build_type", "compiler", "blas", "host", "device", "
                 "oomlab_version")
 TOP_KEYS = ("schema_version", "experiment", "context", "config", "source", "points",
             "summary", "verdict", "runner")
-OUTCOMES = ("ok", "oom", "error", "crash", "timeout")
+OUTCOMES = ("ok", "oom", "diverged", "error", "crash", "timeout")
 VERDICTS = ("confirmed", "refuted", "depends")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

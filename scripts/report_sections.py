@@ -8,7 +8,10 @@ from report_accumulation import render_07
 from report_allreduce import render_10
 from report_amp import render_05
 from report_checkpointing import render_06
+from report_data_parallel import render_11
+from report_lr_scaling import render_13
 from report_oom_recovery import render_08
+from report_syncbn import render_12
 from report_tricks import render_09
 from report_format import (details, fmt_bytes, fmt_count, fmt_ratio, md_table,
                            points_table, save_fig_atomic)
@@ -351,5 +354,6 @@ def render_04(doc, out_dir):
 RENDERERS = {"01_vgg16_memory": render_01, "02_memory_vs_batch": render_02,
              "03_resnet20_fashion_mnist": render_03, "04_transformer_activation_memory": render_04,
              "05_amp": render_05, "06_checkpointing": render_06, "07_accumulation_bn": render_07,
-             "08_oom_recovery": render_08, "09_practical_tricks": render_09, "10_allreduce": render_10}
+             "08_oom_recovery": render_08, "09_practical_tricks": render_09, "10_allreduce": render_10,
+             "11_data_parallel": render_11, "12_syncbn": render_12, "13_lr_scaling": render_13}
 EXPECTED_FIGURES = {name: [f"figures/{name}.png"] for name in RENDERERS}

@@ -8,6 +8,8 @@
 # When a daemon does not start, the tail of its log is printed and the script exits 1.
 #
 # Usage: scripts/slurm_allreduce.sh [-n N] [-b BUILD_DIR] [-- BENCH_ARGS...]
+#        scripts/slurm_allreduce.sh [-n N] [-b BUILD_DIR] -- train TRAIN_ARGS...   (runs
+#        `srun -n N oomlab train TRAIN_ARGS` instead: give --parallel ddp --backend gloo)
 #   -n N          number of Slurm tasks = ranks (default $N or 2)
 #   -b BUILD_DIR  folder holding the oomlab binary (default $OOMLAB_BUILD_DIR or build),
 #                 relative to the repository root unless absolute
@@ -110,5 +112,10 @@ sinfo >&2
 
 export MASTER_PORT="${MASTER_PORT:-$(free_port)}"
 getent hosts "$host" >/dev/null || export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
+if [[ "${1:-}" == train ]]; then   # a DDP training job: srun -n N oomlab train ... --parallel ddp --backend gloo
+  echo "# srun -n $ntasks $bin $* (MASTER_PORT=$MASTER_PORT)" >&2
+  srun -n "$ntasks" --overcommit --kill-on-bad-exit=1 "$bin" "$@"
+  exit 0
+fi
 echo "# srun -n $ntasks $bin allreduce-bench --backend gloo $* (MASTER_PORT=$MASTER_PORT)" >&2
 srun -n "$ntasks" --overcommit --kill-on-bad-exit=1 "$bin" allreduce-bench --backend gloo "$@"  # set -e: its status

@@ -69,20 +69,9 @@ std::vector<double> weights_after(const std::string& name, DType dtype, int64_t 
   const Tensor x = input_of(name, c, batch);
   const Tensor y = make_target(name == "cnn" ? "resnet20" : name, c, batch);
   for (int i = 0; i < 2; ++i) step.run(x, y, false);
-  std::vector<double> out;
-  for (const auto& [n, p] : m->named_parameters()) {
-    const std::vector<double> v = p.to_vector();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
+  return flat_weights(*m);
 }
 
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double worst = 0, scale = 0;
-  for (double v : a) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
-  return worst / std::max(scale, 1e-30);
-}
 }  // namespace
 
 class AccumulationWithoutBn : public ::testing::TestWithParam<std::string> {};

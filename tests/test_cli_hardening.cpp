@@ -110,6 +110,33 @@ INSTANTIATE_TEST_SUITE_P(
         RejectCase{"train --model mlp --dataset synthetic --on-nan ignore --steps 1", 2,
                    "--on-nan must be stop or continue"}));
 
+// --parallel: every bad combination is refused before any work (exit 2, no results file).
+INSTANTIATE_TEST_SUITE_P(
+    DataParallel, CliRejects,
+    ::testing::Values(
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel bdp --devices 3 --batch 8 --gpu0-bsz 9", 2,
+                   "--gpu0-bsz 9 is larger than the 8 samples of a step"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel dp --devices 0", 2,
+                   "--devices must be >= 1 (got 0)"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel dp --devices 4 --batch 2", 2,
+                   "a batch of 2 samples cannot be split over 4 devices"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel ddp --devices 2 --batch 8 --sync-bn", 2,
+                   "has no BatchNorm2d layers"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel dp --devices 2 --sync-bn", 2,
+                   "--sync-bn applies to --parallel ddp"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel bdp --devices 2", 2,
+                   "--parallel bdp needs --gpu0-bsz"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --gpu0-bsz 2", 2,
+                   "--gpu0-bsz applies to --parallel bdp"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --devices 2", 2,
+                   "--devices 2 needs --parallel dp, bdp or ddp"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel fsdp", 2,
+                   "--parallel must be none, dp, bdp or ddp"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel ddp --devices 2 --backend tcp", 2,
+                   "--backend tcp is not in this build"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel ddp --devices 2 --on-oom skip", 2,
+                   "with --parallel ddp is not supported"}));
+
 INSTANTIATE_TEST_SUITE_P(
     OutputsUpFront, CliRejects,
     ::testing::Values(

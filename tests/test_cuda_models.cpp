@@ -6,7 +6,8 @@
 //    the peak lies between meta's and meta's plus the workspace peak;
 //  * train() end to end (eval, argmax counting, item(), results JSON) against the CPU, an
 //    emulated --device-memory cap raising OutOfMemoryError, and checkpoint save/resume
-//    on cuda with the checkpoint also resuming on the CPU.
+//    on cuda with the checkpoint also resuming on the CPU; DP, balanced DP, DDP and
+//    SyncBatchNorm on two logical CUDA devices of the one GPU against the CPU.
 // Float32 runs strict (no TF32) unless OOMLAB_MATMUL_TF32/OOMLAB_CUDNN_TF32=1 are set.
 // Every test GTEST_SKIPs with the reason when no CUDA device is usable.
 #include <gtest/gtest.h>
@@ -276,12 +277,45 @@ TEST(CudaTrainer, ShortRunsMatchCpu) {
     nlohmann::json got = train(c);
     EXPECT_EQ(got["context"]["device"], "cuda:0");
     EXPECT_EQ(got["context"]["cuda_compiled"], true);
-    EXPECT_GT(got["memory"]["allocated_bytes.all.peak"].get<int64_t>(), 0);
+    EXPECT_GT(got["memory"]["totals"]["allocated_bytes.all.peak"].get<int64_t>(), 0);
     expect_close_histories(got, want, 1e-3);
     // One eval batch of 16 samples: accuracy moves in steps of 1/16, one near-tie allowed.
     EXPECT_NEAR(got["metrics"]["final_test_accuracy"].get<double>(), want["metrics"]["final_test_accuracy"].get<double>(),
                 1.0 / 16 + 1e-9);
   }
+  reset_allocators();
+}
+
+// Data parallelism on logical CUDA devices sharing the GPU (cuda:0..1): DP, balanced DP and
+// DDP over rank threads end where the CPU's single device does for the MLP (no BatchNorm), and
+// DDP with SyncBatchNorm follows the CPU's DDP with SyncBatchNorm step by step.
+TEST(CudaTrainer, DataParallelOnLogicalDevicesMatchesCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  const TrainConfig base = small_run("mlp", "synthetic");   // global batch 16
+  const nlohmann::json want = train(base);
+  const double want_test = want["metrics"]["history"]["epochs"].back()["test_loss"].get<double>();
+  struct Mode { const char* parallel; int64_t batch, gpu0; };
+  for (const Mode& m : {Mode{"dp", 16, -1}, Mode{"bdp", 16, 4}, Mode{"ddp", 8, -1}}) {
+    SCOPED_TRACE(m.parallel);
+    TrainConfig c = base;
+    c.device = cuda0();
+    c.parallel = m.parallel;
+    c.devices = 2;
+    c.batch = m.batch;
+    c.gpu0_bsz = m.gpu0;
+    const nlohmann::json got = train(c);
+    EXPECT_TRUE(got["memory"]["devices"].contains("cuda:1"));
+    EXPECT_NEAR(got["metrics"]["history"]["epochs"].back()["test_loss"].get<double>(), want_test,
+                1e-3 * std::max(1.0, want_test));
+  }
+  TrainConfig r = small_run("resnet20", "synthetic");
+  r.parallel = "ddp";
+  r.devices = 2;
+  r.batch = 8;
+  r.sync_bn = true;
+  const nlohmann::json cpu_sync = train(r);
+  r.device = cuda0();
+  expect_close_histories(train(r), cpu_sync, 1e-3);
   reset_allocators();
 }
 

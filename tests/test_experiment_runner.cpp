@@ -1,14 +1,15 @@
 // test_experiment_runner.cpp — `oomlab run` on the meta-device experiments (01, 02, 04):
 // results are written where asked, carry the schema's blocks, and the verdicts follow
-// from the measured points (the registered verdict functions are also fed data where each
-// claim fails, and must change status and text); BERT's attention core has its own summary
-// row per layer; every committed spec expands for both profiles; bad experiment folders
-// fail with a clear message and write nothing. (03 trains for minutes; its trainer is
-// covered by test_train_resume/test_data; the runner's outcomes, resume and timeouts by
-// test_matrix_runner.cpp.)
+// from the measured points (the registered verdict functions, and those of 12 and 13, are
+// also fed data where each claim fails, and must change status and text); BERT's attention
+// core has its own summary row per layer; every committed spec expands for both profiles;
+// bad experiment folders fail with a clear message and write nothing. (03 trains for
+// minutes; its trainer is covered by test_train_resume/test_data; the runner's outcomes,
+// resume and timeouts by test_matrix_runner.cpp.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -182,7 +183,10 @@ TEST(ExperimentRunner, CommittedSpecsExpandForBothProfiles) {
       {"07_accumulation_bn", {3 + 2 * 3 + 2, 3 + 2 * 5 * 3 + 2 * 3}},   // see its README
       {"08_oom_recovery", {4, 4}},                       // uncapped, raise, skip, split
       {"09_practical_tricks", {4 + 4 + 1 + 2 + 2 + 2 + 4 + 4, 4 + 4 + 1 + 2 + 2 + 2 + 4 + 4}},   // see its README
-      {"10_allreduce", {2 * 3 + 2 * 6 + 2 * 2 + 3 + 1, 2 * 5 + 2 * 6 + 2 * 5 + 3 + 1}}};
+      {"10_allreduce", {2 * 3 + 2 * 6 + 2 * 2 + 3 + 1, 2 * 5 + 2 * 6 + 2 * 5 + 3 + 1}},
+      {"11_data_parallel", {3 * 2 + 3 + 3 * 2 + 6 + 4, 3 * 2 + 3 + 3 * 2 + 6 + 4}},   // dp, bdp, ddp, throughput, equality
+      {"12_syncbn", {2 * 3, 4 * 3 * 3}},                 // per-device batches x (bn, syncbn, gn) x seeds
+      {"13_lr_scaling", {11, 11 * 3}}};                  // settings x seeds
   size_t seen = 0;
   for (const auto& entry : fs::directory_iterator(std::string(OOMLAB_SOURCE_DIR) + "/experiments")) {
     if (!fs::exists(entry.path() / "experiment.json")) continue;
@@ -347,6 +351,44 @@ TEST(ExperimentVerdicts, Transformer04StatusAndTextFollowTheData) {
   EXPECT_TRUE(has(v, "+4096 to +65536 bytes per layer, not layer_norm's")) << v;
   EXPECT_FALSE(has(v, "as expected")) << v;
   EXPECT_FALSE(has(v, "s^2")) << v;   // no measured seq^2 part (e.g. fewer than 3 seq lens)
+}
+
+TEST(ExperimentVerdicts, SyncBn12AndLrScaling13StatusFollowsTheData) {
+  const json spec12 = json::parse(std::ifstream(experiment("12_syncbn") + "/experiment.json"));
+  // per-device batch -> SyncBN minus BN (points), spread, time ratio
+  auto s12 = [](int seeds, std::vector<std::array<double, 4>> g) {
+    json s = {{"gaps", json::array()}, {"rows", json::array()}};
+    for (auto [b, gap, spread, ratio] : g)
+      s["gaps"].push_back({{"per_device_batch", int64_t(b)}, {"seeds", seeds}, {"syncbn_minus_bn_points", gap},
+                           {"syncbn_spread_points", spread}, {"syncbn_time_ratio", ratio}});
+    return s;
+  };
+  EXPECT_EQ(verdict("12_syncbn", spec12, s12(3, {{2, 5, 1, 1.4}, {4, 3, 1, 1.3}, {32, 0.2, 0.8, 1.1}}))["status"], "confirmed");
+  EXPECT_EQ(verdict("12_syncbn", spec12, s12(3, {{2, 0.5, 1, 1.4}, {4, -0.2, 1, 1.3}, {32, 0, 1, 1.1}}))["status"], "refuted");
+  EXPECT_EQ(verdict("12_syncbn", spec12, s12(3, {{2, 5, 1, 1.4}, {4, 3, 1, 1.3}, {32, 3, 1, 1.1}}))["status"], "depends");
+  EXPECT_EQ(verdict("12_syncbn", spec12, s12(3, {{2, 5, 1, 1.4}, {4, 3, 1, 0.9}, {32, 0, 1, 1.1}}))["status"], "depends");
+  json v = verdict("12_syncbn", spec12, s12(1, {{2, 5, 0, 1.4}, {32, 0, 0, 1.1}}));   // the quick profile
+  EXPECT_EQ(v["status"], "depends");
+  EXPECT_TRUE(has(v, "not judged (1 seed(s)")) << v;
+
+  const json spec13 = json::parse(std::ifstream(experiment("13_lr_scaling") + "/experiment.json"));
+  // k -> lr x k warm-up's difference from 1 device (points) and its tolerance
+  auto s13 = [](int seeds, std::vector<std::array<double, 3>> lin) {
+    json rows = {{{"devices", 1}, {"lr_factor", 1.0}, {"warmup", false}, {"seeds", seeds}, {"diverged", 0},
+                  {"accuracy_mean", 0.88}}};
+    for (auto [k, d, tol] : lin)
+      rows.push_back({{"devices", int64_t(k)}, {"lr_factor", k}, {"warmup", true}, {"seeds", seeds}, {"diverged", 0},
+                      {"accuracy_mean", 0.88 + d / 100}, {"minus_1_device_points", d}, {"tolerance_points", tol}});
+    return json{{"rows", rows}};
+  };
+  EXPECT_EQ(verdict("13_lr_scaling", spec13, s13(3, {{2, 0.1, 0.5}, {4, -0.4, 0.5}, {8, 0.3, 0.6}}))["status"], "confirmed");
+  v = verdict("13_lr_scaling", spec13, s13(3, {{2, 0.1, 0.5}, {4, -0.4, 0.5}, {8, -2.0, 0.6}}));
+  EXPECT_EQ(v["status"], "depends");
+  EXPECT_TRUE(has(v, "at k = 2, 4 but not at k = 8")) << v;
+  EXPECT_EQ(verdict("13_lr_scaling", spec13, s13(3, {{2, -1, 0.5}, {4, -2, 0.5}}))["status"], "refuted");
+  v = verdict("13_lr_scaling", spec13, s13(1, {{2, 0.1, 0.5}}));
+  EXPECT_EQ(v["status"], "depends");
+  EXPECT_TRUE(has(v, "not judged (1 seed(s)")) << v;
 }
 
 TEST(ExperimentRunner, BadFoldersFailClearlyAndWriteNothing) {

@@ -4,6 +4,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "engine/core/rng.h"
 #include "engine/core/tensor.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/nn/module.h"
 #include "models/model_zoo.h"
 
 namespace oomlab::test {
@@ -52,6 +55,24 @@ inline Tensor make_target(const std::string& name, const ModelConfig& c, int64_t
   std::vector<int64_t> t(static_cast<size_t>(batch));
   for (size_t i = 0; i < t.size(); ++i) t[i] = int64_t(i) % c.num_classes;
   return Tensor::from_vector_i64(t, {batch}, c.device);
+}
+
+// Every parameter's values, in registration order, as one vector (cpu models).
+inline std::vector<double> flat_weights(nn::Module& m) {
+  std::vector<double> out;
+  for (const auto& [n, p] : m.named_parameters()) {
+    const std::vector<double> v = p.to_vector();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// Largest |a - b| relative to the largest |a| (a and b of one size).
+inline double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0, scale = 0;
+  for (double v : a) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst / std::max(scale, 1e-30);
 }
 
 // make_input / make_target on c.device; on meta, unfilled tensors of the same shapes (meta

@@ -231,7 +231,7 @@ void Tensor::copy_(const Tensor& src) {
                  str(), " differ in shape");
   OOMLAB_CHECK_T(ShapeError, is_contiguous(), "copy_: destination ", str(), " must be contiguous");
   OOMLAB_CHECK_T(ShapeError, dim() <= 8, "copy_: rank ", dim(), " > 8 is not supported");
-  OOMLAB_CHECK_T(DeviceError, src.device() == device() || src.device().is_cpu() || device().is_cpu() ||
+  OOMLAB_CHECK_T(DeviceError, src.device().type == device().type || src.device().is_cpu() || device().is_cpu() ||
                  src.device().is_meta() || device().is_meta(),
                  "copy_: cannot copy ", src.str(), " into ", str());
   bump_version();

@@ -42,13 +42,38 @@ DataLoader::~DataLoader() { stop_workers(); }
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   std::vector<int64_t> order(size_t(ds_.size()));
   std::iota(order.begin(), order.end(), int64_t(0));
-  if (!shuffle_) return order;
-  Generator g{seed_ ^ epoch_mix(epoch), 0};
-  for (size_t i = order.size(); i > 1; --i) {  // Fisher-Yates, last position first
-    size_t j = size_t(g.next_below(uint64_t(i)));
-    std::swap(order[i - 1], order[j]);
+  if (shuffle_) {
+    Generator g{seed_ ^ epoch_mix(epoch), 0};
+    for (size_t i = order.size(); i > 1; --i) {  // Fisher-Yates, last position first
+      size_t j = size_t(g.next_below(uint64_t(i)));
+      std::swap(order[i - 1], order[j]);
+    }
   }
-  return order;
+  if (shard_world_ == 1 || order.empty()) return order;
+  // DistributedSampler: pad to world x shard length with the order's first indices
+  // (repeated as often as needed), then every world-th index from this rank's position.
+  const size_t n = order.size(), total = size_t(shard_size() * shard_world_);
+  for (size_t i = n; i < total; ++i) order.push_back(order[i % n]);
+  std::vector<int64_t> shard;
+  shard.reserve(size_t(shard_size()));
+  for (size_t i = size_t(shard_rank_); i < total; i += size_t(shard_world_)) shard.push_back(order[i]);
+  return shard;
+}
+
+int64_t DataLoader::shard_size() const {
+  return shard_world_ == 1 ? ds_.size() : (ds_.size() + shard_world_ - 1) / shard_world_;
+}
+
+void DataLoader::set_shard(int rank, int world) {
+  OOMLAB_CHECK(threads_.empty() && order_epoch_ < 0, "DataLoader::set_shard: batches were already requested");
+  OOMLAB_CHECK(world >= 1 && rank >= 0 && rank < world, "DataLoader::set_shard: rank ", rank,
+               " is not in a world of ", world);
+  shard_rank_ = rank;
+  shard_world_ = world;
+  const int64_t n = shard_size();
+  OOMLAB_CHECK(!drop_last_ || n == 0 || batch_ <= n, "impossible batch: --batch ", batch_, " per rank exceeds the ",
+               n, " samples of each of the ", world, " ranks' shards of ", ds_.name(), " (", ds_.size(), " samples)");
+  batches_per_epoch_ = drop_last_ ? n / batch_ : (n + batch_ - 1) / batch_;
 }
 
 void DataLoader::ensure_order() {
@@ -80,7 +105,7 @@ void DataLoader::build_batch(int64_t b, HostBatch& out) const {
   const bool tokens = ds_.is_tokens();
   const int64_t numel = tokens ? 0 : shape_numel(s), tnumel = shape_numel(ts);
   const int64_t begin = b * batch_;
-  const int64_t n = std::min(batch_, ds_.size() - begin);
+  const int64_t n = std::min(batch_, int64_t(order_.size()) - begin);
   out.n = n;
   out.input_dtype = tokens ? DType::i64 : DType::f32;
   out.target_shape = {n};

@@ -80,6 +80,14 @@ class DataLoader {
   void set_pinner(HostPinner pinner);
   bool pins() const { return bool(pinner_); }
   void set_epoch(int64_t epoch);
+  // Before the first next(): PyTorch's DistributedSampler (drop_last=False) over the epoch
+  // order: padded with its first indices to a multiple of `world`, this rank taking every
+  // world-th index from position `rank`; each rank sees ceil(N / world) samples and the
+  // shards of one epoch are disjoint (padding aside). set_epoch reshuffles every rank alike.
+  // Consecutive per-rank batches t of all ranks together are the samples of batch t of an
+  // unsharded loader with world x batch (same seed), so DDP sees single-device batches.
+  void set_shard(int rank, int world);
+  int64_t shard_size() const;   // samples per epoch this loader visits (dataset size unsharded)
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
   int64_t batch_size() const { return batch_; }
   int workers() const { return workers_; }
@@ -103,6 +111,7 @@ class DataLoader {
   uint64_t seed_;
   int workers_, prefetch_factor_;
   int64_t batches_per_epoch_ = 0;
+  int shard_rank_ = 0, shard_world_ = 1;
   HostPinner pinner_;
 
   // Consumer side.

@@ -200,11 +200,14 @@ ModulePtr make_norm2d(int64_t c, const LayerOptions& o) {
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   bool training = is_training();
+  const bool sync = training && sync_all_reduce;   // SyncBatchNorm (statistics over all ranks)
   if (training && checkpoint_recomputing()) {   // the re-run of a checkpointed segment:
     Tensor no_mean, no_var;                     // same batch statistics, running stats untouched
+    if (sync) return sync_batch_norm(x, weight, bias, no_mean, no_var, true, momentum, eps, sync_all_reduce);
     return batch_norm(x, weight, bias, no_mean, no_var, true, momentum, eps);
   }
-  Tensor y = batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+  Tensor y = sync ? sync_batch_norm(x, weight, bias, running_mean, running_var, true, momentum, eps, sync_all_reduce)
+                  : batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
   if (training) add_scalar_inplace(num_batches_tracked, 1.0);   // on the device; no-op on meta
   return y;
 }

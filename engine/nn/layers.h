@@ -22,6 +22,7 @@
 #include "engine/nn/module.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/pool.h"
+#include "engine/ops/sync_batchnorm.h"
 
 namespace oomlab::nn {
 
@@ -82,10 +83,15 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        const LayerOptions& opt = {});
   Tensor forward(const Tensor& x) override;   // training: batch stats + running update
-  const char* type_name() const override { return "BatchNorm2d"; }
+  const char* type_name() const override { return sync_all_reduce ? "SyncBatchNorm" : "BatchNorm2d"; }
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   int64_t num_features;
   double eps, momentum;
+  // Set (engine/parallel/sync_batchnorm.h: convert_sync_batchnorm): training forwards use
+  // sync_batch_norm with this all-reduce (statistics over every rank; a checkpoint re-run
+  // communicates again, so ranks stay in step). Empty: ordinary BatchNorm2d. Eval and
+  // state_dict names are unchanged either way.
+  AllReduceSumFn sync_all_reduce;
 };
 
 // torch.nn.GroupNorm(num_groups, num_channels, eps, affine=True): weight 1, bias 0; no

@@ -2,6 +2,8 @@
 // float32 master weights (half_mode.h).
 #include "engine/train/half_mode.h"
 
+#include "engine/nn/layers.h"
+
 #include <cstring>
 
 #include "engine/autograd/grad_mode.h"
@@ -31,7 +33,7 @@ void half_model(nn::Module& model, DType dtype) {
   NoGradGuard ng;
   MemoryContext ctx("model", "half");
   for (auto& [name, m] : model.named_modules()) {
-    if (std::strcmp(m->type_name(), "BatchNorm2d") == 0) continue;   // kept float32
+    if (dynamic_cast<nn::BatchNorm2d*>(m) != nullptr) continue;   // kept float32 (SyncBatchNorm too)
     // A module's own tensors (relative names without a dot): its children are visited on
     // their own, so a BatchNorm inside a container keeps float32.
     for (auto& [n, t] : m->named_parameters()) if (n.find('.') == std::string::npos) convert_in_place(t, dtype);

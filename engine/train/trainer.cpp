@@ -1,4 +1,4 @@
-// trainer.cpp — the training loop (trainer.h): optimizer, schedule, EMA, evaluation,
+// trainer.cpp — the training loop (trainer.h): optimizer, schedule, EMA, evaluation (evaluation.h),
 // metrics, checkpoints and bit-exact resume around TrainStep.
 #include "engine/train/trainer.h"
 
@@ -21,6 +21,8 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/accumulation.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/ddp_strategy.h"
+#include "engine/train/evaluation.h"
 #include "engine/train/half_mode.h"
 #include "engine/train/results.h"
 #include "engine/train/train_step.h"
@@ -30,64 +32,6 @@ namespace oomlab {
 using json = nlohmann::json;
 
 namespace {
-// accuracy: samples (classification) or pixels (segmentation) whose argmax is right;
-// mean_iou: segmentation only (-1 otherwise), over classes present in target or prediction.
-struct EvalResult { double loss = 0, accuracy = 0, mean_iou = -1; int64_t samples = 0, skipped_samples = 0; };
-
-// Scores one batch (or, under --on-oom split, its halves when it does not fit; under skip,
-// nothing when it does not fit). Adds to loss_sum / correct / scored and r.
-void evaluate_batch(nn::Module& model, const Tensor& x_in, const Tensor& y, StepStrategy* io, OnOom on_oom,
-                    int64_t per_sample, std::vector<int64_t>* confusion, double& loss_sum, int64_t& correct,
-                    int64_t& scored, EvalResult& r) {
-  const int64_t n = x_in.size(0);
-  try {
-    Tensor x = io ? io->model_input(x_in) : x_in;
-    Tensor logits = model(x);
-    if (io) logits = io->model_output(logits);
-    const double loss = task_loss(logits, y).item();
-    const int64_t hits = count_task_correct(logits, y, confusion);
-    loss_sum += loss * double(n);
-    correct += hits;
-    r.samples += n;
-    scored += n * per_sample;
-  } catch (const OutOfMemoryError& e) {
-    if (on_oom == OnOom::skip) { r.skipped_samples += n; return; }
-    if (on_oom != OnOom::split || n == 1) throw OutOfMemoryError(str_cat("in evaluation: ", e.what()));
-    const int64_t h = n / 2;
-    evaluate_batch(model, x_in.narrow(0, 0, h), y.narrow(0, 0, h), io, on_oom, per_sample, confusion, loss_sum,
-                   correct, scored, r);
-    evaluate_batch(model, x_in.narrow(0, h, n - h), y.narrow(0, h, n - h), io, on_oom, per_sample, confusion,
-                   loss_sum, correct, scored, r);
-  }
-}
-
-// The test set under no_grad in eval mode. --on-oom applies here too: a batch that does not
-// fit is split (split) or left out and counted in skipped_samples (skip).
-EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64_t max_batches, Device dev,
-                    StepStrategy* io, OnOom on_oom, int workers, bool pin_memory) {
-  NoGradGuard ng;
-  model.eval();
-  DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0, workers);
-  if (pin_memory) loader.set_pinner([dev](size_t n) { return pinned_host_alloc(dev, n); });
-  HostBatch b;
-  EvalResult r;
-  double loss_sum = 0;
-  int64_t correct = 0, nb = 0, scored = 0;
-  const bool seg = !test.target_shape().empty();
-  const int64_t K = test.num_classes(), per_sample = test.target_numel();
-  std::vector<int64_t> confusion(size_t(seg ? K * K : 0), 0);
-  while ((max_batches < 0 || nb < max_batches) && loader.next(b)) {
-    Tensor x = batch_input_to_device(b, dev);
-    Tensor y = batch_target_to_device(b, dev);
-    evaluate_batch(model, x, y, io, on_oom, per_sample, seg ? &confusion : nullptr, loss_sum, correct, scored, r);
-    ++nb;
-  }
-  model.train();
-  if (r.samples) { r.loss = loss_sum / double(r.samples); r.accuracy = double(correct) / double(scored); }
-  if (seg) r.mean_iou = mean_iou(confusion, K);
-  return r;
-}
-
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(); }
 
 NamedTensors state_dict(nn::Module& m) {
@@ -122,8 +66,15 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   OOMLAB_CHECK(!c.half || c.master_weights || c.loss_scale.kind == LossScaleSpec::Kind::none,
                "--loss-scale ", c.loss_scale.str(), " with --half needs --master-weights: unscaling float16 gradients "
                "in float16 flushes the small ones to zero again (PyTorch's GradScaler refuses them too)");
-  manual_seed(c.seed);
+  const int rank = c.ddp ? c.ddp->queue().rank() : 0, world = c.ddp ? c.ddp->queue().world_size() : 1;
+  OOMLAB_CHECK(!c.ddp || c.on_oom == OnOom::raise, "--on-oom ", on_oom_name(c.on_oom),
+               " with --parallel ddp is not supported: every rank would have to agree on skipping or splitting");
+  const bool quiet = c.quiet || rank != 0;
+  if (c.ddp) device_generator(c.device).set_state(Generator{c.seed, 0});   // ranks may be threads: own device only
+  else manual_seed(c.seed);
   nn::Module* model = &model_ref;
+  nn::Module* forward_model = c.forward_module ? c.forward_module : model;
+  const std::vector<Device> devices = c.devices.empty() ? std::vector<Device>{c.device} : c.devices;
   model->train();
   std::optional<HalfIO> half_io;
   std::optional<MasterWeights> masters;
@@ -143,6 +94,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
 
   // One loader batch per optimizer step: K micro-batches of --batch, in the order of a K*B batch.
   DataLoader loader(train_set, step_samples, /*shuffle=*/true, /*drop_last=*/true, c.seed, c.workers);
+  if (world > 1) loader.set_shard(rank, world);   // DistributedSampler
   const bool pin = c.pin_memory && has_pinned_host_memory(c.device);
   if (c.pin_memory && !pin)
     std::cerr << "warning: --pin-memory: device " << c.device.str()
@@ -162,6 +114,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   std::vector<StepStrategy*> strategies = c.strategies;
   std::optional<GradientAccumulation> accumulation;
   if (c.accumulate > 1) strategies.insert(strategies.begin(), &accumulation.emplace(c.accumulate));
+  std::optional<DdpStrategy> ddp_strategy;   // right after accumulation: before unscaling / clipping
+  if (c.ddp) strategies.insert(strategies.begin() + (c.accumulate > 1 ? 1 : 0), &ddp_strategy.emplace(*c.ddp));
   std::optional<AutocastStrategy> autocast;
   std::optional<GradScaler> scaler;
   if (c.amp) strategies.push_back(&autocast.emplace(*c.amp));
@@ -174,7 +128,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   }
   OomRecovery oom_recovery(c.on_oom);
   strategies.push_back(&oom_recovery);
-  TrainStep train_step(*model, *opt, strategies);
+  TrainStep train_step(*forward_model, *opt, strategies);
   int64_t step = 0;
   json divergence;   // {"step", "loss"} of the first non-finite loss, once there was one
   double epoch_loss = 0;   // running sums of the current epoch (checkpointed)
@@ -224,7 +178,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     epoch_correct = st.epoch_correct;
     epoch_samples = st.epoch_samples;
     epoch_scored = checked_mul(epoch_samples, train_set.target_numel(), "--resume: epoch_sums.samples");
-    if (!c.quiet) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step);
+    if (!quiet) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step);
   }
 
   std::vector<std::string> written_checkpoints;   // retention removes only these
@@ -244,8 +198,11 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     if (ema) d.state["ema"] = ema->state_json();   // decay, num_updates, names
     if (scaler) d.state["grad_scaler"] = scaler->state_json();
     if (!divergence.is_null()) d.state["divergence"] = divergence;
-    std::string where = save_checkpoint(c.save_dir, step, d, &written_checkpoints);
-    if (!c.quiet) std::printf("saved checkpoint %s\n", where.c_str());
+    if (rank == 0) {   // DDP: rank 0 writes, everyone waits for the file to exist
+      std::string where = save_checkpoint(c.save_dir, step, d, &written_checkpoints);
+      if (!quiet) std::printf("saved checkpoint %s\n", where.c_str());
+    }
+    if (c.ddp) c.ddp->queue().run([](Communicator& comm) { comm.barrier(); });
   };
 
   std::vector<double> step_times;
@@ -256,8 +213,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     if (c.eval_batches != 0 && !c.device.is_meta()) {   // meta has no values to score
       if (ema) ema->swap_in();
       AutocastGuard amp(c.amp);
-      ev = evaluate(*model, test_set, c.batch, c.eval_batches, c.device, half_io ? &*half_io : nullptr, c.on_oom,
-                    c.workers, pin);
+      ev = evaluate(*forward_model, test_set, c.batch, c.eval_batches, c.device, half_io ? &*half_io : nullptr,
+                    c.on_oom, c.workers, pin, c.ddp ? &c.ddp->queue() : nullptr);
       if (ema) ema->swap_out();
     }
     json e = {{"epoch", epoch}, {"step", step},
@@ -267,7 +224,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     if (ev.mean_iou >= 0) e["test_mean_iou"] = ev.mean_iou;
     if (ev.skipped_samples > 0) e["test_samples_skipped"] = ev.skipped_samples;   // --on-oom skip
     history["epochs"].push_back(e);
-    if (!c.quiet)
+    if (!quiet)
       std::printf("epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f%s\n", (long long)epoch,
                   (long long)step, e["train_loss"].get<double>(), e["train_accuracy"].get<double>(), ev.loss, ev.accuracy,
                   ev.mean_iou >= 0 ? str_cat(" mIoU ", ev.mean_iou).c_str() : "");
@@ -307,14 +264,14 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
       train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       history["skipped"].push_back(
           {{"after_step", step}, {"phase", out.skip_phase}, {"samples", b.n}, {"reason", out.skip_reason}});
-      if (!c.quiet)
+      if (!quiet)
         std::printf("step %lld skipped (%lld samples lost): %s\n", (long long)step + 1, (long long)b.n,
                     out.skip_reason.c_str());
       continue;
     }
     if (out.oom_splits > 0) {
       history["oom_splits"].push_back({{"step", step + 1}, {"micro_batches", out.micro_batches}});
-      if (!c.quiet)
+      if (!quiet)
         std::printf("step %lld: out of memory, retried as %lld micro-batches\n", (long long)step + 1,
                     (long long)out.micro_batches);
     }
@@ -344,7 +301,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
       history["loss_scale"].push_back(scaler->last_step_scale());
       if (scaler->found_inf()) history["found_inf_steps"].push_back(step);
     }
-    if (!c.quiet && c.log_every > 0 && step % c.log_every == 0)
+    if (!quiet && c.log_every > 0 && step % c.log_every == 0)
       std::printf("step %lld/%lld loss %.4f lr %.5f %.1f ms/step\n", (long long)step, (long long)total_steps, loss,
                   opt->param_groups()[0].lr, 1e3 * step_times.back());
     if (!finite && c.stop_on_nan) break;
@@ -360,7 +317,8 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   json times = summarize_times(steady);
   double med = times["median"].get<double>();
   json metrics = {{"steps", step}, {"history", history}, {"step_time_s", times},
-                  {"images_per_s", med > 0 ? double(step_samples) / med : 0.0}, {"train_seconds", train_seconds},
+                  {"images_per_s", med > 0 ? double(step_samples) * world / med : 0.0},
+                  {"train_seconds", train_seconds},
                   {"pin_memory", pin}};
   {
     int64_t lost = 0;
@@ -376,7 +334,16 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
     metrics["diverged_loss"] = divergence["loss"];
     metrics["stopped_on_nan"] = stopped;
   }
-  return make_results("train", c.device, run_cfg, metrics);
+  if (c.ddp) {
+    metrics["ddp"] = c.ddp->stats().to_json();
+    metrics["ddp"]["world_size"] = world;
+    metrics["ddp"]["rank"] = rank;
+    metrics["ddp"]["backend"] = c.ddp->queue().comm().backend();
+    metrics["ddp"]["global_batch"] = step_samples * world;
+    metrics["ddp"]["bucket_bytes"] = c.ddp->bucket_bytes();
+    metrics["ddp"]["bytes_sent"] = c.ddp->queue().comm().stats().bytes_sent;
+  }
+  return make_results("train", devices, run_cfg, metrics);
 }
 
 }  // namespace oomlab

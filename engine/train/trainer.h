@@ -22,6 +22,7 @@
 #include "engine/core/device.h"
 #include "engine/data/dataset.h"
 #include "engine/nn/module.h"
+#include "engine/parallel/distributed_data_parallel.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/oom_recovery.h"
 #include "engine/train/train_step.h"
@@ -90,6 +91,20 @@ struct TrainerConfig {
   // Evaluation follows the policy too: a test batch that does not fit is halved (split) or
   // left out and counted in the epoch's test_samples_skipped (skip).
   OnOom on_oom = OnOom::raise;
+  // Data parallelism (engine/parallel). forward_module: what runs forward in training and
+  // evaluation when it is not the trained model itself (a DataParallel around it; the
+  // optimizer, checkpoints and EMA keep to the model). devices: every logical device whose
+  // allocator goes into the results' memory (empty: device).
+  nn::Module* forward_module = nullptr;
+  std::vector<Device> devices;
+  // DDP: this trainer is one rank and ddp the model's reducer (its queue is the rank's
+  // communicator). The training set is sharded (DataLoader::set_shard, DistributedSampler),
+  // batch is per rank; evaluation runs on each rank's shard of the test set (padding left
+  // out) and the metric sums and confusion matrix are all-reduced, so every rank reports the
+  // single-device figures. Only rank 0 prints and writes checkpoints; all ranks then meet at
+  // a barrier. A checkpoint resumes on another world size at the same global batch (batch x
+  // world: the loader's cursor then counts the same global batches). --on-oom must be raise.
+  DistributedDataParallel* ddp = nullptr;
   nlohmann::json config = nlohmann::json::object();   // the run's description (results, checkpoints)
   std::vector<std::string> resume_keys;               // keys of `config` a checkpoint must match
 };

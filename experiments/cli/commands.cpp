@@ -28,6 +28,7 @@
 #include "experiments/runner/experiment_runner.h"
 #include "experiments/cli/memory_report.h"
 #include "engine/train/results.h"
+#include "experiments/cli/parallel_train.h"
 #include "experiments/cli/train_command.h"
 #include "experiments/cli/tricks.h"
 #include "models/model_zoo.h"
@@ -197,6 +198,7 @@ TrainConfig train_config(const CliArgs& a) {
   c.quiet = a.flag("quiet");
   c.arch = arch_flags(a, c.model);
   c.checkpoint = checkpoint_flag(a);
+  parallel_flags(a, c);
   const PrecisionFlags p = precision_flags(a);
   c.amp = p.amp;
   c.half = p.half;
@@ -333,8 +335,8 @@ const CommandFlags& command_flags(const std::string& command) {
                                   "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
                                   "save-every", "resume", "on-nan", "on-oom", "workers", "checkpoint", "accumulate", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
-                                  "chrome-trace"}),
-                 {"nesterov", "quiet", "half", "master-weights", "pin-memory"}}},
+                                  "chrome-trace", "parallel", "devices", "gpu0-bsz", "bucket-cap", "backend"}),
+                 {"nesterov", "quiet", "half", "master-weights", "pin-memory", "sync-bn"}}},
       {"trick", {{"name", "batch", "json"}, {}}},
       {"allreduce-bench", {allreduce_bench_flags(), {}}}};
   auto it = flags.find(command);
@@ -477,6 +479,8 @@ int cmd_train(const std::vector<std::string>& args) {
               "  [--on-oom raise|skip|split] [--workers N] [--pin-memory] [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"
               "  [--amp off|fp16|bf16 | --half [--master-weights]] [--loss-scale auto|dynamic|static:S|none]\n"
               "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
+              "  [--parallel none|dp|bdp|ddp] [--devices N] [--gpu0-bsz B0] [--bucket-cap SIZE] [--sync-bn]\n"
+              "  [--backend gloo|mpi|nccl (ddp under mpirun / torchrun / srun)]\n"
               "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"
               "  [--allow-tf32 none|cudnn|all] [--cudnn-benchmark on|off] [--cudnn-workspace-limit SIZE]");
     std::printf("  %s\n", kArchUsage);
@@ -487,9 +491,12 @@ int cmd_train(const std::vector<std::string>& args) {
   TrainConfig c = train_config(a);
   check_train_config(c);
   check_output_paths(a);
+  if (std::optional<int> job = self_launch_ddp(c, args)) return *job;   // ddp processes without a launcher
   c.record_history = a.has("memory-snapshot") || a.has("chrome-trace");
   set_backend_options(backend_options(a));
   nlohmann::json results = with_traces_on_oom(a, c.device, [&] { return train(c); });
+  // DDP under a launcher: every rank trains, rank 0 writes.
+  if (results["metrics"].contains("ddp") && results["metrics"]["ddp"].value("rank", 0) != 0) return 0;
   write_json_if_asked(a, results);
   write_traces_if_asked(a, c.device);
   if (results.contains("metrics") && results["metrics"].contains("diverged_at_step")) {

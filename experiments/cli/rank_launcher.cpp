@@ -1,6 +1,8 @@
 // rank_launcher.cpp — the one-machine job launcher (rank_launcher.h).
 #include "experiments/cli/rank_launcher.h"
 
+#include "engine/core/thread_budget.h"
+
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -8,6 +10,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -56,6 +60,14 @@ int launch_local_job(const std::string& backend, int ranks, const std::vector<st
   const std::string self = self_executable();
   std::vector<std::string> root_env;
   if (::geteuid() == 0) root_env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  // As torchrun: N processes on one machine share its cores; unless the user set
+  // OMP_NUM_THREADS, each rank gets cores / N threads (torchrun sets 1) and is told so.
+  if (ranks > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const int per_rank = std::max(1, hardware_threads() / ranks);
+    root_env.push_back("OMP_NUM_THREADS=" + std::to_string(per_rank));
+    std::fprintf(stderr, "launcher: OMP_NUM_THREADS=%d for each of the %d rank processes (%d cores); set it to "
+                 "override\n", per_rank, ranks, hardware_threads());
+  }
   if (backend == "mpi") {
     std::vector<std::string> argv = {"mpirun", "-np", std::to_string(ranks), "--oversubscribe", self};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -71,9 +83,12 @@ int launch_local_job(const std::string& backend, int ranks, const std::vector<st
   for (int r = 0; r < ranks; ++r) {
     std::vector<std::string> argv = {self};
     argv.insert(argv.end(), args.begin(), args.end());
-    pids.push_back(spawn(argv, {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-                                "WORLD_SIZE=" + std::to_string(ranks), "LOCAL_WORLD_SIZE=" + std::to_string(ranks),
-                                "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)}));
+    std::vector<std::string> env = {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
+                                    "WORLD_SIZE=" + std::to_string(ranks), "LOCAL_WORLD_SIZE=" + std::to_string(ranks),
+                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
+    for (const std::string& kv : root_env)
+      if (kv.rfind("OMP_NUM_THREADS=", 0) == 0) env.push_back(kv);
+    pids.push_back(spawn(argv, env));
   }
   int first_failure = 0, running = ranks;
   auto stop_time = std::chrono::steady_clock::time_point::max();

@@ -20,6 +20,7 @@
 #include "engine/memory/memory_export.h"
 #include "engine/train/oom_recovery.h"
 #include "engine/train/trainer.h"
+#include "experiments/cli/parallel_train.h"
 #include "experiments/cli/recipes.h"
 #include "models/model_zoo.h"
 
@@ -138,6 +139,7 @@ void check_train_config(const TrainConfig& c) {
     checked_numel(c.input, "--input");
   }
   if (!c.save_dir.empty()) check_output_dir(c.save_dir, "--save");
+  check_parallel_config(c);
   OOMLAB_CHECK_T(IoError, c.resume_dir.empty() || std::filesystem::exists(c.resume_dir), "--resume: ", c.resume_dir,
                  " does not exist");
 }
@@ -195,11 +197,11 @@ json train(const TrainConfig& c) {
   reset_allocators();
   // allocator_for(cuda) needs the backend's raw-memory factory, registered with its kernels.
   ensure_kernels_registered();
-  allocator_for(c.device).set_capacity(c.device_memory);
-  if (c.record_history) {
-    allocator_for(c.device).record_history(true);
-    OpProfiler::enable(true);
+  for (const Device& d : parallel_devices(c)) {   // --device-memory caps every logical device
+    allocator_for(d).set_capacity(c.device_memory);
+    if (c.record_history) allocator_for(d).record_history(true);
   }
+  if (c.record_history) OpProfiler::enable(true);
   Datasets data = make_datasets(c);
   OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
                data.train->name(), " training set (", data.train->size(), " samples)");
@@ -213,12 +215,15 @@ json train(const TrainConfig& c) {
   } else {
     mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
   }
-  mc.device = c.device;
   mc.seed = c.seed;
-  nn::ModulePtr model = build_model(c.model, mc);
-  const CheckpointPlan plan =
-      plan_checkpoints(*model, model_probe_input(c.model, mc), parse_checkpoint_policy(checkpoint));
-  apply_checkpoint_plan(*model, plan);
+  ModelBuilder build = [&](Device d) {   // the model (and, data-parallel, each replica or rank's copy)
+    ModelConfig m = mc;
+    m.device = d;
+    nn::ModulePtr model = build_model(c.model, m);
+    apply_checkpoint_plan(*model, plan_checkpoints(*model, model_probe_input(c.model, m),
+                                                   parse_checkpoint_policy(checkpoint)));
+    return model;
+  };
 
   TrainerConfig t;
   t.device = c.device;
@@ -249,16 +254,16 @@ json train(const TrainConfig& c) {
   t.workers = c.workers;
   t.pin_memory = c.pin_memory;
   t.config = config_json(c, recipe, given);
-  t.config["checkpoint_segments"] = plan.segments;
   if (!budget.is_null()) t.config["checkpoint_budget"] = budget;
   // What a checkpoint must have been made with to resume it: the model, its data and the
   // recipe (a different --lr would change the run while the results record the new one).
+  // global_batch, not batch: a DDP run resumes on another world size at the same global batch.
   t.resume_keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len", "seq_min_len",
-                   "long_seq_len", "long_seq_prob", "batch", "optimizer", "lr", "momentum", "weight_decay",
+                   "long_seq_len", "long_seq_prob", "global_batch", "optimizer", "lr", "momentum", "weight_decay",
                    "nesterov", "schedule", "seed", "accumulate", "amp", "half", "master_weights", "loss_scale"};
   const json arch = c.arch.to_json(c.model);
   for (auto it = arch.begin(); it != arch.end(); ++it) t.resume_keys.push_back(it.key());
-  json results = train_model(*model, *data.train, *data.test, t);
+  json results = train_parallel(c, t, build, *data.train, *data.test);
   if (c.record_history) OpProfiler::enable(false);
   return results;
 }

@@ -66,6 +66,16 @@ struct TrainConfig {
   std::string on_oom = "raise";
   int workers = 1;                         // --workers N (DataLoader threads; 0: synchronous)
   bool pin_memory = false;                 // --pin-memory (page-locked batches on accelerators)
+  // Data parallelism (parallel_train.h): --parallel none|dp|bdp|ddp over --devices N logical
+  // devices from --device's index on (meta:0..N-1 for --device meta); --gpu0-bsz for bdp
+  // (per optimizer step); --bucket-cap and --sync-bn for ddp; --backend for ddp processes
+  // under a launcher (gloo, mpi, nccl; default gloo, nccl on cuda).
+  std::string parallel = "none";
+  int64_t devices = 1;
+  int64_t gpu0_bsz = -1;
+  int64_t bucket_cap = int64_t(25) << 20;
+  bool sync_bn = false;
+  std::string backend;
 };
 
 // Everything train() checks before any work, without allocating or reading data: the model

@@ -1,0 +1,208 @@
+// distributed_data_parallel.cpp — DDP's reducer (distributed_data_parallel.h).
+#include "engine/parallel/distributed_data_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/core/error.h"
+#include "engine/memory/caching_allocator.h"
+
+namespace oomlab {
+namespace {
+uint64_t fnv1a(uint64_t h, const std::string& s) {
+  for (unsigned char c : s) { h ^= c; h *= 1099511628211ull; }
+  return h;
+}
+
+// count, elements, hash of (name, shape, dtype) of every parameter, in order.
+std::vector<int64_t> model_signature(const nn::NamedTensors& params) {
+  uint64_t h = 1469598103934665603ull;
+  int64_t numel = 0;
+  for (const auto& [name, t] : params) {
+    h = fnv1a(h, str_cat(name, ":", shape_str(t.shape()), ":", dtype_name(t.dtype()), ";"));
+    numel += t.numel();
+  }
+  return {int64_t(params.size()), numel, int64_t(h & 0x7fffffffffffffffull)};
+}
+
+std::string describe(const std::vector<int64_t>& sig) {
+  return str_cat(sig[0], " parameters of ", sig[1], " elements (layout hash ", sig[2], ")");
+}
+}  // namespace
+
+double DdpStats::hidden_share() const {
+  if (allreduce_seconds <= 0) return 0.0;
+  return std::clamp(1.0 - exposed_seconds / allreduce_seconds, 0.0, 1.0);
+}
+
+nlohmann::json DdpStats::to_json() const {
+  return {{"synced_backwards", synced_backwards}, {"buckets_reduced", buckets_reduced},
+          {"allreduce_seconds", allreduce_seconds}, {"exposed_seconds", exposed_seconds},
+          {"hidden_share", hidden_share()}};
+}
+
+DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
+                                                 int64_t bucket_cap_bytes)
+    : module_(module), queue_(std::move(queue)), alive_(std::make_shared<bool>(true)) {
+  OOMLAB_CHECK(queue_ != nullptr, "DistributedDataParallel: no communicator");
+  OOMLAB_CHECK(bucket_cap_bytes >= 1, "--bucket-cap must be >= 1 byte (got ", bucket_cap_bytes, ")");
+  const Device dev = queue_->device();
+  const nn::NamedTensors all_params = module_.named_parameters();
+  for (const auto& [name, t] : module_.state_dict())
+    OOMLAB_CHECK_T(DeviceError, t.device() == dev, "DistributedDataParallel: ", name, " is on ", t.device().str(),
+                   ", this rank's device is ", dev.str());
+
+  // 1. The same model on every rank (values are not compared: rank 0's are broadcast next).
+  const int world = queue_->world_size();
+  if (!dev.is_meta()) {
+    const std::vector<int64_t> mine = model_signature(all_params);
+    Tensor host = Tensor::empty({3}, DType::i64, cpu_device());
+    std::copy(mine.begin(), mine.end(), host.data<int64_t>());
+    Tensor send = Tensor::empty({3}, DType::i64, dev), all = Tensor::empty({3 * world}, DType::i64, dev);
+    send.copy_(host);
+    queue_->run([&](Communicator& c) { c.all_gather(send, all); });
+    Tensor all_host = Tensor::empty({3 * world}, DType::i64, cpu_device());
+    all_host.copy_(all);
+    const int64_t* a = all_host.data<int64_t>();
+    for (int r = 1; r < world; ++r) {
+      const std::vector<int64_t> theirs(a + 3 * r, a + 3 * r + 3), first(a, a + 3);
+      OOMLAB_CHECK(theirs == first, "DistributedDataParallel: rank ", r, "'s model differs from rank 0's: ",
+                   describe(theirs), " vs ", describe(first), " (every rank must build the same model)");
+    }
+  }
+  // 2. Rank 0's parameters and buffers everywhere.
+  queue_->run([&](Communicator& c) {
+    for (const auto& [name, t] : module_.state_dict()) c.broadcast(t, 0);
+  });
+
+  // 3. Buckets over the parameters that require grad, last registered first.
+  for (const auto& p : all_params)
+    if (p.second.requires_grad()) params_.push_back(p);
+  bucket_of_.assign(params_.size(), 0);
+  {
+    MemoryContext ctx("DistributedDataParallel", "buckets");
+    Bucket cur;
+    int64_t cur_bytes = 0, cur_numel = 0;
+    DType cur_dtype = DType::f32;
+    auto close = [&] {
+      if (cur.params.empty()) return;
+      cur.flat = Tensor::zeros({cur_numel}, cur_dtype, dev);
+      buckets_.push_back(std::move(cur));
+      cur = Bucket();
+      cur_bytes = cur_numel = 0;
+    };
+    for (size_t k = params_.size(); k-- > 0;) {
+      const Tensor& t = params_[k].second;
+      if (!cur.params.empty() && t.dtype() != cur_dtype) close();
+      cur_dtype = t.dtype();
+      bucket_of_[k] = buckets_.size();
+      cur.params.push_back(k);
+      cur.offsets.push_back(cur_numel);
+      cur_numel += t.numel();
+      cur_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
+      if (cur_bytes >= (buckets_.empty() ? std::min(kDdpFirstBucketCap, bucket_cap_bytes) : bucket_cap_bytes)) close();
+    }
+    close();
+  }
+  // 4. Grad-ready hooks.
+  for (size_t k = 0; k < params_.size(); ++k) {
+    std::weak_ptr<bool> alive = alive_;
+    params_[k].second.register_grad_ready_hook([this, k, alive](Tensor& g) {
+      if (auto a = alive.lock(); a && *a) on_grad_ready(k, g);
+    });
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  *alive_ = false;
+  for (Bucket& b : buckets_)   // never leave work reading a freed bucket
+    if (b.work.valid()) try { b.work.wait(); } catch (...) {}
+}
+
+std::vector<int64_t> DistributedDataParallel::bucket_bytes() const {
+  std::vector<int64_t> out;
+  for (const Bucket& b : buckets_) out.push_back(b.flat.numel() * int64_t(dtype_size(b.flat.dtype())));
+  return out;
+}
+
+std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameters() const {
+  std::vector<std::vector<std::string>> out;
+  for (const Bucket& b : buckets_) {
+    out.emplace_back();
+    for (size_t k : b.params) out.back().push_back(params_[k].first);
+  }
+  return out;
+}
+
+void DistributedDataParallel::prepare_for_backward(bool sync) {
+  for (Bucket& b : buckets_) {   // a previous backward that failed half-way leaves nothing pending
+    if (b.work.valid()) try { b.work.wait(); } catch (...) {}
+    b.work = CommQueue::Work();
+    b.pending = int64_t(b.params.size());
+  }
+  ready_.assign(params_.size(), false);
+  next_launch_ = 0;
+  sync_ = sync;
+  in_backward_ = true;
+}
+
+void DistributedDataParallel::on_grad_ready(size_t k, Tensor& grad) {
+  if (!in_backward_ || !sync_) return;   // no_sync: the gradient stays local
+  Bucket& b = buckets_[bucket_of_[k]];
+  if (ready_[k]) return;   // once per backward
+  ready_[k] = true;
+  const size_t slot = size_t(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
+  const Tensor& p = params_[k].second;
+  Tensor view = b.flat.narrow(0, b.offsets[slot], p.numel());
+  view.copy_(grad.reshape({p.numel()}));
+  if (--b.pending == 0) launch_ready();
+}
+
+void DistributedDataParallel::launch_ready() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Tensor flat = buckets_[next_launch_].flat;
+    buckets_[next_launch_].work = queue_->submit([flat](Communicator& c) { c.all_reduce(flat, ReduceOp::avg); });
+    ++next_launch_;
+  }
+}
+
+void DistributedDataParallel::finalize_backward() {
+  if (!in_backward_) return;
+  in_backward_ = false;
+  if (!sync_) return;
+  for (const Bucket& b : buckets_)
+    if (b.pending > 0)
+      for (size_t k : b.params)
+        OOMLAB_CHECK(ready_[k], "DistributedDataParallel: parameter ", params_[k].first,
+                     " received no gradient in this backward (every parameter must take part in the loss; "
+                     "find_unused_parameters is not supported)");
+  launch_ready();
+  const auto t0 = std::chrono::steady_clock::now();
+  double reduce_s = 0;
+  for (Bucket& b : buckets_) {
+    b.work.wait();
+    reduce_s += b.work.seconds();
+  }
+  stats_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.allreduce_seconds += reduce_s;
+  stats_.buckets_reduced += int64_t(buckets_.size());
+  ++stats_.synced_backwards;
+  MemoryContext ctx("DistributedDataParallel", "copy_grads");
+  for (Bucket& b : buckets_) {
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      Tensor g = params_[b.params[slot]].second.grad();
+      g.copy_(b.flat.narrow(0, b.offsets[slot], g.numel()).reshape(g.shape()));
+    }
+    b.work = CommQueue::Work();
+  }
+}
+
+void DistributedDataParallel::broadcast_buffers() {
+  const nn::NamedTensors buffers = module_.named_buffers();
+  if (buffers.empty() || queue_->world_size() == 1) return;
+  queue_->run([&](Communicator& c) {
+    for (const auto& [name, t] : buffers) c.broadcast(t, 0);
+  });
+}
+
+}  // namespace oomlab

@@ -1,0 +1,198 @@
+// driver.cpp — experiment 11_data_parallel (T6): summary and verdict (registered with the runner).
+// Points: `train` on meta:0..3 (allocation only, exact per-device stats) under DataParallel at
+// two global batches, balanced DataParallel at one batch with a gpu0_bsz per model, and DDP
+// (4 rank threads) at two per-rank batches, for VGG16, ResNet-50 and bert-base; ResNet-20 on
+// two cpu logical devices / ranks (threads, and gloo processes) at the same global batch for
+// throughput; the MLP (no BatchNorm) under each mode for the trained model.
+// Summary, per model: each device's peak (allocated_bytes.all.peak) per mode and batch;
+// linear fits of device 0's and the others' peak against the global batch (meta peaks are
+// linear in the batch) and of a DDP rank's against its batch; DP's device-0 excess against
+// the model "optimizer state (1x parameters for SGD with momentum, 2x for Adam) + the whole
+// input batch less device 0's chunk"; BDP's device 0 against the others; the largest global
+// batch on the source's 11 GiB cards per mode from the fits (DP: the first device to fill;
+// BDP: gpu0_bsz chosen so that device 0 and the others fill together; DDP: n x a rank's);
+// the gpu0_bsz the fits call balanced at the BDP points' batch. Throughput: step time and
+// images/s per mode, DDP's share of all-reduce time hidden behind backward. Equality: each
+// mode's final test loss against one device's.
+// Verdict: every T6 claim judged from these numbers (see verdict_11).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "experiments/runner/driver_util.h"
+#include "experiments/runner/registry.h"
+
+namespace oomlab {
+namespace {
+using json = nlohmann::json;
+
+std::vector<double> device_peaks(const json& p) {
+  std::vector<double> out;
+  for (const auto& [name, st] : p["memory"]["devices"].items()) out.push_back(st["allocated_bytes.all.peak"].get<double>());
+  return out;
+}
+double mean_of_others(const std::vector<double>& v) {
+  double s = 0;
+  for (size_t i = 1; i < v.size(); ++i) s += v[i];
+  return v.size() > 1 ? s / double(v.size() - 1) : 0.0;
+}
+struct Line { double slope = 0, intercept = 0; };
+Line through(double x0, double y0, double x1, double y1) {
+  Line l;
+  l.slope = (y1 - y0) / (x1 - x0);
+  l.intercept = y0 - l.slope * x0;
+  return l;
+}
+std::string label_of(const json& p, const std::string& axis) { return p["axes"].value(axis, std::string("?")); }
+
+json summarize_11(const json& spec, json& points) {
+  const json& src = spec["source"];
+  const double cap = src["card_bytes"].get<double>();
+  const double n = src["devices"].get<double>();
+  json models = json::object();
+  std::map<std::string, std::map<int64_t, std::vector<double>>> dp, ddp;
+  std::map<std::string, const json*> bdp, ddp_point;
+  for (const json* p : ok_points(points, "train")) {
+    const std::string entry = (*p)["name"].get<std::string>();
+    const std::string family = entry.substr(0, entry.find(' '));   // the matrix entry
+    if (family.rfind("memory_", 0) != 0) continue;
+    const std::string model = label_of(*p, "model");
+    const int64_t batch = (*p)["options"].value("batch", int64_t(0));
+    if (family == "memory_dp") dp[model][batch] = device_peaks(*p);
+    if (family == "memory_ddp") { ddp[model][batch] = device_peaks(*p); ddp_point[model] = p; }
+    if (family == "memory_bdp") bdp[model] = p;
+  }
+  for (auto& [model, byb] : dp) {
+    OOMLAB_CHECK(byb.size() >= 2 && ddp[model].size() >= 2 && bdp.count(model), "11_data_parallel: model ", model,
+                 " needs two DP batches, two DDP batches and a BDP point");
+    const auto& [b0, v0] = *byb.begin();
+    const auto& [b1, v1] = *byb.rbegin();
+    const Line dev0 = through(double(b0), v0[0], double(b1), v1[0]);
+    const Line other = through(double(b0), mean_of_others(v0), double(b1), mean_of_others(v1));
+    const json& dp_cfg = (*ddp_point[model])["config"];
+    double param_bytes = 0;
+    for (const json& b : (*ddp_point[model])["metrics"]["ddp"]["bucket_bytes"]) param_bytes += b.get<double>();
+    const std::string opt = dp_cfg.value("optimizer", "sgd");
+    const double state_mult = opt == "sgd" ? (dp_cfg.value("momentum", 0.0) > 0 ? 1.0 : 0.0) : 2.0;
+    const double sample_bytes = src["sample_bytes"].value(model, 0.0);
+    const double measured_excess = v1[0] - mean_of_others(v1);
+    const double predicted_excess = state_mult * param_bytes + (double(b1) - double(b1) / n) * sample_bytes;
+    // Per-sample slopes: alpha per sample of a device's chunk, beta device 0's extra per global sample.
+    const double alpha = n * other.slope, beta = dev0.slope - other.slope;
+    const double f0 = dev0.intercept, f1 = other.intercept;
+    const double dp_max = std::min((cap - f0) / dev0.slope, (cap - f1) / other.slope);
+    const double bdp_max = ((n - 1) * (cap - f1) + (cap - f0)) / (alpha + beta);
+    const double bdp_gpu0_at_max = (cap - f0 - beta * bdp_max) / alpha;
+    const json& bp = *bdp[model];
+    const std::vector<double> bv = device_peaks(bp);
+    const double bdp_batch = bp["options"].value("batch", 0.0);
+    const double gpu0_balanced = ((f1 - f0) + alpha * bdp_batch / (n - 1) - beta * bdp_batch) / (alpha * n / (n - 1));
+    const auto& [r0, rv0] = *ddp[model].begin();
+    const auto& [r1, rv1] = *ddp[model].rbegin();
+    const double rmax0 = *std::max_element(rv0.begin(), rv0.end()), rmax1 = *std::max_element(rv1.begin(), rv1.end());
+    const double rmin1 = *std::min_element(rv1.begin(), rv1.end());
+    const Line rank = through(double(r0), rmax0, double(r1), rmax1);
+    const double ddp_max = n * std::floor((cap - rank.intercept) / rank.slope);
+    json dp_rows = json::object(), ddp_rows = json::object();
+    for (const auto& [b, v] : byb) dp_rows[std::to_string(b)] = v;
+    for (const auto& [b, v] : ddp[model]) ddp_rows[std::to_string(b * int64_t(n))] = v;
+    models[model] = {
+        {"param_bytes", param_bytes}, {"optimizer", opt}, {"optimizer_state_multiplier", state_mult},
+        {"dp_peaks_by_global_batch", dp_rows}, {"ddp_peaks_by_global_batch", ddp_rows},
+        {"dp_fit", {{"device0", {{"slope", dev0.slope}, {"intercept", dev0.intercept}}},
+                    {"others", {{"slope", other.slope}, {"intercept", other.intercept}}}}},
+        {"dp_excess", {{"batch", b1}, {"measured_bytes", measured_excess}, {"predicted_bytes", predicted_excess},
+                       {"ratio", predicted_excess > 0 ? measured_excess / predicted_excess : 0.0},
+                       {"device0_over_others", v1[0] / mean_of_others(v1)}}},
+        {"bdp", {{"batch", bdp_batch}, {"gpu0_bsz", bp["options"].value("gpu0-bsz", 0.0)}, {"peaks", bv},
+                 {"device0_vs_others", bv[0] / mean_of_others(bv) - 1.0},
+                 {"fit_balanced_gpu0_bsz", gpu0_balanced}}},
+        {"ddp", {{"rank_spread", rmax1 / rmin1 - 1.0}, {"fit", {{"slope", rank.slope}, {"intercept", rank.intercept}}}}},
+        {"largest_global_batch", {{"dp", std::floor(dp_max)}, {"bdp", std::floor(bdp_max)},
+                                  {"bdp_gpu0_bsz", std::floor(bdp_gpu0_at_max)}, {"ddp", ddp_max}}}};
+  }
+  json throughput = json::object(), equality = json::object();
+  for (const json* p : ok_points(points, "train")) {
+    const std::string entry = (*p)["name"].get<std::string>();
+    const json& m = (*p)["metrics"];
+    if (entry.rfind("throughput", 0) == 0) {
+      json row = {{"step_s", m["step_time_s"]["median"]}, {"images_per_s", m["images_per_s"]},
+                  {"peaks", device_peaks(*p)}};
+      if (m.contains("ddp")) row["ddp_hidden_share"] = m["ddp"]["hidden_share"];
+      throughput[label_of(*p, "mode")] = row;
+    }
+    if (entry.rfind("equality", 0) == 0) equality[label_of(*p, "mode")] = {{"test_loss", m["history"]["epochs"].back()["test_loss"]}};
+  }
+  double worst = 0;
+  const auto ref = equality.find("1 device b32");
+  for (auto& [label, row] : equality.items()) {
+    if (ref == equality.end()) break;
+    const double a = row["test_loss"].get<double>(), b = (*ref)["test_loss"].get<double>();
+    row["rel_diff"] = std::abs(a - b) / std::max(std::abs(b), 1e-30);
+    worst = std::max(worst, row["rel_diff"].get<double>());
+  }
+  return {{"models", models}, {"throughput", throughput}, {"equality", equality}, {"equality_worst_rel_diff", worst}};
+}
+
+json verdict_11(const json& spec, const json& s) {
+  const json& src = spec["source"];
+  const double excess_tol = src["excess_model_tolerance"].get<double>(), bal_tol = src["balance_tolerance"].get<double>();
+  bool excess = true, excess_model = true, balanced = true, capped = true, ddp_even = true;
+  std::string mem;
+  for (const auto& [model, m] : s["models"].items()) {
+    const json& e = m["dp_excess"];
+    const json& lb = m["largest_global_batch"];
+    excess = excess && e["device0_over_others"].get<double>() > 1.0;
+    excess_model = excess_model && std::abs(e["ratio"].get<double>() - 1.0) <= excess_tol;
+    balanced = balanced && std::abs(m["bdp"]["device0_vs_others"].get<double>()) <= bal_tol;
+    capped = capped && lb["dp"].get<double>() < lb["bdp"].get<double>();
+    ddp_even = ddp_even && m["ddp"]["rank_spread"].get<double>() < 0.01;
+    char buf[600];
+    std::snprintf(buf, sizeof buf,
+                  "%s: DP device 0 %.2fx the others at batch %.0f (excess %.0f MiB, model %.0f MiB: %.2f); BDP gpu0_bsz "
+                  "%.0f puts device 0 at %+.1f%% of the others (fit: %.1f balanced); largest global batch on 11 GiB: "
+                  "DP %.0f, BDP %.0f (gpu0_bsz %.0f), DDP %.0f. ",
+                  model.c_str(), e["device0_over_others"].get<double>(), e["batch"].get<double>(),
+                  e["measured_bytes"].get<double>() / 1048576.0, e["predicted_bytes"].get<double>() / 1048576.0,
+                  e["ratio"].get<double>(), m["bdp"]["gpu0_bsz"].get<double>(),
+                  100 * m["bdp"]["device0_vs_others"].get<double>(), m["bdp"]["fit_balanced_gpu0_bsz"].get<double>(),
+                  lb["dp"].get<double>(), lb["bdp"].get<double>(), lb["bdp_gpu0_bsz"].get<double>(), lb["ddp"].get<double>());
+    mem += buf;
+  }
+  const json& t = s["throughput"];
+  std::string thr = "throughput points missing";
+  bool ddp_faster = false;
+  if (t.contains("dp 2 devices b128") && t.contains("ddp 2 threads 2x64") && t.contains("1 device b64")) {
+    const double dp_s = t["dp 2 devices b128"]["step_s"].get<double>(), ddp_s = t["ddp 2 threads 2x64"]["step_s"].get<double>();
+    const double one64 = t["1 device b64"]["step_s"].get<double>();
+    ddp_faster = ddp_s < dp_s;
+    char buf[500];
+    std::snprintf(buf, sizeof buf,
+                  "ResNet-20 at global batch 128 on 2 cpu logical devices: DP %.3f s/step, DDP (threads) %.3f s/step "
+                  "(%.2fx), one rank at b64 %.3f s; DDP hides %.0f%% of its all-reduce time behind backward. ",
+                  dp_s, ddp_s, dp_s / ddp_s, one64, 100 * t["ddp 2 threads 2x64"].value("ddp_hidden_share", 0.0));
+    thr = buf;
+  }
+  const double worst = s["equality_worst_rel_diff"].get<double>();
+  const bool equal = worst <= src["equal_rel_tolerance"].get<double>() && s["equality"].size() >= 4;
+  char tail[400];
+  std::snprintf(tail, sizeof tail,
+                "Without BatchNorm DP, BDP and DDP end at one device's test loss within %.1e (tolerance %.0e). "
+                "Device 0 above the others: %s; as the model predicts (within %.0f%%): %s; BDP balanced within %.0f%%: %s; "
+                "DP's batch capped below BDP's: %s; DDP ranks even: %s; DDP faster than DP: %s; same model: %s.",
+                worst, src["equal_rel_tolerance"].get<double>(), excess ? "yes" : "NO", 100 * excess_tol,
+                excess_model ? "yes" : "NO", 100 * bal_tol, balanced ? "yes" : "NO", capped ? "yes" : "NO",
+                ddp_even ? "yes" : "NO", ddp_faster ? "yes" : "NO", equal ? "yes" : "NO");
+  const bool all = excess && excess_model && balanced && capped && ddp_even && ddp_faster && equal;
+  const std::string status = !excess || !equal ? "refuted" : all ? "confirmed" : "depends";
+  return {{"status", status}, {"reason", mem + thr + tail}};
+}
+}  // namespace
+
+OOMLAB_REGISTER_EXPERIMENT({"11_data_parallel", summarize_11, verdict_11, {},
+                            {{"source.card_bytes", "number"}, {"source.devices", "number"},
+                             {"source.excess_model_tolerance", "number"}, {"source.balance_tolerance", "number"},
+                             {"source.equal_rel_tolerance", "number"}, {"source.sample_bytes", "object"}}});
+
+}  // namespace oomlab

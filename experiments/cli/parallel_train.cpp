@@ -1,0 +1,209 @@
+// parallel_train.cpp — the --parallel set-ups of `oomlab train` (parallel_train.h).
+#include "experiments/cli/parallel_train.h"
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
+#include "engine/core/error.h"
+#include "engine/core/thread_budget.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/parallel/comm_queue.h"
+#include "engine/parallel/comm_registry.h"
+#include "engine/parallel/data_parallel.h"
+#include "engine/parallel/distributed_data_parallel.h"
+#include "engine/parallel/local_comm.h"
+#include "engine/parallel/rank_env.h"
+#include "engine/parallel/sync_batchnorm.h"
+#include "engine/train/results.h"
+#include "experiments/cli/rank_launcher.h"
+
+namespace oomlab {
+using json = nlohmann::json;
+
+namespace {
+// The activation-checkpointing segments the model was planned with (results config).
+void record_segments(TrainerConfig& t, nn::Module& m) {
+  int64_t segments = 0;
+  for (auto& [name, sub] : m.named_modules()) segments = std::max(segments, sub->checkpoint_role().segment + 1);
+  t.config["checkpoint_segments"] = segments;
+}
+
+bool under_launcher() { return discover_rank({}, current_environment()).source != "single"; }
+
+std::string ddp_backend(const TrainConfig& c) {
+  if (!c.backend.empty()) return c.backend;
+  return c.device.type == DeviceType::cuda ? "nccl" : "gloo";
+}
+}  // namespace
+
+std::optional<int> self_launch_ddp(const TrainConfig& c, const std::vector<std::string>& args) {
+  if (c.parallel != "ddp" || c.backend.empty() || c.backend == "local" || under_launcher()) return std::nullopt;
+  std::vector<std::string> job = {"train"};
+  job.insert(job.end(), args.begin(), args.end());
+  return launch_local_job(c.backend, int(c.devices), job);
+}
+
+void parallel_flags(const CliArgs& a, TrainConfig& c) {
+  c.parallel = a.get("parallel", "none");
+  OOMLAB_CHECK(c.parallel == "none" || c.parallel == "dp" || c.parallel == "bdp" || c.parallel == "ddp",
+               "--parallel must be none, dp, bdp or ddp (got '", c.parallel, "')");
+  c.devices = a.get_int("devices", 1);
+  if (a.has("gpu0-bsz")) c.gpu0_bsz = a.get_int("gpu0-bsz", 0);
+  if (a.has("bucket-cap")) c.bucket_cap = int64_t(parse_size(a.get("bucket-cap", "")));
+  c.sync_bn = a.flag("sync-bn");
+  c.backend = a.get("backend", "");
+  auto only = [&](const char* flag, bool ok, const char* which) {
+    OOMLAB_CHECK(!a.has(flag) || ok, "--", flag, " applies to --parallel ", which, " (this run has --parallel ",
+                 c.parallel, ")");
+  };
+  only("gpu0-bsz", c.parallel == "bdp", "bdp");
+  only("bucket-cap", c.parallel == "ddp", "ddp");
+  only("sync-bn", c.parallel == "ddp", "ddp (SyncBatchNorm needs one process or thread per device)");
+  only("backend", c.parallel == "ddp", "ddp");
+}
+
+void check_parallel_config(const TrainConfig& c) {
+  const int64_t n = c.devices;
+  OOMLAB_CHECK(n >= 1, "--devices must be >= 1 (got ", n, ")");
+  OOMLAB_CHECK(n <= int64_t(kMaxDeviceIndex - c.device.index), "--devices ", n, " from ", c.device.str(),
+               " goes past the last logical device index ", kMaxDeviceIndex - 1);
+  if (c.parallel == "none") {
+    OOMLAB_CHECK(n == 1, "--devices ", n, " needs --parallel dp, bdp or ddp");
+    return;
+  }
+  const int64_t step = c.batch * c.accumulate;
+  if (c.parallel == "dp" || c.parallel == "bdp") {
+    OOMLAB_CHECK(!c.half, "--half with --parallel ", c.parallel, " is not supported (the replicas stay float32)");
+    if (c.parallel == "dp")
+      OOMLAB_CHECK(c.batch >= n, "--parallel dp: a batch of ", c.batch, " samples cannot be split over ", n,
+                   " devices (DataParallel needs --batch >= --devices)");
+    if (c.parallel == "bdp") {
+      OOMLAB_CHECK(c.gpu0_bsz >= 0, "--parallel bdp needs --gpu0-bsz B0 (device 0's samples per step)");
+      OOMLAB_CHECK(c.gpu0_bsz <= step, "--gpu0-bsz ", c.gpu0_bsz, " is larger than the ", step,
+                   " samples of a step (--batch ", c.batch, " x --accumulate ", c.accumulate, ")");
+      balanced_chunk_sizes(c.batch, n, c.gpu0_bsz / c.accumulate);   // the others get at least one each
+    }
+    return;
+  }
+  // ddp
+  OOMLAB_CHECK(c.bucket_cap >= 1, "--bucket-cap must be at least 1 byte");
+  OOMLAB_CHECK(c.on_oom == "raise", "--on-oom ", c.on_oom, " with --parallel ddp is not supported (every rank "
+               "would have to agree on skipping or splitting)");
+  if (under_launcher()) {
+    const int world = discover_rank({}, current_environment()).world_size;
+    OOMLAB_CHECK(n == 1 || n == world, "--devices ", n, " under a launcher that started ", world,
+                 " ranks: the launcher starts the ranks (one device each)");
+    const std::string b = ddp_backend(c);
+    const std::vector<std::string> have = comm_backends();
+    std::string names;
+    for (const std::string& h : have) names += (names.empty() ? "" : ", ") + h;
+    OOMLAB_CHECK(std::find(have.begin(), have.end(), b) != have.end(), "--backend ", b, " is not in this build (",
+                 names, ")");
+  } else if (!c.backend.empty() && c.backend != "local") {   // self_launch_ddp starts the processes
+    const std::vector<std::string> have = comm_backends();
+    OOMLAB_CHECK(std::find(have.begin(), have.end(), c.backend) != have.end(), "--backend ", c.backend,
+                 " is not in this build");
+  }
+}
+
+std::vector<Device> parallel_devices(const TrainConfig& c) {
+  if (c.parallel == "ddp" && under_launcher()) {
+    const RankInfo info = discover_rank({}, current_environment());
+    return {c.device.type == DeviceType::cuda ? Device{DeviceType::cuda, c.device.index + info.local_rank} : c.device};
+  }
+  std::vector<Device> out;
+  for (int64_t i = 0; i < c.devices; ++i) out.push_back(Device{c.device.type, c.device.index + int(i)});
+  return out;
+}
+
+namespace {
+json train_dp(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build, const Dataset& train_set,
+              const Dataset& test_set) {
+  const std::vector<Device> devices = parallel_devices(c);
+  nn::ModulePtr model = build(devices[0]);
+  record_segments(t, *model);
+  std::vector<nn::ModulePtr> replicas;
+  for (size_t i = 1; i < devices.size(); ++i) replicas.push_back(build(devices[i]));
+  const int64_t gpu0 = c.parallel == "bdp" ? c.gpu0_bsz / c.accumulate : -1;   // per micro-batch
+  DataParallel dp(model, replicas, devices, gpu0);
+  t.device = devices[0];
+  t.devices = devices;
+  t.forward_module = &dp;
+  json results = train_model(*model, train_set, test_set, t);
+  results["metrics"]["data_parallel"] = {{"devices", devices.size()},
+                                         {"chunk_sizes", dp.chunk_sizes(c.batch)},
+                                         {"gpu0_bsz", c.parallel == "bdp" ? json(c.gpu0_bsz) : json()}};
+  return results;
+}
+
+// One DDP rank: its model on its device, SyncBN if asked, the reducer, the trainer.
+json train_rank(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build, const Dataset& train_set,
+                const Dataset& test_set, Communicator& comm) {
+  auto queue = std::make_shared<CommQueue>(comm);
+  nn::ModulePtr model = build(comm.device());
+  record_segments(t, *model);
+  if (c.sync_bn)
+    convert_sync_batchnorm(*model, [queue](const Tensor& x) {
+      queue->run([&](Communicator& cm) { cm.all_reduce(x, ReduceOp::sum); });
+    });
+  DistributedDataParallel ddp(*model, queue, c.bucket_cap);
+  t.device = comm.device();
+  t.devices = {comm.device()};
+  t.ddp = &ddp;
+  json results = train_model(*model, train_set, test_set, t);
+  results["metrics"]["ddp"]["sync_bn"] = c.sync_bn;
+  results["metrics"]["ddp"]["bucket_cap"] = c.bucket_cap;
+  return results;
+}
+}  // namespace
+
+json train_parallel(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build, const Dataset& train_set,
+                    const Dataset& test_set) {
+  check_parallel_config(c);
+  t.config["parallel"] = c.parallel;
+  t.config["devices"] = c.devices;
+  t.config["global_batch"] = c.batch;   // samples per micro-batch over all devices / ranks (ddp: below)
+  if (c.parallel == "none") {
+    nn::ModulePtr model = build(c.device);
+    record_segments(t, *model);
+    return train_model(*model, train_set, test_set, t);
+  }
+  if (c.parallel == "dp" || c.parallel == "bdp") {
+    t.config["gpu0_bsz"] = c.gpu0_bsz;
+    return train_dp(c, t, build, train_set, test_set);
+  }
+  t.config["bucket_cap"] = c.bucket_cap;
+  t.config["sync_bn"] = c.sync_bn;
+  if (under_launcher()) {
+    const RankInfo info = discover_rank({}, current_environment());
+    const std::string backend = ddp_backend(c);
+    t.config["backend"] = backend;
+    t.config["world_size"] = info.world_size;
+    t.config["global_batch"] = c.batch * info.world_size;
+    std::unique_ptr<Communicator> comm = make_communicator(backend, info, parallel_devices(c)[0]);
+    return train_rank(c, t, build, train_set, test_set, *comm);
+  }
+  const std::vector<Device> devices = parallel_devices(c);
+  t.config["backend"] = "local";
+  t.config["world_size"] = int64_t(devices.size());
+  t.config["global_batch"] = c.batch * int64_t(devices.size());
+  json rank0;
+  std::mutex build_mu;   // models are built one at a time
+  ModelBuilder build_one = [&](Device d) {
+    std::lock_guard<std::mutex> lk(build_mu);
+    return build(d);
+  };
+  const int budget = std::max(1, hardware_threads() / int(devices.size()));
+  run_local_ranks(devices, AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
+    ThreadBudgetGuard guard(budget);
+    CurrentDeviceGuard current(comm.device());
+    json r = train_rank(c, t, build_one, train_set, test_set, comm);
+    if (comm.rank() == 0) rank0 = std::move(r);
+  });
+  rank0["context"] = results_context(devices);
+  rank0["memory"] = memory_json(devices);
+  return rank0;
+}
+
+}  // namespace oomlab
