@@ -262,7 +262,7 @@ void run_local_ranks(const std::vector<Device>& devices, AllReduceAlgo algo,
   const int n = int(devices.size());
   auto world = std::make_shared<LocalWorld>(n);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<bool> comm_error(static_cast<size_t>(n), false);
+  std::vector<char> comm_error(static_cast<size_t>(n), 0);  // not vector<bool>: ranks write their own entries concurrently
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
@@ -273,7 +273,7 @@ void run_local_ranks(const std::vector<Device>& devices, AllReduceAlgo algo,
         fn(*comm);
       } catch (const CommError& e) {
         errors[size_t(r)] = std::current_exception();
-        comm_error[size_t(r)] = true;
+        comm_error[size_t(r)] = 1;
         if (comm) comm->fail(e.what());
       } catch (const std::exception& e) {
         errors[size_t(r)] = std::current_exception();
