@@ -38,6 +38,8 @@ struct ModelConfig {
   // mask is derived from it). 0 = the preset's value.
   int64_t seq_len = 128, vocab_size = 0, hidden = 0, layers = 0, heads = 0, max_positions = 0;
   double dropout = 0.1;
+  // VGG: the classifier's two Dropout layers (torchvision's `dropout` argument).
+  double classifier_dropout = 0.5;
   // UNet: base width (0 = preset) and depth (levels, 0 = preset).
   int64_t base_width = 0, depth = 0;
 };

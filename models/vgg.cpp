@@ -38,10 +38,10 @@ class VGG : public nn::Module {
     classifier = register_module("classifier", std::make_shared<nn::Sequential>(std::vector<nn::ModulePtr>{
         std::make_shared<nn::Linear>(in * 7 * 7, 4096, true, o),
         std::make_shared<nn::ReLU>(cfg.inplace_relu),
-        std::make_shared<nn::Dropout>(0.5),
+        std::make_shared<nn::Dropout>(cfg.classifier_dropout),
         std::make_shared<nn::Linear>(4096, 4096, true, o),
         std::make_shared<nn::ReLU>(cfg.inplace_relu),
-        std::make_shared<nn::Dropout>(0.5),
+        std::make_shared<nn::Dropout>(cfg.classifier_dropout),
         std::make_shared<nn::Linear>(4096, cfg.num_classes, true, o),
     }));
     init_torchvision_weights(*this, cfg, LinearInit::normal_0_01);

@@ -93,7 +93,7 @@ json train_model(nn::Module& model_ref, const Dataset& train_set, const Dataset&
   std::unique_ptr<Optimizer> opt = make_optimizer(c.optimizer, {g});
 
   // One loader batch per optimizer step: K micro-batches of --batch, in the order of a K*B batch.
-  DataLoader loader(train_set, step_samples, /*shuffle=*/true, /*drop_last=*/true, c.seed, c.workers);
+  DataLoader loader(train_set, step_samples, /*shuffle=*/c.shuffle, /*drop_last=*/true, c.seed, c.workers);
   if (world > 1) loader.set_shard(rank, world);   // DistributedSampler
   const bool pin = c.pin_memory && has_pinned_host_memory(c.device);
   if (c.pin_memory && !pin)

@@ -56,6 +56,7 @@ struct TrainerConfig {
   std::string schedule = "cosine";
   double ema_decay = 0.0;                  // 0 = off; e.g. 0.999
   uint64_t seed = 0;                       // data order and the device RNG
+  bool shuffle = true;                     // false: every epoch visits samples 0, 1, 2, ... (DataLoader)
   std::string save_dir, resume_dir;
   int64_t save_every = 0;                  // steps between checkpoints (0: only at the end)
   int64_t eval_batches = -1;               // -1: full test set; 0: no evaluation

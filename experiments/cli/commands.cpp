@@ -41,41 +41,6 @@ bool wants_help(const std::vector<std::string>& args) {
   return false;
 }
 
-// Architecture flags of train/summary/estimate: bert-*, unet* and resnet* (see model_arch.h).
-const std::set<std::string> kArchFlags = {"hidden", "layers", "heads", "max-positions", "dropout", "base-width", "depth",
-                                          "norm"};
-const char* const kArchUsage = "[--hidden N --layers N --heads N --max-positions N --dropout P (bert-*)]\n"
-                               "  [--base-width N --depth N (unet*)] [--norm bn|gn|none (resnet*)]";
-
-std::set<std::string> with_arch_flags(std::set<std::string> flags) {
-  flags.insert(kArchFlags.begin(), kArchFlags.end());
-  return flags;
-}
-
-ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
-  auto positive = [&](const char* k) {
-    const int64_t v = a.get_int(k, 0);
-    OOMLAB_CHECK(!a.has(k) || v >= 1, "--", k, " must be >= 1 (got ", v, ")");
-    return v;
-  };
-  ArchOverrides o;
-  o.hidden = positive("hidden");
-  o.layers = positive("layers");
-  o.heads = positive("heads");
-  o.max_positions = positive("max-positions");
-  o.base_width = positive("base-width");
-  o.depth = positive("depth");
-  if (a.has("dropout")) {
-    o.dropout = a.get_double("dropout", 0.0);
-    OOMLAB_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1) (got ", o.dropout, ")");
-  }
-  o.norm = a.get("norm", "");
-  OOMLAB_CHECK(!a.has("norm") || o.norm == "bn" || o.norm == "gn" || o.norm == "none",
-               "--norm must be bn, gn or none (got '", o.norm, "')");
-  o.check_fits(model);
-  return o;
-}
-
 // --checkpoint: the policy's canonical text; a budget's SIZE is checked here (exit 2 early).
 std::string checkpoint_flag(const CliArgs& a) {
   const CheckpointPolicy p = parse_checkpoint_policy(a.get("checkpoint", "none"));
@@ -146,25 +111,36 @@ TrainConfig train_config(const CliArgs& a) {
   c.model = a.get("model", c.model);
   c.dataset = a.get("dataset", c.dataset);
   OOMLAB_CHECK(c.dataset == "fashion-mnist" || c.dataset == "synthetic" || c.dataset == "synthetic-seq" ||
-                   c.dataset == "synthetic-seg",
-               "--dataset must be fashion-mnist, synthetic, synthetic-seq or synthetic-seg (got '", c.dataset, "')");
+                   c.dataset == "synthetic-seg" || c.dataset == "npy",
+               "--dataset must be fashion-mnist, synthetic, synthetic-seq, synthetic-seg or npy (got '", c.dataset, "')");
   c.data_dir = a.get("data-dir", "");
   if (auto in = a.get_opt("input")) c.input = parse_int_list(*in, "--input");
-  // The classes the dataset has (recorded in results config): synthetic-seq is binary.
-  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : c.dataset == "synthetic-seq" ? 2 : c.num_classes);
+  const bool seq = c.dataset == "synthetic-seq", fmnist = c.dataset == "fashion-mnist", npy = c.dataset == "npy";
+  // The classes the dataset has (recorded in results config): synthetic-seq is binary; npy
+  // infers max label + 1 unless --classes says more.
+  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : seq ? 2 : npy ? 0 : c.num_classes);
   OOMLAB_CHECK(c.dataset != "synthetic-seq" || !a.has("classes"), "--classes: synthetic-seq has 2 classes");
+  OOMLAB_CHECK(!a.has("classes") || c.num_classes >= 1, "--classes must be >= 1 (got ", c.num_classes, ")");
+  OOMLAB_CHECK(!npy || a.has("data-dir"), "--dataset npy needs --data-dir DIR holding train_inputs.npy and "
+               "train_labels.npy (README: \"Your own data\")");
   // Flags that would be silently ignored by this dataset are errors.
   auto only_with = [&](const char* flag, bool ok, const char* which) {
     OOMLAB_CHECK(!a.has(flag) || ok, "--", flag, " has no effect with --dataset ", c.dataset, " (it applies to ", which,
                  ")");
   };
-  const bool seq = c.dataset == "synthetic-seq", fmnist = c.dataset == "fashion-mnist";
-  only_with("data-dir", fmnist, "fashion-mnist");
-  only_with("input", !fmnist && !seq, "synthetic and synthetic-seg");
-  only_with("classes", !fmnist, "synthetic and synthetic-seg");
-  only_with("synthetic-size", !fmnist, "the synthetic datasets");
+  const bool synthetic = !fmnist && !npy;
+  only_with("data-dir", fmnist || npy, "fashion-mnist and npy");
+  only_with("input", synthetic && !seq, "synthetic and synthetic-seg; npy takes the files' shape");
+  only_with("classes", !fmnist, "synthetic, synthetic-seg and npy");
+  only_with("synthetic-size", synthetic, "the synthetic datasets");
   for (const char* k : {"seq-min-len", "long-seq-prob", "long-seq-len"}) only_with(k, seq, "synthetic-seq");
-  only_with("seq-len", seq, "synthetic-seq");
+  only_with("seq-len", seq, "synthetic-seq; npy takes the files' length");
+  c.shuffle = !a.flag("no-shuffle");
+  c.init = a.get("init", "");
+  c.init_strict = !a.flag("init-non-strict");
+  OOMLAB_CHECK(!a.has("init") || !c.init.empty(), "--init needs a FILE.safetensors");
+  OOMLAB_CHECK(!a.flag("init-non-strict") || a.has("init"), "--init-non-strict has no effect without --init FILE");
+  OOMLAB_CHECK(!a.has("init") || !a.has("resume"), "--init and --resume both set the starting weights: give one");
   c.seq_len = a.get_int("seq-len", c.seq_len);
   c.seq_min_len = a.get_int("seq-min-len", 0);
   OOMLAB_CHECK(c.seq_min_len >= 0, "--seq-min-len must be >= 0 (got ", c.seq_min_len, ")");
@@ -335,8 +311,9 @@ const CommandFlags& command_flags(const std::string& command) {
                                   "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
                                   "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
                                   "save-every", "resume", "on-nan", "on-oom", "workers", "checkpoint", "accumulate", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
-                                  "chrome-trace", "parallel", "devices", "gpu0-bsz", "bucket-cap", "backend"}),
-                 {"nesterov", "quiet", "half", "master-weights", "pin-memory", "sync-bn"}}},
+                                  "chrome-trace", "parallel", "devices", "gpu0-bsz", "bucket-cap", "backend", "init"}),
+                 {"nesterov", "quiet", "half", "master-weights", "pin-memory", "sync-bn", "no-shuffle",
+                  "init-non-strict"}}},
       {"trick", {{"name", "batch", "json"}, {}}},
       {"allreduce-bench", {allreduce_bench_flags(), {}}}};
   auto it = flags.find(command);
@@ -470,8 +447,9 @@ int cmd_estimate(const std::vector<std::string>& args) {
 
 int cmd_train(const std::vector<std::string>& args) {
   if (wants_help(args)) {
-    std::puts("oomlab train --model M --dataset fashion-mnist|synthetic|synthetic-seq|synthetic-seg\n"
-              "  [--data-dir DIR] [--input C,H,W] [--classes K] [--synthetic-size N]\n"
+    std::puts("oomlab train --model M --dataset fashion-mnist|synthetic|synthetic-seq|synthetic-seg|npy\n"
+              "  [--data-dir DIR] [--input C,H,W] [--classes K] [--synthetic-size N] [--no-shuffle]\n"
+              "  [--init FILE.safetensors [--init-non-strict]]\n"
               "  [--seq-len N] [--seq-min-len N] [--long-seq-prob P --long-seq-len N] [--device cpu|meta|cuda[:i]] [--batch B]\n"
               "  [--epochs E | --steps S] [--accumulate K] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
               "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"

@@ -1,5 +1,5 @@
 // main.cpp — the `oomlab` command line: train | summary | estimate | run | models | amp-policy |
-// trick | allreduce-bench | help.
+// trick | allreduce-bench | step | help.
 // Contract: exit codes as commands.h (kExit*): an oomlab::Error prints "oomlab: error:
 // <message>" and exits 2, out of memory (the device's or the host's std::bad_alloc) exits 3
 // with the phase named, divergence 4 (cmd_train), anything unexpected "oomlab: internal
@@ -13,6 +13,7 @@
 #include "engine/core/error.h"
 #include "experiments/cli/allreduce_bench.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/parity_step.h"
 #include "experiments/cli/tricks.h"
 #include "experiments/runner/child_process.h"
 
@@ -28,6 +29,7 @@ const char* kUsage =
     "  amp-policy  the autocast policy table (--amp fp16|bf16): which ops run in which dtype\n"
     "  trick     exact memory probes of practical tricks (graph-history, del-intermediates, ...)\n"
     "  allreduce-bench  nccl-tests-style all-reduce benchmark of the communicators (--backend local ...)\n"
+    "  step      one SGD step on your npy batch and safetensors weights; writes loss, grads, new weights\n"
     "run `oomlab <command> --help` for the flags of a command\n";
 }
 
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
     if (cmd == "amp-policy") return oomlab::cmd_amp_policy(args);
     if (cmd == "trick") return oomlab::cmd_trick(args);
     if (cmd == "allreduce-bench") return oomlab::cmd_allreduce_bench(args);
+    if (cmd == "step") return oomlab::cmd_step(args);
     std::fprintf(stderr, "oomlab: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const oomlab::Interrupted& e) {

@@ -2,6 +2,7 @@
 #include "experiments/cli/model_arch.h"
 
 #include "engine/core/error.h"
+#include "experiments/cli/cli_args.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -10,14 +11,16 @@ namespace {
 bool is_bert(const std::string& model) { return model_input_kind(model) == InputKind::tokens; }
 bool is_unet(const std::string& model) { return model_task_kind(model) == TaskKind::segmentation; }
 bool is_resnet(const std::string& model) { return model.rfind("resnet", 0) == 0; }
+bool is_vgg(const std::string& model) { return model.rfind("vgg", 0) == 0; }
 }  // namespace
 
 void ArchOverrides::check_fits(const std::string& model) const {
   struct Flag { const char* name; bool given; bool bert; };
   const Flag flags[] = {{"--hidden", hidden != 0, true},         {"--layers", layers != 0, true},
                         {"--heads", heads != 0, true},           {"--max-positions", max_positions != 0, true},
-                        {"--dropout", dropout >= 0, true},       {"--base-width", base_width != 0, false},
-                        {"--depth", depth != 0, false}};
+                        {"--base-width", base_width != 0, false}, {"--depth", depth != 0, false}};
+  OOMLAB_CHECK(dropout < 0 || is_bert(model) || is_vgg(model), "--dropout applies to BERT models (bert-*) and the ",
+               "VGG classifier (vgg*); --model ", model, " is not one");
   for (const Flag& f : flags) {
     if (!f.given) continue;
     // model_input_kind/model_task_kind reject unknown model names (listing the valid ones).
@@ -41,7 +44,7 @@ void ArchOverrides::apply(ModelConfig& cfg) const {
   if (layers > 0) cfg.layers = layers;
   if (heads > 0) cfg.heads = heads;
   if (max_positions > 0) cfg.max_positions = max_positions;
-  if (dropout >= 0) cfg.dropout = dropout;
+  if (dropout >= 0) cfg.dropout = cfg.classifier_dropout = dropout;   // the model reads its own
   if (base_width > 0) cfg.base_width = base_width;
   if (depth > 0) cfg.depth = depth;
   if (norm == "gn") cfg.norm = nn::NormKind::group;
@@ -62,6 +65,8 @@ nlohmann::json ArchOverrides::to_json(const std::string& model) const {
       const ModelConfig d = default_model_config(model);
       j = {{"base_width", base_width > 0 ? base_width : unet_base_width(model, d)},
            {"depth", depth > 0 ? depth : unet_depth(model, d)}};
+    } else if (is_vgg(model)) {
+      j = {{"dropout", dropout >= 0 ? dropout : default_model_config(model).classifier_dropout}};
     } else if (is_resnet(model)) {
       j = {{"norm", norm.empty() ? "bn" : norm}};
     }
@@ -77,6 +82,41 @@ void check_seq_fits(const std::string& model, const ArchOverrides& arch, int64_t
   OOMLAB_CHECK(len <= table, flag, " ", len, " exceeds max_positions ", table, " of ", model,
                " (its position-embedding table); use a shorter sequence, or pass --max-positions ", len,
                " to enlarge the table (the parameter count then differs from Hugging Face's)");
+}
+
+// Architecture flags of train/summary/estimate: bert-*, unet* and resnet* (see model_arch.h).
+static const std::set<std::string> kArchFlags = {"hidden",     "layers", "heads", "max-positions", "dropout",
+                                                 "base-width", "depth",  "norm"};
+const char* const kArchUsage = "[--hidden N --layers N --heads N --max-positions N (bert-*)] [--dropout P (bert-*, vgg*)]\n"
+                               "  [--base-width N --depth N (unet*)] [--norm bn|gn|none (resnet*)]";
+
+std::set<std::string> with_arch_flags(std::set<std::string> flags) {
+  flags.insert(kArchFlags.begin(), kArchFlags.end());
+  return flags;
+}
+
+ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
+  auto positive = [&](const char* k) {
+    const int64_t v = a.get_int(k, 0);
+    OOMLAB_CHECK(!a.has(k) || v >= 1, "--", k, " must be >= 1 (got ", v, ")");
+    return v;
+  };
+  ArchOverrides o;
+  o.hidden = positive("hidden");
+  o.layers = positive("layers");
+  o.heads = positive("heads");
+  o.max_positions = positive("max-positions");
+  o.base_width = positive("base-width");
+  o.depth = positive("depth");
+  if (a.has("dropout")) {
+    o.dropout = a.get_double("dropout", 0.0);
+    OOMLAB_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1) (got ", o.dropout, ")");
+  }
+  o.norm = a.get("norm", "");
+  OOMLAB_CHECK(!a.has("norm") || o.norm == "bn" || o.norm == "gn" || o.norm == "none",
+               "--norm must be bn, gn or none (got '", o.norm, "')");
+  o.check_fits(model);
+  return o;
 }
 
 }  // namespace oomlab

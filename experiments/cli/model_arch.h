@@ -1,5 +1,5 @@
 // model_arch.h — architecture overrides a run may give a zoo model: BERT's hidden size,
-// layers, heads, position-table size and dropout (bert-*), UNet's base width and depth
+// layers, heads, position-table size and dropout (bert-*; VGG: the classifier dropout), UNet's base width and depth
 // (unet*), the ResNets' normalisation layer (resnet*: --norm bn|gn|none). Shared by `train`, `summary` and `estimate` (TrainConfig / ModelSpec).
 // Contracts:
 //  * 0 (dropout: < 0) means "the preset's value"; apply() copies only the given values.
@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 namespace oomlab {
@@ -21,7 +22,7 @@ struct ModelConfig;
 
 struct ArchOverrides {
   int64_t hidden = 0, layers = 0, heads = 0, max_positions = 0;   // bert-*
-  double dropout = -1;                                            // bert-*; < 0: preset (0.1)
+  double dropout = -1;                                            // bert-* (preset 0.1), vgg* classifier (0.5); < 0: preset
   int64_t base_width = 0, depth = 0;                              // unet*
   std::string norm;                                               // resnet*: bn | gn | none; "": bn
   void check_fits(const std::string& model) const;
@@ -32,5 +33,13 @@ struct ArchOverrides {
 // `len` (given with `flag`, e.g. "--seq-len") must be <= the position table of `model`
 // with these overrides; no-op for non-token models.
 void check_seq_fits(const std::string& model, const ArchOverrides& arch, int64_t len, const char* flag);
+
+// The architecture flags (--hidden ... --norm) as a command's flag set takes them, their
+// usage line, and their parsed values for `model` (ValueError on a bad value or a flag the
+// model has no use for).
+class CliArgs;
+extern const char* const kArchUsage;
+std::set<std::string> with_arch_flags(std::set<std::string> flags);
+ArchOverrides arch_flags(const CliArgs& a, const std::string& model);
 
 }  // namespace oomlab

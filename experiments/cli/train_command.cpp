@@ -7,6 +7,7 @@
 #include "experiments/cli/memory_report.h"
 
 #include <filesystem>
+#include <mutex>
 
 #include "engine/core/checked_math.h"
 #include "engine/core/dispatch.h"
@@ -14,6 +15,8 @@
 #include "engine/io/atomic_file.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/data/dataset.h"
+#include "engine/data/npy_dataset.h"
+#include "engine/io/safetensors.h"
 #include "engine/data/synthetic_seg.h"
 #include "engine/data/synthetic_seq.h"
 #include "engine/memory/caching_allocator.h"
@@ -36,6 +39,7 @@ struct Datasets { std::shared_ptr<Dataset> train, test; };
 void check_model_fits_dataset(const std::string& model, const std::string& dataset) {
   const InputKind in = model_input_kind(model);   // also rejects unknown models
   const TaskKind task = model_task_kind(model);
+  if (dataset == "npy") return;   // its kind is known once loaded: check_model_fits_npy
   const char* want = nullptr;
   if (in == InputKind::tokens) want = "synthetic-seq";
   else if (task == TaskKind::segmentation) want = "synthetic-seg";
@@ -47,6 +51,17 @@ void check_model_fits_dataset(const std::string& model, const std::string& datas
                want ? want : "fashion-mnist or synthetic");
 }
 
+// --dataset npy: the files decide the kind (token ids or images; class labels or masks).
+void check_model_fits_npy(const std::string& model, const Dataset& d) {
+  const bool tokens = model_input_kind(model) == InputKind::tokens;
+  const bool seg = model_task_kind(model) == TaskKind::segmentation;
+  const bool masks = !d.target_shape().empty();
+  OOMLAB_CHECK(tokens == d.is_tokens() && seg == masks, "--model ", model, " cannot train on ", d.name(), ": ", model,
+               " takes ", tokens ? "token ids" : "images", " for ", seg ? "segmentation" : "classification",
+               ", the files hold ", d.is_tokens() ? "token ids" : "images", " with ",
+               masks ? "per-pixel masks" : "class labels");
+}
+
 // The per-sample image shape of an image dataset: Fashion-MNIST's 1x28x28, else --input or
 // the model's default.
 Shape image_input_shape(const TrainConfig& c) {
@@ -56,6 +71,24 @@ Shape image_input_shape(const TrainConfig& c) {
 }
 
 Datasets make_datasets(const TrainConfig& c) {
+  if (c.dataset == "npy") {
+    // --classes, else the largest label of both splits + 1: train and test agree on the head.
+    const bool has_test = npy_split_exists(c.data_dir, "test");
+    int64_t classes = c.num_classes;
+    if (classes == 0)
+      classes = std::max<int64_t>({int64_t(1), npy_label_count(c.data_dir, "train"),
+                                   has_test ? npy_label_count(c.data_dir, "test") : 0});
+    Datasets d;
+    d.train = load_npy_dataset(c.data_dir, "train", classes);
+    d.test = has_test ? load_npy_dataset(c.data_dir, "test", classes) : d.train;   // no test split: evaluate on train
+    check_model_fits_npy(c.model, *d.train);
+    OOMLAB_CHECK_T(ShapeError, d.test->sample_shape() == d.train->sample_shape() || d.train->is_tokens(), d.test->name(),
+                   " holds ", shape_str(d.test->sample_shape()), " samples, ", d.train->name(), " ",
+                   shape_str(d.train->sample_shape()));
+    OOMLAB_CHECK(d.test->is_tokens() == d.train->is_tokens() && d.test->target_shape() == d.train->target_shape(),
+                 d.test->name(), " and ", d.train->name(), " hold different kinds of inputs or targets");
+    return d;
+  }
   if (c.dataset == "fashion-mnist")
     return {std::make_shared<FashionMnistDataset>(Split::train, c.data_dir),
             std::make_shared<FashionMnistDataset>(Split::test, c.data_dir)};
@@ -85,6 +118,12 @@ Datasets make_datasets(const TrainConfig& c) {
 }
 
 
+void print_init_report(const std::string& file, const LoadReport& r) {
+  std::printf("--init %s: loaded%s\n", file.c_str(), r.missing.empty() && r.unexpected.empty() ? " every tensor" : "");
+  for (const auto& k : r.missing) std::printf("  --init-non-strict: kept the model's own %s (not in the file)\n", k.c_str());
+  for (const auto& k : r.unexpected) std::printf("  --init-non-strict: skipped %s (not in the model)\n", k.c_str());
+}
+
 json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::string>& given) {
   json j = {{"model", c.model}, {"dataset", c.dataset}, {"data_dir", c.data_dir}, {"input", c.input},
             {"num_classes", c.num_classes}, {"synthetic_size", c.synthetic_size},
@@ -93,7 +132,7 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"batch", c.batch}, {"epochs", c.epochs}, {"steps", c.steps}, {"optimizer", r.optimizer}, {"lr", r.lr},
             {"momentum", r.momentum}, {"weight_decay", r.weight_decay}, {"nesterov", c.nesterov},
             {"schedule", r.schedule}, {"ema_decay", c.ema_decay}, {"seed", c.seed},
-            {"device_memory", c.device_memory}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
+            {"device_memory", c.device_memory}, {"shuffle", c.shuffle}, {"init", c.init}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
             {"accumulate", c.accumulate}, {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
@@ -103,6 +142,14 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
   return j;
 }
 }  // namespace
+
+void check_batch_fits(const TrainConfig& c, const std::string& set, int64_t train_size) {
+  OOMLAB_CHECK(c.batch <= train_size, "impossible batch: --batch ", c.batch, " is larger than the ", set,
+               " training set (", train_size, " samples)");
+  OOMLAB_CHECK(c.accumulate <= train_size / c.batch, "--accumulate ", c.accumulate, " is more than the ",
+               train_size / c.batch, " batches of ", c.batch, " in an epoch of the ", set, " training set (",
+               train_size, " samples)");
+}
 
 void check_train_config(const TrainConfig& c) {
   check_model_fits_dataset(c.model, c.dataset);
@@ -123,17 +170,19 @@ void check_train_config(const TrainConfig& c) {
                r.optimizer, ")");
   OOMLAB_CHECK(!c.nesterov || r.momentum > 0, "--nesterov needs a momentum > 0 (as torch.optim.SGD)");
   parse_lr_schedule(resolve_schedule(r.schedule, 100));   // an unknown schedule is named now
-  int64_t train_size = c.synthetic_size;
-  if (c.dataset == "fashion-mnist") {
-    find_fashion_mnist_dir(c.data_dir);
-    train_size = 60000;
-  }
-  OOMLAB_CHECK(c.batch <= train_size, "impossible batch: --batch ", c.batch, " is larger than the ", c.dataset,
-               " training set (", train_size, " samples)");
   OOMLAB_CHECK(c.accumulate >= 1, "--accumulate must be >= 1 (got ", c.accumulate, ")");
-  OOMLAB_CHECK(c.accumulate <= train_size / c.batch, "--accumulate ", c.accumulate, " is more than the ",
-               train_size / c.batch, " batches of ", c.batch, " in an epoch of the ", c.dataset, " training set (",
-               train_size, " samples)");
+  if (c.dataset != "npy") {   // npy: checked once the files are loaded (train())
+    int64_t train_size = c.synthetic_size;
+    if (c.dataset == "fashion-mnist") {
+      find_fashion_mnist_dir(c.data_dir);
+      train_size = 60000;
+    }
+    check_batch_fits(c, c.dataset, train_size);
+  } else {
+    OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(c.data_dir), "--data-dir ", c.data_dir, " is not a directory");
+  }
+  OOMLAB_CHECK_T(IoError, c.init.empty() || std::filesystem::is_regular_file(c.init), "--init: ", c.init,
+                 " is not a file");
   if (!c.input.empty()) {
     OOMLAB_CHECK_T(ShapeError, c.input.size() == 3, "--input must be C,H,W (got ", shape_str(c.input), ")");
     checked_numel(c.input, "--input");
@@ -148,20 +197,26 @@ json train(const TrainConfig& c) {
   check_train_config(c);
   std::vector<std::string> given;
   const Recipe recipe = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay}, &given);
+  // Host-side data first: --dataset npy decides the input shape, classes and length.
+  Datasets data = make_datasets(c);
+  if (c.dataset == "npy") check_batch_fits(c, data.train->name(), data.train->size());
+  const bool tokens = data.train->is_tokens();
+  const int64_t seq_len = c.dataset == "npy" && tokens ? data.train->sample_shape()[0] : c.seq_len;
+  if (c.dataset == "npy" && tokens) check_seq_fits(c.model, c.arch, seq_len, "the token files' length");
 
   // This run's step as the meta probes see it (pre-flight, budget planning).
   ModelSpec ms;
   ms.model = c.model;
-  ms.num_classes = c.num_classes;
+  ms.num_classes = data.train->num_classes();
   ms.arch = c.arch;
   ms.amp = c.amp;
   ms.loss_scale = c.loss_scale;
   ms.half = c.half;
   ms.master_weights = c.master_weights;
   if (model_input_kind(c.model) == InputKind::tokens) {
-    ms.seq_len = c.long_seq_prob > 0 ? std::max(c.seq_len, c.long_seq_len) : c.seq_len;   // the longest batch
+    ms.seq_len = c.long_seq_prob > 0 ? std::max(seq_len, c.long_seq_len) : seq_len;   // the longest batch
   } else {
-    ms.input = image_input_shape(c);
+    ms.input = data.train->sample_shape();
   }
   // --half: every op of the step must have a float16 kernel where the run goes.
   // (A build without the device's backend is refused where the device is opened.)
@@ -202,7 +257,6 @@ json train(const TrainConfig& c) {
     if (c.record_history) allocator_for(d).record_history(true);
   }
   if (c.record_history) OpProfiler::enable(true);
-  Datasets data = make_datasets(c);
   OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
                data.train->name(), " training set (", data.train->size(), " samples)");
 
@@ -210,16 +264,26 @@ json train(const TrainConfig& c) {
   ModelConfig mc;
   mc.num_classes = data.train->num_classes();
   c.arch.apply(mc);
-  if (data.train->is_tokens()) {
-    mc.seq_len = c.seq_len;
+  if (tokens) {
+    mc.seq_len = seq_len;
   } else {
     mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
   }
   mc.seed = c.seed;
+  std::mutex init_mu;   // builders may run on several rank threads
+  json init_report;
   ModelBuilder build = [&](Device d) {   // the model (and, data-parallel, each replica or rank's copy)
     ModelConfig m = mc;
     m.device = d;
     nn::ModulePtr model = build_model(c.model, m);
+    if (!c.init.empty()) {   // PyTorch's load_state_dict(strict=...) from a safetensors file
+      const LoadReport r = load_into(c.init, model->state_dict(), c.init_strict);
+      std::lock_guard<std::mutex> lk(init_mu);
+      if (init_report.is_null()) {
+        init_report = {{"file", c.init}, {"strict", c.init_strict}, {"missing", r.missing}, {"unexpected", r.unexpected}};
+        if (!c.quiet) print_init_report(c.init, r);
+      }
+    }
     apply_checkpoint_plan(*model, plan_checkpoints(*model, model_probe_input(c.model, m),
                                                    parse_checkpoint_policy(checkpoint)));
     return model;
@@ -253,17 +317,25 @@ json train(const TrainConfig& c) {
   t.on_oom = parse_on_oom(c.on_oom);
   t.workers = c.workers;
   t.pin_memory = c.pin_memory;
+  t.shuffle = c.shuffle;
   t.config = config_json(c, recipe, given);
   if (!budget.is_null()) t.config["checkpoint_budget"] = budget;
   // What a checkpoint must have been made with to resume it: the model, its data and the
   // recipe (a different --lr would change the run while the results record the new one).
   // global_batch, not batch: a DDP run resumes on another world size at the same global batch.
   t.resume_keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len", "seq_min_len",
-                   "long_seq_len", "long_seq_prob", "global_batch", "optimizer", "lr", "momentum", "weight_decay",
+                   "long_seq_len", "long_seq_prob", "shuffle", "global_batch", "optimizer", "lr", "momentum", "weight_decay",
                    "nesterov", "schedule", "seed", "accumulate", "amp", "half", "master_weights", "loss_scale"};
   const json arch = c.arch.to_json(c.model);
   for (auto it = arch.begin(); it != arch.end(); ++it) t.resume_keys.push_back(it.key());
+  if (c.dataset == "npy") {   // what the files decided, for the results and resume checks
+    t.config["num_classes"] = data.train->num_classes();
+    if (data.train->is_tokens()) t.config["seq_len"] = seq_len;
+    else t.config["input"] = data.train->sample_shape();
+    t.config["test_split"] = data.test == data.train ? "train (no test_inputs.npy)" : "test";
+  }
   json results = train_parallel(c, t, build, *data.train, *data.test);
+  if (!init_report.is_null()) results["config"]["init_report"] = init_report;   // filled by the first build
   if (c.record_history) OpProfiler::enable(false);
   return results;
 }

@@ -23,10 +23,10 @@ namespace oomlab {
 
 struct TrainConfig {
   std::string model = "resnet20";
-  std::string dataset = "fashion-mnist";   // fashion-mnist | synthetic | synthetic-seq | synthetic-seg
-  std::string data_dir;
+  std::string dataset = "fashion-mnist";   // fashion-mnist | synthetic | synthetic-seq | synthetic-seg | npy
+  std::string data_dir;                    // fashion-mnist's IDX files; npy: the .npy files (npy_dataset.h)
   Shape input;                             // synthetic / synthetic-seg: C,H,W (default: model's)
-  int64_t num_classes = 10;                // synthetic / synthetic-seg (synthetic-seq: always 2)
+  int64_t num_classes = 10;                // synthetic / synthetic-seg (synthetic-seq: always 2; npy: 0 = infer)
   // synthetic-seq (token models): ModelConfig.seq_len and the longest regular sample;
   // lengths are uniform in [seq_min_len (0: seq_len/2), seq_len]; with probability
   // long_seq_prob a sample has length long_seq_len instead.
@@ -47,6 +47,12 @@ struct TrainConfig {
   bool nesterov = false;
   double ema_decay = 0.0;                  // 0 = off; e.g. 0.999
   uint64_t seed = 0;
+  bool shuffle = true;                     // --no-shuffle: every epoch visits samples 0, 1, 2, ...
+  // --init FILE.safetensors: start from these weights (a PyTorch state_dict saved with
+  // safetensors.torch.save_file); strict unless --init-non-strict, which loads what matches
+  // and lists the rest (results `init`). Names, shapes and dtypes as PyTorch's state_dict.
+  std::string init;
+  bool init_strict = true;
   uint64_t device_memory = 0;              // emulated capacity; 0 = unlimited
   std::string save_dir, resume_dir;
   int64_t save_every = 0;                  // steps between checkpoints (0: only at the end)

@@ -1,0 +1,109 @@
+// parity_step.cpp — `oomlab step`: one plain training step on a batch the user supplies,
+// with every number written out, so oomlab's arithmetic can be checked against another
+// framework's on the same weights and inputs (scripts/torch_parity.py does it for PyTorch).
+// The step: the whole train split of `--dataset npy --data-dir DIR` is one batch (rows in
+// file order) -> the zoo model (--dtype float32|float64, weights from --init, train mode)
+// -> forward -> the task loss of train_step.h (cross-entropy, mean over samples or pixels)
+// -> backward -> SGD with --lr, no momentum, no weight decay: PyTorch's
+// `opt.zero_grad(); loss = F.cross_entropy(model(x), y); loss.backward(); opt.step()`.
+// Output (--out FILE.safetensors, written atomically): "loss" (scalar), "logits",
+// "grad/<name>" per parameter, "after/<key>" per state_dict entry after the update (BN's
+// running statistics included).
+#include "experiments/cli/parity_step.h"
+
+#include <cstdio>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/dispatch.h"
+#include "engine/core/error.h"
+#include "engine/data/dataloader.h"
+#include "engine/data/npy_dataset.h"
+#include "engine/io/atomic_file.h"
+#include "engine/io/safetensors.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/train_step.h"
+#include "experiments/cli/cli_args.h"
+#include "experiments/cli/model_arch.h"
+#include "models/model_zoo.h"
+
+namespace oomlab {
+
+int cmd_step(const std::vector<std::string>& args) {
+  for (const auto& w : args)
+    if (w == "--help" || w == "-h") {
+      std::puts("oomlab step --model M --data-dir DIR --init WEIGHTS.safetensors --out FILE.safetensors\n"
+                "  [--dtype float32|float64] [--lr X (default 0.1)] [--classes K] [--device cpu|cuda[:i]]");
+      std::printf("  %s\n", kArchUsage);
+      std::puts("One SGD step on the whole train split of DIR (npy files, see `oomlab train --dataset npy`);\n"
+                "writes loss, logits, grad/<param> and after/<state_dict key> to FILE.safetensors.");
+      return 0;
+    }
+  CliArgs a(args, with_arch_flags({"model", "data-dir", "init", "out", "dtype", "lr", "classes", "device"}), {}, "step");
+  for (const char* k : {"model", "data-dir", "init", "out"})
+    OOMLAB_CHECK(a.has(k), "--", k, " is required (oomlab step --help)");
+  const std::string model_name = a.get("model", ""), out = a.get("out", ""), init = a.get("init", "");
+  const std::string dtype_flag = a.get("dtype", "float32");
+  OOMLAB_CHECK(dtype_flag == "float32" || dtype_flag == "float64", "--dtype must be float32 or float64 (got '",
+               dtype_flag, "')");
+  const DType dtype = dtype_flag == "float64" ? DType::f64 : DType::f32;
+  const double lr = a.get_double("lr", 0.1);
+  OOMLAB_CHECK(lr > 0 && lr <= 1e6, "--lr must be in (0, 1e6] (got ", lr, ")");
+  const int64_t classes = a.get_int("classes", 0);
+  OOMLAB_CHECK(!a.has("classes") || classes >= 1, "--classes must be >= 1 (got ", classes, ")");
+  const Device device = parse_device(a.get("device", "cpu"));
+  OOMLAB_CHECK_T(DeviceError, !device.is_meta(), "--device meta has no numbers to compare; use cpu or cuda");
+  const ArchOverrides arch = arch_flags(a, model_name);
+  check_output_file(out, "--out");
+
+  std::shared_ptr<Dataset> data = load_npy_dataset(a.get("data-dir", ""), "train", classes);
+  const bool tokens = model_input_kind(model_name) == InputKind::tokens;
+  OOMLAB_CHECK(tokens == data->is_tokens(), "--model ", model_name, " takes ", tokens ? "token ids" : "images", ", ",
+               data->name(), " holds ", data->is_tokens() ? "token ids" : "images");
+  ensure_kernels_registered();
+
+  ModelConfig mc;
+  mc.num_classes = data->num_classes();
+  arch.apply(mc);
+  const Shape in = data->sample_shape();
+  if (tokens) {
+    mc.seq_len = in[0];
+    check_seq_fits(model_name, arch, in[0], "the token files' length");
+  } else {
+    mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
+  }
+  mc.device = device;
+  mc.dtype = dtype;
+  nn::ModulePtr model = build_model(model_name, mc);
+  load_into(init, model->state_dict(), /*strict=*/true);
+  model->train();
+
+  DataLoader loader(*data, data->size(), /*shuffle=*/false, /*drop_last=*/false, /*seed=*/0, /*workers=*/0);
+  HostBatch batch;
+  OOMLAB_CHECK_T(InternalError, loader.next(batch), "the npy loader returned no batch");
+  Tensor x = batch_input_to_device(batch, device);
+  if (!tokens && dtype != DType::f32) x = x.to(dtype);
+  const Tensor y = batch_target_to_device(batch, device);
+
+  ParamGroup group;
+  group.params = model->named_parameters();
+  group.lr = lr;
+  std::unique_ptr<Optimizer> opt = make_optimizer("sgd", {group});
+  opt->zero_grad(true);
+  const Tensor logits = (*model)(x);
+  const Tensor loss = task_loss(logits, y);
+  loss.backward();
+
+  NamedTensors outputs = {{"loss", loss}, {"logits", logits.detach()}};
+  for (const auto& [name, p] : model->named_parameters()) {
+    OOMLAB_CHECK_T(InternalError, p.grad().defined(), "parameter ", name, " got no gradient");
+    outputs.emplace_back("grad/" + name, p.grad().clone());
+  }
+  opt->step();
+  for (const auto& [name, t] : model->state_dict()) outputs.emplace_back("after/" + name, t);
+  write_safetensors(out, outputs, {{"model", model_name}, {"dtype", dtype_flag}, {"lr", str_cat(lr)}});
+  std::printf("step: %s %s batch %lld: loss %.10g -> %s\n", model_name.c_str(), dtype_flag.c_str(),
+              static_cast<long long>(batch.n), loss.item(), out.c_str());
+  return 0;
+}
+
+}  // namespace oomlab

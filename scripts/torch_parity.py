@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""torch_parity.py — one training step in oomlab and in PyTorch on the same weights and batch.
+
+For each model and dtype: build the PyTorch twin (torchvision, Hugging Face, or
+scripts/torch_models.py for resnet20 and the UNet), save its initial state_dict with
+safetensors.torch.save_file and a random batch as .npy files (the layout `oomlab train
+--dataset npy` reads), run `oomlab step` on them, run the same step in PyTorch
+(zero_grad; loss = F.cross_entropy(model(x), y); loss.backward(); SGD(lr, no momentum,
+no weight decay).step(); train mode, dropout 0), and compare: loss, logits, every
+parameter gradient, every state_dict entry after the update (BN running statistics too).
+NMSE = sum((oomlab - torch)^2) / sum(torch^2) over all gradients of the model together
+(`grad_nmse`) and per tensor (`grad_nmse_worst`, with its name). Bars (issue 18): grad NMSE
+<= 1e-6 in float32 and <= 1e-10 in float64, for the whole model and for every tensor but
+those whose gradient is analytically zero (RMS below 1e-6 of the model's: BERT's attention
+key biases, to which softmax is blind), listed under `near_zero_grads` with both RMS values.
+
+Runs where torch, torchvision, transformers, safetensors and numpy import; elsewhere it
+prints `torch_parity: skipped: ...` and exits 0, so CI stays torch-free.
+Usage: python3 scripts/torch_parity.py [--oomlab build/oomlab] [--models resnet18,...]
+         [--dtypes float32,float64] [--threads 2] [--json reports/benchmarks/torch_parity_cpu.json]
+Exit: 0 when every point meets its bar (or skipped), 1 when one does not, 2 on bad usage.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+# model -> (input: (C, H, W) or ("tokens", T), batch, classes, extra oomlab flags)
+CASES = {
+    "resnet18": ((3, 64, 64), 8, 10, []),
+    "resnet20": ((1, 28, 28), 16, 10, []),
+    "vgg11": ((3, 32, 32), 4, 10, ["--dropout", "0"]),
+    "bert-mini": (("tokens", 32), 8, 2, ["--dropout", "0"]),
+    "unet-small": ((3, 32, 32), 4, 3, []),
+}
+BARS = {"float32": 1e-6, "float64": 1e-10}
+LR = 0.1
+
+
+def nmse(a, b):
+    den = float((b.double() ** 2).sum())
+    num = float(((a.double() - b.double()) ** 2).sum())
+    return num / den if den > 0 else (0.0 if num == 0 else float("inf"))
+
+
+def make_batch(np, rng, model, spec, batch, classes, work):
+    """Writes train_inputs/labels(/attention_mask).npy into `work`; returns the torch-side arrays."""
+    if spec[0] == "tokens":
+        t = spec[1]
+        ids = rng.integers(1, 30522, size=(batch, t), dtype=np.int64)
+        lengths = rng.integers(t // 2, t + 1, size=batch)
+        mask = (np.arange(t)[None, :] < lengths[:, None]).astype(np.int64)
+        ids = ids * mask                                   # padding id 0 after each sample
+        labels = rng.integers(0, classes, size=batch, dtype=np.int64)
+        np.save(work / "train_attention_mask.npy", mask)
+        arrays = {"input_ids": ids, "attention_mask": mask}
+    else:
+        x = rng.standard_normal(size=(batch,) + tuple(spec)).astype(np.float32)
+        if model.startswith("unet"):
+            labels = rng.integers(0, classes, size=(batch, spec[1], spec[2]), dtype=np.int64)
+        else:
+            labels = rng.integers(0, classes, size=batch, dtype=np.int64)
+        ids = x
+        arrays = {"x": x}
+    np.save(work / "train_inputs.npy", ids)
+    np.save(work / "train_labels.npy", labels)
+    return arrays, labels
+
+
+def torch_step(torch, model, arrays, labels, dtype):
+    F = torch.nn.functional
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.0, weight_decay=0.0)
+    opt.zero_grad(set_to_none=True)
+    if "x" in arrays:
+        logits = model(torch.from_numpy(arrays["x"]).to(dtype))
+    else:
+        logits = model(input_ids=torch.from_numpy(arrays["input_ids"]),
+                       attention_mask=torch.from_numpy(arrays["attention_mask"])).logits
+    loss = F.cross_entropy(logits, torch.from_numpy(labels))
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    opt.step()
+    after = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return loss.detach(), logits.detach(), grads, after
+
+
+def run_case(mods, oomlab, model_name, dtype_name, seed, work):
+    torch, np, st = mods["torch"], mods["numpy"], mods["safetensors.torch"]
+    from torch_models import build
+    spec, batch, classes, flags = CASES[model_name]
+    dtype = torch.float64 if dtype_name == "float64" else torch.float32
+    torch.manual_seed(seed)
+    model = build(torch, model_name, classes,
+                  input_chw=spec if spec[0] != "tokens" else (3, 224, 224),
+                  seq_len=spec[1] if spec[0] == "tokens" else 128, dropout=0.0)
+    if model_name.startswith("vgg"):
+        for m in model.modules():          # torchvision's dropout=0.0, as oomlab's --dropout 0
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+    model = model.to(dtype)
+    weights = work / "init.safetensors"
+    st.save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(weights))
+    arrays, labels = make_batch(np, np.random.default_rng(seed), model_name, spec, batch, classes, work)
+    out = work / "oomlab_step.safetensors"
+    cmd = [oomlab, "step", "--model", model_name, "--data-dir", str(work), "--init", str(weights), "--out", str(out),
+           "--dtype", dtype_name, "--lr", str(LR), "--classes", str(classes)] + flags
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    ours = st.load_file(str(out))
+    loss, logits, grads, after = torch_step(torch, model, arrays, labels, dtype)
+
+    worst_name, worst = "", 0.0
+    num = den = 0.0
+    count = sum(g.numel() for g in grads.values())
+    near_zero = {}
+    for name, g in grads.items():
+        mine = ours["grad/" + name]
+        if mine.shape != g.shape:
+            raise RuntimeError(f"{model_name}: grad/{name} has shape {tuple(mine.shape)} in oomlab, {tuple(g.shape)} in torch")
+        num += float(((mine.double() - g.double()) ** 2).sum())
+        den += float((g.double() ** 2).sum())
+    model_rms = (den / count) ** 0.5
+    for name, g in grads.items():
+        mine = ours["grad/" + name]
+        rms = float(g.double().pow(2).mean().sqrt())
+        # A gradient that is analytically zero (BERT's attention key bias: softmax ignores a
+        # shift shared by all keys) is rounding noise on both sides: its NMSE compares noise
+        # with noise, so it is listed apart instead of ranked.
+        if rms < 1e-6 * model_rms:
+            near_zero[name] = {"torch_rms": rms, "oomlab_rms": float(mine.double().pow(2).mean().sqrt())}
+            continue
+        e = nmse(mine, g)
+        if e > worst or not worst_name:
+            worst_name, worst = name, e
+    w_num = w_den = 0.0
+    buf_max = 0.0
+    for key, v in after.items():
+        mine = ours["after/" + key]
+        if v.dtype.is_floating_point:
+            w_num += float(((mine.double() - v.double()) ** 2).sum())
+            w_den += float((v.double() ** 2).sum())
+            if "running" in key:
+                buf_max = max(buf_max, float((mine.double() - v.double()).abs().max()))
+        elif not torch.equal(mine, v):
+            raise RuntimeError(f"{model_name}: after/{key} differs ({mine.tolist()} vs {v.tolist()})")
+    grad_nmse = num / den if den > 0 else 0.0
+    point = {
+        "model": model_name, "dtype": dtype_name, "batch": batch,
+        "input": list(spec) if spec[0] != "tokens" else {"seq_len": spec[1]},
+        "classes": classes, "parameters": sum(int(p.numel()) for p in model.parameters()),
+        "loss_oomlab": float(ours["loss"].double()), "loss_torch": float(loss.double()),
+        "loss_abs_diff": abs(float(ours["loss"].double()) - float(loss.double())),
+        "logits_max_abs": float((ours["logits"].double() - logits.double()).abs().max()),
+        "logits_nmse": nmse(ours["logits"], logits),
+        "grad_nmse": grad_nmse, "grad_nmse_worst": worst, "grad_nmse_worst_tensor": worst_name,
+        "grad_rms": model_rms, "near_zero_grads": near_zero,
+        "grad_max_abs": max(float((ours["grad/" + n].double() - g.double()).abs().max()) for n, g in grads.items()),
+        "weights_after_nmse": w_num / w_den if w_den > 0 else 0.0,
+        "running_stats_max_abs": buf_max,
+        "bar_grad_nmse": BARS[dtype_name],
+    }
+    point["meets_bar"] = grad_nmse <= BARS[dtype_name] and worst <= BARS[dtype_name]
+    return point
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--oomlab", default=str(HERE.parent / "build" / "oomlab"))
+    p.add_argument("--models", default=",".join(CASES))
+    p.add_argument("--dtypes", default="float32,float64")
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave torch's default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default="", help="write the points here (atomically)")
+    a = p.parse_args(argv)
+    models = [m for m in a.models.split(",") if m]
+    dtypes = [d for d in a.dtypes.split(",") if d]
+    bad = [m for m in models if m not in CASES] + [d for d in dtypes if d not in BARS]
+    if bad:
+        print(f"torch_parity: error: unknown model/dtype {bad}; models {list(CASES)}, dtypes {list(BARS)}",
+              file=sys.stderr)
+        return 2
+    mods = {}
+    try:
+        import importlib
+        for name in ("torch", "torchvision", "transformers", "safetensors.torch", "numpy"):
+            mods[name] = importlib.import_module(name)
+    except ImportError as exc:
+        print(f"torch_parity: skipped: {exc} (needs torch, torchvision, transformers, safetensors, numpy: "
+              "pip install them in a virtualenv)")
+        return 0
+    if not os.access(a.oomlab, os.X_OK):
+        print(f"torch_parity: error: {a.oomlab} is not an executable oomlab (build it, or pass --oomlab)", file=sys.stderr)
+        return 2
+    torch = mods["torch"]
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    points = []
+    with tempfile.TemporaryDirectory(prefix="oomlab-parity-") as tmp:
+        for m in models:
+            for d in dtypes:
+                work = Path(tmp) / f"{m}-{d}"
+                work.mkdir()
+                pt = run_case(mods, a.oomlab, m, d, a.seed, work)
+                points.append(pt)
+                print(f"{m:11s} {d}: loss {pt['loss_oomlab']:.8g} vs {pt['loss_torch']:.8g} "
+                      f"(|diff| {pt['loss_abs_diff']:.2e}); grad NMSE {pt['grad_nmse']:.2e} "
+                      f"(worst {pt['grad_nmse_worst']:.2e} {pt['grad_nmse_worst_tensor']}; {len(pt['near_zero_grads'])} ~0); "
+                      f"weights after NMSE {pt['weights_after_nmse']:.2e}; "
+                      f"{'ok' if pt['meets_bar'] else 'ABOVE BAR'} (<= {pt['bar_grad_nmse']:g})", flush=True)
+    git = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+    doc = {"command": "torch_parity", "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "git_sha": git, "host": platform.node(), "cpu": platform.processor() or platform.machine(),
+           "python": platform.python_version(),
+           "versions": {n: getattr(mods[n], "__version__", "?") for n in ("torch", "torchvision", "transformers", "numpy")},
+           "torch_threads": torch.get_num_threads(), "lr": LR, "points": points}
+    if a.json:
+        path = Path(a.json)
+        fd, tmp_path = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.resolve().parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp_path, path)
+        print(f"wrote {path}")
+    return 0 if all(pt["meets_bar"] for pt in points) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
