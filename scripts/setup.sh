@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 # with Archer, for ThreadSanitizer) and ninja-build (parallel builds of selected targets)
 # serve scripts/sanitize.sh and scripts/fuzz.sh. libgloo-dev is the gloo communicator's library
 # (PyTorch's CPU backend); slurm-wlm and munge serve scripts/slurm_allreduce.sh.
-packages=(cmake g++ make libopenblas-dev libopenmpi-dev openmpi-bin zlib1g-dev
+# libopenblas-openmp-dev: OpenBLAS on the same OpenMP pool as oomlab's kernels (CMakeLists.txt).
+packages=(cmake g++ make libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin zlib1g-dev
           nlohmann-json3-dev libgtest-dev libbenchmark-dev python3 python3-matplotlib
           dataset-fashion-mnist clang libclang-rt-dev libomp-dev ninja-build
           libgloo-dev slurm-wlm munge)
