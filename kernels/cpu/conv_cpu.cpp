@@ -31,6 +31,7 @@ namespace {
 
 constexpr int64_t kPanelBytes = 512 << 10;   // target col-panel size (per-core L2); 256K-2M measured
 constexpr int64_t kMinCols = 192, kMaxCols = 2048;
+constexpr int64_t kMinTiles = 8;              // work items for the OpenMP loops when N allows
 constexpr double kParallelFlops = 4e6;        // below this, one thread (no OpenMP region)
 
 template <class T>
@@ -93,6 +94,10 @@ template <class T> Geom make_geom(const Conv2dArgs& a) {
     g.ntiles = g.N * g.per_img;
   } else {
     g.nb = std::clamp<int64_t>(target / std::max<int64_t>(g.PQ, 1), 1, std::max<int64_t>(g.N, 1));
+    // Late ResNet stages (2x2 or 4x4 pixels, thousands of col rows) would fit the whole batch
+    // in one or two tiles, i.e. one thread: keep at least kMinTiles tiles when the batch has
+    // the images (a rule on the shapes alone, so the bits never depend on the thread count).
+    g.nb = std::min(g.nb, std::max<int64_t>(1, (g.N + kMinTiles - 1) / kMinTiles));
     g.per_img = 1;
     g.cols = g.PQ;
     g.ntiles = (g.N + g.nb - 1) / g.nb;
