@@ -2,8 +2,8 @@
 // through the CPU kernel tables: forward, backward data and backward weight against a
 // naive float64 reference on the ResNet-20 layer shapes (small batch) and edge cases (odd
 // and non-square sizes, stride 2, C or K not a multiple of 8, batch 1, 1x1 images, several
-// backward-weight chunks), bitwise equality across thread counts, and which shapes take
-// the path.
+// backward-weight chunks), bitwise equality across thread counts and between the AVX-512
+// and AVX2 loops (where the CPU has AVX-512), and which shapes take the path.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -14,6 +14,7 @@
 
 #include "engine/ops/conv.h"   // conv2d_output_shape
 #include "kernels/conv.h"
+#include "kernels/cpu/conv_direct_avx512.h"
 #include "kernels/cpu/conv_direct_cpu.h"
 
 using namespace oomlab;
@@ -128,6 +129,25 @@ TEST(ConvDirect, BitwiseIndependentOfThreadCount) {
     EXPECT_TRUE(one.y == many.y) << "forward, K " << c.K;
     EXPECT_TRUE(one.dx == many.dx) << "backward data, K " << c.K;
     EXPECT_TRUE(one.dw == many.dw) << "backward weight, K " << c.K;
+  }
+}
+
+TEST(ConvDirect, Avx512LoopsAreBitwiseTheAvx2Loops) {
+  const bool avx512 = conv_direct_avx512_enabled();
+  if (!avx512) GTEST_SKIP() << "this CPU has no AVX-512F: only the AVX2 loops run here";
+  for (const Case& c : {Case{2, 16, 28, 28, 16, 1}, Case{2, 16, 28, 28, 32, 2}, Case{3, 64, 7, 7, 64, 1},
+                        Case{1, 3, 7, 7, 5, 1}, Case{2, 5, 5, 9, 12, 2}, Case{1, 7, 17, 16, 40, 1},
+                        Case{2, 13, 4, 11, 24, 1}, Case{37, 3, 5, 5, 9, 1}, Case{2, 64, 6, 6, 64, 2},
+                        Case{1, 1, 1, 1, 1, 1}, Case{21, 16, 10, 9, 48, 2}}) {
+    const Conv2dArgs a = args_for(c);
+    Buffers wide(a, 9), narrow(a, 9);
+    wide.run(a);
+    set_conv_direct_avx512(false);
+    narrow.run(a);
+    set_conv_direct_avx512(true);
+    EXPECT_TRUE(wide.y == narrow.y) << "forward, C " << c.C << " K " << c.K << " stride " << c.stride;
+    EXPECT_TRUE(wide.dx == narrow.dx) << "backward data, C " << c.C << " K " << c.K << " stride " << c.stride;
+    EXPECT_TRUE(wide.dw == narrow.dw) << "backward weight, C " << c.C << " K " << c.K << " stride " << c.stride;
   }
 }
 

@@ -23,6 +23,8 @@
 // no BLAS calls. Scratch: thread-local grow-only host buffers (not device memory).
 #include "kernels/cpu/conv_direct_cpu.h"
 
+#include "kernels/cpu/conv_direct_avx512.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -54,11 +56,11 @@ bool conv_direct_applies(const Conv2dArgs& a) {
 #ifdef OOMLAB_HAVE_CONV_DIRECT
 namespace {
 
-constexpr int64_t kSlack = 16;              // zeros after each plane's data (vector tails read them)
+constexpr int64_t kSlack = 32;              // zeros after each plane's data (16-wide vector tails read them)
 constexpr int64_t kChunkBytes = 512 << 10;  // backward-weight working set per chunk of images
 constexpr double kParallelFlops = 4e6;      // below this, one thread
 
-inline int64_t up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+inline int64_t up(int64_t v, int64_t m) { return conv_direct_up(v, m); }
 
 enum Slot { kIn, kOut, kDyT, kPack, kPart, kNumSlots };
 float* scratch(Slot s, size_t n) {
@@ -198,26 +200,17 @@ inline void tap_kernel(const float* __restrict in, const int32_t* __restrict tof
     OOMLAB_UNROLL for (int v = 0; v < VB; ++v) _mm256_storeu_ps(out + k * ldo + 8 * v, acc[k][v]);
 }
 
-// Prefetches [p, p + n) into L2 in `parts` slices, one per next() (the next image's input,
-// issued while the current one computes).
-struct Prefetch {
-  const float* p;
-  int64_t n, step;
-  Prefetch(const float* p_, int64_t n_, int64_t parts) : p(p_), n(n_), step(up(n_ / std::max<int64_t>(parts, 1) + 16, 16)) {}
-  void next() {
-    for (int64_t i = 0; i < std::min(n, step); i += 16) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
-    p += step;
-    n -= step;
-  }
-};
-
-// Blocks of run_taps for `len` positions.
-inline int64_t tap_blocks(int64_t len) { return ((len + 7) / 8 + 2) / 3; }
+// Blocks of run_taps for `len` positions (3 vectors each; 16 positions per vector on AVX-512).
+inline int64_t tap_blocks(int64_t len) {
+  const int64_t w = conv_direct_avx512_enabled() ? 16 : 8;
+  return ((len + w - 1) / w + 2) / 3;
+}
 
 // out[k*ldo + j] = sum_i wp[k/8][i][k%8] * in[toff[i] + j], k < Kout (rows up to Kout
 // rounded to 8 may be written), j < len rounded up to 8.
 void run_taps(const float* in, const int32_t* toff, int64_t ni, const float* wp, int64_t Kout, int64_t len,
               float* out, int64_t ldo, Prefetch& pf) {
+  if (conv_direct_avx512_enabled()) return run_taps_avx512(in, toff, ni, wp, Kout, len, out, ldo, pf);
   const int64_t nvec = (len + 7) / 8, K4 = up(Kout, 4), K8 = up(Kout, 8);
   for (int64_t v0 = 0; v0 < nvec; v0 += 3) {
     pf.next();
@@ -315,7 +308,7 @@ void conv_direct_forward(const Conv2dArgs& a) {
   const float* x = static_cast<const float*>(a.x);
   const float* w = static_cast<const float*>(a.w);
   float* y = static_cast<float*>(a.y);
-  const int64_t ni = g.C * 9, K8 = up(g.K, 8), ldo = up(g.Lo, 8);
+  const int64_t ni = g.C * 9, K8 = up(g.K, 8), ldo = up(g.Lo, 16);   // 16: room for AVX-512 row tails
   const std::vector<int32_t> toff = input_taps(g);
   float* wp = scratch(kPack, size_t(K8 * ni));
   pack(g.K, ni, wp, [&](int64_t k, int64_t i) { return w[k * ni + i]; });
@@ -358,7 +351,7 @@ void conv_direct_backward_data(const Conv2dArgs& a) {
           for (int64_t i = 0; i < nk; ++i)   // stride 1: tap (j, i); stride 2: dy[m - j, l - i]
             toff.push_back(int32_t(k * dps + (g.st == 1 ? j * Wd + i : 1 + (1 - j) * Wd - i)));
       wp_size += C8 * f.ni;
-      ldo = std::max(ldo, up((f.m1 - f.m0 + 1) * Wd, 8));
+      ldo = std::max(ldo, up((f.m1 - f.m0 + 1) * Wd, 16));
       const int64_t T = nj * nk;
       pack(g.C, f.ni, wp + f.wp_at, [&](int64_t c, int64_t idx) {
         const int64_t k = idx / T, jj = (idx % T) / nk, ii = idx % nk;
@@ -424,6 +417,9 @@ void conv_direct_backward_weight(const Conv2dArgs& a) {
     Prefetch px(x + (n0 + nc) * g.C * g.H * g.W, ncnt * g.C * g.H * g.W, calls);
     Prefetch pd(dy + (n0 + nc) * g.K * g.P * g.Q, ncnt * g.K * g.P * g.Q, calls);
     int64_t kb = 0;
+    if (conv_direct_avx512_enabled())   // 32 or 16 channels per pass on AVX-512 (same sums, same order)
+      for (; kb + 16 <= K8; kb += kb + 32 <= K8 ? 32 : 16)
+        corr_avx512(in, is, dyt, ds, K8, cnt, g.Lo, toff.data(), ntap, pp, kb, kb + 32 <= K8, px, pd);
     for (; kb + 16 <= K8; kb += 16) corr_kv<2>(in, is, dyt, ds, K8, cnt, g.Lo, toff.data(), ntap, pp, kb, px, pd);
     if (kb < K8) corr_kv<1>(in, is, dyt, ds, K8, cnt, g.Lo, toff.data(), ntap, pp, kb, px, pd);
   }
