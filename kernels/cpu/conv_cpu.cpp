@@ -19,12 +19,16 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "engine/core/thread_budget.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/conv_direct_cpu.h"
+#include "kernels/cpu/sgemm_avx512.h"
+
+extern "C" char* openblas_get_corename(void);
 
 namespace oomlab {
 namespace {
@@ -34,6 +38,19 @@ constexpr int64_t kMinCols = 192, kMaxCols = 2048;
 constexpr int64_t kMinTiles = 8;              // work items for the OpenMP loops when N allows
 constexpr double kParallelFlops = 4e6;        // below this, one thread (no OpenMP region)
 
+// The tiles' float GEMMs run on sgemm_avx512.h where the CPU has AVX-512 but OpenBLAS runs
+// AVX2 kernels (its core type is not an AVX-512 one): single-threaded conv-tile shapes
+// measured 1.1-1.9x faster than OpenBLAS's Haswell sgemm on the 2-core AVX-512 VM (the
+// ResNet-18 layer GEMMs). Decided once per process, from the CPU and OpenBLAS alone.
+bool use_own_sgemm() {
+  static const bool own = [] {
+    const std::string core = openblas_get_corename();
+    const bool blas_avx512 = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+    return sgemm_avx512_available() && !blas_avx512;
+  }();
+  return own;
+}
+
 template <class T>
 void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
                const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -41,12 +58,14 @@ void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, in
   OOMLAB_ASSERT(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX &&
                 ldc <= INT_MAX);
   const auto ta_ = ta ? CblasTrans : CblasNoTrans, tb_ = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_own_sgemm()) return sgemm_avx512(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     cblas_sgemm(CblasRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0f, A, int(lda), B, int(ldb), beta,
                 C, int(ldc));
-  else
+  } else {
     cblas_dgemm(CblasRowMajor, ta_, tb_, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), beta,
                 C, int(ldc));
+  }
 }
 
 // One level of parallelism: OpenBLAS always runs single-threaded inside the conv kernels
@@ -58,12 +77,28 @@ struct SerialBlas {
   BlasThreadsGuard guard{1};
 };
 
-// Thread-local grow-only scratch (slot 0: col/dcol panel, slot 1: gathered dY panel).
+// Thread-local grow-only scratch (slot 0: col/dcol panel, slot 1: gathered dY panel, slot 2:
+// the calling thread's packed weights for the own GEMM, read by the OpenMP workers).
 template <class T> T* scratch(int slot, size_t n) {
-  thread_local std::vector<T> bufs[2];
+  thread_local std::vector<T> bufs[3];
   std::vector<T>& b = bufs[slot];
   if (b.size() < n) { std::vector<T>().swap(b); b.resize(n); }
   return b.data();
+}
+
+// The weights of every group packed once for the own GEMM (use_own_sgemm), trans: W^T
+// (backward data); null for double or when OpenBLAS runs the tiles.
+template <class T> const float* pack_weights(const T* w, int64_t G, int64_t Kg, int64_t CRSg, bool trans, int64_t& size) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return nullptr;
+  } else {
+    if (!use_own_sgemm()) return nullptr;
+    const int64_t M = trans ? CRSg : Kg, K = trans ? Kg : CRSg;
+    size = sgemm_avx512_packed_a_size(M, K);
+    float* p = scratch<float>(2, size_t(std::max<int64_t>(G * size, 1)));
+    for (int64_t gi = 0; gi < G; ++gi) sgemm_avx512_pack_a(trans, M, K, w + gi * Kg * CRSg, CRSg, p + gi * size);
+    return p;
+  }
 }
 
 struct Geom {
@@ -225,6 +260,8 @@ template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
   const T* w = static_cast<const T*>(a.w);
   T* y = static_cast<T*>(a.y);
   SerialBlas serial;
+  int64_t wsize = 0;
+  const float* wpk = pack_weights(w, g.G, g.Kg, g.CRSg, false, wsize);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(g.nt) if (g.nt > 1)
   for (int64_t ti = 0; ti < g.ntiles; ++ti) {
     const Tile t = tile_of(g, ti);
@@ -240,9 +277,16 @@ template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
     // nbc == 1: write straight into y[n0, :, pq0:pq1]; else into a panel, then scatter.
     T* out = t.nbc == 1 ? y + t.n0 * g.K * g.PQ + t.pq0 : scratch<T>(1, size_t(g.K * L));
     const int64_t ldc = t.nbc == 1 ? g.PQ : L;
-    for (int64_t gi = 0; gi < g.G; ++gi)
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      if constexpr (std::is_same_v<T, float>)
+        if (wpk) {
+          sgemm_avx512_packed(wpk + gi * wsize, g.Kg, g.CRSg, false, L, col + gi * g.CRSg * ldb, ldb, 0.f,
+                              out + gi * g.Kg * ldc, ldc);
+          continue;
+        }
       blas_gemm<T>(false, false, g.Kg, L, g.CRSg, w + gi * g.Kg * g.CRSg, g.CRSg, col + gi * g.CRSg * ldb,
                    ldb, T(0), out + gi * g.Kg * ldc, ldc);
+    }
     if (t.nbc > 1)
       for (int64_t k = 0; k < g.K; ++k)
         for (int64_t i = 0; i < t.nbc; ++i)
@@ -258,6 +302,8 @@ template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
   const T* dy = static_cast<const T*>(a.dy);
   T* dx = static_cast<T*>(a.dx);
   SerialBlas serial;
+  int64_t wsize = 0;
+  const float* wpk = pack_weights(w, g.G, g.Kg, g.CRSg, true, wsize);   // W^T per group
   // Work item: all tiles of a set of whole images (col2im of neighbouring pixel tiles
   // overlaps in dx, so one thread owns an image; its tiles run in order).
   const int64_t groups_of_imgs = g.nb > 1 ? g.ntiles : g.N;
@@ -271,16 +317,25 @@ template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
       int64_t lda;
       if (t.nbc == 1) { dyp = dy + t.n0 * g.K * g.PQ + t.pq0; lda = g.PQ; }
       else { T* p = scratch<T>(1, size_t(g.K * L)); gather_dy(g, dy, t, p); dyp = p; lda = L; }
-      if (g.direct && t.nbc == 1) {   // dx pixels map 1:1 to output pixels: GEMM in place
-        for (int64_t gi = 0; gi < g.G; ++gi)
-          blas_gemm<T>(true, false, g.Cg, L, g.Kg, w + gi * g.Kg * g.CRSg, g.CRSg, dyp + gi * g.Kg * lda, lda,
-                       T(0), dx + (t.n0 * g.C + gi * g.Cg) * g.HW + t.pq0, g.HW);
+      // dst[gi] = W_g^T * dY_g ([CRSg or Cg, L], leading dimension ldd).
+      auto wt_dy = [&](T* dst, int64_t gstride, int64_t ldd) {
+        for (int64_t gi = 0; gi < g.G; ++gi) {
+          if constexpr (std::is_same_v<T, float>)
+            if (wpk) {
+              sgemm_avx512_packed(wpk + gi * wsize, g.CRSg, g.Kg, false, L, dyp + gi * g.Kg * lda, lda, 0.f,
+                                  dst + gi * gstride, ldd);
+              continue;
+            }
+          blas_gemm<T>(true, false, g.CRSg, L, g.Kg, w + gi * g.Kg * g.CRSg, g.CRSg, dyp + gi * g.Kg * lda, lda,
+                       T(0), dst + gi * gstride, ldd);
+        }
+      };
+      if (g.direct && t.nbc == 1) {   // dx pixels map 1:1 to output pixels (CRSg = Cg): GEMM in place
+        wt_dy(dx + t.n0 * g.C * g.HW + t.pq0, g.Cg * g.HW, g.HW);
         continue;
       }
       T* dcol = scratch<T>(0, size_t(g.CRS * L));
-      for (int64_t gi = 0; gi < g.G; ++gi)
-        blas_gemm<T>(true, false, g.CRSg, L, g.Kg, w + gi * g.Kg * g.CRSg, g.CRSg, dyp + gi * g.Kg * lda, lda,
-                     T(0), dcol + gi * g.CRSg * L, L);
+      wt_dy(dcol, g.CRSg * L, L);
       if (t.pq0 == 0) std::fill(dx + t.n0 * g.C * g.HW, dx + (t.n0 + t.nbc) * g.C * g.HW, T(0));
       for (int64_t i = 0; i < t.nbc; ++i) col2im_add(g, dcol, L, i * g.PQ, t.n0 + i, t.pq0, t.pq1, dx);
     }
