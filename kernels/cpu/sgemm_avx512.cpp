@@ -8,6 +8,7 @@
 #include "kernels/cpu/sgemm_avx512.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -72,19 +73,21 @@ void pack_b(bool trans, const float* B, int64_t ldb, int64_t p0, int64_t kc, int
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define OOMLAB_AVX512 __attribute__((target("avx512f")))
 
-// C[0..rows, 0..cols) (ldc) = (accumulate ? C : 0) + sum_k ap[k][r] * bp[k][j].
-OOMLAB_AVX512 void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
-                                int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+// C[0..rows, 0..cols) (ldc) = (accumulate ? C : 0) + sum_k ap[k][r] * bp[k][j]; NV vectors of
+// 16 columns (NV = 1 serves strips of at most 16 columns without computing the other half).
+template <int NV>
+OOMLAB_AVX512 void micro_kernel_nv(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                                   int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
   __m512 acc[kMr][2];
 #pragma GCC unroll 12
   for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k, ap += kMr, bp += kNr) {
-    const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+    const __m512 b0 = _mm512_loadu_ps(bp), b1 = NV == 2 ? _mm512_loadu_ps(bp + 16) : b0;
 #pragma GCC unroll 12
     for (int r = 0; r < kMr; ++r) {
       const __m512 a = _mm512_set1_ps(ap[r]);
       acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      if (NV == 2) acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
     }
   }
   const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
@@ -94,11 +97,17 @@ OOMLAB_AVX512 void micro_kernel(int64_t kc, const float* __restrict ap, const fl
     __m512 v0 = acc[r][0], v1 = acc[r][1];
     if (accumulate) {
       v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, cr), v0);
-      v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, cr + 16), v1);
+      if (NV == 2) v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, cr + 16), v1);
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
-    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    if (NV == 2) _mm512_mask_storeu_ps(cr + 16, m1, v1);
   }
+}
+
+void micro_kernel(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t rows, int64_t cols,
+                  bool accumulate) {
+  if (cols <= 16) micro_kernel_nv<1>(kc, ap, bp, c, ldc, rows, cols, accumulate);
+  else micro_kernel_nv<2>(kc, ap, bp, c, ldc, rows, cols, accumulate);
 }
 
 bool cpu_has_avx512() {
@@ -120,8 +129,12 @@ bool sgemm_avx512_available() {
 int64_t sgemm_avx512_packed_a_size(int64_t M, int64_t K) { return (M + kMr - 1) / kMr * kMr * std::max<int64_t>(K, 0); }
 
 void sgemm_avx512_pack_a(bool trans_a, int64_t M, int64_t K, const float* A, int64_t lda, float* packed) {
-  const int64_t mpad = (M + kMr - 1) / kMr * kMr;
-  for (int64_t pc = 0; pc < K; pc += kKc) pack_a(trans_a, A, lda, 0, M, pc, std::min(kKc, K - pc), packed + pc * mpad);
+  const int64_t mpad = (M + kMr - 1) / kMr * kMr, nblocks = (K + kKc - 1) / kKc;
+  // K blocks are independent: the conv's weight packs (one per call, before its tile loop)
+  // use the OpenMP pool; inside a parallel region (a tile's own GEMM) this stays serial.
+#pragma omp parallel for schedule(static) if (nblocks > 1 && M * K > (1 << 16) && !omp_in_parallel())
+  for (int64_t b = 0; b < nblocks; ++b)
+    pack_a(trans_a, A, lda, 0, M, b * kKc, std::min(kKc, K - b * kKc), packed + b * kKc * mpad);
 }
 
 void sgemm_avx512_packed(const float* packed_a, int64_t M, int64_t K, bool trans_b, int64_t N, const float* B,
