@@ -111,3 +111,26 @@ class TorchReferenceInput(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TorchSideBySideScripts(unittest.TestCase):
+    """scripts/torch_parity.py and scripts/cpu_vs_torch.py without PyTorch (as CI runs them):
+    usage errors exit 2 with one line; a machine without torch is a clear skip (exit 0)."""
+
+    def test_usage_errors_exit_2(self):
+        for script, args in (("torch_parity.py", ["--models", "resnet99"]), ("torch_parity.py", ["--dtypes", "float16"]),
+                             ("cpu_vs_torch.py", ["--models", "vgg99"]), ("cpu_vs_torch.py", ["--rounds", "0"])):
+            r = run(sys.executable, ROOT / "scripts" / script, *args)
+            self.assertEqual(r.returncode, 2, f"{script} {args}: {r.stdout}{r.stderr}")
+            self.assertIn("error:", r.stderr)
+
+    def test_without_torch_they_skip_with_a_message(self):
+        try:
+            import torch  # noqa: F401
+            self.skipTest("torch is installed here: the scripts run for real")
+        except ImportError:
+            pass
+        for script in ("torch_parity.py", "cpu_vs_torch.py"):
+            r = run(sys.executable, ROOT / "scripts" / script)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("skipped", r.stdout)
