@@ -35,7 +35,8 @@ namespace {
 
 constexpr int64_t kPanelBytes = 512 << 10;   // target col-panel size (per-core L2); 256K-2M measured
 constexpr int64_t kMinCols = 192, kMaxCols = 2048;
-constexpr int64_t kMinTiles = 8;              // work items for the OpenMP loops when N allows
+constexpr int64_t kMinTiles = 8;
+constexpr int64_t kGatherMaxPQ = 64;          // output planes up to 8x8 im2col through a tap table              // work items for the OpenMP loops when N allows
 constexpr double kParallelFlops = 4e6;        // below this, one thread (no OpenMP region)
 
 // The tiles' float GEMMs run on sgemm_avx512.h where the CPU has AVX-512 but OpenBLAS runs
@@ -110,9 +111,16 @@ struct Geom {
   int64_t per_img; // tiles per image when nb == 1
   int64_t ntiles;
   int nt;          // OpenMP threads for this call (1 for small problems)
+  // Small output planes (PQ <= kGatherMaxPQ): taps[(r*S + s)*PQ + pq] = the input offset in a
+  // channel plane that output pixel pq reads through tap (r, s), -1 in the padding. im2col
+  // gathers through it (the row-by-row copies cost more in bookkeeping than in bytes there).
+  // Thread-local to the calling thread, read-only for the OpenMP workers of the call.
+  const int32_t* taps = nullptr;
 };
 
-template <class T> Geom make_geom(const Conv2dArgs& a) {
+// min_tiles: forward and backward data run their OpenMP loops over tiles (kMinTiles);
+// backward weight runs it over col-row slices, and wider tiles make its GEMMs' K longer (1).
+template <class T> Geom make_geom(const Conv2dArgs& a, int64_t min_tiles = kMinTiles) {
   Geom g{};
   g.N = a.N; g.C = a.C; g.H = a.H; g.W = a.W; g.K = a.K; g.R = a.R; g.S = a.S; g.P = a.P; g.Q = a.Q;
   g.G = a.p.groups; g.Cg = a.C / g.G; g.Kg = a.K / g.G;
@@ -132,13 +140,26 @@ template <class T> Geom make_geom(const Conv2dArgs& a) {
     // Late ResNet stages (2x2 or 4x4 pixels, thousands of col rows) would fit the whole batch
     // in one or two tiles, i.e. one thread: keep at least kMinTiles tiles when the batch has
     // the images (a rule on the shapes alone, so the bits never depend on the thread count).
-    g.nb = std::min(g.nb, std::max<int64_t>(1, (g.N + kMinTiles - 1) / kMinTiles));
+    g.nb = std::min(g.nb, std::max<int64_t>(1, (g.N + min_tiles - 1) / min_tiles));
     g.per_img = 1;
     g.cols = g.PQ;
     g.ntiles = (g.N + g.nb - 1) / g.nb;
   }
   const double flops = 2.0 * double(g.N * g.K * g.PQ) * double(g.CRSg);
   g.nt = omp_in_parallel() || flops < kParallelFlops ? 1 : omp_get_max_threads();
+  if (g.PQ <= kGatherMaxPQ && g.HW <= INT32_MAX) {
+    thread_local std::vector<int32_t> table;
+    table.resize(size_t(a.R * a.S * g.PQ));
+    for (int64_t r = 0; r < a.R; ++r)
+      for (int64_t s = 0; s < a.S; ++s)
+        for (int64_t p = 0; p < a.P; ++p)
+          for (int64_t q = 0; q < a.Q; ++q) {
+            const int64_t ih = p * g.sh - g.ph + r * g.dh, iw = q * g.sw - g.pw + s * g.dw;
+            table[size_t((r * a.S + s) * g.PQ + p * a.Q + q)] =
+                ih >= 0 && ih < a.H && iw >= 0 && iw < a.W ? int32_t(ih * a.W + iw) : -1;
+          }
+    g.taps = table.data();
+  }
   return g;
 }
 
@@ -215,6 +236,16 @@ void im2col_sw(const Geom& g, const T* x, int64_t n, int64_t pq0, int64_t pq1, i
 template <class T>
 void im2col(const Geom& g, const T* x, int64_t n, int64_t pq0, int64_t pq1, int64_t row0, int64_t row1,
             T* col, int64_t ld, int64_t coff) {
+  if (g.taps) {   // small planes: one gather per col row
+    const int64_t RS = g.R * g.S;
+    for (int64_t row = row0; row < row1; ++row) {
+      const T* xp = x + (n * g.C + row / RS) * g.HW;
+      const int32_t* t = g.taps + (row % RS) * g.PQ;
+      T* d = col + (row - row0) * ld + coff - pq0;
+      for (int64_t pq = pq0; pq < pq1; ++pq) d[pq] = t[pq] >= 0 ? xp[t[pq]] : T(0);
+    }
+    return;
+  }
   if (g.sw == 1) im2col_sw<1>(g, x, n, pq0, pq1, row0, row1, col, ld, coff);
   else if (g.sw == 2) im2col_sw<2>(g, x, n, pq0, pq1, row0, row1, col, ld, coff);
   else im2col_sw<0>(g, x, n, pq0, pq1, row0, row1, col, ld, coff);
@@ -239,6 +270,17 @@ void col2im_add_sw(const Geom& g, const T* dcol, int64_t ld, int64_t coff, int64
 template <class T>
 void col2im_add(const Geom& g, const T* dcol, int64_t ld, int64_t coff, int64_t n, int64_t pq0,
                 int64_t pq1, T* dx) {
+  if (g.taps) {   // small planes: one scatter-add per col row, in the row-copy path's order
+    const int64_t RS = g.R * g.S;
+    for (int64_t row = 0; row < g.CRS; ++row) {
+      T* xp = dx + (n * g.C + row / RS) * g.HW;
+      const int32_t* t = g.taps + (row % RS) * g.PQ;
+      const T* sp = dcol + row * ld + coff - pq0;
+      for (int64_t pq = pq0; pq < pq1; ++pq)
+        if (t[pq] >= 0) xp[t[pq]] += sp[pq];
+    }
+    return;
+  }
   if (g.sw == 1) col2im_add_sw<1>(g, dcol, ld, coff, n, pq0, pq1, dx);
   else if (g.sw == 2) col2im_add_sw<2>(g, dcol, ld, coff, n, pq0, pq1, dx);
   else col2im_add_sw<0>(g, dcol, ld, coff, n, pq0, pq1, dx);
@@ -345,7 +387,7 @@ template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
 template <class T> void conv2d_backward_weight_cpu(const Conv2dArgs& a) {
   if constexpr (std::is_same_v<T, float>)
     if (conv_direct_applies(a)) return conv_direct_backward_weight(a);
-  const Geom g = make_geom<T>(a);
+  const Geom g = make_geom<T>(a, /*min_tiles=*/1);
   const T* x = static_cast<const T*>(a.x);
   const T* dy = static_cast<const T*>(a.dy);
   T* dw = static_cast<T*>(a.dw);
