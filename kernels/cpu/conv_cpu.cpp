@@ -322,7 +322,7 @@ template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
     for (int64_t gi = 0; gi < g.G; ++gi) {
       if constexpr (std::is_same_v<T, float>)
         if (wpk) {
-          sgemm_avx512_packed(wpk + gi * wsize, g.Kg, g.CRSg, false, L, col + gi * g.CRSg * ldb, ldb, 0.f,
+          sgemm_avx512_packed(false, wpk + gi * wsize, g.Kg, g.CRSg, false, L, col + gi * g.CRSg * ldb, ldb, 0.f,
                               out + gi * g.Kg * ldc, ldc);
           continue;
         }
@@ -364,7 +364,7 @@ template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
         for (int64_t gi = 0; gi < g.G; ++gi) {
           if constexpr (std::is_same_v<T, float>)
             if (wpk) {
-              sgemm_avx512_packed(wpk + gi * wsize, g.CRSg, g.Kg, false, L, dyp + gi * g.Kg * lda, lda, 0.f,
+              sgemm_avx512_packed(true, wpk + gi * wsize, g.CRSg, g.Kg, false, L, dyp + gi * g.Kg * lda, lda, 0.f,
                                   dst + gi * gstride, ldd);
               continue;
             }

@@ -26,10 +26,12 @@ float* scratch(int slot, size_t n) {
   return b.data();
 }
 
-// Ap[s][k][r] = op(A)[i0 + s*12 + r][p0 + k], zero past mc rows.
+// Strip s of a K block (kKc floats per row, whatever kc): trans (A stored [K, M]): k-major,
+// Ap[s][k][r] = op(A)[i0 + s*12 + r][p0 + k]; otherwise row-major, Ap[s][r][k] (a row copy,
+// kKc apart: the micro-kernel's loads of a k are then at fixed offsets). Zero past mc rows.
 void pack_a(bool trans, const float* A, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* ap) {
   for (int64_t s = 0; s * kMr < mc; ++s) {
-    float* d = ap + s * kMr * kc;
+    float* d = ap + s * kMr * kKc;
     const int64_t rows = std::min(kMr, mc - s * kMr), r0 = i0 + s * kMr;
     if (trans) {   // A stored [K, M]: row k of the strip is contiguous
       for (int64_t k = 0; k < kc; ++k) {
@@ -38,12 +40,8 @@ void pack_a(bool trans, const float* A, int64_t lda, int64_t i0, int64_t mc, int
         for (int64_t r = rows; r < kMr; ++r) d[k * kMr + r] = 0.f;
       }
     } else {
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* src = A + (r0 + r) * lda + p0;
-        for (int64_t k = 0; k < kc; ++k) d[k * kMr + r] = src[k];
-      }
-      for (int64_t r = rows; r < kMr; ++r)
-        for (int64_t k = 0; k < kc; ++k) d[k * kMr + r] = 0.f;
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(d + r * kKc, A + (r0 + r) * lda + p0, size_t(kc) * sizeof(float));
+      for (int64_t r = rows; r < kMr; ++r) std::fill(d + r * kKc, d + r * kKc + kc, 0.f);
     }
   }
 }
@@ -75,17 +73,18 @@ void pack_b(bool trans, const float* B, int64_t ldb, int64_t p0, int64_t kc, int
 
 // C[0..rows, 0..cols) (ldc) = (accumulate ? C : 0) + sum_k ap[k][r] * bp[k][j]; NV vectors of
 // 16 columns (NV = 1 serves strips of at most 16 columns without computing the other half).
-template <int NV>
+// AROWS: the strip is row-major (pack_a without trans); else k-major.
+template <int NV, bool AROWS>
 OOMLAB_AVX512 void micro_kernel_nv(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
                                    int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
   __m512 acc[kMr][2];
 #pragma GCC unroll 12
   for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k, ap += kMr, bp += kNr) {
+  for (int64_t k = 0; k < kc; ++k, ap += AROWS ? 1 : kMr, bp += kNr) {
     const __m512 b0 = _mm512_loadu_ps(bp), b1 = NV == 2 ? _mm512_loadu_ps(bp + 16) : b0;
 #pragma GCC unroll 12
     for (int r = 0; r < kMr; ++r) {
-      const __m512 a = _mm512_set1_ps(ap[r]);
+      const __m512 a = _mm512_set1_ps(AROWS ? ap[r * kKc] : ap[r]);
       acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
       if (NV == 2) acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
     }
@@ -104,10 +103,15 @@ OOMLAB_AVX512 void micro_kernel_nv(int64_t kc, const float* __restrict ap, const
   }
 }
 
-void micro_kernel(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                  bool accumulate) {
-  if (cols <= 16) micro_kernel_nv<1>(kc, ap, bp, c, ldc, rows, cols, accumulate);
-  else micro_kernel_nv<2>(kc, ap, bp, c, ldc, rows, cols, accumulate);
+void micro_kernel(bool a_rows, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t rows,
+                  int64_t cols, bool accumulate) {
+  if (a_rows) {
+    if (cols <= 16) micro_kernel_nv<1, true>(kc, ap, bp, c, ldc, rows, cols, accumulate);
+    else micro_kernel_nv<2, true>(kc, ap, bp, c, ldc, rows, cols, accumulate);
+  } else {
+    if (cols <= 16) micro_kernel_nv<1, false>(kc, ap, bp, c, ldc, rows, cols, accumulate);
+    else micro_kernel_nv<2, false>(kc, ap, bp, c, ldc, rows, cols, accumulate);
+  }
 }
 
 bool cpu_has_avx512() {
@@ -115,7 +119,7 @@ bool cpu_has_avx512() {
   return __builtin_cpu_supports("avx512f");
 }
 #else
-void micro_kernel(int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool) {}
+void micro_kernel(bool, int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t, bool) {}
 bool cpu_has_avx512() { return false; }
 #endif
 
@@ -126,7 +130,9 @@ bool sgemm_avx512_available() {
   return ok;
 }
 
-int64_t sgemm_avx512_packed_a_size(int64_t M, int64_t K) { return (M + kMr - 1) / kMr * kMr * std::max<int64_t>(K, 0); }
+int64_t sgemm_avx512_packed_a_size(int64_t M, int64_t K) {
+  return (M + kMr - 1) / kMr * kMr * ((std::max<int64_t>(K, 0) + kKc - 1) / kKc * kKc);   // whole K blocks
+}
 
 void sgemm_avx512_pack_a(bool trans_a, int64_t M, int64_t K, const float* A, int64_t lda, float* packed) {
   const int64_t mpad = (M + kMr - 1) / kMr * kMr, nblocks = (K + kKc - 1) / kKc;
@@ -137,8 +143,8 @@ void sgemm_avx512_pack_a(bool trans_a, int64_t M, int64_t K, const float* A, int
     pack_a(trans_a, A, lda, 0, M, b * kKc, std::min(kKc, K - b * kKc), packed + b * kKc * mpad);
 }
 
-void sgemm_avx512_packed(const float* packed_a, int64_t M, int64_t K, bool trans_b, int64_t N, const float* B,
-                         int64_t ldb, float beta, float* C, int64_t ldc) {
+void sgemm_avx512_packed(bool trans_a, const float* packed_a, int64_t M, int64_t K, bool trans_b, int64_t N,
+                         const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (beta == 0.f)
@@ -153,12 +159,12 @@ void sgemm_avx512_packed(const float* packed_a, int64_t M, int64_t K, bool trans
       const bool accumulate = pc > 0 || beta != 0.f;
       float* bp = scratch(0, size_t(nstrips * kNr * kc));
       pack_b(trans_b, B, ldb, pc, kc, jc, nc, bp);
-      const float* ablock = packed_a + pc * mpad;   // this K block's strips, 12 x kc each
+      const float* ablock = packed_a + pc * mpad;   // this K block's strips, 12 x kKc floats each
       for (int64_t ic = 0; ic < M; ic += kMc) {   // a row block's A strips stay in L2 across the B strips
         const int64_t mc = std::min(kMc, M - ic), mstrips = (mc + kMr - 1) / kMr;
         for (int64_t js = 0; js < nstrips; ++js)
           for (int64_t is = 0; is < mstrips; ++is)
-            micro_kernel(kc, ablock + (ic / kMr + is) * kMr * kc, bp + js * kNr * kc,
+            micro_kernel(!trans_a, kc, ablock + (ic / kMr + is) * kMr * kKc, bp + js * kNr * kc,
                          C + (ic + is * kMr) * ldc + jc + js * kNr, ldc, std::min(kMr, mc - is * kMr),
                          std::min(kNr, nc - js * kNr), accumulate);
       }
@@ -171,7 +177,7 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, c
   if (M <= 0 || N <= 0) return;
   float* ap = scratch(1, size_t(std::max<int64_t>(sgemm_avx512_packed_a_size(M, K), 1)));
   sgemm_avx512_pack_a(trans_a, M, K, A, lda, ap);
-  sgemm_avx512_packed(ap, M, K, trans_b, N, B, ldb, beta, C, ldc);
+  sgemm_avx512_packed(trans_a, ap, M, K, trans_b, N, B, ldb, beta, C, ldc);
 }
 
 }  // namespace oomlab
