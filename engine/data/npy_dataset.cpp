@@ -17,7 +17,8 @@ std::string split_file(const std::string& dir, const std::string& split, const c
 }
 
 NpyArray read_required(const std::string& path, const std::string& role) {
-  OOMLAB_CHECK_T(IoError, std::filesystem::exists(path), "--dataset npy: ", path, " does not exist (", role, ")");
+  std::error_code ec;   // error_code overloads throughout: an unusable path is an IoError, not filesystem_error
+  OOMLAB_CHECK_T(IoError, std::filesystem::exists(path, ec), "--dataset npy: ", path, " does not exist (", role, ")");
   return read_npy(path);
 }
 
@@ -153,7 +154,8 @@ class NpyTokenDataset final : public Dataset {
 }  // namespace
 
 bool npy_split_exists(const std::string& dir, const std::string& split) {
-  return std::filesystem::exists(split_file(dir, split, "inputs"));
+  std::error_code ec;
+  return std::filesystem::exists(split_file(dir, split, "inputs"), ec);
 }
 
 int64_t npy_label_count(const std::string& dir, const std::string& split) {
@@ -162,20 +164,21 @@ int64_t npy_label_count(const std::string& dir, const std::string& split) {
 }
 
 std::shared_ptr<Dataset> load_npy_dataset(const std::string& dir, const std::string& split, int64_t num_classes) {
-  OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(dir), "--dataset npy: --data-dir ", dir,
+  std::error_code ec;
+  OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(dir, ec), "--dataset npy: --data-dir ", dir,
                  dir.empty() ? "(empty)" : "", " is not a directory");
   NpyArray x = read_required(split_file(dir, split, "inputs"), "inputs");
   NpyArray y = read_required(split_file(dir, split, "labels"), "labels");
   const std::string mask_path = split_file(dir, split, "attention_mask");
   const std::string name = "npy:" + dir + "[" + split + "]";
   if (x.is_integer() && x.type != NpyType::u8 && x.type != NpyType::b1) {
-    if (std::filesystem::exists(mask_path)) {
+    if (std::filesystem::exists(mask_path, ec)) {
       NpyArray m = read_npy(mask_path);
       return std::make_shared<NpyTokenDataset>(std::move(x), &m, std::move(y), num_classes, name);
     }
     return std::make_shared<NpyTokenDataset>(std::move(x), nullptr, std::move(y), num_classes, name);
   }
-  OOMLAB_CHECK(!std::filesystem::exists(mask_path), mask_path, ": an attention mask goes with token ids (int64 or int32), ",
+  OOMLAB_CHECK(!std::filesystem::exists(mask_path, ec), mask_path, ": an attention mask goes with token ids (int64 or int32), ",
                "but ", split_file(dir, split, "inputs"), " holds ", npy_type_name(x.type), " images");
   return std::make_shared<NpyImageDataset>(std::move(x), std::move(y), num_classes, name);
 }

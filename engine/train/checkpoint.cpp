@@ -77,9 +77,9 @@ void publish_dir(const fs::path& tmp, const fs::path& final_dir, const fs::path&
 // A checkpoint directory that is missing because a replacement was interrupted between
 // its two renames survives as a sibling ".old-<name>-<pid>"; returns it, or `p`.
 fs::path recover_replaced(const fs::path& p) {
-  if (fs::exists(p) || !fs::is_directory(p.parent_path().empty() ? "." : p.parent_path())) return p;
-  const std::string prefix = ".old-" + p.filename().string() + "-";
   std::error_code ec;
+  if (fs::exists(p, ec) || !fs::is_directory(p.parent_path().empty() ? "." : p.parent_path(), ec)) return p;
+  const std::string prefix = ".old-" + p.filename().string() + "-";
   for (const auto& e : fs::directory_iterator(p.parent_path().empty() ? "." : p.parent_path(), ec))
     if (e.is_directory() && e.path().filename().string().rfind(prefix, 0) == 0) return e.path();
   return p;
@@ -153,7 +153,8 @@ LoadedCheckpoint load_checkpoint(
     const std::string& path, const NamedTensors& model_targets,
     const std::function<void(const nlohmann::json& state, const std::string& state_file)>& check_state) {
   fs::path p = recover_replaced(fs::path(path));
-  OOMLAB_CHECK_T(IoError, fs::exists(p), "--resume: ", path, " does not exist");
+  std::error_code ec;   // an unusable path is "does not exist", never a filesystem_error
+  OOMLAB_CHECK_T(IoError, fs::exists(p, ec), "--resume: ", path, " does not exist");
   if (fs::exists(p / "latest")) {
     p = recover_replaced(p / trim(read_file((p / "latest").string())));
   } else if (!fs::exists(p / "trainer_state.json")) {

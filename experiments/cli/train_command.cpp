@@ -179,9 +179,11 @@ void check_train_config(const TrainConfig& c) {
     }
     check_batch_fits(c, c.dataset, train_size);
   } else {
-    OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(c.data_dir), "--data-dir ", c.data_dir, " is not a directory");
+    std::error_code ec;   // a path the OS refuses (too long, ...) is "not a directory", never an exception
+    OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(c.data_dir, ec), "--data-dir ", c.data_dir, " is not a directory");
   }
-  OOMLAB_CHECK_T(IoError, c.init.empty() || std::filesystem::is_regular_file(c.init), "--init: ", c.init,
+  std::error_code ec;   // error_code overloads: an unusable path is reported, never thrown as filesystem_error
+  OOMLAB_CHECK_T(IoError, c.init.empty() || std::filesystem::is_regular_file(c.init, ec), "--init: ", c.init,
                  " is not a file");
   if (!c.input.empty()) {
     OOMLAB_CHECK_T(ShapeError, c.input.size() == 3, "--input must be C,H,W (got ", shape_str(c.input), ")");
@@ -189,7 +191,7 @@ void check_train_config(const TrainConfig& c) {
   }
   if (!c.save_dir.empty()) check_output_dir(c.save_dir, "--save");
   check_parallel_config(c);
-  OOMLAB_CHECK_T(IoError, c.resume_dir.empty() || std::filesystem::exists(c.resume_dir), "--resume: ", c.resume_dir,
+  OOMLAB_CHECK_T(IoError, c.resume_dir.empty() || std::filesystem::exists(c.resume_dir, ec), "--resume: ", c.resume_dir,
                  " does not exist");
 }
 

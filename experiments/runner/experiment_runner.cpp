@@ -25,7 +25,8 @@ namespace {
 constexpr double kDefaultPointTimeoutS = 1800;
 
 json load_spec(const fs::path& spec_path) {
-  OOMLAB_CHECK_T(IoError, fs::is_regular_file(spec_path), "oomlab run: ", spec_path.string(), " not found (give an ",
+  std::error_code ec;   // an unusable path (too long, ...) is "not found", never a filesystem_error
+  OOMLAB_CHECK_T(IoError, fs::is_regular_file(spec_path, ec), "oomlab run: ", spec_path.string(), " not found (give an ",
                  "experiment folder such as experiments/01_vgg16_memory)");
   return parse_experiment_spec(read_file(spec_path.string()), spec_path.string());
 }
@@ -40,7 +41,8 @@ std::string spec_digest(const json& spec, const std::string& profile) {
 // The points of a partial file that can be kept: same digest, same arguments, outcome ok/oom.
 std::map<std::string, json> resumable_points(const fs::path& partial, const std::string& digest) {
   std::map<std::string, json> out;
-  if (!fs::exists(partial)) return out;
+  std::error_code ec;
+  if (!fs::exists(partial, ec)) return out;
   try {
     const json j = json::parse(read_file(partial.string()));
     if (j.value("spec_digest", "") != digest) return out;
