@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from torch_reference import write_atomic  # noqa: E402  (standard library only at import)
 CASES = {  # model -> (oomlab flags, torch recipe)
     "resnet20": (["--dataset", "synthetic", "--input", "1,28,28", "--batch", "128"],
                  {"input": (1, 28, 28), "batch": 128, "opt": "sgd"}),
@@ -44,7 +46,6 @@ CASES = {  # model -> (oomlab flags, torch recipe)
 def torch_worker(model_name, steps, warmup):
     """Runs in a child process: the PyTorch step, prints {"median": s, "times": [...]}."""
     import torch
-    sys.path.insert(0, str(HERE))
     from torch_models import build
     rec = CASES[model_name][1]
     torch.manual_seed(0)
@@ -164,17 +165,13 @@ def main(argv):
                             "torch_threads": got["torch"]["threads"], "torch_version": got["torch"]["torch"],
                             "rounds": rounds, "ratio_median": statistics.median(x["ratio"] for x in rounds)})
             print(f"{m:10s} median ratio oomlab/torch {results[-1]['ratio_median']:.3f}", flush=True)
-    doc = {"command": "cpu_vs_torch", "load_avg_1m_at_start": load_at_start, "waited_for_quiet_s": waited, "forced": a.force, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    doc = {"command": "cpu_vs_torch", "load_avg_1m_at_start": load_at_start, "waited_for_quiet_s": waited,
+           "forced": a.force, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "oomlab_git_sha": sha, "host": platform.node(), "cpu": cpu_name(), "cores": os.cpu_count(),
            "steps": a.steps, "warmup": a.warmup, "results": results}
     if a.json:
-        path = Path(a.json)
-        fd, tmp_path = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.resolve().parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=1, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp_path, path)
-        print(f"wrote {path}")
+        write_atomic(a.json, doc)   # torch_reference.py's: temp file, fsync, rename
+        print(f"wrote {a.json}")
     return 0
 
 

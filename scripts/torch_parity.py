@@ -22,7 +22,6 @@ Exit: 0 when every point meets its bar (or skipped), 1 when one does not, 2 on b
 """
 import argparse
 import datetime
-import json
 import os
 import platform
 import subprocess
@@ -32,6 +31,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from torch_reference import write_atomic  # noqa: E402  (standard library only at import)
 
 # model -> (input: (C, H, W) or ("tokens", T), batch, classes, extra oomlab flags)
 CASES = {
@@ -224,13 +224,8 @@ def main(argv):
            "versions": {n: getattr(mods[n], "__version__", "?") for n in ("torch", "torchvision", "transformers", "numpy")},
            "torch_threads": torch.get_num_threads(), "lr": LR, "points": points}
     if a.json:
-        path = Path(a.json)
-        fd, tmp_path = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.resolve().parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=1, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp_path, path)
-        print(f"wrote {path}")
+        write_atomic(a.json, doc)   # torch_reference.py's: temp file, fsync, rename
+        print(f"wrote {a.json}")
     return 0 if all(pt["meets_bar"] for pt in points) else 1
 
 

@@ -53,8 +53,8 @@ class NpyImageDataset final : public Dataset {
     OOMLAB_CHECK_T(ShapeError, !masks || (y_.shape[1] == x_.shape[2] && y_.shape[2] == x_.shape[3]), y_.file,
                    ": masks ", shape_str(y_.shape), " do not match the images' H x W ", x_.shape[2], "x", x_.shape[3]);
     OOMLAB_CHECK(n >= 1, x_.file, " holds no samples");
-    if (classes_ == 0) classes_ = std::max<int64_t>(max_label_plus_one(y_), 1);
-    max_label_plus_one(y_);   // integer check
+    const int64_t seen = max_label_plus_one(y_);   // also refuses non-integer labels
+    if (classes_ == 0) classes_ = std::max<int64_t>(seen, 1);
     check_labels(y_, classes_);
   }
   int64_t size() const override { return x_.shape[0]; }
@@ -124,8 +124,8 @@ class NpyTokenDataset final : public Dataset {
       OOMLAB_CHECK(len >= 1, mask ? mask->file : ids_.file, ": sample ", i, " has no attended token");
       lengths_[size_t(i)] = len;
     }
-    if (classes_ == 0) classes_ = std::max<int64_t>(max_label_plus_one(y_), 1);
-    max_label_plus_one(y_);
+    const int64_t seen = max_label_plus_one(y_);   // also refuses non-integer labels
+    if (classes_ == 0) classes_ = std::max<int64_t>(seen, 1);
     check_labels(y_, classes_);
   }
   int64_t size() const override { return ids_.shape[0]; }
