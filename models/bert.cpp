@@ -266,27 +266,30 @@ class BertModel : public nn::Module {
     OOMLAB_CHECK_T(ValueError, T <= s.max_positions, model, ": sequence length ", T, " exceeds max_positions ",
                    s.max_positions);
     const Device dev = ids.device();
-    // Host tensors through the allocator (a batch too large is an OutOfMemoryError there,
-    // never a std::vector of B*T elements); filled on the host, never on meta.
-    const Device host = dev.is_meta() ? dev : cpu_device();
+    // Per-batch index tensors, made in one order on every device (positions, token types,
+    // mask) so that the device allocator sees the same sequence on meta, cpu:0 and devices
+    // that take copies (cpu:N, cuda:N): filled in host memory through the allocator (a
+    // batch too large is an OutOfMemoryError there, never a std::vector of B*T elements),
+    // then copied to the device in that order; on meta and cpu:0 the host tensor is the
+    // device tensor.
+    const Device host = (dev.is_meta() || dev == cpu_device()) ? dev : cpu_device();
     Tensor pos_host = Tensor::empty({B, T}, DType::i64, host), types_host = Tensor::empty({B, T}, DType::i64, host);
+    Tensor mask_host = Tensor::empty({B, T}, DType::u8, host);
     if (!dev.is_meta()) {
       int64_t* p = pos_host.data<int64_t>();
       for (int64_t b = 0; b < B; ++b)
         for (int64_t t = 0; t < T; ++t) p[b * T + t] = t;
       types_host.fill_(0.0);
-    }
-    Tensor mask_host = Tensor::empty({B, T}, DType::u8, dev.is_meta() ? dev : cpu_device());
-    if (!dev.is_meta()) {
-      Tensor ids_host = dev.is_cpu() ? ids.contiguous() : Tensor::empty(ids.shape(), DType::i64, cpu_device());
-      if (!dev.is_cpu()) ids_host.copy_(ids);
-      const int64_t* p = ids_host.data<int64_t>();
+      const bool readable = dev.is_cpu() && ids.is_contiguous();
+      Tensor ids_host = readable ? ids : Tensor::empty(ids.shape(), DType::i64, cpu_device());
+      if (!readable) ids_host.copy_(ids);
+      const int64_t* q = ids_host.data<int64_t>();
       uint8_t* m = mask_host.data<uint8_t>();
-      for (int64_t i = 0; i < B * T; ++i) m[i] = p[i] == 0 ? 1 : 0;
+      for (int64_t i = 0; i < B * T; ++i) m[i] = q[i] == 0 ? 1 : 0;
     }
-    Tensor mask = to_device(mask_host, dev);
     embeddings->position_ids = to_device(pos_host, dev);
     embeddings->token_type_ids = to_device(types_host, dev);
+    Tensor mask = to_device(mask_host, dev);
     Tensor h = (*embeddings)(ids);
     embeddings->position_ids = embeddings->token_type_ids = Tensor();
     encoder->mask = mask;

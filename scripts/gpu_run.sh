@@ -1,187 +1,201 @@
 #!/usr/bin/env bash
-# Build oomlab on a lent GPU machine (CUDA 13, cmake, ninja, g++, PyTorch; no apt, no
-# internet), run the GPU tests and the benchmarks, and leave results and logs in one folder.
-# Prepare on a Debian machine first: bash scripts/gpu_stage.sh (fills .gpu/debs), then
-# carry ".gpu" with the device run. Phases (default: all, in this order):
-#   build    unpack .gpu/debs into .gpu/sysroot; configure + build build-gpu (sm_90);
-#            incremental when build-gpu is still there
-#   test     ctest (the whole suite: GPU tests run instead of skipping; 240 s per test)
-#   sanitize compute-sanitizer memcheck and racecheck on the op parity tests (each bounded
-#            by OOMLAB_GPU_SANITIZER_S, default 200 s)
-#   bench    bench_cuda (bandwidth vs D2D copy), oomlab train vs scripts/torch_reference.py
-#            (ResNet-50 b128, VGG16 b64, bert-base b32 s128; strict fp32 and TF32;
-#            PyTorch eager, and torch.compile for ResNet-50 TF32), as results JSON with
-#            device provenance;
-#            then per-op time breakdowns (scripts/trace_breakdown.py) of ResNet-50 and BERT
-#   pack     $OUT/gpu_results.tar.gz (everything under the work folder) + summary.txt
-# Usage (device tool): bash scripts/gpu_run.sh [phase ...]   with $OUT set (or OOMLAB_GPU_OUT).
-# Each phase appends to <out>/summary.txt; the last lines of it are the table to read.
-# A device call may run 10 minutes and the machine goes back 30 s after a call, so make
-# each call whole: `build test pack`, then `build sanitize pack`, then `build bench pack`
-# (build is incremental while the machine is warm; from cold it is a full build).
-# Every oomlab / PyTorch run is bounded by `timeout` so that one hang costs one point.
-# Environment: OOMLAB_GPU_ARCH (default 90), OOMLAB_GPU_STEPS (timed steps, default 30).
+# gpu_run.sh — the GPU kit's run, on a lent GPU machine, from the archive scripts/gpu_pack.sh
+# made (no build, no internet): bin/ (oomlab and the CUDA test binaries, sm_90), lib/ (what
+# the machine lacks), scripts/, MANIFEST.json. CUDA, cuBLAS, cuDNN and NCCL come from
+# PyTorch's wheels there (python3's nvidia.* packages).
+# Usage: bash <kit>/scripts/gpu_run.sh OUT_DIR      (with the device tool: OUT_DIR=$OUT/kit)
+# Writes OUT_DIR (at most 8 files, committable under reports/results/gpu/):
+#   README.md        the run in words and tables (scripts/gpu_report.py)
+#   provenance.json  GPU, driver, CUDA runtime, cuBLAS, cuDNN, NCCL, PyTorch, kit commit
+#   tests.json       every CUDA test binary: passed / failed / skipped, failing names;
+#                    compute-sanitizer memcheck and racecheck of test_cuda_parity
+#   points.json      oomlab beside PyTorch eager (and sdpa) per configuration: step-time
+#                    median, peaks, the meta device's predicted peak; parallel points
+#   breakdown.txt    per-op time of synchronized ResNet-50 / BERT-base steps
+#   run.log          each step with its seconds and exit status
+#   logs.tar.gz      every log, results JSON, trace and profiler table
+# Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
+# default 345 s: a step that would not fit is skipped and named): preflight; tests +
+# sanitizers + meta predictions (concurrently); oomlab / PyTorch pairs (alternating, one
+# PyTorch process); per-op breakdowns; DP / BDP / DDP / SyncBN on two logical devices.
+# A machine that lacks something (no GPU, a GPU other than sm_90, no PyTorch wheels, a
+# library that does not resolve) stops the run with one line `gpu_run: error: ...` on
+# stderr and exit status 1, after writing what it has.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
-out="${OUT:-${OOMLAB_GPU_OUT:-$root/gpu_out}}"
-work="$root/gpu_work"          # raw results and logs (ignored by git: /gpu_work/)
-mkdir -p "$out" "$work/logs" "$work/results"
-summary="$out/summary.txt"
-sys="$root/.gpu/sysroot"
-bld="$root/build-gpu"
-steps="${OOMLAB_GPU_STEPS:-30}"
-say() { echo "gpu_run: $*" | tee -a "$summary"; }
+kit=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-}
+[[ -n $out ]] || { echo "gpu_run: error: usage: gpu_run.sh OUT_DIR" >&2; exit 2; }
+mkdir -p "$out" || { echo "gpu_run: error: cannot create $out" >&2; exit 2; }
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+mkdir -p "$work/logs" "$work/res" "$work/tests"
+t0=$SECONDS
+budget=${OOMLAB_KIT_BUDGET_S:-345}
+steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTorch's 15 + 5 warm-up
+log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
+left() { echo $((budget - (SECONDS - t0))); }
 
-lib_path() {   # runtime libraries: the unpacked Debian ones and cuDNN from PyTorch's wheels
-  local cudnn
-  cudnn=$(python3 -c 'import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
-  echo "$sys/usr/lib/x86_64-linux-gnu/openblas-pthread:$sys/usr/lib/x86_64-linux-gnu:${cudnn:-}:${LD_LIBRARY_PATH:-}"
+finish() {   # the output folder, whatever happened
+  python3 "$kit/scripts/gpu_report.py" "$work" "$out" >> "$work/run.log" 2>&1 ||
+    echo "gpu_report failed (see run.log)" >> "$work/run.log"
+  cp "$work/run.log" "$out/run.log"
+  tar -czf "$out/logs.tar.gz.tmp" -C "$work" logs res tests 2>/dev/null && mv -f "$out/logs.tar.gz.tmp" "$out/logs.tar.gz"
+  rm -rf "$work"
+}
+fail() {
+  log "error: $*"
+  finish
+  echo "gpu_run: error: $*" >&2
+  exit 1
 }
 
-phase_build() {
-  [[ -d .gpu/debs ]] || { say "no .gpu/debs: run scripts/gpu_stage.sh here first and carry .gpu"; return 1; }
-  mkdir -p "$sys"
-  for f in .gpu/debs/*.deb; do dpkg -x "$f" "$sys"; done
-  # gtest_discover_tests runs the test binaries during the build: they need the libraries.
-  export LD_LIBRARY_PATH; LD_LIBRARY_PATH=$(lib_path)
-  local cudnn_root zlib
-  cudnn_root=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
-  zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 2>/dev/null | head -1)
-  {
-    nvidia-smi; nvcc --version; g++ --version | head -1; cmake --version | head -1
-    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
-    echo "cudnn root: $cudnn_root"; echo "zlib: $zlib"
-  } > "$work/logs/environment.txt" 2>&1
-  local gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-  say "configure (cuDNN from $cudnn_root)"
-  cmake -S . -B "$bld" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_ARCHITECTURES="${OOMLAB_GPU_ARCH:-90}" \
-    -DCMAKE_PREFIX_PATH="$sys/usr" \
-    -DOPENBLAS_INCLUDE_DIR="$sys/usr/include/x86_64-linux-gnu/openblas-pthread" \
-    -DOPENBLAS_LIBRARY="$sys/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so" \
-    -DCUDNN_INCLUDE_DIR="$cudnn_root/include" -DCUDNN_LIBRARY="$cudnn_root/lib/libcudnn.so.9" \
-    -DZLIB_INCLUDE_DIR="$sys/usr/include" -DZLIB_LIBRARY="$zlib" \
-    > "$work/logs/configure.log" 2>&1 || { say "configure FAILED (logs/configure.log)"; tail -20 "$work/logs/configure.log"; return 1; }
-  grep -q "CUDA backend ON" "$work/logs/configure.log" || { say "configure: CUDA backend OFF"; return 1; }
-  say "build"
-  local t0=$SECONDS
-  cmake --build "$bld" -j"$(nproc)" > "$work/logs/build.log" 2>&1 ||
-    { say "build FAILED (logs/build.log)"; grep -m20 -E "error" "$work/logs/build.log"; return 1; }
-  say "build ok in $((SECONDS - t0)) s"
-}
+# ---- preflight --------------------------------------------------------------------------
+[[ -f $kit/MANIFEST.json && -x $kit/bin/oomlab ]] || fail "$kit is not an unpacked kit (no MANIFEST.json or bin/oomlab)"
+cp "$kit/MANIFEST.json" "$work/res/manifest.json"
+gpu=$(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader 2>&1 | head -1)
+[[ $gpu == *,*,*,* ]] || fail "no GPU: nvidia-smi says: ${gpu:-nothing}"
+echo "$gpu" > "$work/res/nvidia_smi.csv"
+cap=$(echo "$gpu" | cut -d, -f3 | tr -d ' ')
+sm=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sm"])' "$kit/MANIFEST.json" 2>/dev/null)
+[[ ${cap/./} == "$sm" ]] || fail "the kit holds sm_$sm code, this GPU ($(echo "$gpu" | cut -d, -f1)) is compute capability $cap"
+wheels=$(python3 -c 'import os, nvidia; print(":".join(sorted({os.path.join(r, "lib") for p in nvidia.__path__ for r in [os.path.join(p, d) for d in os.listdir(p)] if os.path.isdir(os.path.join(r, "lib"))})))' 2>/dev/null)
+[[ -n $wheels ]] || fail "no PyTorch CUDA wheels: python3 cannot import the nvidia packages (cuBLAS, cuDNN, NCCL)"
+export LD_LIBRARY_PATH="$kit/lib:$wheels:${LD_LIBRARY_PATH:-}"
+missing=$(for b in "$kit"/bin/*; do ldd "$b" | awk '/not found/ {print $1}'; done | sort -u | tr '\n' ' ')
+[[ -z $missing ]] || fail "libraries not found on this machine: $missing"
+export OOMLAB_BINARY_DIR="$kit/bin"   # test_cli runs the kit's oomlab
+log "preflight ok: $gpu; kit $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["commit"][:12] + (" DIRTY" if m["dirty"] else ""))' "$kit/MANIFEST.json")"
+{
+  nvidia-smi
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "nccl", torch.cuda.nccl.version())'
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  ldd "$kit/bin/oomlab"
+} > "$work/logs/environment.txt" 2>&1
+timeout 60 "$kit/bin/oomlab" train --model mlp --dataset synthetic --device cuda --steps 2 --batch 8 \
+  --synthetic-size 16 --eval-batches 0 --quiet --json "$work/res/provenance_run.json" > "$work/logs/provenance_run.log" 2>&1 ||
+  fail "oomlab cannot train on cuda here: $(tail -1 "$work/logs/provenance_run.log")"
 
-phase_test() {
-  export LD_LIBRARY_PATH; LD_LIBRARY_PATH=$(lib_path)
-  say "ctest"
-  ctest --test-dir "$bld" -j8 --timeout 240 --output-junit "$work/logs/ctest_junit.xml" > "$work/logs/ctest.log" 2>&1
-  local rc=$?
-  say "ctest rc=$rc: $(grep -E 'tests passed' "$work/logs/ctest.log")"
-  grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception" "$work/logs/ctest.log" | head -20 | tee -a "$summary"
-  say "skipped: $(grep -c '(Skipped)' "$work/logs/ctest.log") (expected: none of the CUDA tests)"
-  # A dtype the backend lacks passes the parity case with a NOTE: list what was not compared.
-  timeout 240 "$bld/test_cuda_parity" > "$work/logs/test_cuda_parity.log" 2>&1
-  say "parity cases (op, dtype) not covered on the GPU: $(grep -c '^\[   NOTE   \]' "$work/logs/test_cuda_parity.log")"
-  grep '^\[   NOTE   \]' "$work/logs/test_cuda_parity.log" | cut -c1-160 | tee -a "$summary"
-}
-
-phase_sanitize() {
-  export LD_LIBRARY_PATH; LD_LIBRARY_PATH=$(lib_path)
-  local sanitizer
-  sanitizer=$(command -v compute-sanitizer || ls "$(dirname "$(command -v nvcc)")/compute-sanitizer" \
-    /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
-  if [[ -n $sanitizer ]]; then
-    # OOMLAB_NO_CACHING=1: one cudaMalloc per tensor, so memcheck sees each tensor's bounds
-    # (a pooled segment would hide overruns into its neighbours). rc 124 = cut off by the
-    # bound (the log says how far it got).
-    for tool in memcheck racecheck; do
-      OOMLAB_NO_CACHING=1 timeout "${OOMLAB_GPU_SANITIZER_S:-200}" "$sanitizer" --tool "$tool" --error-exitcode 9 \
-        "$bld/test_cuda_parity" > "$work/logs/sanitizer_$tool.log" 2>&1
-      say "compute-sanitizer $tool on test_cuda_parity: rc=$? ($(grep -E 'ERROR SUMMARY' "$work/logs/sanitizer_$tool.log" | tail -1); $(grep -c '^\[       OK' "$work/logs/sanitizer_$tool.log") cases OK)"
-    done
+# ---- the configurations: oomlab flags per tag (PyTorch's twin: scripts/torch_bench.py) ---
+declare -A FLAGS=(
+  [r50_fp32]="--model resnet50 --batch 128 --allow-tf32 none"
+  [r50_tf32]="--model resnet50 --batch 128 --allow-tf32 all"
+  [r50_tf32_bench]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
+  [r50_bf16]="--model resnet50 --batch 128 --amp bf16"
+  [r50_fp16]="--model resnet50 --batch 128 --amp fp16"
+  [vgg16_tf32]="--model vgg16 --batch 64 --allow-tf32 all"
+  [bert_fp32]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 none"
+  [bert_tf32]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
+  [bert_bf16]="--model bert-base --batch 32 --seq-len 128 --amp bf16"
+  [bert_fp16]="--model bert-base --batch 32 --seq-len 128 --amp fp16"
+  [bert384_none]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all"
+  [bert384_all]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint all"
+  [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
+)
+ORDER=(r50_fp32 r50_tf32 r50_bf16 r50_fp16 r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32 bert_bf16 bert_fp16
+       bert384_none bert384_all bert384_selective)
+TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa)
+train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
+  local f=${FLAGS[$1]} model batch seq
+  model=$(sed -n 's/.*--model \([^ ]*\).*/\1/p' <<<"$f"); batch=$(sed -n 's/.*--batch \([0-9]*\).*/\1/p' <<<"$f")
+  seq=$(sed -n 's/.*--seq-len \([0-9]*\).*/\1/p' <<<"$f")
+  if [[ $model == bert-* ]]; then
+    echo "$f --dataset synthetic-seq --seq-min-len $seq --optimizer adamw --lr 1e-4 --synthetic-size $((batch * 4)) --eval-batches 0 --quiet"
   else
-    say "compute-sanitizer not found: sanitizer runs skipped"
+    echo "$f --dataset synthetic --optimizer sgd --lr 0.01 --synthetic-size $((batch * 4)) --eval-batches 0 --quiet"
   fi
 }
 
-# oomlab's data flags for a model: synthetic images, or for bert-* synthetic-seq with every
-# batch 128 tokens wide, as PyTorch's (its padding is masked, not cut).
-data_args() {
-  case $1 in
-    bert-*) echo --dataset synthetic-seq --seq-len 128 --seq-min-len 128 ;;
-    *) echo --dataset synthetic ;;
-  esac
-}
-
-# One oomlab train run and its PyTorch twin; tag names the files.
-compare_point() {   # model batch tf32 [extra oomlab args...]
-  local model=$1 batch=$2 tf32=$3; shift 3
-  local tag="${model}_b${batch}_tf32-${tf32}"
-  # shellcheck disable=SC2046
-  timeout 240 "$bld/oomlab" train --model "$model" $(data_args "$model") --device cuda --batch "$batch" \
-    --steps $((steps + 5)) --synthetic-size $((batch * 4)) --eval-batches 0 --optimizer sgd --lr 0.01 \
-    --allow-tf32 "$tf32" --quiet "$@" --json "$work/results/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
-  say "oomlab $tag rc=$? $(tail -1 "$work/logs/oomlab_$tag.log")"
-  local modes=(eager)
-  [[ $tf32 == all && $model == resnet50 ]] && modes+=(compile)
-  for mode in "${modes[@]}"; do
-    local targs=()
-    [[ $model == bert-* ]] && targs=(--seq-len 128 --classes 2)   # oomlab's synthetic-seq is binary
-    timeout $([[ $mode == compile ]] && echo 420 || echo 240) python3 scripts/torch_reference.py --model "$model" --batch "$batch" --steps "$steps" --warmup 5 \
-      --optimizer sgd --lr 0.01 --allow-tf32 "$tf32" --mode "$mode" "${targs[@]}" \
-      --json "$work/results/torch_${mode}_$tag.json" > "$work/logs/torch_${mode}_$tag.log" 2>&1
-    say "torch $mode $tag rc=$? $(tail -1 "$work/logs/torch_${mode}_$tag.log")"
+# ---- tests, sanitizers and meta predictions, concurrently ----------------------------------
+run_tests() {
+  local b
+  for b in "$kit"/bin/test_*; do
+    local n; n=$(basename "$b")
+    ( s=$SECONDS; timeout 150 "$b" --gtest_output="json:$work/tests/$n.json" > "$work/logs/$n.log" 2>&1
+      echo "$n rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
   done
-  pack_now   # what is done so far comes back even if the call is cut off
+  local san
+  san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
+  if [[ -n $san && -x $kit/bin/test_cuda_parity ]]; then
+    local tool
+    for tool in memcheck racecheck; do
+      ( s=$SECONDS; OOMLAB_NO_CACHING=1 timeout 170 "$san" --tool "$tool" --error-exitcode 9 "$kit/bin/test_cuda_parity" \
+          > "$work/logs/sanitizer_$tool.log" 2>&1
+        echo "sanitizer_$tool rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
+    done
+  else
+    echo "sanitizer not found" >> "$work/tests/rc.txt"
+  fi
+  ( for tag in "${ORDER[@]}"; do
+      # shellcheck disable=SC2046  # train_args is a word list
+      timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device meta --steps 2 \
+        --json "$work/res/meta_$tag.json" > "$work/logs/meta_$tag.log" 2>&1
+    done ) &
+  wait
 }
+if (($(left) > 200)); then
+  log "tests, compute-sanitizer and meta predictions"
+  run_tests
+  log "tests done: $(tr '\n' ';' < "$work/tests/rc.txt")"
+else
+  log "skipped: tests (budget)"
+fi
 
-# Per-op time of a few synchronized steps (OOMLAB_CUDA_SYNC=1: each span covers its kernels).
-profile_point() {   # model batch [extra oomlab args...]
-  local model=$1 batch=$2; shift 2
-  local tag="${model}_b${batch}"
+# ---- oomlab and PyTorch, alternating ------------------------------------------------------
+coproc TORCH { exec python3 "$kit/scripts/torch_bench.py" --serve --steps 15 --warmup 5 --out "$work/res/torch.jsonl" 2> "$work/logs/torch.log"; }
+torch_read() {   # seconds -> PyTorch's next JSON line, or an error record
+  local line=""
+  [[ -n ${TORCH[0]:-} ]] && IFS= read -r -t "$1" line <&"${TORCH[0]}"
+  if [[ -n $line ]]; then echo "$line"; else echo '{"error": "no answer from torch_bench.py (see logs/torch.log)"}'; fi
+}
+torch_ask() {   # command seconds -> the answer
+  [[ -n ${TORCH[1]:-} ]] && echo "$1" >&"${TORCH[1]}" 2>/dev/null
+  torch_read "$2"
+}
+torch_read 120 > "$work/res/torch_versions.json"   # printed once PyTorch is imported
+for tag in "${ORDER[@]}"; do
+  (($(left) > 40)) || { log "skipped: $tag and later pairs (budget)"; break; }
   # shellcheck disable=SC2046
-  OOMLAB_CUDA_SYNC=1 timeout 240 "$bld/oomlab" train --model "$model" $(data_args "$model") --device cuda \
-    --batch "$batch" --steps 4 \
-    --synthetic-size $((batch * 4)) --eval-batches 0 --optimizer sgd --lr 0.01 --quiet "$@" \
-    --chrome-trace "$work/results/trace_$tag.json" > "$work/logs/profile_$tag.log" 2>&1
-  say "profile $tag rc=$? (4 synchronized steps, the first with cuDNN algorithm selection)"
-  python3 scripts/trace_breakdown.py "$work/results/trace_$tag.json" > "$work/results/breakdown_$tag.txt" 2>&1
-  head -14 "$work/results/breakdown_$tag.txt" | tee -a "$summary"
-  pack_now
-}
-
-phase_bench() {
-  export LD_LIBRARY_PATH; LD_LIBRARY_PATH=$(lib_path)
-  timeout 180 "$bld/bench_cuda" --benchmark_out="$work/results/bench_cuda.json" --benchmark_out_format=json \
-    > "$work/logs/bench_cuda.log" 2>&1
-  say "bench_cuda rc=$?"; grep -E "^cuda/" "$work/logs/bench_cuda.log" | tee -a "$summary"
-  # The issue's bars: strict fp32 (none) and TF32 (all); torch.compile once (ResNet-50, TF32).
-  for tf32 in none all; do
-    compare_point resnet50 128 "$tf32"
-    compare_point vgg16 64 "$tf32"
-  done
-  compare_point bert-base 32 none
-  compare_point bert-base 32 all
-  python3 scripts/gpu_compare.py "$work/results" | tee -a "$summary"
-  profile_point resnet50 128 --allow-tf32 all
-  profile_point bert-base 32
-}
-
-pack_now() {   # the tarball is replaced whole (rename), never left half-written
-  tar -czf "$out/gpu_results.tar.gz.tmp" -C "$root" gpu_work && mv -f "$out/gpu_results.tar.gz.tmp" "$out/gpu_results.tar.gz"
-}
-phase_pack() {
-  pack_now
-  say "packed $(du -h "$out/gpu_results.tar.gz" | cut -f1) into gpu_results.tar.gz"
-}
-
-phases=("$@")
-((${#phases[@]})) || phases=(build test sanitize bench pack)
-status=0
-for p in "${phases[@]}"; do
-  case $p in
-    build|test|sanitize|bench|pack) "phase_$p" || { status=1; [[ $p == build ]] && { phase_pack; exit 1; }; } ;;
-    *) echo "gpu_run: unknown phase '$p' (build, test, sanitize, bench, pack)" >&2; exit 2 ;;
-  esac
+  timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device cuda --steps "$steps" \
+    --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
+  log "oomlab $tag rc=$?"
+  [[ $tag == bert384_selective ]] && continue   # PyTorch has no selective checkpointing
+  log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"
 done
-exit $status
+for tag in "${TORCH_ONLY[@]}"; do
+  (($(left) > 30)) || { log "skipped: torch $tag (budget)"; continue; }
+  log "torch $tag: $(torch_ask "run $tag" 60 | cut -c1-160)"
+done
+
+# ---- per-op time: synchronized traces of oomlab, PyTorch's profiler beside them -----------
+for tag in r50_tf32 bert_tf32; do
+  (($(left) > 35)) || { log "skipped: breakdown $tag (budget)"; continue; }
+  # shellcheck disable=SC2046
+  OOMLAB_CUDA_SYNC=1 timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device cuda --steps 4 \
+    --chrome-trace "$work/res/trace_$tag.json" > "$work/logs/trace_$tag.log" 2>&1
+  log "trace $tag rc=$?"
+  { echo "== oomlab $tag: 4 synchronized steps (the first selects cuDNN algorithms) =="
+    python3 "$kit/scripts/trace_breakdown.py" "$work/res/trace_$tag.json" 2>&1; echo; } >> "$work/res/breakdown.txt"
+  log "torch profile $tag: $(torch_ask "profile $tag $work/res/torchprof_$tag.txt" 60 | cut -c1-120)"
+done
+[[ -n ${TORCH[1]:-} ]] && echo quit >&"${TORCH[1]}" 2>/dev/null
+gzip -f "$work"/res/trace_*.json 2>/dev/null
+
+# ---- data parallelism on two logical devices of the one GPU (T6, T8) -----------------------
+declare -A PAR=(
+  [par_dp]="--parallel dp --devices 2 --batch 128"
+  [par_bdp]="--parallel bdp --devices 2 --batch 128 --gpu0-bsz 32"
+  [par_ddp]="--parallel ddp --devices 2 --batch 64"
+  [par_ddp_syncbn]="--parallel ddp --devices 2 --batch 64 --sync-bn"
+)
+for tag in par_dp par_bdp par_ddp par_ddp_syncbn; do
+  (($(left) > 25)) || { log "skipped: $tag (budget)"; continue; }
+  # shellcheck disable=SC2086
+  timeout 60 "$kit/bin/oomlab" train --model resnet50 --dataset synthetic --allow-tf32 all --optimizer sgd --lr 0.01 \
+    --synthetic-size 512 --eval-batches 0 --quiet --device cuda --steps 11 ${PAR[$tag]} \
+    --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
+  log "oomlab $tag rc=$?"
+done
+
+log "done in $((SECONDS - t0)) s"
+finish
+echo "gpu_run: wrote $out"

@@ -22,8 +22,15 @@ namespace fs = std::filesystem;
 namespace {
 struct CliRun { int code; std::string output; };
 
+// The build's oomlab, or $OOMLAB_BINARY_DIR/oomlab where the GPU kit runs the binaries
+// away from their build folder (scripts/gpu_run.sh).
+std::string oomlab_path() {
+  const char* dir = std::getenv("OOMLAB_BINARY_DIR");
+  return std::string(dir && *dir ? dir : OOMLAB_BINARY_DIR) + "/oomlab";
+}
+
 CliRun run_oomlab(const std::string& args) {
-  std::string cmd = std::string(OOMLAB_BINARY_DIR) + "/oomlab " + args + " 2>&1";
+  std::string cmd = oomlab_path() + " " + args + " 2>&1";
   CliRun r{0, ""};
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;

@@ -16,6 +16,7 @@
 #include "engine/memory/caching_allocator.h"
 #include "engine/parallel/local_comm.h"
 #include "tests/collective_suite.h"
+#include "tests/cuda_test_util.h"
 
 using namespace oomlab;
 using namespace oomlab::testing;
@@ -152,6 +153,40 @@ TEST(LocalComm, ARankThatLeavesOrHangsIsNamed) {
     EXPECT_TRUE(w.find("timed out after 0.3 s waiting for rank 0") != std::string::npos) << w;
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}
+
+// The data path a cuda rank takes (copy and collective kernels launched on its device,
+// settle points, one ring segment), run by cpu ranks: the same suite, bit for bit.
+TEST(LocalComm, AcceleratorDataPathOnCpuRanks) {
+  LocalCommunicator::use_kernel_path_on_cpu_for_tests(true);
+  for (int n : {1, 2, 3})
+    for (AllReduceAlgo algo : {AllReduceAlgo::ring, AllReduceAlgo::parameter_server}) {
+      SCOPED_TRACE(str_cat(n, " ranks, ", all_reduce_algo_name(algo)));
+      run_local_ranks(cpus(n), algo, [](LocalCommunicator& c) {
+        check_all_reduce(c);
+        check_other_collectives(c);
+        check_max_propagates_nan(c);
+      });
+    }
+  run_local_ranks(cpus(4), AllReduceAlgo::ring, [](LocalCommunicator& c) { check_identical_results(c); });
+  LocalCommunicator::use_kernel_path_on_cpu_for_tests(false);
+}
+
+// Logical cuda devices of one GPU (cuda:N runs on GPU N % count): the same suite on cuda ranks.
+TEST(LocalComm, CollectiveSuiteOnLogicalCudaDevices) {
+  OOMLAB_REQUIRE_CUDA();
+  for (int n : {2, 3})
+    for (AllReduceAlgo algo : {AllReduceAlgo::ring, AllReduceAlgo::parameter_server}) {
+      SCOPED_TRACE(str_cat(n, " ranks, ", all_reduce_algo_name(algo)));
+      std::vector<Device> d;
+      for (int r = 0; r < n; ++r) d.push_back(Device{DeviceType::cuda, r});
+      run_local_ranks(d, algo, [](LocalCommunicator& c) {
+        check_all_reduce(c);
+        check_other_collectives(c);
+        check_max_propagates_nan(c);
+        check_identical_results(c);
+      });
+    }
 }
 
 TEST(LocalComm, MismatchedCallsAndBadArgumentsAreClearErrors) {

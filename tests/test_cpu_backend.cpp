@@ -80,3 +80,29 @@ TEST(CpuBackend, BlasThreadLimitFollowsTheSmallestLiveGuard) {
   }
   EXPECT_EQ(openblas_get_num_threads(), original);
 }
+
+// Casts keep subnormals although the backend's arithmetic flushes them: the cast semantics
+// of every device (README "Casts"; kernels/cuda/cast_math.cuh on CUDA). 1e-40 is the float
+// subnormal 71362 * 2^-149; a flushing cast would give 0 (the H100 run's CUDA/CPU mismatch).
+TEST(CpuBackend, CastsKeepSubnormalsUnderFlushToZero) {
+  Tensor d = Tensor::from_vector({1e-40, -1e-40, 0x1.fffffep-127, 2e-310}, {4}, DType::f64);
+  Tensor f = d.to(DType::f32);
+  const float* pf = f.data<float>();
+  uint32_t u[4];
+  std::memcpy(u, pf, 16);
+  EXPECT_EQ(u[0], 71362u);                  // nearest even of 1e-40 / 2^-149 = 71362.38
+  EXPECT_EQ(u[1], 0x80000000u | 71362u);
+  EXPECT_EQ(u[2], 0x00800000u);             // rounds up to FLT_MIN
+  EXPECT_EQ(u[3], 0u);                      // a double subnormal is below float's range
+  // float -> double and back, through every path: exact.
+  EXPECT_EQ(f.to(DType::f64).to_vector()[0], 71362.0 * 0x1p-149);
+  EXPECT_EQ(f.narrow(0, 0, 1).item(), 71362.0 * 0x1p-149) << "item() flushed";
+  Tensor strided = Tensor::from_vector({1e-40, 5.0, 1e-39, 6.0}, {2, 2}, DType::f64).transpose(0, 1).to(DType::f32);
+  EXPECT_NE(strided.contiguous().to_vector()[0], 0.0);
+  // bfloat16 subnormals (the same exponent range as float) survive float64 round trips.
+  Tensor b = Tensor::from_vector({1e-39, -9.2e-41}, {2}, DType::bf16);
+  const std::vector<double> bv = b.to_vector();
+  EXPECT_NE(bv[0], 0.0);
+  EXPECT_NE(bv[1], 0.0);
+  EXPECT_EQ(b.to(DType::f64).to(DType::bf16).to_vector(), bv);
+}

@@ -14,10 +14,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 
 #include <unistd.h>
 
 #include "cuda_test_util.h"
+#include "short_run_util.h"
+#include "zoo_step_util.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/data/dataloader.h"
 #include "engine/optim/optimizer.h"
@@ -30,63 +33,6 @@ using namespace oomlab::testing;
 namespace fs = std::filesystem;
 
 namespace {
-struct ZooSetup { ModelConfig cfg; int64_t batch; };
-
-ZooSetup zoo_setup(const std::string& name, Device dev) {
-  ZooSetup s{default_model_config(name), 4};
-  s.cfg.device = dev;
-  if (model_input_kind(name) == InputKind::tokens) {
-    s.cfg.vocab_size = 1000;
-    s.cfg.seq_len = 16;
-  } else if (model_task_kind(name) == TaskKind::segmentation) {
-    s.cfg.height = s.cfg.width = 32;
-    s.batch = 2;
-  } else {
-    s.cfg.num_classes = 10;
-    const bool vgg = name.rfind("vgg", 0) == 0;
-    if (s.cfg.height > 64) s.cfg.height = s.cfg.width = vgg ? 32 : 64;   // resnets: BN needs some spatial extent
-    if (vgg) s.batch = 2;
-  }
-  return s;
-}
-
-HostBatch make_batch(const std::string& name, const ModelConfig& c, int64_t n, uint64_t seed) {
-  HostBatch b;
-  b.n = n;
-  b.shape = model_input_shape(name, c, n);
-  const int64_t K = c.num_classes;
-  if (model_input_kind(name) == InputKind::tokens) {
-    b.input_dtype = DType::i64;
-    b.tokens = random_ints(shape_numel(b.shape), 1, c.vocab_size, seed);
-    for (int64_t t = b.shape[1] - 3; t < b.shape[1]; ++t) b.tokens[size_t(b.shape[1] + t)] = 0;   // row 1 padded
-  } else {
-    Generator g{seed, 0};
-    b.images.resize(size_t(shape_numel(b.shape)));
-    for (float& x : b.images) x = float(2.0 * g.next_unit() - 1.0);
-  }
-  if (model_task_kind(name) == TaskKind::segmentation) {
-    b.target_shape = {n, b.shape[2], b.shape[3]};
-    b.masks = random_ints(shape_numel(b.target_shape), 0, K, seed + 1);
-  } else {
-    b.target_shape = {n};
-    b.labels = random_ints(n, 0, K, seed + 1);
-  }
-  return b;
-}
-
-std::unique_ptr<Optimizer> sgd_for(nn::Module& m) {
-  ParamGroup g;
-  g.params = m.named_parameters();
-  g.lr = 0.01;
-  g.momentum = 0.9;
-  return make_optimizer("sgd", {g});
-}
-
-std::string gtest_name(std::string s) {
-  std::replace(s.begin(), s.end(), '-', '_');
-  return s;
-}
-
 const double kGradNmse = tf32_enabled() ? 1e-3 : 1e-6;
 }  // namespace
 
@@ -166,73 +112,13 @@ TEST_P(CudaZoo, TrainingStepMatchesCpu) {
   }
 }
 
-namespace {
-struct Recorded { std::vector<TraceEvent> trace; std::map<std::string, int64_t> stats; };
-
-Recorded record_steps(const std::string& name, Device dev) {
-  reset_allocators();
-  CachingAllocator& al = allocator_for(dev);
-  al.record_history(true);
-  {
-    ZooSetup s = zoo_setup(name, dev);
-    nn::ModulePtr m = build_model(name, s.cfg);
-    auto opt = sgd_for(*m);
-    for (int step = 0; step < 2; ++step) {
-      HostBatch b = make_batch(name, s.cfg, s.batch, 10 + step);
-      manual_seed(7);
-      train_step(*m, *opt, batch_input_to_device(b, dev), batch_target_to_device(b, dev));
-    }
-  }
-  Recorded r{al.trace(), al.stats()};
-  al.record_history(false);
-  return r;
-}
-
-std::vector<TraceEvent> without(const std::vector<TraceEvent>& t, bool drop_segments) {
-  std::vector<TraceEvent> out;
-  for (const TraceEvent& e : t) {
-    if (e.tag == "workspace") continue;
-    if (drop_segments && (e.action == "segment_alloc" || e.action == "segment_free")) continue;
-    out.push_back(e);
-  }
-  return out;
-}
-}  // namespace
-
 TEST_P(CudaZoo, AllocatorTraceEqualsMetaApartFromWorkspace) {
   OOMLAB_REQUIRE_CUDA();
   const std::string name = GetParam();
   Recorded meta = record_steps(name, meta_device());
   Recorded cuda = record_steps(name, cuda0());
   reset_allocators();
-  const int64_t ws_peak = cuda.stats.at("workspace_bytes.all.peak");
-  // Workspace blocks share the pools, so they can change segment reuse: segments are
-  // compared only when no workspace was allocated.
-  const bool ws = ws_peak > 0 || std::any_of(cuda.trace.begin(), cuda.trace.end(), [](auto& e) { return e.tag == "workspace"; });
-  std::vector<TraceEvent> m = without(meta.trace, ws), c = without(cuda.trace, ws);
-  ASSERT_GT(m.size(), 10u);
-  for (size_t i = 0; i < std::min(m.size(), c.size()); ++i) {
-    ASSERT_EQ(c[i].action, m[i].action) << name << " event " << i << " (" << m[i].frame << ")";
-    // A segment a workspace created stays cached on cuda only; a large request served from
-    // it may split off a remainder that a fresh meta segment keeps (< 2 MiB difference).
-    if (ws && std::max(c[i].size, m[i].size) > kSmallSize)
-      ASSERT_LT(c[i].size > m[i].size ? c[i].size - m[i].size : m[i].size - c[i].size, kRoundLarge)
-          << name << " event " << i << " (" << m[i].frame << ")";
-    else
-      ASSERT_EQ(c[i].size, m[i].size) << name << " event " << i << " (" << m[i].frame << ")";
-    ASSERT_EQ(c[i].frame, m[i].frame) << name << " event " << i;
-  }
-  ASSERT_EQ(c.size(), m.size()) << name;
-  // With workspaces, requested bytes (callers' sizes) do not depend on how blocks were split.
-  const char* peak_key = ws ? "requested_bytes.all.peak" : "allocated_bytes.all.peak";
-  const int64_t mp = meta.stats.at(peak_key), cp = cuda.stats.at(peak_key);
-  EXPECT_LE(mp, cp) << name;
-  EXPECT_LE(cp, mp + ws_peak) << name;
-  if (!ws) {
-    EXPECT_EQ(cuda.stats, meta.stats) << name;
-  }
-  std::printf("[   INFO   ] %s: peak %lld bytes (meta %lld), workspace peak %lld\n", name.c_str(), (long long)cp,
-              (long long)mp, (long long)ws_peak);
+  expect_trace_equals_meta(name, meta, cuda);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaZoo, ::testing::ValuesIn(model_names()),
@@ -240,22 +126,6 @@ INSTANTIATE_TEST_SUITE_P(Zoo, CudaZoo, ::testing::ValuesIn(model_names()),
 
 // ---- the trainer ------------------------------------------------------------------------
 namespace {
-TrainConfig small_run(const std::string& model, const std::string& dataset) {
-  TrainConfig c;
-  c.model = model;
-  c.dataset = dataset;
-  c.synthetic_size = 64;
-  c.batch = 16;
-  c.steps = 3;
-  c.eval_batches = 1;
-  c.quiet = true;
-  c.log_every = 0;
-  c.seed = 3;
-  c.lr = 0.05;
-  if (dataset == "synthetic-seg") { c.input = {3, 32, 32}; c.batch = 4; c.num_classes = 3; }
-  return c;
-}
-
 void expect_close_histories(const nlohmann::json& got, const nlohmann::json& want, double rel) {
   const auto& g = got["metrics"]["history"]["train_loss"];
   const auto& w = want["metrics"]["history"]["train_loss"];
@@ -263,26 +133,63 @@ void expect_close_histories(const nlohmann::json& got, const nlohmann::json& wan
   for (size_t i = 0; i < g.size(); ++i)
     EXPECT_NEAR(g[i].get<double>(), w[i].get<double>(), rel * std::max(1.0, std::fabs(w[i].get<double>()))) << "step " << i;
 }
+
+std::string scratch_dir() {
+  const fs::path d = fs::temp_directory_path() / ("oomlab_short_runs_" + std::to_string(getpid()));
+  fs::create_directories(d);
+  return d.string();
+}
 }  // namespace
 
+// The comparison itself, on the CPU (no GPU needed): a run that differs from the CPU's by
+// rounding passes, runs that a wrong backend would give fail (short_run_util.h).
+TEST(ShortRunComparison, PassesRoundingFailsWrongWeightsAndUpdates) {
+  const std::string dir = scratch_dir();
+  for (const char* ds : {"synthetic", "synthetic-seg"}) {
+    const bool sgd = ds == std::string("synthetic");
+    TrainConfig c = small_run(sgd ? "resnet20" : "unet-small", ds);
+    SCOPED_TRACE(c.model);
+    const CpuEnvelope e = cpu_envelope(c, dir);
+    EXPECT_TRUE(within_rounding_envelope(e.cpu, e));   // itself
+    TrainConfig other = c;                              // rounded the other way: half an ulp down, to nearest
+    const std::string init = dir + "/down.safetensors";
+    write_perturbed_init(c, -std::numeric_limits<float>::epsilon() / 2, init);
+    other.init = init;
+    EXPECT_TRUE(within_rounding_envelope(train(other), e));
+    write_perturbed_init(c, 1e-4, init);                 // weights off by 1e-4 (a bad cast, say)
+    EXPECT_FALSE(within_rounding_envelope(train(other), e));
+    if (sgd) {                                          // an update off by 5%
+      TrainConfig wrong_lr = c;
+      wrong_lr.lr = *c.lr * 1.05;
+      EXPECT_FALSE(within_rounding_envelope(train(wrong_lr), e));
+    }
+  }
+  fs::remove_all(dir);
+}
+
+// Each short run on cuda:0 against the CPU's rounding envelope (short_run_util.h): unet-small
+// under Adam at lr 0.05 turns 1-ulp differences into 2e-3 loss differences, so a fixed
+// tolerance either fails a correct backend or passes a wrong one.
 TEST(CudaTrainer, ShortRunsMatchCpu) {
   OOMLAB_REQUIRE_CUDA();
+  const std::string dir = scratch_dir();
   const std::pair<const char*, const char*> runs[] = {
       {"mlp", "synthetic"}, {"resnet20", "synthetic"}, {"bert-tiny", "synthetic-seq"}, {"unet-small", "synthetic-seg"}};
   for (auto [model, dataset] : runs) {
     SCOPED_TRACE(model);
     TrainConfig c = small_run(model, dataset);
-    nlohmann::json want = train(c);
+    const CpuEnvelope e = cpu_envelope(c, dir, tf32_enabled() ? std::ldexp(1.0, -11) : 0.0);
     c.device = cuda0();
     nlohmann::json got = train(c);
     EXPECT_EQ(got["context"]["device"], "cuda:0");
     EXPECT_EQ(got["context"]["cuda_compiled"], true);
     EXPECT_GT(got["memory"]["totals"]["allocated_bytes.all.peak"].get<int64_t>(), 0);
-    expect_close_histories(got, want, 1e-3);
+    EXPECT_TRUE(within_rounding_envelope(got, e));
     // One eval batch of 16 samples: accuracy moves in steps of 1/16, one near-tie allowed.
-    EXPECT_NEAR(got["metrics"]["final_test_accuracy"].get<double>(), want["metrics"]["final_test_accuracy"].get<double>(),
+    EXPECT_NEAR(got["metrics"]["final_test_accuracy"].get<double>(), e.cpu["metrics"]["final_test_accuracy"].get<double>(),
                 1.0 / 16 + 1e-9);
   }
+  fs::remove_all(dir);
   reset_allocators();
 }
 

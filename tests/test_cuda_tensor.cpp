@@ -13,9 +13,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "cuda_test_util.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/linear.h"
 #include "engine/ops/loss.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/optimizer.h"
@@ -51,6 +53,30 @@ TEST(CudaAvailability, ReasonIsOneClearLine) {
   else EXPECT_NE(why.find("no usable"), std::string::npos) << why;
   // Allocating on cuda raises a typed DeviceError (never a crash), whatever the build.
   EXPECT_THROW(Tensor::empty({4}, DType::f32, cuda0()), DeviceError);
+}
+
+// The H100's DataParallel failure (cuBLAS status 14): a new thread whose first CUDA work is
+// a GEMM on a handle an exited thread left in the pool, with no context bound to the new
+// thread (cudaGetDevice() answers 0 without binding one). DeviceGuard binds it now.
+TEST(CudaTensor, FreshThreadsRunGemmsOnPooledHandles) {
+  OOMLAB_REQUIRE_CUDA();
+  const Device devs[] = {cuda0(), Device{DeviceType::cuda, 1}};
+  std::vector<Tensor> a;
+  for (Device d : devs) {
+    a.push_back(Tensor::ones({64, 64}, DType::f32, d));
+    (void)Tensor::empty({64, 64}, DType::f32, d);   // a cached block: the thread's matmul needs no cudaMalloc
+  }
+  for (int round = 0; round < 3; ++round)
+    for (int i = 0; i < 2; ++i) {
+      std::exception_ptr err;
+      std::vector<double> got;
+      std::thread([&] {
+        try { got = matmul(a[size_t(i)], a[size_t(i)]).to_vector(); } catch (...) { err = std::current_exception(); }
+      }).join();
+      if (err) std::rethrow_exception(err);
+      ASSERT_EQ(got.size(), 64u * 64u);
+      EXPECT_EQ(got[0], 64.0) << "round " << round << " on " << devs[i].str();
+    }
 }
 
 TEST(CudaTensor, HostDeviceRoundTripIsBitExact) {

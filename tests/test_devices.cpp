@@ -18,6 +18,7 @@
 #include "engine/ops/dropout.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
+#include "kernels/linear.h"
 #include "models/model_zoo.h"
 
 using namespace oomlab;
@@ -198,4 +199,66 @@ TEST(Devices, TwoMetaDeviceThreadsEachPeakAsALoneRun) {
 
 TEST(Devices, TwoCpuDeviceThreadsEachPeakAndTrainAsALoneRun) {
   expect_concurrent_equals_lone(DeviceType::cpu, "resnet20", {1, 16, 16});
+}
+
+// ---- the launch check (engine/core/dispatch.h) ------------------------------------------
+// A planted bypass: raw kernel pointers taken from the tables through the test-only friend,
+// as engine/ops/linear.cpp's batched_gemm once did with get() (on the H100 it ran a cuda
+// GEMM with cpu:0 current). Each must fail the launch check before touching memory.
+namespace oomlab {
+struct KernelTableBypassForTest {
+  template <class Args> static auto raw(const KernelTable<Args>& t, Device d, DType dt) { return t.get(d, dt); }
+};
+}  // namespace oomlab
+
+namespace {
+const char* kTestOp = "test_outer";
+struct OuterArgs { const GemmArgs* inner; };
+void outer_kernel_that_bypasses(const OuterArgs& a) {   // runs inside its own launch
+  KernelTableBypassForTest::raw(gemm_kernels(), current_device(), DType::f32)(*a.inner);
+}
+}  // namespace
+
+TEST(Dispatch, KernelsRunOnlyInsideALaunchOfThemselves) {
+  float A[4] = {1, 2, 3, 4}, B[4] = {1, 0, 0, 1}, C[4] = {-7, -7, -7, -7};
+  const GemmArgs g{false, false, 2, 2, 2, 1.0, A, 2, B, 2, 0.0, C, 2};
+  auto expect_refused = [&](auto&& run, const char* where) {
+    SCOPED_TRACE(where);
+    try {
+      run();
+      ADD_FAILURE() << "a raw kernel call was not refused";
+    } catch (const InternalError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("op 'gemm'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("outside KernelTable::launch"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(C[0], -7.0f) << "the refused kernel wrote its output";
+  };
+  auto raw_cpu = KernelTableBypassForTest::raw(gemm_kernels(), cpu_device(), DType::f32);
+  expect_refused([&] { raw_cpu(g); }, "cpu kernel, no launch");
+  expect_refused(
+      [&] {
+        std::exception_ptr e;
+        std::thread([&] {
+          try { raw_cpu(g); } catch (...) { e = std::current_exception(); }
+        }).join();
+        if (e) std::rethrow_exception(e);
+      },
+      "cpu kernel on another thread");
+  {
+    CurrentDeviceGuard on_cpu1(cpu_device(1));   // the right device current is not enough
+    expect_refused([&] { raw_cpu(g); }, "cpu kernel with its device current");
+  }
+  // Inside another kernel's launch: the check names the kernel being launched, not only the
+  // device, so a kernel that calls a raw pointer of another table is refused too.
+  static KernelTable<OuterArgs> outer(kTestOp);
+  set_kernel<&outer_kernel_that_bypasses>(outer, DeviceType::cpu, DType::f32);
+  expect_refused([&] { outer.launch(cpu_device(), DType::f32, OuterArgs{&g}); }, "inside another launch");
+  if (backend_linked("cuda")) {   // refused before any CUDA call: no GPU needed to see it
+    auto raw_cuda = KernelTableBypassForTest::raw(gemm_kernels(), Device{DeviceType::cuda, 0}, DType::f32);
+    expect_refused([&] { raw_cuda(g); }, "cuda kernel, no launch");
+  }
+  // Through launch() the same kernel runs: C = A * I.
+  gemm_kernels().launch(cpu_device(), DType::f32, g);
+  EXPECT_EQ(std::vector<float>(C, C + 4), (std::vector<float>{1, 2, 3, 4}));
 }

@@ -1,6 +1,11 @@
 // test_meta_trace.cpp — the meta device's invariant: a training step on `meta` makes
 // exactly the allocation trace (action, size, layer/phase frame) and peaks of the same
-// step on `cpu`, for every model in the zoo (small inputs keep the cpu side fast).
+// step on `cpu`, for every model in the zoo (small inputs keep the cpu side fast):
+//  * MetaTrace: image classifiers on cpu:0, SGD and Adam;
+//  * MetaTraceOnCpu1: every zoo model on cpu:1 through the trainer's host batch path, the
+//    host -> device copies and per-device code a CUDA device takes (a device-dependent
+//    allocation order, as BERT's per-batch index tensors had, shows here without a GPU);
+//    trace and every allocator stat equal meta's, as tests/test_cuda_models.cpp asks of cuda.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +14,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
 #include "models/model_zoo.h"
+#include "zoo_step_util.h"
 
 using namespace oomlab;
 
@@ -81,3 +87,17 @@ INSTANTIATE_TEST_SUITE_P(Zoo, MetaTrace, ::testing::ValuesIn(image_classifiers()
                            std::replace(s.begin(), s.end(), '-', '_');   // gtest names: [A-Za-z0-9_]
                            return s;
                          });
+
+class MetaTraceOnCpu1 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MetaTraceOnCpu1, TrainerStepTraceAndStatsEqualMeta) {
+  const std::string name = GetParam();
+  oomlab::testing::Recorded meta = oomlab::testing::record_steps(name, meta_device(1));
+  oomlab::testing::Recorded cpu1 = oomlab::testing::record_steps(name, cpu_device(1));
+  reset_allocators();
+  ASSERT_EQ(cpu1.stats.at("workspace_bytes.all.peak"), 0);   // no workspace on the CPU: exact equality
+  oomlab::testing::expect_trace_equals_meta(name, meta, cpu1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, MetaTraceOnCpu1, ::testing::ValuesIn(model_names()),
+                         [](const auto& info) { return oomlab::testing::gtest_name(info.param); });

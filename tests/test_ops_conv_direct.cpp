@@ -50,9 +50,9 @@ struct Buffers {
         dw(w.size(), NAN) {}
   void run(Conv2dArgs a) {   // NaN-filled outputs: every element must be overwritten
     a.x = x.data(); a.w = w.data(); a.y = y.data(); a.dy = dy.data(); a.dx = dx.data(); a.dw = dw.data();
-    conv2d_forward_kernels().get(cpu_device(), DType::f32)(a);
-    conv2d_backward_data_kernels().get(cpu_device(), DType::f32)(a);
-    conv2d_backward_weight_kernels().get(cpu_device(), DType::f32)(a);
+    conv2d_forward_kernels().launch(cpu_device(), DType::f32, a);
+    conv2d_backward_data_kernels().launch(cpu_device(), DType::f32, a);
+    conv2d_backward_weight_kernels().launch(cpu_device(), DType::f32, a);
   }
 };
 

@@ -4,7 +4,9 @@
 #include "engine/core/dispatch.h"
 
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace oomlab {
@@ -56,5 +58,37 @@ MetaEmulationGuard::MetaEmulationGuard(DeviceType emulated) : previous_(emulated
   emulated_by_meta = emulated;
 }
 MetaEmulationGuard::~MetaEmulationGuard() { emulated_by_meta = previous_; }
+
+// ---- the launch check (dispatch.h) ------------------------------------------------------
+namespace dispatch_detail {
+namespace {
+thread_local AnyFn t_launching = nullptr;
+struct KernelNames {
+  std::mutex mu;
+  std::map<AnyFn, std::string> names;
+};
+KernelNames& kernel_names() { static auto* k = new KernelNames; return *k; }   // leaked: used at exit
+}  // namespace
+
+AnyFn& launching_kernel() { return t_launching; }
+
+void describe_kernel(AnyFn kernel, const char* op, DeviceType d, DType t) {
+  KernelNames& k = kernel_names();
+  std::lock_guard<std::mutex> lock(k.mu);
+  k.names.emplace(kernel, str_cat("op '", op, "': the ", device_type_name(d), "/", dtype_name(t), " kernel"));
+}
+
+void kernel_ran_outside_launch(AnyFn kernel) {
+  std::string name = "a kernel";
+  {
+    KernelNames& k = kernel_names();
+    std::lock_guard<std::mutex> lock(k.mu);
+    if (auto it = k.names.find(kernel); it != k.names.end()) name = it->second;
+  }
+  throw InternalError(str_cat(name, " ran outside KernelTable::launch (current device ", current_device().str(),
+                              "); kernels run only through their table's launch(), which makes their device "
+                              "current"));
+}
+}  // namespace dispatch_detail
 
 }  // namespace oomlab

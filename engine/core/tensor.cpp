@@ -165,10 +165,10 @@ std::vector<double> Tensor::to_vector() const {
   const void* p = c.raw_data();
   for (size_t i = 0; i < out.size(); ++i) {
     switch (c.dtype()) {
-      case DType::f32: out[i] = static_cast<const float*>(p)[i]; break;
+      case DType::f32: out[i] = f32_to_f64(static_cast<const float*>(p)[i]); break;
       case DType::f64: out[i] = static_cast<const double*>(p)[i]; break;
       case DType::f16: out[i] = half_to_float(static_cast<const uint16_t*>(p)[i]); break;
-      case DType::bf16: out[i] = bf16_to_float(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::bf16: out[i] = f32_to_f64(bf16_to_float(static_cast<const uint16_t*>(p)[i])); break;
       case DType::i64: out[i] = double(static_cast<const int64_t*>(p)[i]); break;
       case DType::u8: out[i] = double(static_cast<const uint8_t*>(p)[i]); break;
     }

@@ -1,7 +1,7 @@
 // linear.cpp — matmul, linear and bmm with autograd, on the gemm / bias_add_rows /
 // bias_grad_rows tables (kernels/linear.h). Backward uses raw GEMMs with transpose flags
 // (no transposed copies): linear dx = g w, dw = g^T x, db = column sums of g (x: any
-// leading dims, flattened to rows). bmm runs one GEMM per batch; an operand (or output
+// leading dims, flattened to rows). bmm is one strided-batched GEMM launch; an operand (or output
 // gradient) that is contiguous or the transpose of a contiguous [B, C, R] tensor (k^T in
 // attention) is used in place with a transpose flag, anything else is made contiguous,
 // and a transposed operand gets its gradient as the same transposed view: no copies.
@@ -137,23 +137,17 @@ Operand as_operand(const Tensor& t) {
 }
 
 // For each batch i: C_i[rows, cols] = op(X_i) op(Y_i) (inner dim `inner`), buffers packed
-// per batch with no gaps.
+// per batch with no gaps: one strided-batched GEMM launch.
 void batched_gemm(const Tensor& C, int64_t batch, int64_t rows, int64_t cols, int64_t inner, const Tensor& X,
                   bool tx, const Tensor& Y, bool ty) {
-  if (C.device().is_meta() || C.numel() == 0) return;
+  if (C.numel() == 0) return;
   if (inner == 0) { Tensor c = C; c.fill_(0.0); return; }   // empty sum
-  auto fn = gemm_kernels().get(C.device(), C.dtype());
-  const int64_t es = int64_t(dtype_size(C.dtype()));
-  const char* xp = static_cast<const char*>(X.raw_data());
-  const char* yp = static_cast<const char*>(Y.raw_data());
-  char* cp = static_cast<char*>(C.raw_data());
-  for (int64_t i = 0; i < batch; ++i) {
-    GemmArgs g{tx, ty, rows, cols, inner, 1.0,
-               xp + i * rows * inner * es, tx ? rows : inner,
-               yp + i * inner * cols * es, ty ? inner : cols,
-               0.0, cp + i * rows * cols * es, cols};
-    fn(g);
-  }
+  GemmArgs g{tx, ty, rows, cols, inner, 1.0,
+             X.raw_data(), tx ? rows : inner,
+             Y.raw_data(), ty ? inner : cols,
+             0.0, C.raw_data(), cols,
+             batch, rows * inner, inner * cols, rows * cols};
+  gemm_kernels().launch(C.device(), C.dtype(), g);
 }
 
 // The logical [B, R, C] gradient of an operand stored transposed: a view of buf [B, C, R].

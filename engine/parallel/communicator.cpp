@@ -1,9 +1,11 @@
-// communicator.cpp — the argument checks every backend shares and the host reduction
-// kernels (communicator.h).
+// communicator.cpp — the argument checks every backend shares and the host reductions
+// (communicator.h) on the collective kernels.
 #include "engine/parallel/communicator.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "kernels/collective.h"
 
 namespace oomlab {
 
@@ -98,64 +100,23 @@ void Communicator::barrier() {
   do_barrier();
 }
 
-// ---- host reduction kernels ----
+// ---- host reductions: the collective kernels (kernels/collective.h) on host memory ----
+PairOp pair_op(ReduceOp op) { return op == ReduceOp::max ? PairOp::max : PairOp::sum; }
+
 namespace {
-template <class T> void reduce_plain(ReduceOp op, T* d, const T* a, const T* b, int64_t n) {
-  if (op == ReduceOp::max) {
-    for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || a[i] >= b[i]) ? a[i] : b[i];   // NaN wins
-  } else {
-    for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i];
-  }
-}
-
-void reduce_low(DType t, ReduceOp op, uint16_t* d, const uint16_t* a, const uint16_t* b, int64_t n) {
-  constexpr int64_t kBlock = 1024;   // through float32 in blocks (dtype.h's vector converters)
-  float x[kBlock], y[kBlock];
-  for (int64_t i = 0; i < n; i += kBlock) {
-    const int64_t m = std::min(kBlock, n - i);
-    low_to_float(t, a + i, x, m);
-    low_to_float(t, b + i, y, m);
-    reduce_plain(op, x, x, y, m);
-    float_to_low(t, x, d + i, m);
-  }
-}
-
-template <class T> void typed(ReduceOp op, void* d, const void* a, const void* b, int64_t n) {
-  reduce_plain(op, static_cast<T*>(d), static_cast<const T*>(a), static_cast<const T*>(b), n);
+void check_collective_dtype(DType dtype, const char* what) {
+  OOMLAB_CHECK_T(DTypeError, dtype != DType::u8, what, ": ", dtype_name(dtype), " is not a collective dtype");
 }
 }  // namespace
 
 void reduce_to(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, int64_t n) {
-  switch (dtype) {
-    case DType::f32: typed<float>(op, dst, a, b, n); return;
-    case DType::f64: typed<double>(op, dst, a, b, n); return;
-    case DType::i64: typed<int64_t>(op, dst, a, b, n); return;
-    case DType::f16:
-    case DType::bf16:
-      reduce_low(dtype, op, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
-                 static_cast<const uint16_t*>(b), n);
-      return;
-    default: throw DTypeError(str_cat("reduce_to: ", dtype_name(dtype), " is not a collective dtype"));
-  }
+  check_collective_dtype(dtype, "reduce_to");
+  reduce_pair_kernels().launch(cpu_device(), dtype, ReducePairArgs{dst, a, b, n, pair_op(op)});
 }
 
 void divide_by_world(DType dtype, void* p, int64_t n, int world) {
-  switch (dtype) {
-    case DType::f32: for (int64_t i = 0; i < n; ++i) static_cast<float*>(p)[i] /= float(world); return;
-    case DType::f64: for (int64_t i = 0; i < n; ++i) static_cast<double*>(p)[i] /= double(world); return;
-    case DType::i64: for (int64_t i = 0; i < n; ++i) static_cast<int64_t*>(p)[i] /= world; return;
-    case DType::f16:
-    case DType::bf16: {
-      uint16_t* q = static_cast<uint16_t*>(p);
-      for (int64_t i = 0; i < n; ++i) {
-        float f = dtype == DType::f16 ? half_to_float(q[i]) : bf16_to_float(q[i]);
-        f /= float(world);
-        q[i] = dtype == DType::f16 ? float_to_half(f) : float_to_bf16(f);
-      }
-      return;
-    }
-    default: throw DTypeError(str_cat("divide_by_world: ", dtype_name(dtype), " is not a collective dtype"));
-  }
+  check_collective_dtype(dtype, "divide_by_world");
+  divide_count_kernels().launch(cpu_device(), dtype, DivideCountArgs{p, n, world});
 }
 
 void Communicator::count_ring_bytes(int64_t full) {

@@ -26,6 +26,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/tensor.h"
+#include "kernels/collective.h"
 
 namespace oomlab {
 
@@ -94,6 +95,9 @@ class Communicator {
 
 // dst[i] = op(a[i], b[i]) for i < n (op sum or max; avg reduces as sum; max keeps a NaN of
 // either side). cpu memory; dst may be a or b. reduce_into(dst, src) = reduce_to(dst, dst, src).
+// Both run the collective family's CPU kernels (kernels/collective.h), which a rank on an
+// accelerator runs on its device (local_comm.h).
+PairOp pair_op(ReduceOp op);   // avg reduces as sum
 void reduce_to(DType dtype, ReduceOp op, void* dst, const void* a, const void* b, int64_t n);
 inline void reduce_into(DType dtype, ReduceOp op, void* dst, const void* src, int64_t n) {
   reduce_to(dtype, op, dst, dst, src, n);

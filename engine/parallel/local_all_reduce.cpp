@@ -34,7 +34,7 @@ void LocalCommunicator::ring_all_reduce(Buf send, Buf recv, ReduceOp op) {
   const DType d = recv.dtype;
   enter(call_text("all_reduce", recv.count, d, str_cat(reduce_op_name(op), ", ring")), send.data, recv.data);
   if (n == 1) {
-    if (moves_data() && send.data != recv.data) std::memcpy(recv.data, send.data, recv.bytes());
+    move(recv.data, send.data, recv.bytes());
     return;
   }
   const int left = (rank_ + n - 1) % n, right = (rank_ + 1) % n;
@@ -49,7 +49,8 @@ void LocalCommunicator::ring_all_reduce(Buf send, Buf recv, ReduceOp op) {
   }
   const LocalWorld::Slot& L = world_->slots_[size_t(left)];
   const LocalWorld::Slot& me = world_->slots_[size_t(rank_)];
-  const int64_t slice = std::max<int64_t>(1, kRingSliceBytes / int64_t(dtype_size(d)));
+  const int64_t slice = on_accelerator() ? std::max<int64_t>(1, (recv.count + n - 1) / n)   // one segment
+                                         : std::max<int64_t>(1, kRingSliceBytes / int64_t(dtype_size(d)));
   const int64_t seg_len = slice * n;
   const int64_t segments = std::max<int64_t>(1, (recv.count + seg_len - 1) / seg_len);
   const int steps_per_segment = 2 * (n - 1);
@@ -69,13 +70,13 @@ void LocalCommunicator::ring_all_reduce(Buf send, Buf recv, ReduceOp op) {
         char* dst = at(recv.data, c.lo, d);
         if (scatter) {
           const void* theirs = at(s == 0 ? left_send : left_recv, c.lo, d);
-          reduce_to(d, op, dst, at(send.data, c.lo, d), theirs, c.size());
+          reduce(d, op, dst, at(send.data, c.lo, d), theirs, c.size());
           if (s == n - 2) {   // this rank's finished chunk: also straight into the right's output
-            if (op == ReduceOp::avg) divide_by_world(d, dst, c.size(), n);
-            std::memcpy(at(right_recv, c.lo, d), dst, size_t(bytes_of(c.size(), d)));
+            if (op == ReduceOp::avg) divide(d, dst, c.size());
+            move(at(right_recv, c.lo, d), dst, size_t(bytes_of(c.size(), d)));
           }
         } else if (s > 0) {   // all-gather step 0 was the left's push above
-          std::memcpy(dst, at(left_recv, c.lo, d), size_t(bytes_of(c.size(), d)));
+          move(dst, at(left_recv, c.lo, d), size_t(bytes_of(c.size(), d)));
         }
       }
       stats_.bytes_received += bytes_of(c.size(), d);
@@ -90,7 +91,7 @@ void LocalCommunicator::ring_all_reduce(Buf send, Buf recv, ReduceOp op) {
 
 void LocalCommunicator::ps_all_reduce(Buf send, Buf recv, ReduceOp op) {
   const int n = world_size();
-  if (rank_ == 0 && moves_data() && send.data != recv.data) std::memcpy(recv.data, send.data, recv.bytes());
+  if (rank_ == 0) move(recv.data, send.data, recv.bytes());
   enter(call_text("all_reduce", recv.count, recv.dtype, str_cat(reduce_op_name(op), ", ps")), send.data, recv.data);
   if (n == 1) return;
   const int64_t base = steps_, bytes = int64_t(recv.bytes());
@@ -105,13 +106,13 @@ void LocalCommunicator::ps_all_reduce(Buf send, Buf recv, ReduceOp op) {
       lk.unlock();
       if (moves_data()) {
         void* st = staging[size_t(w - 1)].raw_data();
-        std::memcpy(st, src, size_t(bytes));
-        reduce_into(recv.dtype, op, recv.data, st, recv.count);
+        move(st, src, size_t(bytes));
+        reduce(recv.dtype, op, recv.data, recv.data, st, recv.count);
       }
       stats_.bytes_received += bytes;
       lk.lock();
     }
-    if (moves_data() && op == ReduceOp::avg) divide_by_world(recv.dtype, recv.data, recv.count, n);
+    if (op == ReduceOp::avg) divide(recv.dtype, recv.data, recv.count);
     set_progress_locked(base + 1);   // the result is ready; the workers' buffers are no longer read
     wait_readers_done(lk, others(n, 0), base + 1);
     stats_.bytes_sent += bytes * (n - 1);
@@ -120,7 +121,7 @@ void LocalCommunicator::ps_all_reduce(Buf send, Buf recv, ReduceOp op) {
     wait(lk, [&] { return server.progress.load() >= base + 1; }, 0, "to reduce (parameter server)");
     const void* result = server.recv;
     lk.unlock();
-    if (moves_data()) std::memcpy(recv.data, result, size_t(bytes));
+    move(recv.data, result, size_t(bytes));
     stats_.bytes_sent += bytes;
     stats_.bytes_received += bytes;
     lk.lock();

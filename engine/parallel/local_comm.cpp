@@ -10,6 +10,9 @@
 #include <exception>
 #include <thread>
 
+#include "engine/core/backend.h"
+#include "kernels/copy.h"
+
 namespace oomlab {
 using namespace local_detail;
 
@@ -25,12 +28,38 @@ LocalWorld::LocalWorld(int size) : slots_(static_cast<size_t>(std::max(size, 0))
   OOMLAB_CHECK(size >= 1 && size <= 1024, "a local world has 1..1024 ranks, not ", size);
 }
 
+namespace {
+std::atomic<bool> g_kernel_path_on_cpu{false};
+}  // namespace
+
+void LocalCommunicator::use_kernel_path_on_cpu_for_tests(bool on) { g_kernel_path_on_cpu = on; }
+
 LocalCommunicator::LocalCommunicator(std::shared_ptr<LocalWorld> world, int rank, Device device, AllReduceAlgo algo)
-    : world_(std::move(world)), rank_(rank), device_(device), algo_(algo) {
+    : world_(std::move(world)), rank_(rank), device_(device), algo_(algo),
+      kernel_path_(device.is_cpu() ? g_kernel_path_on_cpu.load() : !device.is_meta()) {
   OOMLAB_CHECK(world_ && rank_ >= 0 && rank_ < world_->size(), "local communicator: rank ", rank_,
                " is not in a world of ", world_ ? world_->size() : 0);
-  OOMLAB_CHECK_T(DeviceError, device_.is_cpu() || device_.is_meta(), "the local backend runs ranks on cpu or meta "
-                 "devices, not ", device_.str());
+}
+
+void LocalCommunicator::move(void* dst, const void* src, size_t bytes) {
+  if (!moves_data() || bytes == 0 || dst == src) return;
+  if (!on_accelerator()) { std::memcpy(dst, src, bytes); return; }
+  CopyArgs a{};
+  a.out = dst; a.out_dtype = DType::u8; a.in = src; a.in_dtype = DType::u8;
+  a.ndim = 1; a.shape[0] = int64_t(bytes); a.in_strides[0] = 1; a.out_strides[0] = 1;
+  copy_kernels().launch(device_, DType::u8, a);
+}
+
+void LocalCommunicator::reduce(DType d, ReduceOp op, void* dst, const void* a, const void* b, int64_t n) {
+  if (moves_data() && n > 0) reduce_pair_kernels().launch(device_, d, ReducePairArgs{dst, a, b, n, pair_op(op)});
+}
+
+void LocalCommunicator::divide(DType d, void* p, int64_t n) {
+  if (moves_data() && n > 0) divide_count_kernels().launch(device_, d, DivideCountArgs{p, n, world_size()});
+}
+
+void LocalCommunicator::settle() {
+  if (on_accelerator()) device_synchronize(device_);
 }
 
 LocalCommunicator::~LocalCommunicator() {
@@ -73,6 +102,7 @@ void LocalCommunicator::wait(Lock& lk, const std::function<bool()>& ready, int p
 }
 
 void LocalCommunicator::enter(const std::string& call, const void* send, void* recv) {
+  settle();   // what produced send / recv is done before a peer may read them
   // The caller holds no lock; enter takes it only to publish.
   std::lock_guard<std::mutex> lk(world_->mu_);
   call_ = call;
@@ -100,6 +130,7 @@ const LocalWorld::Slot& LocalCommunicator::peer(Lock& lk, int p) {
 }
 
 void LocalCommunicator::step_done(int64_t step, int reader_of) {
+  settle();   // this step's reads and writes are done before the peers are told
   world_->slots_[size_t(rank_)].progress.store(step);
   if (reader_of >= 0) world_->slots_[size_t(reader_of)].consumed.store(step);
   wake();
@@ -130,6 +161,7 @@ void LocalCommunicator::wait_counter(const std::atomic<int64_t>& counter, int64_
 }
 
 void LocalCommunicator::set_progress_locked(int64_t step) {
+  settle();
   world_->slots_[size_t(rank_)].progress.store(step);
   world_->cv_.notify_all();
 }
@@ -154,7 +186,7 @@ void LocalCommunicator::wait_readers_done(Lock& lk, const std::vector<int>& read
 
 void LocalCommunicator::do_broadcast(Buf send, Buf recv, int root) {
   const int n = world_size();
-  if (rank_ == root && moves_data() && send.data != recv.data) std::memcpy(recv.data, send.data, recv.bytes());
+  if (rank_ == root) move(recv.data, send.data, recv.bytes());
   enter(call_text("broadcast", recv.count, recv.dtype, str_cat("root ", root)), send.data, recv.data);
   if (n == 1) return;
   const int64_t base = steps_, bytes = int64_t(recv.bytes());
@@ -166,7 +198,7 @@ void LocalCommunicator::do_broadcast(Buf send, Buf recv, int root) {
   } else {
     const void* src = peer(lk, root).recv;
     lk.unlock();
-    if (moves_data()) std::memcpy(recv.data, src, size_t(bytes));
+    move(recv.data, src, size_t(bytes));
     stats_.bytes_received += bytes;
     lk.lock();
     set_progress_locked(base + 1);
@@ -176,7 +208,7 @@ void LocalCommunicator::do_broadcast(Buf send, Buf recv, int root) {
 
 void LocalCommunicator::do_reduce(Buf send, Buf recv, ReduceOp op, int root) {
   const int n = world_size();
-  if (rank_ == root && moves_data() && send.data != recv.data) std::memcpy(recv.data, send.data, recv.bytes());
+  if (rank_ == root) move(recv.data, send.data, recv.bytes());
   enter(call_text("reduce", recv.count, recv.dtype, str_cat(reduce_op_name(op), ", root ", root)), send.data, recv.data);
   const int64_t base = steps_, bytes = int64_t(recv.bytes());
   Lock lk(world_->mu_);
@@ -184,11 +216,11 @@ void LocalCommunicator::do_reduce(Buf send, Buf recv, ReduceOp op, int root) {
     for (int p : others(n, root)) {
       const void* src = peer(lk, p).send;
       lk.unlock();
-      if (moves_data()) reduce_into(recv.dtype, op, recv.data, src, recv.count);
+      reduce(recv.dtype, op, recv.data, recv.data, src, recv.count);
       stats_.bytes_received += bytes;
       lk.lock();
     }
-    if (moves_data() && op == ReduceOp::avg) divide_by_world(recv.dtype, recv.data, recv.count, n);
+    if (op == ReduceOp::avg) divide(recv.dtype, recv.data, recv.count);
     set_progress_locked(base + 1);
   } else {
     // Not peer(): the root may already be in its next collective (it waits for nobody).
@@ -204,14 +236,14 @@ void LocalCommunicator::do_all_gather(Buf send, Buf recv) {
   const int n = world_size();
   const int64_t cnt = send.count, bytes = int64_t(send.bytes());
   char* mine = at(recv.data, cnt * rank_, recv.dtype);
-  if (moves_data() && mine != send.data) std::memcpy(mine, send.data, size_t(bytes));
+  move(mine, send.data, size_t(bytes));
   enter(call_text("all_gather", cnt, send.dtype, ""), send.data, recv.data);
   const int64_t base = steps_;
   Lock lk(world_->mu_);
   for (int p : others(n, rank_)) {
     const void* src = peer(lk, p).send;
     lk.unlock();
-    if (moves_data()) std::memcpy(at(recv.data, cnt * p, recv.dtype), src, size_t(bytes));
+    move(at(recv.data, cnt * p, recv.dtype), src, size_t(bytes));
     stats_.bytes_received += bytes;
     stats_.bytes_sent += bytes;
     lk.lock();
@@ -225,19 +257,19 @@ void LocalCommunicator::do_reduce_scatter(Buf send, Buf recv, ReduceOp op) {
   const int n = world_size();
   const int64_t cnt = recv.count, bytes = int64_t(recv.bytes());
   const char* mine = at(send.data, cnt * rank_, send.dtype);
-  if (moves_data() && mine != recv.data) std::memcpy(recv.data, mine, size_t(bytes));
+  move(recv.data, mine, size_t(bytes));
   enter(call_text("reduce_scatter", cnt, recv.dtype, reduce_op_name(op)), send.data, recv.data);
   const int64_t base = steps_;
   Lock lk(world_->mu_);
   for (int p : others(n, rank_)) {
     const void* src = peer(lk, p).send;
     lk.unlock();
-    if (moves_data()) reduce_into(recv.dtype, op, recv.data, at(src, cnt * rank_, recv.dtype), cnt);
+    reduce(recv.dtype, op, recv.data, recv.data, at(src, cnt * rank_, recv.dtype), cnt);
     stats_.bytes_received += bytes;
     stats_.bytes_sent += bytes;
     lk.lock();
   }
-  if (moves_data() && op == ReduceOp::avg) divide_by_world(recv.dtype, recv.data, cnt, n);
+  if (op == ReduceOp::avg) divide(recv.dtype, recv.data, cnt);
   set_progress_locked(base + 1);
   wait_readers_done(lk, others(n, rank_), base + 1);
   finish(base + 1);

@@ -1,5 +1,10 @@
 // local_comm.h — the `local` backend: ranks are threads of one process, each on its own
-// logical device (cpu:0..N-1 or meta:0..N-1), reading each other's buffers directly.
+// logical device (cpu:0..N-1, meta:0..N-1 or cuda:0..N-1), reading each other's buffers
+// directly. A cpu rank moves data with memcpy and reduces with the collective family's CPU
+// kernels; a cuda rank launches the copy kernel (device-to-device, on its compute stream)
+// and the collective kernels on its device, and waits for its queued work (settle) before it
+// publishes buffers or tells a peer a step is done, so peers on other GPUs never read
+// unfinished data. Its ring runs as one segment (the slices below are a CPU cache matter).
 // It exists because T7 studies the all-reduce algorithms, so they are written out here:
 //  * ring (default): reduce-scatter then all-gather over n chunks, each rank reading only
 //    from its left neighbour: per rank 2(n-1)/n x size sent and received, flat in n;
@@ -73,6 +78,10 @@ class LocalCommunicator : public Communicator {
   AllReduceAlgo algo() const { return algo_; }
   // Breaks the world: every rank's pending and later calls throw CommError naming this rank.
   void fail(const std::string& why);
+  // Tests only: cpu ranks created while this is on move and reduce data as an accelerator
+  // rank does (copy and collective kernels through their tables, settle points), so that
+  // path runs in CPU CI (tests/test_comm_local.cpp).
+  static void use_kernel_path_on_cpu_for_tests(bool on);
 
  protected:
   void do_all_reduce(Buf send, Buf recv, ReduceOp op) override;
@@ -97,11 +106,18 @@ class LocalCommunicator : public Communicator {
   void finish(int64_t end);   // world lock held
   void wait_readers_done(Lock& lk, const std::vector<int>& readers, int64_t step);
   bool moves_data() const { return !device_.is_meta(); }
+  bool on_accelerator() const { return kernel_path_; }
+  // Data movement on this rank's device (see the header comment); no-ops on meta.
+  void move(void* dst, const void* src, size_t bytes);
+  void reduce(DType d, ReduceOp op, void* dst, const void* a, const void* b, int64_t n);
+  void divide(DType d, void* p, int64_t n);
+  void settle();   // accelerator: waits for this rank's queued work; cpu / meta: nothing
 
   std::shared_ptr<LocalWorld> world_;
   int rank_;
   Device device_;
   AllReduceAlgo algo_;
+  bool kernel_path_;           // data moves through kernels: accelerators (and cpu in tests)
   int64_t steps_ = 0;          // this rank's steps before the current collective
   std::string call_;           // the current collective
 };

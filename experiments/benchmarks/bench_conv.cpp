@@ -64,9 +64,9 @@ template <class F> void timed(benchmark::State& st, double flops, bool is_square
 
 void bm_sgemm(benchmark::State& st, int64_t M, int64_t N, int64_t K, bool square) {
   std::vector<float> A = filled(size_t(M * K), 1), B = filled(size_t(K * N), 2), C(size_t(M * N));
-  auto fn = gemm_kernels().get(cpu_device(), DType::f32);
   GemmArgs g{false, false, M, N, K, 1.0, A.data(), K, B.data(), N, 0.0, C.data(), N};
-  timed(st, 2.0 * double(M) * double(N) * double(K), square, [&] { fn(g); });
+  timed(st, 2.0 * double(M) * double(N) * double(K), square,
+        [&] { gemm_kernels().launch(cpu_device(), DType::f32, g); });
 }
 
 struct Shape4 { const char* name; int64_t N, C, H, W, K, R, S, stride, pad; };
@@ -95,15 +95,16 @@ void bm_conv(benchmark::State& st, Shape4 s, Dir dir) {
   std::vector<float> out(size_t(s.N * s.K * a.P * a.Q)), dy = filled(out.size(), 3);
   std::vector<float> dx(x.size()), dw(w.size());
   a.x = x.data(); a.w = w.data(); a.y = out.data(); a.dy = dy.data(); a.dx = dx.data(); a.dw = dw.data();
-  auto fwd = conv2d_forward_kernels().get(cpu_device(), DType::f32);
-  auto bwd_d = conv2d_backward_data_kernels().get(cpu_device(), DType::f32);
-  auto bwd_w = conv2d_backward_weight_kernels().get(cpu_device(), DType::f32);
+  const Device cpu = cpu_device();
+  auto fwd = [&] { conv2d_forward_kernels().launch(cpu, DType::f32, a); };
+  auto bwd_d = [&] { conv2d_backward_data_kernels().launch(cpu, DType::f32, a); };
+  auto bwd_w = [&] { conv2d_backward_weight_kernels().launch(cpu, DType::f32, a); };
   const double flops = 2.0 * double(s.N * s.K * a.P * a.Q) * double(s.C * s.R * s.S);
   switch (dir) {
-    case kFwd: timed(st, flops, false, [&] { fwd(a); }); break;
-    case kBwdData: timed(st, flops, false, [&] { bwd_d(a); }); break;
-    case kBwdWeight: timed(st, flops, false, [&] { bwd_w(a); }); break;
-    case kAll: timed(st, 3 * flops, false, [&] { fwd(a); bwd_d(a); bwd_w(a); }); break;
+    case kFwd: timed(st, flops, false, [&] { fwd(); }); break;
+    case kBwdData: timed(st, flops, false, [&] { bwd_d(); }); break;
+    case kBwdWeight: timed(st, flops, false, [&] { bwd_w(); }); break;
+    case kAll: timed(st, 3 * flops, false, [&] { fwd(); bwd_d(); bwd_w(); }); break;
   }
   benchmark::DoNotOptimize(out.data());
   benchmark::DoNotOptimize(dx.data());

@@ -1,6 +1,8 @@
 // copy_cpu.cpp — the copy family's CPU kernel (kernels/copy.h): strided copy with dtype
 // conversion on the host (any dtype -> any dtype).
 // Contiguous same-dtype copies are a memcpy; otherwise an index walk over the shape.
+// Casts keep subnormals although the backend's arithmetic flushes them (dtype.h's
+// f32_to_f64 / f64_to_f32): the cast semantics of every device (kernels/cuda/cast_math.cuh).
 #include <cstring>
 
 #include "kernels/copy.h"
@@ -9,10 +11,10 @@ namespace oomlab {
 namespace {
 inline double load(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::f32: return f32_to_f64(static_cast<const float*>(p)[i]);
     case DType::f64: return static_cast<const double*>(p)[i];
-    case DType::f16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::f16: return f32_to_f64(half_to_float(static_cast<const uint16_t*>(p)[i]));
+    case DType::bf16: return f32_to_f64(bf16_to_float(static_cast<const uint16_t*>(p)[i]));
     case DType::i64: return double(static_cast<const int64_t*>(p)[i]);
     case DType::u8: return double(static_cast<const uint8_t*>(p)[i]);
   }
@@ -20,13 +22,21 @@ inline double load(const void* p, DType t, int64_t i) {
 }
 inline void store(void* p, DType t, int64_t i, double v) {
   switch (t) {
-    case DType::f32: static_cast<float*>(p)[i] = float(v); break;
+    case DType::f32: static_cast<float*>(p)[i] = f64_to_f32(v); break;
     case DType::f64: static_cast<double*>(p)[i] = v; break;
-    case DType::f16: static_cast<uint16_t*>(p)[i] = float_to_half(float(v)); break;
-    case DType::bf16: static_cast<uint16_t*>(p)[i] = float_to_bf16(float(v)); break;
+    case DType::f16: static_cast<uint16_t*>(p)[i] = float_to_half(f64_to_f32(v)); break;
+    case DType::bf16: static_cast<uint16_t*>(p)[i] = float_to_bf16(f64_to_f32(v)); break;
     case DType::i64: static_cast<int64_t*>(p)[i] = int64_t(v); break;
     case DType::u8: static_cast<uint8_t*>(p)[i] = uint8_t(v); break;
   }
+}
+
+// Sets the quiet bit of every NaN (F16C's conversion quiets signaling NaNs, the scalar
+// one and bfloat16's shift do not; casts quiet them on every path and device).
+void quiet_nans(float* p, int64_t n) {
+  uint32_t* u = reinterpret_cast<uint32_t*>(p);
+  for (int64_t i = 0; i < n; ++i)
+    if ((u[i] & 0x7fffffffu) > 0x7f800000u) u[i] |= 0x00400000u;
 }
 
 void copy_cpu(const CopyArgs& a) {
@@ -36,7 +46,7 @@ void copy_cpu(const CopyArgs& a) {
     if (a.in_dtype == a.out_dtype) { std::memcpy(a.out, a.in, size_t(n) * dtype_size(a.in_dtype)); return; }
     if (a.in_dtype == DType::f32 && a.out_dtype == DType::f64) {
       const float* s = static_cast<const float*>(a.in); double* o = static_cast<double*>(a.out);
-      for (int64_t i = 0; i < n; ++i) o[i] = s[i];
+      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_f64(s[i]);
       return;
     }
     const bool in_low = a.in_dtype == DType::f16 || a.in_dtype == DType::bf16;
@@ -45,13 +55,15 @@ void copy_cpu(const CopyArgs& a) {
       float_to_low(a.out_dtype, static_cast<const float*>(a.in), static_cast<uint16_t*>(a.out), n);
       return;
     }
-    if (in_low && a.out_dtype == DType::f32) {
-      low_to_float(a.in_dtype, static_cast<const uint16_t*>(a.in), static_cast<float*>(a.out), n);
+    if (in_low && a.out_dtype == DType::f32) {   // NaNs quieted, as every other cast (cast_math.cuh)
+      float* o = static_cast<float*>(a.out);
+      low_to_float(a.in_dtype, static_cast<const uint16_t*>(a.in), o, n);
+      quiet_nans(o, n);
       return;
     }
     if (a.in_dtype == DType::f64 && a.out_dtype == DType::f32) {
       const double* s = static_cast<const double*>(a.in); float* o = static_cast<float*>(a.out);
-      for (int64_t i = 0; i < n; ++i) o[i] = float(s[i]);
+      for (int64_t i = 0; i < n; ++i) o[i] = f64_to_f32(s[i]);
       return;
     }
   }
@@ -83,7 +95,7 @@ void copy_cpu(const CopyArgs& a) {
 }  // namespace
 
 void register_copy_cpu_kernels() {
-  for (int t = 0; t < kNumDTypes; ++t) copy_kernels().set(DeviceType::cpu, DType(t), &copy_cpu);
+  for (int t = 0; t < kNumDTypes; ++t) set_kernel<&copy_cpu>(copy_kernels(), DeviceType::cpu, DType(t));
 }
 
 }  // namespace oomlab

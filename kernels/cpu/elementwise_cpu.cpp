@@ -53,22 +53,21 @@ template <class T> void fill_cpu(const FillArgs& a) {
   T* out = static_cast<T*>(a.out);
   std::fill(out, out + a.n, T(a.value));
 }
+// fill for a 16-bit type: value rounded once by `narrow` (float -> bits).
+template <uint16_t (*narrow)(float)> void fill_low_cpu(const FillArgs& a) {
+  const uint16_t h = narrow(float(a.value));
+  std::fill(static_cast<uint16_t*>(a.out), static_cast<uint16_t*>(a.out) + a.n, h);
+}
 }  // namespace
 
 void register_elementwise_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(axpby_kernels(), axpby_cpu);
-  axpby_kernels().set(DeviceType::cpu, DType::i64, &axpby_cpu<int64_t>);
+  set_kernel<&axpby_cpu<int64_t>>(axpby_kernels(), DeviceType::cpu, DType::i64);
   OOMLAB_REGISTER_FLOAT_CPU(mul_kernels(), mul_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(sum_kernels(), sum_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(fill_kernels(), fill_cpu);
-  fill_kernels().set(DeviceType::cpu, DType::f16, [](const FillArgs& a) {
-    uint16_t h = float_to_half(float(a.value));
-    std::fill(static_cast<uint16_t*>(a.out), static_cast<uint16_t*>(a.out) + a.n, h);
-  });
-  fill_kernels().set(DeviceType::cpu, DType::bf16, [](const FillArgs& a) {
-    uint16_t h = float_to_bf16(float(a.value));
-    std::fill(static_cast<uint16_t*>(a.out), static_cast<uint16_t*>(a.out) + a.n, h);
-  });
+  set_kernel<&fill_low_cpu<float_to_half>>(fill_kernels(), DeviceType::cpu, DType::f16);
+  set_kernel<&fill_low_cpu<float_to_bf16>>(fill_kernels(), DeviceType::cpu, DType::bf16);
 }
 
 }  // namespace oomlab

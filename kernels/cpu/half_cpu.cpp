@@ -70,15 +70,21 @@ template <DType H> class Widen {
 };
 
 // Runs the float32 kernel of `table` on the widened copy `f`.
-template <class Args> void run_f32(KernelTable<Args>& table, const Args& f) { table.get(cpu_device(), DType::f32)(f); }
+template <class Args> void run_f32(KernelTable<Args>& table, const Args& f) {
+  table.launch(current_device(), DType::f32, f);   // the cpu:N this 16-bit launch runs on
+}
 
 // ---- linear ---------------------------------------------------------------------------
 template <DType H> void gemm_half(const GemmArgs& a) {
   Widen<H> w;
   GemmArgs f = a;
-  f.A = w.in(a.A, (a.trans_a ? a.K : a.M) * a.lda);
-  f.B = w.in(a.B, (a.trans_b ? a.N : a.K) * a.ldb);
-  f.C = a.beta != 0 ? w.inout(a.C, a.M * a.ldc) : w.out(a.C, a.M * a.ldc);
+  f.A = w.in(a.A, gemm_extent(a.batch, a.stride_a, a.trans_a ? a.K : a.M, a.lda));
+  f.B = w.in(a.B, gemm_extent(a.batch, a.stride_b, a.trans_b ? a.N : a.K, a.ldb));
+  const int64_t cn = gemm_extent(a.batch, a.stride_c, a.M, a.ldc);
+  // C's gaps (ldc > N, or batches further apart than M * ldc) are read so that narrowing
+  // writes them back unchanged.
+  const bool gapless = a.ldc == a.N && (a.batch <= 1 || a.stride_c == a.M * a.ldc);
+  f.C = (a.beta != 0 || !gapless) ? w.inout(a.C, cn) : w.out(a.C, cn);
   run_f32(gemm_kernels(), f);
   w.narrow();
 }
@@ -333,49 +339,49 @@ template <DType H> void adam_half(const AdamArgs& a) {
 
 template <DType H> void register_for() {
   const DeviceType cpu = DeviceType::cpu;
-  gemm_kernels().set(cpu, H, &gemm_half<H>);
-  bias_add_rows_kernels().set(cpu, H, &bias_add_rows_half<H>);
-  bias_grad_rows_kernels().set(cpu, H, &bias_grad_rows_half<H>);
-  conv2d_forward_kernels().set(cpu, H, &conv_half<H, conv2d_forward_kernels>);
-  conv2d_backward_data_kernels().set(cpu, H, &conv_half<H, conv2d_backward_data_kernels>);
-  conv2d_backward_weight_kernels().set(cpu, H, &conv_half<H, conv2d_backward_weight_kernels>);
-  channel_bias_add_kernels().set(cpu, H, &channel_bias_add_half<H>);
-  channel_bias_grad_kernels().set(cpu, H, &channel_bias_grad_half<H>);
-  relu_forward_kernels().set(cpu, H, &pointwise_half<H, ReluArgs, relu_forward_kernels, false>);
-  relu_backward_kernels().set(cpu, H, &pointwise_half<H, ReluArgs, relu_backward_kernels, true>);
-  sigmoid_forward_kernels().set(cpu, H, &pointwise_half<H, SigmoidArgs, sigmoid_forward_kernels, false>);
-  sigmoid_backward_kernels().set(cpu, H, &pointwise_half<H, SigmoidArgs, sigmoid_backward_kernels, true>);
-  gelu_forward_kernels().set(cpu, H, &pointwise_half<H, GeluArgs, gelu_forward_kernels, false>);
-  gelu_backward_kernels().set(cpu, H, &pointwise_half<H, GeluArgs, gelu_backward_kernels, true>);
-  dropout_forward_kernels().set(cpu, H, &dropout_forward_half<H>);
-  dropout_backward_kernels().set(cpu, H, &dropout_backward_half<H>);
-  axpby_kernels().set(cpu, H, &axpby_half<H>);
-  mul_kernels().set(cpu, H, &mul_half<H>);
-  sum_kernels().set(cpu, H, &sum_half<H>);
-  max_pool2d_forward_kernels().set(cpu, H, &pool_half<H, max_pool2d_forward_kernels, false>);
-  max_pool2d_backward_kernels().set(cpu, H, &pool_half<H, max_pool2d_backward_kernels, true>);
-  avg_pool2d_forward_kernels().set(cpu, H, &pool_half<H, avg_pool2d_forward_kernels, false>);
-  avg_pool2d_backward_kernels().set(cpu, H, &pool_half<H, avg_pool2d_backward_kernels, true>);
-  upsample2x_forward_kernels().set(cpu, H, &upsample_half<H, false>);
-  upsample2x_backward_kernels().set(cpu, H, &upsample_half<H, true>);
-  softmax_forward_kernels().set(cpu, H, &softmax_half<H, false>);
-  softmax_backward_kernels().set(cpu, H, &softmax_half<H, true>);
-  masked_softmax_forward_kernels().set(cpu, H, &masked_softmax_half<H, false>);
-  masked_softmax_backward_kernels().set(cpu, H, &masked_softmax_half<H, true>);
-  layer_norm_forward_kernels().set(cpu, H, &layer_norm_half<H, false>);
-  layer_norm_backward_kernels().set(cpu, H, &layer_norm_half<H, true>);
-  group_norm_forward_kernels().set(cpu, H, &group_norm_half<H, false>);
-  group_norm_backward_kernels().set(cpu, H, &group_norm_half<H, true>);
-  batch_norm_forward_kernels().set(cpu, H, &batch_norm_half<H, false>);
-  batch_norm_backward_kernels().set(cpu, H, &batch_norm_half<H, true>);
-  nll_forward_kernels().set(cpu, H, &nll_half<H, false>);
-  nll_backward_kernels().set(cpu, H, &nll_half<H, true>);
-  pixel_cross_entropy_forward_kernels().set(cpu, H, &pixel_ce_half<H, false>);
-  pixel_cross_entropy_backward_kernels().set(cpu, H, &pixel_ce_half<H, true>);
-  embedding_forward_kernels().set(cpu, H, &embedding_half<H, false>);
-  embedding_backward_kernels().set(cpu, H, &embedding_half<H, true>);
-  sgd_kernels().set(cpu, H, &sgd_half<H>);
-  adam_kernels().set(cpu, H, &adam_half<H>);
+  set_kernel<&gemm_half<H>>(gemm_kernels(), cpu, H);
+  set_kernel<&bias_add_rows_half<H>>(bias_add_rows_kernels(), cpu, H);
+  set_kernel<&bias_grad_rows_half<H>>(bias_grad_rows_kernels(), cpu, H);
+  set_kernel<&conv_half<H, conv2d_forward_kernels>>(conv2d_forward_kernels(), cpu, H);
+  set_kernel<&conv_half<H, conv2d_backward_data_kernels>>(conv2d_backward_data_kernels(), cpu, H);
+  set_kernel<&conv_half<H, conv2d_backward_weight_kernels>>(conv2d_backward_weight_kernels(), cpu, H);
+  set_kernel<&channel_bias_add_half<H>>(channel_bias_add_kernels(), cpu, H);
+  set_kernel<&channel_bias_grad_half<H>>(channel_bias_grad_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, ReluArgs, relu_forward_kernels, false>>(relu_forward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, ReluArgs, relu_backward_kernels, true>>(relu_backward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, SigmoidArgs, sigmoid_forward_kernels, false>>(sigmoid_forward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, SigmoidArgs, sigmoid_backward_kernels, true>>(sigmoid_backward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, GeluArgs, gelu_forward_kernels, false>>(gelu_forward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, GeluArgs, gelu_backward_kernels, true>>(gelu_backward_kernels(), cpu, H);
+  set_kernel<&dropout_forward_half<H>>(dropout_forward_kernels(), cpu, H);
+  set_kernel<&dropout_backward_half<H>>(dropout_backward_kernels(), cpu, H);
+  set_kernel<&axpby_half<H>>(axpby_kernels(), cpu, H);
+  set_kernel<&mul_half<H>>(mul_kernels(), cpu, H);
+  set_kernel<&sum_half<H>>(sum_kernels(), cpu, H);
+  set_kernel<&pool_half<H, max_pool2d_forward_kernels, false>>(max_pool2d_forward_kernels(), cpu, H);
+  set_kernel<&pool_half<H, max_pool2d_backward_kernels, true>>(max_pool2d_backward_kernels(), cpu, H);
+  set_kernel<&pool_half<H, avg_pool2d_forward_kernels, false>>(avg_pool2d_forward_kernels(), cpu, H);
+  set_kernel<&pool_half<H, avg_pool2d_backward_kernels, true>>(avg_pool2d_backward_kernels(), cpu, H);
+  set_kernel<&upsample_half<H, false>>(upsample2x_forward_kernels(), cpu, H);
+  set_kernel<&upsample_half<H, true>>(upsample2x_backward_kernels(), cpu, H);
+  set_kernel<&softmax_half<H, false>>(softmax_forward_kernels(), cpu, H);
+  set_kernel<&softmax_half<H, true>>(softmax_backward_kernels(), cpu, H);
+  set_kernel<&masked_softmax_half<H, false>>(masked_softmax_forward_kernels(), cpu, H);
+  set_kernel<&masked_softmax_half<H, true>>(masked_softmax_backward_kernels(), cpu, H);
+  set_kernel<&layer_norm_half<H, false>>(layer_norm_forward_kernels(), cpu, H);
+  set_kernel<&layer_norm_half<H, true>>(layer_norm_backward_kernels(), cpu, H);
+  set_kernel<&group_norm_half<H, false>>(group_norm_forward_kernels(), cpu, H);
+  set_kernel<&group_norm_half<H, true>>(group_norm_backward_kernels(), cpu, H);
+  set_kernel<&batch_norm_half<H, false>>(batch_norm_forward_kernels(), cpu, H);
+  set_kernel<&batch_norm_half<H, true>>(batch_norm_backward_kernels(), cpu, H);
+  set_kernel<&nll_half<H, false>>(nll_forward_kernels(), cpu, H);
+  set_kernel<&nll_half<H, true>>(nll_backward_kernels(), cpu, H);
+  set_kernel<&pixel_ce_half<H, false>>(pixel_cross_entropy_forward_kernels(), cpu, H);
+  set_kernel<&pixel_ce_half<H, true>>(pixel_cross_entropy_backward_kernels(), cpu, H);
+  set_kernel<&embedding_half<H, false>>(embedding_forward_kernels(), cpu, H);
+  set_kernel<&embedding_half<H, true>>(embedding_backward_kernels(), cpu, H);
+  set_kernel<&sgd_half<H>>(sgd_kernels(), cpu, H);
+  set_kernel<&adam_half<H>>(adam_kernels(), cpu, H);
 }
 }  // namespace
 

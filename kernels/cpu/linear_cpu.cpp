@@ -1,5 +1,5 @@
 // linear_cpu.cpp — CPU kernels for the linear family (kernels/linear.h): row-major GEMM
-// on OpenBLAS (cblas_sgemm / cblas_dgemm) and the row-bias add / bias-gradient reductions.
+// on OpenBLAS (cblas_sgemm / cblas_dgemm; a strided batch is one GEMM per entry) and the row-bias add / bias-gradient reductions.
 // Threading: GEMM is threaded by OpenBLAS only (never called from inside an OpenMP
 // region here); the bias loops use OpenMP over columns. The bias gradient sums each
 // column over rows in row order, in double, so results do not depend on the thread count.
@@ -21,19 +21,25 @@ inline int to_blas_int(int64_t v) {
 }
 
 template <class T> void gemm_cpu(const GemmArgs& a) {
-  if (a.M == 0 || a.N == 0) return;
+  if (a.M == 0 || a.N == 0 || a.batch == 0) return;
+  OOMLAB_ASSERT(a.batch >= 1);
   const CBLAS_TRANSPOSE ta = a.trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = a.trans_b ? CblasTrans : CblasNoTrans;
   const int M = to_blas_int(a.M), N = to_blas_int(a.N), K = to_blas_int(a.K);
   // BLAS requires ld >= 1 even for degenerate operands.
   const int lda = std::max(1, to_blas_int(a.lda)), ldb = std::max(1, to_blas_int(a.ldb));
   const int ldc = std::max(1, to_blas_int(a.ldc));
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, float(a.alpha), static_cast<const float*>(a.A), lda,
-                static_cast<const float*>(a.B), ldb, float(a.beta), static_cast<float*>(a.C), ldc);
-  } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, a.alpha, static_cast<const double*>(a.A), lda,
-                static_cast<const double*>(a.B), ldb, a.beta, static_cast<double*>(a.C), ldc);
+  const T* A = static_cast<const T*>(a.A);
+  const T* B = static_cast<const T*>(a.B);
+  T* C = static_cast<T*>(a.C);
+  for (int64_t b = 0; b < a.batch; ++b) {   // one GEMM per batch entry, in order
+    const T* Ab = A + b * a.stride_a;
+    const T* Bb = B + b * a.stride_b;
+    T* Cb = C + b * a.stride_c;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, float(a.alpha), Ab, lda, Bb, ldb, float(a.beta), Cb, ldc);
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, a.alpha, Ab, lda, Bb, ldb, a.beta, Cb, ldc);
   }
 }
 

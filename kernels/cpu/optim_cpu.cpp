@@ -89,10 +89,10 @@ template <class T> void adam_step_cpu(const AdamArgs& a) {
 void register_optim_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(sgd_kernels(), sgd_step_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(adam_kernels(), adam_step_cpu);
-  amp_unscale_kernels().set(DeviceType::cpu, DType::f32, &unscale_cpu<float, float, same<float>, same<float>>);
-  amp_unscale_kernels().set(DeviceType::cpu, DType::f64, &unscale_cpu<double, double, same<double>, same<double>>);
-  amp_unscale_kernels().set(DeviceType::cpu, DType::f16, &unscale_cpu<uint16_t, float, half_to_float, float_to_half>);
-  amp_unscale_kernels().set(DeviceType::cpu, DType::bf16, &unscale_cpu<uint16_t, float, bf16_to_float, float_to_bf16>);
+  set_kernel<&unscale_cpu<float, float, same<float>, same<float>>>(amp_unscale_kernels(), DeviceType::cpu, DType::f32);
+  set_kernel<&unscale_cpu<double, double, same<double>, same<double>>>(amp_unscale_kernels(), DeviceType::cpu, DType::f64);
+  set_kernel<&unscale_cpu<uint16_t, float, half_to_float, float_to_half>>(amp_unscale_kernels(), DeviceType::cpu, DType::f16);
+  set_kernel<&unscale_cpu<uint16_t, float, bf16_to_float, float_to_bf16>>(amp_unscale_kernels(), DeviceType::cpu, DType::bf16);
 }
 
 }  // namespace oomlab

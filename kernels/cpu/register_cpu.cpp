@@ -38,6 +38,7 @@ void register_groupnorm_cpu_kernels();
 void register_embedding_cpu_kernels();
 void register_upsample_cpu_kernels();
 void register_optim_cpu_kernels();
+void register_collective_cpu_kernels();
 void register_half_cpu_kernels();   // last: built from the float32 kernels above
 
 namespace {
@@ -71,6 +72,7 @@ void register_cpu_kernels() {
   register_embedding_cpu_kernels();
   register_upsample_cpu_kernels();
   register_optim_cpu_kernels();
+  register_collective_cpu_kernels();
   register_half_cpu_kernels();
 }
 }  // namespace

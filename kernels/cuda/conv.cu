@@ -371,9 +371,9 @@ template <DType kT> void conv_bwd_data(const Conv2dArgs& a) { conv_cuda(a, kT, k
 template <DType kT> void conv_bwd_filter(const Conv2dArgs& a) { conv_cuda(a, kT, kBwdFilter); }
 
 template <DType kT> void set_conv() {
-  conv2d_forward_kernels().set(DeviceType::cuda, kT, &conv_fwd<kT>);
-  conv2d_backward_data_kernels().set(DeviceType::cuda, kT, &conv_bwd_data<kT>);
-  conv2d_backward_weight_kernels().set(DeviceType::cuda, kT, &conv_bwd_filter<kT>);
+  set_kernel<&conv_fwd<kT>>(conv2d_forward_kernels(), DeviceType::cuda, kT);
+  set_kernel<&conv_bwd_data<kT>>(conv2d_backward_data_kernels(), DeviceType::cuda, kT);
+  set_kernel<&conv_bwd_filter<kT>>(conv2d_backward_weight_kernels(), DeviceType::cuda, kT);
 }
 }  // namespace
 

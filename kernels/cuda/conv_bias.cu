@@ -80,8 +80,8 @@ template <class T> void channel_bias_grad_cuda(const ChannelBiasArgs& a) {
 }
 
 template <class T> void set_channel_bias(DType t) {
-  channel_bias_add_kernels().set(DeviceType::cuda, t, &channel_bias_add_cuda<T>);
-  channel_bias_grad_kernels().set(DeviceType::cuda, t, &channel_bias_grad_cuda<T>);
+  set_kernel<&channel_bias_add_cuda<T>>(channel_bias_add_kernels(), DeviceType::cuda, t);
+  set_kernel<&channel_bias_grad_cuda<T>>(channel_bias_grad_kernels(), DeviceType::cuda, t);
 }
 }  // namespace
 

@@ -29,18 +29,27 @@ int kernel_device(const char* op) {
   return d.index;
 }
 
+namespace {
+// The GPU this thread last made current with cudaSetDevice (-1: none yet). A new thread's
+// cudaGetDevice() answers 0 although no context is bound to it; cuBLAS (which calls the
+// driver API) then fails with CUBLAS_STATUS_INTERNAL_ERROR: DataParallel's backward on a
+// fresh thread on the H100. So the first guard on a thread always calls cudaSetDevice,
+// which binds the device's primary context (CUDA 12+).
+thread_local int t_bound = -1;
+}  // namespace
+
 DeviceGuard::DeviceGuard(int device) {
   const int physical = physical_device(device);
   int cur = 0;
   CUDA_CHECK(cudaGetDevice(&cur));
-  if (cur != physical) {
-    CUDA_CHECK(cudaSetDevice(physical));
-    prev_ = cur;
-  }
+  if (cur == physical && t_bound == physical) return;
+  CUDA_CHECK(cudaSetDevice(physical));
+  if (t_bound >= 0 && cur != physical) prev_ = cur;
+  t_bound = physical;
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (prev_ >= 0) (void)cudaSetDevice(prev_);   // destructors never throw
+  if (prev_ >= 0 && cudaSetDevice(prev_) == cudaSuccess) t_bound = prev_;   // destructors never throw
 }
 
 DeviceBuffer::DeviceBuffer(int device, size_t nbytes, const char* tag) : device_(device), size_(nbytes) {

@@ -7,7 +7,8 @@
 //     current device (set by kernel dispatch: engine/core/device.h), never inferred from
 //     a data pointer; DeviceError when the current device is not a cuda device;
 //   * DeviceGuard: makes a logical device's GPU current for a scope and restores the
-//     previous one;
+//     previous one; the first guard on a thread always calls cudaSetDevice, so the thread
+//     has the GPU's primary context bound before any library call (cuBLAS needs it);
 //   * DeviceBuffer: scratch/workspace memory from the logical device's caching allocator
 //     (allocator_for(cuda:i).allocate(n, tag), tag "workspace" by default), released in
 //     the destructor. Freeing right after enqueueing work is safe because all work runs

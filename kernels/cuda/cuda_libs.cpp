@@ -2,7 +2,9 @@
 // (see cuda_libs.h).
 #include "kernels/cuda/cuda_libs.h"
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -58,7 +60,6 @@ struct ThreadHandles {
   }
 };
 thread_local ThreadHandles t_handles;
-}  // namespace
 
 cublasHandle_t cublas_handle(int device) {
   OOMLAB_ASSERT(device >= 0);
@@ -77,6 +78,7 @@ cublasHandle_t cublas_handle(int device) {
   CUBLAS_CHECK(cublasSetStream(h, compute_stream(device)));
   return h;
 }
+}  // namespace
 
 cudnnHandle_t cudnn_handle(int device) {
   OOMLAB_ASSERT(device >= 0);
@@ -91,6 +93,48 @@ cudnnHandle_t cudnn_handle(int device) {
   }
   CUDNN_CHECK(cudnnSetStream(h, compute_stream(device)));
   return h;
+}
+
+namespace {
+// Bytes of a CUBLAS_WORKSPACE_CONFIG value (":SIZE_KiB:COUNT" pairs); -1 when malformed.
+int64_t parse_workspace_config(const std::string& v) {
+  int64_t total = 0;
+  size_t i = 0;
+  auto number = [&](int64_t& out) {
+    if (i >= v.size() || v[i] != ':') return false;
+    size_t j = ++i;
+    while (j < v.size() && v[j] >= '0' && v[j] <= '9' && j - i < 9) ++j;
+    if (j == i || (j < v.size() && v[j] != ':')) return false;
+    out = std::stoll(v.substr(i, j - i));
+    i = j;
+    return true;
+  };
+  while (i < v.size()) {
+    int64_t kib = 0, count = 0;
+    if (!number(kib) || !number(count)) return -1;
+    total += kib * 1024 * count;
+  }
+  return i == 0 ? -1 : total;
+}
+}  // namespace
+
+size_t cublas_workspace_bytes(int device) {
+  static const int64_t configured = [] {
+    const char* v = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+    if (!v) return int64_t(-2);
+    const int64_t bytes = parse_workspace_config(v);
+    OOMLAB_CHECK_T(DeviceError, bytes >= 0, "CUBLAS_WORKSPACE_CONFIG='", v,
+                   "' is not a list of :SIZE_KiB:COUNT pairs (e.g. :4096:8)");
+    return bytes;
+  }();
+  if (configured >= 0) return size_t(configured);
+  int major = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, physical_device(device)));
+  return major >= 9 ? size_t(32) << 20 : size_t(4096 * 2 + 16 * 8) * 1024;
+}
+
+CublasCall::CublasCall(int device) : h_(cublas_handle(device)), ws_(device, cublas_workspace_bytes(device)) {
+  CUBLAS_CHECK(cublasSetWorkspace(h_, ws_.get(), ws_.size()));
 }
 
 }  // namespace oomlab::cuda

@@ -86,7 +86,7 @@ template <class T> void sum_cuda(const SumArgs& a) {
 
 void register_elementwise_cuda_kernels() {
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(axpby_kernels(), axpby_cuda);
-  axpby_kernels().set(DeviceType::cuda, DType::i64, &axpby_i64_cuda);
+  set_kernel<&axpby_i64_cuda>(axpby_kernels(), DeviceType::cuda, DType::i64);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(mul_kernels(), mul_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(fill_kernels(), fill_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(sum_kernels(), sum_cuda);

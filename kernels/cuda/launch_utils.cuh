@@ -194,12 +194,12 @@ __host__ __device__ __forceinline__ U4 philox_block(uint64_t seed, uint64_t coun
 // _HALF form also for float16 / bfloat16 (fn<__half>, fn<__nv_bfloat16>).
 #define OOMLAB_REGISTER_FLOAT_CUDA(table, fn)                                   \
   do {                                                                          \
-    (table).set(::oomlab::DeviceType::cuda, ::oomlab::DType::f32, &fn<float>);  \
-    (table).set(::oomlab::DeviceType::cuda, ::oomlab::DType::f64, &fn<double>); \
+    ::oomlab::set_kernel<&fn<float>>((table), ::oomlab::DeviceType::cuda, ::oomlab::DType::f32); \
+    ::oomlab::set_kernel<&fn<double>>((table), ::oomlab::DeviceType::cuda, ::oomlab::DType::f64); \
   } while (0)
 #define OOMLAB_REGISTER_FLOAT_HALF_CUDA(table, fn)                                      \
   do {                                                                                  \
     OOMLAB_REGISTER_FLOAT_CUDA(table, fn);                                              \
-    (table).set(::oomlab::DeviceType::cuda, ::oomlab::DType::f16, &fn<__half>);         \
-    (table).set(::oomlab::DeviceType::cuda, ::oomlab::DType::bf16, &fn<__nv_bfloat16>); \
+    ::oomlab::set_kernel<&fn<__half>>((table), ::oomlab::DeviceType::cuda, ::oomlab::DType::f16); \
+    ::oomlab::set_kernel<&fn<__nv_bfloat16>>((table), ::oomlab::DeviceType::cuda, ::oomlab::DType::bf16); \
   } while (0)

@@ -7,8 +7,10 @@
 //     beta == 0 never reads C. K == 0 (an empty sum) is handled here: C = beta * C.
 //     Compute types: float32 -> CUBLAS_COMPUTE_32F (strict fp32, PyTorch's default) or
 //     CUBLAS_COMPUTE_32F_FAST_TF32 when cuda_matmul_allow_tf32(); float64 -> 64F;
-//     float16/bfloat16 -> 32F accumulation (alpha/beta in float). cuBLAS uses its own
-//     internal workspace (not the caching allocator). Dimensions must fit in int.
+//     float16/bfloat16 -> 32F accumulation (alpha/beta in float). A strided batch
+//     (batch > 1) is one cublasGemmStridedBatchedEx with the same mapping per entry.
+//     The handle's workspace comes from the caching allocator (cuda_libs.h). Dimensions
+//     and the batch count must fit in int.
 //   bias_add_rows  out[r, c] += bias[c] (accumulates into out), in the compute type (T for
 //     float/double, float for half types);
 //   bias_grad_rows grad_bias[c] = sum_r grad[r, c] (overwrites), accumulated in double (the
@@ -79,15 +81,25 @@ void scale_c(cublasHandle_t h, int device, const GemmArgs& a, DType t) {
 }
 
 void gemm_cuda(const GemmArgs& a, DType t) {
-  if (a.M == 0 || a.N == 0) return;
-  OOMLAB_ASSERT(a.M > 0 && a.N > 0 && a.K >= 0 && a.C != nullptr);
+  if (a.M == 0 || a.N == 0 || a.batch == 0) return;
+  OOMLAB_ASSERT(a.M > 0 && a.N > 0 && a.K >= 0 && a.batch >= 1 && a.C != nullptr);
   const int M = to_int(a.M, "M"), N = to_int(a.N, "N"), K = to_int(a.K, "K");
+  const int batch = to_int(a.batch, "batch");
   const int lda = std::max(1, to_int(a.lda, "lda")), ldb = std::max(1, to_int(a.ldb, "ldb"));
   const int ldc = std::max(1, to_int(a.ldc, "ldc"));
   const int device = cuda::kernel_device("gemm");
   cuda::DeviceGuard guard(device);
-  cublasHandle_t h = cuda::cublas_handle(device);
-  if (K == 0) { scale_c(h, device, a, t); return; }
+  const cuda::CublasCall blas(device);
+  cublasHandle_t h = blas.handle();
+  if (K == 0) {
+    const size_t es = dtype_size(t);
+    for (int64_t b = 0; b < a.batch; ++b) {
+      GemmArgs one = a;
+      one.C = static_cast<char*>(a.C) + size_t(b * a.stride_c) * es;
+      scale_c(h, device, one, t);
+    }
+    return;
+  }
   OOMLAB_ASSERT(a.A != nullptr && a.B != nullptr);
 
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -97,11 +109,14 @@ void gemm_cuda(const GemmArgs& a, DType t) {
   const Scalars s(t, a.alpha, a.beta);
   const cublasOperation_t op_a = a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  // cuBLAS may cudaMalloc its own workspace pool at the first call on a stream.
-  CUBLAS_CHECK(cuda::retry_after_release(device, CUBLAS_STATUS_ALLOC_FAILED, [&] {
-    return cublasGemmEx(h, op_b, op_a, N, M, K, s.alpha(), a.B, dt, ldb, a.A, dt, lda, s.beta(), a.C, dt, ldc,
-                        compute, CUBLAS_GEMM_DEFAULT);
-  }));
+  if (batch == 1) {
+    CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, N, M, K, s.alpha(), a.B, dt, ldb, a.A, dt, lda, s.beta(), a.C, dt,
+                              ldc, compute, CUBLAS_GEMM_DEFAULT));
+  } else {   // one call for the whole batch (bmm: batch x heads products in attention)
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_b, op_a, N, M, K, s.alpha(), a.B, dt, ldb, a.stride_b, a.A, dt,
+                                            lda, a.stride_a, s.beta(), a.C, dt, ldc, a.stride_c, batch, compute,
+                                            CUBLAS_GEMM_DEFAULT));
+  }
   if (cuda::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -176,16 +191,16 @@ template <class T> void bias_grad_rows_cuda(const BiasGradRowsArgs& a) {
 }
 
 template <class T> void set_bias_rows(DType t) {
-  bias_add_rows_kernels().set(DeviceType::cuda, t, &bias_add_rows_cuda<T>);
-  bias_grad_rows_kernels().set(DeviceType::cuda, t, &bias_grad_rows_cuda<T>);
+  set_kernel<&bias_add_rows_cuda<T>>(bias_add_rows_kernels(), DeviceType::cuda, t);
+  set_kernel<&bias_grad_rows_cuda<T>>(bias_grad_rows_kernels(), DeviceType::cuda, t);
 }
 }  // namespace
 
 void register_linear_cuda_kernels() {
-  gemm_kernels().set(DeviceType::cuda, DType::f32, &gemm_cuda_t<DType::f32>);
-  gemm_kernels().set(DeviceType::cuda, DType::f64, &gemm_cuda_t<DType::f64>);
-  gemm_kernels().set(DeviceType::cuda, DType::f16, &gemm_cuda_t<DType::f16>);
-  gemm_kernels().set(DeviceType::cuda, DType::bf16, &gemm_cuda_t<DType::bf16>);
+  set_kernel<&gemm_cuda_t<DType::f32>>(gemm_kernels(), DeviceType::cuda, DType::f32);
+  set_kernel<&gemm_cuda_t<DType::f64>>(gemm_kernels(), DeviceType::cuda, DType::f64);
+  set_kernel<&gemm_cuda_t<DType::f16>>(gemm_kernels(), DeviceType::cuda, DType::f16);
+  set_kernel<&gemm_cuda_t<DType::bf16>>(gemm_kernels(), DeviceType::cuda, DType::bf16);
   set_bias_rows<float>(DType::f32);
   set_bias_rows<double>(DType::f64);
   set_bias_rows<__half>(DType::f16);

@@ -1,6 +1,7 @@
 // nccl_comm.cpp — the `nccl` communicator backend (communicator.h): the CUDA toolkit's NCCL,
 // one rank per process and one GPU per rank, on the cuda device the rank is given (logical
-// index, cuda_device.h; any other device type is a DeviceError). Compiled into the CUDA
+// index, cuda_device.h; any other device type is a DeviceError; two ranks on one GPU are a
+// DeviceError naming the rule before NCCL is called: check_one_rank_per_gpu). Compiled into the CUDA
 // backend library when CMake finds libnccl and nccl.h under the CUDA prefix (that library is
 // linked whole-archive, so the registrar at the bottom runs), CI included.
 // NOT YET RUN ON A GPU: written and compiled on a machine without one; tests/test_comm_nccl.cpp
@@ -53,6 +54,7 @@
 // non-roots, (n-1) x size at the root; barrier and the NaN masks count nothing.
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -128,6 +130,33 @@ void set_nan_at(DType d, void* p, int64_t i) {
   }
 }
 
+// NCCL runs one rank per GPU: two ranks of a communicator on one GPU fail deep inside
+// ncclCommInitRank ("Duplicate GPU detected"). Each rank publishes its GPU's identity (host
+// name and GPU UUID) in the store and checks every other rank's before the communicator is
+// created, so the error names the rule and the way out.
+std::vector<char> gpu_identity(int logical) {
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, cuda::physical_device(logical)));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::vector<char> id(host, host + std::strlen(host));
+  id.push_back('/');
+  id.insert(id.end(), p.uuid.bytes, p.uuid.bytes + sizeof p.uuid.bytes);
+  return id;
+}
+
+void check_one_rank_per_gpu(TcpStore& store, int rank, int world, Device device) {
+  const std::vector<char> mine = gpu_identity(device.index);
+  store.set(str_cat("nccl/gpu/", rank), mine);
+  for (int r = 0; r < world; ++r) {
+    if (r == rank) continue;
+    OOMLAB_CHECK_T(DeviceError, store.get(str_cat("nccl/gpu/", r)) != mine, "nccl: ranks ", std::min(r, rank), " and ",
+                   std::max(r, rank), " are on the same GPU (this rank: ", device.str(), " on GPU ",
+                   cuda::physical_device(device.index), "); NCCL runs one rank per GPU: start at most one rank per "
+                   "GPU, or run logical devices of one GPU as threads (--backend local)");
+  }
+}
+
 class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(const RankInfo& info, Device device) : rank_(info.rank), world_(info.world_size), device_(device) {
@@ -135,6 +164,7 @@ class NcclCommunicator : public Communicator {
                    device.str(), ")");
     cuda::DeviceGuard guard(device_.index);   // DeviceError without a usable GPU, before any rank is waited for
     store_ = std::make_unique<TcpStore>(info.master_addr, info.master_port, info.rank == 0, timeout());
+    if (world_ > 1) check_one_rank_per_gpu(*store_, rank_, world_, device_);
     ncclUniqueId id;
     std::memset(&id, 0, sizeof id);
     if (rank_ == 0) {

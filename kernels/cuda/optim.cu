@@ -92,10 +92,10 @@ template <class T> void unscale_cuda(const UnscaleArgs& a) {
 }  // namespace
 
 void register_optim_cuda_kernels() {
-  amp_unscale_kernels().set(DeviceType::cuda, DType::f32, &unscale_cuda<float>);
-  amp_unscale_kernels().set(DeviceType::cuda, DType::f64, &unscale_cuda<double>);
-  amp_unscale_kernels().set(DeviceType::cuda, DType::f16, &unscale_cuda<__half>);
-  amp_unscale_kernels().set(DeviceType::cuda, DType::bf16, &unscale_cuda<__nv_bfloat16>);
+  set_kernel<&unscale_cuda<float>>(amp_unscale_kernels(), DeviceType::cuda, DType::f32);
+  set_kernel<&unscale_cuda<double>>(amp_unscale_kernels(), DeviceType::cuda, DType::f64);
+  set_kernel<&unscale_cuda<__half>>(amp_unscale_kernels(), DeviceType::cuda, DType::f16);
+  set_kernel<&unscale_cuda<__nv_bfloat16>>(amp_unscale_kernels(), DeviceType::cuda, DType::bf16);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(sgd_kernels(), sgd_step_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(adam_kernels(), adam_step_cuda);
 }

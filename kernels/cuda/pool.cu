@@ -172,10 +172,10 @@ template <class T> void avg_pool2d_backward_cuda(const Pool2dArgs& a) {
 }
 
 template <class T> void set_pool(DType t) {
-  max_pool2d_forward_kernels().set(DeviceType::cuda, t, &max_pool2d_forward_cuda<T>);
-  max_pool2d_backward_kernels().set(DeviceType::cuda, t, &max_pool2d_backward_cuda<T>);
-  avg_pool2d_forward_kernels().set(DeviceType::cuda, t, &avg_pool2d_forward_cuda<T>);
-  avg_pool2d_backward_kernels().set(DeviceType::cuda, t, &avg_pool2d_backward_cuda<T>);
+  set_kernel<&max_pool2d_forward_cuda<T>>(max_pool2d_forward_kernels(), DeviceType::cuda, t);
+  set_kernel<&max_pool2d_backward_cuda<T>>(max_pool2d_backward_kernels(), DeviceType::cuda, t);
+  set_kernel<&avg_pool2d_forward_cuda<T>>(avg_pool2d_forward_kernels(), DeviceType::cuda, t);
+  set_kernel<&avg_pool2d_backward_cuda<T>>(avg_pool2d_backward_kernels(), DeviceType::cuda, t);
 }
 }  // namespace
 

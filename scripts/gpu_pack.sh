@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# gpu_pack.sh — build, on a machine with nvcc and no GPU, everything a lent GPU machine runs
+# (scripts/gpu_run.sh), and pack it into one archive, so that the GPU's short lease is spent
+# running, not building.
+#   * from a clean commit (the manifest names it; OOMLAB_PACK_ALLOW_DIRTY=1 packs a dirty tree
+#     and says so: its results are not committable, DESIGN.md section 11);
+#   * CUDA code for sm_90 only (H100 / H200), Release, without MPI and gloo (the GPU machine
+#     has neither); targets: the oomlab CLI and every test binary with CUDA tests;
+#   * stripped binaries, the run-time libraries the GPU machine lacks (OpenBLAS and its
+#     Fortran runtime, OpenMP: whatever ldd resolves outside the system's base libraries and
+#     the CUDA / cuBLAS / cuDNN / NCCL libraries, which come from PyTorch's wheels there),
+#     the scripts gpu_run.sh runs, and MANIFEST.json (commit, build flags, nvcc, the CUDA
+#     library versions built against, files with sizes and SHA-256);
+#   * one archive, oomlab-gpu-kit-<commit>.tar.xz, of at most 40 MiB (checked).
+# Usage: bash scripts/gpu_pack.sh [OUT_DIR]        (default: gpu_pack/, ignored by git)
+# Environment: OOMLAB_PACK_BUILD_DIR (default build-gpupack; an existing build dir, e.g. the
+#   CI build whose CUDA code includes sm_90, is reused as it is: its arch list is checked),
+#   OOMLAB_JOBS (default nproc), OOMLAB_PACK_ALLOW_DIRTY=1.
+# Then: carry the archive to the GPU machine (copy it into a folder that .git/info/exclude
+# ignores and name it in the device tool's carry), unpack, bash scripts/gpu_run.sh OUT.
+# Exit status: 0 with the archive's path as the last line; non-zero with one line
+# `gpu_pack: error: ...` otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+die() { echo "gpu_pack: error: $*" >&2; exit 1; }
+
+out_dir=$(realpath -m "${1:-gpu_pack}")
+bld=${OOMLAB_PACK_BUILD_DIR:-build-gpupack}
+command -v nvcc >/dev/null || die "nvcc not found: the kit is built on a machine with the CUDA toolkit"
+commit=$(git rev-parse HEAD 2>/dev/null) || die "not a git checkout"
+dirty=false
+if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
+  [[ ${OOMLAB_PACK_ALLOW_DIRTY:-0} == 1 ]] || die "the tree has uncommitted changes; commit first (or OOMLAB_PACK_ALLOW_DIRTY=1 for a kit whose results cannot be committed)"
+  dirty=true
+fi
+
+# ---- build ------------------------------------------------------------------------------
+flags=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+       -DCMAKE_DISABLE_FIND_PACKAGE_Gloo=ON)
+if [[ ! -f $bld/CMakeCache.txt ]]; then
+  cmake -S . -B "$bld" "${flags[@]}" > /dev/null || die "configure failed in $bld"
+fi
+archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$bld/CMakeCache.txt")
+[[ ";$archs;" == *";90;"* || ";$archs;" == *";90-real;"* ]] || die "$bld builds CUDA code for '$archs', not sm_90"
+tests=$(grep -lE "OOMLAB_REQUIRE_CUDA|DeviceType::cuda|backend_linked\(\"cuda\"\)" tests/test_*.cpp |
+        xargs -n1 basename | sed 's/\.cpp$//' | sort)
+# shellcheck disable=SC2086  # the test names are single words
+cmake --build "$bld" -j"${OOMLAB_JOBS:-$(nproc)}" --target oomlab $tests > "$bld/pack_build.log" 2>&1 ||
+  die "build failed (see $bld/pack_build.log)"
+ldd "$bld/oomlab" | grep -q libcudart || die "$bld has no CUDA backend (nvcc or cuDNN not found at configure time)"
+
+# ---- stage ------------------------------------------------------------------------------
+name="oomlab-gpu-kit-${commit:0:12}"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+kit="$stage/$name"
+mkdir -p "$kit/bin" "$kit/lib" "$kit/scripts"
+for b in oomlab $tests; do
+  install -m 755 "$bld/$b" "$kit/bin/$b"
+  strip --strip-unneeded "$kit/bin/$b"
+done
+# Libraries ldd resolves that the GPU machine does not have: not the C/C++ runtime, zlib or
+# the CUDA libraries (PyTorch's wheels carry cudart, cuBLAS, cuDNN and NCCL there).
+provided='^(linux-vdso|ld-linux|libc\.|libm\.|libstdc\+\+|libgcc_s|libpthread|libdl\.|librt\.|libz\.|libcuda\.|libcudart|libcublas|libcudnn|libnccl)'
+for b in "$kit"/bin/*; do
+  ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r soname path; do
+  [[ $soname =~ $provided ]] || cp -L "$path" "$kit/lib/$soname"
+done
+for s in gpu_run.sh gpu_report.py torch_bench.py trace_breakdown.py; do cp "scripts/$s" "$kit/scripts/"; done
+
+# The CUDA libraries the binaries were built against (their major versions must match the
+# wheels': gpu_run.sh checks that every library resolves).
+hdr_version() { sed -n "s/^#define $2 \\([0-9]*\\).*/\\1/p" "$1" 2>/dev/null | head -1; }
+cuda_inc=$(dirname "$(command -v nvcc)")/../include
+cudnn_h=$(ls "$cuda_inc"/cudnn_version.h /usr/include/cudnn_version.h 2>/dev/null | head -1)
+python3 - "$kit" "$commit" "$dirty" "$bld" "$archs" "$(nvcc --version | tail -1)" \
+    "$(hdr_version "$cudnn_h" CUDNN_MAJOR).$(hdr_version "$cudnn_h" CUDNN_MINOR).$(hdr_version "$cudnn_h" CUDNN_PATCHLEVEL)" \
+    "$(hdr_version "$cuda_inc/nccl.h" NCCL_MAJOR).$(hdr_version "$cuda_inc/nccl.h" NCCL_MINOR).$(hdr_version "$cuda_inc/nccl.h" NCCL_PATCH)" \
+    "${flags[*]}" <<'EOF'
+import datetime, hashlib, json, os, sys
+kit, commit, dirty, bld, archs, nvcc, cudnn, nccl, flags = sys.argv[1:]
+files = []
+for base, _, names in os.walk(kit):
+    for n in sorted(names):
+        p = os.path.join(base, n)
+        files.append({"path": os.path.relpath(p, kit), "bytes": os.path.getsize(p),
+                      "sha256": hashlib.sha256(open(p, "rb").read()).hexdigest()})
+manifest = {"kit": "oomlab GPU kit", "commit": commit, "dirty": dirty == "true",
+            "packed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "cuda_architectures": archs, "sm": "90", "build_dir": os.path.basename(bld.rstrip("/")),
+            "cmake_flags": flags, "nvcc": nvcc, "built_against": {"cudnn": cudnn, "nccl": nccl},
+            "files": sorted(files, key=lambda f: f["path"])}
+with open(os.path.join(kit, "MANIFEST.json"), "w") as f:
+    json.dump(manifest, f, indent=1)
+    f.write("\n")
+EOF
+
+# ---- archive (written whole, then renamed) -----------------------------------------------
+mkdir -p "$out_dir"
+archive="$out_dir/$name.tar.xz"
+tar -C "$stage" -cf - "$name" | xz -9 -T"${OOMLAB_JOBS:-$(nproc)}" > "$archive.tmp" || die "could not write $archive"
+mv -f "$archive.tmp" "$archive"
+bytes=$(stat -c %s "$archive")
+((bytes <= 40 * 1024 * 1024)) || die "$archive is $bytes bytes, over the 40 MiB limit"
+echo "gpu_pack: $(ls "$kit/bin" | wc -l) binaries, $(ls "$kit/lib" | wc -l) libraries, $((bytes / 1024)) KiB (commit ${commit:0:12}$([[ $dirty == true ]] && echo ', DIRTY'))"
+echo "$archive"

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""gpu_report.py — the GPU kit's output folder from its work folder (scripts/gpu_run.sh).
+
+Reads WORK (res/: the kit's MANIFEST, nvidia-smi's line, oomlab / meta results JSON,
+PyTorch's torch.jsonl, breakdown.txt; tests/: gtest JSON per binary and rc.txt; logs/:
+compute-sanitizer logs; run.log) and writes into OUT:
+  provenance.json  GPU, driver, CUDA runtime, cuBLAS, cuDNN, NCCL, PyTorch; kit commit
+  tests.json       per test binary: passed, failed, skipped, failing test names, exit
+                   status, seconds; sanitizer summaries
+  points.json      per configuration: oomlab (step-time median / p10 / p90, peak allocated,
+                   workspace peak), PyTorch (median, peak), the meta prediction, and the
+                   ratios oomlab / PyTorch and meta / cuda; parallel points per device
+  breakdown.txt    copied from res/
+  README.md        all of it in words and tables
+Whatever is missing (a cut-off or failed run) is reported as missing, never invented.
+Every file is written whole (temp file + rename). Standard library only.
+Usage: python3 gpu_report.py WORK OUT
+"""
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+
+def load_json(path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write(path, text):
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def dump(obj):
+    return json.dumps(obj, indent=1, allow_nan=False, sort_keys=True) + "\n"
+
+
+def provenance(work):
+    res = work / "res"
+    man = load_json(res / "manifest.json") or {}
+    smi = (res / "nvidia_smi.csv").read_text().strip().split(", ") if (res / "nvidia_smi.csv").exists() else []
+    run = load_json(res / "provenance_run.json") or {}
+    props = dict(run.get("context", {}).get("device_properties", {}) or {})
+    torch = load_json(res / "torch_versions.json") or {}
+    return {
+        "kit_commit": man.get("commit"), "kit_dirty": man.get("dirty"), "kit_packed_at": man.get("packed_at"),
+        "kit_nvcc": man.get("nvcc"), "kit_cuda_architectures": man.get("cuda_architectures"),
+        "gpu": smi[0] if smi else props.get("device_name"), "driver": smi[1] if len(smi) > 1 else props.get("cuda_driver"),
+        "compute_capability": smi[2] if len(smi) > 2 else props.get("compute_capability"),
+        "gpu_memory": smi[3] if len(smi) > 3 else props.get("total_memory_bytes"),
+        "cuda_runtime": props.get("cuda_runtime"), "cublas": props.get("cublas"), "cudnn": props.get("cudnn"),
+        "nccl": torch.get("nccl"), "torch": torch.get("torch"), "torch_cuda": torch.get("cuda"),
+        "torch_cudnn": torch.get("cudnn"), "oomlab_git": run.get("context", {}).get("git_commit"),
+    }
+
+
+def gtest_summary(path):
+    doc = load_json(path)
+    if not doc:
+        return None
+    passed = failed = skipped = 0
+    failing = []
+    for suite in doc.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            name = f"{suite.get('name')}.{t.get('name')}"
+            if t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
+                skipped += 1
+            elif t.get("failures"):
+                failed += 1
+                failing.append({"test": name, "message": t["failures"][0].get("failure", "")[:600]})
+            else:
+                passed += 1
+    return {"passed": passed, "failed": failed, "skipped": skipped, "failing": failing}
+
+
+def tests(work):
+    rc = {}
+    rc_file = work / "tests" / "rc.txt"
+    for line in rc_file.read_text().splitlines() if rc_file.exists() else []:
+        m = re.match(r"(\S+) rc=(\d+) (\d+)s", line)
+        if m:
+            rc[m.group(1)] = {"exit_status": int(m.group(2)), "seconds": int(m.group(3))}
+    out = {"binaries": {}, "sanitizers": {}}
+    for name, r in sorted(rc.items()):
+        if name.startswith("sanitizer_"):
+            log = work / "logs" / f"{name}.log"
+            text = log.read_text(errors="replace") if log.exists() else ""
+            summary = re.findall(r"(ERROR SUMMARY: .*|RACECHECK SUMMARY: .*)", text)
+            out["sanitizers"][name[len("sanitizer_"):]] = {
+                **r, "summary": summary[-1].strip() if summary else None,
+                "cases_ok": len(re.findall(r"^\[       OK \]", text, re.M))}
+        else:
+            out["binaries"][name] = {**r, **(gtest_summary(work / "tests" / f"{name}.json") or
+                                             {"note": "no gtest report (crashed or cut off)"})}
+    return out
+
+
+def oomlab_point(doc):
+    if not doc:
+        return None
+    st = doc.get("metrics", {}).get("step_time_s", {}) or {}
+    mem = doc.get("memory", {}) or {}
+    tot = mem.get("totals", {}) or {}
+    p = {"median_ms": 1e3 * st["median"] if st.get("median") is not None else None,
+         "p10_ms": 1e3 * st["p10"] if st.get("p10") is not None else None,
+         "p90_ms": 1e3 * st["p90"] if st.get("p90") is not None else None,
+         "timed_steps": st.get("count"), "peak_allocated": tot.get("allocated_bytes.all.peak"),
+         "peak_reserved": tot.get("reserved_bytes.all.peak"), "workspace_peak": tot.get("workspace_bytes.all.peak")}
+    devs = mem.get("devices")
+    if isinstance(devs, dict) and len(devs) > 1:
+        p["per_device_peak_allocated"] = {d: (v.get("totals", v) or {}).get("allocated_bytes.all.peak")
+                                          for d, v in devs.items() if isinstance(v, dict)}
+    return p
+
+
+def ratio(a, b):
+    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+
+def points(work):
+    res = work / "res"
+    torch = {}
+    for line in (res / "torch.jsonl").read_text().splitlines() if (res / "torch.jsonl").exists() else []:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("tag") and rec["tag"] != "_versions":
+            torch[rec["tag"]] = rec
+    tags = sorted({p.stem[len("oomlab_"):] for p in res.glob("oomlab_*.json")} | set(torch))
+    rows = {}
+    for tag in tags:
+        o = oomlab_point(load_json(res / f"oomlab_{tag}.json"))
+        m = load_json(res / f"meta_{tag}.json")
+        meta_peak = (m or {}).get("memory", {}).get("totals", {}).get("allocated_bytes.all.peak")
+        twin = torch.get(tag)
+        row = {"oomlab": o, "torch": twin, "meta_peak_allocated": meta_peak}
+        if o and twin and "error" not in twin:
+            row["time_ratio_oomlab_over_torch"] = ratio(o["median_ms"], twin.get("median_ms"))
+            row["peak_ratio_oomlab_over_torch"] = ratio(o["peak_allocated"], twin.get("peak_allocated"))
+        if o:
+            row["meta_over_cuda_peak"] = ratio(meta_peak, o["peak_allocated"])
+        rows[tag] = row
+    return rows
+
+
+def fmt(v, spec=".1f"):
+    return "—" if v is None else format(v, spec)
+
+
+def readme(prov, t, pts, run_log):
+    lines = ["# oomlab GPU kit run", "",
+             f"GPU: {prov.get('gpu')} (compute capability {prov.get('compute_capability')}, {prov.get('gpu_memory')}), "
+             f"driver {prov.get('driver')}, CUDA runtime {prov.get('cuda_runtime')}, cuBLAS {prov.get('cublas')}, "
+             f"cuDNN {prov.get('cudnn')}, NCCL {prov.get('nccl')}; PyTorch {prov.get('torch')}.",
+             f"Kit: commit {prov.get('kit_commit')}{' (DIRTY: not committable)' if prov.get('kit_dirty') else ''}, "
+             f"packed {prov.get('kit_packed_at')}, {prov.get('kit_nvcc')}.", ""]
+    errors = [l for l in run_log if "error:" in l]
+    if errors:
+        lines += ["**The run stopped:** " + errors[-1].split("error:", 1)[1].strip(), ""]
+    skipped = [l for l in run_log if "skipped:" in l]
+    if skipped:
+        lines += ["Skipped for the time budget: " + "; ".join(l.split("skipped:", 1)[1].strip() for l in skipped), ""]
+    if t["binaries"]:
+        lines += ["## Tests", "", "| binary | passed | failed | skipped | exit | s |", "|---|---|---|---|---|---|"]
+        for name, b in t["binaries"].items():
+            lines.append(f"| {name} | {b.get('passed', '—')} | {b.get('failed', '—')} | {b.get('skipped', '—')} | "
+                         f"{b['exit_status']} | {b['seconds']} |")
+        failing = [f for b in t["binaries"].values() for f in b.get("failing", [])]
+        if failing:
+            lines += ["", "Failing: " + ", ".join(f["test"] for f in failing)]
+        for tool, s in t["sanitizers"].items():
+            lines.append(f"\ncompute-sanitizer {tool} of test_cuda_parity: exit {s['exit_status']}, {s['summary']}, "
+                         f"{s['cases_ok']} cases OK, {s['seconds']} s")
+        lines.append("")
+    if pts:
+        lines += ["## oomlab beside PyTorch eager (same call, alternating; medians)", "",
+                  "| config | oomlab ms | PyTorch ms | time ratio | oomlab peak GB | PyTorch peak GB | peak ratio | meta / cuda peak |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for tag, r in pts.items():
+            o, tw = r["oomlab"] or {}, r["torch"] or {}
+            lines.append(
+                f"| {tag} | {fmt(o.get('median_ms'))} | {fmt(tw.get('median_ms'))} | "
+                f"{fmt(r.get('time_ratio_oomlab_over_torch'), '.2f')} | {fmt(o.get('peak_allocated') and o['peak_allocated'] / 1e9, '.3f')} | "
+                f"{fmt(tw.get('peak_allocated') and tw['peak_allocated'] / 1e9, '.3f')} | {fmt(r.get('peak_ratio_oomlab_over_torch'), '.3f')} | "
+                f"{fmt(r.get('meta_over_cuda_peak'), '.4f')} |")
+        lines.append("")
+    lines += ["## Run log", "", "```", *run_log[-60:], "```", ""]
+    return "\n".join(lines)
+
+
+def main():
+    if len(sys.argv) != 3:
+        print("gpu_report: error: usage: gpu_report.py WORK OUT", file=sys.stderr)
+        return 2
+    work, out = Path(sys.argv[1]), Path(sys.argv[2])
+    if not work.is_dir():
+        print(f"gpu_report: error: {work} is not a folder", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    prov, t, pts = provenance(work), tests(work), points(work)
+    run_log = (work / "run.log").read_text(errors="replace").splitlines() if (work / "run.log").exists() else []
+    write(out / "provenance.json", dump(prov))
+    write(out / "tests.json", dump(t))
+    write(out / "points.json", dump(pts))
+    if (work / "res" / "breakdown.txt").exists():
+        write(out / "breakdown.txt", (work / "res" / "breakdown.txt").read_text(errors="replace"))
+    write(out / "README.md", readme(prov, t, pts, run_log))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

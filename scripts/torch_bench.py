@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""PyTorch eager side of the GPU kit (scripts/gpu_run.sh): one process, many configs.
+
+Each config is a tag (CONFIGS below): model (torchvision resnet50 / vgg16, Hugging Face
+BertForSequenceClassification at bert-base size with eager or sdpa attention), batch,
+sequence length, precision (fp32 strict | tf32 | bf16 | fp16 autocast with GradScaler),
+optimizer, gradient checkpointing, cudnn.benchmark. A step is what `oomlab train` times:
+host batch copied to the device, forward, cross-entropy, backward, optimizer step,
+loss.item(); `--warmup` untimed steps, then `--steps` timed ones, each between
+torch.cuda.synchronize() calls. Peak: torch.cuda.max_memory_allocated() after a reset
+(it includes the cuBLAS workspace PyTorch takes from its allocator).
+
+Modes:
+  --serve          read commands from stdin, one per line, answer one JSON line each on
+                   stdout (flushed): `run TAG` (the config's record), `profile TAG FILE`
+                   (torch.profiler's table of 3 steps, sorted by CUDA time, into FILE),
+                   `quit`. So the kit alternates oomlab and PyTorch runs without paying
+                   PyTorch's import once per config.
+  --list           print the tags.
+  TAG ...          run these tags and print their records.
+A failing config answers {"tag", "error"} and the process goes on. Records also go to
+--out (appended, one line each) when given.
+Exit status 2 with one line `torch_bench: error: ...` when PyTorch or CUDA is missing.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+import traceback
+
+# tag -> (model, batch, seq, precision, optimizer, attention, gradient checkpointing, cudnn benchmark)
+CONFIGS = {
+    "r50_fp32": ("resnet50", 128, 0, "fp32", "sgd", "", False, False),
+    "r50_tf32": ("resnet50", 128, 0, "tf32", "sgd", "", False, False),
+    "r50_tf32_bench": ("resnet50", 128, 0, "tf32", "sgd", "", False, True),
+    "r50_bf16": ("resnet50", 128, 0, "bf16", "sgd", "", False, False),
+    "r50_fp16": ("resnet50", 128, 0, "fp16", "sgd", "", False, False),
+    "vgg16_tf32": ("vgg16", 64, 0, "tf32", "sgd", "", False, False),
+    "bert_fp32": ("bert-base", 32, 128, "fp32", "adamw", "eager", False, False),
+    "bert_tf32": ("bert-base", 32, 128, "tf32", "adamw", "eager", False, False),
+    "bert_bf16": ("bert-base", 32, 128, "bf16", "adamw", "eager", False, False),
+    "bert_fp16": ("bert-base", 32, 128, "fp16", "adamw", "eager", False, False),
+    "bert_tf32_sdpa": ("bert-base", 32, 128, "tf32", "adamw", "sdpa", False, False),
+    "bert_bf16_sdpa": ("bert-base", 32, 128, "bf16", "adamw", "sdpa", False, False),
+    "bert384_none": ("bert-base", 24, 384, "tf32", "adamw", "eager", False, False),
+    "bert384_all": ("bert-base", 24, 384, "tf32", "adamw", "eager", True, False),
+    "bert384_none_sdpa": ("bert-base", 24, 384, "tf32", "adamw", "sdpa", False, False),
+}
+
+
+class BenchError(Exception):
+    pass
+
+
+def build(torch, tag):
+    model_name, batch, seq, prec, opt_name, attn, gc, bench = CONFIGS[tag]
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+    torch.backends.cudnn.allow_tf32 = prec != "fp32"
+    torch.backends.cudnn.benchmark = bench
+    dev = torch.device("cuda")
+    if model_name == "bert-base":
+        from transformers import BertConfig, BertForSequenceClassification
+        cfg = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                         intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2, num_labels=2,
+                         attn_implementation=attn)
+        model = BertForSequenceClassification(cfg).to(dev)
+        if gc:
+            model.gradient_checkpointing_enable()
+        ids = torch.randint(1, 30522, (batch, seq))
+        labels = torch.randint(0, 2, (batch,))
+        mask = torch.ones(batch, seq, dtype=torch.long)
+
+        def fwd():
+            return model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits, labels.to(dev)
+    else:
+        import torchvision
+        model = getattr(torchvision.models, model_name)(weights=None, num_classes=10).to(dev)
+        x = torch.randn(batch, 3, 224, 224)
+        y = torch.randint(0, 10, (batch,))
+
+        def fwd():
+            return model(x.to(dev)), y.to(dev)
+    if opt_name == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec)
+    scaler = torch.amp.GradScaler("cuda") if prec == "fp16" else None
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=amp, enabled=amp is not None):
+            logits, tgt = fwd()
+            loss = loss_fn(logits.float(), tgt)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        loss.item()
+    return model, opt, step
+
+
+def run(torch, tag, steps, warmup):
+    model_name, batch, seq, prec, opt_name, attn, gc, bench = CONFIGS[tag]
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model, opt, step = build(torch, tag)
+    times = []
+    for i in range(warmup + steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    rec = {"tag": tag, "side": "torch", "model": model_name, "batch": batch, "seq": seq, "precision": prec,
+           "optimizer": opt_name, "attention": attn, "gradient_checkpointing": gc, "cudnn_benchmark": bench,
+           "steps": steps, "median_ms": 1e3 * statistics.median(times), "min_ms": 1e3 * min(times),
+           "max_ms": 1e3 * max(times), "peak_allocated": torch.cuda.max_memory_allocated(),
+           "peak_reserved": torch.cuda.max_memory_reserved()}
+    del model, opt, step
+    return rec
+
+
+def profile(torch, tag, path):
+    from torch.profiler import profile as tprof, ProfilerActivity
+    model, opt, step = build(torch, tag)
+    step()
+    with tprof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as pr:
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+    with open(path, "w") as f:
+        f.write(pr.key_averages().table(sort_by="cuda_time_total", row_limit=40))
+    del model, opt, step
+    return {"tag": tag, "side": "torch", "profile": path}
+
+
+def answer(rec, out):
+    line = json.dumps(rec)
+    print(line, flush=True)
+    if out:
+        out.write(line + "\n")
+        out.flush()
+
+
+def guarded(fn, tag, *args):
+    if tag not in CONFIGS:
+        return {"tag": tag, "side": "torch", "error": f"unknown config (known: {', '.join(CONFIGS)})"}
+    try:
+        return fn(*args)
+    except Exception as e:   # one config's failure is its record, the process goes on
+        traceback.print_exc(file=sys.stderr)
+        return {"tag": tag, "side": "torch", "error": repr(e)[:400]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("tags", nargs="*")
+    p.add_argument("--serve", action="store_true")
+    p.add_argument("--list", action="store_true")
+    p.add_argument("--steps", type=int, default=15)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--out")
+    a = p.parse_args()
+    if a.list:
+        print("\n".join(CONFIGS))
+        return 0
+    if a.steps < 1 or a.warmup < 0:
+        raise BenchError("--steps must be >= 1 and --warmup >= 0")
+    try:
+        import torch
+    except ImportError as e:
+        raise BenchError(f"PyTorch is not importable ({e})")
+    if not torch.cuda.is_available():
+        raise BenchError("PyTorch sees no CUDA device")
+    out = open(a.out, "a") if a.out else None
+    meta = {"side": "torch", "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(),
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else None}
+    answer({"tag": "_versions", **meta}, out)
+    if not a.serve:
+        for tag in a.tags:
+            answer(guarded(run, tag, torch, tag, a.steps, a.warmup), out)
+        return 0
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "quit":
+            break
+        if words[0] == "run" and len(words) == 2:
+            answer(guarded(run, words[1], torch, words[1], a.steps, a.warmup), out)
+        elif words[0] == "profile" and len(words) == 3:
+            answer(guarded(profile, words[1], torch, words[1], words[2]), out)
+        else:
+            answer({"tag": "?", "side": "torch", "error": f"unknown command: {line.strip()}"}, out)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        print(f"torch_bench: error: {e}", file=sys.stderr)
+        sys.exit(2)
