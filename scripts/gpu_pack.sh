@@ -4,8 +4,8 @@
 # running, not building.
 #   * from a clean commit (the manifest names it; OOMLAB_PACK_ALLOW_DIRTY=1 packs a dirty tree
 #     and says so: its results are not committable, DESIGN.md section 11);
-#   * CUDA code for sm_90 only (H100 / H200), Release, without MPI and gloo (the GPU machine
-#     has neither); targets: the oomlab CLI and every test binary with CUDA tests;
+#   * CUDA code for sm_90 (H100 / H200), Release, without MPI and gloo (the GPU machine has
+#     neither); targets: the oomlab CLI and every test binary with CUDA tests;
 #   * stripped binaries, the run-time libraries the GPU machine lacks (OpenBLAS and its
 #     Fortran runtime, OpenMP: whatever ldd resolves outside the system's base libraries and
 #     the CUDA / cuBLAS / cuDNN / NCCL libraries, which come from PyTorch's wheels there),
@@ -15,7 +15,8 @@
 # Usage: bash scripts/gpu_pack.sh [OUT_DIR]        (default: gpu_pack/, ignored by git)
 # Environment: OOMLAB_PACK_BUILD_DIR (default build-gpupack; an existing build dir, e.g. the
 #   CI build whose CUDA code includes sm_90, is reused as it is: its arch list is checked),
-#   OOMLAB_JOBS (default nproc), OOMLAB_PACK_ALLOW_DIRTY=1.
+#   OOMLAB_JOBS (default nproc), OOMLAB_PACK_ALLOW_DIRTY=1. Every binary must hold sm_90
+#   machine code (scripts/fatbin_archs.py reads their fat binaries; the manifest records them).
 # Then: carry the archive to the GPU machine (copy it into a folder that .git/info/exclude
 # ignores and name it in the device tool's carry), unpack, bash scripts/gpu_run.sh OUT.
 # Exit status: 0 with the archive's path as the last line; non-zero with one line
@@ -38,17 +39,21 @@ fi
 # ---- build ------------------------------------------------------------------------------
 flags=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
        -DCMAKE_DISABLE_FIND_PACKAGE_Gloo=ON)
+configured="reused build folder $bld (configured before)"
 if [[ ! -f $bld/CMakeCache.txt ]]; then
   cmake -S . -B "$bld" "${flags[@]}" > /dev/null || die "configure failed in $bld"
+  configured="${flags[*]}"
 fi
-archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$bld/CMakeCache.txt")
-[[ ";$archs;" == *";90;"* || ";$archs;" == *";90-real;"* ]] || die "$bld builds CUDA code for '$archs', not sm_90"
-tests=$(grep -lE "OOMLAB_REQUIRE_CUDA|DeviceType::cuda|backend_linked\(\"cuda\"\)" tests/test_*.cpp |
+tests=$(grep -lE "OOMLAB_REQUIRE_CUDA|cuda_available|DeviceType::cuda|backend_linked\(\"cuda\"\)" tests/test_*.cpp |
         xargs -n1 basename | sed 's/\.cpp$//' | sort)
 # shellcheck disable=SC2086  # the test names are single words
 cmake --build "$bld" -j"${OOMLAB_JOBS:-$(nproc)}" --target oomlab $tests > "$bld/pack_build.log" 2>&1 ||
   die "build failed (see $bld/pack_build.log)"
 ldd "$bld/oomlab" | grep -q libcudart || die "$bld has no CUDA backend (nvcc or cuDNN not found at configure time)"
+# shellcheck disable=SC2046
+archs=$(python3 scripts/fatbin_archs.py --need-sass 90 $(for b in oomlab $tests; do echo "$bld/$b"; done)) ||
+  die "the binaries of $bld hold no sm_90 machine code"
+archs=$(head -1 <<<"$archs" | cut -d' ' -f2-)
 
 # ---- stage ------------------------------------------------------------------------------
 name="oomlab-gpu-kit-${commit:0:12}"
@@ -68,17 +73,17 @@ for b in "$kit"/bin/*; do
 done | sort -u | while read -r soname path; do
   [[ $soname =~ $provided ]] || cp -L "$path" "$kit/lib/$soname"
 done
-for s in gpu_run.sh gpu_report.py torch_bench.py trace_breakdown.py; do cp "scripts/$s" "$kit/scripts/"; done
+for s in gpu_run.sh gpu_report.py torch_bench.py trace_breakdown.py fatbin_archs.py; do cp "scripts/$s" "$kit/scripts/"; done
 
 # The CUDA libraries the binaries were built against (their major versions must match the
 # wheels': gpu_run.sh checks that every library resolves).
 hdr_version() { sed -n "s/^#define $2 \\([0-9]*\\).*/\\1/p" "$1" 2>/dev/null | head -1; }
 cuda_inc=$(dirname "$(command -v nvcc)")/../include
-cudnn_h=$(ls "$cuda_inc"/cudnn_version.h /usr/include/cudnn_version.h 2>/dev/null | head -1)
+cudnn_h=$(ls "$cuda_inc"/cudnn_version.h /usr/include/cudnn_version.h 2>/dev/null | head -1 || true)
 python3 - "$kit" "$commit" "$dirty" "$bld" "$archs" "$(nvcc --version | tail -1)" \
     "$(hdr_version "$cudnn_h" CUDNN_MAJOR).$(hdr_version "$cudnn_h" CUDNN_MINOR).$(hdr_version "$cudnn_h" CUDNN_PATCHLEVEL)" \
     "$(hdr_version "$cuda_inc/nccl.h" NCCL_MAJOR).$(hdr_version "$cuda_inc/nccl.h" NCCL_MINOR).$(hdr_version "$cuda_inc/nccl.h" NCCL_PATCH)" \
-    "${flags[*]}" <<'EOF'
+    "$configured" <<'EOF'
 import datetime, hashlib, json, os, sys
 kit, commit, dirty, bld, archs, nvcc, cudnn, nccl, flags = sys.argv[1:]
 files = []

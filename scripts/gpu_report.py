@@ -48,6 +48,7 @@ def provenance(work):
     props = dict(run.get("context", {}).get("device_properties", {}) or {})
     torch = load_json(res / "torch_versions.json") or {}
     return {
+        "dry_run": (res / "dry_run").exists(),
         "kit_commit": man.get("commit"), "kit_dirty": man.get("dirty"), "kit_packed_at": man.get("packed_at"),
         "kit_nvcc": man.get("nvcc"), "kit_cuda_architectures": man.get("cuda_architectures"),
         "gpu": smi[0] if smi else props.get("device_name"), "driver": smi[1] if len(smi) > 1 else props.get("cuda_driver"),
@@ -154,11 +155,16 @@ def fmt(v, spec=".1f"):
 
 
 def readme(prov, t, pts, run_log):
-    lines = ["# oomlab GPU kit run", "",
+    prov = {k: ("unknown" if v is None else v) for k, v in prov.items()}
+    lines = ["# oomlab GPU kit run", ""]
+    if prov["dry_run"] is True:
+        lines += ["**DRY RUN** (OOMLAB_KIT_DRY_RUN=1): oomlab ran on the meta device, without a GPU. "
+                  "Nothing below is a GPU measurement.", ""]
+    lines += [
              f"GPU: {prov.get('gpu')} (compute capability {prov.get('compute_capability')}, {prov.get('gpu_memory')}), "
              f"driver {prov.get('driver')}, CUDA runtime {prov.get('cuda_runtime')}, cuBLAS {prov.get('cublas')}, "
              f"cuDNN {prov.get('cudnn')}, NCCL {prov.get('nccl')}; PyTorch {prov.get('torch')}.",
-             f"Kit: commit {prov.get('kit_commit')}{' (DIRTY: not committable)' if prov.get('kit_dirty') else ''}, "
+             f"Kit: commit {prov.get('kit_commit')}{' (DIRTY: not committable)' if prov.get('kit_dirty') is True else ''}, "
              f"packed {prov.get('kit_packed_at')}, {prov.get('kit_nvcc')}.", ""]
     errors = [l for l in run_log if "error:" in l]
     if errors:

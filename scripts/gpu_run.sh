@@ -21,6 +21,9 @@
 # A machine that lacks something (no GPU, a GPU other than sm_90, no PyTorch wheels, a
 # library that does not resolve) stops the run with one line `gpu_run: error: ...` on
 # stderr and exit status 1, after writing what it has.
+# OOMLAB_KIT_DRY_RUN=1 (CI, on a machine without a GPU: tests/test_gpu_tools.py) runs every
+# step with oomlab on the meta device and no GPU checks, so the script itself is exercised
+# before a lease spends minutes on it; its figures are not GPU measurements (README says so).
 set -uo pipefail
 kit=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-}
@@ -30,6 +33,9 @@ out=$(cd "$out" && pwd)
 work=$(mktemp -d)
 mkdir -p "$work/logs" "$work/res" "$work/tests"
 t0=$SECONDS
+dry=${OOMLAB_KIT_DRY_RUN:-0}
+device=cuda
+[[ $dry == 1 ]] && device=meta
 budget=${OOMLAB_KIT_BUDGET_S:-345}
 steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTorch's 15 + 5 warm-up
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
@@ -52,28 +58,35 @@ fail() {
 # ---- preflight --------------------------------------------------------------------------
 [[ -f $kit/MANIFEST.json && -x $kit/bin/oomlab ]] || fail "$kit is not an unpacked kit (no MANIFEST.json or bin/oomlab)"
 cp "$kit/MANIFEST.json" "$work/res/manifest.json"
-gpu=$(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader 2>&1 | head -1)
-[[ $gpu == *,*,*,* ]] || fail "no GPU: nvidia-smi says: ${gpu:-nothing}"
-echo "$gpu" > "$work/res/nvidia_smi.csv"
-cap=$(echo "$gpu" | cut -d, -f3 | tr -d ' ')
-sm=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sm"])' "$kit/MANIFEST.json" 2>/dev/null)
-[[ ${cap/./} == "$sm" ]] || fail "the kit holds sm_$sm code, this GPU ($(echo "$gpu" | cut -d, -f1)) is compute capability $cap"
-wheels=$(python3 -c 'import os, nvidia; print(":".join(sorted({os.path.join(r, "lib") for p in nvidia.__path__ for r in [os.path.join(p, d) for d in os.listdir(p)] if os.path.isdir(os.path.join(r, "lib"))})))' 2>/dev/null)
-[[ -n $wheels ]] || fail "no PyTorch CUDA wheels: python3 cannot import the nvidia packages (cuBLAS, cuDNN, NCCL)"
-export LD_LIBRARY_PATH="$kit/lib:$wheels:${LD_LIBRARY_PATH:-}"
+if [[ $dry == 1 ]]; then
+  log "DRY RUN: no GPU checks, oomlab on the meta device; nothing here is a GPU measurement"
+  echo "dry run" > "$work/res/dry_run"
+else
+  command -v nvidia-smi > /dev/null || fail "no GPU: nvidia-smi is not installed"
+  gpu=$(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader 2>&1 | head -1)
+  [[ $gpu == *,*,*,* ]] || fail "no GPU: nvidia-smi says: ${gpu:-nothing}"
+  echo "$gpu" > "$work/res/nvidia_smi.csv"
+  cap=$(echo "$gpu" | cut -d, -f3 | tr -d ' ')
+  sm=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sm"])' "$kit/MANIFEST.json" 2>/dev/null)
+  [[ ${cap/./} == "$sm" ]] || fail "the kit holds sm_$sm code, this GPU ($(echo "$gpu" | cut -d, -f1)) is compute capability $cap"
+  wheels=$(python3 -c 'import os, nvidia; print(":".join(sorted({os.path.join(r, "lib") for p in nvidia.__path__ for r in [os.path.join(p, d) for d in os.listdir(p)] if os.path.isdir(os.path.join(r, "lib"))})))' 2>/dev/null)
+  [[ -n $wheels ]] || fail "no PyTorch CUDA wheels: python3 cannot import the nvidia packages (cuBLAS, cuDNN, NCCL)"
+  export LD_LIBRARY_PATH="$kit/lib:$wheels:${LD_LIBRARY_PATH:-}"
+fi
+[[ $dry == 1 ]] && export LD_LIBRARY_PATH="$kit/lib:${LD_LIBRARY_PATH:-}"
 missing=$(for b in "$kit"/bin/*; do ldd "$b" | awk '/not found/ {print $1}'; done | sort -u | tr '\n' ' ')
 [[ -z $missing ]] || fail "libraries not found on this machine: $missing"
 export OOMLAB_BINARY_DIR="$kit/bin"   # test_cli runs the kit's oomlab
-log "preflight ok: $gpu; kit $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["commit"][:12] + (" DIRTY" if m["dirty"] else ""))' "$kit/MANIFEST.json")"
+log "preflight ok: ${gpu:-dry run}; kit $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["commit"][:12] + (" DIRTY" if m["dirty"] else ""))' "$kit/MANIFEST.json")"
 {
   nvidia-smi
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "nccl", torch.cuda.nccl.version())'
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$kit/bin/oomlab"
 } > "$work/logs/environment.txt" 2>&1
-timeout 60 "$kit/bin/oomlab" train --model mlp --dataset synthetic --device cuda --steps 2 --batch 8 \
+timeout 60 "$kit/bin/oomlab" train --model mlp --dataset synthetic --device "$device" --steps 2 --batch 8 \
   --synthetic-size 16 --eval-batches 0 --quiet --json "$work/res/provenance_run.json" > "$work/logs/provenance_run.log" 2>&1 ||
-  fail "oomlab cannot train on cuda here: $(tail -1 "$work/logs/provenance_run.log")"
+  fail "oomlab cannot train on $device here: $(tail -1 "$work/logs/provenance_run.log")"
 
 # ---- the configurations: oomlab flags per tag (PyTorch's twin: scripts/torch_bench.py) ---
 declare -A FLAGS=(
@@ -155,7 +168,7 @@ torch_read 120 > "$work/res/torch_versions.json"   # printed once PyTorch is imp
 for tag in "${ORDER[@]}"; do
   (($(left) > 40)) || { log "skipped: $tag and later pairs (budget)"; break; }
   # shellcheck disable=SC2046
-  timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device cuda --steps "$steps" \
+  timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
   [[ $tag == bert384_selective ]] && continue   # PyTorch has no selective checkpointing
@@ -170,7 +183,7 @@ done
 for tag in r50_tf32 bert_tf32; do
   (($(left) > 35)) || { log "skipped: breakdown $tag (budget)"; continue; }
   # shellcheck disable=SC2046
-  OOMLAB_CUDA_SYNC=1 timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device cuda --steps 4 \
+  OOMLAB_CUDA_SYNC=1 timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps 4 \
     --chrome-trace "$work/res/trace_$tag.json" > "$work/logs/trace_$tag.log" 2>&1
   log "trace $tag rc=$?"
   { echo "== oomlab $tag: 4 synchronized steps (the first selects cuDNN algorithms) =="
@@ -191,7 +204,7 @@ for tag in par_dp par_bdp par_ddp par_ddp_syncbn; do
   (($(left) > 25)) || { log "skipped: $tag (budget)"; continue; }
   # shellcheck disable=SC2086
   timeout 60 "$kit/bin/oomlab" train --model resnet50 --dataset synthetic --allow-tf32 all --optimizer sgd --lr 0.01 \
-    --synthetic-size 512 --eval-batches 0 --quiet --device cuda --steps 11 ${PAR[$tag]} \
+    --synthetic-size 512 --eval-batches 0 --quiet --device "$device" --steps 11 ${PAR[$tag]} \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # oomlab's whole check, as CI runs it (.ci/run): set up + build (scripts/setup.sh), run the
-# C++ tests (ctest), the GPU-session scripts' checks (tests/test_gpu_tools.py: trace_breakdown,
-# gpu_compare, torch_reference input errors), validate every committed results file
+# C++ tests (ctest), the GPU kit's checks (tests/test_gpu_tools.py: trace_breakdown, gpu_report,
+# gpu_pack + gpu_run without a GPU and dry, torch_bench / torch_reference input errors), validate every committed results file
 # (scripts/check_results.py), then
 # regenerate the figures and REPORT.md from the committed results into a temp dir
 # (scripts/make_report.py) and fail if any expected figure is missing, empty or not a PNG;

@@ -1,10 +1,12 @@
 """test_gpu_tools.py — the GPU session's scripts, checked on the CPU machine (CI).
 
 scripts/trace_breakdown.py on a real `oomlab train --device meta --chrome-trace` file,
-scripts/gpu_compare.py on a real oomlab results JSON next to hand-made PyTorch ones
-(ratios oomlab / PyTorch, points kept when one side is missing, atomic comparison.json),
-and scripts/torch_reference.py's input errors (exit 2, one line, no JSON), which need no
-torch. The GPU runs themselves need a GPU (scripts/gpu_run.sh).
+the GPU kit: scripts/gpu_report.py on a hand-made work folder around a real oomlab results
+file (ratios, points kept when one side is missing or failed, at most 8 files),
+scripts/gpu_pack.sh + gpu_run.sh end to end without a GPU (the archive, sm_90 code, the
+one-line stop, the dry run through every step), scripts/fatbin_archs.py, torch_bench.py and
+torch_reference.py's input errors (exit 2, one line), which need no torch. The GPU runs
+themselves need a GPU (scripts/gpu_run.sh on a lent machine).
 Run: python3 -m unittest tests/test_gpu_tools.py  (OOMLAB_BUILD_DIR: the build with oomlab)
 """
 import json
@@ -59,39 +61,140 @@ class TraceBreakdown(unittest.TestCase):
                 self.assertIn("trace_breakdown: error:", r.stderr)
 
 
-def torch_doc(step_s, peak):
-    return {"schema_version": 2, "command": "torch_reference", "context": {"framework": "pytorch"},
-            "config": {}, "metrics": {"step_time_s": {"median": step_s, "p10": step_s, "p90": step_s,
-                                                      "mean": step_s, "count": 3}},
-            "memory": {"devices": {"cuda:0": {"allocated_bytes.all.peak": peak}},
-                       "totals": {"allocated_bytes.all.peak": peak}}}
+def gtest_json(passed, failed, skipped):
+    tests = [{"name": f"P{i}", "status": "RUN", "result": "COMPLETED"} for i in range(passed)]
+    tests += [{"name": f"F{i}", "status": "RUN", "result": "COMPLETED",
+               "failures": [{"failure": "x.cpp:1\nExpected equality"}]} for i in range(failed)]
+    tests += [{"name": f"S{i}", "status": "RUN", "result": "SKIPPED"} for i in range(skipped)]
+    return {"tests": len(tests), "testsuites": [{"name": "Suite", "testsuite": tests}]}
 
 
 @unittest.skipUnless(OOMLAB.exists(), f"{OOMLAB} not built")
-class GpuCompare(unittest.TestCase):
-    def test_ratios_are_oomlab_over_pytorch_and_no_point_is_lost(self):
+class GpuReport(unittest.TestCase):
+    """scripts/gpu_report.py on a hand-made work folder around a real oomlab results file."""
+
+    def test_tables_ratios_and_at_most_eight_files(self):
         with tempfile.TemporaryDirectory() as tmp:
             ours, _ = oomlab_meta_run(tmp, "mlp", ("--dataset", "synthetic"))
             doc = json.loads(ours.read_text())
-            step = doc["metrics"]["step_time_s"]["median"]
+            step_ms = 1e3 * doc["metrics"]["step_time_s"]["median"]
             peak = doc["memory"]["totals"]["allocated_bytes.all.peak"]
-            self.assertGreater(step, 0)
-            self.assertGreater(peak, 0)
-            res = Path(tmp) / "results"
-            res.mkdir()
-            (res / "oomlab_mlp_b4_tf32-none.json").write_text(ours.read_text())
-            (res / "torch_eager_mlp_b4_tf32-none.json").write_text(json.dumps(torch_doc(2 * step, 4 * peak)))
-            (res / "torch_eager_bert-base_b32_tf32-all.json").write_text(json.dumps(torch_doc(0.1, 1 << 30)))
-            r = run(sys.executable, "scripts/gpu_compare.py", res)
+            work, out = Path(tmp) / "work", Path(tmp) / "out"
+            for d in ("res", "tests", "logs"):
+                (work / d).mkdir(parents=True)
+            (work / "res" / "manifest.json").write_text(json.dumps({"commit": "abc", "dirty": False, "sm": "90"}))
+            (work / "res" / "nvidia_smi.csv").write_text("NVIDIA H100 80GB HBM3, 580.159.04, 9.0, 81559 MiB\n")
+            (work / "res" / "oomlab_mlp.json").write_text(ours.read_text())
+            (work / "res" / "meta_mlp.json").write_text(ours.read_text())
+            (work / "res" / "torch.jsonl").write_text("\n".join(json.dumps(r) for r in (
+                {"tag": "_versions", "torch": "2.11"}, {"tag": "mlp", "median_ms": 2 * step_ms, "peak_allocated": 4 * peak},
+                {"tag": "bert_tf32_sdpa", "median_ms": 30.0, "peak_allocated": 1 << 30},
+                {"tag": "vgg16_tf32", "error": "CUDA out of memory"})) + "\n")
+            (work / "tests" / "test_a.json").write_text(json.dumps(gtest_json(3, 1, 2)))
+            (work / "tests" / "rc.txt").write_text("test_a rc=1 12s\ntest_b rc=124 150s\nsanitizer_memcheck rc=0 80s\n")
+            (work / "logs" / "sanitizer_memcheck.log").write_text("[       OK ] A.B\n========= ERROR SUMMARY: 0 errors\n")
+            (work / "run.log").write_text("[1s] preflight ok\n[300s] skipped: par_dp (budget)\n")
+            r = run(sys.executable, "scripts/gpu_report.py", work, out)
             self.assertEqual(r.returncode, 0, r.stderr)
-            comp = json.loads((res / "comparison.json").read_text())
-            points = {p["tag"]: p for p in comp["points"]}
-            self.assertAlmostEqual(points["mlp_b4_tf32-none"]["step_time_ratio_vs_eager"], 0.5)
-            self.assertAlmostEqual(points["mlp_b4_tf32-none"]["peak_allocated_ratio"], 0.25)
-            self.assertIsNone(points["bert-base_b32_tf32-all"]["oomlab_step_s"])   # oomlab failed there
-            self.assertAlmostEqual(points["bert-base_b32_tf32-all"]["torch_eager_step_s"], 0.1)
-            self.assertIn("no usable oomlab result", r.stderr)
-            self.assertFalse(any(p.name.endswith(".tmp") for p in res.iterdir()))
+            files = sorted(p.name for p in out.iterdir())
+            self.assertLessEqual(len(files), 8, files)
+            self.assertEqual(files, ["README.md", "points.json", "provenance.json", "tests.json"])
+            pts = json.loads((out / "points.json").read_text())
+            self.assertAlmostEqual(pts["mlp"]["time_ratio_oomlab_over_torch"], 0.5)
+            self.assertAlmostEqual(pts["mlp"]["peak_ratio_oomlab_over_torch"], 0.25)
+            self.assertAlmostEqual(pts["mlp"]["meta_over_cuda_peak"], 1.0)
+            self.assertIsNone(pts["bert_tf32_sdpa"]["oomlab"])             # PyTorch-only point kept
+            self.assertIn("error", pts["vgg16_tf32"]["torch"])               # a failure is kept, not dropped
+            t = json.loads((out / "tests.json").read_text())
+            self.assertEqual((t["binaries"]["test_a"]["passed"], t["binaries"]["test_a"]["failed"],
+                              t["binaries"]["test_a"]["skipped"]), (3, 1, 2))
+            self.assertIn("note", t["binaries"]["test_b"])                   # cut off: no report, said so
+            self.assertEqual(t["sanitizers"]["memcheck"]["summary"], "ERROR SUMMARY: 0 errors")
+            readme = (out / "README.md").read_text()
+            for text in ("NVIDIA H100 80GB HBM3", "Suite.F0", "par_dp (budget)", "0.50"):
+                self.assertIn(text, readme)
+            self.assertEqual(json.loads((out / "provenance.json").read_text())["compute_capability"], "9.0")
+
+
+class TorchBenchInput(unittest.TestCase):
+    def test_list_without_torch_and_errors_exit_2(self):
+        r = run(sys.executable, "scripts/torch_bench.py", "--list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("bert384_none_sdpa", r.stdout.split())
+        r = run(sys.executable, "scripts/torch_bench.py", "--steps", "0", "r50_tf32")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("torch_bench: error:", r.stderr)
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            r = run(sys.executable, "scripts/torch_bench.py", "r50_tf32")
+            self.assertEqual(r.returncode, 2)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("PyTorch is not importable", r.stderr)
+
+
+CUDA_BUILD = OOMLAB.exists() and subprocess.run(["ldd", str(OOMLAB)], capture_output=True, text=True).stdout.find(
+    "libcudart") >= 0
+
+
+@unittest.skipUnless(CUDA_BUILD, "the build has no CUDA backend")
+class GpuKit(unittest.TestCase):
+    """The kit end to end on this machine without a GPU: scripts/gpu_pack.sh on the CI build
+    (its CUDA code includes sm_90), an archive of at most 40 MiB whose binaries hold sm_90
+    machine code; from the unpacked archive, scripts/gpu_run.sh stops with one clear line and
+    still writes its folder, and its dry run (meta device) goes through every step."""
+
+    def test_pack_then_run_without_a_gpu(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, OOMLAB_PACK_BUILD_DIR=str(OOMLAB.parent), OOMLAB_PACK_ALLOW_DIRTY="1")
+            r = subprocess.run(["bash", "scripts/gpu_pack.sh", tmp], capture_output=True, text=True, cwd=ROOT,
+                               env=env, timeout=900)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            archive = Path(r.stdout.strip().splitlines()[-1])
+            self.assertLessEqual(archive.stat().st_size, 40 << 20)
+            subprocess.run(["tar", "-xJf", archive, "-C", tmp], check=True)
+            kit = Path(tmp) / archive.name[:-len(".tar.xz")]
+            manifest = json.loads((kit / "MANIFEST.json").read_text())
+            self.assertEqual(manifest["sm"], "90")
+            self.assertIn("90", manifest["cuda_architectures"])
+            bins = sorted(str(p) for p in (kit / "bin").iterdir())
+            self.assertIn(str(kit / "bin" / "test_cuda_models"), bins)
+            r = run(sys.executable, "scripts/fatbin_archs.py", "--need-sass", "90", *bins)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            out = Path(tmp) / "out"
+            env = {k: v for k, v in os.environ.items() if k != "OOMLAB_KIT_DRY_RUN"}
+            r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", out], capture_output=True, text=True, env=env,
+                               timeout=300)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("gpu_run: error: no GPU", r.stderr)
+            self.assertIn("The run stopped", (out / "README.md").read_text())
+            self.assertTrue((out / "logs.tar.gz").stat().st_size > 0)
+            dry = Path(tmp) / "dry"
+            r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", dry], capture_output=True, text=True,
+                               env=dict(env, OOMLAB_KIT_DRY_RUN="1"), timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            files = sorted(p.name for p in dry.iterdir())
+            self.assertLessEqual(len(files), 8, files)
+            for f in ("README.md", "points.json", "tests.json", "provenance.json", "run.log", "logs.tar.gz",
+                      "breakdown.txt"):
+                self.assertIn(f, files)
+            pts = json.loads((dry / "points.json").read_text())
+            for tag in ("r50_fp32", "bert384_selective", "par_ddp_syncbn"):
+                self.assertIsNotNone(pts[tag]["oomlab"], tag)
+            self.assertEqual(pts["r50_fp32"]["meta_over_cuda_peak"], 1.0)   # meta against itself: exact
+            t = json.loads((dry / "tests.json").read_text())
+            self.assertTrue(t["binaries"])
+            self.assertTrue(all(b.get("failed") == 0 for b in t["binaries"].values()), t)
+            self.assertIn("DRY RUN", (dry / "README.md").read_text())
+
+
+class FatbinArchs(unittest.TestCase):
+    def test_a_file_without_cuda_code_is_one_line_exit_2(self):
+        r = run(sys.executable, "scripts/fatbin_archs.py", sys.executable)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("fatbin_archs: error:", r.stderr)
 
 
 class TorchReferenceInput(unittest.TestCase):
@@ -107,10 +210,6 @@ class TorchReferenceInput(unittest.TestCase):
                 self.assertEqual(r.returncode, 2, (args, r.stderr))
                 self.assertIn("torch_reference: error:", r.stderr, args)
                 self.assertFalse(out.exists(), args)
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 class TorchSideBySideScripts(unittest.TestCase):
@@ -134,3 +233,7 @@ class TorchSideBySideScripts(unittest.TestCase):
             r = run(sys.executable, ROOT / "scripts" / script)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("skipped", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

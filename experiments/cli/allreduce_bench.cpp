@@ -76,9 +76,9 @@ BenchOptions bench_options(const CliArgs& a) {
   }
   parse_reduce_op(o.op);
   const DType d = bench_dtype(o.dtype);
-  OOMLAB_CHECK(o.device == "cpu" || (local && o.device == "meta") || (o.backend == "nccl" && o.device == "cuda"),
+  OOMLAB_CHECK(o.device == "cpu" || (local && o.device == "meta") || ((local || o.backend == "nccl") && o.device == "cuda"),
                "--device '", o.device, "' is not served by --backend ", o.backend,
-               " (local: cpu or meta; gloo, mpi: cpu; nccl: cuda)");
+               " (local: cpu, meta or cuda; gloo, mpi: cpu; nccl: cuda)");
   OOMLAB_CHECK(o.ranks >= 1 && o.ranks <= 1024, "--ranks must be in 1..1024 (got ", o.ranks, ")");
   OOMLAB_CHECK(o.device == "meta" || o.ranks <= 64, "--ranks ", o.ranks, " on cpu: at most 64 rank threads (meta allows 1024)");
   OOMLAB_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes (", o.min_bytes, ") is larger than --max-bytes (", o.max_bytes, ")");
@@ -187,7 +187,7 @@ std::vector<Row> combine(const std::vector<std::vector<RankFigures>>& figures, c
 std::vector<Row> run_local(const BenchOptions& o, const std::vector<int64_t>& sizes) {
   std::vector<std::vector<RankFigures>> figures(size_t(o.ranks));
   std::vector<Device> devices;
-  for (int r = 0; r < o.ranks; ++r) devices.push_back(Device{o.device == "meta" ? DeviceType::meta : DeviceType::cpu, r});
+  for (int r = 0; r < o.ranks; ++r) devices.push_back(Device{parse_device(o.device).type, r});
   run_local_ranks(devices, parse_all_reduce_algo(o.algo), [&](LocalCommunicator& c) {
     figures[size_t(c.rank())] = bench_rank(c, o, sizes);   // each rank its own slot
   }, std::chrono::milliseconds(int64_t(o.timeout_s * 1000)));
@@ -322,7 +322,7 @@ int cmd_allreduce_bench(const std::vector<std::string>& args) {
                          {"op", o.op}, {"dtype", o.dtype}, {"iters", o.iters}, {"warmup", o.warmup}};
     std::vector<Device> devs;
     if (comm) devs.push_back(comm->device());
-    else for (int r = 0; r < n; ++r) devs.push_back(Device{o.device == "meta" ? DeviceType::meta : DeviceType::cpu, r});
+    else for (int r = 0; r < n; ++r) devs.push_back(Device{parse_device(o.device).type, r});
     write_json_atomic(out, make_results("allreduce-bench", devs, config, metrics));
   }
   return wrong_total == 0 ? 0 : kExitWrongResults;
