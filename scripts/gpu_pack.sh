@@ -49,6 +49,10 @@ tests=$(grep -lE "OOMLAB_REQUIRE_CUDA|cuda_available|DeviceType::cuda|backend_li
 # shellcheck disable=SC2086  # the test names are single words
 cmake --build "$bld" -j"${OOMLAB_JOBS:-$(nproc)}" --target oomlab $tests > "$bld/pack_build.log" 2>&1 ||
   die "build failed (see $bld/pack_build.log)"
+# The binaries are of `commit` only if the tree did not change while they were built.
+if [[ $dirty == false && ( "$(git rev-parse HEAD)" != "$commit" || -n "$(git status --porcelain --untracked-files=no)" ) ]]; then
+  die "the tree changed during the build (HEAD or tracked files): pack again from a clean commit"
+fi
 ldd "$bld/oomlab" | grep -q libcudart || die "$bld has no CUDA backend (nvcc or cuDNN not found at configure time)"
 # shellcheck disable=SC2046
 archs=$(python3 scripts/fatbin_archs.py --need-sass 90 $(for b in oomlab $tests; do echo "$bld/$b"; done)) ||

@@ -34,8 +34,8 @@ using namespace oomlab;
 using namespace oomlab::test;
 
 namespace {
-ModelConfig config_for(const std::string& name, DType dtype) {
-  ModelConfig c = small_config(name, cpu_device());
+ModelConfig config_for(const std::string& name, DType dtype, int first_device = 0) {
+  ModelConfig c = small_config(name, cpu_device(first_device));
   c.dtype = dtype;
   c.dropout = 0.0;
   return c;
@@ -54,26 +54,27 @@ std::unique_ptr<Optimizer> sgd(nn::Module& m) {
   return make_optimizer("sgd", {g});
 }
 
-std::vector<Device> cpus(int n) {
+std::vector<Device> cpus(int n, int first = 0) {
   std::vector<Device> d;
-  for (int i = 0; i < n; ++i) d.push_back(cpu_device(i));
+  for (int i = 0; i < n; ++i) d.push_back(cpu_device(first + i));
   return d;
 }
 
 // Weights after `steps` SGD steps on one batch of `batch` samples: on one device (devices
-// = 1, gpu0 < 0), or DP / BDP over `devices` cpu devices; `micro` micro-batches per step.
+// = 1, gpu0 < 0), or DP / BDP over `devices` cpu devices from cpu:first; `micro`
+// micro-batches per step.
 std::vector<double> dp_weights(const std::string& name, DType dtype, int64_t batch, int devices, int64_t gpu0,
-                               int64_t micro, int steps = 2) {
-  const ModelConfig c = config_for(name, dtype);
+                               int64_t micro, int steps = 2, int first = 0) {
+  const ModelConfig c = config_for(name, dtype, first);
   nn::ModulePtr m = build_model(name, c);
   std::vector<nn::ModulePtr> replicas;
   for (int i = 1; i < devices; ++i) {
     ModelConfig ci = c;
-    ci.device = cpu_device(i);
+    ci.device = cpu_device(first + i);
     ci.seed = c.seed + 100 + uint64_t(i);   // other values: replicate must overwrite them
     replicas.push_back(build_model(name, ci));
   }
-  DataParallel dp(m, replicas, cpus(devices), gpu0);
+  DataParallel dp(m, replicas, cpus(devices, first), gpu0);
   auto opt = sgd(*m);
   GradientAccumulation acc(micro);
   TrainStep step(dp, *opt, {&acc});
@@ -84,11 +85,11 @@ std::vector<double> dp_weights(const std::string& name, DType dtype, int64_t bat
 
 // The same with DDP over `ranks` threads, each taking a contiguous slice of the batch.
 std::vector<double> ddp_weights(const std::string& name, DType dtype, int64_t batch, int ranks, int64_t micro,
-                                int64_t bucket_cap = kDdpDefaultBucketCap, int steps = 2) {
+                                int64_t bucket_cap = kDdpDefaultBucketCap, int steps = 2, int first = 0) {
   const ModelConfig c = config_for(name, dtype);
   const Tensor x = input_of(name, c, batch), y = make_target(name, c, batch);
   std::vector<double> out;
-  run_local_ranks(cpus(ranks), AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
+  run_local_ranks(cpus(ranks, first), AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
     CurrentDeviceGuard dev(comm.device());
     ModelConfig mc = c;
     mc.device = comm.device();
@@ -163,6 +164,21 @@ TEST_P(DataParallelEquivalence, DdpOverThreadsEqualsOneDevice) {
   EXPECT_LT(max_rel_diff(ddp_weights(name, DType::f64, 12, 3, 1), one), 1e-12) << "3 ranks";
   EXPECT_LT(max_rel_diff(ddp_weights(name, DType::f64, 12, 2, 2), one), 1e-12) << "2 ranks, no_sync + 2 micro";
   EXPECT_LT(max_rel_diff(ddp_weights(name, DType::f64, 12, 2, 1, 4096), one), 1e-12) << "4 KiB buckets";
+}
+
+// Devices other than 0 take the copy paths an accelerator takes (replicas, scatter, gather,
+// per-batch index tensors): DP and BDP on cpu:1..3, and DDP on cpu:2..3 with the
+// communicator's accelerator data path (copy and collective kernels, settle points), equal
+// one device on cpu:0.
+TEST_P(DataParallelEquivalence, OnDevicesOtherThanZero) {
+  const std::string name = GetParam();
+  const std::vector<double> one = dp_weights(name, DType::f64, 12, 1, -1, 1);
+  EXPECT_LT(max_rel_diff(dp_weights(name, DType::f64, 12, 3, -1, 1, 2, 1), one), 1e-12) << "dp on cpu:1..3";
+  EXPECT_LT(max_rel_diff(dp_weights(name, DType::f64, 12, 3, 2, 1, 2, 1), one), 1e-12) << "bdp on cpu:1..3";
+  LocalCommunicator::use_kernel_path_on_cpu_for_tests(true);
+  EXPECT_LT(max_rel_diff(ddp_weights(name, DType::f64, 12, 2, 1, kDdpDefaultBucketCap, 2, 2), one), 1e-12)
+      << "ddp on cpu:2..3, accelerator data path";
+  LocalCommunicator::use_kernel_path_on_cpu_for_tests(false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DataParallelEquivalence, ::testing::Values("mlp", "bert-mini"),

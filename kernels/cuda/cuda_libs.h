@@ -23,7 +23,7 @@
 //     stream, shared by all logical devices of a GPU: cuda_stream.h); the thread's first
 //     DeviceGuard binds the GPU's context (cuda_device.h).
 //   retry_after_release(device, alloc_failed, call): for library calls that allocate
-//   device memory themselves (handle creation, cuBLAS's workspace pool): when call()
+//   device memory themselves (handle creation): when call()
 //   returns the library's allocation-failed status, the caching allocator's cached free
 //   segments are released (empty_cache) and call() runs once more, as cudaMalloc is
 //   retried in CachingAllocator::allocate; the caller checks the returned status.
