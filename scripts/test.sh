@@ -1,25 +1,25 @@
 #!/usr/bin/env bash
-# oomlab's whole check, as CI runs it (.ci/run): set up + build (scripts/setup.sh), run the
-# C++ tests (ctest), the GPU kit's checks (tests/test_gpu_tools.py: trace_breakdown, gpu_report,
-# gpu_pack + gpu_run without a GPU and dry, torch_bench / torch_reference input errors), validate every committed results file
-# (scripts/check_results.py), then
-# regenerate the figures and REPORT.md from the committed results into a temp dir
-# (scripts/make_report.py) and fail if any expected figure is missing, empty or not a PNG;
-# then the sanitizer runs (scripts/sanitize.sh: the whole suite under ASan+UBSan in
-# build-asan/, the threaded tests under TSan in build-tsan/) and the fuzz targets
-# (scripts/fuzz.sh: each libFuzzer target for OOMLAB_FUZZ_SECONDS, default 60, in build-fuzz/).
+# oomlab's fast tiers: what a developer runs before every commit, and the first half of CI
+# (.ci/run; the second half is scripts/test_slow.sh). Set up + build (scripts/setup.sh), then:
+#   * ctest -LE slow: every C++ test of the tiers unit, ops, models, cli, ranks and gpu (the
+#     GPU tests skip without a GPU) except those labelled slow; a test without a tier label
+#     fails the run (CMakeLists.txt: tests/test_*.cpp name their tier);
+#   * the Python checks of the GPU kit's scripts (tests/test_gpu_tools.py; the kit's
+#     end-to-end run is in the slow tier);
+#   * every committed results file valid (scripts/check_results.py);
+#   * the figures and REPORT.md regenerated from the committed results into a temp dir
+#     (scripts/make_report.py); a missing, empty or non-PNG figure fails.
 # Steps after the build all run even if one fails; the exit status is non-zero on any failure.
 # Environment: OOMLAB_BUILD_DIR (default: build), OOMLAB_RESULTS_DIR (default: reports/results),
-#   OOMLAB_SKIP_SETUP=1 (use an existing build; for iterating on scripts, never in CI),
-#   OOMLAB_CTEST_JOBS (default: 2), OOMLAB_PYTHON (python with matplotlib for the report),
-#   OOMLAB_SKIP_SANITIZERS=1, OOMLAB_SKIP_FUZZ=1 (skip those steps when iterating locally;
-#   CI runs both: see README "Sanitizers and fuzzing" for how long each takes).
+#   OOMLAB_SKIP_SETUP=1 (use an existing build; for iterating, never in CI),
+#   OOMLAB_CTEST_JOBS (default: 2), OOMLAB_PYTHON (python with matplotlib for the report).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir="${OOMLAB_BUILD_DIR:-build}"
 results_dir="${OOMLAB_RESULTS_DIR:-reports/results}"
 failures=()
+t_start=$(date +%s)
 
 step() { echo; echo "=== test: $* ==="; }
 
@@ -27,14 +27,20 @@ if [[ "${OOMLAB_SKIP_SETUP:-0}" != 1 ]]; then
   step "setup and build ($build_dir)"
   OOMLAB_BUILD_DIR="$build_dir" bash scripts/setup.sh
 fi
+t_built=$(date +%s)
 
-step "ctest ($build_dir)"
+step "ctest, fast tiers (ctest -LE slow, $build_dir)"
 if ! ctest --test-dir "$build_dir" --output-on-failure -j"${OOMLAB_CTEST_JOBS:-2}" --timeout 600 \
-     --no-tests=error; then
+     --no-tests=error -LE slow; then
   failures+=("ctest")
 fi
+untiered=$(ctest --test-dir "$build_dir" -N -LE 'unit|ops|models|cli|ranks|gpu|slow' | sed -n 's/^Total Tests: //p')
+if [[ "$untiered" != 0 ]]; then
+  echo "tests without a tier label: $untiered (ctest --test-dir $build_dir -N -LE 'unit|ops|models|cli|ranks|gpu|slow')"
+  failures+=("untiered tests")
+fi
 
-step "GPU-session scripts on the CPU (tests/test_gpu_tools.py)"
+step "the GPU kit's scripts on the CPU (tests/test_gpu_tools.py)"
 if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py; then
   failures+=("test_gpu_tools")
 fi
@@ -77,27 +83,10 @@ else
   failures+=("make_report")
 fi
 
-if [[ "${OOMLAB_SKIP_SANITIZERS:-0}" != 1 ]]; then
-  step "sanitizers (scripts/sanitize.sh: ASan+UBSan whole suite, TSan threaded tests)"
-  if ! bash scripts/sanitize.sh; then
-    failures+=("sanitizers")
-  fi
-else
-  step "sanitizers skipped (OOMLAB_SKIP_SANITIZERS=1)"
-fi
-
-if [[ "${OOMLAB_SKIP_FUZZ:-0}" != 1 ]]; then
-  step "fuzz targets (scripts/fuzz.sh, ${OOMLAB_FUZZ_SECONDS:-60} s each)"
-  if ! bash scripts/fuzz.sh; then
-    failures+=("fuzz")
-  fi
-else
-  step "fuzz targets skipped (OOMLAB_SKIP_FUZZ=1)"
-fi
-
 echo
+echo "test: build $((t_built - t_start)) s, tests $(( $(date +%s) - t_built )) s"
 if ((${#failures[@]})); then
   echo "test: FAILED: ${failures[*]}"
   exit 1
 fi
-echo "test: all checks passed"
+echo "test: all fast tiers passed"

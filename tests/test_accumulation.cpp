@@ -3,6 +3,8 @@
 // 1e-6) for the MLP, a BN-free CNN and bert-mini with dropout off; with BatchNorm they do
 // not (batch statistics of B samples, running statistics updated K times); the trainer
 // keeps the sample order whatever K is; bad --accumulate values are clear errors.
+// ctest tier: models
+// ctest slow: Models/AccumulationWithoutBn.KMicroBatchesEqualOneBigBatch/bert_mini
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -5,6 +5,7 @@
 // master weights; GradScaler (unscale, skip, backoff, growth, state) and the fp16
 // gradient underflow it cures; the meta device reproduces the CPU's allocation trace
 // under autocast and refuses op/dtype pairs the CPU lacks with the CPU's message.
+// ctest tier: models
 #include <gtest/gtest.h>
 
 #include <cmath>

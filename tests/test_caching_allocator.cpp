@@ -4,6 +4,7 @@
 // with counters, meta == host for the same alloc/free sequence, snapshot/trace shapes.
 // Allocators here are local objects over meta/host/mock raw memory (no global state),
 // except the allocator_for tests, which reset the registry.
+// ctest tier: unit
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -3,6 +3,8 @@
 // running stats are bit-identical to no checkpointing with dropout on, each segment that
 // saved something is recomputed exactly once, and checkpointing frees what it should;
 // plus the contracts of checkpoint() itself and the policy parser's errors.
+// ctest tier: models
+// ctest slow: Zoo/CheckpointZoo.*/vgg*
 #include <gtest/gtest.h>
 
 #include <cstring>

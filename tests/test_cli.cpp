@@ -4,6 +4,7 @@
 // `--device cuda` without a usable GPU (or in a CPU-only build): one clear error line;
 // output paths that are directories rejected before any work; the memory snapshot still
 // written when a run stops with out-of-memory; BERT/UNet architecture flags.
+// ctest tier: cli
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 

@@ -5,6 +5,7 @@
 // checkpoint retention in shared folders, divergence (NaN/Inf loss) and resume mismatches.
 // Every case: the documented exit code, a message naming what is wrong, never a signal or
 // an "internal error", and no output file unless the run succeeded.
+// ctest tier: cli
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

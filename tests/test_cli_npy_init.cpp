@@ -3,6 +3,7 @@
 // (a run from seed 0 started on seed 5's initial weights ends bit-identical to the seed-5
 // run; strict and non-strict loading), `oomlab step` (its output keys), and the clear
 // exit-2 errors around them.
+// ctest tier: cli
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -7,6 +7,7 @@
 // parameter server ((n-1) x size at rank 0) and the server's staging memory on meta; a rank
 // that throws, leaves or hangs makes the others fail with CommError / CommTimeoutError,
 // never hang; mismatched calls and bad arguments are clear errors.
+// ctest tier: ranks
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -2,6 +2,7 @@
 // records its BLAS library; it flushes subnormal floats to zero on every thread that runs
 // kernels (the main thread, OpenMP's workers, OpenBLAS's workers, device threads), so a
 // GEMM on subnormal inputs returns zeros at full speed instead of crawling.
+// ctest tier: unit
 #include <cblas.h>
 #include <gtest/gtest.h>
 #include <omp.h>

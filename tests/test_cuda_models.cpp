@@ -10,6 +10,8 @@
 //    SyncBatchNorm on two logical CUDA devices of the one GPU against the CPU.
 // Float32 runs strict (no TF32) unless OOMLAB_MATMUL_TF32/OOMLAB_CUDNN_TF32=1 are set.
 // Every test GTEST_SKIPs with the reason when no CUDA device is usable.
+// ctest tier: gpu
+// ctest slow: ShortRunComparison.*
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -7,6 +7,7 @@
 // rtol/atol 1e-5/1e-6 (f32), 2e-3 (f16), 1.6e-2 (bf16); NMSE for reductions, GEMM and
 // convolutions: 1e-10 (f32 strict; 1e-6 with TF32 enabled), 1e-5 (f16), 1e-4 (bf16).
 // Every test GTEST_SKIPs with the reason when no CUDA device is usable (or no CUDA build).
+// ctest tier: gpu
 #include <gtest/gtest.h>
 
 #include <algorithm>

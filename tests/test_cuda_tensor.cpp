@@ -8,6 +8,7 @@
 //    several steps;
 //  * capacity emulation: OutOfMemoryError naming requested/capacity/free/allocated/reserved.
 // Everything that needs a device GTEST_SKIPs with the reason when none is usable.
+// ctest tier: gpu
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -2,6 +2,7 @@
 // with zlib), the Fashion-MNIST directory search, the real dataset when installed, the
 // synthetic dataset's determinism/learnability, and the DataLoader (shuffle, coverage,
 // drop_last, resume, prefetch errors, shutdown).
+// ctest tier: unit
 #include <gtest/gtest.h>
 #include <zlib.h>
 

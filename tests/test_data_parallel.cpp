@@ -5,6 +5,8 @@
 // accumulation / no_sync); BN statistics come from replica 0; device 0's extra memory
 // shows in its own stats; DDP's buckets (reverse order, 1 MiB first), broadcast from rank
 // 0, a rank with another model failing on every rank; DistributedSampler's shards.
+// ctest tier: ranks
+// ctest slow: Models/DataParallelEquivalence.*/bert_mini
 #include <gtest/gtest.h>
 
 #include <algorithm>

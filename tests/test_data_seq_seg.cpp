@@ -1,6 +1,8 @@
 // test_data_seq_seg.cpp — the token (synthetic-seq) and segmentation (synthetic-seg)
 // datasets, padded variable-length batches, loader resume for both, short trainer runs of
 // bert-tiny / unet-small whose loss must fall, and the Korthikanti rows of the summary.
+// ctest tier: unit
+// ctest slow: SeqSegTrainer.BertMiniReaches95PercentOnSyntheticSeq
 #include <cblas.h>
 #include <gtest/gtest.h>
 #include <omp.h>

@@ -3,6 +3,7 @@
 // thread budgets, and device threads: two threads training at once on meta:0/meta:1 (and
 // cpu:0/cpu:1) give each device exactly the allocation peak (and on cpu the weights) of a
 // lone run.
+// ctest tier: unit
 #include <gtest/gtest.h>
 #include <omp.h>
 

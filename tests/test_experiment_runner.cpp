@@ -6,6 +6,7 @@
 // bad experiment folders fail with a clear message and write nothing. (03 trains for
 // minutes; its trainer is covered by test_train_resume/test_data; the runner's outcomes,
 // resume and timeouts by test_matrix_runner.cpp.)
+// ctest tier: cli
 #include <gtest/gtest.h>
 #include <unistd.h>
 

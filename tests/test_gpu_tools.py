@@ -137,7 +137,8 @@ CUDA_BUILD = OOMLAB.exists() and subprocess.run(["ldd", str(OOMLAB)], capture_ou
     "libcudart") >= 0
 
 
-@unittest.skipUnless(CUDA_BUILD, "the build has no CUDA backend")
+@unittest.skipUnless(CUDA_BUILD and os.environ.get("OOMLAB_SLOW_TESTS") == "1",
+                     "slow tier (OOMLAB_SLOW_TESTS=1, scripts/test_slow.sh) with a CUDA build")
 class GpuKit(unittest.TestCase):
     """The kit end to end on this machine without a GPU: scripts/gpu_pack.sh on the CI build
     (its CUDA code includes sm_90), an archive of at most 40 MiB whose binaries hold sm_90

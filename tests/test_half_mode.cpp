@@ -5,6 +5,7 @@
 // poisons the weights) and how master weights + the loss scaler cure each; the meta device
 // reproduces the CPU's allocation trace in both modes; the --half pre-flight refuses a
 // device whose backend lacks float16 kernels.
+// ctest tier: models
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -3,6 +3,7 @@
 // is that point's recorded outcome, not the run's; results so far survive in OUT.partial
 // and a second run resumes from it (ok/oom points skipped, failed ones run again; --fresh
 // ignores it); the matrix expands in order, with per-profile values and bundled options.
+// ctest tier: cli
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -3,6 +3,7 @@
 // models whose modules run more than once per forward (ResNet blocks call their shared
 // relu two or three times, UNet its pool at every level). The reference is measured
 // independently here: saved-tensor hooks over a training forward, each storage once.
+// ctest tier: models
 #include <gtest/gtest.h>
 
 #include <map>

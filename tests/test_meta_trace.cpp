@@ -6,6 +6,8 @@
 //    host -> device copies and per-device code a CUDA device takes (a device-dependent
 //    allocation order, as BERT's per-batch index tensors had, shows here without a GPU);
 //    trace and every allocator stat equal meta's, as tests/test_cuda_models.cpp asks of cuda.
+// ctest tier: models
+// ctest slow: Zoo/MetaTrace.*/resnet5*:Zoo/MetaTraceOnCpu1.*/bert_base:Zoo/MetaTraceOnCpu1.*/vgg*
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -2,6 +2,7 @@
 // counts and key names (built on meta: no memory, no init), forward shapes on meta for
 // every model, small cpu forward+backward (resnet20, mlp), init reproducibility,
 // train/eval propagation, BN buffers, MemoryContext labels, clear errors.
+// ctest tier: models
 #include <gtest/gtest.h>
 
 #include <algorithm>

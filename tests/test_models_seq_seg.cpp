@@ -4,6 +4,7 @@
 // state_dict key spot checks, meta forward shapes, a small cpu forward + backward with
 // finite grads, BERT padding invariance, bad-config errors, and meta == cpu allocation
 // traces for one training step.
+// ctest tier: models
 #include <gtest/gtest.h>
 
 #include <algorithm>

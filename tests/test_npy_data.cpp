@@ -2,6 +2,7 @@
 // (engine/data/npy_dataset.h): every supported type and both header versions read back
 // exactly; every malformed file or inconsistent set of files is a clear error naming the
 // file and the problem; the token dataset's lengths follow the attention mask.
+// ctest tier: unit
 #include <gtest/gtest.h>
 #include <unistd.h>
 

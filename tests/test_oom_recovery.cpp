@@ -7,6 +7,8 @@
 // Run level (`train`): bert-mini on synthetic-seq with rare long sequences on a capped
 // device: raise dies, skip loses exactly the samples of the batches holding a long
 // sequence, split loses none; an impossible split is refused before any work.
+// ctest tier: models
+// ctest slow: OomRun.RaiseDiesSkipLosesTheLongBatchesSplitLosesNone
 #include <gtest/gtest.h>
 
 #include <cstdio>

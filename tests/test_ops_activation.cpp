@@ -2,6 +2,7 @@
 // in-place relu_ (history rebased, version bumped, leaf / saved-tensor errors), sigmoid's
 // extremes and float32 accuracy over the whole range, gelu's erf and tanh forms and its
 // float32 kernels against float64.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <algorithm>

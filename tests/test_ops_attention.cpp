@@ -3,6 +3,7 @@
 // reset generator; Tq != Tk, Dv != D and permuted inputs), eval mode ignoring dropout,
 // and shape errors. Meta == cpu allocations of an attention block:
 // test_ops_cross_family.cpp.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 // partial gradients, no affine, bias only), float32 against float64, and shape / dtype /
 // value errors. Thread-count and meta-device checks with the pools:
 // test_ops_cross_family.cpp.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,6 +1,7 @@
 // test_ops_concat.cpp — cat, split, chunk: values (including non-contiguous inputs),
 // views sharing storage, torch.chunk's piece sizes, shape / dtype / argument errors, and
 // float64 gradchecks of pieces recombined in another order.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"

@@ -5,6 +5,7 @@
 // (OpenMP and OpenBLAS), conv_transpose2d's output shapes and error messages. The direct
 // float32 kernels: test_ops_conv_direct.cpp; shape errors and meta-device peaks with
 // linear: test_ops_cross_family.cpp.
+// ctest tier: ops
 #include <cblas.h>
 #include <gtest/gtest.h>
 #include <omp.h>

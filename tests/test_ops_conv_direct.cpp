@@ -4,6 +4,7 @@
 // and non-square sizes, stride 2, C or K not a multiple of 8, batch 1, 1x1 images, several
 // backward-weight chunks), bitwise equality across thread counts and between the AVX-512
 // and AVX2 loops (where the CPU has AVX-512), and which shapes take the path.
+// ctest tier: ops
 #include <gtest/gtest.h>
 #include <omp.h>
 

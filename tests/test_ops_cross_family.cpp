@@ -2,6 +2,7 @@
 // families checked together, results independent of the thread count for chains of ops,
 // and meta-device runs of op chains (forward + backward) that must allocate exactly as
 // cpu does (same allocator events, same peaks). One section per group of families.
+// ctest tier: ops
 #include <gtest/gtest.h>
 #include <omp.h>
 

@@ -2,6 +2,7 @@
 // same mask and a float64 gradcheck with a fixed mask, the mask against the Philox
 // contract element by element, and the keep fraction and its independence of the
 // thread count.
+// ctest tier: ops
 #include <gtest/gtest.h>
 #include <omp.h>
 

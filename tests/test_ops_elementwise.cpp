@@ -2,6 +2,7 @@
 // mul, scale, add_scalar, add_, sum, mean) and their errors (shape / dtype mismatches
 // naming the op, with the view ops' shape errors alongside). View gradchecks:
 // test_ops_view.cpp.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"

@@ -1,6 +1,7 @@
 // test_ops_embedding.cpp — embedding: values and a float64 gradcheck, the padding row
 // getting no gradient while repeated ids accumulate, and id / padding_idx / shape / dtype
 // errors.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <string>

@@ -3,6 +3,7 @@
 // depend on the batch it is in, BatchNorm's opposite), float64 gradchecks (x, weight and
 // bias; no affine; a non-contiguous input), the 16-bit kernel = float32 kernel rounded,
 // nn::GroupNorm's state_dict keys, and errors (groups not dividing the channels, shapes).
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <cmath>

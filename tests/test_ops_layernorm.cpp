@@ -2,6 +2,7 @@
 // gradchecks (x, weight and bias; only the affine parameters; no affine; a non-contiguous
 // input), and shape errors.
 // Thread-count independence of its column reductions: test_ops_cross_family.cpp.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <cmath>

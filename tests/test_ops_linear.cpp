@@ -2,6 +2,7 @@
 // leading dims, bias or not, a transposed output gradient for bmm), values against hand-
 // computed or naive references, and shape errors naming both shapes. Linear / conv shape
 // errors and meta-device peaks: test_ops_cross_family.cpp.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <string>

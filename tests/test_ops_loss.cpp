@@ -3,6 +3,7 @@
 // pixels (all ignored -> NaN), target validation (range, shape, dtype; not on meta), the
 // argmax tie rule of count_correct, and the pixel loss against the row loss on the same
 // data.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,6 +1,7 @@
 // test_ops_pool.cpp — max_pool2d, avg_pool2d, adaptive_avg_pool2d: forward values (ties,
 // padding counted by avg, uneven adaptive bins), float64 gradchecks, and shape / value
 // errors. Thread-count and meta-device checks with batch_norm: test_ops_cross_family.cpp.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,6 +1,7 @@
 // test_ops_softmax.cpp — softmax, log_softmax, masked_softmax: values against hand
 // computations (padded keys, fully padded rows -> zeros, scale, no mask = softmax),
 // float64 gradchecks, float32 against float64, and shape / dtype errors.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -3,6 +3,7 @@
 // sources, float64 gradchecks, and errors (mode, rank, dtype). Thread-count and
 // meta-device checks of an upsample -> conv_transpose -> sigmoid -> pixel CE chain:
 // test_ops_cross_family.cpp.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <algorithm>

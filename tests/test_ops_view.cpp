@@ -1,6 +1,7 @@
 // test_ops_view.cpp — float64 gradchecks for the view family (reshape, flatten,
 // transpose, permute + contiguous, narrow, clone, to); their shape errors are checked
 // in test_ops_elementwise.cpp (ElementwiseErrors).
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include "engine/ops/view.h"

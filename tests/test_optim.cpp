@@ -1,6 +1,7 @@
 // test_optim.cpp — SGD/Adam/AdamW against scalar re-statements of PyTorch's documented
 // algorithms (float64), hand-computed values, LR schedules and their parser, WeightEma,
 // checkpoint round trips, and meta == cpu allocation for lazily created state.
+// ctest tier: unit
 #include <gtest/gtest.h>
 #include <omp.h>
 

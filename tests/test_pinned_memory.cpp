@@ -8,6 +8,7 @@
 //    bit-identical to the run without it;
 //  * on a GPU (skipped without one): pinned batches arrive bit-exact, a pinned run equals
 //    the pageable one, and the pool reuses a freed block only after its copies are done.
+// ctest tier: gpu
 #include <gtest/gtest.h>
 
 #include <atomic>

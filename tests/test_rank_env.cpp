@@ -2,6 +2,7 @@
 // launcher's variables, the precedence flags > torchrun > OpenMPI > PMI > Slurm > single,
 // the rendezvous address and port, Slurm host lists, and every inconsistency as a
 // ValueError naming the variable.
+// ctest tier: ranks
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"

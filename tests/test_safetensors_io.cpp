@@ -1,6 +1,7 @@
 // test_safetensors_io.cpp — atomic file writes (fault injection keeps the old file),
 // strict JSON, and the safetensors format: round trip for every dtype, header layout,
 // CRC and structural corruption, load_into name/shape/dtype checks.
+// ctest tier: unit
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 

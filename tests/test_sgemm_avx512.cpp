@@ -3,6 +3,7 @@
 // of the 12x32 micro-tile, K spanning several 256-blocks, N spanning several 2048-blocks),
 // leading dimensions larger than the matrix, beta 0 (C not read: NaN-filled) and beta 1; and
 // bitwise reproducibility of repeated calls. Skips where the CPU has no AVX-512F.
+// ctest tier: ops
 #include <gtest/gtest.h>
 
 #include <cmath>

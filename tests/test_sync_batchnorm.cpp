@@ -5,6 +5,7 @@
 // gradients sum to its; float32; meta (allocations as on cpu, one all-reduce per pass);
 // errors; convert_sync_batchnorm on a ResNet / an MLP; a BatchNorm2d module with
 // sync_all_reduce over 2 ranks, also under checkpointing.
+// ctest tier: ranks
 #include <gtest/gtest.h>
 
 #include <algorithm>

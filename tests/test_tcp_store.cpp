@@ -1,6 +1,7 @@
 // test_tcp_store.cpp — the rendezvous store (engine/parallel/tcp_store.h) on loopback: set /
 // get across clients, a get that waits for a later set, bounded waits (a key that never
 // comes, a master that is not there, a port already taken) with errors naming what is wrong.
+// ctest tier: ranks
 #include <gtest/gtest.h>
 
 #include <thread>

@@ -1,4 +1,5 @@
 // test_tensor_autograd.cpp — Tensor basics, views, autograd engine semantics.
+// ctest tier: unit
 #include <gtest/gtest.h>
 
 #include <algorithm>

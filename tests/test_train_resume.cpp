@@ -4,6 +4,7 @@
 // at an epoch boundary and mid-epoch. Checkpoint robustness: an edited trainer_state.json
 // fails its CRC32; a missing or mistyped state field is an IoError naming the file and
 // the field; replacing an existing step directory is crash-safe.
+// ctest tier: models
 #include <gtest/gtest.h>
 #include <zlib.h>
 

@@ -3,6 +3,7 @@
 // the loss divided by K equal one batch for a BN-free model, in float64), skipping the
 // update, and an out-of-memory handled by a strategy (the step is skipped, nothing updated,
 // the graph released) or not (it propagates).
+// ctest tier: models
 #include <gtest/gtest.h>
 
 #include <string>

@@ -4,6 +4,7 @@
 // under no_grad, naming every intermediate holds them all (peak far above rebinding one
 // name); empty_cache releases reserved memory, never allocated memory, and the next step
 // reserves the same peak again; unknown tricks are clear errors.
+// ctest tier: models
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"

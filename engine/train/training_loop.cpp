@@ -1,0 +1,228 @@
+// training_loop.cpp — the running part of a TrainingRun (training_run.h): resume from a
+// checkpoint, the epoch loop (one optimizer step per loader batch, a skipped batch under
+// --on-oom skip), the per-step history, checkpoints at step boundaries and the end of an
+// epoch (evaluation, the epoch's sums). Contracts: trainer.h.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/backend.h"
+#include "engine/core/checked_math.h"
+#include "engine/core/error.h"
+#include "engine/core/rng.h"
+#include "engine/train/evaluation.h"
+#include "engine/train/training_run.h"
+
+namespace oomlab {
+using json = nlohmann::json;
+
+namespace {
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(); }
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+// The run's config must match the checkpoint's (checked before any weights load, so a
+// different architecture is reported as such, not as missing tensors).
+void TrainingRun::resume() {
+  auto check_config = [&](const json& st, const std::string& file) {
+    OOMLAB_CHECK_T(IoError, st.contains("config") && st["config"].is_object(), "--resume: ", file,
+                   ": field \"config\" is missing or not an object");
+    const json& saved = st["config"];
+    for (const std::string& k : c_.resume_keys) {
+      OOMLAB_CHECK_T(IoError, saved.contains(k), "--resume: ", file, ": field \"config.", k, "\" is missing");
+      OOMLAB_CHECK(saved[k] == run_cfg_[k], "--resume: checkpoint ", file, " was made with ", k, "=", saved[k].dump(),
+                   ", this run has ", run_cfg_[k].dump());
+    }
+  };
+  LoadedCheckpoint ck = load_checkpoint(c_.resume_dir, parameters_and_buffers(*model_), check_config);
+  const TrainerState st = parse_trainer_state(ck.state, ck.path + "/trainer_state.json");
+  OOMLAB_CHECK_T(IoError, !ema_ || st.ema.is_object(), "--resume: ", ck.path,
+                 "/trainer_state.json: field \"ema\" is missing (this run has --ema, the checkpoint's had none)");
+  restore_components(ck, st);
+  device_generator(c_.device).set_state(st.rng);
+  history_ = st.history;
+  divergence_ = st.divergence;
+  step_ = st.step;
+  epoch_loss_ = st.epoch_loss;
+  epoch_correct_ = st.epoch_correct;
+  epoch_samples_ = st.epoch_samples;
+  epoch_scored_ = checked_mul(epoch_samples_, train_set_.target_numel(), "--resume: epoch_sums.samples");
+  if (!quiet_) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step_);
+}
+
+// The optimizer, schedule, EMA, loader, master weights and loss scaler from a checkpoint;
+// each component validates its own part, and an error says which checkpoint it came from.
+void TrainingRun::restore_components(const LoadedCheckpoint& ck, const TrainerState& st) {
+  NamedTensors opt_tensors, ema_tensors, master_tensors;
+  for (auto& [n, t] : ck.trainer)
+    (n.rfind("ema.", 0) == 0 ? ema_tensors : n.rfind("master.", 0) == 0 ? master_tensors : opt_tensors).push_back({n, t});
+  try {
+    opt_->load_state(st.optimizer, opt_tensors);
+    sched_->load_state(st.scheduler);
+    if (ema_) {
+      ema_->load_state(ema_tensors, st.ema);
+      ema_->set_decay(c_.ema_decay);   // this run's --ema (the update count stays restored)
+    }
+    loader_->restore(st.loader);
+    if (masters_) masters_->load_state(master_tensors);
+    if (scaler_) {
+      OOMLAB_CHECK_T(IoError, ck.state.contains("grad_scaler"), "--resume: ", ck.path,
+                     "/trainer_state.json: field \"grad_scaler\" is missing (this run scales the loss)");
+      scaler_->load_state(ck.state["grad_scaler"]);
+    }
+  } catch (const ValueError& e) {
+    throw ValueError(str_cat("--resume: ", ck.path, ": ", e.what()));
+  }
+}
+
+void TrainingRun::train_epochs() {
+  while (step_ < total_steps_ && !stop_) {
+    const int64_t epoch = loader_->epoch();
+    if (!loader_->next(batch_)) {   // the loader moves itself to the next epoch
+      end_epoch(epoch);
+      continue;
+    }
+    train_batch();
+  }
+}
+
+// The batch to the device; under --on-oom skip an out-of-memory error there skips the batch.
+bool TrainingRun::copy_batch(Tensor& x, Tensor& y, StepOutput& out) {
+  try {
+    x = batch_input_to_device(batch_, c_.device);
+    y = batch_target_to_device(batch_, c_.device);
+    return true;
+  } catch (const OutOfMemoryError& e) {   // the step handles its own phases; this is the copy
+    if (c_.on_oom != OnOom::skip) throw OutOfMemoryError(str_cat("copying a batch to the device: ", e.what()));
+    out.skipped = true;
+    out.skip_reason = str_cat("out of memory in input: ", e.what());
+    out.skip_phase = "input";
+    return false;
+  }
+}
+
+void TrainingRun::train_batch() {
+  const auto t0 = std::chrono::steady_clock::now();
+  StepOutput out;
+  {
+    Tensor x, y;
+    if (copy_batch(x, y, out)) {
+      try {
+        out = train_step_->run(x, y, /*track_memory=*/false);
+      } catch (const OutOfMemoryError& e) {   // --on-oom raise (or split at its limit): say which batch
+        throw OutOfMemoryError(str_cat("step ", step_ + 1, " (a batch of shape ", shape_str(x.shape()), "): ", e.what()));
+      }
+    }
+  }   // the batch's tensors are freed before the step is timed
+  if (out.skipped) {   // an OOM was handled: the batch is consumed, no update happened
+    device_synchronize(c_.device);
+    record_skip(out, seconds_since(t0));
+    return;
+  }
+  if (out.oom_splits > 0) {
+    history_["oom_splits"].push_back({{"step", step_ + 1}, {"micro_batches", out.micro_batches}});
+    if (!quiet_)
+      std::printf("step %lld: out of memory, retried as %lld micro-batches\n", (long long)step_ + 1,
+                  (long long)out.micro_batches);
+  }
+  const double loss = out.loss.item();
+  if (!std::isfinite(loss) && divergence_.is_null()) {
+    divergence_ = {{"step", step_ + 1}, {"loss", std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"}};
+    std::printf("step %lld: the loss is %s: diverged (%s)\n", (long long)step_ + 1,
+                divergence_["loss"].get<std::string>().c_str(), c_.stop_on_nan ? "stopping; --on-nan continue goes on"
+                                                                                 : "going on: --on-nan continue");
+  }
+  sched_->step();
+  if (ema_) ema_->update();
+  device_synchronize(c_.device);   // accelerators queue work: the step ends when it has run
+  record_step(out, loss, seconds_since(t0));
+  if (!std::isfinite(loss) && c_.stop_on_nan) {
+    stop_ = true;
+    return;
+  }
+  if (!c_.save_dir.empty() && c_.save_every > 0 && step_ % c_.save_every == 0 && step_ < total_steps_) checkpoint();
+}
+
+void TrainingRun::record_skip(const StepOutput& out, double seconds) {
+  train_seconds_ += seconds;
+  history_["skipped"].push_back(
+      {{"after_step", step_}, {"phase", out.skip_phase}, {"samples", batch_.n}, {"reason", out.skip_reason}});
+  if (!quiet_)
+    std::printf("step %lld skipped (%lld samples lost): %s\n", (long long)step_ + 1, (long long)batch_.n,
+                out.skip_reason.c_str());
+}
+
+// A finished optimizer step: times, the epoch's sums (a non-finite loss is recorded as null
+// and left out of them), the history and the log line.
+void TrainingRun::record_step(const StepOutput& out, double loss, double seconds) {
+  step_times_.push_back(seconds);
+  train_seconds_ += seconds;
+  ++step_;
+  if (std::isfinite(loss)) {
+    epoch_loss_ += loss * double(batch_.n);
+    epoch_correct_ += out.correct;
+    epoch_samples_ += batch_.n;
+    epoch_scored_ += batch_.n * train_set_.target_numel();
+  }
+  history_["train_loss"].push_back(finite_or_null(loss));
+  history_["lr"].push_back(opt_->param_groups()[0].lr);
+  if (scaler_) {
+    history_["loss_scale"].push_back(scaler_->last_step_scale());
+    if (scaler_->found_inf()) history_["found_inf_steps"].push_back(step_);
+  }
+  if (!quiet_ && c_.log_every > 0 && step_ % c_.log_every == 0)
+    std::printf("step %lld/%lld loss %.4f lr %.5f %.1f ms/step\n", (long long)step_, (long long)total_steps_, loss,
+                opt_->param_groups()[0].lr, 1e3 * seconds);
+}
+
+void TrainingRun::checkpoint() {
+  CheckpointData d;
+  d.model = parameters_and_buffers(*model_);
+  d.trainer = opt_->state_tensors();
+  if (ema_) for (auto& t : ema_->state_tensors()) d.trainer.push_back(t);
+  if (masters_) for (auto& t : masters_->state_tensors()) d.trainer.push_back(t);
+  const LoaderState ls = loader_->state();
+  const Generator rng = device_generator(c_.device).get_state();
+  d.state = {{"step", step_}, {"config", run_cfg_}, {"optimizer", opt_->state_json()},
+             {"scheduler", sched_->state_json()}, {"loader", {{"epoch", ls.epoch}, {"cursor", ls.cursor}}},
+             {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
+             {"history", history_},
+             {"epoch_sums", {{"loss", epoch_loss_}, {"correct", epoch_correct_}, {"samples", epoch_samples_}}}};
+  if (ema_) d.state["ema"] = ema_->state_json();   // decay, num_updates, names
+  if (scaler_) d.state["grad_scaler"] = scaler_->state_json();
+  if (!divergence_.is_null()) d.state["divergence"] = divergence_;
+  if (rank_ == 0) {   // DDP: rank 0 writes, everyone waits for the file to exist
+    const std::string where = save_checkpoint(c_.save_dir, step_, d, &written_checkpoints_);
+    if (!quiet_) std::printf("saved checkpoint %s\n", where.c_str());
+  }
+  if (c_.ddp) c_.ddp->queue().run([](Communicator& comm) { comm.barrier(); });
+}
+
+// Evaluation (with the EMA weights swapped in, under autocast) and the epoch's line in history.
+void TrainingRun::end_epoch(int64_t epoch) {
+  EvalResult ev;
+  if (c_.eval_batches != 0 && !c_.device.is_meta()) {   // meta has no values to score
+    if (ema_) ema_->swap_in();
+    AutocastGuard amp(c_.amp);
+    ev = evaluate(*forward_model_, test_set_, c_.batch, c_.eval_batches, c_.device, half_io_ ? &*half_io_ : nullptr,
+                  c_.on_oom, c_.workers, pin_, c_.ddp ? &c_.ddp->queue() : nullptr);
+    if (ema_) ema_->swap_out();
+  }
+  json e = {{"epoch", epoch}, {"step", step_},
+            {"train_loss", finite_or_null(epoch_samples_ ? epoch_loss_ / double(epoch_samples_) : 0.0)},
+            {"train_accuracy", epoch_scored_ ? double(epoch_correct_) / double(epoch_scored_) : 0.0},
+            {"test_loss", finite_or_null(ev.loss)}, {"test_accuracy", ev.accuracy}, {"test_samples", ev.samples}};
+  if (ev.mean_iou >= 0) e["test_mean_iou"] = ev.mean_iou;
+  if (ev.skipped_samples > 0) e["test_samples_skipped"] = ev.skipped_samples;   // --on-oom skip
+  history_["epochs"].push_back(e);
+  if (!quiet_)
+    std::printf("epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f%s\n", (long long)epoch,
+                (long long)step_, e["train_loss"].get<double>(), e["train_accuracy"].get<double>(), ev.loss, ev.accuracy,
+                ev.mean_iou >= 0 ? str_cat(" mIoU ", ev.mean_iou).c_str() : "");
+  epoch_loss_ = 0; epoch_correct_ = 0; epoch_samples_ = 0; epoch_scored_ = 0;
+}
+
+}  // namespace oomlab

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The second half of CI (.ci/run runs scripts/test.sh, the README's test command, first):
+#   * ctest -L slow: the long tests of every tier (the learning-curve runs, VGG's checkpoint
+#     policies, bert-mini's accumulation and data-parallel equivalences ...);
+#   * the GPU kit end to end without a GPU (tests/test_gpu_tools.py GpuKit: pack, the
+#     one-line stop, the dry run through every step);
+#   * the sanitizer runs (scripts/sanitize.sh: the whole suite under ASan+UBSan in build-asan/,
+#     the threaded tests under TSan in build-tsan/);
+#   * the fuzz targets (scripts/fuzz.sh: each libFuzzer target for OOMLAB_FUZZ_SECONDS,
+#     default 60, in build-fuzz/).
+# Uses the build scripts/test.sh made (OOMLAB_BUILD_DIR, default build). Every step runs even
+# if one fails; the exit status is non-zero on any failure; each step prints its seconds.
+# Environment: OOMLAB_SKIP_SANITIZERS=1, OOMLAB_SKIP_FUZZ=1 (local iteration only),
+#   OOMLAB_CTEST_JOBS (default 2).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build_dir="${OOMLAB_BUILD_DIR:-build}"
+failures=()
+timings=()
+run_step() {   # name command...
+  local name=$1 t0
+  shift
+  echo; echo "=== test_slow: $name ==="
+  t0=$(date +%s)
+  "$@" || failures+=("$name")
+  timings+=("$name $(( $(date +%s) - t0 )) s")
+}
+
+run_step "ctest -L slow" ctest --test-dir "$build_dir" --output-on-failure -j"${OOMLAB_CTEST_JOBS:-2}" --timeout 900 \
+  --no-tests=error -L slow
+run_step "GPU kit end to end" env OOMLAB_BUILD_DIR="$build_dir" OOMLAB_SLOW_TESTS=1 \
+  python3 -m unittest tests.test_gpu_tools.GpuKit
+if [[ "${OOMLAB_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  run_step "sanitizers" bash scripts/sanitize.sh
+fi
+if [[ "${OOMLAB_SKIP_FUZZ:-0}" != 1 ]]; then
+  run_step "fuzz targets (${OOMLAB_FUZZ_SECONDS:-60} s each)" bash scripts/fuzz.sh
+fi
+
+echo
+printf 'test_slow: %s\n' "${timings[@]}"
+if ((${#failures[@]})); then
+  echo "test_slow: FAILED: ${failures[*]}"
+  exit 1
+fi
+echo "test_slow: all passed"
