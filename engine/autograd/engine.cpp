@@ -82,6 +82,60 @@ Tensor attach_grad_fn(Tensor out, const char* op, const std::vector<Tensor>& inp
   return out;
 }
 
+namespace {
+// Nodes reachable from the root with the number of edges into each, and the number of
+// edges into each leaf: a node runs when its count reaches 0, a leaf's grad-ready hooks
+// fire when its count does.
+struct GraphCounts {
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<TensorImpl*, int> leaf_pending;
+};
+
+GraphCounts count_edges(Node* root) {
+  GraphCounts c;
+  std::vector<Node*> stack{root};
+  c.deps[root] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back(); stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (e.node) {
+        auto [it, inserted] = c.deps.try_emplace(e.node.get(), 0);
+        it->second++;
+        if (inserted) stack.push_back(e.node.get());
+      } else if (e.leaf) {
+        c.leaf_pending[e.leaf.get()]++;
+      }
+    }
+  }
+  return c;
+}
+
+// Runs one node's backward on its incoming gradient (under its layer's memory context and
+// profiler span) and frees what it saved; returns the gradients of its inputs.
+std::vector<Tensor> run_node(Node* n, Tensor g) {
+  OOMLAB_CHECK_T(AutogradError, !n->released, "Trying to backward through the graph a second time (op '", n->op,
+                 "'): saved tensors were freed after the first backward");
+  MemoryContext ctx(n->scope, "bwd");
+  std::string span_name;   // outlives the span
+  std::optional<OpSpanScope> span;
+  if (OpProfiler::enabled()) {
+    span_name = n->scope + "/" + n->op + "/bwd";
+    span.emplace(span_name.c_str());
+  }
+  std::vector<bool> needs(n->next.size());
+  for (size_t i = 0; i < n->next.size(); ++i) needs[i] = n->next[i].needs_grad();
+  std::vector<Tensor> in_grads = n->backward(g, needs);
+  g = Tensor();
+  n->release();
+  OOMLAB_ASSERT(in_grads.size() == n->next.size());
+  return in_grads;
+}
+
+void fire_grad_ready_hooks(TensorImpl* leaf) {
+  for (auto& h : leaf->grad_ready_hooks) { Tensor g(leaf->grad); h(g); }
+}
+}  // namespace
+
 void run_backward(const Tensor& root, const Tensor& grad_output) {
   OOMLAB_CHECK_T(AutogradError, root.defined() && root.requires_grad(),
                  "element 0 of tensors does not require grad and does not have a grad_fn");
@@ -96,31 +150,12 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
                  shape_str(grad.shape()), " does not match output shape ", shape_str(root.shape()));
   NoGradGuard no_grad;
   if (root.is_leaf()) {
-    TensorImpl* leaf = root.impl();
-    accumulate_leaf(leaf, grad);
-    for (auto& h : leaf->grad_ready_hooks) { Tensor g(leaf->grad); h(g); }
+    accumulate_leaf(root.impl(), grad);
+    fire_grad_ready_hooks(root.impl());
     return;
   }
-
-  // 1. reachable nodes, dependency counts, pending edges per leaf.
-  std::unordered_map<Node*, int> deps;
-  std::unordered_map<TensorImpl*, int> leaf_pending;
-  std::vector<Node*> stack{root.grad_fn().get()};
-  deps[root.grad_fn().get()] = 0;
-  while (!stack.empty()) {
-    Node* n = stack.back(); stack.pop_back();
-    for (const Edge& e : n->next) {
-      if (e.node) {
-        auto [it, inserted] = deps.try_emplace(e.node.get(), 0);
-        it->second++;
-        if (inserted) stack.push_back(e.node.get());
-      } else if (e.leaf) {
-        leaf_pending[e.leaf.get()]++;
-      }
-    }
-  }
-
-  // 2. execute.
+  GraphCounts counts = count_edges(root.grad_fn().get());
+  // The latest-created ready node first (PyTorch's order), so each gradient is freed early.
   auto later_first = [](Node* a, Node* b) { return a->seq < b->seq; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
   std::unordered_map<Node*, Tensor> grads;
@@ -132,35 +167,17 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     Tensor g;
     if (auto it = grads.find(n); it != grads.end()) { g = std::move(it->second); grads.erase(it); }
     std::vector<Tensor> in_grads;
-    if (g.defined()) {
-      OOMLAB_CHECK_T(AutogradError, !n->released,
-                     "Trying to backward through the graph a second time (op '", n->op,
-                     "'): saved tensors were freed after the first backward");
-      MemoryContext ctx(n->scope, "bwd");
-      std::string span_name;   // outlives the span
-      std::optional<OpSpanScope> span;
-      if (OpProfiler::enabled()) {
-        span_name = n->scope + "/" + n->op + "/bwd";
-        span.emplace(span_name.c_str());
-      }
-      std::vector<bool> needs(n->next.size());
-      for (size_t i = 0; i < n->next.size(); ++i) needs[i] = n->next[i].needs_grad();
-      in_grads = n->backward(g, needs);
-      g = Tensor();
-      n->release();
-      OOMLAB_ASSERT(in_grads.size() == n->next.size());
-    }
+    if (g.defined()) in_grads = run_node(n, std::move(g));
     for (size_t i = 0; i < n->next.size(); ++i) {
       const Edge& e = n->next[i];
       Tensor gi = i < in_grads.size() ? std::move(in_grads[i]) : Tensor();
       if (e.node) {
         if (gi.defined()) accumulate(grads[e.node.get()], std::move(gi));
-        if (--deps[e.node.get()] == 0) ready.push(e.node.get());
+        if (--counts.deps[e.node.get()] == 0) ready.push(e.node.get());
       } else if (e.leaf) {
         TensorImpl* leaf = e.leaf.get();
         if (gi.defined()) accumulate_leaf(leaf, std::move(gi));
-        if (--leaf_pending[leaf] == 0 && leaf->grad)
-          for (auto& h : leaf->grad_ready_hooks) { Tensor lg(leaf->grad); h(lg); }
+        if (--counts.leaf_pending[leaf] == 0 && leaf->grad) fire_grad_ready_hooks(leaf);
       }
     }
   }

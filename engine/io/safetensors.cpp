@@ -122,74 +122,82 @@ std::string serialize_safetensors(const NamedTensors& tensors, const TensorMetad
   return out;
 }
 
-SafetensorsContents parse_safetensors(std::string_view bytes, const std::string& file) {
-  auto bad = [&](const auto&... msg) { return IoError(str_cat(file, ": ", msg...)); };
-  if (bytes.size() < 8) throw bad("file too short for a safetensors header (", bytes.size(), " bytes, need >= 8)");
+namespace {
+template <class... M> IoError bad(const std::string& file, const M&... msg) { return IoError(str_cat(file, ": ", msg...)); }
+
+struct Entry { std::string name; DType dtype; Shape shape; uint64_t begin, end; };
+
+// The 8-byte length, the JSON header (an object) and the data section after it.
+nlohmann::ordered_json read_header(std::string_view bytes, const std::string& file, std::string_view& data) {
+  if (bytes.size() < 8) throw bad(file, "file too short for a safetensors header (", bytes.size(), " bytes, need >= 8)");
   uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
   if (n == 0 || n > kMaxHeaderBytes)
-    throw bad("header length ", n, " is not sane (expected 1..", kMaxHeaderBytes, " bytes)");
+    throw bad(file, "header length ", n, " is not sane (expected 1..", kMaxHeaderBytes, " bytes)");
   if (n > bytes.size() - 8)
-    throw bad("truncated file: header length ", n, " exceeds the ", bytes.size() - 8, " bytes after the length field");
-  const std::string_view data = bytes.substr(size_t(8 + n));
-
+    throw bad(file, "truncated file: header length ", n, " exceeds the ", bytes.size() - 8,
+              " bytes after the length field");
+  data = bytes.substr(size_t(8 + n));
   nlohmann::ordered_json header;
   try {
     header = nlohmann::ordered_json::parse(bytes.substr(8, size_t(n)));
   } catch (const nlohmann::json::exception& e) {
-    throw bad("header is not valid JSON: ", e.what());
+    throw bad(file, "header is not valid JSON: ", e.what());
   }
-  if (!header.is_object()) throw bad("header is not a JSON object");
+  if (!header.is_object()) throw bad(file, "header is not a JSON object");
+  return header;
+}
 
-  struct Entry { std::string name; DType dtype; Shape shape; uint64_t begin, end; };
-  std::vector<Entry> entries;
-  SafetensorsContents out;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const auto& v = it.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) throw bad("__metadata__ is not an object");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) throw bad("__metadata__ value for '", m.key(), "' is not a string");
-        out.metadata[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    if (!v.is_object()) throw bad("entry '", name, "' is not an object");
-    Entry e{name, DType::f32, {}, 0, 0};
-    auto dt = v.find("dtype");
-    if (dt == v.end() || !dt->is_string()) throw bad("tensor '", name, "' has no dtype string");
-    if (!parse_safetensors_dtype(dt->get<std::string>(), e.dtype))
-      throw bad("tensor '", name, "' has unsupported dtype '", dt->get<std::string>(),
-                "' (oomlab reads F32, F64, F16, BF16, I64, U8)");
-    auto sh = v.find("shape");
-    if (sh == v.end() || !sh->is_array()) throw bad("tensor '", name, "' has no shape array");
-    uint64_t numel = 1;
-    for (const auto& d : *sh) {
-      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
-        throw bad("tensor '", name, "' has an invalid shape entry ", d.dump());
-      uint64_t dv = d.get<uint64_t>();
-      if (dv > (uint64_t(1) << 48) || (dv && numel > (uint64_t(1) << 48) / dv))
-        throw bad("tensor '", name, "' shape ", sh->dump(), " is too large");
-      numel *= dv;
-      e.shape.push_back(int64_t(dv));
-    }
-    auto off = v.find("data_offsets");
-    if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
-        !(*off)[1].is_number_unsigned())
-      throw bad("tensor '", name, "' has no valid data_offsets [begin, end]");
-    e.begin = (*off)[0].get<uint64_t>();
-    e.end = (*off)[1].get<uint64_t>();
-    if (e.begin > e.end) throw bad("tensor '", name, "' has data_offsets [", e.begin, ", ", e.end, "] with begin > end");
-    if (e.end > data.size())
-      throw bad("truncated file: tensor '", name, "' data_offsets [", e.begin, ", ", e.end,
-                "] run past the end of the ", data.size(), "-byte data section");
-    const uint64_t expect = numel * dtype_size(e.dtype);
-    if (expect != e.end - e.begin)
-      throw bad("tensor '", name, "' of shape ", shape_str(e.shape), " and dtype ", dt->get<std::string>(), " needs ",
-                expect, " bytes but data_offsets span ", e.end - e.begin);
-    entries.push_back(std::move(e));
+void read_metadata(const nlohmann::ordered_json& v, const std::string& file, TensorMetadata& out) {
+  if (!v.is_object()) throw bad(file, "__metadata__ is not an object");
+  for (auto m = v.begin(); m != v.end(); ++m) {
+    if (!m.value().is_string()) throw bad(file, "__metadata__ value for '", m.key(), "' is not a string");
+    out[m.key()] = m.value().get<std::string>();
   }
+}
+
+// One tensor's entry: dtype, shape (bounded), data_offsets inside the data section and
+// spanning exactly the tensor's bytes.
+Entry read_entry(const std::string& name, const nlohmann::ordered_json& v, uint64_t data_bytes, const std::string& file) {
+  if (!v.is_object()) throw bad(file, "entry '", name, "' is not an object");
+  Entry e{name, DType::f32, {}, 0, 0};
+  auto dt = v.find("dtype");
+  if (dt == v.end() || !dt->is_string()) throw bad(file, "tensor '", name, "' has no dtype string");
+  if (!parse_safetensors_dtype(dt->get<std::string>(), e.dtype))
+    throw bad(file, "tensor '", name, "' has unsupported dtype '", dt->get<std::string>(),
+              "' (oomlab reads F32, F64, F16, BF16, I64, U8)");
+  auto sh = v.find("shape");
+  if (sh == v.end() || !sh->is_array()) throw bad(file, "tensor '", name, "' has no shape array");
+  uint64_t numel = 1;
+  for (const auto& d : *sh) {
+    if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
+      throw bad(file, "tensor '", name, "' has an invalid shape entry ", d.dump());
+    uint64_t dv = d.get<uint64_t>();
+    if (dv > (uint64_t(1) << 48) || (dv && numel > (uint64_t(1) << 48) / dv))
+      throw bad(file, "tensor '", name, "' shape ", sh->dump(), " is too large");
+    numel *= dv;
+    e.shape.push_back(int64_t(dv));
+  }
+  auto off = v.find("data_offsets");
+  if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
+      !(*off)[1].is_number_unsigned())
+    throw bad(file, "tensor '", name, "' has no valid data_offsets [begin, end]");
+  e.begin = (*off)[0].get<uint64_t>();
+  e.end = (*off)[1].get<uint64_t>();
+  if (e.begin > e.end)
+    throw bad(file, "tensor '", name, "' has data_offsets [", e.begin, ", ", e.end, "] with begin > end");
+  if (e.end > data_bytes)
+    throw bad(file, "truncated file: tensor '", name, "' data_offsets [", e.begin, ", ", e.end,
+              "] run past the end of the ", data_bytes, "-byte data section");
+  const uint64_t expect = numel * dtype_size(e.dtype);
+  if (expect != e.end - e.begin)
+    throw bad(file, "tensor '", name, "' of shape ", shape_str(e.shape), " and dtype ", dt->get<std::string>(),
+              " needs ", expect, " bytes but data_offsets span ", e.end - e.begin);
+  return e;
+}
+
+// The tensors tile the data section exactly: no gap, overlap or trailing bytes.
+void check_tiling(const std::vector<Entry>& entries, uint64_t data_bytes, const std::string& file) {
   std::vector<size_t> order(entries.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -199,17 +207,30 @@ SafetensorsContents parse_safetensors(std::string_view bytes, const std::string&
   for (size_t i : order) {
     const Entry& e = entries[i];
     if (e.begin != pos)
-      throw bad("data_offsets are not contiguous: tensor '", e.name, "' starts at byte ", e.begin,
+      throw bad(file, "data_offsets are not contiguous: tensor '", e.name, "' starts at byte ", e.begin,
                 " but the previous tensor ends at ", pos, e.begin > pos ? " (gap)" : " (overlap)");
     pos = e.end;
   }
-  if (pos != data.size())
-    throw bad("data section has ", data.size(), " bytes but the tensors cover ", pos,
-              pos < data.size() ? " (trailing bytes)" : "");
+  if (pos != data_bytes)
+    throw bad(file, "data section has ", data_bytes, " bytes but the tensors cover ", pos,
+              pos < data_bytes ? " (trailing bytes)" : "");
+}
+}  // namespace
+
+SafetensorsContents parse_safetensors(std::string_view bytes, const std::string& file) {
+  std::string_view data;
+  const nlohmann::ordered_json header = read_header(bytes, file, data);
+  std::vector<Entry> entries;
+  SafetensorsContents out;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") read_metadata(it.value(), file, out.metadata);
+    else entries.push_back(read_entry(it.key(), it.value(), data.size(), file));
+  }
+  check_tiling(entries, data.size(), file);
   if (auto c = out.metadata.find(kSafetensorsCrcKey); c != out.metadata.end()) {
     const std::string actual = crc_hex(crc32_of(data));
     if (c->second != actual)
-      throw bad("CRC32 mismatch: header records ", c->second, " but the data section hashes to ", actual,
+      throw bad(file, "CRC32 mismatch: header records ", c->second, " but the data section hashes to ", actual,
                 " (file corrupt)");
   }
   for (const Entry& e : entries) {  // header order (our writer: insertion order)

@@ -36,16 +36,16 @@ void check_param(const Tensor& t, const char* what, const Tensor& x, int64_t C) 
 
 const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 void* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
-}  // namespace
 
-Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-                  Tensor& running_var, bool training, double momentum, double eps) {
+// The input's and parameters' shapes, dtypes, devices and the mode's requirements; returns
+// the one parameter dtype of weight, bias and running stats (the kernel's contract).
+DType check_batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double eps) {
   OOMLAB_CHECK_T(ShapeError, x0.dim() == 2 || x0.dim() == 4,
                  "batch_norm: expected a [N, C] or [N, C, H, W] input, got ", shape_str(x0.shape()));
   OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()),
                  "batch_norm: input must be floating point, got ", dtype_name(x0.dtype()));
   OOMLAB_CHECK(eps > 0.0, "batch_norm: eps must be positive, got ", eps);
-  autocast_note(x0, "batch_norm");   // fp32_compute: 16-bit input kept, float32 parameters and math
   const int64_t N = x0.size(0), C = x0.size(1);
   const int64_t HW = x0.dim() == 4 ? x0.size(2) * x0.size(3) : 1;
   check_param(weight, "weight", x0, C);
@@ -76,7 +76,16 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Te
                    "batch_norm: weight, bias and running stats must share one dtype (got ", dtype_name(pdt),
                    " and ", dtype_name(t->dtype()), ")");
   }
+  return pdt;
+}
+}  // namespace
 
+Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum, double eps) {
+  const DType pdt = check_batch_norm(x0, weight, bias, running_mean, running_var, training, eps);
+  autocast_note(x0, "batch_norm");   // fp32_compute: 16-bit input kept, float32 parameters and math
+  const int64_t N = x0.size(0), C = x0.size(1);
+  const int64_t HW = x0.dim() == 4 ? x0.size(2) * x0.size(3) : 1;
   const Device dev = x0.device();
   Tensor x = x0.contiguous();
   Tensor w = weight.defined() ? weight.contiguous() : Tensor();

@@ -141,60 +141,67 @@ nlohmann::json Optimizer::state_json() const {
   return j;
 }
 
-void Optimizer::load_state(const nlohmann::json& j, const NamedTensors& tensors) {
-  const std::string ctx = name_ + " load_state: ";
-  std::vector<ParamGroup> new_groups = groups_;
-  std::unordered_map<std::string, int64_t> steps;
-  int64_t new_step_count = 0;
-  std::unordered_map<std::string, const Tensor*> params;   // name -> parameter
+std::unordered_map<std::string, const Tensor*> Optimizer::parameter_index() const {
+  std::unordered_map<std::string, const Tensor*> params;
   for (const ParamGroup& g : groups_)
     for (const auto& [pname, p] : g.params) params[pname] = &p;
+  return params;
+}
+
+// One group's entry: the same parameters in the same order, then its hyper-parameters.
+void Optimizer::load_group_json(const nlohmann::json& gj, size_t gi, ParamGroup& ng, const std::string& ctx) const {
+  const auto& names = gj.at("params");
+  const auto& cur = groups_[gi].params;
+  OOMLAB_CHECK(names.is_array() && names.size() == cur.size(), ctx, "group ", gi, " has ",
+               names.is_array() ? names.size() : 0, " parameters in the state, ", cur.size(), " in the optimizer");
+  for (size_t k = 0; k < cur.size(); ++k)
+    OOMLAB_CHECK(names[k].get<std::string>() == cur[k].first, ctx, "group ", gi, " parameter ", k, " is '",
+                 names[k].get<std::string>(), "' in the state but '", cur[k].first, "' in the optimizer");
+  ng.lr = gj.at("lr").get<double>();
+  ng.momentum = gj.at("momentum").get<double>();
+  ng.dampening = gj.at("dampening").get<double>();
+  ng.weight_decay = gj.at("weight_decay").get<double>();
+  ng.beta1 = gj.at("beta1").get<double>();
+  ng.beta2 = gj.at("beta2").get<double>();
+  ng.eps = gj.at("eps").get<double>();
+  ng.nesterov = gj.at("nesterov").get<bool>();
+  validate_group(ng, gi);
+}
+
+Optimizer::LoadedJson Optimizer::parse_state_json(const nlohmann::json& j, const std::string& ctx) const {
+  LoadedJson out{groups_, {}, 0};
+  const auto params = parameter_index();
   try {
     OOMLAB_CHECK(j.is_object(), ctx, "state is not a JSON object");
     const std::string saved = j.at("optimizer").get<std::string>();
     OOMLAB_CHECK(saved == name_, ctx, "the state was saved by optimizer '", saved, "', this one is '", name_, "'");
-    new_step_count = j.at("step_count").get<int64_t>();
-    OOMLAB_CHECK(new_step_count >= 0, ctx, "negative step_count ", new_step_count);
+    out.step_count = j.at("step_count").get<int64_t>();
+    OOMLAB_CHECK(out.step_count >= 0, ctx, "negative step_count ", out.step_count);
     const auto& gjs = j.at("param_groups");
     OOMLAB_CHECK(gjs.is_array() && gjs.size() == groups_.size(), ctx, "the state has ",
                  gjs.is_array() ? gjs.size() : 0, " parameter groups, the optimizer has ", groups_.size());
-    for (size_t gi = 0; gi < groups_.size(); ++gi) {
-      const auto& gj = gjs[gi];
-      const auto& names = gj.at("params");
-      const auto& cur = groups_[gi].params;
-      OOMLAB_CHECK(names.is_array() && names.size() == cur.size(), ctx, "group ", gi, " has ",
-                   names.is_array() ? names.size() : 0, " parameters in the state, ", cur.size(),
-                   " in the optimizer");
-      for (size_t k = 0; k < cur.size(); ++k)
-        OOMLAB_CHECK(names[k].get<std::string>() == cur[k].first, ctx, "group ", gi, " parameter ", k,
-                     " is '", names[k].get<std::string>(), "' in the state but '", cur[k].first,
-                     "' in the optimizer");
-      ParamGroup& ng = new_groups[gi];
-      ng.lr = gj.at("lr").get<double>();
-      ng.momentum = gj.at("momentum").get<double>();
-      ng.dampening = gj.at("dampening").get<double>();
-      ng.weight_decay = gj.at("weight_decay").get<double>();
-      ng.beta1 = gj.at("beta1").get<double>();
-      ng.beta2 = gj.at("beta2").get<double>();
-      ng.eps = gj.at("eps").get<double>();
-      ng.nesterov = gj.at("nesterov").get<bool>();
-      validate_group(ng, gi);
-    }
+    for (size_t gi = 0; gi < groups_.size(); ++gi) load_group_json(gjs[gi], gi, out.groups[gi], ctx);
     const auto& sj = j.at("state");
     OOMLAB_CHECK(sj.is_object(), ctx, "'state' is not an object");
     for (auto it = sj.begin(); it != sj.end(); ++it) {
       OOMLAB_CHECK(params.count(it.key()), ctx, "state for unknown parameter '", it.key(), "'");
       int64_t st = it.value().at("step").get<int64_t>();
       OOMLAB_CHECK(st >= 0, ctx, "negative step ", st, " for parameter '", it.key(), "'");
-      if (st > 0) steps[it.key()] = st;
+      if (st > 0) out.steps[it.key()] = st;
     }
   } catch (const nlohmann::json::exception& e) {
     throw ValueError(ctx + "malformed state JSON: " + e.what());
   }
+  return out;
+}
 
-  // Match tensors to (parameter, kind).
+// Tensors named state.<param>.<kind> matched to (parameter, kind), each checked; then every
+// kind a group requires present for each parameter with a step.
+Optimizer::GivenTensors Optimizer::match_state_tensors(const NamedTensors& tensors, const LoadedJson& loaded,
+                                                       const std::string& ctx) const {
   const std::vector<std::string> kinds = state_kinds();
-  std::unordered_map<std::string, std::vector<const Tensor*>> given;
+  const auto params = parameter_index();
+  GivenTensors given;
   for (const auto& [tname, t] : tensors) {
     const std::string prefix = "state.";
     size_t dot = tname.rfind('.');
@@ -206,7 +213,7 @@ void Optimizer::load_state(const nlohmann::json& j, const NamedTensors& tensors)
     OOMLAB_CHECK(k < kinds.size(), ctx, "state tensor '", tname, "' has unknown kind '", kind, "' for ", name_);
     auto pit = params.find(pname);
     OOMLAB_CHECK(pit != params.end(), ctx, "state tensor '", tname, "' names unknown parameter '", pname, "'");
-    OOMLAB_CHECK(steps.count(pname), ctx, "state tensor '", tname, "' given for a parameter with step 0");
+    OOMLAB_CHECK(loaded.steps.count(pname), ctx, "state tensor '", tname, "' given for a parameter with step 0");
     OOMLAB_CHECK(t.defined(), ctx, "state tensor '", tname, "' is undefined");
     OOMLAB_CHECK_T(ShapeError, t.shape() == pit->second->shape(), ctx, "state tensor '", tname, "' has shape ",
                    shape_str(t.shape()), " but parameter '", pname, "' has ", shape_str(pit->second->shape()));
@@ -217,43 +224,50 @@ void Optimizer::load_state(const nlohmann::json& j, const NamedTensors& tensors)
     OOMLAB_CHECK(slot[k] == nullptr, ctx, "state tensor '", tname, "' given twice");
     slot[k] = &t;
   }
-  for (size_t gi = 0; gi < new_groups.size(); ++gi) {
-    for (const std::string& kind : required_state_kinds(new_groups[gi])) {
+  for (size_t gi = 0; gi < loaded.groups.size(); ++gi)
+    for (const std::string& kind : required_state_kinds(loaded.groups[gi])) {
       size_t k = 0;
       while (kinds[k] != kind) ++k;
-      for (const auto& [pname, p] : new_groups[gi].params) {
-        if (!steps.count(pname)) continue;
+      for (const auto& [pname, p] : loaded.groups[gi].params) {
+        if (!loaded.steps.count(pname)) continue;
         auto git = given.find(pname);
-        OOMLAB_CHECK(git != given.end() && git->second[k] != nullptr, ctx, "missing state tensor 'state.",
-                     pname, ".", kind, "'");
+        OOMLAB_CHECK(git != given.end() && git->second[k] != nullptr, ctx, "missing state tensor 'state.", pname,
+                     ".", kind, "'");
       }
     }
-  }
+  return given;
+}
 
-  // Commit: fresh tensors on each parameter's device/dtype, in group/parameter order.
+// Fresh tensors on each parameter's device / dtype, in group / parameter order.
+void Optimizer::commit_state(LoadedJson loaded, const GivenTensors& given) {
+  const size_t kinds = state_kinds().size();
   NoGradGuard no_grad;
   std::unordered_map<std::string, ParamState> new_state;
-  for (const ParamGroup& g : new_groups) {
+  for (const ParamGroup& g : loaded.groups)
     for (const auto& [pname, p] : g.params) {
-      auto sit = steps.find(pname);
-      if (sit == steps.end()) continue;
+      auto sit = loaded.steps.find(pname);
+      if (sit == loaded.steps.end()) continue;
       ParamState s;
       s.step = sit->second;
-      s.tensors.resize(kinds.size());
-      auto git = given.find(pname);
-      if (git != given.end()) {
-        for (size_t k = 0; k < kinds.size(); ++k) {
+      s.tensors.resize(kinds);
+      if (auto git = given.find(pname); git != given.end())
+        for (size_t k = 0; k < kinds; ++k) {
           if (!git->second[k]) continue;
           s.tensors[k] = Tensor::empty(p.shape(), p.dtype(), p.device());
           s.tensors[k].copy_(*git->second[k]);
         }
-      }
       new_state.emplace(pname, std::move(s));
     }
-  }
-  groups_ = std::move(new_groups);
+  groups_ = std::move(loaded.groups);
   state_ = std::move(new_state);
-  step_count_ = new_step_count;
+  step_count_ = loaded.step_count;
+}
+
+void Optimizer::load_state(const nlohmann::json& j, const NamedTensors& tensors) {
+  const std::string ctx = name_ + " load_state: ";
+  LoadedJson loaded = parse_state_json(j, ctx);
+  const GivenTensors given = match_state_tensors(tensors, loaded, ctx);
+  commit_state(std::move(loaded), given);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<ParamGroup> groups) {

@@ -87,6 +87,20 @@ class Optimizer {
   virtual void update(const ParamGroup& g, Tensor& param, const Tensor& grad, ParamState& s) = 0;
 
  private:
+  // load_state's parts: the JSON (groups' hyper-parameters, per-parameter steps), the state
+  // tensors matched to (parameter, kind) with the required kinds checked, then the commit.
+  struct LoadedJson {
+    std::vector<ParamGroup> groups;
+    std::unordered_map<std::string, int64_t> steps;   // parameters with step > 0
+    int64_t step_count = 0;
+  };
+  using GivenTensors = std::unordered_map<std::string, std::vector<const Tensor*>>;   // name -> by kind
+  std::unordered_map<std::string, const Tensor*> parameter_index() const;
+  LoadedJson parse_state_json(const nlohmann::json& j, const std::string& ctx) const;
+  void load_group_json(const nlohmann::json& gj, size_t gi, ParamGroup& ng, const std::string& ctx) const;
+  GivenTensors match_state_tensors(const NamedTensors& tensors, const LoadedJson& loaded, const std::string& ctx) const;
+  void commit_state(LoadedJson loaded, const GivenTensors& given);
+
   std::string name_;
   std::vector<ParamGroup> groups_;
   std::unordered_map<std::string, ParamState> state_;

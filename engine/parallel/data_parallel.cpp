@@ -116,41 +116,61 @@ struct LeafStash {
 };
 }  // namespace
 
+// Without grad (evaluation), a tail batch too small for the split runs on fewer devices
+// (torch.chunk over min(B, N)); in training it is an error (chunk_sizes says why).
+std::vector<int64_t> DataParallel::split_sizes(int64_t B, bool grad) const {
+  const int64_t N = int64_t(devices_.size());
+  const bool too_small = B < N || (gpu0_bsz_ >= 0 && (gpu0_bsz_ > B || B - gpu0_bsz_ < N - 1));
+  return !grad && too_small && B >= 1 ? even_chunk_sizes(B, std::min(B, N)) : chunk_sizes(B);
+}
+
+void DataParallel::replicate(size_t n) {   // Broadcast of parameters and buffers from device 0
+  MemoryContext ctx("DataParallel", "replicate");
+  const nn::NamedTensors src = module_->state_dict();
+  for (size_t i = 1; i < n; ++i) {
+    nn::NamedTensors dst = replicas_[i]->state_dict();
+    for (size_t k = 0; k < dst.size(); ++k) dst[k].second.copy_(src[k].second);
+    if (devices_[0].type == DeviceType::cuda) device_synchronize(devices_[0]);
+  }
+}
+
+std::vector<Tensor> DataParallel::scatter(const Tensor& x, const std::vector<int64_t>& sizes) {
+  MemoryContext ctx("DataParallel", "scatter");
+  std::vector<Tensor> chunks(sizes.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Tensor c = x.narrow(0, offset, sizes[i]);
+    chunks[i] = i == 0 || sizes[i] == 0 ? c : copy_to_device(c, devices_[i]);
+    offset += sizes[i];
+  }
+  return chunks;
+}
+
+Tensor DataParallel::gather(const std::vector<Tensor>& outs, const std::vector<int64_t>& sizes) {   // onto device 0
+  MemoryContext ctx("DataParallel", "gather");
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] > 0) parts.push_back(i == 0 ? outs[i].detach() : copy_to_device(outs[i].detach(), devices_[0]));
+  return parts.size() == 1 ? parts[0].detach() : cat(parts, 0);
+}
+
+size_t DataParallel::index_of(Device d) const {
+  return size_t(std::find(devices_.begin(), devices_.end(), d) - devices_.begin());
+}
+
 Tensor DataParallel::forward(const Tensor& x) {
   OOMLAB_CHECK_T(ShapeError, x.dim() >= 1, "DataParallel: the input ", x.str(), " has no batch dimension");
   OOMLAB_CHECK_T(DeviceError, x.device() == devices_[0], "DataParallel: the input is on ", x.device().str(),
                  ", the module on ", devices_[0].str());
   const bool training = is_training(), grad = grad_enabled();
-  const int64_t B = x.size(0), N = int64_t(devices_.size());
-  // Without grad (evaluation), a tail batch too small for the split runs on fewer devices
-  // (torch.chunk over min(B, N)); in training it is an error (chunk_sizes says why).
-  const bool too_small = B < N || (gpu0_bsz_ >= 0 && (gpu0_bsz_ > B || B - gpu0_bsz_ < N - 1));
-  const std::vector<int64_t> sizes = !grad && too_small && B >= 1 ? even_chunk_sizes(B, std::min(B, N)) : chunk_sizes(B);
+  const std::vector<int64_t> sizes = split_sizes(x.size(0), grad);
   const size_t n = sizes.size();
   const std::optional<DType> amp = autocast_dtype();
   for (auto& r : replicas_) r->train(training);
-  {   // replicate: Broadcast of parameters and buffers from device 0
-    MemoryContext ctx("DataParallel", "replicate");
-    const nn::NamedTensors src = module_->state_dict();
-    for (size_t i = 1; i < n; ++i) {
-      nn::NamedTensors dst = replicas_[i]->state_dict();
-      for (size_t k = 0; k < dst.size(); ++k) dst[k].second.copy_(src[k].second);
-      if (devices_[0].type == DeviceType::cuda) device_synchronize(devices_[0]);
-    }
-  }
-  std::vector<Tensor> chunks(n), outs(n);
-  {   // scatter
-    MemoryContext ctx("DataParallel", "scatter");
-    int64_t offset = 0;
-    for (size_t i = 0; i < n; ++i) {
-      Tensor c = x.narrow(0, offset, sizes[i]);
-      chunks[i] = i == 0 || sizes[i] == 0 ? c : copy_to_device(c, devices_[i]);
-      offset += sizes[i];
-    }
-  }
+  replicate(n);
+  std::vector<Tensor> chunks = scatter(x, sizes), outs(n);
   std::vector<Device> used;   // devices with samples
   for (size_t i = 0; i < n; ++i) if (sizes[i] > 0) used.push_back(devices_[i]);
-  auto index_of = [&](Device d) { return size_t(std::find(devices_.begin(), devices_.end(), d) - devices_.begin()); };
   run_on_devices(used, [&](Device d) {   // parallel_apply
     const size_t i = index_of(d);
     GradModeGuard g(grad);
@@ -158,64 +178,70 @@ Tensor DataParallel::forward(const Tensor& x) {
     outs[i] = (*replicas_[i])(chunks[i]);
   });
   chunks.clear();
-  Tensor out;
-  {   // gather onto device 0
-    MemoryContext ctx("DataParallel", "gather");
-    std::vector<Tensor> parts;
-    for (size_t i = 0; i < n; ++i)
-      if (sizes[i] > 0) parts.push_back(i == 0 ? outs[i].detach() : copy_to_device(outs[i].detach(), devices_[0]));
-    out = parts.size() == 1 ? parts[0].detach() : cat(parts, 0);
-  }
+  Tensor out = gather(outs, sizes);
   bool needs_backward = false;
   for (const Tensor& o : outs) needs_backward = needs_backward || (o.defined() && o.requires_grad());
   if (!grad || !needs_backward) return out;
   std::vector<Tensor> params;
   for (const Tensor& p : module_->parameters()) if (p.requires_grad()) params.push_back(p);
   return attach_grad_fn(out, "DataParallelGather", params, [&]() -> BackwardFn {
-    return [this, outs, sizes, used, index_of, params](const Tensor& g, const std::vector<bool>&) mutable {
-      const size_t n = sizes.size();
-      std::vector<Tensor> gs(n);
-      int64_t offset = 0;
-      for (size_t i = 0; i < n; ++i) {   // the gradient back to the devices (Gather's backward)
-        if (sizes[i] > 0) {
-          Tensor c = g.narrow(0, offset, sizes[i]);
-          gs[i] = i == 0 ? c.contiguous() : copy_to_device(c, devices_[i]);
-        }
-        offset += sizes[i];
-      }
-      auto drop_replica_grads = [&] { for (size_t i = 1; i < n; ++i) replicas_[i]->zero_grad(true); };
-      std::vector<Tensor> reduced;
-      try {
-        LeafStash stash(params);
-        run_on_devices(used, [&](Device d) {
-          const size_t i = index_of(d);
-          if (outs[i].requires_grad()) run_backward(outs[i], gs[i]);
-          outs[i] = Tensor();
-          gs[i] = Tensor();
-        });
-        reduced = stash.restore();
-        // ReduceAddCoalesced: the other devices' gradients summed onto device 0
-        MemoryContext ctx("DataParallel", "reduce_grads");
-        std::vector<std::vector<Tensor>> replica_params(n);
-        for (size_t i = 1; i < n; ++i)
-          for (const Tensor& p : replicas_[i]->parameters()) if (p.requires_grad()) replica_params[i].push_back(p);
-        for (size_t k = 0; k < params.size(); ++k)
-          for (size_t i = 1; i < n; ++i) {
-            Tensor gi = replica_params[i][k].grad();
-            if (!gi.defined()) continue;
-            Tensor on0 = copy_to_device(gi, devices_[0]);
-            replica_params[i][k].set_grad(Tensor());
-            if (reduced[k].defined()) add_inplace(reduced[k], on0);
-            else reduced[k] = on0;
-          }
-      } catch (...) {
-        drop_replica_grads();
-        throw;
-      }
-      drop_replica_grads();
-      return reduced;
+    return [this, outs, sizes, used, params](const Tensor& g, const std::vector<bool>&) mutable {
+      return backward_replicas(g, outs, sizes, used, params);
     };
   });
+}
+
+// The gradient back to the devices (Gather's backward), each replica's backward on its
+// device thread (device 0's into the real parameters, stashed so that their hooks fire
+// once, after the reduction), then the other devices' gradients summed onto device 0.
+std::vector<Tensor> DataParallel::backward_replicas(const Tensor& g, std::vector<Tensor>& outs,
+                                                    const std::vector<int64_t>& sizes, const std::vector<Device>& used,
+                                                    const std::vector<Tensor>& params) {
+  const size_t n = sizes.size();
+  std::vector<Tensor> gs(n);
+  int64_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (sizes[i] > 0) {
+      Tensor c = g.narrow(0, offset, sizes[i]);
+      gs[i] = i == 0 ? c.contiguous() : copy_to_device(c, devices_[i]);
+    }
+    offset += sizes[i];
+  }
+  auto drop_replica_grads = [&] { for (size_t i = 1; i < n; ++i) replicas_[i]->zero_grad(true); };
+  std::vector<Tensor> reduced;
+  try {
+    LeafStash stash(params);
+    run_on_devices(used, [&](Device d) {
+      const size_t i = index_of(d);
+      if (outs[i].requires_grad()) run_backward(outs[i], gs[i]);
+      outs[i] = Tensor();
+      gs[i] = Tensor();
+    });
+    reduced = reduce_replica_grads(stash.restore(), n, params.size());
+  } catch (...) {
+    drop_replica_grads();
+    throw;
+  }
+  drop_replica_grads();
+  return reduced;
+}
+
+// ReduceAddCoalesced: the other devices' parameter gradients added onto device 0's.
+std::vector<Tensor> DataParallel::reduce_replica_grads(std::vector<Tensor> reduced, size_t n, size_t nparams) {
+  MemoryContext ctx("DataParallel", "reduce_grads");
+  std::vector<std::vector<Tensor>> replica_params(n);
+  for (size_t i = 1; i < n; ++i)
+    for (const Tensor& p : replicas_[i]->parameters()) if (p.requires_grad()) replica_params[i].push_back(p);
+  for (size_t k = 0; k < nparams; ++k)
+    for (size_t i = 1; i < n; ++i) {
+      Tensor gi = replica_params[i][k].grad();
+      if (!gi.defined()) continue;
+      Tensor on0 = copy_to_device(gi, devices_[0]);
+      replica_params[i][k].set_grad(Tensor());
+      if (reduced[k].defined()) add_inplace(reduced[k], on0);
+      else reduced[k] = on0;
+    }
+  return reduced;
 }
 
 }  // namespace oomlab

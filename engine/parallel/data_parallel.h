@@ -56,6 +56,17 @@ class DataParallel : public nn::Module {
   int64_t gpu0_bsz() const { return gpu0_bsz_; }
 
  private:
+  // forward's phases (PyTorch's names): replicate, scatter, parallel_apply, gather; and the
+  // gather's backward (the gradient back to the devices, their backwards, ReduceAddCoalesced).
+  std::vector<int64_t> split_sizes(int64_t batch, bool grad) const;
+  void replicate(size_t n);
+  std::vector<Tensor> scatter(const Tensor& x, const std::vector<int64_t>& sizes);
+  Tensor gather(const std::vector<Tensor>& outs, const std::vector<int64_t>& sizes);
+  size_t index_of(Device d) const;
+  std::vector<Tensor> backward_replicas(const Tensor& g, std::vector<Tensor>& outs, const std::vector<int64_t>& sizes,
+                                        const std::vector<Device>& used, const std::vector<Tensor>& params);
+  std::vector<Tensor> reduce_replica_grads(std::vector<Tensor> reduced, size_t n, size_t nparams);
+
   nn::ModulePtr module_;
   std::vector<nn::ModulePtr> replicas_;   // [0] = module_
   std::vector<Device> devices_;
