@@ -31,6 +31,7 @@
 #include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
 #include "experiments/cli/cli_args.h"
+#include "experiments/cli/layer_recorder.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -140,6 +141,32 @@ nlohmann::json ModelSummary::to_json() const {
   return j;
 }
 
+namespace {
+int64_t forward_only_peak(Built& b, int64_t batch, CachingAllocator& al) {   // inference: no activations kept
+  b.model->eval();
+  Tensor x = make_input(b, batch);
+  al.reset_peak_stats();
+  NoGradGuard ng;
+  Tensor y = (*b.model)(x);
+  b.model->train();
+  return al.stat("allocated_bytes.all.peak");
+}
+
+// Korthikanti et al.'s s*b*h*(34 + 5as/h) = 34sbh + 5as^2b (and the fp32 variant
+// 66sbh + 9as^2b) beside what each transformer layer saved.
+void fill_transformer_rows(std::vector<TransformerLayerRow>& rows, int64_t heads,
+                           const std::unordered_map<std::string, int64_t>& by_frame) {
+  for (TransformerLayerRow& t : rows) {
+    t.heads = heads;
+    for (const auto& [frame, bytes] : by_frame)
+      if (frame == t.name || frame.rfind(t.name + ".", 0) == 0) t.saved_bytes += bytes;
+    const int64_t sbh = t.seq * t.batch * t.hidden, as2b = t.heads * t.seq * t.seq * t.batch;
+    t.korthikanti_fp16_bytes = 34 * sbh + 5 * as2b;
+    t.korthikanti_fp32_bytes = 66 * sbh + 9 * as2b;
+  }
+}
+}  // namespace
+
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   reset_allocators();
@@ -151,110 +178,32 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
   s.input = b.input;
   s.params = b.model->num_parameters();
   CachingAllocator& al = allocator_for(meta_device());
+  s.forward_only_peak_bytes = forward_only_peak(b, batch, al);
 
-  // Forward only (inference, no activations kept).
-  {
-    b.model->eval();
-    Tensor x = make_input(b, batch);
-    al.reset_peak_stats();
-    NoGradGuard ng;
-    Tensor y = (*b.model)(x);
-    s.forward_only_peak_bytes = al.stat("allocated_bytes.all.peak");
-    b.model->train();
-  }
-
-  // Training forward with observers: per-layer outputs and saved storages.
-  std::set<const void*> param_storages;
-  for (const auto& [n, t] : b.model->named_parameters()) param_storages.insert(t.storage().get());
-  // Saved bytes per call: a storage is counted once, for the module call (the innermost
-  // MemoryContext frame) that first saves it. `pending` holds a frame's bytes since its
-  // last call ended; a leaf module's call takes them when its forward returns (leaf
-  // modules do not nest), so a module called twice (ResNet's shared relu, UNet's pool)
-  // gets one row per call with that call's bytes. What remains pending was saved by code
-  // in non-leaf modules. `by_frame` keeps every frame's total for the transformer rows.
-  std::unordered_map<std::string, int64_t> pending, by_frame;
-  std::set<const void*> seen_storages;
+  // Training forward with observers: per-layer outputs, saved storages, autocast decisions.
+  LayerRecorder rec(*b.model);
   SavedTensorHooks hooks;
-  hooks.pack = [&](const Tensor& t) -> std::shared_ptr<void> {
-    const void* key = t.storage().get();
-    if (!param_storages.count(key) && seen_storages.insert(key).second) {
-      std::string frame = MemoryContext::current();
-      auto p = frame.rfind('/');
-      if (p != std::string::npos) frame.resize(p);
-      pending[frame] += int64_t(t.storage()->nbytes);
-      by_frame[frame] += int64_t(t.storage()->nbytes);
-    }
-    return std::make_shared<Tensor>(t);
-  };
+  hooks.pack = [&](const Tensor& t) { return rec.pack_hook(t); };
   hooks.unpack = [](const std::shared_ptr<void>& h) { return *static_cast<Tensor*>(h.get()); };
-
-  // Per-op autocast decisions, by the frame (layer) they were made in: the dtype audit.
-  std::unordered_map<std::string, std::set<std::string>> decided;
-  AutocastObserverGuard audit([&](const char*, DType, DType to) {
-    std::string frame = MemoryContext::current();
-    if (auto p = frame.rfind('/'); p != std::string::npos) frame.resize(p);
-    decided[frame].insert(dtype_name(to));
-  });
-  std::vector<LayerRow> rows;
-  static const std::regex encoder_layer(R"(.*encoder\.layer\.[0-9]+)");
-  std::vector<TransformerLayerRow> tlayers;
+  AutocastObserverGuard audit([&](const char*, DType, DType to) { rec.on_autocast(to); });
   {
-    nn::ForwardObserverGuard obs([&](const nn::Module& m, const Tensor& in, const Tensor& out) {
-      if (!m.is_leaf_module()) {
-        if ((std::string(m.type_name()) == "BertLayer" || std::regex_match(m.full_name(), encoder_layer)) &&
-            in.defined() && in.dim() == 3) {
-          TransformerLayerRow t;
-          t.name = m.full_name();
-          t.batch = in.size(0); t.seq = in.size(1); t.hidden = in.size(2);
-          tlayers.push_back(t);
-        }
-        return;
-      }
-      LayerRow r;
-      r.name = m.full_name();
-      r.type = m.type_name();
-      r.output_shape = Shape(out.shape().begin() + 1, out.shape().end());
-      r.output_values = shape_numel(r.output_shape);
-      r.params = m.num_parameters();
-      r.output_bytes = int64_t(out.nbytes());
-      r.inplace = in.defined() && in.storage() == out.storage();
-      r.output_dtype = dtype_name(out.dtype());
-      if (auto it = decided.find(r.name); it != decided.end()) {
-        for (const std::string& d : it->second) r.compute_dtype += (r.compute_dtype.empty() ? "" : "+") + d;
-        decided.erase(it);   // a module called twice gets each call's decisions
-      } else {
-        r.compute_dtype = r.output_dtype;
-      }
-      if (auto it = pending.find(r.name); it != pending.end()) {
-        r.saved_bytes = it->second;
-        pending.erase(it);
-      }
-      rows.push_back(r);
-    });
+    nn::ForwardObserverGuard obs([&](const nn::Module& m, const Tensor& in, const Tensor& out) { rec.on_forward(m, in, out); });
     SavedTensorHooksGuard guard(hooks);
     Tensor x = make_input(b, batch);
     al.reset_peak_stats();
     Tensor y = (*b.model)(x);
     s.training_forward_peak_bytes = al.stat("allocated_bytes.all.peak");
   }
-  for (LayerRow& r : rows) {
+  for (LayerRow& r : rec.rows) {
     s.activation_values_per_sample += r.output_values;
     if (!r.inplace) s.distinct_activation_values_per_sample += r.output_values;
     s.saved_bytes += r.saved_bytes;
   }
-  for (const auto& [frame, bytes] : pending) s.nonleaf_saved_bytes += bytes;
-  const int64_t heads = tlayers.empty() ? 0 : bert_shape(spec.model, b.cfg).heads;
-  for (TransformerLayerRow& t : tlayers) {
-    t.heads = heads;
-    for (const auto& [frame, bytes] : by_frame)
-      if (frame == t.name || frame.rfind(t.name + ".", 0) == 0) t.saved_bytes += bytes;
-    // s*b*h*(34 + 5as/h) = 34sbh + 5as^2b (and the fp32 variant 66sbh + 9as^2b).
-    const int64_t sbh = t.seq * t.batch * t.hidden, as2b = t.heads * t.seq * t.seq * t.batch;
-    t.korthikanti_fp16_bytes = 34 * sbh + 5 * as2b;
-    t.korthikanti_fp32_bytes = 66 * sbh + 9 * as2b;
-  }
-  s.transformer_layers = std::move(tlayers);
-  s.layers = std::move(rows);
+  for (const auto& [frame, bytes] : rec.pending) s.nonleaf_saved_bytes += bytes;
+  fill_transformer_rows(rec.transformer_layers,
+                        rec.transformer_layers.empty() ? 0 : bert_shape(spec.model, b.cfg).heads, rec.by_frame);
+  s.transformer_layers = std::move(rec.transformer_layers);
+  s.layers = std::move(rec.rows);
   return s;
 }
 

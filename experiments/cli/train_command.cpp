@@ -195,18 +195,9 @@ void check_train_config(const TrainConfig& c) {
                  " does not exist");
 }
 
-json train(const TrainConfig& c) {
-  check_train_config(c);
-  std::vector<std::string> given;
-  const Recipe recipe = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay}, &given);
-  // Host-side data first: --dataset npy decides the input shape, classes and length.
-  Datasets data = make_datasets(c);
-  if (c.dataset == "npy") check_batch_fits(c, data.train->name(), data.train->size());
-  const bool tokens = data.train->is_tokens();
-  const int64_t seq_len = c.dataset == "npy" && tokens ? data.train->sample_shape()[0] : c.seq_len;
-  if (c.dataset == "npy" && tokens) check_seq_fits(c.model, c.arch, seq_len, "the token files' length");
-
-  // This run's step as the meta probes see it (pre-flight, budget planning).
+namespace {
+// This run's step as the meta probes see it (pre-flight, budget planning).
+ModelSpec probe_spec(const TrainConfig& c, const Datasets& data, int64_t seq_len) {
   ModelSpec ms;
   ms.model = c.model;
   ms.num_classes = data.train->num_classes();
@@ -220,77 +211,77 @@ json train(const TrainConfig& c) {
   } else {
     ms.input = data.train->sample_shape();
   }
-  // --half: every op of the step must have a float16 kernel where the run goes.
-  // (A build without the device's backend is refused where the device is opened.)
-  const DeviceType target = c.device.is_meta() ? DeviceType::cpu : c.device.type;
-  if (c.half && backend_linked(device_type_name(target))) check_half_servable(ms, c.batch, recipe.optimizer, target);
+  return ms;
+}
 
-  // --checkpoint budget:SIZE -> a concrete policy, from exact meta peaks of this run's step.
-  std::string checkpoint = c.checkpoint;
-  json budget;
-  if (const CheckpointPolicy p = parse_checkpoint_policy(c.checkpoint); p.kind == CheckpointPolicy::Kind::budget) {
-    const CheckpointBudgetChoice ch = choose_checkpoint_budget(ms, c.batch, recipe.optimizer, parse_size(p.budget));
-    checkpoint = ch.policy;
-    budget = ch.to_json();
-    if (!c.quiet)
-      std::printf("--checkpoint %s: %s (exact meta peak of a step: %s)\n", c.checkpoint.c_str(), ch.policy.c_str(),
-                  format_bytes(double(ch.predicted_peak_bytes)).c_str());
-  }
+// --checkpoint budget:SIZE -> a concrete policy, from exact meta peaks of this run's step
+// (its choice goes into `budget`); any other policy is returned as given.
+std::string resolve_checkpoint(const TrainConfig& c, const ModelSpec& ms, const Recipe& recipe, json& budget) {
+  const CheckpointPolicy p = parse_checkpoint_policy(c.checkpoint);
+  if (p.kind != CheckpointPolicy::Kind::budget) return c.checkpoint;
+  const CheckpointBudgetChoice ch = choose_checkpoint_budget(ms, c.batch, recipe.optimizer, parse_size(p.budget));
+  budget = ch.to_json();
+  if (!c.quiet)
+    std::printf("--checkpoint %s: %s (exact meta peak of a step: %s)\n", c.checkpoint.c_str(), ch.policy.c_str(),
+                format_bytes(double(ch.predicted_peak_bytes)).c_str());
+  return ch.policy;
+}
 
-  // --on-oom split halves a batch down to one sample at worst: on a capped device one sample
-  // of the longest batch must fit, or the run could only fail later.
-  if (parse_on_oom(c.on_oom) == OnOom::split && c.device_memory > 0) {
-    ModelSpec one = ms;
-    one.checkpoint = checkpoint;
-    const MemoryEstimate e = estimate_memory(one, 1, recipe.optimizer);
-    OOMLAB_CHECK(uint64_t(e.peak_allocated_bytes) <= c.device_memory, "--on-oom split cannot make this run fit: one ",
-                 model_input_kind(c.model) == InputKind::tokens ? str_cat("sequence of ", ms.seq_len, " tokens")
-                                                                 : std::string("sample"),
-                 " already needs ", format_bytes(double(e.peak_allocated_bytes)),
-                 " at the peak of a training step (exact meta probe), more than --device-memory ",
-                 format_bytes(double(c.device_memory)));
-  }
+// --on-oom split halves a batch down to one sample at worst: on a capped device one sample
+// of the longest batch must fit, or the run could only fail later.
+void check_split_can_fit(const TrainConfig& c, ModelSpec one, const Recipe& recipe, const std::string& checkpoint) {
+  if (parse_on_oom(c.on_oom) != OnOom::split || c.device_memory == 0) return;
+  one.checkpoint = checkpoint;
+  const MemoryEstimate e = estimate_memory(one, 1, recipe.optimizer);
+  OOMLAB_CHECK(uint64_t(e.peak_allocated_bytes) <= c.device_memory, "--on-oom split cannot make this run fit: one ",
+               model_input_kind(c.model) == InputKind::tokens ? str_cat("sequence of ", one.seq_len, " tokens")
+                                                               : std::string("sample"),
+               " already needs ", format_bytes(double(e.peak_allocated_bytes)),
+               " at the peak of a training step (exact meta probe), more than --device-memory ",
+               format_bytes(double(c.device_memory)));
+}
 
+// Fresh allocators on every logical device of the run, capped at --device-memory, recording
+// their history when asked.
+void prepare_devices(const TrainConfig& c) {
   reset_allocators();
   // allocator_for(cuda) needs the backend's raw-memory factory, registered with its kernels.
   ensure_kernels_registered();
-  for (const Device& d : parallel_devices(c)) {   // --device-memory caps every logical device
+  for (const Device& d : parallel_devices(c)) {
     allocator_for(d).set_capacity(c.device_memory);
     if (c.record_history) allocator_for(d).record_history(true);
   }
   if (c.record_history) OpProfiler::enable(true);
-  OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
-               data.train->name(), " training set (", data.train->size(), " samples)");
+}
 
-  Shape in = data.train->sample_shape();
+ModelConfig run_model_config(const TrainConfig& c, const Datasets& data, int64_t seq_len) {
+  const Shape in = data.train->sample_shape();
   ModelConfig mc;
   mc.num_classes = data.train->num_classes();
   c.arch.apply(mc);
-  if (tokens) {
+  if (data.train->is_tokens()) {
     mc.seq_len = seq_len;
   } else {
     mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
   }
   mc.seed = c.seed;
-  std::mutex init_mu;   // builders may run on several rank threads
-  json init_report;
-  ModelBuilder build = [&](Device d) {   // the model (and, data-parallel, each replica or rank's copy)
-    ModelConfig m = mc;
-    m.device = d;
-    nn::ModulePtr model = build_model(c.model, m);
-    if (!c.init.empty()) {   // PyTorch's load_state_dict(strict=...) from a safetensors file
-      const LoadReport r = load_into(c.init, model->state_dict(), c.init_strict);
-      std::lock_guard<std::mutex> lk(init_mu);
-      if (init_report.is_null()) {
-        init_report = {{"file", c.init}, {"strict", c.init_strict}, {"missing", r.missing}, {"unexpected", r.unexpected}};
-        if (!c.quiet) print_init_report(c.init, r);
-      }
-    }
-    apply_checkpoint_plan(*model, plan_checkpoints(*model, model_probe_input(c.model, m),
-                                                   parse_checkpoint_policy(checkpoint)));
-    return model;
-  };
+  return mc;
+}
 
+// What a checkpoint must have been made with to resume it: the model, its data and the
+// recipe (a different --lr would change the run while the results record the new one).
+// global_batch, not batch: a DDP run resumes on another world size at the same global batch.
+std::vector<std::string> resume_keys(const TrainConfig& c) {
+  std::vector<std::string> keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len",
+                                   "seq_min_len", "long_seq_len", "long_seq_prob", "shuffle", "global_batch",
+                                   "optimizer", "lr", "momentum", "weight_decay", "nesterov", "schedule", "seed",
+                                   "accumulate", "amp", "half", "master_weights", "loss_scale"};
+  const json arch = c.arch.to_json(c.model);
+  for (auto it = arch.begin(); it != arch.end(); ++it) keys.push_back(it.key());
+  return keys;
+}
+
+TrainerConfig trainer_config(const TrainConfig& c, const Recipe& recipe, const json& config) {
   TrainerConfig t;
   t.device = c.device;
   t.batch = c.batch;
@@ -320,19 +311,58 @@ json train(const TrainConfig& c) {
   t.workers = c.workers;
   t.pin_memory = c.pin_memory;
   t.shuffle = c.shuffle;
-  t.config = config_json(c, recipe, given);
+  t.config = config;
+  t.resume_keys = resume_keys(c);
+  return t;
+}
+}  // namespace
+
+json train(const TrainConfig& c) {
+  check_train_config(c);
+  std::vector<std::string> given;
+  const Recipe recipe = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay}, &given);
+  // Host-side data first: --dataset npy decides the input shape, classes and length.
+  Datasets data = make_datasets(c);
+  if (c.dataset == "npy") check_batch_fits(c, data.train->name(), data.train->size());
+  const bool tokens = data.train->is_tokens();
+  const int64_t seq_len = c.dataset == "npy" && tokens ? data.train->sample_shape()[0] : c.seq_len;
+  if (c.dataset == "npy" && tokens) check_seq_fits(c.model, c.arch, seq_len, "the token files' length");
+  const ModelSpec ms = probe_spec(c, data, seq_len);
+  // --half: every op of the step must have a float16 kernel where the run goes.
+  // (A build without the device's backend is refused where the device is opened.)
+  const DeviceType target = c.device.is_meta() ? DeviceType::cpu : c.device.type;
+  if (c.half && backend_linked(device_type_name(target))) check_half_servable(ms, c.batch, recipe.optimizer, target);
+  json budget;
+  const std::string checkpoint = resolve_checkpoint(c, ms, recipe, budget);
+  check_split_can_fit(c, ms, recipe, checkpoint);
+  prepare_devices(c);
+  OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
+               data.train->name(), " training set (", data.train->size(), " samples)");
+
+  const ModelConfig mc = run_model_config(c, data, seq_len);
+  std::mutex init_mu;   // builders may run on several rank threads
+  json init_report;
+  ModelBuilder build = [&](Device d) {   // the model (and, data-parallel, each replica or rank's copy)
+    ModelConfig m = mc;
+    m.device = d;
+    nn::ModulePtr model = build_model(c.model, m);
+    if (!c.init.empty()) {   // PyTorch's load_state_dict(strict=...) from a safetensors file
+      const LoadReport r = load_into(c.init, model->state_dict(), c.init_strict);
+      std::lock_guard<std::mutex> lk(init_mu);
+      if (init_report.is_null()) {
+        init_report = {{"file", c.init}, {"strict", c.init_strict}, {"missing", r.missing}, {"unexpected", r.unexpected}};
+        if (!c.quiet) print_init_report(c.init, r);
+      }
+    }
+    apply_checkpoint_plan(*model, plan_checkpoints(*model, model_probe_input(c.model, m),
+                                                   parse_checkpoint_policy(checkpoint)));
+    return model;
+  };
+  TrainerConfig t = trainer_config(c, recipe, config_json(c, recipe, given));
   if (!budget.is_null()) t.config["checkpoint_budget"] = budget;
-  // What a checkpoint must have been made with to resume it: the model, its data and the
-  // recipe (a different --lr would change the run while the results record the new one).
-  // global_batch, not batch: a DDP run resumes on another world size at the same global batch.
-  t.resume_keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len", "seq_min_len",
-                   "long_seq_len", "long_seq_prob", "shuffle", "global_batch", "optimizer", "lr", "momentum", "weight_decay",
-                   "nesterov", "schedule", "seed", "accumulate", "amp", "half", "master_weights", "loss_scale"};
-  const json arch = c.arch.to_json(c.model);
-  for (auto it = arch.begin(); it != arch.end(); ++it) t.resume_keys.push_back(it.key());
   if (c.dataset == "npy") {   // what the files decided, for the results and resume checks
     t.config["num_classes"] = data.train->num_classes();
-    if (data.train->is_tokens()) t.config["seq_len"] = seq_len;
+    if (tokens) t.config["seq_len"] = seq_len;
     else t.config["input"] = data.train->sample_shape();
     t.config["test_split"] = data.test == data.train ? "train (no test_inputs.npy)" : "test";
   }

@@ -59,8 +59,9 @@ InterruptGuard::~InterruptGuard() {
   for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
 }
 
-ChildOutcome run_child(const std::string& executable, const std::vector<std::string>& args, double timeout_s,
-                       const std::string& log_path, const std::function<void(const std::string& line)>& on_line) {
+namespace {
+// Forks and execs `executable args...` with stdout and stderr into log_path.
+pid_t spawn(const std::string& executable, const std::vector<std::string>& args, const std::string& log_path) {
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   OOMLAB_CHECK_T(IoError, log >= 0, "cannot create ", log_path, ": ", std::strerror(errno));
   std::vector<std::string> argv_s = {executable};
@@ -68,7 +69,6 @@ ChildOutcome run_child(const std::string& executable, const std::vector<std::str
   std::vector<char*> argv;
   for (std::string& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
-  const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log);
@@ -83,26 +83,48 @@ ChildOutcome run_child(const std::string& executable, const std::vector<std::str
     ::_exit(127);
   }
   ::close(log);
-  std::ifstream follow;   // the log as the child writes it, for on_line
-  std::string partial;
-  auto pump = [&] {
-    if (!on_line) return;
-    if (!follow.is_open()) follow.open(log_path, std::ios::binary);
-    follow.clear();
+  return pid;
+}
+
+// The log as the child writes it, line by line, for on_line.
+class LogFollower {
+ public:
+  LogFollower(const std::string& path, const std::function<void(const std::string&)>& on_line)
+      : path_(path), on_line_(on_line) {}
+  void pump() {
+    if (!on_line_) return;
+    if (!follow_.is_open()) follow_.open(path_, std::ios::binary);
+    follow_.clear();
     char buf[4096];
-    while (follow.read(buf, sizeof buf) || follow.gcount() > 0) {
-      partial.append(buf, size_t(follow.gcount()));
-      for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1))
-        on_line(partial.substr(0, nl));
-      if (follow.eof()) break;
+    while (follow_.read(buf, sizeof buf) || follow_.gcount() > 0) {
+      partial_.append(buf, size_t(follow_.gcount()));
+      for (size_t nl; (nl = partial_.find('\n')) != std::string::npos; partial_.erase(0, nl + 1))
+        on_line_(partial_.substr(0, nl));
+      if (follow_.eof()) break;
     }
-  };
-  ChildOutcome out;
-  int status = 0;
-  bool timed_out = false, term_sent = false;
+  }
+  void finish() {
+    pump();
+    if (on_line_ && !partial_.empty()) on_line_(partial_);
+  }
+
+ private:
+  std::string path_;
+  const std::function<void(const std::string&)>& on_line_;
+  std::ifstream follow_;
+  std::string partial_;
+};
+
+struct Waited { int status = 0; bool timed_out = false; int interrupt = 0; };
+
+// Waits for the child, stopping it (SIGTERM, SIGKILL 5 s later) past timeout_s or when the
+// runner itself is interrupted.
+Waited wait_child(pid_t pid, double timeout_s, std::chrono::steady_clock::time_point t0, LogFollower& log) {
+  Waited w;
+  bool term_sent = false;
   auto term_at = std::chrono::steady_clock::time_point::max();
   while (true) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    const pid_t r = ::waitpid(pid, &w.status, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) break;
     const auto now = std::chrono::steady_clock::now();
@@ -110,39 +132,37 @@ ChildOutcome run_child(const std::string& executable, const std::vector<std::str
       ::kill(pid, SIGTERM);
       term_sent = true;
       term_at = now;
-      out.status = "interrupted";
-      out.signal = sig;
+      w.interrupt = sig;
     } else if (timeout_s > 0 && !term_sent && std::chrono::duration<double>(now - t0).count() > timeout_s) {
       ::kill(pid, SIGTERM);
-      term_sent = timed_out = true;
+      term_sent = w.timed_out = true;
       term_at = now;
     } else if (term_sent && now - term_at > std::chrono::seconds(5)) {
       ::kill(pid, SIGKILL);
       term_at = std::chrono::steady_clock::time_point::max();
     }
-    pump();
+    log.pump();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  pump();
-  if (on_line && !partial.empty()) on_line(partial);
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (out.status == "interrupted") {
-    throw Interrupted(out.signal, str_cat("interrupted by signal ", out.signal, " (", ::strsignal(out.signal),
-                                          "); the point that was running was stopped"));
-  }
-  if (timed_out) {
+  log.finish();
+  return w;
+}
+
+// timeout / crash / ok / oom / diverged / error from how the child ended.
+void classify(const Waited& w, double timeout_s, const std::string& log_path, ChildOutcome& out) {
+  if (w.timed_out) {
     out.status = "timeout";
     out.message = str_cat("still running after ", timeout_s, " s (stopped)");
-    if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
-    if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    out.signal = WTERMSIG(status);
+    if (WIFSIGNALED(w.status)) out.signal = WTERMSIG(w.status);
+    if (WIFEXITED(w.status)) out.exit_code = WEXITSTATUS(w.status);
+  } else if (WIFSIGNALED(w.status)) {
+    out.signal = WTERMSIG(w.status);
     out.status = "crash";
     out.message = str_cat("killed by signal ", out.signal, " (", ::strsignal(out.signal), ")");
     const std::string last = error_line(log_path);
     if (!last.empty()) out.message += "; last output: " + last;
   } else {
-    out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    out.exit_code = WIFEXITED(w.status) ? WEXITSTATUS(w.status) : -1;
     if (out.exit_code == 0) {
       out.status = "ok";
     } else {
@@ -150,6 +170,24 @@ ChildOutcome run_child(const std::string& executable, const std::vector<std::str
       out.status = out.exit_code == kExitOutOfMemory ? "oom" : out.exit_code == kExitDiverged ? "diverged" : "error";
     }
   }
+}
+}  // namespace
+
+ChildOutcome run_child(const std::string& executable, const std::vector<std::string>& args, double timeout_s,
+                       const std::string& log_path, const std::function<void(const std::string& line)>& on_line) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = spawn(executable, args, log_path);
+  LogFollower log(log_path, on_line);
+  const Waited w = wait_child(pid, timeout_s, t0, log);
+  ChildOutcome out;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (w.interrupt) {
+    out.status = "interrupted";
+    out.signal = w.interrupt;
+    throw Interrupted(out.signal, str_cat("interrupted by signal ", out.signal, " (", ::strsignal(out.signal),
+                                          "); the point that was running was stopped"));
+  }
+  classify(w, timeout_s, log_path, out);
   return out;
 }
 

@@ -108,17 +108,23 @@ struct TempDir {
 };
 }  // namespace
 
-std::string run_experiment(const std::string& dir, const RunOptions& o) {
-  OOMLAB_CHECK(o.profile == "quick" || o.profile == "full", "--profile must be quick or full (got '", o.profile, "')");
-  fs::path d = fs::absolute(fs::path(dir)).lexically_normal();
-  if (d.filename().empty()) d = d.parent_path();
-  const fs::path spec_path = d / "experiment.json";
-  const json spec = load_spec(spec_path);
-  const std::string name = spec["name"];
-  const ExperimentDriver& driver = experiment_driver(name);
-  const std::vector<PointSpec> specs = expand_matrix(spec, o.profile, driver.spec_keys, spec_path.string());
-  for (const SpecField& f : driver.spec_fields) spec_field(spec, f, spec_path.string());
-  // Every point's arguments are checked as its command would, before the first one runs.
+namespace {
+// What a run needs before its first point: the spec and its driver, every point's
+// arguments checked as its command would, the timeout, the output paths (checked), the
+// points of a partial file that can be resumed, the executable.
+struct Plan {
+  json spec;
+  std::string name;
+  const ExperimentDriver* driver = nullptr;
+  std::vector<PointSpec> specs;
+  double timeout_s = 0;
+  Device device;
+  fs::path out, partial;
+  std::string digest, exe;
+  std::map<std::string, json> done;
+};
+
+void check_points(const std::vector<PointSpec>& specs, const fs::path& spec_path) {
   for (const PointSpec& ps : specs) {
     std::vector<std::string> args = ps.args();
     args.erase(args.begin());
@@ -128,31 +134,128 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
       throw ValueError(str_cat(spec_path.string(), ": point '", ps.name, "': ", e.what()));
     }
   }
-  double timeout_s = o.point_timeout_s;
-  if (timeout_s <= 0 && spec.contains("timeout_s"))   // validated by parse_experiment_spec
-    timeout_s = for_profile(spec["timeout_s"], o.profile, spec_path.string() + ": timeout_s").get<double>();
-  if (timeout_s <= 0) timeout_s = kDefaultPointTimeoutS;
-  const Device device = parse_device(spec.value("device", std::string("cpu")));
-  const fs::path out = o.out.empty() ? d.parent_path().parent_path() / "reports" / "results" / (name + ".json")
-                                     : fs::absolute(fs::path(o.out));
-  const fs::path partial = out.string() + ".partial";
-  // The output locations are checked before the first point (not after hours of points).
-  check_output_dir(out.parent_path().string(), "oomlab run: results folder");
-  std::error_code ec;
-  fs::create_directories(out.parent_path(), ec);
-  OOMLAB_CHECK_T(IoError, !ec, "oomlab run: cannot create ", out.parent_path().string(), ": ", ec.message());
-  check_output_file(out.string(), "oomlab run: results file");
-  check_output_file(partial.string(), "oomlab run: partial results file");
-  const std::string digest = spec_digest(spec, o.profile);
-  std::map<std::string, json> done = o.fresh ? std::map<std::string, json>{} : resumable_points(partial, digest);
-  const std::string exe = o.executable.empty() ? self_executable() : o.executable;
-  OOMLAB_CHECK_T(IoError, access(exe.c_str(), X_OK) == 0, "oomlab run: cannot execute ", exe);
+}
 
-  const size_t n = specs.size();
+// The output locations are checked before the first point (not after hours of points).
+void prepare_outputs(const Plan& p) {
+  check_output_dir(p.out.parent_path().string(), "oomlab run: results folder");
+  std::error_code ec;
+  fs::create_directories(p.out.parent_path(), ec);
+  OOMLAB_CHECK_T(IoError, !ec, "oomlab run: cannot create ", p.out.parent_path().string(), ": ", ec.message());
+  check_output_file(p.out.string(), "oomlab run: results file");
+  check_output_file(p.partial.string(), "oomlab run: partial results file");
+}
+
+Plan plan_run(const std::string& dir, const RunOptions& o) {
+  OOMLAB_CHECK(o.profile == "quick" || o.profile == "full", "--profile must be quick or full (got '", o.profile, "')");
+  fs::path d = fs::absolute(fs::path(dir)).lexically_normal();
+  if (d.filename().empty()) d = d.parent_path();
+  const fs::path spec_path = d / "experiment.json";
+  Plan p;
+  p.spec = load_spec(spec_path);
+  p.name = p.spec["name"];
+  p.driver = &experiment_driver(p.name);
+  p.specs = expand_matrix(p.spec, o.profile, p.driver->spec_keys, spec_path.string());
+  for (const SpecField& f : p.driver->spec_fields) spec_field(p.spec, f, spec_path.string());
+  check_points(p.specs, spec_path);
+  p.timeout_s = o.point_timeout_s;
+  if (p.timeout_s <= 0 && p.spec.contains("timeout_s"))   // validated by parse_experiment_spec
+    p.timeout_s = for_profile(p.spec["timeout_s"], o.profile, spec_path.string() + ": timeout_s").get<double>();
+  if (p.timeout_s <= 0) p.timeout_s = kDefaultPointTimeoutS;
+  p.device = parse_device(p.spec.value("device", std::string("cpu")));
+  p.out = o.out.empty() ? d.parent_path().parent_path() / "reports" / "results" / (p.name + ".json")
+                        : fs::absolute(fs::path(o.out));
+  p.partial = p.out.string() + ".partial";
+  prepare_outputs(p);
+  p.digest = spec_digest(p.spec, o.profile);
+  if (!o.fresh) p.done = resumable_points(p.partial, p.digest);
+  p.exe = o.executable.empty() ? self_executable() : o.executable;
+  OOMLAB_CHECK_T(IoError, access(p.exe.c_str(), X_OK) == 0, "oomlab run: cannot execute ", p.exe);
+  return p;
+}
+
+// Runs point i in a child process; its record for the results (outcome, config, metrics,
+// headline memory).
+json run_point(const Plan& p, size_t i, const PointSpec& ps, const fs::path& tmp, bool quiet) {
+  const std::vector<std::string> args = ps.args();
+  const size_t n = p.specs.size();
+  const std::string json_path = (tmp / str_cat("point-", i, ".json")).string();
+  const std::string log_path = (tmp / str_cat("point-", i, ".log")).string();
+  std::vector<std::string> child_args = args;
+  child_args.insert(child_args.end(), {"--json", json_path});
+  // A training point's own progress lines (steps, epochs) are shown as they come;
+  // summary/estimate print tables, which the results hold anyway.
+  const bool follow = !quiet && ps.command == "train";
+  if (follow) std::printf("[%zu/%zu] %s ...\n", i + 1, n, ps.name.c_str());
+  ChildOutcome oc;
+  try {
+    oc = run_child(p.exe, child_args, p.timeout_s, log_path, [&](const std::string& line) {
+      if (follow) std::printf("    | %s\n", line.c_str());
+    });
+  } catch (const Interrupted& e) {
+    throw Interrupted(e.signal, str_cat("oomlab run ", p.name, ": ", e.what(), " at point ", i + 1, "/", n, "; the ", i,
+                                        " point(s) before it are in ", p.partial.string(),
+                                        " and a rerun resumes from there"));
+  }
+  json result = json::object();
+  if (oc.status == "ok" || oc.status == "diverged") {
+    try {
+      result = json::parse(read_file(json_path));
+    } catch (const std::exception& e) {
+      oc.status = "error";
+      oc.message = str_cat("the point exited 0 but its results could not be read: ", e.what());
+    }
+  }
+  return {{"name", ps.name}, {"command", ps.command}, {"args", args}, {"axes", ps.axes},
+          {"options", ps.options}, {"outcome", outcome_json(oc)},
+          {"config", result.value("config", ps.options)}, {"metrics", result.value("metrics", json::object())},
+          {"memory", headline_memory(result.value("memory", json::object()))}};
+}
+
+void print_progress(size_t i, size_t n, const std::string& name, const json& point, bool resumed, double elapsed,
+                    double eta, bool eta_known) {
+  const std::string status = point["outcome"]["status"];
+  std::string what = resumed ? "resumed (" + status + ")" : status + " in " + fmt_seconds(point["outcome"].value("seconds", 0.0));
+  if (status != "ok" && point["outcome"].value("message", "") != "")
+    what += ": " + point["outcome"]["message"].get<std::string>();
+  std::printf("[%zu/%zu] %s: %s | elapsed %s, ETA %s\n", i + 1, n, name.c_str(), what.c_str(),
+              fmt_seconds(elapsed).c_str(), eta_known ? fmt_seconds(eta).c_str() : "?");
+}
+
+// The driver's summary and verdict, then the results file (the partial one removed).
+std::string finish_run(const Plan& p, const RunOptions& o, const json& points, const json& runner) {
+  json driver_spec = p.spec;
+  driver_spec["profile"] = o.profile;
+  json summary, verdict;
+  try {
+    summary = p.driver->summarize(driver_spec, points);
+    verdict = p.driver->verdict(driver_spec, summary);
+  } catch (const std::exception& e) {   // oomlab::Error, or a JSON-library error on data the driver did not expect
+    throw ValueError(str_cat("oomlab run ", p.name, ": cannot summarise the points (", e.what(),
+                             "); the points so far are in ", p.partial.string()));
+  }
+  json config = p.spec;
+  config.erase("source");
+  config["profile"] = o.profile;
+  json results = {{"schema_version", kResultsSchemaVersion}, {"experiment", p.name},
+                  {"title", p.spec.value("title", "")}, {"claim", p.spec.value("claim", "")},
+                  {"context", results_context(p.device)}, {"config", config},
+                  {"source", p.spec.value("source", json::object())}, {"points", points},
+                  {"summary", summary}, {"verdict", verdict}, {"runner", runner}};
+  write_json_atomic(p.out.string(), results);
+  std::error_code ec;
+  fs::remove(p.partial, ec);
+  return p.out.string();
+}
+}  // namespace
+
+std::string run_experiment(const std::string& dir, const RunOptions& o) {
+  const Plan p = plan_run(dir, o);
+  const size_t n = p.specs.size();
   if (!o.quiet)
-    std::printf("oomlab run %s (%s profile): %zu point(s), timeout %s each%s\n", name.c_str(), o.profile.c_str(), n,
-                fmt_seconds(timeout_s).c_str(),
-                done.empty() ? "" : str_cat(", resuming from ", partial.string()).c_str());
+    std::printf("oomlab run %s (%s profile): %zu point(s), timeout %s each%s\n", p.name.c_str(), o.profile.c_str(), n,
+                fmt_seconds(p.timeout_s).c_str(),
+                p.done.empty() ? "" : str_cat(", resuming from ", p.partial.string()).c_str());
   InterruptGuard interrupts;   // Ctrl-C / kill stop the running point and unwind (temp dir removed)
   TempDir tmp;
   json points = json::array();
@@ -161,90 +264,30 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
   double ran_seconds = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < n; ++i) {
-    const PointSpec& ps = specs[i];
-    std::vector<std::string> args = ps.args();
-    json point;
-    auto it = done.find(ps.name);
-    const bool was_resumed = it != done.end() && it->second.value("args", json::array()) == json(args);
+    const PointSpec& ps = p.specs[i];
+    auto it = p.done.find(ps.name);
+    const bool was_resumed = it != p.done.end() && it->second.value("args", json::array()) == json(ps.args());
+    json point = was_resumed ? it->second : run_point(p, i, ps, tmp.path, o.quiet);
     if (was_resumed) {
-      point = it->second;
       ++resumed;
     } else {
-      const std::string json_path = (tmp.path / str_cat("point-", i, ".json")).string();
-      const std::string log_path = (tmp.path / str_cat("point-", i, ".log")).string();
-      std::vector<std::string> child_args = args;
-      child_args.insert(child_args.end(), {"--json", json_path});
-      // A training point's own progress lines (steps, epochs) are shown as they come;
-      // summary/estimate print tables, which the results hold anyway.
-      const bool follow = !o.quiet && ps.command == "train";
-      if (follow) std::printf("[%zu/%zu] %s ...\n", i + 1, n, ps.name.c_str());
-      ChildOutcome oc;
-      try {
-        oc = run_child(exe, child_args, timeout_s, log_path, [&](const std::string& line) {
-          if (follow) std::printf("    | %s\n", line.c_str());
-        });
-      } catch (const Interrupted& e) {
-        throw Interrupted(e.signal, str_cat("oomlab run ", name, ": ", e.what(), " at point ", i + 1, "/", n,
-                                            "; the ", i, " point(s) before it are in ", partial.string(),
-                                            " and a rerun resumes from there"));
-      }
-      json result = json::object();
-      if (oc.status == "ok" || oc.status == "diverged") {
-        try {
-          result = json::parse(read_file(json_path));
-        } catch (const std::exception& e) {
-          oc.status = "error";
-          oc.message = str_cat("the point exited 0 but its results could not be read: ", e.what());
-        }
-      }
-      point = {{"name", ps.name}, {"command", ps.command}, {"args", args}, {"axes", ps.axes},
-               {"options", ps.options}, {"outcome", outcome_json(oc)},
-               {"config", result.value("config", ps.options)}, {"metrics", result.value("metrics", json::object())},
-               {"memory", headline_memory(result.value("memory", json::object()))}};
       ++ran;
-      ran_seconds += oc.seconds;
+      ran_seconds += point["outcome"].value("seconds", 0.0);
     }
-    const std::string status = point["outcome"]["status"];
-    counts[status] += 1;
+    counts[point["outcome"]["status"].get<std::string>()] += 1;
     points.push_back(point);
-    write_json_atomic(partial.string(), json{{"spec_digest", digest}, {"experiment", name}, {"profile", o.profile},
-                                             {"points", points}});
+    write_json_atomic(p.partial.string(), json{{"spec_digest", p.digest}, {"experiment", p.name},
+                                               {"profile", o.profile}, {"points", points}});
     if (!o.quiet) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double eta = ran > 0 ? ran_seconds / ran * double(n - i - 1) : 0;
-      std::string what = was_resumed ? "resumed (" + status + ")"
-                                     : status + " in " + fmt_seconds(point["outcome"].value("seconds", 0.0));
-      if (status != "ok" && point["outcome"].value("message", "") != "")
-        what += ": " + point["outcome"]["message"].get<std::string>();
-      std::printf("[%zu/%zu] %s: %s | elapsed %s, ETA %s\n", i + 1, n, ps.name.c_str(), what.c_str(),
-                  fmt_seconds(elapsed).c_str(), ran > 0 ? fmt_seconds(eta).c_str() : "?");
+      print_progress(i, n, ps.name, point, was_resumed, elapsed, ran > 0 ? ran_seconds / ran * double(n - i - 1) : 0,
+                     ran > 0);
     }
   }
-
-  json driver_spec = spec;
-  driver_spec["profile"] = o.profile;
-  json summary, verdict;
-  try {
-    summary = driver.summarize(driver_spec, points);
-    verdict = driver.verdict(driver_spec, summary);
-  } catch (const std::exception& e) {   // oomlab::Error, or a JSON-library error on data the driver did not expect
-    throw ValueError(str_cat("oomlab run ", name, ": cannot summarise the points (", e.what(),
-                             "); the points so far are in ", partial.string()));
-  }
-  json config = spec;
-  config.erase("source");
-  config["profile"] = o.profile;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  json runner = {{"points", n}, {"ran", ran}, {"resumed", resumed}, {"seconds", seconds},
-                 {"point_timeout_s", timeout_s}, {"outcomes", counts}};
-  json results = {{"schema_version", kResultsSchemaVersion}, {"experiment", name},
-                  {"title", spec.value("title", "")}, {"claim", spec.value("claim", "")},
-                  {"context", results_context(device)}, {"config", config},
-                  {"source", spec.value("source", json::object())}, {"points", points},
-                  {"summary", summary}, {"verdict", verdict}, {"runner", runner}};
-  write_json_atomic(out.string(), results);
-  fs::remove(partial, ec);
-  return out.string();
+  const json runner = {{"points", n}, {"ran", ran}, {"resumed", resumed}, {"seconds", seconds},
+                       {"point_timeout_s", p.timeout_s}, {"outcomes", counts}};
+  return finish_run(p, o, points, runner);
 }
 
 }  // namespace oomlab

@@ -158,6 +158,90 @@ const json& for_profile(const json& value, const std::string& profile, const std
   return value[profile];
 }
 
+namespace {
+using Axes = std::vector<std::pair<std::string, std::vector<json>>>;   // (name, values for this profile)
+using FlagValues = std::vector<std::pair<std::string, json>>;
+
+void check_matrix_flag(const CommandFlags& cf, const std::string& command, const std::string& flag,
+                       const std::string& what) {
+  OOMLAB_CHECK(flag != "json", what, ": --json is the runner's");
+  OOMLAB_CHECK(cf.valued.count(flag) || cf.switches.count(flag), what, ": '", command, "' has no flag --", flag);
+}
+
+FlagValues block_options(const json& b, const std::string& bwhere, const std::string& profile, const CommandFlags& cf,
+                         const std::string& command) {
+  FlagValues fixed;
+  if (!b.contains("options")) return fixed;
+  OOMLAB_CHECK(b["options"].is_object(), bwhere, ".options must be an object");
+  for (auto it = b["options"].begin(); it != b["options"].end(); ++it) {
+    const std::string what = bwhere + ".options." + it.key();
+    check_matrix_flag(cf, command, it.key(), what);
+    fixed.emplace_back(it.key(), for_profile(it.value(), profile, what));
+  }
+  return fixed;
+}
+
+Axes block_axes(const json& b, const std::string& bwhere, const std::string& profile, const CommandFlags& cf,
+                const std::string& command) {
+  Axes axes;
+  if (!b.contains("axes")) return axes;
+  OOMLAB_CHECK(b["axes"].is_array(), bwhere, ".axes must be a list of {\"name\", \"values\"}");
+  for (size_t ai = 0; ai < b["axes"].size(); ++ai) {
+    const json& ax = b["axes"][ai];
+    const std::string awhere = str_cat(bwhere, ".axes[", ai, "]");
+    check_keys(ax, {"name", "values"}, awhere);
+    OOMLAB_CHECK(ax.contains("name") && ax["name"].is_string() && ax.contains("values"), awhere,
+                 " needs \"name\" and \"values\"");
+    const json& vals = for_profile(ax["values"], profile, awhere + ".values");
+    OOMLAB_CHECK(vals.is_array() && !vals.empty(), awhere, ".values must be a non-empty list");
+    for (const json& v : vals) {
+      if (v.is_object()) {
+        for (auto it = v.begin(); it != v.end(); ++it)
+          if (it.key() != "label") check_matrix_flag(cf, command, it.key(), awhere + " value " + v.dump());
+      } else {
+        check_matrix_flag(cf, command, ax["name"].get<std::string>(), awhere);
+      }
+    }
+    axes.emplace_back(ax["name"].get<std::string>(), vals.get<std::vector<json>>());
+  }
+  return axes;
+}
+
+// The point at axis indexes `idx`: its flags (fixed options, then one value per axis; the
+// spec's device unless the point names one), name and recorded axes.
+PointSpec make_point(const json& b, const std::string& bwhere, const std::string& command, const CommandFlags& cf,
+                     const FlagValues& fixed, const Axes& axes, const std::vector<size_t>& idx,
+                     const std::string& device) {
+  PointSpec p;
+  p.command = command;
+  FlagValues flags = fixed;
+  std::string name = b.value("name", command);
+  for (size_t a = 0; a < axes.size(); ++a) {
+    const json& v = axes[a].second[idx[a]];
+    p.axes[axes[a].first] = v.is_object() && v.contains("label") ? v["label"] : v;
+    if (v.is_object()) {
+      for (auto it = v.begin(); it != v.end(); ++it)
+        if (it.key() != "label") flags.emplace_back(it.key(), it.value());
+      name += " " + (v.contains("label") ? label_of(v["label"]) : label_of(v));
+    } else {
+      flags.emplace_back(axes[a].first, v);
+      name += " " + axes[a].first + "=" + label_of(v);
+    }
+  }
+  if (cf.valued.count("device") &&
+      std::none_of(flags.begin(), flags.end(), [](const auto& f) { return f.first == "device"; }))
+    flags.emplace_back("device", device);
+  std::set<std::string> seen;
+  for (const auto& [k, v] : flags) {
+    OOMLAB_CHECK(seen.insert(k).second, bwhere, ": point '", name, "' sets --", k, " twice");
+    p.flags.emplace_back(k, flag_text(v, bwhere + " --" + k));
+    p.options[k] = v;
+  }
+  p.name = name;
+  return p;
+}
+}  // namespace
+
 std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profile,
                                      const std::vector<std::string>& driver_keys, const std::string& where) {
   std::vector<std::string> top = runner_spec_keys();
@@ -177,72 +261,11 @@ std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profil
     OOMLAB_CHECK(!b.contains("name") || b["name"].is_string(), bwhere, ": \"name\" must be a string");
     const std::string command = b["command"];
     const CommandFlags& cf = command_flags(command);
-    auto check_flag = [&](const std::string& flag, const std::string& what) {
-      OOMLAB_CHECK(flag != "json", what, ": --json is the runner's");
-      OOMLAB_CHECK(cf.valued.count(flag) || cf.switches.count(flag), what, ": '", command, "' has no flag --", flag);
-    };
-    // Fixed options.
-    std::vector<std::pair<std::string, json>> fixed;
-    if (b.contains("options")) {
-      OOMLAB_CHECK(b["options"].is_object(), bwhere, ".options must be an object");
-      for (auto it = b["options"].begin(); it != b["options"].end(); ++it) {
-        const std::string what = bwhere + ".options." + it.key();
-        check_flag(it.key(), what);
-        fixed.emplace_back(it.key(), for_profile(it.value(), profile, what));
-      }
-    }
-    // Axes: a list of (name, values for this profile).
-    std::vector<std::pair<std::string, std::vector<json>>> axes;
-    if (b.contains("axes")) {
-      OOMLAB_CHECK(b["axes"].is_array(), bwhere, ".axes must be a list of {\"name\", \"values\"}");
-      for (size_t ai = 0; ai < b["axes"].size(); ++ai) {
-        const json& ax = b["axes"][ai];
-        const std::string awhere = str_cat(bwhere, ".axes[", ai, "]");
-        check_keys(ax, {"name", "values"}, awhere);
-        OOMLAB_CHECK(ax.contains("name") && ax["name"].is_string() && ax.contains("values"), awhere,
-                     " needs \"name\" and \"values\"");
-        const json& vals = for_profile(ax["values"], profile, awhere + ".values");
-        OOMLAB_CHECK(vals.is_array() && !vals.empty(), awhere, ".values must be a non-empty list");
-        for (const json& v : vals) {
-          if (v.is_object()) {
-            for (auto it = v.begin(); it != v.end(); ++it)
-              if (it.key() != "label") check_flag(it.key(), awhere + " value " + v.dump());
-          } else {
-            check_flag(ax["name"].get<std::string>(), awhere);
-          }
-        }
-        axes.emplace_back(ax["name"].get<std::string>(), vals.get<std::vector<json>>());
-      }
-    }
-    // The product, first axis slowest.
-    std::vector<size_t> idx(axes.size(), 0);
+    const FlagValues fixed = block_options(b, bwhere, profile, cf, command);
+    const Axes axes = block_axes(b, bwhere, profile, cf, command);
+    std::vector<size_t> idx(axes.size(), 0);   // the product, first axis slowest
     while (true) {
-      PointSpec p;
-      p.command = command;
-      std::vector<std::pair<std::string, json>> flags = fixed;
-      std::string name = b.value("name", command);
-      for (size_t a = 0; a < axes.size(); ++a) {
-        const json& v = axes[a].second[idx[a]];
-        p.axes[axes[a].first] = v.is_object() && v.contains("label") ? v["label"] : v;
-        if (v.is_object()) {
-          for (auto it = v.begin(); it != v.end(); ++it)
-            if (it.key() != "label") flags.emplace_back(it.key(), it.value());
-          name += " " + (v.contains("label") ? label_of(v["label"]) : label_of(v));
-        } else {
-          flags.emplace_back(axes[a].first, v);
-          name += " " + axes[a].first + "=" + label_of(v);
-        }
-      }
-      if (cf.valued.count("device") &&
-          std::none_of(flags.begin(), flags.end(), [](const auto& f) { return f.first == "device"; }))
-        flags.emplace_back("device", device);
-      std::set<std::string> seen;
-      for (const auto& [k, v] : flags) {
-        OOMLAB_CHECK(seen.insert(k).second, bwhere, ": point '", name, "' sets --", k, " twice");
-        p.flags.emplace_back(k, flag_text(v, bwhere + " --" + k));
-        p.options[k] = v;
-      }
-      p.name = name;
+      PointSpec p = make_point(b, bwhere, command, cf, fixed, axes, idx, device);
       OOMLAB_CHECK(names.insert(p.name).second, bwhere, ": two points are named '", p.name,
                    "' (give the blocks distinct \"name\"s)");
       points.push_back(std::move(p));
