@@ -57,53 +57,57 @@ json summarize_02(const json& spec, json& points) {
 // within 10% everywhere -> confirmed; not linear -> refuted; linear but the formula off ->
 // depends. The "Why" sentences each quote the measured components and appear only when
 // those numbers show them.
-json verdict_02(const json& spec, const json& summary) {
-  const json& rows = summary["rows"];
-  const double mib = 1048576.0;
-  double min_err = 1e300, max_err = -1e300, min_r2 = 1;
-  for (const auto& m : rows) {
-    double e = m["formula_error_pct"].get<double>();
-    min_err = std::min(min_err, e); max_err = std::max(max_err, e);
-  }
-  std::string per_fit;
-  double lo_once = 1e300, hi_once = 0;   // measured per-sample slope / (outputs x 4 bytes, counted once)
-  for (const auto& f : summary["fits"]) {
-    min_r2 = std::min(min_r2, f["r2"].get<double>());
+constexpr double kMiB = 1048576.0;
+
+// Per fit: measured vs formula per-sample and static bytes; the smallest R^2; the range of
+// the measured per-sample slope over the outputs counted once.
+struct FitsSeen { std::string text; double min_r2 = 1, lo_once = 1e300, hi_once = 0; };
+
+FitsSeen read_fits(const json& fits) {
+  FitsSeen f;
+  for (const auto& x : fits) {
+    f.min_r2 = std::min(f.min_r2, x["r2"].get<double>());
     char b[200];
     std::snprintf(b, sizeof b, " %s/%s: per-sample %.1f MiB measured vs %.1f MiB formula, static %.0f MiB vs %.0f MiB;",
-                  f["model"].get<std::string>().c_str(), f["optimizer"].get<std::string>().c_str(),
-                  f["per_sample_bytes"].get<double>() / mib, f["formula_per_sample_bytes"].get<double>() / mib,
-                  f["static_bytes"].get<double>() / mib, f["formula_static_bytes"].get<double>() / mib);
-    per_fit += b;
-    const double once = f["formula_per_sample_bytes"].get<double>() / 2.0;
+                  x["model"].get<std::string>().c_str(), x["optimizer"].get<std::string>().c_str(),
+                  x["per_sample_bytes"].get<double>() / kMiB, x["formula_per_sample_bytes"].get<double>() / kMiB,
+                  x["static_bytes"].get<double>() / kMiB, x["formula_static_bytes"].get<double>() / kMiB);
+    f.text += b;
+    const double once = x["formula_per_sample_bytes"].get<double>() / 2.0;
     if (once > 0) {
-      lo_once = std::min(lo_once, f["per_sample_bytes"].get<double>() / once);
-      hi_once = std::max(hi_once, f["per_sample_bytes"].get<double>() / once);
+      f.lo_once = std::min(f.lo_once, x["per_sample_bytes"].get<double>() / once);
+      f.hi_once = std::max(f.hi_once, x["per_sample_bytes"].get<double>() / once);
     }
   }
-  bool linear = min_r2 > 0.999;
-  bool formula_ok = std::fabs(min_err) < 10 && std::fabs(max_err) < 10;
+  return f;
+}
+
+// Outputs term: the formula counts every value twice (value + gradient).
+std::string outputs_why(double lo_once, double hi_once) {
   char buf[400];
-  std::string why;
-  // Outputs term: the formula counts every value twice (value + gradient).
   if (hi_once > 0 && hi_once < 1.5) {
     std::snprintf(buf, sizeof buf,
                   " the outputs term counts every value twice, but activation gradients live only a layer or two "
                   "at a time during backward, so the measured per-sample slope is %.2f-%.2fx the outputs counted "
                   "once;",
                   lo_once, hi_once);
-    why += buf;
-  } else if (hi_once > 0) {
+    return buf;
+  }
+  if (hi_once > 0) {
     std::snprintf(buf, sizeof buf, " the measured per-sample slope is %.2f-%.2fx the outputs counted once (the formula: 2x);",
                   lo_once, hi_once);
-    why += buf;
+    return buf;
   }
-  // Parameter memory: weights + grads + optimizer state over the weights, per optimizer,
-  // against the formula's n (from its static term).
+  return "";
+}
+
+// Parameter memory: weights + grads + optimizer state over the weights, per optimizer,
+// against the formula's n (from its static term).
+std::string parameter_memory_why(const json& summary) {
   std::map<std::string, std::pair<double, double>> mult;   // optimizer -> (lo, hi) measured
   std::map<std::string, double> formula_n;
   std::map<std::string, bool> state_is_one_copy;           // optimizer state == weights (a momentum buffer)
-  for (const auto& m : rows) {
+  for (const auto& m : summary["rows"]) {
     const double w = m["params_bytes"].get<double>();
     if (w <= 0) continue;
     const std::string opt = m["optimizer"];
@@ -118,25 +122,30 @@ json verdict_02(const json& spec, const json& summary) {
     const double params = f["params"].get<double>();
     if (params > 0) formula_n[f["optimizer"].get<std::string>()] = f["formula_static_bytes"].get<double>() / (4 * params);
   }
+  std::string why;
+  char buf[400];
   for (const auto& [opt, lh] : mult) {
     const double n = formula_n.count(opt) ? formula_n[opt] : 0;
     const bool same = std::fabs(lh.first - n) < 0.05 && std::fabs(lh.second - n) < 0.05;
     if (std::fabs(lh.second - lh.first) < 0.005) std::snprintf(buf, sizeof buf, "%.2fx", lh.first);
     else std::snprintf(buf, sizeof buf, "%.2f-%.2fx", lh.first, lh.second);
-    std::string measured = buf;
-    if (opt == "sgd" && state_is_one_copy[opt] && !same) {
+    const std::string measured = buf;
+    if (opt == "sgd" && state_is_one_copy[opt] && !same)
       std::snprintf(buf, sizeof buf,
                     " SGD as used in practice (momentum 0.9) keeps a momentum buffer the size of the weights, so its "
                     "parameter memory (weights + grads + state) is %s the weights, not %.0fx;",
                     measured.c_str(), n);
-    } else {
+    else
       std::snprintf(buf, sizeof buf, " %s's parameter memory (weights + grads + state) is %s the weights (formula: %.0fx);",
                     opt.c_str(), measured.c_str(), n);
-    }
     why += buf;
   }
-  // Transient peak during backward: attributed to the parameter gradients only for the
-  // models where it is about their size at every batch.
+  return why;
+}
+
+// Transient peak during backward: attributed to the parameter gradients only for the
+// models where it is about their size at every batch.
+std::string transient_why(const json& rows) {
   std::map<std::string, std::pair<double, double>> trans;   // model -> transient / grads (lo, hi)
   std::map<std::string, double> grads;
   for (const auto& m : rows) {
@@ -149,10 +158,11 @@ json verdict_02(const json& spec, const json& summary) {
     if (it == trans.end()) trans[model] = {x, x};
     else it->second = {std::min(it->second.first, x), std::max(it->second.second, x)};
   }
-  std::string grad_models, other_models;
+  std::string grad_models, other_models, why;
+  char buf[400];
   for (const auto& [model, lh] : trans) {
     std::snprintf(buf, sizeof buf, "%s %.2f-%.2fx of its %.1f MiB of grads", model.c_str(), lh.first, lh.second,
-                  grads[model] / mib);
+                  grads[model] / kMiB);
     std::string& dst = lh.first >= 0.8 && lh.second <= 1.25 ? grad_models : other_models;
     dst += (dst.empty() ? "" : ", ") + std::string(buf);
   }
@@ -162,15 +172,34 @@ json verdict_02(const json& spec, const json& summary) {
   if (!other_models.empty())
     why += std::string(grad_models.empty() ? " the" : "; elsewhere the") +
            " transient peak above the end of the forward is not the gradients' size (" + other_models + ")";
-  if (!grad_models.empty() || !other_models.empty()) why += ".";
+  return why;
+}
+
+// Claims: memory is linear in batch; the formula's total. Status: linear and the formula
+// within 10% everywhere -> confirmed; not linear -> refuted; linear but the formula off ->
+// depends. The "Why" sentences each quote the measured components and appear only when
+// those numbers show them.
+json verdict_02(const json& spec, const json& summary) {
+  double min_err = 1e300, max_err = -1e300;
+  for (const auto& m : summary["rows"]) {
+    const double e = m["formula_error_pct"].get<double>();
+    min_err = std::min(min_err, e); max_err = std::max(max_err, e);
+  }
+  const FitsSeen f = read_fits(summary["fits"]);
+  const bool linear = f.min_r2 > 0.999;
+  const bool formula_ok = std::fabs(min_err) < 10 && std::fabs(max_err) < 10;
+  std::string why = outputs_why(f.lo_once, f.hi_once) + parameter_memory_why(summary);
+  const std::string trans = transient_why(summary["rows"]);
+  why += trans;
+  if (!trans.empty()) why += ".";
   else if (!why.empty()) why.back() = '.';
-  std::string status = !linear ? "refuted" : (formula_ok ? "confirmed" : "depends");
+  const std::string status = !linear ? "refuted" : (formula_ok ? "confirmed" : "depends");
   char head[400];
   std::snprintf(head, sizeof head,
                 "Peak memory is %s in batch (min R^2 %.5f) - %s; the formula's total is off by %+.1f%% to "
                 "%+.1f%% against the exact meta-device peak.",
-                linear ? "linear" : "not linear", min_r2, linear ? "confirmed" : "refuted", min_err, max_err);
-  std::string reason = head + per_fit + (why.empty() ? "" : " Why:" + why);
+                linear ? "linear" : "not linear", f.min_r2, linear ? "confirmed" : "refuted", min_err, max_err);
+  const std::string reason = head + f.text + (why.empty() ? "" : " Why:" + why);
   return {{"status", status}, {"reason", reason}};
 }
 

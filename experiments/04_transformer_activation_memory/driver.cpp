@@ -24,6 +24,99 @@ namespace oomlab {
 namespace {
 using json = nlohmann::json;
 
+// The bytes saved by the attention core of each encoder layer (its one leaf
+// DotProductAttention row); every layer's must be the same.
+int64_t attention_core_bytes(const json& sum, const std::string& model) {
+  int64_t core = -1;
+  for (const json& t : sum["transformer_layers"]) {
+    const std::string tname = t["name"];
+    int64_t c = 0, n = 0;
+    for (const json& l : sum["layers"])
+      if (l["type"] == "DotProductAttention" && l["name"].get<std::string>().rfind(tname + ".", 0) == 0) {
+        c += l["saved_bytes"].get<int64_t>();
+        ++n;
+      }
+    OOMLAB_CHECK(n == 1, "experiment 04: ", tname, " has ", n, " attention-core rows (expected 1)");
+    OOMLAB_CHECK(core < 0 || c == core, "experiment 04: attention cores of ", model, " differ (", tname, ")");
+    core = c;
+  }
+  return core;
+}
+
+// The extremes over all rows that the verdict quotes.
+struct Extremes {
+  double worst_fp32 = 0, fp16_lo = 1e300, fp16_hi = 0, core_lo = 1e300, core_hi = 0, sq_lo = 1e300, sq_hi = 0;
+  int64_t residual_lo = INT64_MAX, residual_hi = INT64_MIN;
+  bool residual_is_ln = true, have_sq = true;
+  void add(const json& r) {
+    worst_fp32 = std::max(worst_fp32, std::abs(r["measured_over_fp32_formula"].get<double>() - 1.0));
+    fp16_lo = std::min(fp16_lo, r["measured_over_fp16_formula"].get<double>());
+    fp16_hi = std::max(fp16_hi, r["measured_over_fp16_formula"].get<double>());
+    const int64_t residual = r["residual_over_fp32_formula_bytes"];
+    residual_lo = std::min(residual_lo, residual);
+    residual_hi = std::max(residual_hi, residual);
+    residual_is_ln = residual_is_ln && residual == r["layernorm_stats_bytes"].get<int64_t>();
+    core_lo = std::min(core_lo, r["attention_core_share"].get<double>());
+    core_hi = std::max(core_hi, r["attention_core_share"].get<double>());
+  }
+};
+
+// One (model, seq) point: the first encoder layer's saved bytes against the formulas, the
+// attention core's share, the model's totals and training peak.
+json layer_row(const std::string& model, int64_t s, const json& sum, const json& e) {
+  OOMLAB_CHECK(sum.contains("transformer_layers") && !sum["transformer_layers"].empty(),
+               "experiment 04: no transformer layers in ", model);
+  const json& tl = sum["transformer_layers"];
+  const json& r = tl[0];
+  for (const json& o : tl)
+    OOMLAB_CHECK(o["saved_bytes"] == r["saved_bytes"], "experiment 04: layers of ", model, " differ (",
+                 o["name"].get<std::string>(), ")");
+  const int64_t core = attention_core_bytes(sum, model), batch = sum["batch"];
+  const int64_t saved = r["saved_bytes"], k32 = r["korthikanti_fp32_bytes"], k16 = r["korthikanti_fp16_bytes"];
+  const int64_t hidden = r["hidden"], heads = r["heads"], nlayers = int64_t(tl.size());
+  const int64_t sbh = s * batch * hidden, as2b = heads * s * s * batch;
+  return {{"model", model}, {"seq", s}, {"batch", batch}, {"hidden", hidden}, {"heads", heads},
+          {"layers", nlayers}, {"saved_bytes_per_layer", saved},
+          {"attention_core_saved_bytes", core}, {"attention_core_share", double(core) / double(saved)},
+          {"korthikanti_fp16_bytes", k16}, {"korthikanti_fp32_bytes", k32},
+          {"measured_over_fp32_formula", double(saved) / double(k32)},
+          {"measured_over_fp16_formula", double(saved) / double(k16)},
+          {"residual_over_fp32_formula_bytes", saved - k32}, {"layernorm_stats_bytes", 16 * s * batch},
+          {"linear_term_bytes", 66 * sbh}, {"attention_term_bytes", 9 * as2b},
+          {"all_layers_saved_bytes", saved * nlayers},
+          {"model_saved_bytes", sum["totals"]["saved_bytes"].get<int64_t>() +
+                                    sum["totals"]["nonleaf_saved_bytes"].get<int64_t>()},
+          {"training_peak_bytes", e["exact"]["peak_allocated_bytes"]}, {"params", e["params"]}};
+}
+
+// The seq^2 part of the measured attention-core rows: the s^2 coefficient of a quadratic
+// through the core's measured bytes over this model's sweep.
+void add_seq_squared(std::vector<json>& rows, const std::string& model, json& core_fits, Extremes& x) {
+  std::vector<double> xs, core_bytes;
+  for (const json& m : rows) {
+    xs.push_back(m["seq"].get<double>());
+    core_bytes.push_back(m["attention_core_saved_bytes"].get<double>());
+  }
+  const std::vector<double> c = quadratic_fit(xs, core_bytes);
+  if (c.empty()) {
+    x.have_sq = false;
+    return;
+  }
+  double max_res = 0;
+  for (size_t i = 0; i < xs.size(); ++i)
+    max_res = std::max(max_res, std::abs(core_bytes[i] - (c[0] + c[1] * xs[i] + c[2] * xs[i] * xs[i])));
+  core_fits[model] = {{"intercept_bytes", c[0]}, {"bytes_per_token", c[1]}, {"bytes_per_token_squared", c[2]},
+                      {"max_abs_residual_bytes", max_res}};
+  for (json& m : rows) {
+    const double s = m["seq"].get<double>(), sq = c[2] * s * s;
+    const double share = sq / m["saved_bytes_per_layer"].get<double>();
+    m["seq_squared_bytes"] = sq;
+    m["seq_squared_share"] = share;
+    x.sq_lo = std::min(x.sq_lo, share);
+    x.sq_hi = std::max(x.sq_hi, share);
+  }
+}
+
 json summarize_04(const json& spec, json& points) {
   // Points by model, in matrix order, each with its sequence lengths.
   std::vector<std::string> models;
@@ -38,108 +131,32 @@ json summarize_04(const json& spec, json& points) {
   OOMLAB_CHECK(!models.empty(), "experiment 04: no summary points");
   int64_t batch = 0;
   std::string opt;
-  double worst_fp32 = 0, worst_fp16_ratio_lo = 1e300, worst_fp16_ratio_hi = 0;
-  double core_share_lo = 1e300, core_share_hi = 0, sq_share_lo = 1e300, sq_share_hi = 0;
-  int64_t residual_lo = INT64_MAX, residual_hi = INT64_MIN;
-  bool residual_is_ln = true, have_sq = true;
+  Extremes x;
   json core_fits = json::object(), all_rows = json::array();
   for (const std::string& model : models) {
     std::vector<json> rows;
-    std::vector<double> xs, core_bytes;
     for (const auto& [key, sp] : summary_at) {
       if (key.first != model) continue;
-      const int64_t s = key.second;
-      const json& sum = (*sp)["metrics"];
-      batch = sum["batch"];
-      OOMLAB_CHECK(sum.contains("transformer_layers") && !sum["transformer_layers"].empty(),
-                   "experiment 04: no transformer layers in ", model);
-      const json& tl = sum["transformer_layers"];
-      const json& r = tl[0];
-      for (const json& o : tl)
-        OOMLAB_CHECK(o["saved_bytes"] == r["saved_bytes"], "experiment 04: layers of ", model, " differ (",
-                     o["name"].get<std::string>(), ")");
-      // The attention core's own row (leaf DotProductAttention inside each encoder layer).
-      int64_t core = -1;
-      for (const json& t : tl) {
-        const std::string tname = t["name"];
-        int64_t c = 0, n = 0;
-        for (const json& l : sum["layers"])
-          if (l["type"] == "DotProductAttention" && l["name"].get<std::string>().rfind(tname + ".", 0) == 0) {
-            c += l["saved_bytes"].get<int64_t>();
-            ++n;
-          }
-        OOMLAB_CHECK(n == 1, "experiment 04: ", tname, " has ", n, " attention-core rows (expected 1)");
-        OOMLAB_CHECK(core < 0 || c == core, "experiment 04: attention cores of ", model, " differ (", tname, ")");
-        core = c;
-      }
-      OOMLAB_CHECK(estimate_at.count(key), "experiment 04: no estimate point for ", model, " at seq-len ", s);
+      OOMLAB_CHECK(estimate_at.count(key), "experiment 04: no estimate point for ", model, " at seq-len ", key.second);
       const json& e = (*estimate_at[key])["metrics"];
       opt = e["optimizer"];
-      const int64_t saved = r["saved_bytes"], k32 = r["korthikanti_fp32_bytes"], k16 = r["korthikanti_fp16_bytes"];
-      const int64_t hidden = r["hidden"], heads = r["heads"], nlayers = int64_t(tl.size());
-      const double vs32 = double(saved) / double(k32);
-      const double vs16 = double(saved) / double(k16);
-      worst_fp32 = std::max(worst_fp32, std::abs(vs32 - 1.0));
-      worst_fp16_ratio_lo = std::min(worst_fp16_ratio_lo, vs16);
-      worst_fp16_ratio_hi = std::max(worst_fp16_ratio_hi, vs16);
-      const int64_t residual = saved - k32, ln_stats = 16 * s * batch;
-      residual_lo = std::min(residual_lo, residual);
-      residual_hi = std::max(residual_hi, residual);
-      residual_is_ln = residual_is_ln && residual == ln_stats;
-      const double core_share = double(core) / double(saved);
-      core_share_lo = std::min(core_share_lo, core_share);
-      core_share_hi = std::max(core_share_hi, core_share);
-      const int64_t sbh = s * batch * hidden, as2b = heads * s * s * batch;
-      rows.push_back({{"model", model}, {"seq", s}, {"batch", batch}, {"hidden", hidden}, {"heads", heads},
-                      {"layers", nlayers},
-                      {"saved_bytes_per_layer", saved},
-                      {"attention_core_saved_bytes", core}, {"attention_core_share", core_share},
-                      {"korthikanti_fp16_bytes", k16},
-                      {"korthikanti_fp32_bytes", k32},
-                      {"measured_over_fp32_formula", vs32}, {"measured_over_fp16_formula", vs16},
-                      {"residual_over_fp32_formula_bytes", residual},
-                      {"layernorm_stats_bytes", ln_stats},
-                      {"linear_term_bytes", 66 * sbh}, {"attention_term_bytes", 9 * as2b},
-                      {"all_layers_saved_bytes", saved * nlayers},
-                      {"model_saved_bytes", sum["totals"]["saved_bytes"].get<int64_t>() +
-                                                sum["totals"]["nonleaf_saved_bytes"].get<int64_t>()},
-                      {"training_peak_bytes", e["exact"]["peak_allocated_bytes"]}, {"params", e["params"]}});
-      xs.push_back(double(s));
-      core_bytes.push_back(double(core));
+      rows.push_back(layer_row(model, key.second, (*sp)["metrics"], e));
+      batch = rows.back()["batch"];
+      x.add(rows.back());
     }
-    // The seq^2 part of the measured attention-core rows: the s^2 coefficient of a
-    // quadratic through the core's measured bytes over this model's sweep.
-    const std::vector<double> c = quadratic_fit(xs, core_bytes);
-    if (c.empty()) {
-      have_sq = false;
-    } else {
-      double max_res = 0;
-      for (size_t i = 0; i < xs.size(); ++i)
-        max_res = std::max(max_res, std::abs(core_bytes[i] - (c[0] + c[1] * xs[i] + c[2] * xs[i] * xs[i])));
-      core_fits[model] = {{"intercept_bytes", c[0]}, {"bytes_per_token", c[1]}, {"bytes_per_token_squared", c[2]},
-                          {"max_abs_residual_bytes", max_res}};
-      for (json& m : rows) {
-        const double s = m["seq"].get<double>(), sq = c[2] * s * s;
-        const double share = sq / m["saved_bytes_per_layer"].get<double>();
-        m["seq_squared_bytes"] = sq;
-        m["seq_squared_share"] = share;
-        sq_share_lo = std::min(sq_share_lo, share);
-        sq_share_hi = std::max(sq_share_hi, share);
-      }
-    }
+    add_seq_squared(rows, model, core_fits, x);
     for (json& m : rows) all_rows.push_back(m);
   }
-  json out = {{"batch", batch}, {"optimizer", opt}, {"max_rel_error_vs_fp32_formula", worst_fp32},
-              {"measured_over_fp16_formula_min", worst_fp16_ratio_lo},
-              {"measured_over_fp16_formula_max", worst_fp16_ratio_hi},
-              {"residual_over_fp32_formula_min_bytes", residual_lo},
-              {"residual_over_fp32_formula_max_bytes", residual_hi},
-              {"residual_is_layernorm_stats", residual_is_ln},
-              {"attention_core_share_min", core_share_lo}, {"attention_core_share_max", core_share_hi},
+  json out = {{"batch", batch}, {"optimizer", opt}, {"max_rel_error_vs_fp32_formula", x.worst_fp32},
+              {"measured_over_fp16_formula_min", x.fp16_lo}, {"measured_over_fp16_formula_max", x.fp16_hi},
+              {"residual_over_fp32_formula_min_bytes", x.residual_lo},
+              {"residual_over_fp32_formula_max_bytes", x.residual_hi},
+              {"residual_is_layernorm_stats", x.residual_is_ln},
+              {"attention_core_share_min", x.core_lo}, {"attention_core_share_max", x.core_hi},
               {"profile", spec.value("profile", "")}, {"rows", all_rows}};
-  if (have_sq) {
-    out["seq_squared_share_min"] = sq_share_lo;
-    out["seq_squared_share_max"] = sq_share_hi;
+  if (x.have_sq) {
+    out["seq_squared_share_min"] = x.sq_lo;
+    out["seq_squared_share_max"] = x.sq_hi;
     out["attention_core_fits"] = core_fits;
   }
   for (json& p : points)   // digested: the rows above hold what the report needs

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 
 #include "experiments/runner/driver_util.h"
@@ -104,6 +105,67 @@ json summarize_05(const json& spec, json& points) {
   return {{"memory", memory}, {"cpu_time", time}, {"accuracy", accuracy}, {"profile", spec.value("profile", "")}};
 }
 
+// accuracy: bf16 within tolerance of fp32 in every accuracy run long enough to judge.
+std::string accuracy_text(const json& summary, const json& src, bool& acc_ok, bool& acc_any) {
+  std::string acc_text;
+  for (const json& r : summary["accuracy"]) {
+    if (!r.contains("bf16") || r["off"]["final_test_accuracy"].is_null() || r["bf16"]["final_test_accuracy"].is_null())
+      continue;
+    const double a = r["off"]["final_test_accuracy"], b = r["bf16"]["final_test_accuracy"];
+    // The 1-point bar is judged on runs of at least accuracy_min_steps (the full profile);
+    // shorter runs (quick) are still early in training, where two runs drift apart.
+    const bool judged = r["steps"].get<int64_t>() >= src["accuracy_min_steps"].get<int64_t>();
+    if (judged) {
+      acc_any = true;
+      acc_ok = acc_ok && std::abs(a - b) <= src["accuracy_tolerance"].get<double>();
+    }
+    char t[240];
+    std::snprintf(t, sizeof t, "%s %.2f%% fp32 vs %.2f%% bf16 after %lld steps%s; ", r["model"].get<std::string>().c_str(),
+                  100 * a, 100 * b, (long long)r["steps"].get<int64_t>(), judged ? "" : " (too short to judge)");
+    acc_text += t;
+  }
+  return acc_text;
+}
+
+std::string cpu_time_text(const json& summary) {   // per model: an average would hide that they differ
+  std::string cpu_text;
+  for (const json& r : summary["cpu_time"])
+    if (r.contains("bf16")) {
+      char t[120];
+      std::snprintf(t, sizeof t, "%s%s %.2fx", cpu_text.empty() ? "" : ", ", r["model"].get<std::string>().c_str(),
+                    r["bf16"]["time_ratio"].get<double>());
+      cpu_text += t;
+    }
+  return cpu_text;
+}
+
+// --half (model.half(), BN float32): memory beside fp32 and AMP, and whether it learns.
+std::string half_text_of(const json& summary, std::initializer_list<const json*> memory_rows) {
+  std::string half_text;
+  for (const json* r : memory_rows)
+    if (r->contains("half") && r->contains("half+master")) {
+      char t[240];
+      std::snprintf(t, sizeof t, "%s%s %.3fx plain / %.3fx with float32 masters (%.0f / %.0f B/param)",
+                    half_text.empty() ? "" : ", ", (*r)["model"].get<std::string>().c_str(),
+                    (*r)["half"]["peak_ratio"].get<double>(), (*r)["half+master"]["peak_ratio"].get<double>(),
+                    (*r)["half"]["model_state_bytes_per_param"].get<double>(),
+                    (*r)["half+master"]["model_state_bytes_per_param"].get<double>());
+      half_text += t;
+    }
+  for (const json& r : summary["accuracy"])
+    for (const char* mode : {"half", "half+master"})
+      if (r.contains(mode) && !r[mode]["final_test_accuracy"].is_null()) {
+        char t[200];
+        std::snprintf(t, sizeof t, "; %s --%s %.2f%% (%s)", r["model"].get<std::string>().c_str(),
+                      std::strcmp(mode, "half") == 0 ? "half" : "half --master-weights",
+                      100 * r[mode]["final_test_accuracy"].get<double>(),
+                      r[mode].contains("skipped_steps") ? str_cat(r[mode]["skipped_steps"].get<int64_t>(), " steps skipped").c_str()
+                                                        : "no loss scaling");
+        half_text += t;
+      }
+  return half_text;
+}
+
 json verdict_05(const json& spec, const json& summary) {
   const json& src = spec["source"];
   auto find = [&](const std::string& prefix) -> const json* {
@@ -126,56 +188,10 @@ json verdict_05(const json& spec, const json& summary) {
   const bool act_ok = act_unet >= 0.4 && act_unet <= 0.65 && act_bert >= 0.4 && act_bert <= 0.8;
   const double want_state = src["model_state_bytes_per_param"].get<double>();
   const bool state_ok = std::abs(state_amp - want_state) < 0.5 && std::abs(state_off - want_state) < 0.5;
-  // accuracy: bf16 within tolerance of fp32 in every accuracy run
   bool acc_ok = true, acc_any = false;
-  std::string acc_text;
-  for (const json& r : summary["accuracy"]) {
-    if (!r.contains("bf16") || r["off"]["final_test_accuracy"].is_null() || r["bf16"]["final_test_accuracy"].is_null())
-      continue;
-    const double a = r["off"]["final_test_accuracy"], b = r["bf16"]["final_test_accuracy"];
-    // The 1-point bar is judged on runs of at least accuracy_min_steps (the full profile);
-    // shorter runs (quick) are still early in training, where two runs drift apart.
-    const bool judged = r["steps"].get<int64_t>() >= src["accuracy_min_steps"].get<int64_t>();
-    if (judged) {
-      acc_any = true;
-      acc_ok = acc_ok && std::abs(a - b) <= src["accuracy_tolerance"].get<double>();
-    }
-    char t[240];
-    std::snprintf(t, sizeof t, "%s %.2f%% fp32 vs %.2f%% bf16 after %lld steps%s; ", r["model"].get<std::string>().c_str(),
-                  100 * a, 100 * b, (long long)r["steps"].get<int64_t>(), judged ? "" : " (too short to judge)");
-    acc_text += t;
-  }
-  std::string cpu_text;   // per model: an average would hide that they differ
-  for (const json& r : summary["cpu_time"])
-    if (r.contains("bf16")) {
-      char t[120];
-      std::snprintf(t, sizeof t, "%s%s %.2fx", cpu_text.empty() ? "" : ", ", r["model"].get<std::string>().c_str(),
-                    r["bf16"]["time_ratio"].get<double>());
-      cpu_text += t;
-    }
-  // --half (model.half(), BN float32): memory beside fp32 and AMP, and whether it learns.
-  std::string half_text;
-  for (const json* r : {unet, bert})
-    if (r->contains("half") && r->contains("half+master")) {
-      char t[240];
-      std::snprintf(t, sizeof t, "%s%s %.3fx plain / %.3fx with float32 masters (%.0f / %.0f B/param)",
-                    half_text.empty() ? "" : ", ", (*r)["model"].get<std::string>().c_str(),
-                    (*r)["half"]["peak_ratio"].get<double>(), (*r)["half+master"]["peak_ratio"].get<double>(),
-                    (*r)["half"]["model_state_bytes_per_param"].get<double>(),
-                    (*r)["half+master"]["model_state_bytes_per_param"].get<double>());
-      half_text += t;
-    }
-  for (const json& r : summary["accuracy"])
-    for (const char* mode : {"half", "half+master"})
-      if (r.contains(mode) && !r[mode]["final_test_accuracy"].is_null()) {
-        char t[200];
-        std::snprintf(t, sizeof t, "; %s --%s %.2f%% (%s)", r["model"].get<std::string>().c_str(),
-                      std::strcmp(mode, "half") == 0 ? "half" : "half --master-weights",
-                      100 * r[mode]["final_test_accuracy"].get<double>(),
-                      r[mode].contains("skipped_steps") ? str_cat(r[mode]["skipped_steps"].get<int64_t>(), " steps skipped").c_str()
-                                                        : "no loss scaling");
-        half_text += t;
-      }
+  const std::string acc_text = accuracy_text(summary, src, acc_ok, acc_any);
+  const std::string cpu_text = cpu_time_text(summary);
+  const std::string half_text = half_text_of(summary, {unet, bert});
   const json& sm = src["memory_gb"];
   auto src_ratio = [&](const char* m, const char* gpu) { return sm[m][gpu][1].get<double>() / sm[m][gpu][0].get<double>(); };
   char buf[3000];

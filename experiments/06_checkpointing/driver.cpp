@@ -23,10 +23,11 @@ using json = nlohmann::json;
 std::string axis(const json& p, const char* name) { return p["axes"][name].get<std::string>(); }
 double mib(double b) { return b / 1048576.0; }
 
-json summarize_06(const json& spec, json& points) {
+// bert-base: peak vs batch per policy, a line per policy, the largest batch in the
+// capacity and the reduction at the source's batch.
+json bert_base_rows(const json& spec, json& points) {
   const double cap = spec["source"]["capacity_gib"].get<double>() * 1073741824.0;
   const int64_t src_batch = spec["source"]["batch_without"];
-  // bert-base: peak vs batch per policy
   std::map<std::string, std::vector<std::pair<double, double>>> series;
   std::vector<std::string> order;
   for (const json* p : ok_points(points, "estimate")) {
@@ -54,29 +55,33 @@ json summarize_06(const json& spec, json& points) {
                     {"per_sample_mib", mib(f.slope)}, {"fixed_mib", mib(f.intercept)}, {"fit_r2", f.r2},
                     {"max_batch_in_capacity", max_batch}});
   }
-  // Korthikanti et al.: recomputing only the attention core drops the 5as/h (fp16; fp32:
-  // 9as/h) term of the per-layer activations s*b*h*(34 + 5as/h): predicted ratio of the
-  // per-sample cost none / selective:core vs the measured one (bert-base: a=12, h=768).
-  json korthikanti;
-  {
-    double none_slope = 0, core_slope = 0;
-    for (const json& r : base) {
-      if (r["policy"] == "none") none_slope = r["per_sample_mib"];
-      if (r["policy"] == "selective:core") core_slope = r["per_sample_mib"];
-    }
-    double seq = 0;
-    for (const json* p : ok_points(points, "estimate"))
-      if (point_option(*p, "model") == "bert-base") seq = point_option(*p, "seq-len").get<double>();
-    const double a = 12, h = 768;
-    if (none_slope > 0 && core_slope > 0 && seq > 0)
-      korthikanti = {{"seq", seq}, {"measured_per_sample_ratio", none_slope / core_slope},
-                     {"formula_fp32_ratio", (66 + 9 * a * seq / h) / 66}, {"formula_fp16_ratio", (34 + 5 * a * seq / h) / 34}};
-  }
   for (json& r : base)
     if (!r["peak_mib_at_source_batch"].is_null() && none_at_src > 0)
       r["reduction_at_source_batch"] = 1.0 - r["peak_mib_at_source_batch"].get<double>() / mib(none_at_src);
-  // bert-mini: activations (meta) and time (cpu) per policy; Chen: activations vs depth
-  std::map<std::string, double> act;
+  return base;
+}
+
+// Korthikanti et al.: recomputing only the attention core drops the 5as/h (fp16; fp32:
+// 9as/h) term of the per-layer activations s*b*h*(34 + 5as/h): predicted ratio of the
+// per-sample cost none / selective:core vs the measured one (bert-base: a=12, h=768).
+json korthikanti_ratio(const json& base, json& points) {
+  double none_slope = 0, core_slope = 0;
+  for (const json& r : base) {
+    if (r["policy"] == "none") none_slope = r["per_sample_mib"];
+    if (r["policy"] == "selective:core") core_slope = r["per_sample_mib"];
+  }
+  double seq = 0;
+  for (const json* p : ok_points(points, "estimate"))
+    if (point_option(*p, "model") == "bert-base") seq = point_option(*p, "seq-len").get<double>();
+  const double a = 12, h = 768;
+  if (none_slope <= 0 || core_slope <= 0 || seq <= 0) return json();
+  return {{"seq", seq}, {"measured_per_sample_ratio", none_slope / core_slope},
+          {"formula_fp32_ratio", (66 + 9 * a * seq / h) / 66}, {"formula_fp16_ratio", (34 + 5 * a * seq / h) / 34}};
+}
+
+// Chen et al.: activations against depth per policy, as a log-log slope (1 = linear in
+// depth, 0.5 = sqrt). `act` gets bert-mini's activations per policy at its own depth.
+json chen_depth(json& points, std::map<std::string, double>& act) {
   std::map<std::string, std::vector<std::pair<double, double>>> depth;
   for (const json* p : ok_points(points, "estimate")) {
     if (point_option(*p, "model") != "bert-mini") continue;
@@ -87,7 +92,7 @@ json summarize_06(const json& spec, json& points) {
       act[axis(*p, "checkpoint")] = a;
   }
   json chen = json::array();
-  for (const auto& [pol, pts] : depth) {   // log-log slope: 1 = linear in depth, 0.5 = sqrt
+  for (const auto& [pol, pts] : depth) {
     std::vector<double> lx, ly;
     json rows = json::array();
     for (auto [l, a] : pts) {
@@ -97,6 +102,14 @@ json summarize_06(const json& spec, json& points) {
     }
     chen.push_back({{"policy", pol}, {"points", rows}, {"depth_exponent", linear_fit(lx, ly).slope}});
   }
+  return chen;
+}
+
+json summarize_06(const json& spec, json& points) {
+  const json base = bert_base_rows(spec, points);
+  const json korthikanti = korthikanti_ratio(base, points);
+  std::map<std::string, double> act;   // bert-mini: activations (meta) and time (cpu) per policy
+  const json chen = chen_depth(points, act);
   std::map<std::string, const json*> runs;
   for (const json* p : ok_points(points, "train")) runs[axis(*p, "checkpoint")] = p;
   OOMLAB_CHECK(runs.count("none") && act.count("none"), "experiment 06: bert-mini points without checkpointing missing");
@@ -116,8 +129,9 @@ json summarize_06(const json& spec, json& points) {
     }
     mini.push_back(row);
   }
-  return {{"bert_base", base}, {"bert_mini", mini}, {"chen_depth", chen}, {"korthikanti", korthikanti}, {"profile", spec.value("profile", "")},
-          {"steps", ref["steps"]}, {"source_batch", src_batch}};
+  return {{"bert_base", base}, {"bert_mini", mini}, {"chen_depth", chen}, {"korthikanti", korthikanti},
+          {"profile", spec.value("profile", "")}, {"steps", ref["steps"]},
+          {"source_batch", spec["source"]["batch_without"].get<int64_t>()}};
 }
 
 json verdict_06(const json& spec, const json& summary) {

@@ -51,48 +51,44 @@ double time_at(const json& rows, double bytes) {
   return lo_t;
 }
 
-json summarize_10(const json& spec, json& points) {
-  json series = json::object(), traffic = json::array(), meta = json::array(), params = json::object();
-  double step_s = 0;
-  for (const json* p : ok_points(points, "allreduce-bench")) {
-    const json& m = (*p)["metrics"];
-    const int n = point_option(*p, "ranks").get<int>();
-    const bool on_meta = point_option(*p, "device", "cpu") == "meta";
-    const std::string s = series_of(*p);
-    const json& last = m["rows"].back();
-    const double S = last["size_bytes"].get<double>();
-    const auto recv = last["bytes_received_per_rank"].get<std::vector<double>>();
-    const double expected = bottleneck_bytes(algo_of(s), n, S);
-    double worst = 0;   // the largest relative miss over ranks (ps: rank 0 against (n-1)S, workers against S)
-    for (int r = 0; r < n; ++r) {
-      const double want = algo_of(s) == AllReduceAlgo::ring || r == 0 ? expected : S;
-      worst = std::max(worst, std::abs(recv[size_t(r)] - want) / want);
-    }
-    traffic.push_back({{"series", s}, {"device", on_meta ? "meta" : "cpu"}, {"ranks", n}, {"bytes", S},
-                       {"received_rank0", recv[0]}, {"received_rank1", recv.size() > 1 ? recv[1] : 0.0},
-                       {"expected_bottleneck", expected}, {"worst_relative_miss", worst}});
-    if (on_meta) {
-      const json& dev = (*p)["memory"]["devices"];
-      meta.push_back({{"series", s}, {"ranks", n}, {"bytes", S},
-                      {"peak_rank0", dev["meta:0"]["allocated_bytes.all.peak"]},
-                      {"peak_rank1", dev["meta:1"]["allocated_bytes.all.peak"]}});
-      continue;
-    }
-    json rows = json::array();
-    for (const json& r : m["rows"]) {
-      const auto rr = r["bytes_received_per_rank"].get<std::vector<double>>();
-      rows.push_back({{"bytes", r["size_bytes"]}, {"time_us", r["out_of_place"]["time_us"]},
-                      {"busbw_GBps", r["out_of_place"]["busbw_GBps"]}, {"in_place_busbw_GBps", r["in_place"]["busbw_GBps"]},
-                      {"received_max", *std::max_element(rr.begin(), rr.end())}, {"wrong", m["wrong_total"]}});
-    }
-    series[s][std::to_string(n)] = {{"rows", rows}, {"memcpy_GBps", m.value("memcpy_GBps", 0.0)}};
+// One allreduce-bench point into the tables: per-rank traffic against the algorithm's
+// formula; on meta the ranks' peaks; else the timing rows of its series at its rank count.
+void add_bench_point(const json& p, json& series, json& traffic, json& meta) {
+  const json& m = p["metrics"];
+  const int n = point_option(p, "ranks").get<int>();
+  const bool on_meta = point_option(p, "device", "cpu") == "meta";
+  const std::string s = series_of(p);
+  const json& last = m["rows"].back();
+  const double S = last["size_bytes"].get<double>();
+  const auto recv = last["bytes_received_per_rank"].get<std::vector<double>>();
+  const double expected = bottleneck_bytes(algo_of(s), n, S);
+  double worst = 0;   // the largest relative miss over ranks (ps: rank 0 against (n-1)S, workers against S)
+  for (int r = 0; r < n; ++r) {
+    const double want = algo_of(s) == AllReduceAlgo::ring || r == 0 ? expected : S;
+    worst = std::max(worst, std::abs(recv[size_t(r)] - want) / want);
   }
-  for (const json* p : ok_points(points, "summary"))
-    params[(*p)["metrics"]["model"].get<std::string>()] = (*p)["metrics"]["totals"]["params"];
-  for (const json* p : ok_points(points, "train")) step_s = (*p)["metrics"]["step_time_s"]["median"].get<double>();
+  traffic.push_back({{"series", s}, {"device", on_meta ? "meta" : "cpu"}, {"ranks", n}, {"bytes", S},
+                     {"received_rank0", recv[0]}, {"received_rank1", recv.size() > 1 ? recv[1] : 0.0},
+                     {"expected_bottleneck", expected}, {"worst_relative_miss", worst}});
+  if (on_meta) {
+    const json& dev = p["memory"]["devices"];
+    meta.push_back({{"series", s}, {"ranks", n}, {"bytes", S},
+                    {"peak_rank0", dev["meta:0"]["allocated_bytes.all.peak"]},
+                    {"peak_rank1", dev["meta:1"]["allocated_bytes.all.peak"]}});
+    return;
+  }
+  json rows = json::array();
+  for (const json& r : m["rows"]) {
+    const auto rr = r["bytes_received_per_rank"].get<std::vector<double>>();
+    rows.push_back({{"bytes", r["size_bytes"]}, {"time_us", r["out_of_place"]["time_us"]},
+                    {"busbw_GBps", r["out_of_place"]["busbw_GBps"]}, {"in_place_busbw_GBps", r["in_place"]["busbw_GBps"]},
+                    {"received_max", *std::max_element(rr.begin(), rr.end())}, {"wrong", m["wrong_total"]}});
+  }
+  series[s][std::to_string(n)] = {{"rows", rows}, {"memcpy_GBps", m.value("memcpy_GBps", 0.0)}};
+}
 
-  // Alpha-beta fits and predictions.
-  json fits = json::object(), predictions = json::object();
+// Alpha-beta fits per series and their predictions at the spec's rank counts.
+void fit_series(const json& spec, const json& series, json& fits, json& predictions) {
   const std::vector<int> model_ranks = spec["source"]["model_ranks"].get<std::vector<int>>();
   for (const auto& [s, by_n] : series.items()) {
     std::vector<CostSample> samples;
@@ -111,8 +107,10 @@ json summarize_10(const json& spec, json& points) {
                       {"bottleneck_bytes", bottleneck_bytes(algo_of(s), n, S)}});
     predictions[s] = pred;
   }
+}
 
-  // The backends at the step model's gradient size: all-reduce time and the step it makes.
+// The backends at the step model's gradient size: all-reduce time and the step it makes.
+json backends_at_step(const json& spec, const json& series, const json& params, double step_s) {
   const std::string step_model = spec["source"]["step_model"].get<std::string>();
   json backends = json::object();
   if (params.contains(step_model)) {
@@ -125,8 +123,11 @@ json summarize_10(const json& spec, json& points) {
     backends["gradient_bytes"] = grad;
     backends["compute_step_s"] = step_s;
   }
+  return backends;
+}
 
-  // The model on the published anchors.
+// The model on the published anchors (DeepLearningExamples' ResNet-50, Horovod's paper).
+json model_on_anchors(const json& spec, const json& params) {
   const json& A = spec["source"]["anchors"];
   json anchors = json::object();
   if (params.contains("resnet50")) {
@@ -152,9 +153,21 @@ json summarize_10(const json& spec, json& points) {
                                   {"implied_compute_s", e / (1 - e) * comm}, {"gflops", h["gflops_" + name]}};
     }
   }
+  return anchors;
+}
+
+json summarize_10(const json& spec, json& points) {
+  json series = json::object(), traffic = json::array(), meta = json::array(), params = json::object();
+  double step_s = 0;
+  for (const json* p : ok_points(points, "allreduce-bench")) add_bench_point(*p, series, traffic, meta);
+  for (const json* p : ok_points(points, "summary"))
+    params[(*p)["metrics"]["model"].get<std::string>()] = (*p)["metrics"]["totals"]["params"];
+  for (const json* p : ok_points(points, "train")) step_s = (*p)["metrics"]["step_time_s"]["median"].get<double>();
+  json fits = json::object(), predictions = json::object();
+  fit_series(spec, series, fits, predictions);
   return {{"series", series}, {"traffic", traffic}, {"meta_memory", meta}, {"params", params}, {"fits", fits},
-          {"predictions", predictions}, {"backends", backends}, {"anchors", anchors},
-          {"profile", spec.value("profile", "")}};
+          {"predictions", predictions}, {"backends", backends_at_step(spec, series, params, step_s)},
+          {"anchors", model_on_anchors(spec, params)}, {"profile", spec.value("profile", "")}};
 }
 
 json verdict_10(const json& spec, const json& s) {

@@ -46,72 +46,88 @@ Line through(double x0, double y0, double x1, double y1) {
 }
 std::string label_of(const json& p, const std::string& axis) { return p["axes"].value(axis, std::string("?")); }
 
-json summarize_11(const json& spec, json& points) {
-  const json& src = spec["source"];
-  const double cap = src["card_bytes"].get<double>();
-  const double n = src["devices"].get<double>();
-  json models = json::object();
+// The memory points (matrix entries memory_dp, memory_ddp, memory_bdp) by model and batch.
+struct MemoryPoints {
   std::map<std::string, std::map<int64_t, std::vector<double>>> dp, ddp;
   std::map<std::string, const json*> bdp, ddp_point;
+};
+
+MemoryPoints memory_points(json& points) {
+  MemoryPoints m;
   for (const json* p : ok_points(points, "train")) {
     const std::string entry = (*p)["name"].get<std::string>();
     const std::string family = entry.substr(0, entry.find(' '));   // the matrix entry
     if (family.rfind("memory_", 0) != 0) continue;
     const std::string model = label_of(*p, "model");
     const int64_t batch = (*p)["options"].value("batch", int64_t(0));
-    if (family == "memory_dp") dp[model][batch] = device_peaks(*p);
-    if (family == "memory_ddp") { ddp[model][batch] = device_peaks(*p); ddp_point[model] = p; }
-    if (family == "memory_bdp") bdp[model] = p;
+    if (family == "memory_dp") m.dp[model][batch] = device_peaks(*p);
+    if (family == "memory_ddp") { m.ddp[model][batch] = device_peaks(*p); m.ddp_point[model] = p; }
+    if (family == "memory_bdp") m.bdp[model] = p;
   }
-  for (auto& [model, byb] : dp) {
-    OOMLAB_CHECK(byb.size() >= 2 && ddp[model].size() >= 2 && bdp.count(model), "11_data_parallel: model ", model,
-                 " needs two DP batches, two DDP batches and a BDP point");
-    const auto& [b0, v0] = *byb.begin();
-    const auto& [b1, v1] = *byb.rbegin();
-    const Line dev0 = through(double(b0), v0[0], double(b1), v1[0]);
-    const Line other = through(double(b0), mean_of_others(v0), double(b1), mean_of_others(v1));
-    const json& dp_cfg = (*ddp_point[model])["config"];
-    double param_bytes = 0;
-    for (const json& b : (*ddp_point[model])["metrics"]["ddp"]["bucket_bytes"]) param_bytes += b.get<double>();
-    const std::string opt = dp_cfg.value("optimizer", "sgd");
-    const double state_mult = opt == "sgd" ? (dp_cfg.value("momentum", 0.0) > 0 ? 1.0 : 0.0) : 2.0;
-    const double sample_bytes = src["sample_bytes"].value(model, 0.0);
-    const double measured_excess = v1[0] - mean_of_others(v1);
-    const double predicted_excess = state_mult * param_bytes + (double(b1) - double(b1) / n) * sample_bytes;
-    // Per-sample slopes: alpha per sample of a device's chunk, beta device 0's extra per global sample.
-    const double alpha = n * other.slope, beta = dev0.slope - other.slope;
-    const double f0 = dev0.intercept, f1 = other.intercept;
-    const double dp_max = std::min((cap - f0) / dev0.slope, (cap - f1) / other.slope);
-    const double bdp_max = ((n - 1) * (cap - f1) + (cap - f0)) / (alpha + beta);
-    const double bdp_gpu0_at_max = (cap - f0 - beta * bdp_max) / alpha;
-    const json& bp = *bdp[model];
-    const std::vector<double> bv = device_peaks(bp);
-    const double bdp_batch = bp["options"].value("batch", 0.0);
-    const double gpu0_balanced = ((f1 - f0) + alpha * bdp_batch / (n - 1) - beta * bdp_batch) / (alpha * n / (n - 1));
-    const auto& [r0, rv0] = *ddp[model].begin();
-    const auto& [r1, rv1] = *ddp[model].rbegin();
-    const double rmax0 = *std::max_element(rv0.begin(), rv0.end()), rmax1 = *std::max_element(rv1.begin(), rv1.end());
-    const double rmin1 = *std::min_element(rv1.begin(), rv1.end());
-    const Line rank = through(double(r0), rmax0, double(r1), rmax1);
-    const double ddp_max = n * std::floor((cap - rank.intercept) / rank.slope);
-    json dp_rows = json::object(), ddp_rows = json::object();
-    for (const auto& [b, v] : byb) dp_rows[std::to_string(b)] = v;
-    for (const auto& [b, v] : ddp[model]) ddp_rows[std::to_string(b * int64_t(n))] = v;
-    models[model] = {
-        {"param_bytes", param_bytes}, {"optimizer", opt}, {"optimizer_state_multiplier", state_mult},
-        {"dp_peaks_by_global_batch", dp_rows}, {"ddp_peaks_by_global_batch", ddp_rows},
-        {"dp_fit", {{"device0", {{"slope", dev0.slope}, {"intercept", dev0.intercept}}},
-                    {"others", {{"slope", other.slope}, {"intercept", other.intercept}}}}},
-        {"dp_excess", {{"batch", b1}, {"measured_bytes", measured_excess}, {"predicted_bytes", predicted_excess},
-                       {"ratio", predicted_excess > 0 ? measured_excess / predicted_excess : 0.0},
-                       {"device0_over_others", v1[0] / mean_of_others(v1)}}},
-        {"bdp", {{"batch", bdp_batch}, {"gpu0_bsz", bp["options"].value("gpu0-bsz", 0.0)}, {"peaks", bv},
-                 {"device0_vs_others", bv[0] / mean_of_others(bv) - 1.0},
-                 {"fit_balanced_gpu0_bsz", gpu0_balanced}}},
-        {"ddp", {{"rank_spread", rmax1 / rmin1 - 1.0}, {"fit", {{"slope", rank.slope}, {"intercept", rank.intercept}}}}},
-        {"largest_global_batch", {{"dp", std::floor(dp_max)}, {"bdp", std::floor(bdp_max)},
-                                  {"bdp_gpu0_bsz", std::floor(bdp_gpu0_at_max)}, {"ddp", ddp_max}}}};
-  }
+  return m;
+}
+
+// One model: device 0's and the others' peaks as lines in the global batch (DP), device 0's
+// excess against its predicted cause, BDP's balance, DDP's ranks, and the largest global
+// batch each mode fits on the card.
+json model_memory(const std::string& model, const std::map<int64_t, std::vector<double>>& byb, MemoryPoints& M,
+                  const json& src) {
+  const double cap = src["card_bytes"].get<double>();
+  const double n = src["devices"].get<double>();
+  OOMLAB_CHECK(byb.size() >= 2 && M.ddp[model].size() >= 2 && M.bdp.count(model), "11_data_parallel: model ", model,
+               " needs two DP batches, two DDP batches and a BDP point");
+  const auto& [b0, v0] = *byb.begin();
+  const auto& [b1, v1] = *byb.rbegin();
+  const Line dev0 = through(double(b0), v0[0], double(b1), v1[0]);
+  const Line other = through(double(b0), mean_of_others(v0), double(b1), mean_of_others(v1));
+  const json& dp_cfg = (*M.ddp_point[model])["config"];
+  double param_bytes = 0;
+  for (const json& b : (*M.ddp_point[model])["metrics"]["ddp"]["bucket_bytes"]) param_bytes += b.get<double>();
+  const std::string opt = dp_cfg.value("optimizer", "sgd");
+  const double state_mult = opt == "sgd" ? (dp_cfg.value("momentum", 0.0) > 0 ? 1.0 : 0.0) : 2.0;
+  const double sample_bytes = src["sample_bytes"].value(model, 0.0);
+  const double measured_excess = v1[0] - mean_of_others(v1);
+  const double predicted_excess = state_mult * param_bytes + (double(b1) - double(b1) / n) * sample_bytes;
+  // Per-sample slopes: alpha per sample of a device's chunk, beta device 0's extra per global sample.
+  const double alpha = n * other.slope, beta = dev0.slope - other.slope;
+  const double f0 = dev0.intercept, f1 = other.intercept;
+  const double dp_max = std::min((cap - f0) / dev0.slope, (cap - f1) / other.slope);
+  const double bdp_max = ((n - 1) * (cap - f1) + (cap - f0)) / (alpha + beta);
+  const double bdp_gpu0_at_max = (cap - f0 - beta * bdp_max) / alpha;
+  const json& bp = *M.bdp[model];
+  const std::vector<double> bv = device_peaks(bp);
+  const double bdp_batch = bp["options"].value("batch", 0.0);
+  const double gpu0_balanced = ((f1 - f0) + alpha * bdp_batch / (n - 1) - beta * bdp_batch) / (alpha * n / (n - 1));
+  const auto& [r0, rv0] = *M.ddp[model].begin();
+  const auto& [r1, rv1] = *M.ddp[model].rbegin();
+  const double rmax0 = *std::max_element(rv0.begin(), rv0.end()), rmax1 = *std::max_element(rv1.begin(), rv1.end());
+  const double rmin1 = *std::min_element(rv1.begin(), rv1.end());
+  const Line rank = through(double(r0), rmax0, double(r1), rmax1);
+  const double ddp_max = n * std::floor((cap - rank.intercept) / rank.slope);
+  json dp_rows = json::object(), ddp_rows = json::object();
+  for (const auto& [b, v] : byb) dp_rows[std::to_string(b)] = v;
+  for (const auto& [b, v] : M.ddp[model]) ddp_rows[std::to_string(b * int64_t(n))] = v;
+  return {
+      {"param_bytes", param_bytes}, {"optimizer", opt}, {"optimizer_state_multiplier", state_mult},
+      {"dp_peaks_by_global_batch", dp_rows}, {"ddp_peaks_by_global_batch", ddp_rows},
+      {"dp_fit", {{"device0", {{"slope", dev0.slope}, {"intercept", dev0.intercept}}},
+                  {"others", {{"slope", other.slope}, {"intercept", other.intercept}}}}},
+      {"dp_excess", {{"batch", b1}, {"measured_bytes", measured_excess}, {"predicted_bytes", predicted_excess},
+                     {"ratio", predicted_excess > 0 ? measured_excess / predicted_excess : 0.0},
+                     {"device0_over_others", v1[0] / mean_of_others(v1)}}},
+      {"bdp", {{"batch", bdp_batch}, {"gpu0_bsz", bp["options"].value("gpu0-bsz", 0.0)}, {"peaks", bv},
+               {"device0_vs_others", bv[0] / mean_of_others(bv) - 1.0},
+               {"fit_balanced_gpu0_bsz", gpu0_balanced}}},
+      {"ddp", {{"rank_spread", rmax1 / rmin1 - 1.0}, {"fit", {{"slope", rank.slope}, {"intercept", rank.intercept}}}}},
+      {"largest_global_batch", {{"dp", std::floor(dp_max)}, {"bdp", std::floor(bdp_max)},
+                                {"bdp_gpu0_bsz", std::floor(bdp_gpu0_at_max)}, {"ddp", ddp_max}}}};
+}
+
+json summarize_11(const json& spec, json& points) {
+  const json& src = spec["source"];
+  MemoryPoints M = memory_points(points);
+  json models = json::object();
+  for (auto& [model, byb] : M.dp) models[model] = model_memory(model, byb, M, src);
   json throughput = json::object(), equality = json::object();
   for (const json* p : ok_points(points, "train")) {
     const std::string entry = (*p)["name"].get<std::string>();

@@ -238,6 +238,49 @@ void check_allreduce_bench_args(const std::vector<std::string>& args) {
   if (a.has("json")) check_output_file(a.get("json", ""), "--json");
 }
 
+// nccl-tests' all_reduce_perf table of `rows` (and the memcpy comparison on cpu); returns
+// the results' metrics.
+static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int64_t wrong_total, double memcpy_bw,
+                        int64_t max_size) {
+  const int n = o.ranks;
+  std::printf("# oomlab allreduce-bench: backend %s algo %s ranks %d device %s minBytes %lld maxBytes %lld step: %lld(factor) "
+              "warmup iters: %lld iters: %lld validation: %d\n",
+              o.backend.c_str(), o.algo.c_str(), n, o.device.c_str(), (long long)o.min_bytes, (long long)o.max_bytes,
+              (long long)o.step_factor, (long long)o.warmup, (long long)o.iters, o.device == "meta" ? 0 : 1);
+  std::printf("#%62s%35s\n", "out-of-place", "in-place");
+  std::printf("#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
+              "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::printf("#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+              "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  json jrows = json::array();
+  double bus_sum = 0;
+  for (const Row& r : rows) {
+    const double ab = algbw(r.bytes, r.oop.time_us), ib = algbw(r.bytes, r.ip.time_us);
+    std::printf(" %11lld %13lld %9s %7s %7d %8.1f %7.2f %7.2f %6s %8.1f %7.2f %7.2f %6s\n", (long long)r.bytes,
+                (long long)r.count, o.dtype.c_str(), o.op.c_str(), -1, r.oop.time_us, ab, ab * bus_factor(n),
+                wrong_str(r.oop.wrong).c_str(), r.ip.time_us, ib, ib * bus_factor(n), wrong_str(r.ip.wrong).c_str());
+    bus_sum += (ab + ib) * bus_factor(n) / 2;
+    jrows.push_back({{"size_bytes", r.bytes}, {"count", r.count}, {"type", o.dtype}, {"redop", o.op}, {"root", -1},
+                     {"out_of_place", measure_json(r.oop, r.bytes, n)}, {"in_place", measure_json(r.ip, r.bytes, n)},
+                     {"bytes_sent_per_rank", r.sent}, {"bytes_received_per_rank", r.received}});
+  }
+  const double avg_bus = rows.empty() ? 0.0 : bus_sum / double(rows.size());
+  std::printf("# Out of bounds values : %lld %s\n", (long long)wrong_total, wrong_total == 0 ? "OK" : "FAILED");
+  std::printf("# Avg bus bandwidth    : %g\n", avg_bus);
+  json metrics = {{"rows", jrows}, {"avg_busbw_GBps", avg_bus}, {"wrong_total", wrong_total}};
+  if (memcpy_bw > 0 && !rows.empty()) {
+    const Row& last = rows.back();
+    const double oop = algbw(last.bytes, last.oop.time_us) * bus_factor(n) / memcpy_bw;
+    const double ip = algbw(last.bytes, last.ip.time_us) * bus_factor(n) / memcpy_bw;
+    std::printf("# memcpy bandwidth     : %.2f GB/s (one thread, %lld bytes); busbw at %lld bytes = %.2f (out of "
+                "place), %.2f (in place) of it\n", memcpy_bw, (long long)max_size,
+                (long long)last.bytes, oop, ip);
+    metrics["memcpy_GBps"] = memcpy_bw;
+    metrics["busbw_over_memcpy_at_max"] = {{"out_of_place", oop}, {"in_place", ip}};
+  }
+  return metrics;
+}
+
 int cmd_allreduce_bench(const std::vector<std::string>& args) {
   const std::set<std::string>& valued = allreduce_bench_flags();
   if (std::find(args.begin(), args.end(), "--help") != args.end() || std::find(args.begin(), args.end(), "-h") != args.end()) {
@@ -281,41 +324,7 @@ int cmd_allreduce_bench(const std::vector<std::string>& args) {
   int64_t wrong_total = 0;
   for (const Row& r : rows) wrong_total += std::max<int64_t>(r.oop.wrong, 0) + std::max<int64_t>(r.ip.wrong, 0);
   if (!printer) return wrong_total == 0 ? 0 : kExitWrongResults;
-  std::printf("# oomlab allreduce-bench: backend %s algo %s ranks %d device %s minBytes %lld maxBytes %lld step: %lld(factor) "
-              "warmup iters: %lld iters: %lld validation: %d\n",
-              o.backend.c_str(), o.algo.c_str(), n, o.device.c_str(), (long long)o.min_bytes, (long long)o.max_bytes,
-              (long long)o.step_factor, (long long)o.warmup, (long long)o.iters, o.device == "meta" ? 0 : 1);
-  std::printf("#%62s%35s\n", "out-of-place", "in-place");
-  std::printf("#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
-              "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::printf("#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
-              "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-  json jrows = json::array();
-  double bus_sum = 0;
-  for (const Row& r : rows) {
-    const double ab = algbw(r.bytes, r.oop.time_us), ib = algbw(r.bytes, r.ip.time_us);
-    std::printf(" %11lld %13lld %9s %7s %7d %8.1f %7.2f %7.2f %6s %8.1f %7.2f %7.2f %6s\n", (long long)r.bytes,
-                (long long)r.count, o.dtype.c_str(), o.op.c_str(), -1, r.oop.time_us, ab, ab * bus_factor(n),
-                wrong_str(r.oop.wrong).c_str(), r.ip.time_us, ib, ib * bus_factor(n), wrong_str(r.ip.wrong).c_str());
-    bus_sum += (ab + ib) * bus_factor(n) / 2;
-    jrows.push_back({{"size_bytes", r.bytes}, {"count", r.count}, {"type", o.dtype}, {"redop", o.op}, {"root", -1},
-                     {"out_of_place", measure_json(r.oop, r.bytes, n)}, {"in_place", measure_json(r.ip, r.bytes, n)},
-                     {"bytes_sent_per_rank", r.sent}, {"bytes_received_per_rank", r.received}});
-  }
-  const double avg_bus = rows.empty() ? 0.0 : bus_sum / double(rows.size());
-  std::printf("# Out of bounds values : %lld %s\n", (long long)wrong_total, wrong_total == 0 ? "OK" : "FAILED");
-  std::printf("# Avg bus bandwidth    : %g\n", avg_bus);
-  json metrics = {{"rows", jrows}, {"avg_busbw_GBps", avg_bus}, {"wrong_total", wrong_total}};
-  if (memcpy_bw > 0 && !rows.empty()) {
-    const Row& last = rows.back();
-    const double oop = algbw(last.bytes, last.oop.time_us) * bus_factor(n) / memcpy_bw;
-    const double ip = algbw(last.bytes, last.ip.time_us) * bus_factor(n) / memcpy_bw;
-    std::printf("# memcpy bandwidth     : %.2f GB/s (one thread, %lld bytes); busbw at %lld bytes = %.2f (out of "
-                "place), %.2f (in place) of it\n", memcpy_bw, (long long)sizes.back(),
-                (long long)last.bytes, oop, ip);
-    metrics["memcpy_GBps"] = memcpy_bw;
-    metrics["busbw_over_memcpy_at_max"] = {{"out_of_place", oop}, {"in_place", ip}};
-  }
+  const json metrics = print_table(o, rows, wrong_total, memcpy_bw, sizes.back());
   if (!out.empty()) {
     const json config = {{"backend", o.backend}, {"algo", o.algo}, {"ranks", n}, {"device", o.device},
                          {"min_bytes", o.min_bytes}, {"max_bytes", o.max_bytes}, {"step_factor", o.step_factor},

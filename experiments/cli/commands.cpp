@@ -106,9 +106,9 @@ ModelSpec model_spec(const CliArgs& a) {
 
 const std::set<std::string> kRunFlags = {"profile", "out", "point-timeout"};
 
-TrainConfig train_config(const CliArgs& a) {
-  TrainConfig c;
-  c.model = a.get("model", c.model);
+namespace {
+// --dataset and the flags that describe its data; a flag this dataset would ignore is an error.
+void dataset_flags(const CliArgs& a, TrainConfig& c) {
   c.dataset = a.get("dataset", c.dataset);
   OOMLAB_CHECK(c.dataset == "fashion-mnist" || c.dataset == "synthetic" || c.dataset == "synthetic-seq" ||
                    c.dataset == "synthetic-seg" || c.dataset == "npy",
@@ -123,7 +123,6 @@ TrainConfig train_config(const CliArgs& a) {
   OOMLAB_CHECK(!a.has("classes") || c.num_classes >= 1, "--classes must be >= 1 (got ", c.num_classes, ")");
   OOMLAB_CHECK(!npy || a.has("data-dir"), "--dataset npy needs --data-dir DIR holding train_inputs.npy and "
                "train_labels.npy (README: \"Your own data\")");
-  // Flags that would be silently ignored by this dataset are errors.
   auto only_with = [&](const char* flag, bool ok, const char* which) {
     OOMLAB_CHECK(!a.has(flag) || ok, "--", flag, " has no effect with --dataset ", c.dataset, " (it applies to ", which,
                  ")");
@@ -136,11 +135,6 @@ TrainConfig train_config(const CliArgs& a) {
   for (const char* k : {"seq-min-len", "long-seq-prob", "long-seq-len"}) only_with(k, seq, "synthetic-seq");
   only_with("seq-len", seq, "synthetic-seq; npy takes the files' length");
   c.shuffle = !a.flag("no-shuffle");
-  c.init = a.get("init", "");
-  c.init_strict = !a.flag("init-non-strict");
-  OOMLAB_CHECK(!a.has("init") || !c.init.empty(), "--init needs a FILE.safetensors");
-  OOMLAB_CHECK(!a.flag("init-non-strict") || a.has("init"), "--init-non-strict has no effect without --init FILE");
-  OOMLAB_CHECK(!a.has("init") || !a.has("resume"), "--init and --resume both set the starting weights: give one");
   c.seq_len = a.get_int("seq-len", c.seq_len);
   c.seq_min_len = a.get_int("seq-min-len", 0);
   OOMLAB_CHECK(c.seq_min_len >= 0, "--seq-min-len must be >= 0 (got ", c.seq_min_len, ")");
@@ -148,13 +142,26 @@ TrainConfig train_config(const CliArgs& a) {
   c.long_seq_len = a.get_int("long-seq-len", 0);
   OOMLAB_CHECK(c.seq_len >= 3, "--seq-len must be >= 3 (got ", c.seq_len, ")");
   c.synthetic_size = a.get_int("synthetic-size", c.synthetic_size);
-  c.device = parse_device(a.get("device", "cpu"));
+  OOMLAB_CHECK(c.synthetic_size >= 1, "--synthetic-size must be >= 1 (got ", c.synthetic_size, ")");
+  OOMLAB_CHECK(c.long_seq_prob >= 0 && c.long_seq_prob <= 1, "--long-seq-prob must be in [0, 1] (got ",
+               c.long_seq_prob, ")");
+  OOMLAB_CHECK(!a.has("long-seq-prob") || a.has("long-seq-len"), "--long-seq-prob needs --long-seq-len");
+  OOMLAB_CHECK(!a.has("long-seq-len") || a.has("long-seq-prob"), "--long-seq-len needs --long-seq-prob");
+}
+
+// The run's length, recipe (flags not given keep the model family's defaults, recipes.h),
+// checkpoints and logging.
+void run_flags(const CliArgs& a, TrainConfig& c) {
+  c.init = a.get("init", "");
+  c.init_strict = !a.flag("init-non-strict");
+  OOMLAB_CHECK(!a.has("init") || !c.init.empty(), "--init needs a FILE.safetensors");
+  OOMLAB_CHECK(!a.flag("init-non-strict") || a.has("init"), "--init-non-strict has no effect without --init FILE");
+  OOMLAB_CHECK(!a.has("init") || !a.has("resume"), "--init and --resume both set the starting weights: give one");
   c.batch = a.get_int("batch", c.batch);
   c.accumulate = a.get_int("accumulate", 1);
   c.epochs = a.get_int("epochs", c.epochs);
   c.steps = a.get_int("steps", 0);
   OOMLAB_CHECK(!(a.has("epochs") && a.has("steps")), "give --epochs or --steps, not both");
-  // Recipe flags not given keep the model family's defaults (recipes.h).
   if (a.has("optimizer")) c.optimizer = a.get("optimizer", "");
   if (a.has("lr")) c.lr = a.get_double("lr", 0.0);
   if (a.has("momentum")) c.momentum = a.get_double("momentum", 0.0);
@@ -165,13 +172,32 @@ TrainConfig train_config(const CliArgs& a) {
   const int64_t seed = a.get_int("seed", 0);
   OOMLAB_CHECK(seed >= 0, "--seed must be >= 0 (got ", seed, ")");
   c.seed = uint64_t(seed);
-  if (a.has("device-memory")) c.device_memory = parse_size(a.get("device-memory", ""));
   c.save_dir = a.get("save", "");
   c.save_every = a.get_int("save-every", 0);
   c.resume_dir = a.get("resume", "");
   c.eval_batches = a.get_int("eval-batches", -1);
   c.log_every = a.get_int("log-every", c.log_every);
   c.quiet = a.flag("quiet");
+  OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
+  OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
+  OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
+  OOMLAB_CHECK(!c.lr || *c.lr > 0, "--lr must be > 0");
+  OOMLAB_CHECK(c.ema_decay >= 0 && c.ema_decay < 1, "--ema must be in [0, 1)");
+  OOMLAB_CHECK(c.eval_batches >= -1, "--eval-batches must be >= 0, or -1 for the whole test set (got ",
+               c.eval_batches, ")");
+  OOMLAB_CHECK(c.log_every >= 0, "--log-every must be >= 0 (got ", c.log_every, ")");
+  OOMLAB_CHECK(c.save_every >= 0, "--save-every must be >= 0 (got ", c.save_every, ")");
+  OOMLAB_CHECK(!a.has("save-every") || a.has("save"), "--save-every has no effect without --save DIR");
+}
+}  // namespace
+
+TrainConfig train_config(const CliArgs& a) {
+  TrainConfig c;
+  c.model = a.get("model", c.model);
+  dataset_flags(a, c);
+  c.device = parse_device(a.get("device", "cpu"));
+  run_flags(a, c);
+  if (a.has("device-memory")) c.device_memory = parse_size(a.get("device-memory", ""));
   c.arch = arch_flags(a, c.model);
   c.checkpoint = checkpoint_flag(a);
   parallel_flags(a, c);
@@ -180,21 +206,6 @@ TrainConfig train_config(const CliArgs& a) {
   c.half = p.half;
   c.master_weights = p.master_weights;
   c.loss_scale = p.loss_scale;
-  OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
-  OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
-  OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
-  OOMLAB_CHECK(!c.lr || *c.lr > 0, "--lr must be > 0");
-  OOMLAB_CHECK(c.ema_decay >= 0 && c.ema_decay < 1, "--ema must be in [0, 1)");
-  OOMLAB_CHECK(c.synthetic_size >= 1, "--synthetic-size must be >= 1 (got ", c.synthetic_size, ")");
-  OOMLAB_CHECK(c.eval_batches >= -1, "--eval-batches must be >= 0, or -1 for the whole test set (got ",
-               c.eval_batches, ")");
-  OOMLAB_CHECK(c.log_every >= 0, "--log-every must be >= 0 (got ", c.log_every, ")");
-  OOMLAB_CHECK(c.save_every >= 0, "--save-every must be >= 0 (got ", c.save_every, ")");
-  OOMLAB_CHECK(!a.has("save-every") || a.has("save"), "--save-every has no effect without --save DIR");
-  OOMLAB_CHECK(c.long_seq_prob >= 0 && c.long_seq_prob <= 1, "--long-seq-prob must be in [0, 1] (got ",
-               c.long_seq_prob, ")");
-  OOMLAB_CHECK(!a.has("long-seq-prob") || a.has("long-seq-len"), "--long-seq-prob needs --long-seq-len");
-  OOMLAB_CHECK(!a.has("long-seq-len") || a.has("long-seq-prob"), "--long-seq-len needs --long-seq-prob");
   c.on_oom = a.get("on-oom", "raise");
   const int64_t workers = a.get_int("workers", 1);
   OOMLAB_CHECK(workers >= 0 && workers <= 64, "--workers must be in 0..64 (got ", workers, ")");
