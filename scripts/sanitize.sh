@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sanitizer runs (CI runs this from scripts/test.sh unless OOMLAB_SKIP_SANITIZERS=1):
 #  asan: build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer (gcc, -O1 -g1) and the
-#        whole ctest suite but two learning-curve tests (asan_long below: about 15 minutes
+#        fast tiers of the ctest suite (not the slow label) but two learning-curve tests (asan_long below: about 15 minutes
 #        each under ASan, 80 and 60 training steps of bert-mini and unet-small whose code is
 #        the same as the shorter runs that stay in: SeqSegTrainer.BertTinyLearnsSyntheticSeq,
 #        SeqSegModels.TinyModelsGradcheck and SeqSegModels.MetaTraceEqualsCpu train and
@@ -89,7 +89,9 @@ strict_string_checks=1"
   timings+=("asan configure+build: $(took "$t0") s")
   step "ASan + UBSan: whole ctest suite ($dir)"
   t1=$(now)
-  local skip=(-E "$asan_long")
+  # The slow tier stays out (it runs in the normal build, scripts/test_slow.sh): under ASan
+  # its learning-curve and whole-zoo tests take most of the time and exercise the same code.
+  local skip=(-LE slow -E "$asan_long")
   if [[ "${OOMLAB_ASAN_ALL:-0}" == 1 ]]; then skip=(); fi
   if ! ctest --test-dir "$dir" --output-on-failure -j"$ctest_jobs" --no-tests=error "${skip[@]}" \
        "${ctest_extra[@]}"; then

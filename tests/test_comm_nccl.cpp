@@ -8,7 +8,7 @@
 // (tests/ranks_collectives.cpp is the harness of that). Tests skip when this build has no
 // nccl backend (CPU builds, or no NCCL under the CUDA prefix) or no usable GPU.
 // The GPU tests have not run yet: written on a machine without a GPU.
-// ctest tier: ranks;gpu
+// ctest tier: ranks gpu
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -104,7 +104,7 @@ void TrainingRun::make_optimizer() {
   g.momentum = c_.optimizer == "sgd" ? c_.momentum : 0.0;
   g.weight_decay = c_.weight_decay;
   g.nesterov = c_.nesterov;
-  opt_ = make_optimizer(c_.optimizer, {g});
+  opt_ = ::oomlab::make_optimizer(c_.optimizer, {g});
 }
 
 // One loader batch per optimizer step: K micro-batches of --batch, in the order of a K*B batch.

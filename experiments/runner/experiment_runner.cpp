@@ -223,7 +223,7 @@ void print_progress(size_t i, size_t n, const std::string& name, const json& poi
 }
 
 // The driver's summary and verdict, then the results file (the partial one removed).
-std::string finish_run(const Plan& p, const RunOptions& o, const json& points, const json& runner) {
+std::string finish_run(const Plan& p, const RunOptions& o, json& points, const json& runner) {
   json driver_spec = p.spec;
   driver_spec["profile"] = o.profile;
   json summary, verdict;
