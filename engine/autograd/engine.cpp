@@ -14,7 +14,7 @@
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
-#include "engine/ops/elementwise.h"
+#include "kernels/elementwise.h"
 
 namespace oomlab {
 namespace {
@@ -29,13 +29,40 @@ bool uniquely_owned(const Tensor& t) {
   return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous();
 }
 
+// Gradient sums as ops' add / add_inplace compute them (the same kernel, the same
+// allocations), without autograd: this layer sits below ops. Gradients into one place share
+// shape (checked by the callers), dtype and device; autocast is off in backward
+// (engine/train/mixed_precision.h), so nothing is promoted.
+void check_gradient_pair(const Tensor& a, const Tensor& b) {
+  OOMLAB_CHECK_T(DTypeError, a.dtype() == b.dtype(), "autograd: gradients of dtypes ", dtype_name(a.dtype()), " and ",
+                 dtype_name(b.dtype()), " flow into one tensor");
+  OOMLAB_CHECK_T(DeviceError, a.device() == b.device(), "autograd: gradients on ", a.device().str(), " and ",
+                 b.device().str(), " flow into one tensor");
+}
+
+Tensor sum_of(const Tensor& a0, const Tensor& b0) {
+  check_gradient_pair(a0, b0);
+  Tensor a = a0.contiguous(), b = b0.contiguous();
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{out.raw_data(), a.raw_data(), b.raw_data(), 1.0, 1.0, 0.0, a.numel()});
+  return out;
+}
+
+void add_into(Tensor& a, const Tensor& b) {
+  check_gradient_pair(a, b);
+  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "autograd: gradient buffer ", a.str(), " must be contiguous");
+  Tensor bc = b.contiguous();
+  a.bump_version();
+  axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{a.raw_data(), a.raw_data(), bc.raw_data(), 1.0, 1.0, 0.0, a.numel()});
+}
+
 // Sum gradients flowing into one place: in place when we own the buffer.
 void accumulate(Tensor& slot, Tensor g) {
   if (!slot.defined()) { slot = std::move(g); return; }
   OOMLAB_CHECK_T(ShapeError, slot.shape() == g.shape(), "autograd: gradient shape ",
                  shape_str(g.shape()), " does not match ", shape_str(slot.shape()));
-  if (uniquely_owned(slot)) add_inplace(slot, g);
-  else slot = add(slot, g);
+  if (uniquely_owned(slot)) add_into(slot, g);
+  else slot = sum_of(slot, g);
 }
 
 void accumulate_leaf(TensorImpl* leaf, Tensor g) {
@@ -49,7 +76,7 @@ void accumulate_leaf(TensorImpl* leaf, Tensor g) {
     return;
   }
   Tensor slot(leaf->grad);
-  add_inplace(slot, g);   // parameter gradients accumulate with +=
+  add_into(slot, g);   // parameter gradients accumulate with +=
 }
 }  // namespace
 
@@ -135,6 +162,8 @@ void fire_grad_ready_hooks(TensorImpl* leaf) {
   for (auto& h : leaf->grad_ready_hooks) { Tensor g(leaf->grad); h(g); }
 }
 }  // namespace
+
+void Tensor::backward(const Tensor& grad_output) const { run_backward(*this, grad_output); }
 
 void run_backward(const Tensor& root, const Tensor& grad_output) {
   OOMLAB_CHECK_T(AutogradError, root.defined() && root.requires_grad(),

@@ -25,7 +25,6 @@
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
 #include "experiments/cli/cli_args.h"
-#include "experiments/runner/experiment_runner.h"
 #include "experiments/cli/memory_report.h"
 #include "engine/train/results.h"
 #include "experiments/cli/parallel_train.h"
@@ -104,7 +103,6 @@ ModelSpec model_spec(const CliArgs& a) {
   return s;
 }
 
-const std::set<std::string> kRunFlags = {"profile", "out", "point-timeout"};
 
 namespace {
 // --dataset and the flags that describe its data; a flag this dataset would ignore is an error.
@@ -246,20 +244,6 @@ EstimateRequest estimate_request(const CliArgs& a) {
   return r;
 }
 
-RunOptions run_options(const CliArgs& a) {
-  OOMLAB_CHECK(a.positionals().size() == 1, "oomlab run: give exactly one experiment folder, e.g. "
-               "oomlab run experiments/01_vgg16_memory");
-  RunOptions o;
-  o.profile = a.get("profile", "quick");
-  OOMLAB_CHECK(o.profile == "quick" || o.profile == "full", "--profile must be quick or full (got '", o.profile, "')");
-  o.out = a.get("out", "");
-  if (a.has("out")) check_output_file(o.out, "--out");
-  o.fresh = a.flag("fresh");
-  o.point_timeout_s = a.get_double("point-timeout", 0.0);
-  OOMLAB_CHECK(!a.has("point-timeout") || (o.point_timeout_s > 0 && o.point_timeout_s <= 1e9),
-               "--point-timeout must be a positive number of seconds");
-  return o;
-}
 
 // --memory-snapshot FILE (pytorch.org/memory_viz) and --chrome-trace FILE (Perfetto).
 void write_traces_if_asked(const CliArgs& a, const Device& dev) {
@@ -498,10 +482,6 @@ int cmd_train(const std::vector<std::string>& args) {
 }
 
 void check_command_args(const std::string& command, const std::vector<std::string>& args) {
-  if (command == "run") {
-    run_options(CliArgs(args, kRunFlags, {"fresh"}, "run", 1));
-    return;
-  }
   if (command == "allreduce-bench") {
     check_allreduce_bench_args(args);
     return;
@@ -527,16 +507,5 @@ void check_command_args(const std::string& command, const std::vector<std::strin
   check_output_paths(a);
 }
 
-int cmd_run(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::puts("oomlab run experiments/NN_name [--profile quick|full] [--out FILE] [--fresh] [--point-timeout SECONDS]");
-    return 0;
-  }
-  CliArgs a(args, kRunFlags, {"fresh"}, "run", 1);
-  const RunOptions o = run_options(a);
-  const std::string out = run_experiment(a.positionals()[0], o);
-  std::printf("wrote %s\n", out.c_str());
-  return 0;
-}
 
 }  // namespace oomlab

@@ -18,7 +18,8 @@ const CommandFlags& command_flags(const std::string& command);   // train | summ
 // in oomlab: please report it).
 inline constexpr int kExitUsage = 2, kExitOutOfMemory = 3, kExitDiverged = 4, kExitWrongResults = 5, kExitInternal = 70;
 
-// Parses and validates a command's arguments (train | summary | estimate | run) exactly as
+// Parses and validates a command's arguments (train | summary | estimate | trick |
+// allreduce-bench; `run`'s are experiments/runner/run_command.h's) exactly as
 // the command would, and checks its output paths, without running anything: ValueError /
 // IoError on anything the command would reject. The matrix runner checks every point with
 // it before the first one runs.
@@ -27,7 +28,6 @@ void check_command_args(const std::string& command, const std::vector<std::strin
 int cmd_train(const std::vector<std::string>& args);
 int cmd_summary(const std::vector<std::string>& args);
 int cmd_estimate(const std::vector<std::string>& args);
-int cmd_run(const std::vector<std::string>& args);
 int cmd_models(const std::vector<std::string>& args);
 // Prints the autocast policy table (engine/autograd/autocast.h); --json FILE writes it.
 int cmd_amp_policy(const std::vector<std::string>& args);

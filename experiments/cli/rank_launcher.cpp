@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "engine/core/error.h"
-#include "experiments/runner/child_process.h"
+#include "experiments/cli/child_process.h"
 
 extern char** environ;
 

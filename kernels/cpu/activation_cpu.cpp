@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/activation.h"
+#include "kernels/cpu/half_widen.h"
 #include "kernels/cpu/fast_math.h"
 
 namespace oomlab {
@@ -133,6 +134,34 @@ template <class T> void gelu_backward_cpu(const GeluArgs& a) {
     });
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+// (relu / sigmoid / gelu / dropout share the field names; forward reads x, writes y;
+// backward reads y (relu, sigmoid) or x (gelu) and dy, writes dx.)
+template <DType H, class Args, KernelTable<Args>& (*Table)(), bool Backward> void pointwise_half(const Args& a) {
+  Widen<H> w;
+  Args f = a;
+  if (!Backward) {
+    f.x = w.in(a.x, a.n);
+    f.y = w.out(a.y, a.n);
+  } else {
+    f.x = w.in(a.x, a.n);
+    f.y = const_cast<float*>(w.in(a.y, a.n));   // read only in backward
+    f.dy = w.in(a.dy, a.n);
+    f.dx = w.out(a.dx, a.n);
+  }
+  run_f32(Table(), f);
+  w.narrow();
+}
+
+template <DType H> void register_activation_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&pointwise_half<H, ReluArgs, relu_forward_kernels, false>>(relu_forward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, ReluArgs, relu_backward_kernels, true>>(relu_backward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, SigmoidArgs, sigmoid_forward_kernels, false>>(sigmoid_forward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, SigmoidArgs, sigmoid_backward_kernels, true>>(sigmoid_backward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, GeluArgs, gelu_forward_kernels, false>>(gelu_forward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, GeluArgs, gelu_backward_kernels, true>>(gelu_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_activation_cpu_kernels() {
@@ -142,6 +171,8 @@ void register_activation_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(sigmoid_backward_kernels(), sigmoid_backward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(gelu_forward_kernels(), gelu_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(gelu_backward_kernels(), gelu_backward_cpu);
+  register_activation_half<DType::f16>();
+  register_activation_half<DType::bf16>();
 }
 
 }  // namespace oomlab

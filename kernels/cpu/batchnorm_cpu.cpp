@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/batchnorm.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -129,11 +130,29 @@ template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
     }
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H, bool Backward> void batch_norm_half(const BatchNormArgs& a) {
+  Widen<H> w;
+  BatchNormArgs f = a;
+  const int64_t n = a.N * a.C * a.HW;
+  f.x = w.in(a.x, n);
+  if (!Backward) { f.y = w.out(a.y, n); run_f32(batch_norm_forward_kernels(), f); }
+  else { f.dy = w.in(a.dy, n); f.dx = w.out(a.dx, n); run_f32(batch_norm_backward_kernels(), f); }
+  w.narrow();
+}
+
+template <DType H> void register_batchnorm_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&batch_norm_half<H, false>>(batch_norm_forward_kernels(), cpu, H);
+  set_kernel<&batch_norm_half<H, true>>(batch_norm_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_batchnorm_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(batch_norm_forward_kernels(), batch_norm_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(batch_norm_backward_kernels(), batch_norm_backward_cpu);
+  register_batchnorm_half<DType::f16>();
+  register_batchnorm_half<DType::bf16>();
 }
 
 }  // namespace oomlab

@@ -25,6 +25,7 @@
 
 #include "engine/core/thread_budget.h"
 #include "kernels/conv.h"
+#include "kernels/cpu/half_widen.h"
 #include "kernels/cpu/conv_direct_cpu.h"
 #include "kernels/cpu/sgemm_avx512.h"
 
@@ -455,6 +456,50 @@ template <class T> void channel_bias_grad_cpu(const ChannelBiasArgs& a) {
     db[k] = T(acc);
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H> Conv2dArgs conv_widened(const Conv2dArgs& a, Widen<H>& w, KernelTable<Conv2dArgs>& t) {
+  const int64_t xn = a.N * a.C * a.H * a.W, wn = a.K * (a.C / std::max<int64_t>(a.p.groups, 1)) * a.R * a.S,
+                yn = a.N * a.K * a.P * a.Q;
+  Conv2dArgs f = a;
+  if (&t == &conv2d_forward_kernels()) {
+    f.x = w.in(a.x, xn); f.w = w.in(a.w, wn); f.y = w.out(a.y, yn);
+  } else if (&t == &conv2d_backward_data_kernels()) {
+    f.dy = w.in(a.dy, yn); f.w = w.in(a.w, wn); f.dx = w.out(a.dx, xn);
+  } else {
+    f.x = w.in(a.x, xn); f.dy = w.in(a.dy, yn); f.dw = w.out(a.dw, wn);
+  }
+  return f;
+}
+template <DType H, KernelTable<Conv2dArgs>& (*Table)()> void conv_half(const Conv2dArgs& a) {
+  Widen<H> w;
+  run_f32(Table(), conv_widened(a, w, Table()));
+  w.narrow();
+}
+template <DType H> void channel_bias_add_half(const ChannelBiasArgs& a) {
+  Widen<H> w;
+  ChannelBiasArgs f = a;
+  f.y = w.inout(a.y, a.N * a.K * a.HW);
+  f.b = w.in(a.b, a.K);
+  run_f32(channel_bias_add_kernels(), f);
+  w.narrow();
+}
+template <DType H> void channel_bias_grad_half(const ChannelBiasArgs& a) {
+  Widen<H> w;
+  ChannelBiasArgs f = a;
+  f.dy = w.in(a.dy, a.N * a.K * a.HW);
+  f.db = w.out(a.db, a.K);
+  run_f32(channel_bias_grad_kernels(), f);
+  w.narrow();
+}
+
+template <DType H> void register_conv_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&conv_half<H, conv2d_forward_kernels>>(conv2d_forward_kernels(), cpu, H);
+  set_kernel<&conv_half<H, conv2d_backward_data_kernels>>(conv2d_backward_data_kernels(), cpu, H);
+  set_kernel<&conv_half<H, conv2d_backward_weight_kernels>>(conv2d_backward_weight_kernels(), cpu, H);
+  set_kernel<&channel_bias_add_half<H>>(channel_bias_add_kernels(), cpu, H);
+  set_kernel<&channel_bias_grad_half<H>>(channel_bias_grad_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_conv_cpu_kernels() {
@@ -463,6 +508,8 @@ void register_conv_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(conv2d_backward_weight_kernels(), conv2d_backward_weight_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(channel_bias_add_kernels(), channel_bias_add_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(channel_bias_grad_kernels(), channel_bias_grad_cpu);
+  register_conv_half<DType::f16>();
+  register_conv_half<DType::bf16>();
 }
 
 }  // namespace oomlab

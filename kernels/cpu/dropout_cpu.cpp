@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/dropout.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -68,11 +69,36 @@ template <class T> void dropout_backward_cpu(const DropoutArgs& a) {
 #pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
   for (int64_t i = 0; i < a.n; ++i) dx[i] = dy[i] * (T(mask[i]) * scale);
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H> void dropout_forward_half(const DropoutArgs& a) {
+  Widen<H> w;
+  DropoutArgs f = a;
+  f.x = w.in(a.x, a.n);
+  f.y = w.out(a.y, a.n);
+  run_f32(dropout_forward_kernels(), f);
+  w.narrow();
+}
+template <DType H> void dropout_backward_half(const DropoutArgs& a) {
+  Widen<H> w;
+  DropoutArgs f = a;
+  f.dy = w.in(a.dy, a.n);
+  f.dx = w.out(a.dx, a.n);
+  run_f32(dropout_backward_kernels(), f);
+  w.narrow();
+}
+
+template <DType H> void register_dropout_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&dropout_forward_half<H>>(dropout_forward_kernels(), cpu, H);
+  set_kernel<&dropout_backward_half<H>>(dropout_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_dropout_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(dropout_forward_kernels(), dropout_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(dropout_backward_kernels(), dropout_backward_cpu);
+  register_dropout_half<DType::f16>();
+  register_dropout_half<DType::bf16>();
 }
 
 }  // namespace oomlab

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -58,6 +59,40 @@ template <uint16_t (*narrow)(float)> void fill_low_cpu(const FillArgs& a) {
   const uint16_t h = narrow(float(a.value));
   std::fill(static_cast<uint16_t*>(a.out), static_cast<uint16_t*>(a.out) + a.n, h);
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H> void axpby_half(const AxpbyArgs& a) {
+  Widen<H> w;
+  AxpbyArgs f = a;
+  f.a = w.in(a.a, a.n);
+  f.b = w.in(a.b, a.n);
+  f.out = w.out(a.out, a.n);
+  run_f32(axpby_kernels(), f);
+  w.narrow();
+}
+template <DType H> void mul_half(const MulArgs& a) {
+  Widen<H> w;
+  MulArgs f = a;
+  f.a = w.in(a.a, a.n);
+  f.b = w.in(a.b, a.n);
+  f.out = w.out(a.out, a.n);
+  run_f32(mul_kernels(), f);
+  w.narrow();
+}
+template <DType H> void sum_half(const SumArgs& a) {
+  Widen<H> w;
+  SumArgs f = a;
+  f.a = w.in(a.a, a.n);
+  f.out = w.out(a.out, 1);
+  run_f32(sum_kernels(), f);
+  w.narrow();
+}
+
+template <DType H> void register_elementwise_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&axpby_half<H>>(axpby_kernels(), cpu, H);
+  set_kernel<&mul_half<H>>(mul_kernels(), cpu, H);
+  set_kernel<&sum_half<H>>(sum_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_elementwise_cpu_kernels() {
@@ -68,6 +103,8 @@ void register_elementwise_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(fill_kernels(), fill_cpu);
   set_kernel<&fill_low_cpu<float_to_half>>(fill_kernels(), DeviceType::cpu, DType::f16);
   set_kernel<&fill_low_cpu<float_to_bf16>>(fill_kernels(), DeviceType::cpu, DType::bf16);
+  register_elementwise_half<DType::f16>();
+  register_elementwise_half<DType::bf16>();
 }
 
 }  // namespace oomlab

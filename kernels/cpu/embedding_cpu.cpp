@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/embedding.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -48,11 +49,27 @@ template <class T> void embedding_backward_cpu(const EmbeddingArgs& a) {
     }
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H, bool Backward> void embedding_half(const EmbeddingArgs& a) {
+  Widen<H> w;
+  EmbeddingArgs f = a;
+  if (!Backward) { f.weight = w.in(a.weight, a.V * a.H); f.out = w.out(a.out, a.N * a.H); run_f32(embedding_forward_kernels(), f); }
+  else { f.dout = w.in(a.dout, a.N * a.H); f.dweight = w.out(a.dweight, a.V * a.H); run_f32(embedding_backward_kernels(), f); }
+  w.narrow();
+}
+
+template <DType H> void register_embedding_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&embedding_half<H, false>>(embedding_forward_kernels(), cpu, H);
+  set_kernel<&embedding_half<H, true>>(embedding_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_embedding_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(embedding_forward_kernels(), embedding_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(embedding_backward_kernels(), embedding_backward_cpu);
+  register_embedding_half<DType::f16>();
+  register_embedding_half<DType::bf16>();
 }
 
 }  // namespace oomlab

@@ -1,5 +1,5 @@
 // groupnorm_cpu.cpp — CPU kernels of the groupnorm family (kernels/groupnorm.h), float32
-// and float64 (16-bit: kernels/cpu/half_cpu.cpp widens to these). Threading: OpenMP over
+// and float64 (16-bit: the float32 kernels on widened copies, half_widen.h). Threading: OpenMP over
 // the N*G groups (statistics, y, dx) and over the C channels (dweight / dbias); each task
 // sums its values in double in index order, so no result depends on the thread count.
 // Arithmetic in double, rounded once to T at the store (the CUDA kernels do the same).
@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/groupnorm.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -103,11 +104,41 @@ template <class T> void group_norm_backward_cpu(const GroupNormArgs& a) {
     }
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+// 16-bit x, y, dy, dx; weight, bias, running and saved statistics float32 (the op's rule).
+// 16-bit x, weight, bias, y, dy, dx, dweight, dbias; mean / rstd float32 (the contract).
+template <DType H, bool Backward> void group_norm_half(const GroupNormArgs& a) {
+  Widen<H> w;
+  GroupNormArgs f = a;
+  const int64_t n = a.N * a.C * a.HW;
+  f.x = w.in(a.x, n);
+  f.weight = w.in(a.weight, a.C);
+  if (!Backward) {
+    f.bias = w.in(a.bias, a.C);
+    f.y = w.out(a.y, n);
+    run_f32(group_norm_forward_kernels(), f);
+  } else {
+    f.dy = w.in(a.dy, n);
+    f.dx = w.out(a.dx, n);
+    f.dweight = w.out(a.dweight, a.C);
+    f.dbias = w.out(a.dbias, a.C);
+    run_f32(group_norm_backward_kernels(), f);
+  }
+  w.narrow();
+}
+
+template <DType H> void register_groupnorm_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&group_norm_half<H, false>>(group_norm_forward_kernels(), cpu, H);
+  set_kernel<&group_norm_half<H, true>>(group_norm_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_groupnorm_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(group_norm_forward_kernels(), group_norm_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(group_norm_backward_kernels(), group_norm_backward_cpu);
+  register_groupnorm_half<DType::f16>();
+  register_groupnorm_half<DType::bf16>();
 }
 
 }  // namespace oomlab

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/fast_math.h"
 #include "kernels/layernorm.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -98,11 +99,40 @@ template <class T> void layer_norm_backward_cpu(const LayerNormArgs& a) {
     }
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+// 16-bit x, weight, bias, y, dy, dx, dweight, dbias; mean / rstd float32 (the contract).
+template <DType H, bool Backward> void layer_norm_half(const LayerNormArgs& a) {
+  Widen<H> w;
+  LayerNormArgs f = a;
+  const int64_t n = a.rows * a.H;
+  f.x = w.in(a.x, n);
+  f.weight = w.in(a.weight, a.H);
+  if (!Backward) {
+    f.bias = w.in(a.bias, a.H);
+    f.y = w.out(a.y, n);
+    run_f32(layer_norm_forward_kernels(), f);
+  } else {
+    f.dy = w.in(a.dy, n);
+    f.dx = w.out(a.dx, n);
+    f.dweight = w.out(a.dweight, a.H);
+    f.dbias = w.out(a.dbias, a.H);
+    run_f32(layer_norm_backward_kernels(), f);
+  }
+  w.narrow();
+}
+
+template <DType H> void register_layernorm_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&layer_norm_half<H, false>>(layer_norm_forward_kernels(), cpu, H);
+  set_kernel<&layer_norm_half<H, true>>(layer_norm_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_layernorm_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(layer_norm_forward_kernels(), layer_norm_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(layer_norm_backward_kernels(), layer_norm_backward_cpu);
+  register_layernorm_half<DType::f16>();
+  register_layernorm_half<DType::bf16>();
 }
 
 }  // namespace oomlab

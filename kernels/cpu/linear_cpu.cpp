@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/linear.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -73,12 +74,51 @@ template <class T> void bias_grad_rows_cpu(const BiasGradRowsArgs& a) {
     for (int64_t c = c0; c < c1; ++c) db[c] = T(acc[c - c0]);
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H> void gemm_half(const GemmArgs& a) {
+  Widen<H> w;
+  GemmArgs f = a;
+  f.A = w.in(a.A, gemm_extent(a.batch, a.stride_a, a.trans_a ? a.K : a.M, a.lda));
+  f.B = w.in(a.B, gemm_extent(a.batch, a.stride_b, a.trans_b ? a.N : a.K, a.ldb));
+  const int64_t cn = gemm_extent(a.batch, a.stride_c, a.M, a.ldc);
+  // C's gaps (ldc > N, or batches further apart than M * ldc) are read so that narrowing
+  // writes them back unchanged.
+  const bool gapless = a.ldc == a.N && (a.batch <= 1 || a.stride_c == a.M * a.ldc);
+  f.C = (a.beta != 0 || !gapless) ? w.inout(a.C, cn) : w.out(a.C, cn);
+  run_f32(gemm_kernels(), f);
+  w.narrow();
+}
+template <DType H> void bias_add_rows_half(const BiasAddRowsArgs& a) {
+  Widen<H> w;
+  BiasAddRowsArgs f = a;
+  f.out = w.inout(a.out, a.rows * a.cols);
+  f.bias = w.in(a.bias, a.cols);
+  run_f32(bias_add_rows_kernels(), f);
+  w.narrow();
+}
+template <DType H> void bias_grad_rows_half(const BiasGradRowsArgs& a) {
+  Widen<H> w;
+  BiasGradRowsArgs f = a;
+  f.grad_bias = w.out(a.grad_bias, a.cols);
+  f.grad = w.in(a.grad, a.rows * a.cols);
+  run_f32(bias_grad_rows_kernels(), f);
+  w.narrow();
+}
+
+template <DType H> void register_linear_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&gemm_half<H>>(gemm_kernels(), cpu, H);
+  set_kernel<&bias_add_rows_half<H>>(bias_add_rows_kernels(), cpu, H);
+  set_kernel<&bias_grad_rows_half<H>>(bias_grad_rows_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_linear_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(gemm_kernels(), gemm_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(bias_add_rows_kernels(), bias_add_rows_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(bias_grad_rows_kernels(), bias_grad_rows_cpu);
+  register_linear_half<DType::f16>();
+  register_linear_half<DType::bf16>();
 }
 
 }  // namespace oomlab

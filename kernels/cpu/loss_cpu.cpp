@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/fast_math.h"
 #include "kernels/loss.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -116,6 +117,35 @@ template <class T> void pixel_cross_entropy_backward_cpu(const PixelCrossEntropy
       if (kept(tb[j], C, a.ignore_index)) db[tb[j] * HW + j] -= w;
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H, bool Backward> void nll_half(const NllArgs& a) {
+  Widen<H> w;
+  NllArgs f = a;
+  if (!Backward) { f.logp = w.in(a.logp, a.N * a.C); f.loss = w.out(a.loss, 1); run_f32(nll_forward_kernels(), f); }
+  else { f.dloss = w.in(a.dloss, 1); f.dlogp = w.out(a.dlogp, a.N * a.C); run_f32(nll_backward_kernels(), f); }
+  w.narrow();
+}
+template <DType H, bool Backward> void pixel_ce_half(const PixelCrossEntropyArgs& a) {
+  Widen<H> w;
+  PixelCrossEntropyArgs f = a;
+  const int64_t n = a.N * a.C * a.HW;
+  if (!Backward) {
+    f.logits = w.in(a.logits, n); f.logp = w.out(a.logp, n); f.loss = w.out(a.loss, 1);
+    run_f32(pixel_cross_entropy_forward_kernels(), f);
+  } else {
+    f.logp = const_cast<float*>(w.in(a.logp, n)); f.dloss = w.in(a.dloss, 1); f.dlogits = w.out(a.dlogits, n);
+    run_f32(pixel_cross_entropy_backward_kernels(), f);
+  }
+  w.narrow();
+}
+
+template <DType H> void register_loss_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&nll_half<H, false>>(nll_forward_kernels(), cpu, H);
+  set_kernel<&nll_half<H, true>>(nll_backward_kernels(), cpu, H);
+  set_kernel<&pixel_ce_half<H, false>>(pixel_cross_entropy_forward_kernels(), cpu, H);
+  set_kernel<&pixel_ce_half<H, true>>(pixel_cross_entropy_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_loss_cpu_kernels() {
@@ -123,6 +153,8 @@ void register_loss_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(nll_backward_kernels(), nll_backward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(pixel_cross_entropy_forward_kernels(), pixel_cross_entropy_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(pixel_cross_entropy_backward_kernels(), pixel_cross_entropy_backward_cpu);
+  register_loss_half<DType::f16>();
+  register_loss_half<DType::bf16>();
 }
 
 }  // namespace oomlab

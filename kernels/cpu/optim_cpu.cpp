@@ -1,5 +1,5 @@
 // optim_cpu.cpp — CPU kernels for the fused optimizer updates (float32, float64; float16 and
-// bfloat16 in half_cpu.cpp) and GradScaler's unscale + inf check (all four float types).
+// bfloat16 below, widened: half_widen.h) and GradScaler's unscale + inf check (all four float types).
 // Each kernel makes one pass over a parameter, its grad and its state, computing in T
 // in PyTorch's single-tensor operation order (see kernels/optim.h).
 // OpenMP with a static schedule above 32768 elements; purely elementwise, so the result
@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/optim.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -84,6 +85,32 @@ template <class T> void adam_step_cpu(const AdamArgs& a) {
   if (a.decoupled) return low ? adam_loop<T, true, true, true>(a) : adam_loop<T, true, true, false>(a);
   return low ? adam_loop<T, true, false, true>(a) : adam_loop<T, true, false, false>(a);
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H> void sgd_half(const SgdArgs& a) {
+  Widen<H> w;
+  SgdArgs f = a;
+  f.param = w.inout(a.param, a.n);
+  f.grad = w.in(a.grad, a.n);
+  f.buf = w.inout(a.buf, a.n);
+  run_f32(sgd_kernels(), f);
+  w.narrow();
+}
+template <DType H> void adam_half(const AdamArgs& a) {
+  Widen<H> w;
+  AdamArgs f = a;
+  f.param = w.inout(a.param, a.n);
+  f.grad = w.in(a.grad, a.n);
+  f.exp_avg = w.inout(a.exp_avg, a.n);
+  f.exp_avg_sq = w.inout(a.exp_avg_sq, a.n);
+  run_f32(adam_kernels(), f);
+  w.narrow();
+}
+
+template <DType H> void register_optim_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&sgd_half<H>>(sgd_kernels(), cpu, H);
+  set_kernel<&adam_half<H>>(adam_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_optim_cpu_kernels() {
@@ -93,6 +120,8 @@ void register_optim_cpu_kernels() {
   set_kernel<&unscale_cpu<double, double, same<double>, same<double>>>(amp_unscale_kernels(), DeviceType::cpu, DType::f64);
   set_kernel<&unscale_cpu<uint16_t, float, half_to_float, float_to_half>>(amp_unscale_kernels(), DeviceType::cpu, DType::f16);
   set_kernel<&unscale_cpu<uint16_t, float, bf16_to_float, float_to_bf16>>(amp_unscale_kernels(), DeviceType::cpu, DType::bf16);
+  register_optim_half<DType::f16>();
+  register_optim_half<DType::bf16>();
 }
 
 }  // namespace oomlab

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/pool.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -151,6 +152,24 @@ template <class T> void avg_pool2d_backward_cpu(const Pool2dArgs& a) {
     }
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H, KernelTable<Pool2dArgs>& (*Table)(), bool Backward> void pool_half(const Pool2dArgs& a) {
+  Widen<H> w;
+  Pool2dArgs f = a;
+  const int64_t xn = a.N * a.C * a.H * a.W, yn = a.N * a.C * a.P * a.Q;
+  if (!Backward) { f.x = w.in(a.x, xn); f.y = w.out(a.y, yn); }
+  else { f.x = w.in(a.x, xn); f.dy = w.in(a.dy, yn); f.dx = w.out(a.dx, xn); }
+  run_f32(Table(), f);
+  w.narrow();
+}
+
+template <DType H> void register_pool_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&pool_half<H, max_pool2d_forward_kernels, false>>(max_pool2d_forward_kernels(), cpu, H);
+  set_kernel<&pool_half<H, max_pool2d_backward_kernels, true>>(max_pool2d_backward_kernels(), cpu, H);
+  set_kernel<&pool_half<H, avg_pool2d_forward_kernels, false>>(avg_pool2d_forward_kernels(), cpu, H);
+  set_kernel<&pool_half<H, avg_pool2d_backward_kernels, true>>(avg_pool2d_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_pool_cpu_kernels() {
@@ -158,6 +177,8 @@ void register_pool_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(max_pool2d_backward_kernels(), max_pool2d_backward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(avg_pool2d_forward_kernels(), avg_pool2d_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(avg_pool2d_backward_kernels(), avg_pool2d_backward_cpu);
+  register_pool_half<DType::f16>();
+  register_pool_half<DType::bf16>();
 }
 
 }  // namespace oomlab

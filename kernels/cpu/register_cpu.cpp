@@ -39,7 +39,6 @@ void register_embedding_cpu_kernels();
 void register_upsample_cpu_kernels();
 void register_optim_cpu_kernels();
 void register_collective_cpu_kernels();
-void register_half_cpu_kernels();   // last: built from the float32 kernels above
 
 namespace {
 void flush_denormals_in_this_thread() {
@@ -73,7 +72,6 @@ void register_cpu_kernels() {
   register_upsample_cpu_kernels();
   register_optim_cpu_kernels();
   register_collective_cpu_kernels();
-  register_half_cpu_kernels();
 }
 }  // namespace
 

@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/fast_math.h"
 #include "kernels/softmax.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -144,6 +145,31 @@ template <class T> void masked_softmax_backward_cpu(const MaskedSoftmaxArgs& a) 
     for (int64_t j = 0; j < C; ++j) dr[j] = sc * yr[j] * (gr[j] - s);   // masked: y = 0 -> 0
   }
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H, bool Backward> void softmax_half(const SoftmaxArgs& a) {
+  Widen<H> w;
+  SoftmaxArgs f = a;
+  const int64_t n = a.N * a.C;
+  if (!Backward) { f.x = w.in(a.x, n); f.y = w.out(a.y, n); run_f32(softmax_forward_kernels(), f); }
+  else { f.y = const_cast<float*>(w.in(a.y, n)); f.dy = w.in(a.dy, n); f.dx = w.out(a.dx, n); run_f32(softmax_backward_kernels(), f); }
+  w.narrow();
+}
+template <DType H, bool Backward> void masked_softmax_half(const MaskedSoftmaxArgs& a) {
+  Widen<H> w;
+  MaskedSoftmaxArgs f = a;
+  const int64_t n = a.rows * a.C;
+  if (!Backward) { f.x = w.in(a.x, n); f.y = w.out(a.y, n); run_f32(masked_softmax_forward_kernels(), f); }
+  else { f.y = const_cast<float*>(w.in(a.y, n)); f.dy = w.in(a.dy, n); f.dx = w.out(a.dx, n); run_f32(masked_softmax_backward_kernels(), f); }
+  w.narrow();
+}
+
+template <DType H> void register_softmax_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&softmax_half<H, false>>(softmax_forward_kernels(), cpu, H);
+  set_kernel<&softmax_half<H, true>>(softmax_backward_kernels(), cpu, H);
+  set_kernel<&masked_softmax_half<H, false>>(masked_softmax_forward_kernels(), cpu, H);
+  set_kernel<&masked_softmax_half<H, true>>(masked_softmax_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_softmax_cpu_kernels() {
@@ -151,6 +177,8 @@ void register_softmax_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(softmax_backward_kernels(), softmax_backward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(masked_softmax_forward_kernels(), masked_softmax_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(masked_softmax_backward_kernels(), masked_softmax_backward_cpu);
+  register_softmax_half<DType::f16>();
+  register_softmax_half<DType::bf16>();
 }
 
 }  // namespace oomlab

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/upsample.h"
+#include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
@@ -171,11 +172,28 @@ template <class T> void upsample2x_backward_cpu(const Upsample2xArgs& a) {
   if (a.bilinear) upsample2x_bilinear_backward<T>(a);
   else upsample2x_nearest_backward<T>(a);
 }
+// ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
+template <DType H, bool Backward> void upsample_half(const Upsample2xArgs& a) {
+  Widen<H> w;
+  Upsample2xArgs f = a;
+  const int64_t xn = a.NC * a.H * a.W, yn = xn * 4;
+  if (!Backward) { f.x = w.in(a.x, xn); f.y = w.out(a.y, yn); run_f32(upsample2x_forward_kernels(), f); }
+  else { f.dy = w.in(a.dy, yn); f.dx = w.out(a.dx, xn); run_f32(upsample2x_backward_kernels(), f); }
+  w.narrow();
+}
+
+template <DType H> void register_upsample_half() {
+  const DeviceType cpu = DeviceType::cpu;
+  set_kernel<&upsample_half<H, false>>(upsample2x_forward_kernels(), cpu, H);
+  set_kernel<&upsample_half<H, true>>(upsample2x_backward_kernels(), cpu, H);
+}
 }  // namespace
 
 void register_upsample_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(upsample2x_forward_kernels(), upsample2x_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(upsample2x_backward_kernels(), upsample2x_backward_cpu);
+  register_upsample_half<DType::f16>();
+  register_upsample_half<DType::bf16>();
 }
 
 }  // namespace oomlab

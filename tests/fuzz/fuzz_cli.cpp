@@ -18,6 +18,7 @@
 
 #include "engine/core/error.h"
 #include "experiments/cli/commands.h"
+#include "experiments/runner/run_command.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* const kCommands[] = {"train", "summary", "estimate", "run", "trick", "allreduce-bench"};
@@ -35,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!known) command = kCommands[(command.empty() ? 0 : uint8_t(command[0])) % kCount];
   const std::vector<std::string> args(words.begin() + 1, words.end());
   try {
-    oomlab::check_command_args(command, args);
+    if (command == "run") oomlab::check_run_args(args);
+    else oomlab::check_command_args(command, args);
   } catch (const oomlab::Error&) {
   }
   return 0;

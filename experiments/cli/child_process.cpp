@@ -1,5 +1,5 @@
 // child_process.cpp — fork/exec with a timeout and an outcome (child_process.h).
-#include "experiments/runner/child_process.h"
+#include "experiments/cli/child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>

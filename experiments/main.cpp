@@ -1,4 +1,5 @@
-// main.cpp — the `oomlab` command line: train | summary | estimate | run | models | amp-policy |
+// main.cpp — the `oomlab` command line (the application's top: it sees the CLI commands and
+// the runner): train | summary | estimate | run | models | amp-policy |
 // trick | allreduce-bench | step | help.
 // Contract: exit codes as commands.h (kExit*): an oomlab::Error prints "oomlab: error:
 // <message>" and exits 2, out of memory (the device's or the host's std::bad_alloc) exits 3
@@ -15,7 +16,8 @@
 #include "experiments/cli/commands.h"
 #include "experiments/cli/parity_step.h"
 #include "experiments/cli/tricks.h"
-#include "experiments/runner/child_process.h"
+#include "experiments/runner/run_command.h"
+#include "experiments/cli/child_process.h"
 
 namespace {
 const char* kUsage =
