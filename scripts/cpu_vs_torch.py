@@ -20,6 +20,7 @@ Skips with a message (exit 0) where torch is not installed. Exit 2 on bad usage.
 """
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -30,9 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from oomlab_report.atomic import write_json_atomic
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from torch_reference import write_atomic  # noqa: E402  (standard library only at import)
 CASES = {  # model -> (oomlab flags, torch recipe)
     "resnet20": (["--dataset", "synthetic", "--input", "1,28,28", "--batch", "128"],
                  {"input": (1, 28, 28), "batch": 128, "opt": "sgd"}),
@@ -125,12 +126,9 @@ def main(argv):
         print(f"cpu_vs_torch: error: models from {list(CASES)}, --rounds >= 1, --steps >= 3, --warmup >= 1",
               file=sys.stderr)
         return 2
-    try:
-        import torch  # noqa: F401  (the workers import it; fail early and clearly here)
-        import torchvision  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        print(f"cpu_vs_torch: skipped: {exc} (needs torch, torchvision, transformers)")
+    missing = [m for m in ("torch", "torchvision", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:   # the workers import them; say so early and clearly here
+        print(f"cpu_vs_torch: skipped: no module {', '.join(missing)} (needs torch, torchvision, transformers)")
         return 0
     if not os.access(a.oomlab, os.X_OK):
         print(f"cpu_vs_torch: error: {a.oomlab} is not an executable oomlab", file=sys.stderr)
@@ -170,7 +168,7 @@ def main(argv):
            "oomlab_git_sha": sha, "host": platform.node(), "cpu": cpu_name(), "cores": os.cpu_count(),
            "steps": a.steps, "warmup": a.warmup, "results": results}
     if a.json:
-        write_atomic(a.json, doc)   # torch_reference.py's: temp file, fsync, rename
+        write_json_atomic(a.json, doc)
         print(f"wrote {a.json}")
     return 0
 

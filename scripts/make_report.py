@@ -1,30 +1,31 @@
 #!/usr/bin/env python3
 """Turn oomlab results (reports/results/*.json) into figures and REPORT.md.
 
-For each experiment: the claim, the source's figures, ours, the figure, the verdict with
-its reason, and the results file's provenance (host, device, git sha, date). Experiments
-with a renderer (scripts/report_sections.py) get tailored tables and a figure
-(figures/<experiment>.png); any other results file gets a generic section (points table);
-experiments under experiments/ with no results yet get a note. A present but invalid
-results file is an error (exit 1, nothing written). Outputs are written atomically.
-Output is deterministic (no timestamps), so regenerating from unchanged results is a no-op.
+The report opens with an index of every experiment (title, device, profile, points and run
+time of its results, verdict, commit); then, per experiment: the claim, the source's figures,
+ours, the figures, the verdict with its reason, and the results file's provenance. Each
+experiment folder (experiments/NN_name/, discovered: oomlab_report/experiments.py) renders
+its own section with its report.py; a results file without one gets the generic section
+(the points table), and an experiment not run yet gets a note. A present but invalid results
+file, a summary its folder's schema rejects, or a broken report.py is an error (exit 1,
+nothing written). Outputs are written atomically and deterministically (no timestamps), so
+regenerating from unchanged results is a no-op.
 Usage: make_report.py [--results DIR] [--out DIR] [--experiments DIR] [--expected-figures]
 """
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_results import ResultsError, load_results  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from oomlab_report.atomic import write_text_atomic
+from oomlab_report.experiments import DEFAULT_DIR, ExperimentError, discover
+from oomlab_report.fmt import fmt_num, md_table, render_generic
+from oomlab_report.results import REPO_ROOT, ResultsError, load_results
 
 try:
     import matplotlib
     matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401  (availability check; report_format draws)
+    import matplotlib.pyplot  # noqa: F401  (availability check; the renderers draw)
 except ImportError:  # e.g. a pyenv python3 shadowing the distro one that has matplotlib
     if os.path.exists("/usr/bin/python3") and not os.environ.get("OOMLAB_REPORT_REEXEC"):
         print("make_report: matplotlib missing in " + sys.executable + "; retrying with "
@@ -33,10 +34,6 @@ except ImportError:  # e.g. a pyenv python3 shadowing the distro one that has ma
         os.execv("/usr/bin/python3", ["/usr/bin/python3", os.path.abspath(__file__)] + sys.argv[1:])
     sys.exit("make_report: matplotlib is required (apt-get install python3-matplotlib, "
              "see scripts/setup.sh)")
-
-
-from report_format import fmt_num, md_table, render_generic, write_text_atomic  # noqa: E402
-from report_sections import EXPECTED_FIGURES, RENDERERS  # noqa: E402
 
 
 # ---- report ---------------------------------------------------------------------------------
@@ -48,107 +45,139 @@ def provenance_line(doc):
             f"{c['date']}, profile `{doc['config'].get('profile')}`.</sub>\n")
 
 
-def load_experiment_specs(exp_dir):
-    specs = {}
-    if exp_dir and exp_dir.is_dir():
-        for spec in sorted(exp_dir.glob("*/experiment.json")):
-            try:
-                specs[spec.parent.name] = json.loads(spec.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                print(f"make_report: note: cannot read {spec}: {exc}", file=sys.stderr)
-                specs[spec.parent.name] = {}
-    return specs
+def fmt_seconds(s):
+    if not isinstance(s, (int, float)):
+        return ""
+    if s < 60:
+        return f"{s:.0f} s"
+    return f"{s / 60:.0f} min" if s < 3600 else f"{s / 3600:.1f} h"
 
 
-def build_report(results, specs, out_dir, results_dir):
-    names = sorted(set(results) | set(specs))
+def devices_of(doc):
+    """The device kinds the points ran on (the spec's default and each point's own)."""
+    default = doc["config"].get("device", "cpu")
+    kinds = [str(p.get("options", {}).get("device", default)).split(":")[0] for p in doc["points"]]
+    return " + ".join(dict.fromkeys(kinds or [default.split(":")[0]]))
+
+
+def index_row(name, doc, exp):
+    title = (doc["config"].get("title") if doc else None) or (exp.title if exp else "")
+    if doc is None:
+        return [f"[{name}](#{name})", title, exp.spec.get("device", "cpu"), "_not run yet_", "", ""]
+    seconds = sum(p["outcome"]["seconds"] for p in doc["points"])
+    ran = f"{doc['config'].get('profile')}: {len(doc['points'])} points, {fmt_seconds(seconds)}"
+    return [f"[{name}](#{name})", title, devices_of(doc), ran, f"**{doc['verdict']['status']}**",
+            doc["context"]["git_sha"]]
+
+
+def render_section(name, doc, exp, out_dir, results_dir):
+    """The section's markdown and the figures it drew."""
+    title = (doc["config"].get("title") if doc else None) or (exp.title if exp else "")
+    lines = [f"<a id=\"{name}\"></a>\n## {name}" + (f": {title}" if title else "") + "\n"]
+    claim = (doc["config"].get("claim") if doc else None) or (exp.spec.get("claim") if exp else None)
+    if claim:
+        lines.append(f"**Claim.** {claim}\n")
+    if doc is None:
+        lines.append(f"_No results yet: run `oomlab run experiments/{name}` to produce "
+                     f"`{results_dir}/{name}.json`._\n")
+        return lines, []
+    if exp is None:
+        lines.append(f"_No `experiments/{name}` folder; shown from its results file alone._\n")
+    renderer = exp.renderer() if exp else None
+    body, figs = renderer.render(doc, out_dir) if renderer else render_generic(doc, out_dir)
+    missing = set(exp.figures() if exp else []) - set(figs)
+    if missing:
+        raise ExperimentError(f"{exp.report_path}: render() did not draw {sorted(missing)}")
+    lines.append(body)
+    v = doc["verdict"]
+    lines.append(f"### Verdict: **{v['status']}**\n\n{v['reason']}\n")
+    lines.append(provenance_line(doc))
+    return lines, figs
+
+
+def provenance_table(results):
+    order = ("host", "device", "git_sha", "date", "build_type", "compiler", "blas", "oomlab_version")
+    keys = list(dict.fromkeys(list(order) + [k for d in results.values() for k in d["context"]]))
+    return ["## Provenance of the results files\n",
+            md_table(["file"] + keys, [[f"`{n}.json`"] + [fmt_num(results[n]["context"].get(k)) for k in keys]
+                                       for n in sorted(results)], right=set())]
+
+
+def build_report(results, experiments, out_dir, results_dir):
+    names = sorted(set(results) | set(experiments))
     lines = ["# oomlab report\n",
              f"Generated by `scripts/make_report.py` from `{results_dir}/*.json`; do not edit by "
-             "hand. Each section puts the source material's figure next to ours, with a verdict.\n"]
-    rows = []
-    for name in names:
-        doc, spec = results.get(name), specs.get(name, {})
-        title = (doc["config"].get("title") if doc else None) or spec.get("title", "")
-        rows.append([f"[{name}](#{name})", title,
-                     f"**{doc['verdict']['status']}**" if doc else "_not run yet_",
-                     doc["context"]["device"] if doc else "", doc["context"]["git_sha"] if doc else ""])
-    if rows:
-        lines.append(md_table(["experiment", "title", "verdict", "device", "git"], rows, right=set()))
+             "hand. Each section puts the source material's figure next to ours, with a verdict. "
+             "Each experiment is a folder of `experiments/`; `oomlab run experiments/NAME` "
+             "reruns it.\n"]
+    if names:
+        lines.append(md_table(["experiment", "title", "device", "results (profile: points, their run time)",
+                               "verdict", "git"],
+                              [index_row(n, results.get(n), experiments.get(n)) for n in names], right=set()))
     else:
         lines.append("_No experiments and no results found._\n")
     figures = []
     for name in names:
-        doc, spec = results.get(name), specs.get(name, {})
-        title = (doc["config"].get("title") if doc else None) or spec.get("title", "")
-        lines.append(f"<a id=\"{name}\"></a>\n## {name}" + (f": {title}" if title else "") + "\n")
-        claim = (doc["config"].get("claim") if doc else None) or spec.get("claim")
-        if claim:
-            lines.append(f"**Claim.** {claim}\n")
-        if doc is None:
-            lines.append(f"_No results yet: run `oomlab run experiments/{name}` to produce "
-                         f"`{results_dir}/{name}.json`._\n")
-            continue
-        if name not in specs:
-            lines.append(f"_No `experiments/{name}` folder; shown from its results file alone._\n")
-        renderer = RENDERERS.get(name, render_generic)
-        body, figs = renderer(doc, out_dir)
-        missing = set(EXPECTED_FIGURES.get(name, [])) - set(figs)
-        if missing:
-            raise RuntimeError(f"renderer for {name} did not produce {sorted(missing)}")
+        section, figs = render_section(name, results.get(name), experiments.get(name), out_dir, results_dir)
+        lines += section
         figures += figs
-        lines.append(body)
-        v = doc["verdict"]
-        lines.append(f"### Verdict: **{v['status']}**\n\n{v['reason']}\n")
-        lines.append(provenance_line(doc))
     if results:
-        order = ("host", "device", "git_sha", "date", "build_type", "compiler", "blas",
-                 "oomlab_version")
-        keys = list(dict.fromkeys(list(order) + [k for d in results.values() for k in d["context"]]))
-        lines.append("## Provenance of the results files\n")
-        lines.append(md_table(["file"] + keys,
-                              [[f"`{n}.json`"] + [fmt_num(results[n]["context"].get(k)) for k in keys]
-                               for n in sorted(results)], right=set()))
+        lines += provenance_table(results)
     return "\n".join(lines), figures
 
 
-def main(argv=None):
+def load_all(files, exp_dir):
+    """{stem: document}; every error collected (ResultsError messages)."""
+    results, errors = {}, []
+    for f in files:
+        try:
+            results[f.stem] = load_results(f, exp_dir)
+        except ResultsError as exc:
+            errors.append(str(exc))
+    return results, errors
+
+
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=str(REPO_ROOT / "reports" / "results"),
                     help="directory of results JSON files (default: reports/results)")
     ap.add_argument("--out", default=str(REPO_ROOT / "reports"),
                     help="output directory for REPORT.md and figures/ (default: reports)")
-    ap.add_argument("--experiments", default=str(REPO_ROOT / "experiments"),
-                    help="experiments directory, for the claims of not-yet-run experiments")
+    ap.add_argument("--experiments", default=str(DEFAULT_DIR),
+                    help="the experiment folders (default: experiments/)")
     ap.add_argument("--expected-figures", action="store_true",
                     help="print the figures (relative to --out) the results require, and exit")
-    args = ap.parse_args(argv)
-    results_dir, out_dir = Path(args.results), Path(args.out)
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    results_dir, out_dir, exp_dir = Path(args.results), Path(args.out), Path(args.experiments)
     files = sorted(results_dir.glob("*.json")) if results_dir.is_dir() else []
-    if args.expected_figures:
-        for f in files:
-            for fig in EXPECTED_FIGURES.get(f.stem, []):
-                print(fig)
-        return 0
-    if not results_dir.is_dir():
-        print(f"make_report: note: no results directory {results_dir}; report lists experiments only")
-    results, errors = {}, []
-    for f in files:
-        try:
-            results[f.stem] = load_results(f)
-        except ResultsError as exc:
-            errors.append(str(exc))
-    if errors:
+    try:
+        experiments = discover(exp_dir)
+        if args.expected_figures:
+            for f in files:
+                for fig in experiments[f.stem].figures() if f.stem in experiments else []:
+                    print(fig)
+            return 0
+        if not results_dir.is_dir():
+            print(f"make_report: note: no results directory {results_dir}; report lists experiments only")
+        results, errors = load_all(files, exp_dir)
         for e in errors:
             print(f"make_report: error: {e}", file=sys.stderr)
+        if errors:
+            return 1
+        for name in sorted(set(experiments) - set(results)):
+            print(f"make_report: note: no results for {name}; skipped")
+        try:
+            shown = results_dir.resolve().relative_to(REPO_ROOT).as_posix()
+        except ValueError:
+            shown = str(results_dir)
+        text, figures = build_report(results, experiments, out_dir, shown)
+    except ExperimentError as exc:
+        print(f"make_report: error: {exc}", file=sys.stderr)
         return 1
-    specs = load_experiment_specs(Path(args.experiments))
-    for name in sorted(set(specs) - set(results)):
-        print(f"make_report: note: no results for {name}; skipped")
-    try:
-        shown = results_dir.resolve().relative_to(REPO_ROOT).as_posix()
-    except ValueError:
-        shown = str(results_dir)
-    text, figures = build_report(results, specs, out_dir, shown)
     write_text_atomic(out_dir / "REPORT.md", text)
     print(f"make_report: wrote {out_dir / 'REPORT.md'} ({len(results)} results, "
           f"{len(figures)} figures: {', '.join(figures) or 'none'})")

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # (PyTorch's CPU backend); slurm-wlm and munge serve scripts/slurm_allreduce.sh.
 # libopenblas-openmp-dev: OpenBLAS on the same OpenMP pool as oomlab's kernels (CMakeLists.txt).
 packages=(cmake g++ make libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin zlib1g-dev
-          nlohmann-json3-dev libgtest-dev libbenchmark-dev python3 python3-matplotlib
+          nlohmann-json3-dev libgtest-dev libbenchmark-dev python3 python3-matplotlib python3-pyflakes
           dataset-fashion-mnist clang libclang-rt-dev libomp-dev ninja-build
           libgloo-dev slurm-wlm munge)
 

@@ -4,8 +4,10 @@
 #   * ctest -LE slow: every C++ test of the tiers unit, ops, models, cli, ranks and gpu (the
 #     GPU tests skip without a GPU) except those labelled slow; a test without a tier label
 #     fails the run (CMakeLists.txt: tests/test_*.cpp name their tier);
+#   * pyflakes over the Python (scripts/, the experiments' report.py, tests/*.py);
 #   * the Python checks of the GPU kit's scripts (tests/test_gpu_tools.py; the kit's
-#     end-to-end run is in the slow tier);
+#     end-to-end run is in the slow tier) and of the report (tests/test_report.py: an
+#     experiment planted in a copy of experiments/ runs and renders);
 #   * every committed results file valid (scripts/check_results.py);
 #   * the figures and REPORT.md regenerated from the committed results into a temp dir
 #     (scripts/make_report.py); a missing, empty or non-PNG figure fails.
@@ -40,9 +42,14 @@ if [[ "$untiered" != 0 ]]; then
   failures+=("untiered tests")
 fi
 
-step "the GPU kit's scripts on the CPU (tests/test_gpu_tools.py)"
-if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py; then
-  failures+=("test_gpu_tools")
+step "pyflakes (scripts/, experiments/*/report.py, tests/*.py)"
+if ! /usr/bin/python3 -m pyflakes scripts experiments tests/*.py; then
+  failures+=("pyflakes")
+fi
+
+step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_tools.py, tests/test_report.py)"
+if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py tests/test_report.py; then
+  failures+=("python tests")
 fi
 
 step "results files are valid ($results_dir)"

@@ -29,9 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from oomlab_report.atomic import write_json_atomic
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from torch_reference import write_atomic  # noqa: E402  (standard library only at import)
 
 # model -> (input: (C, H, W) or ("tokens", T), batch, classes, extra oomlab flags)
 CASES = {
@@ -224,7 +224,7 @@ def main(argv):
            "versions": {n: getattr(mods[n], "__version__", "?") for n in ("torch", "torchvision", "transformers", "numpy")},
            "torch_threads": torch.get_num_threads(), "lr": LR, "points": points}
     if a.json:
-        write_atomic(a.json, doc)   # torch_reference.py's: temp file, fsync, rename
+        write_json_atomic(a.json, doc)
         print(f"wrote {a.json}")
     return 0 if all(pt["meets_bar"] for pt in points) else 1
 

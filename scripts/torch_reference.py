@@ -21,7 +21,6 @@ written atomically (temp file + rename) and only on success.
 """
 import argparse
 import datetime
-import json
 import math
 import os
 import platform
@@ -29,9 +28,10 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from oomlab_report.atomic import write_json_atomic
 
 SCHEMA_VERSION = 2
 IMAGE_MODELS = {  # name -> (torchvision constructor, default input C,H,W)
@@ -241,26 +241,13 @@ def run(a):
             "config": config, "metrics": metrics, "memory": memory}
 
 
-def write_atomic(path, doc):
-    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.resolve().parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def main(argv):
     try:
         a = parse_args(argv)
         doc = run(a)
-        write_atomic(a.json, doc)
+        write_json_atomic(a.json, doc)
     except UsageError as exc:
         print(f"torch_reference: error: {exc}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ torch_reference.py's input errors (exit 2, one line), which need no torch. The G
 themselves need a GPU (scripts/gpu_run.sh on a lent machine).
 Run: python3 -m unittest tests/test_gpu_tools.py  (OOMLAB_BUILD_DIR: the build with oomlab)
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -124,9 +125,7 @@ class TorchBenchInput(unittest.TestCase):
         r = run(sys.executable, "scripts/torch_bench.py", "--steps", "0", "r50_tf32")
         self.assertEqual(r.returncode, 2)
         self.assertIn("torch_bench: error:", r.stderr)
-        try:
-            import torch  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("torch") is None:
             r = run(sys.executable, "scripts/torch_bench.py", "r50_tf32")
             self.assertEqual(r.returncode, 2)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
@@ -225,11 +224,8 @@ class TorchSideBySideScripts(unittest.TestCase):
             self.assertIn("error:", r.stderr)
 
     def test_without_torch_they_skip_with_a_message(self):
-        try:
-            import torch  # noqa: F401
+        if importlib.util.find_spec("torch") is not None:
             self.skipTest("torch is installed here: the scripts run for real")
-        except ImportError:
-            pass
         for script in ("torch_parity.py", "cpu_vs_torch.py"):
             r = run(sys.executable, ROOT / "scripts" / script)
             self.assertEqual(r.returncode, 0, r.stderr)

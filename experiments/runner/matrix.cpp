@@ -82,6 +82,18 @@ std::string label_of(const json& v) {
 }
 }  // namespace
 
+namespace {
+// spec[key], when present, is accepted by `ok`, or is one such value per profile.
+void check_per_profile(const json& spec, const char* key, const std::string& where, const char* what,
+                       bool (*ok)(const json&)) {
+  if (!spec.contains(key)) return;
+  for (const char* profile : kProfiles) {
+    const json& v = for_profile(spec[key], profile, str_cat(where, ": ", key));
+    OOMLAB_CHECK(ok(v), where, ": \"", key, "\" must be ", what, " (or one per profile), got ", v.dump());
+  }
+}
+}  // namespace
+
 json parse_experiment_spec(std::string_view text, const std::string& where) {
   json spec;
   try {
@@ -107,13 +119,10 @@ json parse_experiment_spec(std::string_view text, const std::string& where) {
       throw ValueError(str_cat(where, ": \"device\": ", e.what()));
     }
   }
-  if (spec.contains("timeout_s")) {
-    for (const char* profile : kProfiles) {
-      const json& t = for_profile(spec["timeout_s"], profile, where + ": timeout_s");
-      OOMLAB_CHECK(t.is_number() && t.get<double>() > 0 && t.get<double>() <= 1e9, where,
-                   ": \"timeout_s\" must be a positive number of seconds (or one per profile), got ", t.dump());
-    }
-  }
+  check_per_profile(spec, "timeout_s", where, "a positive number of seconds",
+                    [](const json& t) { return t.is_number() && t.get<double>() > 0 && t.get<double>() <= 1e9; });
+  check_per_profile(spec, "expected_points", where, "a count of points",
+                    [](const json& n) { return n.is_number_unsigned() && n.get<uint64_t>() <= 1000000; });
   return spec;
 }
 
@@ -147,8 +156,8 @@ std::vector<std::string> PointSpec::args() const {
 }
 
 const std::vector<std::string>& runner_spec_keys() {
-  static const std::vector<std::string> keys = {"name", "title", "claim", "source", "device", "matrix", "timeout_s",
-                                                "notes"};
+  static const std::vector<std::string> keys = {"name",   "title",     "claim", "source",         "device",
+                                                "matrix", "timeout_s", "notes", "expected_points"};
   return keys;
 }
 
@@ -273,6 +282,11 @@ std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profil
       while (a > 0 && ++idx[a - 1] == axes[a - 1].second.size()) idx[--a] = 0;
       if (a == 0) break;
     }
+  }
+  if (spec.contains("expected_points")) {   // the folder's own count: a matrix edit that changes it is caught
+    const json& n = for_profile(spec["expected_points"], profile, where + ": expected_points");
+    OOMLAB_CHECK(n.is_number_unsigned() && n.get<uint64_t>() == points.size(), where, ": \"expected_points\" is ",
+                 n.dump(), " for the ", profile, " profile but the matrix expands to ", points.size(), " point(s)");
   }
   return points;
 }

@@ -1,14 +1,16 @@
 // registry.h — what is specific to an experiment: its summary and verdict, registered by
 // name from a driver.cpp next to its experiment.json (OOMLAB_REGISTER_EXPERIMENT). The
 // runner (experiment_runner.h) looks drivers up by the spec's "name"; nothing branches on
-// experiment names.
+// experiment names. A folder without a driver runs under the generic one: its summary
+// counts the points' outcomes, its verdict is "inconclusive" (no driver judges the claim),
+// and the report shows its points table.
 // Contracts:
 //  * summarize(spec, points) reads the points' outcomes, config, metrics and memory (the
 //    children's own results) and returns the experiment's summary object. It may trim
 //    bulky per-point data it has digested (e.g. per-layer tables repeated per point).
 //    A point whose outcome is not "ok" or "oom" has empty metrics; drivers say in the
 //    summary what they could not compute.
-//  * verdict(spec, summary) returns {"status": confirmed|refuted|depends, "reason"}, every
+//  * verdict(spec, summary) returns {"status": confirmed|refuted|depends|inconclusive, "reason"}, every
 //    number in the reason taken from the summary.
 //  * spec_fields: the fields of the spec it reads (e.g. {"source.totals.params", "number"}),
 //    checked by the runner before any point runs: a missing or mistyped one is a
@@ -35,9 +37,8 @@ struct ExperimentDriver {
 
 // Called from static initialisers (the app library is linked whole-archive); returns true.
 bool register_experiment(ExperimentDriver driver);
-// The driver for `name`; ValueError listing the registered names when there is none.
+// The driver registered for `name`, or the generic driver when none is.
 const ExperimentDriver& experiment_driver(const std::string& name);
-std::vector<std::string> registered_experiments();
 
 #define OOMLAB_REGISTER_EXPERIMENT(...) \
   [[maybe_unused]] static const bool oomlab_experiment_registered_ = ::oomlab::register_experiment(__VA_ARGS__)

@@ -1,14 +1,18 @@
-"""report_accumulation.py — the report section of experiment 07_accumulation_bn: the
+"""report.py — the report section of experiment 07_accumulation_bn: the
 source's MMCV tables, our per-setting accuracies (mean and spread over seeds) with the
 loss-history differences against 32x1, and one figure (test accuracy against micro-batch
-size at effective batch 32, BatchNorm vs GroupNorm, with the source's ResNet-34 points)."""
+size at effective batch 32, BatchNorm vs GroupNorm, with the source's ResNet-34 points).
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from check_results import is_num  # noqa: E402
-from report_format import md_table, save_fig_atomic  # noqa: E402
+from oomlab_report.results import is_num  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic  # noqa: E402
+from oomlab_report.fmt import md_table  # noqa: E402
 
 
 def plot_07(doc, path):
@@ -35,7 +39,7 @@ def plot_07(doc, path):
     save_fig_atomic(fig, path)
 
 
-def render_07(doc, out_dir):
+def render(doc, out_dir):
     src, summ = doc["source"], doc["summary"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n"]
     parts.append(md_table(["ResNet-34 with BN (samples x iters)", "accuracy"],
@@ -58,3 +62,6 @@ def render_07(doc, out_dir):
     plot_07(doc, out_dir / fig)
     parts.append(f"\n![{doc['experiment']}]({fig})\n")
     return "\n".join(parts), [fig]
+
+
+FIGURES = ["figures/07_accumulation_bn.png"]

@@ -1,16 +1,20 @@
-"""report_lr_scaling.py — the report section of experiment 13_lr_scaling (T10): the source's
+"""report.py — the report section of experiment 13_lr_scaling (T10): the source's
 linear-scaling advice and Goyal et al.'s published ImageNet figure, one row per setting
 (devices, global batch, learning rate and its factor, warm-up, steps, accuracy mean and spread
 over seeds, difference from the 1-device runs against the tolerance, diverged runs), and one
 figure: test accuracy against the global batch for no scaling, lr x k with warm-up, lr x k
-without warm-up and 8 devices at 4x, with the 1-device accuracy as a band."""
+without warm-up and 8 devices at 4x, with the 1-device accuracy as a band.
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from check_results import is_num  # noqa: E402
-from report_format import md_table, save_fig_atomic  # noqa: E402
+from oomlab_report.results import is_num  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic  # noqa: E402
+from oomlab_report.fmt import md_table  # noqa: E402
 
 
 def _series(rows):
@@ -55,7 +59,7 @@ def _pct(r):
     return f"{100 * r['accuracy_mean']:.2f}% ± {100 * r['accuracy_std']:.2f}" if is_num(r["accuracy_mean"]) else "n/a"
 
 
-def render_13(doc, out_dir):
+def render(doc, out_dir):
     src, summ = doc["source"], doc["summary"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n"]
     g = src.get("goyal_2017")
@@ -83,3 +87,6 @@ def render_13(doc, out_dir):
     plot_13(doc, out_dir / fig)
     parts.append(f"\n![{doc['experiment']}]({fig})\n")
     return "\n".join(parts), [fig]
+
+
+FIGURES = ["figures/13_lr_scaling.png"]

@@ -1,14 +1,8 @@
-"""Formatting, markdown tables, atomic writes and the generic results section for
-make_report.py. Contract: every writer is atomic (temp file in the target folder, then
-os.replace); figures are saved with no timestamp metadata so output is deterministic.
-Import after matplotlib has been selected with the Agg backend (make_report.py does it)."""
+"""fmt.py — numbers, markdown tables and the generic results section of REPORT.md (an
+experiment without a renderer of its own). Writing is atomic.py's."""
 import json
-import os
-import tempfile
 
-import matplotlib.pyplot as plt
-
-from check_results import is_num
+from oomlab_report.results import is_num
 
 
 # ---- formatting --------------------------------------------------------------------------
@@ -66,42 +60,6 @@ def md_table(headers, rows, right=None):
 
 def details(summary, body):
     return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n"
-
-
-# ---- atomic output -------------------------------------------------------------------------
-
-def _umask_mode():
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def write_text_atomic(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, _umask_mode())  # mkstemp creates 0600
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def save_fig_atomic(fig, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
-        os.chmod(tmp, _umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    finally:
-        plt.close(fig)
 
 
 # ---- generic pieces ---------------------------------------------------------------------

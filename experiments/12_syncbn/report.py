@@ -1,16 +1,20 @@
-"""report_syncbn.py — the report section of experiment 12_syncbn (T8): the source's claim and
+"""report.py — the report section of experiment 12_syncbn (T8): the source's claim and
 Wu & He's published per-GPU batch table, our accuracy (mean and spread over seeds) and step
 time per per-device batch for per-device BatchNorm, SyncBatchNorm and GroupNorm with the
 SyncBN - BN gap against the seed spread, and one figure: (left) our test accuracy against the
 per-device batch per normalisation, (middle) Wu & He's ImageNet accuracy (100 - error) for
-per-GPU BN and GN, (right) our median step time per normalisation."""
+per-GPU BN and GN, (right) our median step time per normalisation.
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from check_results import is_num  # noqa: E402
-from report_format import md_table, save_fig_atomic  # noqa: E402
+from oomlab_report.results import is_num  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic  # noqa: E402
+from oomlab_report.fmt import md_table  # noqa: E402
 
 NORMS = (("bn", "per-device BN", "o-"), ("syncbn", "SyncBN", "s-"), ("gn", "GroupNorm", "^--"))
 
@@ -57,7 +61,7 @@ def _pct(r):
     return f"{100 * r['accuracy_mean']:.2f}% ± {100 * r['accuracy_std']:.2f}" if r and is_num(r["accuracy_mean"]) else "n/a"
 
 
-def render_12(doc, out_dir):
+def render(doc, out_dir):
     src, summ = doc["source"], doc["summary"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n"]
     wh = src.get("wu_he_2018")
@@ -92,3 +96,6 @@ def render_12(doc, out_dir):
     plot_12(doc, out_dir / fig)
     parts.append(f"\n![{doc['experiment']}]({fig})\n")
     return "\n".join(parts), [fig]
+
+
+FIGURES = ["figures/12_syncbn.png"]

@@ -1,13 +1,17 @@
-"""report_tricks.py — the report section of experiment 09_practical_tricks: one row per trick
+"""report.py — the report section of experiment 09_practical_tricks: one row per trick
 of the source's T9 list (claim, our numbers, verdict and its reason) and one figure (the
 measured activation bytes against batch size, resnet18, and against sequence length,
-bert-mini, the two scaling claims)."""
+bert-mini, the two scaling claims).
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from report_format import md_table, save_fig_atomic  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic  # noqa: E402
+from oomlab_report.fmt import md_table  # noqa: E402
 
 
 def _series(doc, block, axis):
@@ -34,7 +38,7 @@ def plot_09(doc, path):
     save_fig_atomic(fig, path)
 
 
-def render_09(doc, out_dir):
+def render(doc, out_dir):
     src, rows = doc["source"], doc["summary"]["rows"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n", "\n### Ours, trick by trick\n"]
     parts.append(md_table(["#", "claim", "ours", "verdict", "why"],
@@ -44,3 +48,6 @@ def render_09(doc, out_dir):
     plot_09(doc, out_dir / fig)
     parts.append(f"\n![{doc['experiment']}]({fig})\n")
     return "\n".join(parts), [fig]
+
+
+FIGURES = ["figures/09_practical_tricks.png"]

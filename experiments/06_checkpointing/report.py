@@ -1,10 +1,14 @@
-"""report_checkpointing.py — the report section of experiment 06_checkpointing: the source's
+"""report.py — the report section of experiment 06_checkpointing: the source's
 BERT checkpointing table beside our exact meta peaks per policy and batch, the largest batch
-that fits the capacity, time and accuracy, and one figure (peak against batch per policy)."""
+that fits the capacity, time and accuracy, and one figure (peak against batch per policy).
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
 import matplotlib.pyplot as plt
 
-from check_results import is_num
-from report_format import md_table, save_fig_atomic
+from oomlab_report.results import is_num
+from oomlab_report.atomic import save_fig_atomic
+from oomlab_report.fmt import md_table
 
 
 def plot_06(doc, path):
@@ -49,7 +53,7 @@ def plot_06(doc, path):
     save_fig_atomic(fig, path)
 
 
-def render_06(doc, out_dir):
+def render(doc, out_dir):
     src, summ = doc["source"], doc["summary"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n"]
     parts.append(md_table(["", "no checkpoint", "checkpoint (attention + GELU)"],
@@ -93,3 +97,6 @@ def render_06(doc, out_dir):
     plot_06(doc, out_dir / fig)
     parts.append(f"![{doc['experiment']}]({fig})\n")
     return "\n".join(parts), [fig]
+
+
+FIGURES = ["figures/06_checkpointing.png"]

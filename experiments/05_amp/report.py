@@ -1,14 +1,18 @@
-"""report_amp.py — the report section of experiment 05_amp (mixed precision): the source's
+"""report.py — the report section of experiment 05_amp (mixed precision): the source's
 AMP table, our exact meta peaks per mode with the with/without ratios beside the source's,
 model state per parameter, the --half rows (model.half() with BN float32, with and without
-float32 master weights), CPU step-time ratios and the accuracy runs, and one figure (peak ratio per model: ours vs the source's V100 / T4)."""
+float32 master weights), CPU step-time ratios and the accuracy runs, and one figure (peak ratio per model: ours vs the source's V100 / T4).
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from check_results import is_num  # noqa: E402
-from report_format import md_table, save_fig_atomic  # noqa: E402
+from oomlab_report.results import is_num  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic  # noqa: E402
+from oomlab_report.fmt import md_table  # noqa: E402
 
 MODES = ("off", "fp16", "bf16")
 HALF_MODES = ("half", "half+master")
@@ -38,7 +42,7 @@ def plot_05(doc, path):
     save_fig_atomic(fig, path)
 
 
-def render_05(doc, out_dir):
+def render(doc, out_dir):
     src, summ = doc["source"], doc["summary"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n"]
     rows = []
@@ -123,3 +127,6 @@ def render_05(doc, out_dir):
     plot_05(doc, out_dir / fig)
     parts.append(f"![{doc['experiment']}]({fig})\n")
     return "\n".join(parts), [fig]
+
+
+FIGURES = ["figures/05_amp.png"]

@@ -1,15 +1,19 @@
-"""report_oom_recovery.py — the report section of experiment 08_oom_recovery: the source's
+"""report.py — the report section of experiment 08_oom_recovery: the source's
 advice (catch the OOM, free, skip the batch), one row per --on-oom policy (outcome, steps,
 samples lost, batches split, training time against the uncapped run, accuracy) and one
 figure (training loss per step for uncapped, skip and split, with the batches skip dropped
-and split retried marked)."""
+and split retried marked).
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from check_results import is_num  # noqa: E402
-from report_format import md_table, save_fig_atomic  # noqa: E402
+from oomlab_report.results import is_num  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic  # noqa: E402
+from oomlab_report.fmt import md_table  # noqa: E402
 
 POLICIES = ("uncapped", "raise", "skip", "split")
 
@@ -45,7 +49,7 @@ def plot_08(doc, path):
     save_fig_atomic(fig, path)
 
 
-def render_08(doc, out_dir):
+def render(doc, out_dir):
     src, pol = doc["source"], doc["summary"]["policies"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n",
              f"\n### Ours (bert-mini on synthetic-seq, CPU; capped policies at --device-memory {src['capacity']})\n"]
@@ -69,3 +73,6 @@ def render_08(doc, out_dir):
     plot_08(doc, out_dir / fig)
     parts.append(f"\n![{doc['experiment']}]({fig})\n")
     return "\n".join(parts), [fig]
+
+
+FIGURES = ["figures/08_oom_recovery.png"]

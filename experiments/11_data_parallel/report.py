@@ -1,16 +1,20 @@
-"""report_data_parallel.py — the report section of experiment 11_data_parallel (T6): per-device
+"""report.py — the report section of experiment 11_data_parallel (T6): per-device
 peak memory under DataParallel, balanced DataParallel and DDP on meta:0..3 for VGG16, ResNet-50
 and bert-base; DP's device-0 excess against the model (optimizer state + the input batch less
 device 0's chunk); the largest global batch on 11 GiB cards per mode; throughput of DP / BDP /
 DDP on two cpu logical devices; the trained model's equality without BatchNorm.
 One figure: (left) per-device peak per mode at global batch 64 for each model; (right) the
-largest global batch per mode on 11 GiB cards."""
+largest global batch per mode on 11 GiB cards.
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from report_format import fmt_bytes, md_table, save_fig_atomic  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic  # noqa: E402
+from oomlab_report.fmt import fmt_bytes, md_table  # noqa: E402
 
 
 def plot_11(doc, path):
@@ -51,12 +55,12 @@ def plot_11(doc, path):
     save_fig_atomic(fig, path)
 
 
-def render_11(doc, out_dir):
+def render(doc, out_dir):
     s, src = doc["summary"], doc["source"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n", "\n### Ours: memory per device on meta:0..3\n"]
     rows = []
     for name, m in sorted(s["models"].items()):
-        e, bd, lb = m["dp_excess"], m["bdp"], m["largest_global_batch"]
+        e, bd = m["dp_excess"], m["bdp"]
         rows.append([name, m["optimizer"], fmt_bytes(m["param_bytes"]), int(e["batch"]),
                      f"{e['device0_over_others']:.2f}x", fmt_bytes(e["measured_bytes"]), fmt_bytes(e["predicted_bytes"]),
                      f"{e['ratio']:.3f}", int(bd["gpu0_bsz"]), f"{100 * bd['device0_vs_others']:+.1f}%",
@@ -85,3 +89,6 @@ def render_11(doc, out_dir):
     plot_11(doc, out_dir / fig)
     parts.append(f"\n![11_data_parallel]({fig})\n")
     return "\n".join(parts), [fig]
+
+
+FIGURES = ["figures/11_data_parallel.png"]

@@ -1,15 +1,19 @@
-"""report_allreduce.py — the report section of experiment 10_allreduce (T7): per-rank traffic
+"""report.py — the report section of experiment 10_allreduce (T7): per-rank traffic
 of ring and parameter server against the formulas (cpu threads and meta ranks), the server's
 staging memory on meta, bus bandwidth per backend at the largest size, the alpha-beta fits,
 the backends at the step model's gradient size, and the model on the published anchors.
 One figure: (left) busbw against size at 2 ranks per series; (right) the fitted models'
-time against ranks up to 1024 for ring and parameter server, with the measured points."""
+time against ranks up to 1024 for ring and parameter server, with the measured points.
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from report_format import fmt_bytes, md_table, save_fig_atomic  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic  # noqa: E402
+from oomlab_report.fmt import fmt_bytes, md_table  # noqa: E402
 
 
 def plot_10(doc, path):
@@ -49,7 +53,7 @@ def plot_10(doc, path):
     save_fig_atomic(fig, path)
 
 
-def render_10(doc, out_dir):
+def render(doc, out_dir):
     s, src = doc["summary"], doc["source"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n", "\n### Ours: per-rank traffic at the largest size\n"]
     rows = []
@@ -131,3 +135,6 @@ def render_10(doc, out_dir):
     plot_10(doc, out_dir / "figures/10_allreduce.png")
     parts.append("\n![10_allreduce](figures/10_allreduce.png)\n")
     return "\n".join(parts), ["figures/10_allreduce.png"]
+
+
+FIGURES = ["figures/10_allreduce.png"]

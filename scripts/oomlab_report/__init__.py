@@ -1,0 +1,10 @@
+"""oomlab_report — the Python side of oomlab's results: loading and validating results files
+(results.py), the one atomic writer (atomic.py), formatting for REPORT.md (fmt.py), the
+summary schemas experiments declare (schema.py) and the discovery of experiment folders and
+their renderers (experiments.py).
+
+The scripts in scripts/ import it directly (Python puts a script's own folder first on the
+module path); the experiment renderers (experiments/NN_name/report.py) are loaded by
+experiments.py and import it the same way. Standard library only, except matplotlib for the
+figures (fmt.save_fig_atomic, the renderers).
+"""
