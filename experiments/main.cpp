@@ -14,33 +14,18 @@
 #include "engine/core/error.h"
 #include "experiments/cli/allreduce_bench.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/flag_table.h"
 #include "experiments/cli/parity_step.h"
 #include "experiments/cli/tricks.h"
 #include "experiments/runner/run_command.h"
 #include "experiments/cli/child_process.h"
 
-namespace {
-const char* kUsage =
-    "usage: oomlab <command> [flags]\n"
-    "commands:\n"
-    "  train     train a model (--model M --dataset fashion-mnist|synthetic ...)\n"
-    "  summary   per-layer outputs, params and saved-for-backward bytes of a model\n"
-    "  estimate  the source's memory formula vs the exact meta-device peak\n"
-    "  run       run an experiment folder: oomlab run experiments/NN_name [--profile quick|full]\n"
-    "  models    list the model zoo\n"
-    "  amp-policy  the autocast policy table (--amp fp16|bf16): which ops run in which dtype\n"
-    "  trick     exact memory probes of practical tricks (graph-history, del-intermediates, ...)\n"
-    "  allreduce-bench  nccl-tests-style all-reduce benchmark of the communicators (--backend local ...)\n"
-    "  step      one SGD step on your npy batch and safetensors weights; writes loss, grads, new weights\n"
-    "run `oomlab <command> --help` for the flags of a command\n";
-}
-
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);   // progress lines appear promptly in logs
-  if (argc < 2) { std::fputs(kUsage, stderr); return 2; }
+  if (argc < 2) { std::fputs(oomlab::main_usage().c_str(), stderr); return 2; }
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
-  if (cmd == "help" || cmd == "--help" || cmd == "-h") { std::fputs(kUsage, stdout); return 0; }
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") { std::fputs(oomlab::main_usage().c_str(), stdout); return 0; }
   try {
     if (cmd == "train") return oomlab::cmd_train(args);
     if (cmd == "summary") return oomlab::cmd_summary(args);
@@ -51,7 +36,7 @@ int main(int argc, char** argv) {
     if (cmd == "trick") return oomlab::cmd_trick(args);
     if (cmd == "allreduce-bench") return oomlab::cmd_allreduce_bench(args);
     if (cmd == "step") return oomlab::cmd_step(args);
-    std::fprintf(stderr, "oomlab: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    std::fprintf(stderr, "oomlab: error: unknown command '%s'\n%s", cmd.c_str(), oomlab::main_usage().c_str());
     return 2;
   } catch (const oomlab::Interrupted& e) {
     std::fprintf(stderr, "oomlab: %s\n", e.what());

@@ -182,7 +182,7 @@ TEST(Accumulation, BadValuesAreClearErrors) {
     check_train_config(c);
     FAIL() << "expected an error";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("--accumulate 9 is more than the 8 batches of 8 in an epoch"),
+    EXPECT_NE(std::string(e.what()).find("accumulating 9 micro-batches of 8 needs 72 samples per step, more than the 8 batches of 8 in an epoch"),
               std::string::npos) << e.what();
   }
   c.accumulate = 8;

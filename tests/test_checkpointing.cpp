@@ -220,7 +220,7 @@ TEST(Checkpoint, PolicyParserErrors) {
       parse_checkpoint_policy(bad);
       FAIL() << "accepted";
     } catch (const ValueError& e) {
-      EXPECT_NE(std::string(e.what()).find("--checkpoint"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("checkpoint policy"), std::string::npos) << e.what();
     }
   }
   ModelConfig c = small_config("resnet20", cpu_device());

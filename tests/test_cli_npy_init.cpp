@@ -170,14 +170,14 @@ TEST_F(NpyCli, BadUseIsAClearErrorWithNoOutput) {
   const std::vector<NpyBad> cases = {
       {"train --model resnet20 --dataset npy", "--dataset npy needs --data-dir"},
       {"train --model resnet20 --dataset npy --data-dir /nonexistent", "is not a directory"},
-      {"train --model resnet20 --dataset npy --data-dir DATA --input 1,8,8", "--input has no effect"},
-      {"train --model resnet20 --dataset npy --data-dir DATA --seq-len 8", "--seq-len has no effect"},
+      {"train --model resnet20 --dataset npy --data-dir DATA --input 1,8,8", "--input applies to --dataset synthetic or synthetic-seg (this run has --dataset npy)"},
+      {"train --model resnet20 --dataset npy --data-dir DATA --seq-len 8", "--seq-len applies to --dataset synthetic-seq (this run has --dataset npy)"},
       {"train --model bert-tiny --dataset npy --data-dir DATA", "bert-tiny cannot train on npy:"},
       {"train --model unet-small --dataset npy --data-dir DATA", "the files hold images with class labels"},
       {"train --model resnet20 --dataset npy --data-dir DATA --batch 13", "impossible batch"},
       {"train --model resnet20 --dataset npy --data-dir DATA --classes 2", "label 2"},
       {"train --model resnet20 --dataset synthetic --init /nonexistent.safetensors", "--init: /nonexistent"},
-      {"train --model resnet20 --dataset synthetic --init-non-strict", "--init-non-strict has no effect"},
+      {"train --model resnet20 --dataset synthetic --init-non-strict", "--init-non-strict needs --init"},
       {"train --model resnet20 --dataset synthetic --init W --resume /tmp", "give one"},
       {"train --model resnet20 --dataset synthetic --init W", "cannot load into"},   // 28x28 synthetic: 10 classes
       {"train --model resnet20 --dataset synthetic --dropout 0", "--dropout applies to BERT models"},

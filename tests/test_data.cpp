@@ -161,7 +161,7 @@ TEST(Idx, DirectorySearch) {
     std::string msg = e.what();
     EXPECT_NE(msg.find(empty.path.string()), std::string::npos) << msg;
     EXPECT_NE(msg.find("install the Debian package dataset-fashion-mnist (apt-get install "
-                       "dataset-fashion-mnist) or pass --data-dir"), std::string::npos) << msg;
+                       "dataset-fashion-mnist) or give the folder that holds them"), std::string::npos) << msg;
   }
   TempDir fake;
   make_fake_fashion(fake, 5, /*dotted_names=*/true);

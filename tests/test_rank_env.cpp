@@ -94,8 +94,8 @@ TEST(RankEnv, InconsistenciesNameTheVariable) {
       {"local rank too large", {}, {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}},
        "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"},
       {"bad port", {}, {{"MASTER_PORT", "70000"}}, "MASTER_PORT=70000 is outside 1..65535"},
-      {"flag rank alone", flags(1, std::nullopt), {}, "--rank is given but --world-size is not"},
-      {"flag rank too large", flags(2, 2), {}, "--rank 2 is not in 0..1"},
+      {"flag rank alone", flags(1, std::nullopt), {}, "rank flags: a rank without a world size"},
+      {"flag rank too large", flags(2, 2), {}, "rank 2 is not in 0..1"},
       {"bad slurm list", {}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_NODELIST", "n[1-2"}}, "unmatched ["},
   };
   for (const Bad& c : cases) {

@@ -278,7 +278,7 @@ TEST(SyncBatchNorm, ConvertResNetAndRefuseMlp) {
   mcfg.device = meta_device();
   nn::ModulePtr mlp = build_model("mlp", mcfg);
   const std::string e = error_of<ValueError>([&] { convert_sync_batchnorm(*mlp, kIdentity); });
-  EXPECT_TRUE(contains(e, "--sync-bn: the model has no BatchNorm2d layers to synchronise") &&
+  EXPECT_TRUE(contains(e, "SyncBatchNorm: the model has no BatchNorm2d layers to synchronise") &&
               contains(e, mlp->type_name()))
       << e;
   EXPECT_THROW(convert_sync_batchnorm(*net, nullptr), ValueError);

@@ -106,7 +106,7 @@ std::optional<DType> parse_amp(const std::string& text) {
   if (text == "off" || text == "none") return std::nullopt;
   if (text == "fp16" || text == "float16") return DType::f16;
   if (text == "bf16" || text == "bfloat16") return DType::bf16;
-  throw ValueError(str_cat("--amp: unknown mode '", text, "' (expected off, fp16 or bf16)"));
+  throw ValueError(str_cat("unknown autocast mode '", text, "' (expected off, fp16 or bf16)"));
 }
 
 const char* amp_name(std::optional<DType> amp) {

@@ -30,7 +30,7 @@ DataLoader::DataLoader(const Dataset& dataset, int64_t batch_size, bool shuffle,
       prefetch_factor_(prefetch_factor) {
   const int64_t n = ds_.size();
   OOMLAB_CHECK(batch_ > 0, "DataLoader: batch size must be positive, got ", batch_);
-  OOMLAB_CHECK(workers_ >= 0 && workers_ <= 64, "--workers must be in 0..64 (got ", workers_, ")");
+  OOMLAB_CHECK(workers_ >= 0 && workers_ <= 64, "DataLoader: workers must be in 0..64, got ", workers_);
   OOMLAB_CHECK(prefetch_factor_ >= 1, "DataLoader: prefetch_factor must be >= 1, got ", prefetch_factor_);
   OOMLAB_CHECK(!drop_last_ || n == 0 || batch_ <= n, "DataLoader: impossible batch: batch size ", batch_,
                " exceeds the ", n, " samples of ", ds_.name(), " and drop_last would leave no batch");
@@ -71,7 +71,7 @@ void DataLoader::set_shard(int rank, int world) {
   shard_rank_ = rank;
   shard_world_ = world;
   const int64_t n = shard_size();
-  OOMLAB_CHECK(!drop_last_ || n == 0 || batch_ <= n, "impossible batch: --batch ", batch_, " per rank exceeds the ",
+  OOMLAB_CHECK(!drop_last_ || n == 0 || batch_ <= n, "impossible batch: a batch of ", batch_, " samples per rank exceeds the ",
                n, " samples of each of the ", world, " ranks' shards of ", ds_.name(), " (", ds_.size(), " samples)");
   batches_per_epoch_ = drop_last_ ? n / batch_ : (n + batch_ - 1) / batch_;
 }

@@ -184,7 +184,7 @@ std::string fashion_mnist_file(const std::string& dir, bool train, bool images) 
 std::string find_fashion_mnist_dir(const std::string& override_dir) {
   std::string dir, source;
   if (!override_dir.empty()) {
-    dir = override_dir; source = "--data-dir";
+    dir = override_dir; source = "the folder given";
   } else if (const char* env = std::getenv(kFashionMnistEnvVar); env && *env) {
     dir = env; source = kFashionMnistEnvVar;
   } else {
@@ -198,7 +198,7 @@ std::string find_fashion_mnist_dir(const std::string& override_dir) {
                            images ? "images-idx3" : "labels-idx1", "-ubyte.gz");
   OOMLAB_CHECK_T(IoError, missing.empty(), "Fashion-MNIST not found in ", dir, " (", source, "): missing ",
                  missing, "; install the Debian package dataset-fashion-mnist "
-                 "(apt-get install dataset-fashion-mnist) or pass --data-dir");
+                 "(apt-get install dataset-fashion-mnist) or give the folder that holds them");
   return dir;
 }
 

@@ -18,7 +18,7 @@ std::string split_file(const std::string& dir, const std::string& split, const c
 
 NpyArray read_required(const std::string& path, const std::string& role) {
   std::error_code ec;   // error_code overloads throughout: an unusable path is an IoError, not filesystem_error
-  OOMLAB_CHECK_T(IoError, std::filesystem::exists(path, ec), "--dataset npy: ", path, " does not exist (", role, ")");
+  OOMLAB_CHECK_T(IoError, std::filesystem::exists(path, ec), "npy dataset: ", path, " does not exist (", role, ")");
   return read_npy(path);
 }
 
@@ -26,7 +26,7 @@ void check_labels(const NpyArray& labels, int64_t num_classes) {
   for (int64_t i = 0, n = labels.numel(); i < n; ++i) {
     const int64_t v = labels.int_at(i);
     OOMLAB_CHECK(v >= 0 && v < num_classes, labels.file, ": label ", v, " at flat index ", i, " is outside [0, ",
-                 num_classes, ")", num_classes > 0 ? " (--classes sets the class count)" : "");
+                 num_classes, ")", num_classes > 0 ? " (the class count given)" : "");
   }
 }
 
@@ -165,7 +165,7 @@ int64_t npy_label_count(const std::string& dir, const std::string& split) {
 
 std::shared_ptr<Dataset> load_npy_dataset(const std::string& dir, const std::string& split, int64_t num_classes) {
   std::error_code ec;
-  OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(dir, ec), "--dataset npy: --data-dir ", dir,
+  OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(dir, ec), "npy dataset: the folder ", dir,
                  dir.empty() ? "(empty)" : "", " is not a directory");
   NpyArray x = read_required(split_file(dir, split, "inputs"), "inputs");
   NpyArray y = read_required(split_file(dir, split, "labels"), "labels");

@@ -9,7 +9,7 @@
 //    A target that exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is
 //    written directly, never replaced: there is nothing to rename over.
 //  * check_output_file / check_output_dir: a result's location is checked before any work
-//    (not after hours of it): IoError naming `what` (e.g. "--json") and the path when it
+//    (not after hours of it): IoError naming `what` (e.g. "the results file") and the path when it
 //    is a directory (file) or a file (dir), or its directory does not exist or is not
 //    writable. Writability is probed by creating and removing a temp file (access(2) says
 //    yes to root on read-only places). Neither creates anything: a missing directory passes

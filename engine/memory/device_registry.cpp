@@ -72,7 +72,7 @@ CachingAllocator& allocator_for(Device device) {
   if (RawMemoryFactory f = r.factories[int(device.type)]; f != nullptr) raw = f(device.index);
   else if (device.type == DeviceType::cpu) raw = make_host_raw_memory();
   else if (device.type == DeviceType::meta) raw = make_meta_raw_memory();
-  else throw DeviceError("oomlab was built without CUDA support; use --device cpu or meta");
+  else throw DeviceError("oomlab was built without CUDA support; use a cpu or meta device");
   OOMLAB_CHECK_T(DeviceError, raw != nullptr, "no raw memory for device ", device.str());
   auto alloc = std::make_unique<CachingAllocator>(device, std::move(raw));
   return *r.allocators.emplace(key, std::move(alloc)).first->second;

@@ -25,7 +25,7 @@ int64_t parse_positive(std::string_view spec, std::string_view text) {
   bool ok = !text.empty() && text.size() <= 18;
   for (char c : text) ok = ok && c >= '0' && c <= '9';
   if (ok) for (char c : text) v = v * 10 + (c - '0');
-  OOMLAB_CHECK(ok && v >= 1, "--checkpoint '", spec, "': every:K needs a whole number K >= 1 (got '", text,
+  OOMLAB_CHECK(ok && v >= 1, "checkpoint policy '", spec, "': every:K needs a whole number K >= 1 (got '", text,
                "'); accepted: ", kForms);
   return v;
 }
@@ -63,19 +63,19 @@ CheckpointPolicy parse_checkpoint_policy(std::string_view spec) {
   if (spec.rfind("budget:", 0) == 0) {
     p.kind = K::budget;
     p.budget = std::string(spec.substr(7));
-    OOMLAB_CHECK(!p.budget.empty(), "--checkpoint '", spec, "': budget: needs a size (e.g. budget:4GiB); accepted: ",
+    OOMLAB_CHECK(!p.budget.empty(), "checkpoint policy '", spec, "': budget: needs a size (e.g. budget:4GiB); accepted: ",
                  kForms);
     return p;
   }
   if (spec == "selective" || spec.rfind("selective:", 0) == 0) {
     p.kind = K::selective;
     std::string_view list = spec.size() > 9 ? spec.substr(10) : std::string_view("attention,gelu");
-    OOMLAB_CHECK(!list.empty(), "--checkpoint '", spec, "': selective: needs a list of kinds; accepted: ", kForms);
+    OOMLAB_CHECK(!list.empty(), "checkpoint policy '", spec, "': selective: needs a list of kinds; accepted: ", kForms);
     size_t start = 0;
     while (start <= list.size()) {
       size_t comma = list.find(',', start);
       std::string_view k = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-      OOMLAB_CHECK(!k.empty(), "--checkpoint '", spec, "': empty kind in the selective list; accepted: ", kForms);
+      OOMLAB_CHECK(!k.empty(), "checkpoint policy '", spec, "': empty kind in the selective list; accepted: ", kForms);
       p.selective.emplace_back(k);
       if (comma == std::string_view::npos) break;
       start = comma + 1;
@@ -84,7 +84,7 @@ CheckpointPolicy parse_checkpoint_policy(std::string_view spec) {
     for (size_t i = 0; i < p.selective.size(); ++i) p.spec += (i ? "," : "") + p.selective[i];
     return p;
   }
-  throw ValueError(str_cat("--checkpoint '", spec, "' is not a checkpoint policy; accepted: ", kForms));
+  throw ValueError(str_cat("'", spec, "' is not a checkpoint policy; accepted: ", kForms));
 }
 
 nlohmann::json CheckpointPlan::to_json() const {
@@ -126,7 +126,7 @@ CheckpointPlan plan_checkpoints(nn::Module& model, const Tensor& sample, const C
   CheckpointPlan plan;
   plan.policy = policy.spec;
   if (policy.kind == K::none) return plan;
-  OOMLAB_CHECK(policy.kind != K::budget, "--checkpoint ", policy.spec,
+  OOMLAB_CHECK(policy.kind != K::budget, "checkpoint policy ", policy.spec,
                ": a budget is resolved by the command that knows the batch and optimizer (train, estimate)");
   if (policy.kind == K::selective) {
     std::set<std::string> types;
@@ -144,7 +144,7 @@ CheckpointPlan plan_checkpoints(nn::Module& model, const Tensor& sample, const C
       taken_prefix = name;
     }
     for (const auto& k : policy.selective)
-      OOMLAB_CHECK(found_types.count(kind_type(k)), "--checkpoint ", policy.spec, ": the model has no ",
+      OOMLAB_CHECK(found_types.count(kind_type(k)), "checkpoint policy ", policy.spec, ": the model has no ",
                    kind_type(k), " module (selective kind '", k,
                    "'); kinds: attention, core, gelu (BERT) or a module type name of this model");
     return plan;

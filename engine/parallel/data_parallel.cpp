@@ -17,7 +17,7 @@
 namespace oomlab {
 
 std::vector<int64_t> even_chunk_sizes(int64_t batch, int64_t devices) {
-  OOMLAB_CHECK(devices >= 1, "--devices must be >= 1 (got ", devices, ")");
+  OOMLAB_CHECK(devices >= 1, "DataParallel needs at least one device (got ", devices, ")");
   OOMLAB_CHECK(batch >= devices, "DataParallel: a batch of ", batch, " samples cannot be split over ", devices,
                " devices (PyTorch's DataParallel needs batch >= number of devices)");
   const int64_t chunk = (batch + devices - 1) / devices;   // torch.chunk
@@ -27,12 +27,12 @@ std::vector<int64_t> even_chunk_sizes(int64_t batch, int64_t devices) {
 }
 
 std::vector<int64_t> balanced_chunk_sizes(int64_t batch, int64_t devices, int64_t gpu0_bsz) {
-  OOMLAB_CHECK(devices >= 1, "--devices must be >= 1 (got ", devices, ")");
-  OOMLAB_CHECK(gpu0_bsz >= 0 && gpu0_bsz <= batch, "--gpu0-bsz ", gpu0_bsz, " is not in 0..", batch,
+  OOMLAB_CHECK(devices >= 1, "balanced DataParallel needs at least one device (got ", devices, ")");
+  OOMLAB_CHECK(gpu0_bsz >= 0 && gpu0_bsz <= batch, "balanced DataParallel: gpu0_bsz ", gpu0_bsz, " is not in 0..", batch,
                " (the batch of ", batch, " samples)");
   if (devices == 1) return {batch};
   OOMLAB_CHECK(batch - gpu0_bsz >= devices - 1, "balanced DataParallel: ", batch - gpu0_bsz,
-               " samples left after --gpu0-bsz ", gpu0_bsz, " cannot give each of the other ", devices - 1,
+               " samples left after gpu0_bsz ", gpu0_bsz, " cannot give each of the other ", devices - 1,
                " devices one (batch ", batch, ")");
   const int64_t unit = (batch - gpu0_bsz) / (devices - 1);
   std::vector<int64_t> sizes(size_t(devices), unit);
@@ -52,7 +52,7 @@ DataParallel::DataParallel(nn::ModulePtr module, std::vector<nn::ModulePtr> repl
                            int64_t gpu0_bsz)
     : module_(std::move(module)), devices_(std::move(devices)), gpu0_bsz_(gpu0_bsz) {
   OOMLAB_CHECK(module_ != nullptr, "DataParallel: no module");
-  OOMLAB_CHECK(!devices_.empty(), "--devices must be >= 1 (got 0)");
+  OOMLAB_CHECK(!devices_.empty(), "DataParallel: no devices");
   OOMLAB_CHECK(replicas.size() + 1 == devices_.size(), "DataParallel: ", replicas.size(), " replicas for ",
                devices_.size(), " devices (one per device after the first)");
   for (size_t i = 0; i < devices_.size(); ++i)

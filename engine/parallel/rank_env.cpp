@@ -92,15 +92,15 @@ std::string slurm_first_host(const std::string& nodelist) {
 RankInfo discover_rank(const RankFlags& f, const EnvMap& env) {
   RankInfo r;
   if (f.rank || f.world_size) {
-    OOMLAB_CHECK(f.rank.has_value(), "--world-size is given but --rank is not");
-    OOMLAB_CHECK(f.world_size.has_value(), "--rank is given but --world-size is not");
-    OOMLAB_CHECK(*f.world_size >= 1, "--world-size must be >= 1 (got ", *f.world_size, ")");
-    OOMLAB_CHECK(*f.rank >= 0 && *f.rank < *f.world_size, "--rank ", *f.rank, " is not in 0..", *f.world_size - 1);
+    OOMLAB_CHECK(f.rank.has_value(), "rank flags: a world size without a rank");
+    OOMLAB_CHECK(f.world_size.has_value(), "rank flags: a rank without a world size");
+    OOMLAB_CHECK(*f.world_size >= 1, "the world size must be >= 1 (got ", *f.world_size, ")");
+    OOMLAB_CHECK(*f.rank >= 0 && *f.rank < *f.world_size, "rank ", *f.rank, " is not in 0..", *f.world_size - 1, " (the world size is ", *f.world_size, ")");
     r.rank = *f.rank;
     r.world_size = *f.world_size;
     r.local_rank = f.local_rank.value_or(r.rank);
     r.local_world_size = -1;
-    OOMLAB_CHECK(r.local_rank >= 0 && r.local_rank < r.world_size, "--local-rank ", r.local_rank, " is not in 0..",
+    OOMLAB_CHECK(r.local_rank >= 0 && r.local_rank < r.world_size, "local rank ", r.local_rank, " is not in 0..",
                  r.world_size - 1);
     r.source = "flags";
   } else if (auto t = from_env(env, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")) {
@@ -119,8 +119,8 @@ RankInfo discover_rank(const RankFlags& f, const EnvMap& env) {
   else if (auto a = get(env, "MASTER_ADDR")) r.master_addr = *a;
   else if (auto nodes = get(env, "SLURM_STEP_NODELIST") ? get(env, "SLURM_STEP_NODELIST") : get(env, "SLURM_NODELIST"))
     r.master_addr = slurm_first_host(*nodes);   // inside a Slurm job, whoever launched the ranks
-  OOMLAB_CHECK(!r.master_addr.empty(), f.master_addr ? "--master-addr" : "MASTER_ADDR", " is empty");
-  if (f.master_port) r.master_port = to_int("--master-port", std::to_string(*f.master_port), 1, 65535);
+  OOMLAB_CHECK(!r.master_addr.empty(), f.master_addr ? "the master address" : "MASTER_ADDR", " is empty");
+  if (f.master_port) r.master_port = to_int("the master port", std::to_string(*f.master_port), 1, 65535);
   else if (auto p = env_int(env, "MASTER_PORT", 1, 65535)) r.master_port = *p;
   return r;
 }

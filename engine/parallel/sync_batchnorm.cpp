@@ -8,7 +8,7 @@
 namespace oomlab {
 
 int64_t convert_sync_batchnorm(nn::Module& root, AllReduceSumFn fn) {
-  OOMLAB_CHECK(static_cast<bool>(fn), "--sync-bn: convert_sync_batchnorm needs an all-reduce function");
+  OOMLAB_CHECK(static_cast<bool>(fn), "convert_sync_batchnorm needs an all-reduce function");
   const std::string root_type = root.type_name();
   int64_t n = 0;
   for (auto& [name, m] : root.named_modules())
@@ -16,7 +16,7 @@ int64_t convert_sync_batchnorm(nn::Module& root, AllReduceSumFn fn) {
       bn->sync_all_reduce = fn;
       ++n;
     }
-  OOMLAB_CHECK(n > 0, "--sync-bn: the model has no BatchNorm2d layers to synchronise (", root_type,
+  OOMLAB_CHECK(n > 0, "SyncBatchNorm: the model has no BatchNorm2d layers to synchronise (", root_type,
                " has none; SyncBatchNorm only replaces BatchNorm2d)");
   return n;
 }

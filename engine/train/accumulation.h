@@ -19,7 +19,7 @@ namespace oomlab {
 class GradientAccumulation : public StepStrategy {
  public:
   explicit GradientAccumulation(int64_t k) : k_(k) {
-    OOMLAB_CHECK(k >= 1, "--accumulate must be >= 1 (got ", k, ")");
+    OOMLAB_CHECK(k >= 1, "gradient accumulation needs K >= 1 micro-batches per step (got ", k, ")");
   }
   const char* name() const override { return "accumulate"; }
   int64_t micro_batches(int64_t) const override { return k_; }

@@ -154,7 +154,7 @@ LoadedCheckpoint load_checkpoint(
     const std::function<void(const nlohmann::json& state, const std::string& state_file)>& check_state) {
   fs::path p = recover_replaced(fs::path(path));
   std::error_code ec;   // an unusable path is "does not exist", never a filesystem_error
-  OOMLAB_CHECK_T(IoError, fs::exists(p, ec), "--resume: ", path, " does not exist");
+  OOMLAB_CHECK_T(IoError, fs::exists(p, ec), "resume: ", path, " does not exist");
   if (fs::exists(p / "latest")) {
     p = recover_replaced(p / trim(read_file((p / "latest").string())));
   } else if (!fs::exists(p / "trainer_state.json")) {
@@ -175,7 +175,7 @@ LoadedCheckpoint load_checkpoint(
     if (best >= 0) p = found;
   }
   for (const char* f : {"model.safetensors", "trainer_state.safetensors", "trainer_state.json"})
-    OOMLAB_CHECK_T(IoError, fs::exists(p / f), "--resume: ", (p / f).string(), " is missing (not a complete oomlab checkpoint)");
+    OOMLAB_CHECK_T(IoError, fs::exists(p / f), "resume: ", (p / f).string(), " is missing (not a complete oomlab checkpoint)");
   LoadedCheckpoint out;
   out.path = p.string();
   const std::string trainer_file = (p / "trainer_state.safetensors").string();

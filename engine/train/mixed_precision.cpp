@@ -32,18 +32,18 @@ LossScaleSpec parse_loss_scale(const std::string& text, bool fp16) {
     char* end = nullptr;
     const double x = v.empty() ? 0.0 : std::strtod(v.c_str(), &end);
     OOMLAB_CHECK(!v.empty() && end && *end == '\0' && std::isfinite(x) && x > 0 && x <= 3.0e38,
-                 "--loss-scale ", text, ": the scale must be a positive finite number (e.g. static:1024)");
+                 "loss scale '", text, "': the scale must be a positive finite number (e.g. static:1024)");
     s.kind = LossScaleSpec::Kind::fixed;
     s.scale = x;
   } else {
-    throw ValueError(str_cat("--loss-scale: unknown value '", text, "' (expected auto, dynamic, static:S or none)"));
+    throw ValueError(str_cat("unknown loss scale '", text, "' (expected auto, dynamic, static:S or none)"));
   }
   return s;
 }
 
 GradScaler::GradScaler(LossScaleSpec spec, int64_t growth_interval)
     : spec_(spec), growth_interval_(growth_interval), scale_(float(spec.scale)), used_scale_(float(spec.scale)) {
-  OOMLAB_CHECK(spec.kind != LossScaleSpec::Kind::none, "GradScaler: loss scaling is off (--loss-scale none)");
+  OOMLAB_CHECK(spec.kind != LossScaleSpec::Kind::none, "GradScaler: loss scaling is off (loss scale none)");
   OOMLAB_CHECK(growth_interval >= 1, "GradScaler: growth_interval must be >= 1");
 }
 

@@ -26,7 +26,7 @@ inline OnOom parse_on_oom(const std::string& s) {
   if (s == "raise") return OnOom::raise;
   if (s == "skip") return OnOom::skip;
   if (s == "split") return OnOom::split;
-  throw ValueError(str_cat("--on-oom must be raise, skip or split (got '", s, "')"));
+  throw ValueError(str_cat("unknown out-of-memory policy '", s, "' (expected raise, skip or split)"));
 }
 
 inline const char* on_oom_name(OnOom p) {

@@ -34,27 +34,16 @@
 namespace oomlab {
 using json = nlohmann::json;
 
-namespace {
-// The configuration's own rules (flag names are the CLI's words for the fields).
-void check_config(const TrainerConfig& c, const Dataset& train_set) {
-  OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
-  OOMLAB_CHECK(c.accumulate >= 1, "--accumulate must be >= 1 (got ", c.accumulate, ")");
-  const int64_t step_samples = checked_mul(c.batch, c.accumulate, "--batch x --accumulate");
-  OOMLAB_CHECK(c.accumulate == 1 || step_samples <= train_set.size(), "--accumulate ", c.accumulate,
-               " is more than the ", train_set.size() / c.batch, " batches of ", c.batch, " in an epoch of the ",
-               train_set.name(), " training set (", train_set.size(), " samples): an optimizer step would need ",
-               step_samples, " samples");
-  OOMLAB_CHECK(c.batch <= train_set.size(), "impossible batch: --batch ", c.batch, " is larger than the ",
-               train_set.name(), " training set (", train_set.size(), " samples)");
-  OOMLAB_CHECK(!c.master_weights || c.half, "--master-weights needs --half");
-  OOMLAB_CHECK(!c.half || !c.amp, "--half and --amp are two ways to train in 16 bits: give one");
-  OOMLAB_CHECK(!c.half || c.master_weights || c.loss_scale.kind == LossScaleSpec::Kind::none,
-               "--loss-scale ", c.loss_scale.str(), " with --half needs --master-weights: unscaling float16 gradients "
-               "in float16 flushes the small ones to zero again (PyTorch's GradScaler refuses them too)");
-  OOMLAB_CHECK(!c.ddp || c.on_oom == OnOom::raise, "--on-oom ", on_oom_name(c.on_oom),
-               " with --parallel ddp is not supported: every rank would have to agree on skipping or splitting");
+void check_batch_fits(int64_t batch, int64_t accumulate, const std::string& set, int64_t set_size) {
+  OOMLAB_CHECK(batch >= 1 && accumulate >= 1, "a step needs a batch of at least 1 sample and at least 1 micro-batch "
+               "(got a batch of ", batch, " and ", accumulate, " micro-batches)");
+  OOMLAB_CHECK(batch <= set_size, "impossible batch: a batch of ", batch, " samples is larger than the ", set,
+               " training set (", set_size, " samples)");
+  const int64_t step_samples = checked_mul(batch, accumulate, "batch x micro-batches per step");
+  OOMLAB_CHECK(accumulate == 1 || step_samples <= set_size, "accumulating ", accumulate, " micro-batches of ", batch,
+               " needs ", step_samples, " samples per step, more than the ", set_size / batch, " batches of ", batch,
+               " in an epoch of the ", set, " training set (", set_size, " samples)");
 }
-}  // namespace
 
 std::string resolve_schedule(const std::string& spec, int64_t total_steps) {
   if (spec == "cosine") return "cosine:t_max=" + std::to_string(total_steps);
@@ -66,7 +55,7 @@ std::string resolve_schedule(const std::string& spec, int64_t total_steps) {
 }
 
 json train_model(nn::Module& model, const Dataset& train_set, const Dataset& test_set, const TrainerConfig& c) {
-  check_config(c, train_set);
+  check_batch_fits(c.batch, c.accumulate, train_set.name(), train_set.size());
   TrainingRun run(model, train_set, test_set, c);
   return run.run();
 }
@@ -77,7 +66,7 @@ TrainingRun::TrainingRun(nn::Module& model, const Dataset& train_set, const Data
   rank_ = c.ddp ? c.ddp->queue().rank() : 0;
   world_ = c.ddp ? c.ddp->queue().world_size() : 1;
   quiet_ = c.quiet || rank_ != 0;
-  step_samples_ = c.batch * c.accumulate;   // checked by check_config
+  step_samples_ = c.batch * c.accumulate;   // checked by check_batch_fits
   if (c.ddp) device_generator(c.device).set_state(Generator{c.seed, 0});   // ranks may be threads: own device only
   else manual_seed(c.seed);
   model_->train();
@@ -114,11 +103,11 @@ void TrainingRun::make_loader_and_schedule() {
   if (world_ > 1) loader_->set_shard(rank_, world_);   // DistributedSampler
   pin_ = c_.pin_memory && has_pinned_host_memory(c_.device);
   if (c_.pin_memory && !pin_)
-    std::cerr << "warning: --pin-memory: device " << c_.device.str()
+    std::cerr << "warning: pinned memory asked for, but device " << c_.device.str()
               << " has no pinned host memory; batches stay in pageable memory\n";
   if (pin_) loader_->set_pinner([dev = c_.device](size_t n) { return pinned_host_alloc(dev, n); });
   total_steps_ = c_.steps > 0 ? c_.steps
-                              : checked_mul(c_.epochs, loader_->batches_per_epoch(), "--epochs x batches per epoch");
+                              : checked_mul(c_.epochs, loader_->batches_per_epoch(), "epochs x batches per epoch");
   const std::string spec = resolve_schedule(c_.schedule, total_steps_);
   sched_ = std::make_unique<LrScheduler>(*opt_, parse_lr_schedule(spec));
   run_cfg_ = c_.config;

@@ -115,6 +115,11 @@ struct TrainerConfig {
 // step), others unchanged.
 std::string resolve_schedule(const std::string& spec, int64_t total_steps);
 
+// A step of `accumulate` micro-batches of `batch` samples fits an epoch of the `set`
+// training set of `set_size` samples (drop_last): ValueError naming the numbers otherwise.
+// The trainer checks it once the data is loaded; the CLI before loading when it knows the size.
+void check_batch_fits(int64_t batch, int64_t accumulate, const std::string& set, int64_t set_size);
+
 // Trains `model` in place; returns make_results("train", ...) with config.config as its config
 // (plus "resolved_schedule").
 nlohmann::json train_model(nn::Module& model, const Dataset& train_set, const Dataset& test_set,

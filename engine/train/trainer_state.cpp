@@ -18,7 +18,7 @@ const json& field(const json& root, const std::string& file, std::initializer_li
   for (const char* k : path) {
     if (!name.empty()) name += '.';
     name += k;
-    OOMLAB_CHECK_T(IoError, j->is_object() && j->contains(k), "--resume: ", file, ": field \"", name, "\" is missing");
+    OOMLAB_CHECK_T(IoError, j->is_object() && j->contains(k), "resume: ", file, ": field \"", name, "\" is missing");
     j = &(*j)[k];
   }
   bool ok = false;
@@ -35,21 +35,21 @@ const json& field(const json& root, const std::string& file, std::initializer_li
   if (!ok) {
     std::string got = j->dump();
     if (got.size() > 40) got = got.substr(0, 40) + "...";
-    throw IoError(str_cat("--resume: ", file, ": field \"", name, "\" must be ", what, " (got ", got, ")"));
+    throw IoError(str_cat("resume: ", file, ": field \"", name, "\" must be ", what, " (got ", got, ")"));
   }
   return *j;
 }
 }  // namespace
 
 TrainerState parse_trainer_state(const json& st, const std::string& file) {
-  OOMLAB_CHECK_T(IoError, st.is_object(), "--resume: ", file, ": not a JSON object");
+  OOMLAB_CHECK_T(IoError, st.is_object(), "resume: ", file, ": not a JSON object");
   TrainerState s;
   s.step = field(st, file, {"step"}, Want::count).get<int64_t>();
   s.config = field(st, file, {"config"}, Want::object);
   s.history = field(st, file, {"history"}, Want::object);
   for (const char* k : {"train_loss", "lr"}) {
     const json& h = field(st, file, {"history", k}, Want::array);
-    OOMLAB_CHECK_T(IoError, int64_t(h.size()) == s.step, "--resume: ", file, ": field \"history.", k, "\" has ",
+    OOMLAB_CHECK_T(IoError, int64_t(h.size()) == s.step, "resume: ", file, ": field \"history.", k, "\" has ",
                    h.size(), " entries for step ", s.step);
   }
   field(st, file, {"history", "epochs"}, Want::array);

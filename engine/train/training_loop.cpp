@@ -28,19 +28,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // different architecture is reported as such, not as missing tensors).
 void TrainingRun::resume() {
   auto check_config = [&](const json& st, const std::string& file) {
-    OOMLAB_CHECK_T(IoError, st.contains("config") && st["config"].is_object(), "--resume: ", file,
+    OOMLAB_CHECK_T(IoError, st.contains("config") && st["config"].is_object(), "resume: ", file,
                    ": field \"config\" is missing or not an object");
     const json& saved = st["config"];
     for (const std::string& k : c_.resume_keys) {
-      OOMLAB_CHECK_T(IoError, saved.contains(k), "--resume: ", file, ": field \"config.", k, "\" is missing");
-      OOMLAB_CHECK(saved[k] == run_cfg_[k], "--resume: checkpoint ", file, " was made with ", k, "=", saved[k].dump(),
+      OOMLAB_CHECK_T(IoError, saved.contains(k), "resume: ", file, ": field \"config.", k, "\" is missing");
+      OOMLAB_CHECK(saved[k] == run_cfg_[k], "resume: checkpoint ", file, " was made with ", k, "=", saved[k].dump(),
                    ", this run has ", run_cfg_[k].dump());
     }
   };
   LoadedCheckpoint ck = load_checkpoint(c_.resume_dir, parameters_and_buffers(*model_), check_config);
   const TrainerState st = parse_trainer_state(ck.state, ck.path + "/trainer_state.json");
-  OOMLAB_CHECK_T(IoError, !ema_ || st.ema.is_object(), "--resume: ", ck.path,
-                 "/trainer_state.json: field \"ema\" is missing (this run has --ema, the checkpoint's had none)");
+  OOMLAB_CHECK_T(IoError, !ema_ || st.ema.is_object(), "resume: ", ck.path,
+                 "/trainer_state.json: field \"ema\" is missing (this run keeps a weight EMA, the checkpoint's had none)");
   restore_components(ck, st);
   device_generator(c_.device).set_state(st.rng);
   history_ = st.history;
@@ -49,7 +49,7 @@ void TrainingRun::resume() {
   epoch_loss_ = st.epoch_loss;
   epoch_correct_ = st.epoch_correct;
   epoch_samples_ = st.epoch_samples;
-  epoch_scored_ = checked_mul(epoch_samples_, train_set_.target_numel(), "--resume: epoch_sums.samples");
+  epoch_scored_ = checked_mul(epoch_samples_, train_set_.target_numel(), "resume: epoch_sums.samples");
   if (!quiet_) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step_);
 }
 
@@ -69,12 +69,12 @@ void TrainingRun::restore_components(const LoadedCheckpoint& ck, const TrainerSt
     loader_->restore(st.loader);
     if (masters_) masters_->load_state(master_tensors);
     if (scaler_) {
-      OOMLAB_CHECK_T(IoError, ck.state.contains("grad_scaler"), "--resume: ", ck.path,
+      OOMLAB_CHECK_T(IoError, ck.state.contains("grad_scaler"), "resume: ", ck.path,
                      "/trainer_state.json: field \"grad_scaler\" is missing (this run scales the loss)");
       scaler_->load_state(ck.state["grad_scaler"]);
     }
   } catch (const ValueError& e) {
-    throw ValueError(str_cat("--resume: ", ck.path, ": ", e.what()));
+    throw ValueError(str_cat("resume: ", ck.path, ": ", e.what()));
   }
 }
 
@@ -132,8 +132,8 @@ void TrainingRun::train_batch() {
   if (!std::isfinite(loss) && divergence_.is_null()) {
     divergence_ = {{"step", step_ + 1}, {"loss", std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"}};
     std::printf("step %lld: the loss is %s: diverged (%s)\n", (long long)step_ + 1,
-                divergence_["loss"].get<std::string>().c_str(), c_.stop_on_nan ? "stopping; --on-nan continue goes on"
-                                                                                 : "going on: --on-nan continue");
+                divergence_["loss"].get<std::string>().c_str(), c_.stop_on_nan ? "stopping: the run stops on a non-finite loss"
+                                                                                 : "going on: the run continues past non-finite losses");
   }
   sched_->step();
   if (ema_) ema_->update();

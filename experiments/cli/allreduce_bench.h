@@ -16,7 +16,6 @@
 namespace oomlab {
 
 int cmd_allreduce_bench(const std::vector<std::string>& args);
-const std::set<std::string>& allreduce_bench_flags();   // its valued flags (it has no switches)
 // Parses and checks the arguments as the command would, running nothing (ValueError / IoError).
 void check_allreduce_bench_args(const std::vector<std::string>& args);
 

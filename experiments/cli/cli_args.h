@@ -1,11 +1,13 @@
-// cli_args.h — strict command-line flags for the oomlab subcommands.
-// Contract: every flag a command accepts is declared up front; an unknown flag, a
-// missing value or a malformed number raises ValueError naming the flag, so a typo never
-// silently runs the default. Accepts "--key value" and "--key=value"; bare "--flag" for
-// booleans. Every word is consumed or rejected: a positional beyond `max_positionals`
-// ("train vgg11": did you mean --model vgg11?), a single-dash word ("-json"), a flag given
-// twice, and a flag whose value would be the next flag ("--json --quiet") are ValueErrors.
-// A value may start with one dash (a negative number: "--lr -1" reaches the range check).
+// cli_args.h — strict command-line flags for the oomlab subcommands, checked against the
+// flag table (flag_table.h), which declares every flag once.
+// Contract: an unknown flag, a missing value, a value of the wrong kind or outside its range,
+// a missing required flag and a broken rule between flags (needs / excludes / applies only
+// with) raise ValueError naming the flag, so a typo never silently runs the default.
+// Accepts "--key value" and "--key=value"; bare "--flag" for switches. Every word is consumed
+// or rejected: a positional the command does not take ("train vgg11": did you mean --model
+// vgg11?), a single-dash word ("-json"), a flag given twice, and a flag whose value would be
+// the next flag ("--json --quiet") are ValueErrors. A value may start with one dash (a
+// negative number: "--lr -1" reaches the range check).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -14,28 +16,48 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/error.h"
+
 namespace oomlab {
 
 class CliArgs {
  public:
-  // `valued`: flags that take a value; `switches`: boolean flags; at most `max_positionals`
-  // words that are not flags are kept (positionals()).
-  CliArgs(const std::vector<std::string>& argv, const std::set<std::string>& valued,
-          const std::set<std::string>& switches, const std::string& command, size_t max_positionals = 0);
+  CliArgs(const std::vector<std::string>& argv, const std::string& command);
   bool has(const std::string& key) const;
-  std::string get(const std::string& key, const std::string& def) const;
-  std::optional<std::string> get_opt(const std::string& key) const;
-  int64_t get_int(const std::string& key, int64_t def) const;
-  double get_double(const std::string& key, double def) const;
+  // The given value, else the table's default, else `def`. Asking for a flag the table does
+  // not declare for this command is an InternalError (the code and the table drifted apart).
+  std::string get(const std::string& key, const std::string& def = "") const;
+  std::optional<std::string> get_opt(const std::string& key) const;   // the given value only
+  int64_t get_int(const std::string& key, int64_t def = 0) const;
+  double get_double(const std::string& key, double def = 0) const;
   bool flag(const std::string& key) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
+  const std::string& command() const { return command_; }
 
  private:
+  void parse(const std::vector<std::string>& argv);
+  void check_rules() const;
+  std::optional<std::string> value_or_default(const std::string& key) const;
   std::string command_;
   std::map<std::string, std::string> values_;
   std::set<std::string> switches_on_;
   std::vector<std::string> positionals_;
 };
+
+// "--help" or "-h" anywhere among the arguments.
+bool help_requested(const std::vector<std::string>& args);
+
+// Runs parse() (an engine parser, which speaks in its own terms) and names the flag in the
+// ValueError / IoError it raises: "--checkpoint: 'x' is not a checkpoint policy; ...".
+template <class F> auto with_flag_name(const std::string& flag, F&& parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const IoError& e) {
+    throw IoError("--" + flag + ": " + e.what());
+  } catch (const ValueError& e) {
+    throw ValueError("--" + flag + ": " + e.what());
+  }
+}
 
 // "11GiB", "512MiB", "1.5GB", "4096" (bytes) -> bytes; ValueError on bad input, on a
 // result below 1 byte ("0.5") and on one of 2^63 bytes or more. get_int: ValueError on

@@ -25,6 +25,7 @@
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
 #include "experiments/cli/cli_args.h"
+#include "experiments/cli/flag_table.h"
 #include "experiments/cli/memory_report.h"
 #include "engine/train/results.h"
 #include "experiments/cli/parallel_train.h"
@@ -34,15 +35,16 @@
 
 namespace oomlab {
 namespace {
-bool wants_help(const std::vector<std::string>& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") return true;
-  return false;
+// `oomlab COMMAND --help`: the table's rendering.
+bool print_help_if_asked(const std::string& command, const std::vector<std::string>& args) {
+  if (!help_requested(args)) return false;
+  std::fputs(command_help(command).c_str(), stdout);
+  return true;
 }
 
 // --checkpoint: the policy's canonical text; a budget's SIZE is checked here (exit 2 early).
 std::string checkpoint_flag(const CliArgs& a) {
-  const CheckpointPolicy p = parse_checkpoint_policy(a.get("checkpoint", "none"));
+  const CheckpointPolicy p = with_flag_name("checkpoint", [&] { return parse_checkpoint_policy(a.get("checkpoint")); });
   if (p.kind == CheckpointPolicy::Kind::budget) {
     try {
       OOMLAB_CHECK(parse_size(p.budget) > 0, "must be > 0");
@@ -54,45 +56,36 @@ std::string checkpoint_flag(const CliArgs& a) {
 }
 
 // --amp / --half / --master-weights / --loss-scale: canonical texts, checked here (exit 2
-// before any work). A flag that would be silently ignored is an error: --loss-scale without
-// 16-bit training, --master-weights without --half; --half excludes --amp. --half scales the
-// loss only with --master-weights (auto: dynamic there, none for plain --half).
+// before any work). The table rules out --master-weights without --half and --half with
+// --amp fp16|bf16; here: --loss-scale without 16-bit training has no effect, and --half
+// scales the loss only with --master-weights (auto: dynamic there, none for plain --half).
 struct PrecisionFlags {
   std::string amp = "off";
   bool half = false, master_weights = false;
   std::string loss_scale = "none";
 };
-std::string amp_flag(const CliArgs& a) { return amp_name(parse_amp(a.get("amp", "off"))); }
+std::string amp_flag(const CliArgs& a) { return amp_name(parse_amp(a.get("amp"))); }
 PrecisionFlags precision_flags(const CliArgs& a) {
   PrecisionFlags p;
   p.amp = amp_flag(a);
-  p.half = a.flag("half");
-  p.master_weights = a.flag("master-weights");
-  OOMLAB_CHECK(!p.master_weights || p.half, "--master-weights applies to --half (autocast keeps float32 weights already)");
-  OOMLAB_CHECK(!p.half || p.amp == "off", "--half and --amp ", p.amp,
-               " are two ways to train in 16 bits: give one");
+  p.half = a.has("half") && a.flag("half");
+  p.master_weights = a.has("master-weights") && a.flag("master-weights");
   OOMLAB_CHECK(!a.has("loss-scale") || p.amp != "off" || p.half,
                "--loss-scale has no effect without --amp fp16|bf16 or --half");
-  const std::string given = a.get("loss-scale", "auto");
+  const std::string given = a.has("loss-scale") ? a.get("loss-scale") : "auto";
   OOMLAB_CHECK(!p.half || p.master_weights || given == "auto" || given == "none", "--loss-scale ", given,
                " with --half needs --master-weights: unscaling float16 gradients in float16 flushes the small ones "
                "to zero again (PyTorch's GradScaler refuses them too)");
-  p.loss_scale = parse_loss_scale(given, p.amp == "fp16" || p.master_weights).str();
+  p.loss_scale = with_flag_name("loss-scale", [&] { return parse_loss_scale(given, p.amp == "fp16" || p.master_weights); }).str();
   return p;
 }
 
 ModelSpec model_spec(const CliArgs& a) {
   ModelSpec s;
-  s.model = a.get("model", "");
-  OOMLAB_CHECK(!s.model.empty(), "--model is required (one of: ", [] {
-    std::string n;
-    for (const auto& m : model_names()) n += (n.empty() ? "" : ", ") + m;
-    return n;
-  }(), ")");
+  s.model = a.get("model");
   if (auto in = a.get_opt("input")) s.input = parse_int_list(*in, "--input");
   s.num_classes = a.get_int("classes", 0);
   s.seq_len = a.get_int("seq-len", 0);
-  OOMLAB_CHECK(!a.has("seq-len") || s.seq_len >= 1, "--seq-len must be >= 1 (got ", s.seq_len, ")");
   s.arch = arch_flags(a, s.model);
   s.checkpoint = checkpoint_flag(a);
   const PrecisionFlags p = precision_flags(a);
@@ -105,97 +98,58 @@ ModelSpec model_spec(const CliArgs& a) {
 
 
 namespace {
-// --dataset and the flags that describe its data; a flag this dataset would ignore is an error.
+// --dataset and the flags that describe its data (the table says which dataset each applies to).
 void dataset_flags(const CliArgs& a, TrainConfig& c) {
-  c.dataset = a.get("dataset", c.dataset);
-  OOMLAB_CHECK(c.dataset == "fashion-mnist" || c.dataset == "synthetic" || c.dataset == "synthetic-seq" ||
-                   c.dataset == "synthetic-seg" || c.dataset == "npy",
-               "--dataset must be fashion-mnist, synthetic, synthetic-seq, synthetic-seg or npy (got '", c.dataset, "')");
-  c.data_dir = a.get("data-dir", "");
+  c.dataset = a.get("dataset");
+  c.data_dir = a.get("data-dir");
   if (auto in = a.get_opt("input")) c.input = parse_int_list(*in, "--input");
-  const bool seq = c.dataset == "synthetic-seq", fmnist = c.dataset == "fashion-mnist", npy = c.dataset == "npy";
+  const bool seq = c.dataset == "synthetic-seq", npy = c.dataset == "npy";
   // The classes the dataset has (recorded in results config): synthetic-seq is binary; npy
   // infers max label + 1 unless --classes says more.
   c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : seq ? 2 : npy ? 0 : c.num_classes);
-  OOMLAB_CHECK(c.dataset != "synthetic-seq" || !a.has("classes"), "--classes: synthetic-seq has 2 classes");
-  OOMLAB_CHECK(!a.has("classes") || c.num_classes >= 1, "--classes must be >= 1 (got ", c.num_classes, ")");
   OOMLAB_CHECK(!npy || a.has("data-dir"), "--dataset npy needs --data-dir DIR holding train_inputs.npy and "
                "train_labels.npy (README: \"Your own data\")");
-  auto only_with = [&](const char* flag, bool ok, const char* which) {
-    OOMLAB_CHECK(!a.has(flag) || ok, "--", flag, " has no effect with --dataset ", c.dataset, " (it applies to ", which,
-                 ")");
-  };
-  const bool synthetic = !fmnist && !npy;
-  only_with("data-dir", fmnist || npy, "fashion-mnist and npy");
-  only_with("input", synthetic && !seq, "synthetic and synthetic-seg; npy takes the files' shape");
-  only_with("classes", !fmnist, "synthetic, synthetic-seg and npy");
-  only_with("synthetic-size", synthetic, "the synthetic datasets");
-  for (const char* k : {"seq-min-len", "long-seq-prob", "long-seq-len"}) only_with(k, seq, "synthetic-seq");
-  only_with("seq-len", seq, "synthetic-seq; npy takes the files' length");
   c.shuffle = !a.flag("no-shuffle");
-  c.seq_len = a.get_int("seq-len", c.seq_len);
+  c.seq_len = a.get_int("seq-len");
   c.seq_min_len = a.get_int("seq-min-len", 0);
-  OOMLAB_CHECK(c.seq_min_len >= 0, "--seq-min-len must be >= 0 (got ", c.seq_min_len, ")");
   c.long_seq_prob = a.get_double("long-seq-prob", 0.0);
   c.long_seq_len = a.get_int("long-seq-len", 0);
-  OOMLAB_CHECK(c.seq_len >= 3, "--seq-len must be >= 3 (got ", c.seq_len, ")");
-  c.synthetic_size = a.get_int("synthetic-size", c.synthetic_size);
-  OOMLAB_CHECK(c.synthetic_size >= 1, "--synthetic-size must be >= 1 (got ", c.synthetic_size, ")");
-  OOMLAB_CHECK(c.long_seq_prob >= 0 && c.long_seq_prob <= 1, "--long-seq-prob must be in [0, 1] (got ",
-               c.long_seq_prob, ")");
-  OOMLAB_CHECK(!a.has("long-seq-prob") || a.has("long-seq-len"), "--long-seq-prob needs --long-seq-len");
-  OOMLAB_CHECK(!a.has("long-seq-len") || a.has("long-seq-prob"), "--long-seq-len needs --long-seq-prob");
+  c.synthetic_size = a.get_int("synthetic-size");
 }
 
 // The run's length, recipe (flags not given keep the model family's defaults, recipes.h),
-// checkpoints and logging.
+// checkpoints and logging; ranges and rules between these flags are the table's.
 void run_flags(const CliArgs& a, TrainConfig& c) {
-  c.init = a.get("init", "");
+  c.init = a.get("init");
   c.init_strict = !a.flag("init-non-strict");
-  OOMLAB_CHECK(!a.has("init") || !c.init.empty(), "--init needs a FILE.safetensors");
-  OOMLAB_CHECK(!a.flag("init-non-strict") || a.has("init"), "--init-non-strict has no effect without --init FILE");
-  OOMLAB_CHECK(!a.has("init") || !a.has("resume"), "--init and --resume both set the starting weights: give one");
-  c.batch = a.get_int("batch", c.batch);
-  c.accumulate = a.get_int("accumulate", 1);
-  c.epochs = a.get_int("epochs", c.epochs);
+  c.batch = a.get_int("batch");
+  c.accumulate = a.get_int("accumulate");
+  c.epochs = a.get_int("epochs");
   c.steps = a.get_int("steps", 0);
-  OOMLAB_CHECK(!(a.has("epochs") && a.has("steps")), "give --epochs or --steps, not both");
-  if (a.has("optimizer")) c.optimizer = a.get("optimizer", "");
-  if (a.has("lr")) c.lr = a.get_double("lr", 0.0);
-  if (a.has("momentum")) c.momentum = a.get_double("momentum", 0.0);
-  if (a.has("weight-decay")) c.weight_decay = a.get_double("weight-decay", 0.0);
+  if (a.has("optimizer")) c.optimizer = a.get("optimizer");
+  if (a.has("lr")) c.lr = a.get_double("lr");
+  if (a.has("momentum")) c.momentum = a.get_double("momentum");
+  if (a.has("weight-decay")) c.weight_decay = a.get_double("weight-decay");
   c.nesterov = a.flag("nesterov");
-  if (a.has("schedule")) c.schedule = a.get("schedule", "");
+  if (a.has("schedule")) c.schedule = a.get("schedule");
   c.ema_decay = a.get_double("ema", 0.0);
-  const int64_t seed = a.get_int("seed", 0);
-  OOMLAB_CHECK(seed >= 0, "--seed must be >= 0 (got ", seed, ")");
-  c.seed = uint64_t(seed);
-  c.save_dir = a.get("save", "");
+  c.seed = uint64_t(a.get_int("seed"));
+  c.save_dir = a.get("save");
   c.save_every = a.get_int("save-every", 0);
-  c.resume_dir = a.get("resume", "");
-  c.eval_batches = a.get_int("eval-batches", -1);
-  c.log_every = a.get_int("log-every", c.log_every);
+  c.resume_dir = a.get("resume");
+  c.eval_batches = a.get_int("eval-batches");
+  c.log_every = a.get_int("log-every");
   c.quiet = a.flag("quiet");
-  OOMLAB_CHECK(c.batch >= 1, "--batch must be >= 1 (got ", c.batch, ")");
-  OOMLAB_CHECK(c.epochs >= 1, "--epochs must be >= 1 (got ", c.epochs, ")");
-  OOMLAB_CHECK(!a.has("steps") || c.steps >= 1, "--steps must be >= 1 (got ", c.steps, ")");
-  OOMLAB_CHECK(!c.lr || *c.lr > 0, "--lr must be > 0");
-  OOMLAB_CHECK(c.ema_decay >= 0 && c.ema_decay < 1, "--ema must be in [0, 1)");
-  OOMLAB_CHECK(c.eval_batches >= -1, "--eval-batches must be >= 0, or -1 for the whole test set (got ",
-               c.eval_batches, ")");
-  OOMLAB_CHECK(c.log_every >= 0, "--log-every must be >= 0 (got ", c.log_every, ")");
-  OOMLAB_CHECK(c.save_every >= 0, "--save-every must be >= 0 (got ", c.save_every, ")");
-  OOMLAB_CHECK(!a.has("save-every") || a.has("save"), "--save-every has no effect without --save DIR");
 }
 }  // namespace
 
 TrainConfig train_config(const CliArgs& a) {
   TrainConfig c;
-  c.model = a.get("model", c.model);
+  c.model = a.get("model");
   dataset_flags(a, c);
-  c.device = parse_device(a.get("device", "cpu"));
+  c.device = parse_device(a.get("device"));
   run_flags(a, c);
-  if (a.has("device-memory")) c.device_memory = parse_size(a.get("device-memory", ""));
+  if (a.has("device-memory")) c.device_memory = parse_size(a.get("device-memory"));
   c.arch = arch_flags(a, c.model);
   c.checkpoint = checkpoint_flag(a);
   parallel_flags(a, c);
@@ -204,15 +158,10 @@ TrainConfig train_config(const CliArgs& a) {
   c.half = p.half;
   c.master_weights = p.master_weights;
   c.loss_scale = p.loss_scale;
-  c.on_oom = a.get("on-oom", "raise");
-  const int64_t workers = a.get_int("workers", 1);
-  OOMLAB_CHECK(workers >= 0 && workers <= 64, "--workers must be in 0..64 (got ", workers, ")");
-  c.workers = int(workers);
+  c.on_oom = a.get("on-oom");
+  c.workers = int(a.get_int("workers"));
   c.pin_memory = a.flag("pin-memory");
-  parse_on_oom(c.on_oom);   // names a bad value now
-  const std::string on_nan = a.get("on-nan", "stop");
-  OOMLAB_CHECK(on_nan == "stop" || on_nan == "continue", "--on-nan must be stop or continue (got '", on_nan, "')");
-  c.stop_on_nan = on_nan == "stop";
+  c.stop_on_nan = a.get("on-nan") == "stop";
   return c;
 }
 
@@ -222,25 +171,16 @@ void check_output_paths(const CliArgs& a) {
     if (auto path = a.get_opt(k)) check_output_file(*path, str_cat("--", k));
 }
 
-int64_t summary_batch(const CliArgs& a) {
-  const int64_t batch = a.get_int("batch", 1);
-  OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
-  return batch;
-}
-
 struct EstimateRequest {
   int64_t batch = 1;
   std::string optimizer;
   uint64_t capacity = 0;
 };
 EstimateRequest estimate_request(const CliArgs& a) {
-  OOMLAB_CHECK(a.has("batch"), "--batch is required");
   EstimateRequest r;
-  r.batch = summary_batch(a);
-  r.optimizer = a.get("optimizer", "sgd");
-  OOMLAB_CHECK(r.optimizer == "sgd" || r.optimizer == "adam" || r.optimizer == "adamw",
-               "--optimizer must be sgd, adam or adamw (got '", r.optimizer, "')");
-  r.capacity = a.has("device-memory") ? parse_size(a.get("device-memory", "")) : 0;
+  r.batch = a.get_int("batch");
+  r.optimizer = a.get("optimizer");
+  r.capacity = a.has("device-memory") ? parse_size(a.get("device-memory")) : 0;
   return r;
 }
 
@@ -276,14 +216,12 @@ template <class F> auto with_traces_on_oom(const CliArgs& a, const Device& dev, 
 BackendOptions backend_options(const CliArgs& a) {
   BackendOptions o;
   if (a.has("allow-tf32")) {
-    const std::string tf32 = a.get("allow-tf32", "");
-    OOMLAB_CHECK(tf32 == "none" || tf32 == "cudnn" || tf32 == "all",
-                 "--allow-tf32 must be none, cudnn or all (got '", tf32, "')");
+    const std::string tf32 = a.get("allow-tf32");
     o.matmul_allow_tf32 = tf32 == "all";
     o.cudnn_allow_tf32 = tf32 != "none";
   }
-  if (a.has("cudnn-benchmark")) o.cudnn_benchmark = parse_switch(a.get("cudnn-benchmark", ""), "--cudnn-benchmark");
-  if (a.has("cudnn-workspace-limit")) o.cudnn_workspace_limit = parse_size(a.get("cudnn-workspace-limit", ""));
+  if (a.has("cudnn-benchmark")) o.cudnn_benchmark = a.get("cudnn-benchmark") == "on";
+  if (a.has("cudnn-workspace-limit")) o.cudnn_workspace_limit = parse_size(a.get("cudnn-workspace-limit"));
   return o;
 }
 
@@ -296,37 +234,28 @@ void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
 }  // namespace
 
 const CommandFlags& command_flags(const std::string& command) {
-  static const std::map<std::string, CommandFlags> flags = {
-      {"summary", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "checkpoint", "amp", "json"}), {}}},
-      {"estimate", {with_arch_flags({"model", "input", "seq-len", "classes", "batch", "optimizer", "device-memory", "checkpoint",
-                                     "amp", "loss-scale", "json", "memory-snapshot", "chrome-trace"}),
-                    {"half", "master-weights"}}},
-      {"train", {with_arch_flags({"allow-tf32", "cudnn-benchmark", "cudnn-workspace-limit", "model", "dataset",
-                                  "data-dir", "input", "classes", "synthetic-size", "seq-len", "seq-min-len",
-                                  "long-seq-prob", "long-seq-len", "device", "batch", "epochs", "steps", "optimizer",
-                                  "lr", "momentum", "weight-decay", "schedule", "ema", "seed", "device-memory", "save",
-                                  "save-every", "resume", "on-nan", "on-oom", "workers", "checkpoint", "accumulate", "amp", "loss-scale", "eval-batches", "log-every", "json", "memory-snapshot",
-                                  "chrome-trace", "parallel", "devices", "gpu0-bsz", "bucket-cap", "backend", "init"}),
-                 {"nesterov", "quiet", "half", "master-weights", "pin-memory", "sync-bn", "no-shuffle",
-                  "init-non-strict"}}},
-      {"trick", {{"name", "batch", "json"}, {}}},
-      {"allreduce-bench", {allreduce_bench_flags(), {}}}};
+  static const std::map<std::string, CommandFlags> flags = [] {
+    std::map<std::string, CommandFlags> m;
+    for (const FlagSpec& f : flag_table())
+      for (const std::string& c : f.commands) (f.kind == FlagKind::switch_ ? m[c].switches : m[c].valued).insert(f.name);
+    return m;
+  }();
   auto it = flags.find(command);
-  OOMLAB_CHECK(it != flags.end(), "unknown command '", command, "' (train, summary, estimate, trick or allreduce-bench)");
+  OOMLAB_CHECK(it != flags.end() && command != "run" && command != "step" && command != "amp-policy",
+               "unknown command '", command, "' (train, summary, estimate, trick or allreduce-bench)");
   return it->second;
 }
 
-int cmd_models(const std::vector<std::string>&) {
+int cmd_models(const std::vector<std::string>& args) {
+  if (print_help_if_asked("models", args)) return 0;
+  CliArgs a(args, "models");   // takes nothing: a stray word or flag is an error
   for (const auto& m : model_names()) std::printf("%s\n", m.c_str());
   return 0;
 }
 
 int cmd_amp_policy(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::puts("oomlab amp-policy [--json FILE]\n  the per-op autocast policy of --amp fp16|bf16");
-    return 0;
-  }
-  CliArgs a(args, {"json"}, {}, "amp-policy");
+  if (print_help_if_asked("amp-policy", args)) return 0;
+  CliArgs a(args, "amp-policy");
   check_output_paths(a);
   std::printf("%-20s %-13s %s\n", "op", "policy", "what it does under --amp fp16|bf16");
   nlohmann::json rows = nlohmann::json::array();
@@ -341,16 +270,10 @@ int cmd_amp_policy(const std::vector<std::string>& args) {
 }
 
 int cmd_summary(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::printf("oomlab summary --model M [--input C,H,W | --seq-len T] [--classes K] [--batch B] [--checkpoint POLICY]\n"
-                "  [--amp off|fp16|bf16] [--json FILE]\n  %s\n",
-                kArchUsage);
-    return 0;
-  }
-  const CommandFlags& f = command_flags("summary");
-  CliArgs a(args, f.valued, f.switches, "summary");
+  if (print_help_if_asked("summary", args)) return 0;
+  CliArgs a(args, "summary");
   ModelSpec spec = model_spec(a);
-  const int64_t batch = summary_batch(a);
+  const int64_t batch = a.get_int("batch");
   check_output_paths(a);
   ModelSummary s = summarize_model(spec, batch);
   std::printf("%-28s %-18s %-18s %12s %12s %-16s %14s %14s\n", "layer", "type", "output", "values/img",
@@ -387,15 +310,8 @@ int cmd_summary(const std::vector<std::string>& args) {
 }
 
 int cmd_estimate(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::puts("oomlab estimate --model M --batch B [--optimizer sgd|adam|adamw] [--input C,H,W | --seq-len T] "
-              "[--classes K] [--device-memory SIZE] [--checkpoint POLICY]\n  [--amp off|fp16|bf16 | --half [--master-weights]] [--loss-scale auto|dynamic|static:S|none] [--json FILE] [--memory-snapshot FILE] "
-              "[--chrome-trace FILE]");
-    std::printf("  %s\n", kArchUsage);
-    return 0;
-  }
-  const CommandFlags& f = command_flags("estimate");
-  CliArgs a(args, f.valued, f.switches, "estimate");
+  if (print_help_if_asked("estimate", args)) return 0;
+  CliArgs a(args, "estimate");
   ModelSpec spec = model_spec(a);
   const EstimateRequest r = estimate_request(a);
   const std::string& opt = r.optimizer;
@@ -441,26 +357,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
 }
 
 int cmd_train(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::puts("oomlab train --model M --dataset fashion-mnist|synthetic|synthetic-seq|synthetic-seg|npy\n"
-              "  [--data-dir DIR] [--input C,H,W] [--classes K] [--synthetic-size N] [--no-shuffle]\n"
-              "  [--init FILE.safetensors [--init-non-strict]]\n"
-              "  [--seq-len N] [--seq-min-len N] [--long-seq-prob P --long-seq-len N] [--device cpu|meta|cuda[:i]] [--batch B]\n"
-              "  [--epochs E | --steps S] [--accumulate K] [--optimizer sgd|adam|adamw] [--lr X] [--momentum X]\n"
-              "  [--weight-decay X] [--nesterov] [--schedule SPEC] [--ema DECAY] [--seed N]\n"
-              "  [--device-memory SIZE] [--save DIR] [--save-every S] [--resume DIR] [--on-nan stop|continue]\n"
-              "  [--on-oom raise|skip|split] [--workers N] [--pin-memory] [--checkpoint none|all|every:K|sqrt|selective[:KINDS]]\n"
-              "  [--amp off|fp16|bf16 | --half [--master-weights]] [--loss-scale auto|dynamic|static:S|none]\n"
-              "  [--eval-batches N] [--log-every N] [--quiet] [--json FILE]\n"
-              "  [--parallel none|dp|bdp|ddp] [--devices N] [--gpu0-bsz B0] [--bucket-cap SIZE] [--sync-bn]\n"
-              "  [--backend gloo|mpi|nccl (ddp under mpirun / torchrun / srun)]\n"
-              "  [--memory-snapshot FILE] [--chrome-trace FILE]\n"
-              "  [--allow-tf32 none|cudnn|all] [--cudnn-benchmark on|off] [--cudnn-workspace-limit SIZE]");
-    std::printf("  %s\n", kArchUsage);
-    return 0;
-  }
-  const CommandFlags& f = command_flags("train");
-  CliArgs a(args, f.valued, f.switches, "train");
+  if (print_help_if_asked("train", args)) return 0;
+  CliArgs a(args, "train");
   TrainConfig c = train_config(a);
   check_train_config(c);
   check_output_paths(a);
@@ -482,30 +380,20 @@ int cmd_train(const std::vector<std::string>& args) {
 }
 
 void check_command_args(const std::string& command, const std::vector<std::string>& args) {
+  command_flags(command);   // a known measuring command
   if (command == "allreduce-bench") {
     check_allreduce_bench_args(args);
     return;
   }
-  const CommandFlags& f = command_flags(command);
-  CliArgs a(args, f.valued, f.switches, command);
-  if (command == "trick") {
-    const std::vector<std::string> names = trick_names();
-    OOMLAB_CHECK(std::find(names.begin(), names.end(), a.get("name", "")) != names.end(), "unknown trick '",
-                 a.get("name", ""), "'");
-    OOMLAB_CHECK(a.get_int("batch", 64) >= 1, "--batch must be >= 1");
-    check_output_paths(a);
-    return;
-  }
+  CliArgs a(args, command);   // trick: its flags are all the table's
   if (command == "train") {
     check_train_config(train_config(a));
-  } else {
+    backend_options(a);
+  } else if (command != "trick") {
     model_spec(a);
     if (command == "estimate") estimate_request(a);
-    else summary_batch(a);
   }
-  backend_options(a);
   check_output_paths(a);
 }
-
 
 }  // namespace oomlab

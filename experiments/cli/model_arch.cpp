@@ -32,11 +32,7 @@ void ArchOverrides::check_fits(const std::string& model) const {
     model_input_kind(model);   // an unknown model is named as such first
     OOMLAB_CHECK(is_resnet(model), "--norm applies to the ResNets (resnet18/34/50, resnet20/56: torchvision's ",
                  "norm_layer); --model ", model, " is not one");
-    OOMLAB_CHECK(norm == "bn" || norm == "gn" || norm == "none", "--norm must be bn, gn or none (got '", norm, "')");
   }
-  OOMLAB_CHECK(hidden >= 0 && layers >= 0 && heads >= 0 && max_positions >= 0 && base_width >= 0 && depth >= 0,
-               model, ": --hidden/--layers/--heads/--max-positions/--base-width/--depth must be >= 1");
-  OOMLAB_CHECK(dropout < 1, model, ": --dropout must be in [0, 1) (got ", dropout, ")");
 }
 
 void ArchOverrides::apply(ModelConfig& cfg) const {
@@ -84,37 +80,16 @@ void check_seq_fits(const std::string& model, const ArchOverrides& arch, int64_t
                " to enlarge the table (the parameter count then differs from Hugging Face's)");
 }
 
-// Architecture flags of train/summary/estimate: bert-*, unet* and resnet* (see model_arch.h).
-static const std::set<std::string> kArchFlags = {"hidden",     "layers", "heads", "max-positions", "dropout",
-                                                 "base-width", "depth",  "norm"};
-const char* const kArchUsage = "[--hidden N --layers N --heads N --max-positions N (bert-*)] [--dropout P (bert-*, vgg*)]\n"
-                               "  [--base-width N --depth N (unet*)] [--norm bn|gn|none (resnet*)]";
-
-std::set<std::string> with_arch_flags(std::set<std::string> flags) {
-  flags.insert(kArchFlags.begin(), kArchFlags.end());
-  return flags;
-}
-
 ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
-  auto positive = [&](const char* k) {
-    const int64_t v = a.get_int(k, 0);
-    OOMLAB_CHECK(!a.has(k) || v >= 1, "--", k, " must be >= 1 (got ", v, ")");
-    return v;
-  };
-  ArchOverrides o;
-  o.hidden = positive("hidden");
-  o.layers = positive("layers");
-  o.heads = positive("heads");
-  o.max_positions = positive("max-positions");
-  o.base_width = positive("base-width");
-  o.depth = positive("depth");
-  if (a.has("dropout")) {
-    o.dropout = a.get_double("dropout", 0.0);
-    OOMLAB_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1) (got ", o.dropout, ")");
-  }
-  o.norm = a.get("norm", "");
-  OOMLAB_CHECK(!a.has("norm") || o.norm == "bn" || o.norm == "gn" || o.norm == "none",
-               "--norm must be bn, gn or none (got '", o.norm, "')");
+  ArchOverrides o;   // ranges and choices: the flag table's
+  o.hidden = a.get_int("hidden", 0);
+  o.layers = a.get_int("layers", 0);
+  o.heads = a.get_int("heads", 0);
+  o.max_positions = a.get_int("max-positions", 0);
+  o.base_width = a.get_int("base-width", 0);
+  o.depth = a.get_int("depth", 0);
+  if (a.has("dropout")) o.dropout = a.get_double("dropout");
+  o.norm = a.get("norm");
   o.check_fits(model);
   return o;
 }

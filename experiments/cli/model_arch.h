@@ -34,12 +34,9 @@ struct ArchOverrides {
 // with these overrides; no-op for non-token models.
 void check_seq_fits(const std::string& model, const ArchOverrides& arch, int64_t len, const char* flag);
 
-// The architecture flags (--hidden ... --norm) as a command's flag set takes them, their
-// usage line, and their parsed values for `model` (ValueError on a bad value or a flag the
-// model has no use for).
+// The architecture flags (--hidden ... --norm; ranges and choices are the flag table's)
+// for `model`: ValueError on a flag the model has no use for.
 class CliArgs;
-extern const char* const kArchUsage;
-std::set<std::string> with_arch_flags(std::set<std::string> flags);
 ArchOverrides arch_flags(const CliArgs& a, const std::string& model);
 
 }  // namespace oomlab

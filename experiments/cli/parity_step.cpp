@@ -23,39 +23,30 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
 #include "experiments/cli/cli_args.h"
+#include "experiments/cli/flag_table.h"
 #include "experiments/cli/model_arch.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
 
 int cmd_step(const std::vector<std::string>& args) {
-  for (const auto& w : args)
-    if (w == "--help" || w == "-h") {
-      std::puts("oomlab step --model M --data-dir DIR --init WEIGHTS.safetensors --out FILE.safetensors\n"
-                "  [--dtype float32|float64] [--lr X (default 0.1)] [--classes K] [--device cpu|cuda[:i]]");
-      std::printf("  %s\n", kArchUsage);
-      std::puts("One SGD step on the whole train split of DIR (npy files, see `oomlab train --dataset npy`);\n"
-                "writes loss, logits, grad/<param> and after/<state_dict key> to FILE.safetensors.");
-      return 0;
-    }
-  CliArgs a(args, with_arch_flags({"model", "data-dir", "init", "out", "dtype", "lr", "classes", "device"}), {}, "step");
-  for (const char* k : {"model", "data-dir", "init", "out"})
-    OOMLAB_CHECK(a.has(k), "--", k, " is required (oomlab step --help)");
-  const std::string model_name = a.get("model", ""), out = a.get("out", ""), init = a.get("init", "");
-  const std::string dtype_flag = a.get("dtype", "float32");
-  OOMLAB_CHECK(dtype_flag == "float32" || dtype_flag == "float64", "--dtype must be float32 or float64 (got '",
-               dtype_flag, "')");
-  const DType dtype = dtype_flag == "float64" ? DType::f64 : DType::f32;
-  const double lr = a.get_double("lr", 0.1);
-  OOMLAB_CHECK(lr > 0 && lr <= 1e6, "--lr must be in (0, 1e6] (got ", lr, ")");
+  if (help_requested(args)) {
+    std::printf("%sOne SGD step on the whole train split of DIR (npy files, see `oomlab train --dataset npy`);\n"
+                "writes loss, logits, grad/<param> and after/<state_dict key> to FILE.safetensors.\n",
+                command_help("step").c_str());
+    return 0;
+  }
+  CliArgs a(args, "step");
+  const std::string model_name = a.get("model"), out = a.get("out"), init = a.get("init");
+  const DType dtype = a.get("dtype") == "float64" ? DType::f64 : DType::f32;
+  const double lr = a.get_double("lr");
   const int64_t classes = a.get_int("classes", 0);
-  OOMLAB_CHECK(!a.has("classes") || classes >= 1, "--classes must be >= 1 (got ", classes, ")");
-  const Device device = parse_device(a.get("device", "cpu"));
+  const Device device = parse_device(a.get("device"));
   OOMLAB_CHECK_T(DeviceError, !device.is_meta(), "--device meta has no numbers to compare; use cpu or cuda");
   const ArchOverrides arch = arch_flags(a, model_name);
   check_output_file(out, "--out");
 
-  std::shared_ptr<Dataset> data = load_npy_dataset(a.get("data-dir", ""), "train", classes);
+  std::shared_ptr<Dataset> data = load_npy_dataset(a.get("data-dir"), "train", classes);
   const bool tokens = model_input_kind(model_name) == InputKind::tokens;
   OOMLAB_CHECK(tokens == data->is_tokens(), "--model ", model_name, " takes ", tokens ? "token ids" : "images", ", ",
                data->name(), " holds ", data->is_tokens() ? "token ids" : "images");

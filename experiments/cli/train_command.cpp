@@ -143,14 +143,6 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
 }
 }  // namespace
 
-void check_batch_fits(const TrainConfig& c, const std::string& set, int64_t train_size) {
-  OOMLAB_CHECK(c.batch <= train_size, "impossible batch: --batch ", c.batch, " is larger than the ", set,
-               " training set (", train_size, " samples)");
-  OOMLAB_CHECK(c.accumulate <= train_size / c.batch, "--accumulate ", c.accumulate, " is more than the ",
-               train_size / c.batch, " batches of ", c.batch, " in an epoch of the ", set, " training set (",
-               train_size, " samples)");
-}
-
 void check_train_config(const TrainConfig& c) {
   check_model_fits_dataset(c.model, c.dataset);
   c.arch.check_fits(c.model);
@@ -158,26 +150,21 @@ void check_train_config(const TrainConfig& c) {
     check_seq_fits(c.model, c.arch, c.seq_len, "--seq-len");
     if (c.long_seq_prob > 0) check_seq_fits(c.model, c.arch, c.long_seq_len, "--long-seq-len");
   }
+  // The flags' ranges and choices are the table's; here the rules that need the recipe.
   const Recipe r = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay});
-  OOMLAB_CHECK(r.optimizer == "sgd" || r.optimizer == "adam" || r.optimizer == "adamw",
-               "--optimizer must be sgd, adam or adamw (got '", r.optimizer, "')");
-  OOMLAB_CHECK(r.lr > 0 && r.lr <= 1e6, "--lr must be in (0, 1e6] (got ", r.lr, ")");
-  OOMLAB_CHECK(r.weight_decay >= 0, "--weight-decay must be >= 0 (got ", r.weight_decay, ")");
-  OOMLAB_CHECK(r.momentum >= 0 && r.momentum < 1, "--momentum must be in [0, 1) (got ", r.momentum, ")");
   OOMLAB_CHECK(!c.momentum || r.optimizer == "sgd", "--momentum has no effect with --optimizer ", r.optimizer,
                " (Adam's betas are fixed at 0.9, 0.999)");
   OOMLAB_CHECK(!c.nesterov || r.optimizer == "sgd", "--nesterov applies to --optimizer sgd only (this run uses ",
                r.optimizer, ")");
   OOMLAB_CHECK(!c.nesterov || r.momentum > 0, "--nesterov needs a momentum > 0 (as torch.optim.SGD)");
-  parse_lr_schedule(resolve_schedule(r.schedule, 100));   // an unknown schedule is named now
-  OOMLAB_CHECK(c.accumulate >= 1, "--accumulate must be >= 1 (got ", c.accumulate, ")");
+  with_flag_name("schedule", [&] { return parse_lr_schedule(resolve_schedule(r.schedule, 100)); });   // named now
   if (c.dataset != "npy") {   // npy: checked once the files are loaded (train())
     int64_t train_size = c.synthetic_size;
     if (c.dataset == "fashion-mnist") {
-      find_fashion_mnist_dir(c.data_dir);
+      with_flag_name("data-dir", [&] { return find_fashion_mnist_dir(c.data_dir); });
       train_size = 60000;
     }
-    check_batch_fits(c, c.dataset, train_size);
+    check_batch_fits(c.batch, c.accumulate, c.dataset, train_size);
   } else {
     std::error_code ec;   // a path the OS refuses (too long, ...) is "not a directory", never an exception
     OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(c.data_dir, ec), "--data-dir ", c.data_dir, " is not a directory");
@@ -323,7 +310,7 @@ json train(const TrainConfig& c) {
   const Recipe recipe = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay}, &given);
   // Host-side data first: --dataset npy decides the input shape, classes and length.
   Datasets data = make_datasets(c);
-  if (c.dataset == "npy") check_batch_fits(c, data.train->name(), data.train->size());
+  if (c.dataset == "npy") check_batch_fits(c.batch, c.accumulate, data.train->name(), data.train->size());
   const bool tokens = data.train->is_tokens();
   const int64_t seq_len = c.dataset == "npy" && tokens ? data.train->sample_shape()[0] : c.seq_len;
   if (c.dataset == "npy" && tokens) check_seq_fits(c.model, c.arch, seq_len, "the token files' length");

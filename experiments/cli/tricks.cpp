@@ -16,6 +16,7 @@
 #include "engine/train/results.h"
 #include "engine/train/train_step.h"
 #include "experiments/cli/cli_args.h"
+#include "experiments/cli/flag_table.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -198,7 +199,7 @@ std::vector<std::string> trick_names() {
 }
 
 json measure_trick(const std::string& name, int64_t batch) {
-  OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
+  OOMLAB_CHECK(batch >= 1, "a trick needs a batch of at least 1 sample (got ", batch, ")");
   for (const auto& [n, f] : tricks())
     if (n == name) {
       json j = f(batch);
@@ -211,18 +212,15 @@ json measure_trick(const std::string& name, int64_t batch) {
 }
 
 int cmd_trick(const std::vector<std::string>& args) {
-  std::string known;
-  for (const std::string& n : trick_names()) known += (known.empty() ? "" : "|") + n;
-  if (std::find(args.begin(), args.end(), "--help") != args.end() || std::find(args.begin(), args.end(), "-h") != args.end()) {
-    std::printf("oomlab trick --name %s [--batch B] [--json FILE]\n  exact meta-device memory probes of the source's "
-                "practical tricks (T9)\n", known.c_str());
+  if (help_requested(args)) {
+    std::printf("%s  exact meta-device memory probes of the source's practical tricks (T9)\n",
+                command_help("trick").c_str());
     return 0;
   }
-  CliArgs a(args, {"name", "batch", "json"}, {}, "trick");
-  OOMLAB_CHECK(a.has("name"), "oomlab trick: --name is required (", known, ")");
-  const std::string out = a.get("json", "");
+  CliArgs a(args, "trick");
+  const std::string out = a.get("json");
   if (!out.empty()) check_output_file(out, "--json");
-  const json m = measure_trick(a.get("name", ""), a.get_int("batch", 64));
+  const json m = measure_trick(a.get("name"), a.get_int("batch"));
   std::printf("%s\n", m.dump(2).c_str());
   if (!out.empty()) write_json_atomic(out, make_results("trick", meta_device(), {{"trick", m["trick"]}}, m));
   return 0;
