@@ -104,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"summary --model bert-mini --seq-len 100 --max-positions 64", "exceeds max_positions 64"},
         BadInputCase{"train --model mlp --dataset synthetic --steps 1 --on-oom retry", "--on-oom must be raise, skip or split"},
         BadInputCase{"train --model mlp --dataset synthetic --steps 1 --workers -1", "--workers must be in 0..64 (got -1)"},
-        BadInputCase{"trick --name nope", "unknown trick 'nope' (graph-history, del-intermediates"},
+        BadInputCase{"trick --name nope", "--name must be graph-history, del-intermediates, inplace-relu or empty-cache (got 'nope')"},
         BadInputCase{"train --model bert-mini --dataset synthetic-seq --device meta --steps 1 --batch 1 --on-oom split "
                      "--device-memory 64MiB --long-seq-prob 0.1 --long-seq-len 512",
                      "--on-oom split cannot make this run fit: one sequence of 512 tokens"}));

@@ -71,6 +71,7 @@ class PlantedExperiment(unittest.TestCase):
         (folder / "README.md").write_text("# 99_planted\n\nPlanted by tests/test_report.py.\n")
         (folder / "summary.schema.json").write_text(json.dumps(PLANTED_SCHEMA))
         (folder / "report.py").write_text(PLANTED_REPORT)
+        cls.results.mkdir()
         cls.ran = run(OOMLAB, "run", folder, "--out", cls.results / "99_planted.json")
 
     @classmethod

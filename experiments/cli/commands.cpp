@@ -143,6 +143,8 @@ void run_flags(const CliArgs& a, TrainConfig& c) {
 }
 }  // namespace
 
+}  // namespace
+
 TrainConfig train_config(const CliArgs& a) {
   TrainConfig c;
   c.model = a.get("model");
@@ -165,10 +167,12 @@ TrainConfig train_config(const CliArgs& a) {
   return c;
 }
 
+namespace {
+
 // --json and the trace files: writable files, checked before any work.
 void check_output_paths(const CliArgs& a) {
   for (const char* k : {"json", "memory-snapshot", "chrome-trace"})
-    if (auto path = a.get_opt(k)) check_output_file(*path, str_cat("--", k));
+    if (a.has(k)) check_output_file(a.get(k), str_cat("--", k));
 }
 
 struct EstimateRequest {

@@ -5,6 +5,8 @@
 #include <vector>
 
 namespace oomlab {
+class CliArgs;
+struct TrainConfig;
 // The flags a measuring command accepts (without "--"): valued flags and switches. The
 // matrix runner validates experiment specs against them. ValueError for other commands.
 struct CommandFlags { std::set<std::string> valued, switches; };
@@ -24,6 +26,9 @@ inline constexpr int kExitUsage = 2, kExitOutOfMemory = 3, kExitDiverged = 4, kE
 // IoError on anything the command would reject. The matrix runner checks every point with
 // it before the first one runs.
 void check_command_args(const std::string& command, const std::vector<std::string>& args);
+
+// The TrainConfig `oomlab train` builds from its parsed flags (no file is read).
+TrainConfig train_config(const CliArgs& a);
 
 int cmd_train(const std::vector<std::string>& args);
 int cmd_summary(const std::vector<std::string>& args);

@@ -38,7 +38,8 @@ int cmd_step(const std::vector<std::string>& args) {
   }
   CliArgs a(args, "step");
   const std::string model_name = a.get("model"), out = a.get("out"), init = a.get("init");
-  const DType dtype = a.get("dtype") == "float64" ? DType::f64 : DType::f32;
+  const std::string dtype_flag = a.get("dtype");
+  const DType dtype = dtype_flag == "float64" ? DType::f64 : DType::f32;
   const double lr = a.get_double("lr");
   const int64_t classes = a.get_int("classes", 0);
   const Device device = parse_device(a.get("device"));
