@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp) into build-fuzz/ with clang
+# Builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp) into build-asan/ (the ASan build of
+# scripts/sanitize.sh: same configuration, so CI compiles the code once for both) with clang
 # (-DOOMLAB_FUZZ=ON: -fsanitize=fuzzer-no-link,address,undefined on everything, the targets
 # linked with -fsanitize=fuzzer) and runs each for OOMLAB_FUZZ_SECONDS on a temp copy of its
 # committed corpus tests/fuzz/corpus/<target>/ (the committed corpus never grows), with its
 # dictionary tests/fuzz/<target>.dict when there is one. Fails on any crash, sanitizer report,
-# timeout, out-of-memory or leak; the input is kept as build-fuzz/artifacts/<target>-crash-*
-# (reproduce: build-fuzz/<target> build-fuzz/artifacts/<target>-crash-...). Prints each
+# timeout, out-of-memory or leak; the input is kept as build-asan/artifacts/<target>-crash-*
+# (reproduce: build-asan/<target> build-asan/artifacts/<target>-crash-...). Prints each
 # target's time and executions. CI runs this from scripts/test.sh unless OOMLAB_SKIP_FUZZ=1.
 # Environment:
 #   OOMLAB_FUZZ_SECONDS   per target (default 60)
@@ -18,14 +19,14 @@
 #   (-jobs=N -workers=N also works; each job then runs the whole -max_total_time.)
 # To keep what a long run found, run a target by hand on a corpus directory of your own and
 # merge the interesting new inputs into the committed corpus while keeping it small:
-#   build-fuzz/fuzz_safetensors -merge=1 tests/fuzz/corpus/fuzz_safetensors MY_CORPUS_DIR
+#   build-asan/fuzz_safetensors -merge=1 tests/fuzz/corpus/fuzz_safetensors MY_CORPUS_DIR
 # Run it niced on a shared machine: nice -n 10 bash scripts/fuzz.sh
 # Needs: clang and libFuzzer (Debian: clang, libclang-rt-dev), libomp-dev; ninja-build is used
 # when present (scripts/setup.sh installs them all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dir=build-fuzz
+dir=${OOMLAB_FUZZ_BUILD_DIR:-build-asan}
 seconds="${OOMLAB_FUZZ_SECONDS:-60}"
 jobs="${OOMLAB_JOBS:-$(nproc)}"
 # shellcheck disable=SC2206  # lists

@@ -7,7 +7,8 @@
 #   * the sanitizer runs (scripts/sanitize.sh: the whole suite under ASan+UBSan in build-asan/,
 #     the threaded tests under TSan in build-tsan/);
 #   * the fuzz targets (scripts/fuzz.sh: each libFuzzer target for OOMLAB_FUZZ_SECONDS, 30 here
-#     to keep CI within 30 minutes; fuzz.sh's own default is 60; in build-fuzz/).
+#     to keep CI within 30 minutes; fuzz.sh's own default is 60; in build-asan/, which the
+#     sanitizer run built with the fuzz configuration).
 # Uses the build scripts/test.sh made (OOMLAB_BUILD_DIR, default build). Every step runs even
 # if one fails; the exit status is non-zero on any failure; each step prints its seconds.
 # Environment: OOMLAB_SKIP_SANITIZERS=1, OOMLAB_SKIP_FUZZ=1 (local iteration only),
