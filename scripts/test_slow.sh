@@ -6,9 +6,10 @@
 #     one-line stop, the dry run through every step);
 #   * the sanitizer runs (scripts/sanitize.sh: the whole suite under ASan+UBSan in build-asan/,
 #     the threaded tests under TSan in build-tsan/);
-#   * the fuzz targets (scripts/fuzz.sh: each libFuzzer target for OOMLAB_FUZZ_SECONDS, 30 here
-#     to keep CI within 30 minutes; fuzz.sh's own default is 60; in build-asan/, which the
-#     sanitizer run built with the fuzz configuration).
+#   * the fuzz targets (scripts/fuzz.sh: each libFuzzer target replays its seed corpus, then
+#     fuzzes for OOMLAB_FUZZ_SECONDS, 10 here to keep CI within 30 minutes; fuzz.sh's own
+#     default is 60, longer runs are local; in build-asan/, which the sanitizer run built with
+#     the fuzz configuration).
 # Uses the build scripts/test.sh made (OOMLAB_BUILD_DIR, default build). Every step runs even
 # if one fails; the exit status is non-zero on any failure; each step prints its seconds.
 # Environment: OOMLAB_SKIP_SANITIZERS=1, OOMLAB_SKIP_FUZZ=1 (local iteration only),
@@ -35,7 +36,7 @@ if [[ "${OOMLAB_SKIP_SANITIZERS:-0}" != 1 ]]; then
   run_step "sanitizers" bash scripts/sanitize.sh
 fi
 if [[ "${OOMLAB_SKIP_FUZZ:-0}" != 1 ]]; then
-  export OOMLAB_FUZZ_SECONDS="${OOMLAB_FUZZ_SECONDS:-30}"
+  export OOMLAB_FUZZ_SECONDS="${OOMLAB_FUZZ_SECONDS:-10}"
   run_step "fuzz targets ($OOMLAB_FUZZ_SECONDS s each)" bash scripts/fuzz.sh
 fi
 

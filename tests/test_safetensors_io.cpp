@@ -168,12 +168,12 @@ TEST(Safetensors, HeaderLayout) {
   EXPECT_EQ(f.size(), 8 + n + 12 + 8);
   auto h = nlohmann::ordered_json::parse(f.substr(8, n));
   EXPECT_EQ(h["w"]["dtype"], "F32");
-  EXPECT_EQ(h["w"]["shape"], nlohmann::json::array({3}));
+  EXPECT_EQ(h["w"]["shape"], nlohmann::ordered_json::array({3}));
   EXPECT_EQ(h.begin().key(), "__metadata__");
   EXPECT_EQ(std::next(h.begin()).key(), "w");  // header in insertion order
   EXPECT_EQ(h["b"]["dtype"], "I64");
-  EXPECT_EQ(h["b"]["data_offsets"], nlohmann::json::array({0, 8}));  // data: 8-byte items first
-  EXPECT_EQ(h["w"]["data_offsets"], nlohmann::json::array({8, 20}));
+  EXPECT_EQ(h["b"]["data_offsets"], nlohmann::ordered_json::array({0, 8}));  // data: 8-byte items first
+  EXPECT_EQ(h["w"]["data_offsets"], nlohmann::ordered_json::array({8, 20}));
   EXPECT_TRUE(h["__metadata__"].contains(kSafetensorsCrcKey));
   float w1;
   std::memcpy(&w1, f.data() + 8 + n + 8 + 4, 4);

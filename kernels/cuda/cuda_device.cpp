@@ -17,7 +17,7 @@ int physical_device(int logical) {
     }
     return n;
   }();
-  if (count <= 0) throw DeviceError("no usable CUDA device; use --device cpu or --device meta");
+  if (count <= 0) throw DeviceError("no usable CUDA device; use a cpu or meta device");
   OOMLAB_CHECK_T(DeviceError, logical >= 0, "invalid cuda device index ", logical);
   return logical % count;
 }

@@ -74,8 +74,8 @@ std::unique_ptr<RawMemory> make_cuda_raw_memory(int device) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
-    throw DeviceError(str_cat("--device cuda: no usable CUDA device (", err != cudaSuccess ? cudaGetErrorString(err) : "0 devices",
-                              "); use --device cpu or --device meta"));
+    throw DeviceError(str_cat("no usable CUDA device (", err != cudaSuccess ? cudaGetErrorString(err) : "0 devices",
+                              "); use a cpu or meta device"));
   }
   // Logical device cuda:N allocates on GPU N % count (cuda_device.h): several logical
   // devices may share one GPU, each with its own allocator.
