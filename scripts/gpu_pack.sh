@@ -109,7 +109,9 @@ EOF
 # ---- archive (written whole, then renamed) -----------------------------------------------
 mkdir -p "$out_dir"
 archive="$out_dir/$name.tar.xz"
-tar -C "$stage" -cf - "$name" | xz -9 -T"${OOMLAB_JOBS:-$(nproc)}" > "$archive.tmp" || die "could not write $archive"
+# xz's fastest match finder with a 64 MiB window, which spans the binaries' shared CUDA code:
+# 16.0 MB in 12 s for a 179 MB kit, against 14.4 MB in 81 s for xz -9 (measured 2026-11-26).
+tar -C "$stage" -cf - "$name" | xz --lzma2=preset=1,dict=64MiB -T1 > "$archive.tmp" || die "could not write $archive"
 mv -f "$archive.tmp" "$archive"
 bytes=$(stat -c %s "$archive")
 ((bytes <= 40 * 1024 * 1024)) || die "$archive is $bytes bytes, over the 40 MiB limit"
