@@ -4,8 +4,11 @@
 // Contract: exit codes as commands.h (kExit*): an oomlab::Error prints "oomlab: error:
 // <message>" and exits 2, out of memory (the device's or the host's std::bad_alloc) exits 3
 // with the phase named, divergence 4 (cmd_train), anything unexpected "oomlab: internal
-// error" and 70; output files are written atomically or not at all.
+// error" and 70; output files are written atomically or not at all; a failed write to
+// standard output (a full disk, > /dev/full) is an error (exit 2) after the command.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -20,11 +23,8 @@
 #include "experiments/runner/run_command.h"
 #include "experiments/cli/child_process.h"
 
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);   // progress lines appear promptly in logs
-  if (argc < 2) { std::fputs(oomlab::main_usage().c_str(), stderr); return 2; }
-  std::string cmd = argv[1];
-  std::vector<std::string> args(argv + 2, argv + argc);
+namespace {
+int run_command(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "help" || cmd == "--help" || cmd == "-h") { std::fputs(oomlab::main_usage().c_str(), stdout); return 0; }
   try {
     if (cmd == "train") return oomlab::cmd_train(args);
@@ -58,4 +58,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "oomlab: internal error: %s\n", e.what());
     return oomlab::kExitInternal;
   }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);   // progress lines appear promptly in logs
+  if (argc < 2) { std::fputs(oomlab::main_usage().c_str(), stderr); return 2; }
+  const int rc = run_command(argv[1], std::vector<std::string>(argv + 2, argv + argc));
+  // A table written to a full disk or a closed pipe (> /dev/full) is a failed command too.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "oomlab: error: cannot write to standard output: %s\n", std::strerror(errno));
+    return rc != 0 ? rc : oomlab::kExitUsage;
+  }
+  return rc;
 }

@@ -47,6 +47,8 @@ max_len() {
     fuzz_trainer_state) echo 16384 ;;
     fuzz_experiment_spec) echo 8192 ;;
     fuzz_cli) echo 1024 ;;
+    fuzz_rank_env) echo 1024 ;;
+    fuzz_output_paths) echo 64 ;;
     *) echo 4096 ;;
   esac
 }

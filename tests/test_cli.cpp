@@ -6,6 +6,8 @@
 // written when a run stops with out-of-memory; BERT/UNet architecture flags.
 // ctest tier: cli
 #include <gtest/gtest.h>
+
+#include "tests/cli_test_util.h"
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -21,26 +23,6 @@
 namespace fs = std::filesystem;
 
 namespace {
-struct CliRun { int code; std::string output; };
-
-// The build's oomlab, or $OOMLAB_BINARY_DIR/oomlab where the GPU kit runs the binaries
-// away from their build folder (scripts/gpu_run.sh).
-std::string oomlab_path() {
-  const char* dir = std::getenv("OOMLAB_BINARY_DIR");
-  return std::string(dir && *dir ? dir : OOMLAB_BINARY_DIR) + "/oomlab";
-}
-
-CliRun run_oomlab(const std::string& args) {
-  std::string cmd = oomlab_path() + " " + args + " 2>&1";
-  CliRun r{0, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (fgets(buf.data(), int(buf.size()), p)) r.output += buf.data();
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 fs::path tmp(const std::string& name) { return fs::temp_directory_path() / ("oomlab_cli_" + name + "_" + std::to_string(::getpid())); }
 }  // namespace
 
@@ -94,7 +76,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"summary --model resnet20 --base-width 8", "--base-width applies to UNet models"},
         BadInputCase{"estimate --model unet-small --batch 2 --heads 4", "--heads applies to BERT models"},
         BadInputCase{"train --model resnet20 --dataset synthetic --steps 1 --dropout 0.2", "--model resnet20 is not one"},
-        BadInputCase{"summary --model bert-mini --layers 0", "--layers must be >= 1"},
+        BadInputCase{"summary --model bert-mini --layers 0", "--layers must be in 1..1024 (got 0)"},
         BadInputCase{"summary --model bert-mini --dropout 1", "--dropout must be in [0, 1)"},
         BadInputCase{"summary --model unet-small --depth 9", "depth must be in 1..8"},
         BadInputCase{"train --model bert-mini --dataset synthetic-seq --steps 1 --long-seq-prob 0.1 --long-seq-len 600",

@@ -115,7 +115,7 @@ TEST(FlagTable, EachCheckFiresWithItsOneWording) {
   } cases[] = {
       {{"--batch", "0"}, "train", "--batch must be >= 1 (got 0)"},
       {{"--workers", "65"}, "train", "--workers must be in 0..64 (got 65)"},
-      {{"--lr", "0"}, "train", "--lr must be in (0, 1e+06] (got 0)"},
+      {{"--lr", "0"}, "train", "--lr must be in (0, 1000000] (got 0)"},
       {{"--dropout", "1"}, "summary", "--dropout must be in [0, 1) (got 1)"},
       {{"--batch", "x"}, "train", "oomlab train: --batch expects an integer, got 'x'"},
       {{"--optimizer", "lamb"}, "train", "--optimizer must be sgd, adam or adamw (got 'lamb')"},

@@ -7,6 +7,8 @@
 // an "internal error", and no output file unless the run succeeded.
 // ctest tier: cli
 #include <gtest/gtest.h>
+
+#include "tests/cli_test_util.h"
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,20 +25,6 @@
 namespace fs = std::filesystem;
 
 namespace {
-struct CliRun { int code; int signal; std::string output; };
-
-CliRun run_oomlab(const std::string& args) {
-  const std::string cmd = std::string(OOMLAB_BINARY_DIR) + "/oomlab " + args + " 2>&1";
-  CliRun r{-1, 0, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (fgets(buf.data(), int(buf.size()), p)) r.output += buf.data();
-  const int status = pclose(p);
-  if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
-  // popen runs a shell: a signal that killed oomlab shows as exit 128 + N.
-  if (r.code > 128) r.signal = r.code - 128;
-  return r;
-}
 
 fs::path tmp(const std::string& name) {
   return fs::temp_directory_path() / ("oomlab_hard_" + name + "_" + std::to_string(::getpid()));

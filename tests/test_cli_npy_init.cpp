@@ -5,6 +5,8 @@
 // exit-2 errors around them.
 // ctest tier: cli
 #include <gtest/gtest.h>
+
+#include "tests/cli_test_util.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,18 +24,6 @@ namespace fs = std::filesystem;
 using namespace oomlab;
 
 namespace {
-struct CliRun { int code; std::string output; };
-
-CliRun run_oomlab(const std::string& args) {
-  const std::string cmd = std::string(OOMLAB_BINARY_DIR) + "/oomlab " + args + " 2>&1";
-  CliRun r{0, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (fgets(buf.data(), int(buf.size()), p)) r.output += buf.data();
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 class NpyCli : public ::testing::Test {
  protected:

@@ -162,6 +162,22 @@ TEST(MatrixRunner, ExpansionOrderProfilesAndBundles) {
                                 {"extra"}, "s"));
 }
 
+// A matrix of 10^10 points is refused before any point is made (not expanded in memory).
+TEST(MatrixRunner, AHugeMatrixIsRefusedBeforeItExpands) {
+  json values = json::array();
+  for (int i = 1; i <= 100; ++i) values.push_back(i);
+  json axes = json::array();
+  for (const char* name : {"batch", "seed", "steps", "classes", "lr"}) axes.push_back({{"name", name}, {"values", values}});
+  const json spec = {{"name", "x"}, {"matrix", {{"command", "train"}, {"axes", axes}}}};
+  try {
+    expand_matrix(spec, "quick", {}, "spec");
+    FAIL() << "expanded";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("expands to more than 100000 points (axis 'steps'"), std::string::npos)
+        << e.what();
+  }
+}
+
 // The child's output reaches the runner line by line (a training point's progress), and a
 // child that cannot even start is an error outcome, not an exception.
 TEST(MatrixRunner, ChildOutputLinesAndStartFailures) {

@@ -189,6 +189,18 @@ TEST(Safetensors, HeaderLayout) {
   EXPECT_THROW(serialize_safetensors({{"x", Tensor::empty({2}, DType::f32, meta_device())}}), DeviceError);
 }
 
+// A header that names a tensor twice is corrupt (JSON would keep the last one silently).
+TEST(Safetensors, DuplicateTensorNameInTheHeaderIsRejected) {
+  std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                       R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+  while (header.size() % 8) header += ' ';
+  const uint64_t n = header.size();
+  std::string bytes(reinterpret_cast<const char*>(&n), 8);
+  bytes += header + std::string(8, '\0');
+  const std::string msg = error_of<IoError>([&] { parse_safetensors(bytes, "dup.safetensors"); });
+  EXPECT_NE(msg.find("dup.safetensors: the header names 'w' twice"), std::string::npos) << msg;
+}
+
 TEST(Safetensors, CorruptionIsAnIoErrorNamingFileAndProblem) {
   TempDir d;
   const std::string p = d.file("c.safetensors");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <pthread.h>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
@@ -217,4 +218,46 @@ TEST(Autograd, InPlaceAddRebasesHistory) {
   EXPECT_EQ(a.grad().to_vector(), (std::vector<double>{8, 20, 36}));
   EXPECT_EQ(b.grad().to_vector(), (std::vector<double>{9, 14, 21}));
   EXPECT_THROW(add_(a, b), AutogradError);   // leaf requiring grad
+}
+
+namespace {
+// Runs fn on a thread with a 1 MiB stack: a recursion per graph node overflows it within a
+// few thousand nodes, so a deep graph's deletion shows whether it is iterative.
+void on_small_stack(void (*fn)()) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1 << 20);
+  pthread_t th;
+  ASSERT_EQ(pthread_create(&th, &attr, [](void* f) -> void* { reinterpret_cast<void (*)()>(f)(); return nullptr; },
+                           reinterpret_cast<void*>(fn)), 0);
+  pthread_join(th, nullptr);
+  pthread_attr_destroy(&attr);
+}
+}  // namespace
+
+TEST(Autograd, DeepGraphIsFreedAndWalkedWithABoundedStack) {
+  reset_allocators();
+  static int64_t before, after_drop, after_backward;
+  static double grad = 0;
+  on_small_stack([] {
+    CachingAllocator& al = allocator_for(cpu_device());
+    before = al.stat("allocated_bytes.all.current");
+    Tensor a = Tensor::from_vector({1.0}, {1}, DType::f64);
+    a.set_requires_grad(true);
+    {
+      Tensor x = a;   // 100000 nodes; each closure saves its input, whose grad_fn is the previous node
+      for (int i = 0; i < 100000; ++i) x = mul(x, Tensor::from_vector({1.0}, {1}, DType::f64));
+    }                 // the whole graph goes here
+    after_drop = al.stat("allocated_bytes.all.current");
+    Tensor y = a;
+    for (int i = 0; i < 100000; ++i) y = scale(y, 1.0);
+    sum_all(y).backward();
+    y = Tensor();
+    grad = a.grad().to_vector()[0];
+    a.zero_grad();
+    after_backward = al.stat("allocated_bytes.all.current");
+  });
+  EXPECT_EQ(after_drop, before + 512) << "only a's block";
+  EXPECT_EQ(after_backward, before + 512);
+  EXPECT_EQ(grad, 1.0);
 }

@@ -365,7 +365,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadStateCase{"state_is_array", [](nlohmann::json& s) { s = nlohmann::json::array(); }, "not a JSON object"}),
     [](const ::testing::TestParamInfo<BadStateCase>& i) { return std::string(i.param.what); });
 
-// Saving a step that already exists replaces it whole (no leftovers), and a replacement
+// Saving a step this run already wrote replaces it whole (no leftovers), and a replacement
 // interrupted between its renames still leaves a loadable checkpoint.
 TEST(Checkpoint, ReplacingAStepIsCrashSafe) {
   fs::path a = temp_dir("replace");
@@ -375,8 +375,9 @@ TEST(Checkpoint, ReplacingAStepIsCrashSafe) {
     d.state = {{"step", 3}, {"v", v}};
     return d;
   };
-  save_checkpoint(a.string(), 3, data(1.0), nullptr);
-  save_checkpoint(a.string(), 3, data(2.0), nullptr);
+  std::vector<std::string> written;   // this run's own step-3: it may replace it
+  save_checkpoint(a.string(), 3, data(1.0), &written);
+  save_checkpoint(a.string(), 3, data(2.0), &written);
   for (const auto& e : fs::directory_iterator(a))
     EXPECT_TRUE(e.path().filename() == "step-3" || e.path().filename() == "latest") << e.path();
   NamedTensors target = {{"w", Tensor::zeros({4})}};

@@ -80,6 +80,30 @@ void accumulate_leaf(TensorImpl* leaf, Tensor g) {
 }
 }  // namespace
 
+namespace {
+// The pending list of NodeDeleter: trivially destructible thread_locals, so a node freed while
+// the thread's other thread_locals are destroyed still finds them.
+thread_local Node* t_pending_delete = nullptr;
+thread_local bool t_deleting_nodes = false;
+}  // namespace
+
+void NodeDeleter::operator()(Node* n) const noexcept {
+  if (t_deleting_nodes) {
+    n->next_to_delete = t_pending_delete;
+    t_pending_delete = n;
+    return;
+  }
+  t_deleting_nodes = true;
+  delete n;
+  while (Node* m = t_pending_delete) {
+    t_pending_delete = m->next_to_delete;
+    delete m;
+  }
+  t_deleting_nodes = false;
+}
+
+std::shared_ptr<Node> make_node() { return std::shared_ptr<Node>(new Node(), NodeDeleter{}); }
+
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   if (!grad_enabled()) return false;
   for (const Tensor& t : inputs)
@@ -90,7 +114,7 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 Tensor attach_grad_fn(Tensor out, const char* op, const std::vector<Tensor>& inputs,
                       const std::function<BackwardFn()>& make_backward) {
   if (!any_requires_grad(inputs)) return out;
-  auto node = std::make_shared<Node>();
+  auto node = make_node();
   node->op = op;
   node->scope = layer_of(MemoryContext::current());
   node->seq = g_seq.fetch_add(1);

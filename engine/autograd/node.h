@@ -7,6 +7,9 @@
 //  * backward(grad_out, needs) returns one gradient per input (undefined where not
 //    needed). After it runs the engine calls release(): the closure and its saved
 //    tensors are freed at once (retain_graph=false), so a second backward fails clearly.
+//  * Nodes are deleted iteratively (NodeDeleter): freeing a graph of any depth uses a
+//    bounded stack, where plain shared_ptr deletion recursed once per node and overflowed
+//    the stack for deep models (PyTorch defers deletions the same way: deleteNode).
 #pragma once
 #include <functional>
 #include <memory>
@@ -33,8 +36,19 @@ struct Node {
   BackwardFn backward;
   uint64_t seq = 0;                    // creation order
   bool released = false;
+  Node* next_to_delete = nullptr;      // NodeDeleter's pending list (intrusive: no allocation)
   void release() { backward = nullptr; released = true; }
 };
+
+// The deleter of every shared_ptr<Node>: a node whose last reference goes while another
+// node is being deleted on this thread joins a pending list that the outermost deletion
+// drains, so deleting a chain of N nodes nests one level deep instead of N.
+struct NodeDeleter {
+  void operator()(Node* n) const noexcept;
+};
+
+// A new node owned by a shared_ptr with NodeDeleter (the only way nodes are made).
+std::shared_ptr<Node> make_node();
 
 // Attaches a grad_fn to `out` if grad mode is on and any input requires grad.
 // `inputs` are the differentiable inputs, in the order backward returns their grads.

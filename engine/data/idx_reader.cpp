@@ -2,6 +2,7 @@
 // and the Fashion-MNIST directory search. See idx_reader.h for the validation contract.
 #include "engine/data/idx_reader.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/io/file_kinds.h"
 
 namespace oomlab {
 namespace {
@@ -29,10 +31,13 @@ std::string hex(uint32_t v, int width) {
 class GzReader {
  public:
   explicit GzReader(const std::string& path) : path_(path) {
+    const int fd = open_regular_file(path);   // a FIFO or device: an error, never a blocking open
     errno = 0;
-    f_ = gzopen(path.c_str(), "rb");
-    if (!f_)
-      throw IoError(str_cat(path, ": cannot open: ", errno ? std::strerror(errno) : "gzopen failed"));
+    f_ = gzdopen(fd, "rb");
+    if (!f_) {
+      ::close(fd);
+      throw IoError(str_cat(path, ": cannot open: ", errno ? std::strerror(errno) : "gzdopen failed"));
+    }
     gzbuffer(f_, 1 << 17);
   }
   ~GzReader() { if (f_) gzclose(f_); }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/io/file_kinds.h"
 
 namespace oomlab {
 namespace {
@@ -66,20 +67,53 @@ std::string dump_strict(const J& j, int indent) {
   }
 }
 
-// A device or FIFO (/dev/stdout, /dev/null): written in place, as a shell redirect would.
-void write_special_file(const std::string& path, std::string_view bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(str_cat("cannot write ", path, ": ", errno_str(errno)));
+void write_all(int fd, const std::string& path, std::string_view bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      throw IoError(str_cat("cannot write ", path, ": ", errno_str(e)));
+      throw IoError(str_cat("cannot write ", path, ": ", errno_str(errno)));
     }
     done += size_t(w);
+  }
+}
+
+// One of this process's descriptors (/dev/stdout ...): written through it, at its offset,
+// after what stdio has buffered for it.
+void write_to_descriptor(int fd, const std::string& path, std::string_view bytes) {
+  if (fd == 1) std::fflush(stdout);
+  if (fd == 2) std::fflush(stderr);
+  write_all(fd, path, bytes);
+}
+
+// How long a FIFO output waits for a reader before the write is an error (never a hang).
+constexpr int kFifoReaderWaitMs = 30000;
+
+// Opens a device or FIFO for writing. A FIFO with no reader yet is retried every 50 ms for
+// kFifoReaderWaitMs (a plain open would block forever); then the descriptor blocks as usual.
+int open_special_for_writing(const std::string& path) {
+  for (int waited = 0;; waited += 50) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    if (errno != ENXIO) throw IoError(str_cat("cannot write ", path, ": ", errno_str(errno)));
+    if (waited >= kFifoReaderWaitMs)
+      throw IoError(str_cat("cannot write ", path, ": nobody read the FIFO within ", kFifoReaderWaitMs / 1000, " s"));
+    ::usleep(50000);
+  }
+}
+
+// A device or FIFO (/dev/null, a named pipe): written in place, as a shell redirect would.
+void write_special_file(const std::string& path, std::string_view bytes) {
+  const int fd = open_special_for_writing(path);
+  try {
+    write_all(fd, path, bytes);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   ::close(fd);
 }
@@ -98,19 +132,20 @@ void probe_writable(const std::string& dir, const std::string& what, const std::
 }
 }  // namespace
 
-void check_output_file(const std::string& path, const std::string& what) {
+void check_output_file(const std::string& path0, const std::string& what) {
   namespace fs = std::filesystem;
-  OOMLAB_CHECK_T(IoError, !path.empty(), what, ": the file name is empty");
+  OOMLAB_CHECK_T(IoError, !path0.empty(), what, ": the file name is empty");
+  const OutputTarget target = resolve_output(path0);   // IoError for a closed or read-only descriptor
+  if (target.kind == OutputTarget::descriptor) return;
+  const std::string& path = target.path;
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {
-    OOMLAB_CHECK_T(IoError, !S_ISDIR(st.st_mode), what, ": cannot write ", path, ": it is a directory (give a file name)");
-    if (!S_ISREG(st.st_mode)) {   // a device or FIFO: written in place
-      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-      OOMLAB_CHECK_T(IoError, fd >= 0 || errno == ENXIO, what, ": cannot write ", path, ": ", errno_str(errno));
-      if (fd >= 0) ::close(fd);
-      return;
-    }
+  if (target.kind == OutputTarget::special) {
+    // Never opened here: a FIFO's reader would see this open's close as end-of-file and leave.
+    OOMLAB_CHECK_T(IoError, ::access(path.c_str(), W_OK) == 0, what, ": cannot write ", path0, ": ", errno_str(errno));
+    return;
   }
+  if (::stat(path.c_str(), &st) == 0)
+    OOMLAB_CHECK_T(IoError, !S_ISDIR(st.st_mode), what, ": cannot write ", path0, ": it is a directory (give a file name)");
   const fs::path p(path);
   OOMLAB_CHECK_T(IoError, !p.filename().empty() && p.filename() != "." && p.filename() != "..", what, ": cannot write ",
                  path, ": not a file name");
@@ -151,8 +186,12 @@ std::function<void(const std::string&)>& atomic_write_fault_hook() {
   return hook;
 }
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
+void write_file_atomic(const std::string& path_given, std::string_view bytes) {
   namespace fs = std::filesystem;
+  const OutputTarget out = resolve_output(path_given);
+  if (out.kind == OutputTarget::descriptor) return write_to_descriptor(out.fd, path_given, bytes);
+  if (out.kind == OutputTarget::special) return write_special_file(out.path, bytes);
+  const std::string& path = out.path;   // a symlink's final target: the link stays
   const fs::path target(path);
   OOMLAB_CHECK_T(IoError, !target.filename().empty(), "cannot write ", path, ": not a file path");
   const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
@@ -164,7 +203,6 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) throw IoError(str_cat("cannot write ", path, ": it is a directory"));
-    if (!S_ISREG(st.st_mode)) return write_special_file(path, bytes);
     mode = st.st_mode & 07777;
   }
 
@@ -233,8 +271,13 @@ void write_json_atomic(const std::string& path, const nlohmann::ordered_json& j,
 }
 
 std::string read_file(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw IoError(str_cat("cannot read ", path, ": ", errno_str(errno)));
+  const int fd = open_regular_file(path);
+  FILE* f = ::fdopen(fd, "rb");
+  if (!f) {
+    const int e = errno;
+    ::close(fd);
+    throw IoError(str_cat("cannot read ", path, ": ", errno_str(e)));
+  }
   std::string out;
   struct stat st;
   if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode)) out.reserve(size_t(st.st_size));

@@ -6,10 +6,14 @@
 //    target keeps its mode. On any failure the temp is removed and IoError names the path.
 //  * write_json_atomic / dump_json_strict reject NaN and +-Inf (nlohmann would write
 //    `null`): ValueError naming the key path, e.g. "metrics.curve[3].loss".
-//    A target that exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is
-//    written directly, never replaced: there is nothing to rename over.
+//    Where the bytes go is file_kinds.h's resolve_output: /dev/stdout and the like through
+//    this process's descriptor; a device or FIFO in place (nothing to rename over; a FIFO
+//    waits at most 30 s for a reader, then IoError: never a hang); a
+//    symlink's final target replaced atomically, the link kept.
+//  * read_file reads regular files only (file_kinds.h: a FIFO is an error, never a hang).
 //  * check_output_file / check_output_dir: a result's location is checked before any work
-//    (not after hours of it): IoError naming `what` (e.g. "the results file") and the path when it
+//    (not after hours of it) without opening it (a FIFO's waiting reader would see end-of-file):
+//    IoError naming `what` (e.g. "the results file") and the path when it
 //    is a directory (file) or a file (dir), or its directory does not exist or is not
 //    writable. Writability is probed by creating and removing a temp file (access(2) says
 //    yes to root on read-only places). Neither creates anything: a missing directory passes

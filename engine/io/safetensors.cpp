@@ -140,7 +140,14 @@ nlohmann::ordered_json read_header(std::string_view bytes, const std::string& fi
   data = bytes.substr(size_t(8 + n));
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.substr(8, size_t(n)));
+    // A name given twice would silently keep one of the tensors (JSON keeps the last).
+    std::set<std::string> names;
+    header = nlohmann::ordered_json::parse(
+        bytes.substr(8, size_t(n)), [&](int depth, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json& v) {
+          if (ev == nlohmann::ordered_json::parse_event_t::key && depth == 1 && !names.insert(v.get<std::string>()).second)
+            throw bad(file, "the header names '", v.get<std::string>(), "' twice");
+          return true;
+        });
   } catch (const nlohmann::json::exception& e) {
     throw bad(file, "header is not valid JSON: ", e.what());
   }

@@ -42,10 +42,16 @@ const char* const kPoolNames[3] = {"all", "small_pool", "large_pool"};
 // saturate at INT64_MAX rather than wrap.
 struct Stat {
   int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  int64_t window_peak = 0;   // the peak since reset_window_peaks (never reported in stats())
   static void saturating_add(int64_t& total, int64_t n) {
     if (__builtin_add_overflow(total, n, &total)) total = INT64_MAX;
   }
-  void increase(int64_t n) { current += n; peak = std::max(peak, current); saturating_add(allocated, n); }
+  void increase(int64_t n) {
+    current += n;
+    peak = std::max(peak, current);
+    window_peak = std::max(window_peak, current);
+    saturating_add(allocated, n);
+  }
   void decrease(int64_t n) { current -= n; saturating_add(freed, n); OOMLAB_ASSERT(current >= 0); }
 };
 
@@ -367,6 +373,20 @@ void CachingAllocator::reset_peak_stats() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (auto& row : impl_->st)
     for (auto& s : row) s.peak = s.current;
+}
+
+void CachingAllocator::reset_window_peaks() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (auto& row : impl_->st)
+    for (auto& s : row) s.window_peak = s.current;
+}
+
+int64_t CachingAllocator::window_peak(const std::string& stat) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (int k = 0; k < kNumKinds; ++k)
+    for (int p = 0; p < 3; ++p)
+      if (stat == std::string(kKindNames[k]) + "." + kPoolNames[p]) return impl_->st[k][p].window_peak;
+  throw ValueError(str_cat("unknown allocator stat '", stat, "' (expected e.g. allocated_bytes.all)"));
 }
 
 void CachingAllocator::reset_accumulated_stats() {

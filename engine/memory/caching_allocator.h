@@ -101,6 +101,11 @@ class CachingAllocator {
   int64_t stat(const std::string& key) const;   // throws ValueError for an unknown key
   void reset_peak_stats();                       // peaks := current
   void reset_accumulated_stats();                // allocated/freed counters and num_* := 0
+  // A second peak per stat for measuring a window (a phase of a training step) without
+  // moving the peaks stats() reports: window_peak("allocated_bytes.all") is the highest
+  // current value since reset_window_peaks() (which sets every window peak to current).
+  void reset_window_peaks();
+  int64_t window_peak(const std::string& stat) const;
 
   // Trace recording (off by default; bounded by max_entries, oldest dropped).
   void record_history(bool enabled, size_t max_entries = 1 << 20);

@@ -61,6 +61,7 @@ class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(const RankInfo& info, Device device) : rank_(info.rank), world_(info.world_size), device_(device) {
     OOMLAB_CHECK_T(DeviceError, device.type == DeviceType::cpu, "the gloo backend runs on cpu (got ", device.str(), ")");
+    set_timeout(info.timeout);   // the rendezvous below is bounded by it too
     store_ = std::make_unique<TcpStore>(info.master_addr, info.master_port, info.rank == 0, timeout());
     StoreAdapter adapter(*store_);
     gloo::transport::tcp::attr attr;

@@ -96,6 +96,7 @@ class Watchdog {   // ends the process when a collective outlasts its deadline
 class MpiCommunicator : public Communicator {
  public:
   explicit MpiCommunicator(const RankInfo& info) {
+    set_timeout(info.timeout);
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {

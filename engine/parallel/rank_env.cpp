@@ -46,6 +46,8 @@ std::optional<RankInfo> from_env(const EnvMap& env, const std::string& source, c
   OOMLAB_CHECK(r.rank < r.world_size, source, ": ", rank_var, "=", r.rank, " is not below ", size_var, "=", r.world_size);
   r.local_rank = env_int(env, local_rank_var, 0, 1 << 20).value_or(r.rank);   // none given: one node
   r.local_world_size = local_size_var.empty() ? -1 : env_int(env, local_size_var, 1, 1 << 20).value_or(-1);
+  OOMLAB_CHECK(r.local_rank < r.world_size, source, ": ", local_rank_var, "=", r.local_rank, " is not below ", size_var,
+               "=", r.world_size);   // a node runs at most the world's ranks, whether or not its size is given
   if (r.local_world_size > 0)
     OOMLAB_CHECK(r.local_rank < r.local_world_size, source, ": ", local_rank_var, "=", r.local_rank, " is not below ",
                  local_size_var, "=", r.local_world_size);
@@ -113,7 +115,9 @@ RankInfo discover_rank(const RankFlags& f, const EnvMap& env) {
   } else if (auto s = from_env(env, "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "")) {
     r = *s;
     if (auto per_node = get(env, "SLURM_NTASKS_PER_NODE"))   // "2" or "2(x3)": the first count
-      r.local_world_size = to_int("SLURM_NTASKS_PER_NODE", per_node->substr(0, per_node->find('(')), 1, 1 << 20);
+      r.local_world_size = to_int("SLURM_NTASKS_PER_NODE", per_node->substr(0, per_node->find('(')), 1, r.world_size);
+    OOMLAB_CHECK(r.local_world_size < 0 || r.local_rank < r.local_world_size, "slurm: SLURM_LOCALID=", r.local_rank,
+                 " is not below SLURM_NTASKS_PER_NODE=", r.local_world_size);
   }
   if (f.master_addr) r.master_addr = *f.master_addr;
   else if (auto a = get(env, "MASTER_ADDR")) r.master_addr = *a;

@@ -12,6 +12,7 @@
 // (or flag) that is missing or wrong — a rank without a size, a non-number, rank >= size,
 // local rank >= local size, a port outside 1..65535.
 #pragma once
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,6 +26,8 @@ struct RankInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source = "single";   // flags | torchrun | openmpi | pmi | slurm | single
+  // The communicator's rendezvous (store, connections) and each collective wait at most this long.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
 };
 
 struct RankFlags {   // the command line's part; unset = not given

@@ -99,6 +99,7 @@ bool handle(std::string& in, std::map<std::string, std::vector<char>>& kv, std::
 
 TcpStore::TcpStore(const std::string& host, int port, bool is_server, std::chrono::milliseconds timeout)
     : host_(host), port_(port), timeout_(timeout) {
+  ::freeaddrinfo(resolve(host_, port_, false));   // an unresolvable master fails before any thread starts
   if (is_server) {
     addrinfo* res = resolve(host, port, true);
     int err = 0;
@@ -127,6 +128,16 @@ TcpStore::TcpStore(const std::string& host, int port, bool is_server, std::chron
     server_ = std::thread([this] { serve(); });
   }
   const auto deadline = Clock::now() + timeout;
+  try {
+    connect_client(deadline);
+  } catch (...) {
+    shutdown();   // the server thread is joined before the constructor throws (never std::terminate)
+    throw;
+  }
+}
+
+// Connects to the server, retrying every 50 ms until `deadline`; CommTimeoutError after it.
+void TcpStore::connect_client(Clock::time_point deadline) {
   std::string last_error = "no address";
   while (client_fd_ < 0) {
     addrinfo* res = resolve(host_, port_, false);
@@ -142,17 +153,15 @@ TcpStore::TcpStore(const std::string& host, int port, bool is_server, std::chron
     }
     ::freeaddrinfo(res);
     if (client_fd_ >= 0) break;
-    if (Clock::now() > deadline) {
-      shutdown();   // the server thread must be joined before the constructor throws
+    if (Clock::now() > deadline)
       throw CommTimeoutError(str_cat("tcp store: no server at MASTER_ADDR:MASTER_PORT = ", where(host_, port_),
-                                     " after ", std::chrono::duration<double>(timeout).count(), " s (", last_error,
+                                     " after ", std::chrono::duration<double>(timeout_).count(), " s (", last_error,
                                      "); is rank 0 running?"));
-    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const int one = 1;
   ::setsockopt(client_fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  timeval tv{long(timeout.count() / 1000), long(timeout.count() % 1000) * 1000};
+  timeval tv{long(timeout_.count() / 1000), long(timeout_.count() % 1000) * 1000};
   ::setsockopt(client_fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(client_fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }

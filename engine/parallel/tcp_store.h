@@ -6,7 +6,8 @@
 //  * set(key, value) overwrites; get(key) blocks until the key exists or the timeout ends.
 //  * Every wait is bounded: a server that cannot bind (port in use), a master that never
 //    answers, a key that never comes all throw CommError / CommTimeoutError naming the
-//    address, the key and the seconds waited. Never a hang.
+//    address, the key and the seconds waited. Never a hang. An unresolvable host is a
+//    CommError before rank 0's server thread starts (never std::terminate).
 //  * The server lives as long as rank 0's TcpStore; it answers its clients from one thread
 //    (poll over every connection), so a slow client never blocks the others.
 // Protocol (little-endian, one request per round trip): u8 op ('S' set, 'G' get-if-present),
@@ -35,6 +36,8 @@ class TcpStore {
   int port() const { return port_; }   // the bound port (useful when 0 was asked: any free port)
 
  private:
+  using Clock = std::chrono::steady_clock;
+  void connect_client(Clock::time_point deadline);
   bool try_get(const std::string& key, std::vector<char>* value);
   void serve();
   void shutdown();   // closes the client, stops and joins the server

@@ -47,7 +47,7 @@ std::string crc32_hex(std::string_view bytes) {
 // new one is renamed in. The old one is deleted afterwards.
 void publish_dir(const fs::path& tmp, const fs::path& final_dir, const fs::path& root) {
   std::error_code ec;
-  if (!fs::exists(final_dir)) {
+  if (!fs::exists(final_dir, ec)) {
     fs::rename(tmp, final_dir, ec);
     OOMLAB_CHECK_T(IoError, !ec, "cannot publish checkpoint ", final_dir.string(), ": ", ec.message());
     fsync_dir(root);
@@ -97,7 +97,7 @@ void remove_dead_leftovers(const fs::path& root) {
     long pid = 0;
     try { pid = std::stol(n.substr(dash + 1)); } catch (...) { continue; }
     if (pid <= 0 || pid == long(::getpid()) || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;
-    if (old && !fs::exists(root / n.substr(5, dash - 5))) continue;   // still the only copy of step-N
+    if (old && !fs::exists(root / n.substr(5, dash - 5), ec)) continue;   // still the only copy of step-N
     fs::remove_all(e.path(), ec);
   }
 }
@@ -112,14 +112,42 @@ struct RemoveOnFailure {
 };
 }  // namespace
 
+std::vector<int64_t> existing_checkpoint_steps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) != 0 || n.size() == 5 || n.size() > 23 ||
+        n.find_first_not_of("0123456789", 5) != std::string::npos)
+      continue;
+    steps.push_back(std::stoll(n.substr(5)));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+void check_checkpoint_slot_free(const std::string& dir, int64_t step, const std::string& replaceable) {
+  const fs::path slot = fs::path(dir) / ("step-" + std::to_string(step));
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(slot, ec))) return;
+  if (!replaceable.empty() && fs::equivalent(slot, replaceable, ec)) return;
+  throw IoError(str_cat("cannot save checkpoint ", slot.string(), ": it exists and this run did not write it (a user's ",
+                        "folder or another run's checkpoint), and oomlab never replaces one: save to a new directory ",
+                        "or move it away"));
+}
+
 std::string save_checkpoint(const std::string& dir, int64_t step, const CheckpointData& data,
-                            std::vector<std::string>* written, int keep) {
+                            std::vector<std::string>* written, int keep, const std::string& replaceable) {
   fs::path root(dir);
+  const std::string step_name = "step-" + std::to_string(step);
+  if (!written || std::find(written->begin(), written->end(), step_name) == written->end())
+    check_checkpoint_slot_free(dir, step, replaceable);
   // Serialise first: a state that cannot be written (a non-finite number) leaves nothing behind.
   const std::string state_json = dump_json_strict(data.state);
   std::error_code ec;
   fs::create_directories(root, ec);
-  OOMLAB_CHECK_T(IoError, fs::is_directory(root), "cannot create checkpoint directory ", dir, ": ", ec.message());
+  OOMLAB_CHECK_T(IoError, fs::is_directory(root, ec), "cannot create checkpoint directory ", dir, ": ",
+                 ec ? ec.message() : "it is not a directory");
   remove_dead_leftovers(root);
   std::string name = "step-" + std::to_string(step);
   fs::path tmp = root / (".tmp-" + name + "-" + std::to_string(::getpid()));
@@ -155,9 +183,9 @@ LoadedCheckpoint load_checkpoint(
   fs::path p = recover_replaced(fs::path(path));
   std::error_code ec;   // an unusable path is "does not exist", never a filesystem_error
   OOMLAB_CHECK_T(IoError, fs::exists(p, ec), "resume: ", path, " does not exist");
-  if (fs::exists(p / "latest")) {
+  if (fs::exists(p / "latest", ec)) {
     p = recover_replaced(p / trim(read_file((p / "latest").string())));
-  } else if (!fs::exists(p / "trainer_state.json")) {
+  } else if (!fs::exists(p / "trainer_state.json", ec)) {
     // A save directory whose first checkpoint was published but not yet named by `latest`
     // (a crash between the two): the newest complete step-N (published only when whole).
     int64_t best = -1;
@@ -165,7 +193,7 @@ LoadedCheckpoint load_checkpoint(
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(p, ec)) {
       const std::string n = e.path().filename().string();
-      if (!e.is_directory() || n.rfind("step-", 0) != 0 || !fs::exists(e.path() / "trainer_state.json")) continue;
+      if (!e.is_directory(ec) || n.rfind("step-", 0) != 0 || !fs::exists(e.path() / "trainer_state.json", ec)) continue;
       try {
         size_t used = 0;
         const int64_t k = std::stoll(n.substr(5), &used);
@@ -175,7 +203,7 @@ LoadedCheckpoint load_checkpoint(
     if (best >= 0) p = found;
   }
   for (const char* f : {"model.safetensors", "trainer_state.safetensors", "trainer_state.json"})
-    OOMLAB_CHECK_T(IoError, fs::exists(p / f), "resume: ", (p / f).string(), " is missing (not a complete oomlab checkpoint)");
+    OOMLAB_CHECK_T(IoError, fs::exists(p / f, ec), "resume: ", (p / f).string(), " is missing (not a complete oomlab checkpoint)");
   LoadedCheckpoint out;
   out.path = p.string();
   const std::string trainer_file = (p / "trainer_state.safetensors").string();

@@ -30,9 +30,18 @@ struct CheckpointData {
 // beyond the newest `keep` are removed. Checkpoints the run did not write are never
 // removed, and the new one (named by `latest`) never is. Leftover temp directories of dead
 // processes (.tmp-step-N-PID, .old-step-N-PID) are cleaned up; a save that fails removes
-// its own temp directory.
+// its own temp directory. An existing step-N folder is replaced (crash-safely) only when
+// this run wrote it (in `written`) or it is `replaceable` (the checkpoint the run resumed
+// from): a user's folder or another run's checkpoint is an IoError, never replaced.
 std::string save_checkpoint(const std::string& dir, int64_t step, const CheckpointData& data,
-                            std::vector<std::string>* written, int keep = 2);
+                            std::vector<std::string>* written, int keep = 2, const std::string& replaceable = "");
+
+// The steps N of the step-N folders directly under dir (none when dir does not exist).
+std::vector<int64_t> existing_checkpoint_steps(const std::string& dir);
+
+// IoError when dir/step-N exists and is not `replaceable`: this run would have to replace
+// a folder it did not write. The wording save_checkpoint uses.
+void check_checkpoint_slot_free(const std::string& dir, int64_t step, const std::string& replaceable);
 
 // Metadata key of trainer_state.safetensors holding the CRC32 of trainer_state.json.
 inline constexpr const char* kTrainerStateJsonCrcKey = "oomlab_trainer_state_json_crc32";

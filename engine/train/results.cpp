@@ -72,7 +72,7 @@ nlohmann::json memory_stats_json(const Device& device) {
   return j;
 }
 
-nlohmann::json memory_json(const std::vector<Device>& devices) {
+nlohmann::json memory_json(const std::vector<Device>& devices, const std::string& of) {
   nlohmann::json per = nlohmann::json::object(), totals = nlohmann::json::object();
   for (const Device& d : devices) {
     nlohmann::json st = memory_stats_json(d);
@@ -82,17 +82,17 @@ nlohmann::json memory_json(const std::vector<Device>& devices) {
   }
   for (const Device& d : devices)   // one unlimited device makes the total unlimited (0)
     if (per[d.str()]["capacity_bytes"].get<int64_t>() == 0) totals["capacity_bytes"] = 0;
-  return {{"devices", std::move(per)}, {"totals", std::move(totals)}};
+  return {{"of", of}, {"devices", std::move(per)}, {"totals", std::move(totals)}};
 }
 
 nlohmann::json make_results(const std::string& command, const std::vector<Device>& devices, nlohmann::json config,
-                            nlohmann::json metrics) {
+                            nlohmann::json metrics, const std::string& memory_of) {
   return {{"schema_version", kResultsSchemaVersion},
           {"command", command},
           {"context", results_context(devices)},
           {"config", std::move(config)},
           {"metrics", std::move(metrics)},
-          {"memory", memory_json(devices)}};
+          {"memory", memory_json(devices, memory_of)}};
 }
 
 nlohmann::json summarize_times(std::vector<double> s) {

@@ -24,14 +24,16 @@ inline nlohmann::json results_context(const Device& device) { return results_con
 // The PyTorch-named stats of a device's allocator (the keys users compare against
 // torch.cuda.memory_stats()), plus capacity_bytes.
 nlohmann::json memory_stats_json(const Device& device);
-// {"devices": {name: memory_stats_json}, "totals": sums} (schema 2).
-nlohmann::json memory_json(const std::vector<Device>& devices);
+// {"of": what the stats cover, "devices": {name: memory_stats_json}, "totals": sums}
+// (schema 2). `of` says which run the allocator's stats (peaks included) belong to when a
+// command runs several (estimate: its steady-state step; summary: the training forward).
+nlohmann::json memory_json(const std::vector<Device>& devices, const std::string& of);
 // {"schema_version", "command", "context", "config", "metrics", "memory"}
 nlohmann::json make_results(const std::string& command, const std::vector<Device>& devices, nlohmann::json config,
-                            nlohmann::json metrics);
+                            nlohmann::json metrics, const std::string& memory_of);
 inline nlohmann::json make_results(const std::string& command, const Device& device, nlohmann::json config,
-                                   nlohmann::json metrics) {
-  return make_results(command, std::vector<Device>{device}, std::move(config), std::move(metrics));
+                                   nlohmann::json metrics, const std::string& memory_of) {
+  return make_results(command, std::vector<Device>{device}, std::move(config), std::move(metrics), memory_of);
 }
 // median/p10/p90/mean of samples (empty -> zeros).
 nlohmann::json summarize_times(std::vector<double> seconds);

@@ -94,13 +94,13 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
                               const char** phase) {
   CachingAllocator& al = allocator_for(x.device());
   auto cur = [&] { return al.stat("allocated_bytes.all.current"); };
-  auto peak = [&] { return al.stat("allocated_bytes.all.peak"); };
+  auto peak = [&] { return al.window_peak("allocated_bytes.all"); };   // the phase's; stats() keep the run's
   StepOutput out;
   out.micro_batches = micro_count;
   StepMemory& m = out.memory;
   const int64_t batch = x.size(0);
   zero_grad();
-  if (track_memory) { al.reset_peak_stats(); m.start_allocated = cur(); }
+  if (track_memory) { al.reset_window_peaks(); m.start_allocated = cur(); }
   double loss_sum = 0;
   Tensor loss_total;
   for (int64_t k = 0, start = 0; k < micro_count; ++k) {
@@ -119,7 +119,8 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
     if (track_memory) {
       m.after_forward = std::max(m.after_forward, cur());
       m.forward_peak = std::max(m.forward_peak, peak());
-      al.reset_peak_stats();
+      m.reserved_peak = std::max(m.reserved_peak, al.window_peak("reserved_bytes.all"));
+      al.reset_window_peaks();
     }
     *phase = "backward";
     for (StepStrategy* s : strategies_) s->before_backward(k, micro_count);
@@ -129,7 +130,8 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
     if (track_memory) {
       m.after_backward = cur();
       m.backward_peak = std::max(m.backward_peak, peak());
-      al.reset_peak_stats();
+      m.reserved_peak = std::max(m.reserved_peak, al.window_peak("reserved_bytes.all"));
+      al.reset_window_peaks();
     }
     loss = loss.detach();
     if (micro_count == 1) loss_total = loss;
@@ -140,7 +142,7 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
   if (track_memory) {
     m.after_step = cur();
     m.step_peak = std::max({m.forward_peak, m.backward_peak, peak()});
-    m.reserved_peak = al.stat("reserved_bytes.all.peak");
+    m.reserved_peak = std::max(m.reserved_peak, al.window_peak("reserved_bytes.all"));
   }
   out.loss = micro_count == 1 ? loss_total : Tensor::full({}, loss_sum / double(batch), DType::f64, cpu_device());
   return out;

@@ -136,6 +136,7 @@ void TrainingRun::assemble_strategies() {
 
 json TrainingRun::run() {
   if (!c_.resume_dir.empty()) resume();
+  check_checkpoint_slots();
   train_epochs();
   const bool stopped = !divergence_.is_null() && c_.stop_on_nan;
   if (epoch_samples_ > 0 || history_["epochs"].empty()) end_epoch(loader_->epoch());
@@ -180,7 +181,7 @@ json TrainingRun::results() {
   }
   if (c_.ddp) metrics["ddp"] = ddp_metrics();
   const std::vector<Device> devices = c_.devices.empty() ? std::vector<Device>{c_.device} : c_.devices;
-  return make_results("train", devices, run_cfg_, metrics);
+  return make_results("train", devices, run_cfg_, metrics, "the whole run");
 }
 
 }  // namespace oomlab

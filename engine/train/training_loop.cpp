@@ -45,7 +45,10 @@ void TrainingRun::resume() {
   device_generator(c_.device).set_state(st.rng);
   history_ = st.history;
   divergence_ = st.divergence;
+  OOMLAB_CHECK(st.step <= total_steps_, "resume: checkpoint ", ck.path, " is at step ", st.step,
+               ", past this run's last step ", total_steps_, ": nothing would train (give more steps or epochs)");
   step_ = st.step;
+  resumed_from_ = ck.path;
   epoch_loss_ = st.epoch_loss;
   epoch_correct_ = st.epoch_correct;
   epoch_samples_ = st.epoch_samples;
@@ -146,8 +149,16 @@ void TrainingRun::train_batch() {
   if (!c_.save_dir.empty() && c_.save_every > 0 && step_ % c_.save_every == 0 && step_ < total_steps_) checkpoint();
 }
 
+// The skip policy gives up after this many batches in a row ran out of memory: when none
+// fits, skipping would consume the data forever without a step.
+constexpr int64_t kMaxConsecutiveSkips = 10;
+
 void TrainingRun::record_skip(const StepOutput& out, double seconds) {
   train_seconds_ += seconds;
+  if (++consecutive_skips_ >= kMaxConsecutiveSkips)
+    throw OutOfMemoryError(str_cat("step ", step_ + 1, ": ", consecutive_skips_, " batches in a row ran out of memory ",
+                                   "and were skipped (the last: ", out.skip_reason, "); no batch fits, so skipping ",
+                                   "cannot make progress: use a smaller batch or the split policy"));
   history_["skipped"].push_back(
       {{"after_step", step_}, {"phase", out.skip_phase}, {"samples", batch_.n}, {"reason", out.skip_reason}});
   if (!quiet_)
@@ -161,6 +172,7 @@ void TrainingRun::record_step(const StepOutput& out, double loss, double seconds
   step_times_.push_back(seconds);
   train_seconds_ += seconds;
   ++step_;
+  consecutive_skips_ = 0;
   if (std::isfinite(loss)) {
     epoch_loss_ += loss * double(batch_.n);
     epoch_correct_ += out.correct;
@@ -195,10 +207,22 @@ void TrainingRun::checkpoint() {
   if (scaler_) d.state["grad_scaler"] = scaler_->state_json();
   if (!divergence_.is_null()) d.state["divergence"] = divergence_;
   if (rank_ == 0) {   // DDP: rank 0 writes, everyone waits for the file to exist
-    const std::string where = save_checkpoint(c_.save_dir, step_, d, &written_checkpoints_);
+    const std::string where = save_checkpoint(c_.save_dir, step_, d, &written_checkpoints_, 2, resumed_from_);
     if (!quiet_) std::printf("saved checkpoint %s\n", where.c_str());
   }
   if (c_.ddp) c_.ddp->queue().run([](Communicator& comm) { comm.barrier(); });
+}
+
+// Before training: every step-N folder this run will publish (every save_every-th step
+// after the start, and the last) is free or the checkpoint it resumed from, so that a
+// folder it did not write fails the run now, not after hours of training.
+void TrainingRun::check_checkpoint_slots() const {
+  if (c_.save_dir.empty() || rank_ != 0) return;
+  const int64_t last = std::max(step_, total_steps_);
+  for (int64_t n : existing_checkpoint_steps(c_.save_dir)) {
+    const bool periodic = c_.save_every > 0 && n > step_ && n < total_steps_ && n % c_.save_every == 0;
+    if (periodic || n == last) check_checkpoint_slot_free(c_.save_dir, n, resumed_from_);
+  }
 }
 
 // Evaluation (with the EMA weights swapped in, under autocast) and the epoch's line in history.
@@ -211,16 +235,16 @@ void TrainingRun::end_epoch(int64_t epoch) {
                   c_.on_oom, c_.workers, pin_, c_.ddp ? &c_.ddp->queue() : nullptr);
     if (ema_) ema_->swap_out();
   }
-  json e = {{"epoch", epoch}, {"step", step_},
-            {"train_loss", finite_or_null(epoch_samples_ ? epoch_loss_ / double(epoch_samples_) : 0.0)},
-            {"train_accuracy", epoch_scored_ ? double(epoch_correct_) / double(epoch_scored_) : 0.0},
+  const double train_loss = epoch_samples_ ? epoch_loss_ / double(epoch_samples_) : 0.0;
+  const double train_accuracy = epoch_scored_ ? double(epoch_correct_) / double(epoch_scored_) : 0.0;
+  json e = {{"epoch", epoch}, {"step", step_}, {"train_loss", finite_or_null(train_loss)}, {"train_accuracy", train_accuracy},
             {"test_loss", finite_or_null(ev.loss)}, {"test_accuracy", ev.accuracy}, {"test_samples", ev.samples}};
   if (ev.mean_iou >= 0) e["test_mean_iou"] = ev.mean_iou;
   if (ev.skipped_samples > 0) e["test_samples_skipped"] = ev.skipped_samples;   // --on-oom skip
   history_["epochs"].push_back(e);
   if (!quiet_)
     std::printf("epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f%s\n", (long long)epoch,
-                (long long)step_, e["train_loss"].get<double>(), e["train_accuracy"].get<double>(), ev.loss, ev.accuracy,
+                (long long)step_, train_loss, train_accuracy, ev.loss, ev.accuracy,
                 ev.mean_iou >= 0 ? str_cat(" mIoU ", ev.mean_iou).c_str() : "");
   epoch_loss_ = 0; epoch_correct_ = 0; epoch_samples_ = 0; epoch_scored_ = 0;
 }

@@ -58,6 +58,7 @@ class TrainingRun {
   void record_skip(const StepOutput& out, double seconds);
   void record_step(const StepOutput& out, double loss, double seconds);
   void checkpoint();
+  void check_checkpoint_slots() const;
   void end_epoch(int64_t epoch);
 
   const TrainerConfig& c_;
@@ -91,8 +92,10 @@ class TrainingRun {
   double epoch_loss_ = 0;       // running sums of the current epoch
   int64_t epoch_correct_ = 0, epoch_samples_ = 0, epoch_scored_ = 0;   // scored: samples or pixels
   bool stop_ = false;           // a non-finite loss with stop_on_nan
+  int64_t consecutive_skips_ = 0;   // batches skipped for memory since the last finished step
   // this process's measurements
   std::vector<std::string> written_checkpoints_;   // retention removes only these
+  std::string resumed_from_;                        // the checkpoint resumed from: saving may replace it
   std::vector<double> step_times_;
   double train_seconds_ = 0;   // training batches (skipped ones included), not evaluation
   HostBatch batch_;

@@ -33,7 +33,9 @@ std::string or_list(const std::vector<std::string>& v) {
 
 std::string range_words(const FlagSpec& f) {
   const bool lo = !std::isinf(f.lo), hi = !std::isinf(f.hi);
-  auto n = [](double v) { return str_cat(v); };
+  auto n = [](double v) {   // 1048576, not 1.04858e+06
+    return v == std::floor(v) && std::fabs(v) < 1e15 ? std::to_string(int64_t(v)) : str_cat(v);
+  };
   if (lo && hi) {
     if (f.kind == FlagKind::integer) return str_cat("in ", n(f.lo), "..", n(f.hi));
     return str_cat("in ", f.lo_open ? "(" : "[", n(f.lo), ", ", n(f.hi), f.hi_open ? ")" : "]");

@@ -269,7 +269,7 @@ int cmd_amp_policy(const std::vector<std::string>& args) {
   }
   std::puts("other ops (relu, gelu, dropout, pooling, upsample, embedding, views) run in their input's dtype; "
             "float64 is never lowered;\nparameters, gradients and optimizer state stay float32 (master weights)");
-  write_json_if_asked(a, make_results("amp-policy", cpu_device(), nlohmann::json::object(), {{"rules", rows}}));
+  write_json_if_asked(a, make_results("amp-policy", cpu_device(), nlohmann::json::object(), {{"rules", rows}}, "nothing: no run"));
   return 0;
 }
 
@@ -309,7 +309,8 @@ int cmd_summary(const std::vector<std::string>& args) {
   nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}, {"checkpoint", spec.checkpoint},
                         {"amp", spec.amp}};
   cfg.update(spec.arch.to_json(spec.model));
-  write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json()));
+  write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json(),
+                                         "the training forward (metrics.totals.training_forward_peak_bytes)"));
   return 0;
 }
 
@@ -355,7 +356,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
                         {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
-  write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json()));
+  write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json(),
+                                         "the steady-state training step (metrics.exact)"));
   write_traces_if_asked(a, meta_device());
   return 0;
 }

@@ -16,7 +16,8 @@ constexpr size_t kWidth = 100;
 std::string num(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
+  if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%lld", (long long)v);   // 1048576
+  else std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 

@@ -60,6 +60,7 @@ const Commands kTrain = {"train"}, kSummary = {"summary"}, kEstimate = {"estimat
 const Commands kMemory = {"summary", "estimate"}, kModel = {"train", "summary", "estimate", "step"};
 const Commands kBench = {"allreduce-bench"}, kRun = {"run"};
 const std::vector<std::string> kSynthetic = {"synthetic", "synthetic-seq", "synthetic-seg"};
+const std::vector<std::string> kProcessBackends = {"gloo", "mpi", "nccl"};   // one process per rank
 
 void rows_model_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("model", {"summary", "estimate", "step"}, "the model (`oomlab models` lists the zoo)").text("M").required().s);
@@ -163,13 +164,13 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
 }
 
 void rows_arch_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("hidden", kModel, "bert-*: hidden size").integer("N", 1).s);
-  t.push_back(F("layers", kModel, "bert-*: encoder layers").integer("N", 1).s);
-  t.push_back(F("heads", kModel, "bert-*: attention heads").integer("N", 1).s);
-  t.push_back(F("max-positions", kModel, "bert-*: position-embedding table size").integer("N", 1).s);
+  t.push_back(F("hidden", kModel, "bert-*: hidden size").integer("N", 1, 65536).s);
+  t.push_back(F("layers", kModel, "bert-*: encoder layers (GPT-3 has 96)").integer("N", 1, 1024).s);
+  t.push_back(F("heads", kModel, "bert-*: attention heads").integer("N", 1, 1024).s);
+  t.push_back(F("max-positions", kModel, "bert-*: position-embedding table size").integer("N", 1, 1 << 20).s);
   t.push_back(F("dropout", kModel, "bert-*, vgg*: dropout probability").number("P", 0, 1, false, true).s);
-  t.push_back(F("base-width", kModel, "unet*: channels of the first level").integer("N", 1).s);
-  t.push_back(F("depth", kModel, "unet*: levels").integer("N", 1).s);
+  t.push_back(F("base-width", kModel, "unet*: channels of the first level").integer("N", 1, 65536).s);
+  t.push_back(F("depth", kModel, "unet*: levels").integer("N", 1, 16).s);
   t.push_back(F("norm", kModel, "resnet*: the normalisation layer").choice({"bn", "gn", "none"}).s);
   t.push_back(F("dtype", kStep, "the dtype of the step").choice({"float32", "float64"}).def("float32").s);
 }
@@ -188,10 +189,10 @@ void rows_bench_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("ranks", kBench, "ranks (threads for local; processes otherwise)").integer("N", 1, 1024).def("2").s);
   t.push_back(F("device", kBench, "where the buffers live").choice({"cpu", "meta", "cuda"}).def("cpu").s);
   t.push_back(F("rank", kBench, "this process's rank (else torchrun / mpirun / Slurm variables)").integer("R", 0)
-                  .needs("world-size").s);
-  t.push_back(F("world-size", kBench, "the number of processes").integer("N", 1).needs("rank").s);
-  t.push_back(F("master-addr", kBench, "rank 0's host").text("HOST").s);
-  t.push_back(F("master-port", kBench, "rank 0's port").integer("P", 1, 65535).s);
+                  .needs("world-size").applies("backend", kProcessBackends).s);
+  t.push_back(F("world-size", kBench, "the number of processes").integer("N", 1).needs("rank").applies("backend", kProcessBackends).s);
+  t.push_back(F("master-addr", kBench, "rank 0's host").text("HOST").applies("backend", kProcessBackends).s);
+  t.push_back(F("master-port", kBench, "rank 0's port").integer("P", 1, 65535).applies("backend", kProcessBackends).s);
   t.push_back(F("min-bytes", kBench, "the smallest message").size().def("8").s);
   t.push_back(F("max-bytes", kBench, "the largest message (at most 4GiB)").size(4.0 * (1ull << 30)).def("64M").s);
   t.push_back(F("step-factor", kBench, "the ratio between message sizes").integer("F", 2).def("2").s);
@@ -200,7 +201,7 @@ void rows_bench_flags(std::vector<FlagSpec>& t) {
                   .choice({"float", "double", "half", "bfloat16", "int64"}).def("float").s);
   t.push_back(F("iters", kBench, "timed iterations per size").integer("N", 1).def("20").s);
   t.push_back(F("warmup", kBench, "untimed iterations per size").integer("N", 0).def("5").s);
-  t.push_back(F("timeout", kBench, "seconds a collective may wait").number("SECONDS", 0, kInf, true, false).def("300").s);
+  t.push_back(F("timeout", kBench, "seconds the rendezvous and each collective may wait").number("SECONDS", 0, 1e6, true, false).def("300").s);
 }
 
 void rows_other_flags(std::vector<FlagSpec>& t) {

@@ -320,6 +320,9 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
     strategies.push_back(&scaler.emplace(ls));
   TrainStep step(*b.model, *opt, strategies);
   step.run(x, y);                       // step 1 creates optimizer state
+  // The allocator's peaks from here on are step 2's: the results' `memory` block then
+  // reports the estimate's own peak (metrics.exact.peak_allocated_bytes).
+  allocator_for(meta_device()).reset_peak_stats();
   StepOutput s2 = step.run(x, y);       // steady state
   e.grads_bytes = 0;
   for (const auto& [n, p] : b.model->named_parameters())

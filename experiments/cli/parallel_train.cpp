@@ -190,7 +190,7 @@ json train_parallel(const TrainConfig& c, TrainerConfig t, const ModelBuilder& b
     if (comm.rank() == 0) rank0 = std::move(r);
   });
   rank0["context"] = results_context(devices);
-  rank0["memory"] = memory_json(devices);
+  rank0["memory"] = memory_json(devices, "the whole run");
   return rank0;
 }
 

@@ -222,7 +222,7 @@ int cmd_trick(const std::vector<std::string>& args) {
   if (!out.empty()) check_output_file(out, "--json");
   const json m = measure_trick(a.get("name"), a.get_int("batch"));
   std::printf("%s\n", m.dump(2).c_str());
-  if (!out.empty()) write_json_atomic(out, make_results("trick", meta_device(), {{"trick", m["trick"]}}, m));
+  if (!out.empty()) write_json_atomic(out, make_results("trick", meta_device(), {{"trick", m["trick"]}}, m, "the trick's last probe (metrics has each probe's figures)"));
   return 0;
 }
 

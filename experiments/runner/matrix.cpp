@@ -249,6 +249,20 @@ PointSpec make_point(const json& b, const std::string& bwhere, const std::string
   p.name = name;
   return p;
 }
+// The most points one run expands: far above any experiment (the largest has 60), low
+// enough that a mistyped matrix is refused before it is expanded in memory.
+constexpr uint64_t kMaxPoints = 100000;
+
+// Refuses a block whose product of axis lengths (added to `so_far`) exceeds kMaxPoints,
+// before any point is made.
+void check_point_count(const Axes& axes, size_t so_far, const std::string& bwhere) {
+  uint64_t n = 1;
+  for (const auto& [name, values] : axes) {
+    n *= values.size();
+    OOMLAB_CHECK(n + so_far <= kMaxPoints, bwhere, ": the matrix expands to more than ", kMaxPoints,
+                 " points (axis '", name, "' has ", values.size(), " values); split it into several experiments");
+  }
+}
 }  // namespace
 
 std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profile,
@@ -272,6 +286,7 @@ std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profil
     const CommandFlags& cf = command_flags(command);
     const FlagValues fixed = block_options(b, bwhere, profile, cf, command);
     const Axes axes = block_axes(b, bwhere, profile, cf, command);
+    check_point_count(axes, points.size(), bwhere);
     std::vector<size_t> idx(axes.size(), 0);   // the product, first axis slowest
     while (true) {
       PointSpec p = make_point(b, bwhere, command, cf, fixed, axes, idx, device);

@@ -1,0 +1,195 @@
+// test_cli_hostile.cpp — the third probe's reproducers (issue 29), each against the built
+// binary: sizes past the documented limits, commands that must check their arguments, rank
+// variables that contradict each other, outputs through /dev/stdout, links and FIFOs, input
+// FIFOs, step-N folders the run did not write, rendezvous that must end within --timeout,
+// an unresolvable master, and the skip policy when no batch fits. Every case ends with the
+// documented exit code and message, no signal, within its bound, and nothing lost.
+// ctest tier: cli
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/cli_test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+fs::path tmp(const std::string& name) {
+  return fs::temp_directory_path() / ("oomlab_hostile_" + name + "_" + std::to_string(::getpid()));
+}
+
+// Ports for the rendezvous cases: nobody listens there (a range apart from the other rank tests').
+int free_port() { return 29700 + int(::getpid() % 200) * 3; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+bool has_gloo() {
+  return run_oomlab("allreduce-bench --backend gloo --help").code == 0 &&
+         run_oomlab("allreduce-bench --backend gloo --ranks 1 --max-bytes 8 --iters 1 --warmup 0").output.find(
+             "not in this build") == std::string::npos;
+}
+}  // namespace
+
+struct HostileCase {
+  const char* env; const char* args; int code; const char* expected;
+  friend void PrintTo(const HostileCase& c, std::ostream* os) { *os << c.env << " oomlab " << c.args; }
+};
+
+class CliHostile : public ::testing::TestWithParam<HostileCase> {};
+
+TEST_P(CliHostile, ExitCodeAndMessage) {
+  const HostileCase& c = GetParam();
+  const CliRun r = run_oomlab(c.args, c.env);
+  EXPECT_EQ(r.code, c.code) << r.output;
+  EXPECT_EQ(r.signal, 0) << r.output;
+  EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Causes, CliHostile,
+    ::testing::Values(
+        // 1: sizes have documented limits (and the autograd graph is freed iteratively at any depth).
+        HostileCase{"", "train --model bert-tiny --dataset synthetic-seq --steps 1 --batch 2 --synthetic-size 4 "
+                        "--device meta --layers 100000", 2, "--layers must be in 1..1024 (got 100000)"},
+        HostileCase{"", "summary --model unet-small --depth 17", 2, "--depth must be in 1..16 (got 17)"},
+        // 2, 3: every command checks its arguments.
+        HostileCase{"", "models --bogus", 2, "--bogus"},
+        HostileCase{"", "summary --model resnet20 --classes -5", 2, "--classes"},
+        HostileCase{"", "estimate --model resnet20 --classes 0", 2, "--classes"},
+        // 4: rank variables and flags that would be ignored or contradict each other.
+        HostileCase{"RANK=0 WORLD_SIZE=1 LOCAL_RANK=7 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555",
+                    "allreduce-bench --backend gloo --max-bytes 1K --iters 2", 2, "LOCAL_RANK=7 is not below WORLD_SIZE=1"},
+        HostileCase{"", "allreduce-bench --backend local --rank 0 --world-size 1 --max-bytes 1K --iters 2", 2,
+                    "--rank applies to --backend"},
+        HostileCase{"", "allreduce-bench --master-port 29555 --max-bytes 1K --iters 2", 2,
+                    "--master-port applies to --backend"},
+        // 10: the skip policy gives up when no batch fits.
+        HostileCase{"", "train --model resnet20 --dataset synthetic --batch 8 --synthetic-size 64 --steps 2 --device meta "
+                        "--on-oom skip --device-memory 3MiB", 3, "batches in a row ran out of memory"}));
+
+// 5: /dev/stdout (through a link of our own, so that a regression cannot replace the
+// machine's /dev/stdout) is written through the descriptor: after the table, in the file
+// stdout is redirected to; the link stays a link. A link to a regular file writes its target.
+TEST(CliHostileOutputs, DevStdoutAndLinksWriteThroughNotOver) {
+  const fs::path dir = tmp("links");
+  fs::create_directories(dir);
+  fs::create_symlink("/dev/stdout", dir / "out");
+  const CliRun r = run_oomlab("estimate --model mlp --batch 2 --json " + (dir / "out").string() + " > " +
+                              (dir / "captured.txt").string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::is_symlink(dir / "out"));
+  const std::string captured = slurp(dir / "captured.txt");
+  const size_t brace = captured.find("{\n");
+  ASSERT_NE(brace, std::string::npos) << captured;
+  EXPECT_NE(captured.find("PEAK allocated"), std::string::npos) << "the table before the JSON:\n" << captured;
+  const size_t end = captured.rfind("\n}\n");   // the JSON's last line ("wrote ..." may follow)
+  ASSERT_NE(end, std::string::npos) << captured;
+  EXPECT_EQ(nlohmann::json::parse(captured.substr(brace, end + 3 - brace))["command"], "estimate");
+
+  fs::create_symlink("real.json", dir / "link.json");
+  const CliRun s = run_oomlab("summary --model mlp --json " + (dir / "link.json").string());
+  EXPECT_EQ(s.code, 0) << s.output;
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "real.json"))["command"], "summary");
+  fs::remove_all(dir);
+}
+
+// 7: a FIFO output with a reader waiting gets the JSON (the up-front check does not open it);
+// a FIFO as an input file is an error at once, never a blocked open.
+TEST(CliHostileOutputs, FifosNeverHang) {
+  const fs::path dir = tmp("fifo");
+  fs::create_directories(dir);
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  const CliRun r = run_oomlab("summary --model mlp --json " + (dir / "pipe").string() + "; wait",
+                              "timeout 60 cat " + (dir / "pipe").string() + " > " + (dir / "got.json").string() + " &");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "got.json"))["command"], "summary");
+
+  fs::create_directories(dir / "npy");
+  ASSERT_EQ(::mkfifo((dir / "npy" / "train_inputs.npy").c_str(), 0600), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliRun n = run_oomlab("train --model mlp --dataset npy --data-dir " + (dir / "npy").string() + " --classes 10 --steps 1",
+                              "timeout 60");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_EQ(n.code, 2) << n.output;
+  EXPECT_NE(n.output.find("is a FIFO, not a regular file"), std::string::npos) << n.output;
+  fs::remove_all(dir);
+}
+
+// 6: a step-N folder the run did not write is never replaced: the run fails before training.
+TEST(CliHostileOutputs, ForeignStepFolderIsKept) {
+  const fs::path dir = tmp("foreign");
+  fs::create_directories(dir / "step-2");
+  { std::ofstream(dir / "step-2" / "notes.txt") << "x\n"; }
+  const CliRun r = run_oomlab("train --model resnet20 --dataset synthetic --batch 8 --synthetic-size 64 --steps 4 "
+                              "--device meta --save-every 2 --save " + dir.string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("step-2: it exists and this run did not write it"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(dir / "step-2" / "notes.txt"), "x\n");
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "refused before training:\n" << r.output;
+  fs::remove_all(dir);
+}
+
+// 8, 9: rendezvous bounded by --timeout: a missing peer, a missing master, an unresolvable
+// master; a typed error (exit 2) naming what was waited for, never a signal.
+TEST(CliHostileRanks, RendezvousEndsWithinTheTimeout) {
+  if (!has_gloo()) GTEST_SKIP() << "this build has no gloo backend";
+  struct Case { std::string env; const char* expected; };
+  const int port = free_port();
+  const Case cases[] = {
+      {"RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port), "did not arrive"},
+      {"RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port + 1), "is rank 0 running?"},
+      {"RANK=0 WORLD_SIZE=2 MASTER_ADDR=host.invalid MASTER_PORT=" + std::to_string(port + 2), "cannot resolve host.invalid"},
+      // The port in use: another rank 0 serves it (and waits for its own peer) meanwhile.
+      {"(env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port + 3) + " " + oomlab_path() +
+           " allreduce-bench --backend gloo --timeout 6 --max-bytes 1K >/dev/null 2>&1 &); sleep 2; "
+           "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port + 3),
+       "cannot listen on port"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.env);
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t last = c.env.rfind("; ");   // the command's own variables follow the last "; "
+    const std::string env = last == std::string::npos ? "timeout 120 env " + c.env
+                                                      : c.env.substr(0, last + 2) + "timeout 120 env " + c.env.substr(last + 2);
+    const CliRun r = run_oomlab("allreduce-bench --backend gloo --timeout 2 --max-bytes 1K --iters 2", env);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(took, 30.0) << r.output;
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(r.signal, 0) << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
+  }
+}
+
+// A table that cannot be written (stdout on a full device) fails the command.
+TEST(CliHostileOutputs, StdoutWriteErrorsAreErrors) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  const fs::path err = tmp("full.err");
+  const int status = std::system((oomlab_path() + " summary --model mlp > /dev/full 2> " + err.string()).c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(slurp(err).find("cannot write to standard output"), std::string::npos) << slurp(err);
+  fs::remove(err);
+}
+
+// A checkpoint past the run's last step would train nothing: an error, not a silent exit 0.
+TEST(CliHostileOutputs, ResumePastTheLastStepIsAnError) {
+  const fs::path dir = tmp("past");
+  const std::string tiny = "train --model mlp --dataset synthetic --synthetic-size 64 --batch 16 --eval-batches 1 --quiet ";
+  ASSERT_EQ(run_oomlab(tiny + "--steps 2 --save " + dir.string()).code, 0);
+  const CliRun r = run_oomlab(tiny + "--steps 1 --resume " + dir.string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("is at step 2, past this run's last step 1"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
