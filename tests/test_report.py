@@ -84,7 +84,7 @@ class PlantedExperiment(unittest.TestCase):
 
     def test_it_runs_validates_and_renders_with_no_other_edit(self):
         self.assertEqual(self.ran.returncode, 0, self.ran.stdout + self.ran.stderr)
-        r = run(sys.executable, "scripts/check_results.py", "--experiments", self.exps, self.results)
+        r = run(sys.executable, "scripts/check_results.py", "--schema-only", "--experiments", self.exps, self.results)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         r = self.make_report()
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -151,3 +151,48 @@ class Folders(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Provenance(unittest.TestCase):
+    """A committed result comes from a clean tree at a commit in the history
+    (oomlab_report/provenance.py); check_results fails anything else, reports the listed
+    exceptions as pending, and fails an exception that is no longer needed."""
+
+    def setUp(self):
+        from oomlab_report.provenance import provenance_problem
+        self.problem = provenance_problem
+        self.head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+
+    def doc(self, sha, dirty):
+        return {"context": {"git_sha": sha, "git_dirty": dirty}}
+
+    def test_each_problem_is_named(self):
+        if not self.head:
+            self.skipTest("not a git checkout")
+        self.assertIsNone(self.problem(self.doc(self.head, False), ROOT))
+        self.assertIn("uncommitted changes", self.problem(self.doc(self.head, True), ROOT))
+        self.assertIn("not in this repository's history", self.problem(self.doc("0123456789abcdef" * 2 + "01234567", False), ROOT))
+        self.assertIn("no git commit", self.problem(self.doc("unknown", False), ROOT))
+        self.assertIn("no git commit", self.problem({}, ROOT))
+
+    def test_check_results_fails_pends_and_ratchets(self):
+        clean = json.loads((ROOT / "reports/results/01_vgg16_memory.json").read_text())
+        if self.problem(clean, ROOT):
+            self.skipTest("01's commit is not in this checkout's history")
+        with tempfile.TemporaryDirectory() as tmp:
+            dirty = dict(clean, context=dict(clean["context"], git_dirty=True))
+            (Path(tmp) / "01_vgg16_memory.json").write_text(json.dumps(dirty))
+            r = run(sys.executable, "scripts/check_results.py", tmp)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("uncommitted changes", r.stdout)
+            exceptions = Path(tmp) / "provenance_exceptions.json"
+            exceptions.write_text(json.dumps({"01_vgg16_memory.json": "rerun pending"}))
+            r = run(sys.executable, "scripts/check_results.py", tmp)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertIn("pending", r.stdout)
+            (Path(tmp) / "01_vgg16_memory.json").write_text(json.dumps(clean))
+            r = run(sys.executable, "scripts/check_results.py", tmp)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("remove it from provenance_exceptions.json", r.stdout)
+            r = run(sys.executable, "scripts/check_results.py", "--schema-only", tmp)
+            self.assertEqual(r.returncode, 0, r.stdout)
