@@ -94,3 +94,16 @@ TEST(MemoryReport, RepeatedModuleGetsOneRowPerCallWithItsOwnBytes) {
   EXPECT_EQ(relu[0]->saved_bytes, 2 * 64 * 8 * 8 * 4);
   EXPECT_EQ(relu[1]->saved_bytes, 2 * 64 * 8 * 8 * 4);
 }
+
+// Every model's default input is the zoo's: tiny-ff is the AMP table's 1x28x28 net with
+// 669,706 parameters (a list in memory_report.cpp once gave it ImageNet's 3x224x224 input
+// and 1000 classes: 77.8M parameters), the CNNs keep theirs.
+TEST(MemoryReport, DefaultInputsAreTheZoos) {
+  EXPECT_EQ(default_input_for("tiny-ff"), (Shape{1, 28, 28}));
+  EXPECT_EQ(default_input_for("resnet20"), (Shape{1, 28, 28}));
+  EXPECT_EQ(default_input_for("vgg16"), (Shape{3, 224, 224}));
+  EXPECT_EQ(default_input_for("unet-small"), (Shape{3, 64, 64}));
+  ModelSpec spec;
+  spec.model = "tiny-ff";
+  EXPECT_EQ(summarize_model(spec, 2).params, 669706);
+}
