@@ -3,7 +3,7 @@
 schema, each experiment's summary schema (oomlab_report/results.py, schema.py) and the
 provenance of a committed result: a clean tree at a commit in the history
 (oomlab_report/provenance.py; the results awaiting their rerun are listed with their reason in
-the folder's provenance_exceptions.json, reported as pending, and the list may only shrink).
+the provenance_exceptions.json beside the folder, reported as pending, and the list may only shrink).
 Usage: check_results.py [--experiments DIR] [--schema-only] [FILE_OR_DIR ...]
 (default: reports/results; --schema-only skips provenance, for work in progress such as the
 main job's results/quick/). Exit 1 on error.
@@ -21,7 +21,7 @@ def collect(paths):
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            files.extend(sorted(f for f in p.glob("*.json") if f.name != EXCEPTIONS_FILE))
+            files.extend(sorted(p.glob("*.json")))
         elif p.exists():
             files.append(p)
         elif p.suffix != ".json":  # a results directory not created yet (git keeps no empty dirs)

@@ -179,13 +179,15 @@ class Provenance(unittest.TestCase):
         clean = json.loads((ROOT / "reports/results/01_vgg16_memory.json").read_text())
         if self.problem(clean, ROOT):
             self.skipTest("01's commit is not in this checkout's history")
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as top:
+            tmp = Path(top) / "results"   # provenance_exceptions.json sits beside the results folder
+            tmp.mkdir()
             dirty = dict(clean, context=dict(clean["context"], git_dirty=True))
             (Path(tmp) / "01_vgg16_memory.json").write_text(json.dumps(dirty))
             r = run(sys.executable, "scripts/check_results.py", tmp)
             self.assertEqual(r.returncode, 1, r.stdout)
             self.assertIn("uncommitted changes", r.stdout)
-            exceptions = Path(tmp) / "provenance_exceptions.json"
+            exceptions = Path(top) / "provenance_exceptions.json"
             exceptions.write_text(json.dumps({"01_vgg16_memory.json": "rerun pending"}))
             r = run(sys.executable, "scripts/check_results.py", tmp)
             self.assertEqual(r.returncode, 0, r.stdout)

@@ -4,9 +4,10 @@
 provenance_problem(doc, repo) says what is wrong with a results document's `context`
 (no git sha, a tree with uncommitted changes, a commit that is not an ancestor of HEAD), or
 None. Results that predate this rule and await their rerun are listed, each with its reason,
-in reports/results/provenance_exceptions.json: check_results.py reports them as pending
-instead of failing, and fails an entry that no longer needs its exception (the list only
-shrinks). Standard library and git only.
+in provenance_exceptions.json beside the results folder (reports/provenance_exceptions.json for
+reports/results/, outside it so that every file in the folder is a result): check_results.py
+reports them as pending instead of failing, and fails an entry that no longer needs its
+exception (the list only shrinks). Standard library and git only.
 """
 import json
 import subprocess
@@ -43,8 +44,8 @@ def provenance_problem(doc, repo):
 
 
 def load_exceptions(results_dir):
-    """{file name: reason} from results_dir/provenance_exceptions.json ({} when absent)."""
-    path = Path(results_dir) / EXCEPTIONS_FILE
+    """{file name: reason} from the provenance_exceptions.json beside results_dir ({} when absent)."""
+    path = Path(results_dir).resolve().parent / EXCEPTIONS_FILE
     if not path.exists():
         return {}
     data = json.loads(path.read_text())
