@@ -66,9 +66,9 @@ int open_regular_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   OOMLAB_CHECK_T(IoError, fd >= 0, "cannot read ", path, ": ", std::strerror(errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const int e = errno;
-    const std::string kind = ::fstat(fd, &st) == 0 ? file_kind_name(st.st_mode) : std::strerror(e);
+  const bool known = ::fstat(fd, &st) == 0;
+  if (!known || !S_ISREG(st.st_mode)) {
+    const std::string kind = known ? file_kind_name(st.st_mode) : std::strerror(errno);
     ::close(fd);
     throw IoError(str_cat("cannot read ", path, ": it is ", kind, ", not a regular file"));
   }
