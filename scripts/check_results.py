@@ -4,15 +4,22 @@ schema, each experiment's summary schema (oomlab_report/results.py, schema.py) a
 provenance of a committed result: a clean tree at a commit in the history
 (oomlab_report/provenance.py; the results awaiting their rerun are listed with their reason in
 the provenance_exceptions.json beside the folder, reported as pending, and the list may only shrink).
+GPU records (each folder of a results directory's gpu/, e.g. reports/results/gpu/<record>/;
+a gpu/ folder or one record may also be named) are checked through their provenance.json:
+present, with date and machine, a commit that is an ancestor of HEAD, each declared local
+patch a file of the record, and the record's oomlab results agreeing with it
+(oomlab_report/provenance.py, gpu_record_problems); anything else is a FAIL.
 Usage: check_results.py [--experiments DIR] [--schema-only] [FILE_OR_DIR ...]
-(default: reports/results; --schema-only skips provenance, for work in progress such as the
-main job's results/quick/). Exit 1 on error.
+(default: reports/results; --schema-only skips provenance, GPU records included, for work in
+progress such as the main job's results/quick/). Exit 1 on error.
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from oomlab_report.provenance import EXCEPTIONS_FILE, load_exceptions, provenance_problem
+from oomlab_report.provenance import (EXCEPTIONS_FILE, gpu_record_problems, load_exceptions,
+                                      provenance_problem)
 from oomlab_report.results import REPO_ROOT, ResultsError, load_results
 
 
@@ -20,6 +27,8 @@ def collect(paths):
     files = []
     for p in paths:
         p = Path(p)
+        if p.is_dir() and "gpu" in (p.name, p.parent.name):
+            continue   # a GPU record or the gpu/ folder: gpu_records() finds them
         if p.is_dir():
             files.extend(sorted(p.glob("*.json")))
         elif p.exists():
@@ -31,6 +40,44 @@ def collect(paths):
     return files
 
 
+def gpu_records(paths):
+    """The GPU record folders among `paths`: a results directory's gpu/*/, a gpu/ folder's
+    subfolders, or a record folder itself (a folder inside a gpu/ folder)."""
+    records = []
+    for p in map(Path, paths):
+        if not p.is_dir():
+            continue
+        if (p / "gpu").is_dir():
+            records.extend(sorted(d for d in (p / "gpu").iterdir() if d.is_dir()))
+        elif p.name == "gpu":
+            records.extend(sorted(d for d in p.iterdir() if d.is_dir()))
+        elif p.parent.name == "gpu":
+            records.append(p)
+    return records
+
+
+def check_gpu_records(records, schema_only):
+    """Prints one line per GPU record (and its problems); returns the number that failed."""
+    if schema_only:
+        if records:
+            print(f"note: {len(records)} GPU record(s) not checked (--schema-only)")
+        return 0
+    failed = 0
+    for folder in records:
+        problems = gpu_record_problems(folder, REPO_ROOT)
+        if problems:
+            failed += 1
+            print(f"FAIL    {folder} (GPU record): " + "; ".join(problems))
+            continue
+        prov = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+        patched = sorted(r for r, i in (prov.get("runs") or {}).items() if isinstance(i, dict) and i.get("local_patch"))
+        print(f"ok      {folder} (GPU record: {prov['machine']['gpu']}, {prov['date']}, commit "
+              f"{prov['commit'][:12]}" + (f", local patch in {', '.join(patched)}" if patched else "") + ")")
+    if records:
+        print(f"check_results: {len(records) - failed}/{len(records)} GPU records valid")
+    return failed
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="*", default=[str(REPO_ROOT / "reports" / "results")],
@@ -40,8 +87,8 @@ def main(argv=None):
     ap.add_argument("--schema-only", action="store_true",
                     help="check the schemas only, not the provenance (work in progress, results/quick/)")
     args = ap.parse_args(argv)
-    files = collect(args.paths)
-    if not files:
+    files, records = collect(args.paths), gpu_records(args.paths)
+    if not files and not records:
         print("check_results: no results files found (nothing to check)")
         return 0
     failed = pending = 0
@@ -57,9 +104,11 @@ def main(argv=None):
         failed += status == "FAIL"
         pending += status.startswith("pending")
         print(f"{status.split(':')[0]:<7} {what}{status[len('pending'):] if status.startswith('pending') else ''}")
-    print(f"check_results: {len(files) - failed}/{len(files)} valid"
-          + (f", {pending} awaiting a rerun from a clean commit ({EXCEPTIONS_FILE})" if pending else ""))
-    return 1 if failed else 0
+    if files:
+        print(f"check_results: {len(files) - failed}/{len(files)} valid"
+              + (f", {pending} awaiting a rerun from a clean commit ({EXCEPTIONS_FILE})" if pending else ""))
+    gpu_failed = check_gpu_records(records, args.schema_only)
+    return 1 if failed or gpu_failed else 0
 
 
 def check_provenance(path, doc):

@@ -149,9 +149,6 @@ class Folders(unittest.TestCase):
             self.assertIn("expected_points", spec, folder.name)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class Provenance(unittest.TestCase):
     """A committed result comes from a clean tree at a commit in the history
@@ -198,3 +195,152 @@ class Provenance(unittest.TestCase):
             self.assertIn("remove it from provenance_exceptions.json", r.stdout)
             r = run(sys.executable, "scripts/check_results.py", "--schema-only", tmp)
             self.assertEqual(r.returncode, 0, r.stdout)
+
+
+GPU_RECORD = ROOT / "reports/results/gpu/h100-2026-11-25"
+SHA_518 = "518c647d9a85c41bda0c9e5695cb151cc823b629"
+
+
+def in_history(sha):
+    return subprocess.run(["git", "merge-base", "--is-ancestor", sha, "HEAD"], cwd=ROOT,
+                          capture_output=True).returncode == 0
+
+
+def copy_record(top, name="rec"):
+    """The committed record copied to top/gpu/name (a GPU results folder of its own)."""
+    dest = Path(top) / "gpu" / name
+    shutil.copytree(GPU_RECORD, dest)
+    for f in dest.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    return dest
+
+
+@unittest.skipUnless(GPU_RECORD.is_dir(), f"{GPU_RECORD} not committed")
+class GpuSection(unittest.TestCase):
+    """REPORT.md's GPU results section (oomlab_report/gpu_section.py) renders the committed
+    record, every figure recomputed here from its files; a missing file renders "missing"."""
+
+    @staticmethod
+    def oomlab(run, tag, root=GPU_RECORD):
+        d = json.loads((root / run / "res" / f"oomlab_{tag}.json").read_text())
+        return 1e3 * d["metrics"]["step_time_s"]["median"], d["memory"]["totals"]["allocated_bytes.all.peak"]
+
+    @staticmethod
+    def torch(run, tag):
+        lines = [json.loads(t) for t in (GPU_RECORD / run / "res" / "torch.jsonl").read_text().splitlines()]
+        line = [x for x in lines if x["tag"] == tag][-1]
+        return line["median_ms"], line["peak_allocated"]
+
+    def render(self, gpu_dir=GPU_RECORD.parent):
+        from oomlab_report.gpu_section import render_gpu_section
+        return render_gpu_section(gpu_dir, ROOT / "experiments", "reports/results")
+
+    def test_t3_rows_are_the_files_figures(self):
+        md = self.render()
+        self.assertIn("## GPU results", md)
+        self.assertIn("#### T3", md)
+        for name, run, prefix in (("ResNet-50 b128", "run1", "r50"), ("BERT-base b32 s128", "run2", "bert")):
+            (o32, op32), (t32, tp32) = self.oomlab(run, f"{prefix}_fp32"), self.torch(run, f"{prefix}_fp32")
+            for prec, p in (("TF32", "tf32"), ("AMP bf16", "bf16"), ("AMP fp16", "fp16")):
+                (o, op), (t, tp) = self.oomlab(run, f"{prefix}_{p}"), self.torch(run, f"{prefix}_{p}")
+                dagger = "†" if run == "run2" else ""
+                row = (f"| {name} | {prec} | {run}{dagger} / {run} | {o:.1f} | {o32 / o:.2f}× | {op / 1e9:.3f} | "
+                       f"{op / op32:.3f} | {t:.1f} | {t32 / t:.2f}× | {tp / 1e9:.3f} | {tp / tp32:.3f} |")
+                self.assertIn(row, md)
+
+    def test_t4_rows_are_the_files_figures(self):
+        md = self.render()
+        self.assertIn("#### T4", md)
+        none_ms, none_peak = self.oomlab("run2", "bert384_none")
+        for mode, tag in (("selective:attention,gelu", "bert384_selective"), ("all", "bert384_all")):
+            ms, peak = self.oomlab("run2", tag)
+            self.assertIn(f"| oomlab (run2†) | {mode} | {ms:.1f} | {100 * (ms / none_ms - 1):+.1f}% | "
+                          f"{peak / 1e9:.3f} | {100 * (peak / none_peak - 1):+.1f}% |", md)
+        (n, npk), (g, gpk) = self.torch("run2", "bert384_none"), self.torch("run2", "bert384_gc")
+        self.assertIn(f"| PyTorch eager (run2) | HF gradient checkpointing | {g:.1f} | {100 * (g / n - 1):+.1f}% | "
+                      f"{gpk / 1e9:.3f} | {100 * (gpk / npk - 1):+.1f}% |", md)
+        src = json.loads((ROOT / "experiments/06_checkpointing/experiment.json").read_text())["source"]
+        self.assertIn(f"{100 * (src['memory_mb_with'] / src['memory_mb_without'] - 1):+.1f}% |", md)
+        self.assertIn("inconclusive under the ≥5-alternating-pairs rule", md)
+
+    def test_a_missing_file_renders_missing(self):
+        with tempfile.TemporaryDirectory() as top:
+            rec = copy_record(top)
+            (rec / "run1/res/oomlab_r50_bf16.json").unlink()
+            (rec / "run2/res/torch.jsonl").unlink()
+            (rec / "provenance.json").unlink()
+            (rec / "README.md").unlink()
+            md = self.render(rec.parent)
+        self.assertIn("| ResNet-50 b128 | AMP bf16 | run1 / run1 | missing | — | missing | — |", md)
+        # run2's PyTorch lines gone: T3 takes run1's (the other side's ratios stay within one call)
+        self.assertRegex(md, r"\| BERT-base b32 s128 \| AMP fp16 \| run2 / run1 \| [\d.]+ \| [\d.]+× \| [\d.]+ \| "
+                             r"[\d.]+ \| missing \| — \| missing \| — \|")
+        self.assertRegex(md, r"\| run2 \| BERT-base b32 s128 TF32 \| [\d.]+ \| missing \| — \| [\d.]+ \| missing \| — \|")
+        self.assertIn("provenance.json missing", md)
+        self.assertIn("Meta peaks of the benchmark configurations: missing", md)
+
+    def test_make_report_appends_it_after_the_experiments(self):
+        with tempfile.TemporaryDirectory() as out:
+            r = run(python_with_matplotlib(), "scripts/make_report.py", "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            text = (Path(out) / "REPORT.md").read_text()
+        self.assertIn("[GPU results](#gpu-results)", text.split("## 01_")[0])
+        self.assertGreater(text.index("## GPU results"), text.index("## 13_lr_scaling"))
+
+
+@unittest.skipUnless(GPU_RECORD.is_dir(), f"{GPU_RECORD} not committed")
+class GpuProvenance(unittest.TestCase):
+    """check_results fails a GPU record without provenance.json, with an unknown commit or a
+    declared patch that is not there, and passes the committed record."""
+
+    def check(self, path):
+        return run(sys.executable, "scripts/check_results.py", path)
+
+    def test_the_committed_record_passes(self):
+        if not in_history(SHA_518):
+            self.skipTest("518c647 is not in this checkout's history")
+        r = self.check(GPU_RECORD)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("1/1 GPU records valid", r.stdout)
+
+    def test_no_provenance_json_fails(self):
+        with tempfile.TemporaryDirectory() as top:
+            rec = copy_record(top)
+            (rec / "provenance.json").unlink()
+            r = self.check(rec.parent)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("no provenance.json", r.stdout)
+
+    def test_an_unknown_commit_or_a_missing_patch_fails(self):
+        with tempfile.TemporaryDirectory() as top:
+            rec = copy_record(top)
+            prov = json.loads((rec / "provenance.json").read_text())
+            (rec / "provenance.json").write_text(json.dumps(dict(prov, commit="0123456789abcdef" * 2 + "01234567")))
+            r = self.check(rec)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("unknown or not an ancestor of HEAD", r.stdout)
+            (rec / "provenance.json").write_text(json.dumps(prov))
+            (rec / "run2/local_patch.diff").unlink()
+            r = self.check(Path(top))   # a results folder whose gpu/ holds the record
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("runs.run2.local_patch 'run2/local_patch.diff' is not a file of the record", r.stdout)
+
+    def test_a_dirty_result_needs_a_declared_patch(self):
+        from oomlab_report.provenance import gpu_record_problems
+        if not in_history(SHA_518):
+            self.skipTest("518c647 is not in this checkout's history")
+        with tempfile.TemporaryDirectory() as top:
+            rec = copy_record(top)
+            prov = json.loads((rec / "provenance.json").read_text())
+            self.assertEqual(gpu_record_problems(rec, ROOT), [])
+            prov["runs"]["run3"]["local_patch"] = None
+            del prov["machine"]["driver"]
+            (rec / "provenance.json").write_text(json.dumps(prov))
+            problems = gpu_record_problems(rec, ROOT)
+        self.assertIn("`machine` lacks driver", problems)
+        self.assertIn("run3/res/cuda1.json: made from a tree with uncommitted changes, and provenance.json "
+                      "declares no local_patch for run3", problems)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,7 +1,9 @@
 """oomlab_report — the Python side of oomlab's results: loading and validating results files
 (results.py), the one atomic writer (atomic.py), formatting for REPORT.md (fmt.py), the
-summary schemas experiments declare (schema.py) and the discovery of experiment folders and
-their renderers (experiments.py).
+summary schemas experiments declare (schema.py), the discovery of experiment folders and
+their renderers (experiments.py), the provenance of committed results and GPU records
+(provenance.py) and the report's GPU results section (gpu_record.py reads a record,
+gpu_section.py renders it).
 
 The scripts in scripts/ import it directly (Python puts a script's own folder first on the
 module path); the experiment renderers (experiments/NN_name/report.py) are loaded by
