@@ -5,11 +5,13 @@ README, summary schema and report.py; no driver, so the runner's generic driver 
 it), runs it with the built oomlab, and sees check_results accept it and make_report render
 its section and figure; a summary its schema rejects, or a report.py without render(), is an
 error that writes nothing. Schema covers oomlab_report/schema.py's subset; Folders checks
-that every committed experiment folder is complete.
+that every committed experiment folder is complete; Verdicts that "pending GPU" validates and
+renders and that the report states the verdict rule once, above the index.
 Run: python3 -m unittest tests/test_report.py  (OOMLAB_BUILD_DIR: the build with oomlab)
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -148,6 +150,40 @@ class Folders(unittest.TestCase):
             self.assertEqual(spec["name"], folder.name)
             self.assertIn("expected_points", spec, folder.name)
 
+
+
+class Verdicts(unittest.TestCase):
+    """The status "pending GPU" (a space in it) validates and renders; the report states the
+    rule once (oomlab_report/verdict_rule.py), above the index."""
+
+    def test_pending_gpu_validates_and_renders(self):
+        from oomlab_report.results import load_results
+        from oomlab_report.verdict_rule import RULE_TEXT
+        doc = json.loads((ROOT / "reports/results/04_transformer_activation_memory.json").read_text())
+        with tempfile.TemporaryDirectory() as top:
+            results, out = Path(top) / "results", Path(top) / "report"
+            results.mkdir()
+            path = results / "04_transformer_activation_memory.json"
+            path.write_text(json.dumps(dict(doc, verdict={"status": "pending", "reason": "r"})))
+            with self.assertRaisesRegex(Exception, "verdict.status 'pending' not one of"):
+                load_results(path)
+            path.write_text(json.dumps(dict(doc, verdict={"status": "pending GPU", "reason": "no GPU run yet"})))
+            self.assertEqual(load_results(path)["verdict"]["status"], "pending GPU")
+            r = run(python_with_matplotlib(), "scripts/make_report.py", "--results", results, "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            text = (out / "REPORT.md").read_text()
+        self.assertIn("| **pending GPU** |", text)
+        self.assertIn("### Verdict: **pending GPU**\n\nno GPU run yet", text)
+        self.assertEqual(text.count(RULE_TEXT), 1)
+        self.assertLess(text.index("**How verdicts are judged.**"), text.index("| experiment | title |"))
+
+    def test_the_statuses_are_the_cpp_rules(self):
+        cpp = ROOT / "experiments/runner/verdict_rule.cpp"
+        if not cpp.exists():
+            self.skipTest(f"{cpp} not in this checkout")
+        from oomlab_report.verdict_rule import VERDICTS
+        body = cpp.read_text().split("std::string verdict_status(", 1)[1].split("\n}\n", 1)[0]
+        self.assertEqual(set(re.findall(r'"([^"]+)"', body)), set(VERDICTS))   # every literal a status
 
 
 class Provenance(unittest.TestCase):

@@ -2,7 +2,8 @@
 (results.py), the one atomic writer (atomic.py), formatting for REPORT.md (fmt.py), the
 summary schemas experiments declare (schema.py), the discovery of experiment folders and
 their renderers (experiments.py), the provenance of committed results and GPU records
-(provenance.py) and the report's GPU results section (gpu_record.py reads a record,
+(provenance.py), the verdict statuses and the verdict rule as the report states it
+(verdict_rule.py) and the report's GPU results section (gpu_record.py reads a record,
 gpu_section.py renders it).
 
 The scripts in scripts/ import it directly (Python puts a script's own folder first on the

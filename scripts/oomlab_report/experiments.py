@@ -2,7 +2,8 @@
   experiment.json      the spec the runner expands into points (oomlab run FOLDER);
   README.md            the question, the source's figure and how to read ours;
   driver.cpp           its summary and verdict (optional: without one the runner's generic
-                       driver summarises the points and the verdict is "depends");
+                       driver summarises the points and the verdict is
+                       "inconclusive": nothing judged the claim);
   summary.schema.json  the contract between driver and renderer (schema.py; optional);
   report.py            its REPORT.md section (optional: without one, the generic section):
                        render(doc, out_dir) -> (markdown, figure paths relative to out_dir),

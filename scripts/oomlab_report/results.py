@@ -3,7 +3,8 @@
 Every file must be strict JSON (no NaN/Infinity tokens, no overflowing numbers, no
 duplicate keys) with schema_version 2, an `experiment` equal to the file's stem, the
 provenance `context` (with `devices`: logical -> physical), `config` (with the profile),
-`source`, `points`, `summary`, a `verdict` and the `runner` counts. Each point is a
+`source`, `points`, `summary`, a `verdict` (status one of verdict_rule.VERDICTS, "pending GPU"
+included, and a reason) and the `runner` counts. Each point is a
 matrix point: `name`, `command`, `args`, `outcome` (status ok|oom|diverged|error|crash|timeout),
 `config`, `metrics`, and `memory` ({} or {"devices": {name: stats}, "totals": stats});
 the summary must satisfy the schema its experiment folder declares
@@ -16,6 +17,7 @@ import math
 from pathlib import Path
 
 from oomlab_report import schema
+from oomlab_report.verdict_rule import VERDICTS
 
 SCHEMA_VERSION = 2
 CONTEXT_KEYS = ("git_sha", "build_type", "compiler", "blas", "host", "device", "date",
@@ -23,7 +25,6 @@ CONTEXT_KEYS = ("git_sha", "build_type", "compiler", "blas", "host", "device", "
 TOP_KEYS = ("schema_version", "experiment", "context", "config", "source", "points",
             "summary", "verdict", "runner")
 OUTCOMES = ("ok", "oom", "diverged", "error", "crash", "timeout")
-VERDICTS = ("confirmed", "refuted", "depends", "inconclusive")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
