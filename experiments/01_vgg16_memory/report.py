@@ -62,6 +62,8 @@ def render(doc, out_dir):
     for note in src.get("notes", []):
         parts.append(f"- {note}")
     parts.append("\n### Ours\n")
+    parts.append("Bytes in KiB / MiB (2^10 / 2^20 bytes) on both sides; text in quotes is the source's own "
+                 "wording, its units as it writes them.\n")
     bpv = src.get("bytes_per_value", 4)
     fwd_src = stotals.get("forward_only_bytes_per_image")
     tof_src = stotals.get("training_over_forward")
@@ -69,16 +71,17 @@ def render(doc, out_dir):
     act_bytes = totals.get("activation_bytes_per_image",
                            totals["activation_values_per_image"] * bpv)
     times = lambda v: f"{v:.2f}×" if is_num(v) else "—"  # noqa: E731
+    quoted = lambda t: f'as written: "{t}"' if t else None  # noqa: E731
     comp = [
         ("activation values / image", stotals.get("activation_values_per_image"),
          totals["activation_values_per_image"], fmt_count,
-         stotals.get("activation_values_per_image_text")),
+         quoted(stotals.get("activation_values_per_image_text"))),
         ("activation values / image (sum of the source's rows)",
          stotals.get("table_row_sum_activation_values"), totals["activation_values_per_image"],
          fmt_count, None),
-        ("parameters", stotals.get("params"), totals["params"], fmt_count, stotals.get("params_text")),
+        ("parameters", stotals.get("params"), totals["params"], fmt_count, quoted(stotals.get("params_text"))),
         ("activation memory / image (values × bytes)", fwd_src, act_bytes, fmt_bytes,
-         stotals.get("forward_only_bytes_per_image_text")),
+         quoted(stotals.get("forward_only_bytes_per_image_text"))),
         ("forward-only memory / image (measured peak slope)", fwd_src,
          totals["forward_only_bytes_per_image"], fmt_bytes, None),
         ("training memory / image (measured peak slope)", train_src,

@@ -76,8 +76,10 @@ def render(doc, out_dir):
     if pts and all(r == m["layernorm_stats_bytes"] for r, m in zip(res, pts)):
         parts.append("The residual over the fp32 formula equals 16·s·b bytes per layer at every point: "
                      "layer_norm's saved mean and rstd (2 LayerNorms × 2 floats × 4 bytes per token), which "
-                     "the paper does not count. An fp16 activation run (the AMP experiment, not measured yet) "
-                     "should land on the paper's figure plus 16·s·b.\n")
+                     "the paper does not count; an fp16 run should then land on the paper's figure plus "
+                     "16·s·b. The AMP experiment ([05_amp](#05_amp)) measures bert-base's activations under "
+                     "fp16 autocast (the whole model, autocast's 16-bit weight copies included): see its "
+                     "section.\n")
     elif pts:
         parts.append(f"The residual over the fp32 formula is {min(res):+,} to {max(res):+,} bytes per layer; "
                      "it is not layer_norm's saved mean and rstd (16·s·b) alone at every point.\n")

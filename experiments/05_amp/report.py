@@ -53,6 +53,8 @@ def render(doc, out_dir):
                          f"{t[0] / t[1]:.2f}x"])
     parts.append(md_table(["model", "GPU", "memory fp32", "memory AMP", "ratio", "time fp32", "time AMP",
                            "speed-up"], rows, right={2, 3, 4, 5, 6, 7}))
+    parts.append("The source's memory in its own GB (it does not say 10^9 or 2^30 B): only its ratios are "
+                 "compared with ours, which are MiB (2^20 B).\n")
     parts.append("\n### Ours: exact training peaks (meta device, one step after the first, Adam)\n")
     parts.append("Activations are the bytes kept after the forward (what backward needs), the 16-bit weight "
                  "copies autocast makes included: tiny-ff's 40x is its weights' copies, not activations.\n")

@@ -57,10 +57,12 @@ def render(doc, out_dir):
     src, summ = doc["source"], doc["summary"]
     parts = ["### Source\n", f"{src.get('citation', '')}\n"]
     parts.append(md_table(["", "no checkpoint", "checkpoint (attention + GELU)"],
-                          [["memory at batch 24", f"{src['memory_mb_without']} MB", f"{src['memory_mb_with']} MB"],
-                           ["largest batch (11 GB)", src["batch_without"], src["batch_with"]],
+                          [[f"memory at batch {src['batch_without']}, MB (10^6 B)", f"{src['memory_mb_without']:,}",
+                            f"{src['memory_mb_with']:,}"],
+                           [f"largest batch ({src['capacity_gib']} GiB card)", src["batch_without"], src["batch_with"]],
                            ["time overhead", "", f"+{100 * src['time_overhead']:.0f}%"]]))
     parts.append("\n### Ours\n")
+    parts.append("Our bytes are MiB (2^20 B); the source's MB are read as 10^6 B (the figure converts them).\n")
     rows = []
     for r in summ["bert_base"]:
         at = r.get("peak_mib_at_source_batch")

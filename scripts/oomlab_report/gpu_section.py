@@ -339,7 +339,9 @@ class Anchors:
         return ["source (SOURCE_TABLES.md T4, via experiments/06_checkpointing)",
                 f"MHSA + GELU, batch {c.get('batch_without', MISSING)}",
                 "—", f"{100 * overhead:+.0f}% per epoch" if isinstance(overhead, (int, float)) else MISSING,
-                f"{without} MB → {with_} MB" if without and with_ else MISSING, f_pct(with_, without)]
+                # the source's MB are 10^6 B: in this column's GB (10^9 B), its own figures beside them
+                f"{without / 1e3:.3f} → {with_ / 1e3:.3f} (source: {without} → {with_} MB)" if without and with_
+                else MISSING, f_pct(with_, without)]
 
 
 # ---- the section ---------------------------------------------------------------------------------
