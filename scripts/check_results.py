@@ -6,8 +6,9 @@ provenance of a committed result: a clean tree at a commit in the history
 the provenance_exceptions.json beside the folder, reported as pending, and the list may only shrink).
 GPU records (each folder of a results directory's gpu/, e.g. reports/results/gpu/<record>/;
 a gpu/ folder or one record may also be named) are checked through their provenance.json:
-present, with date and machine, a commit that is an ancestor of HEAD, each declared local
-patch a file of the record, and the record's oomlab results agreeing with it
+present, with date and machine, a commit that is an ancestor of HEAD, no dirty tree or dry
+run (a dirty tree only with a declared local patch), each declared local patch a file of the
+record, and the record's oomlab results agreeing with it
 (oomlab_report/provenance.py, gpu_record_problems); anything else is a FAIL.
 Usage: check_results.py [--experiments DIR] [--schema-only] [FILE_OR_DIR ...]
 (default: reports/results; --schema-only skips provenance, GPU records included, for work in

@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
 """gpu_report.py — the GPU kit's output folder from its work folder (scripts/gpu_run.sh).
 
-Reads WORK (res/: the kit's MANIFEST, nvidia-smi's line, oomlab / meta results JSON,
-PyTorch's torch.jsonl, breakdown.txt; tests/: gtest JSON per binary and rc.txt; logs/:
-compute-sanitizer logs; run.log) and writes into OUT:
-  provenance.json  GPU, driver, CUDA runtime, cuBLAS, cuDNN, NCCL, PyTorch; kit commit
+Reads WORK (res/: the kit's MANIFEST, the run's start (started_at, UTC), nvidia-smi's
+line, oomlab / meta results JSON, PyTorch's torch.jsonl, breakdown.txt; tests/: gtest JSON
+per binary and rc.txt; logs/: compute-sanitizer logs; run.log) and writes into OUT:
+  provenance.json  what check_results checks a GPU record by (oomlab_report/provenance.py):
+                   commit (the kit's full sha, from its MANIFEST) and dirty (its tree had
+                   uncommitted changes), date (YYYY-MM-DD: res/started_at, else the earliest
+                   context.date of oomlab's results; left out when nothing records it),
+                   machine {gpu, driver, cuda_runtime, compute capability, memory, cuBLAS,
+                   cuDNN, NCCL, PyTorch} with each value's source; the kit's build; the
+                   commit and dirty flag oomlab itself reported
   tests.json       per test binary: passed, failed, skipped, failing test names, exit
                    status, seconds; sanitizer summaries
   points.json      per configuration: oomlab (step-time median / p10 / p90, peak allocated,
@@ -40,24 +46,83 @@ def dump(obj):
     return json.dumps(obj, indent=1, allow_nan=False, sort_keys=True) + "\n"
 
 
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def run_date(res):
+    """(YYYY-MM-DD, where it comes from) of the run, as the kit recorded it: gpu_run.sh's
+    res/started_at (UTC), else the earliest context.date (UTC) of oomlab's results in res/;
+    (None, why) when nothing records it: never invented (check_results then fails the record)."""
+    started = (res / "started_at").read_text().strip() if (res / "started_at").is_file() else ""
+    if DATE.match(started):
+        return started[:10], "res/started_at (gpu_run.sh's start, UTC)"
+    dates = []
+    for f in sorted(res.glob("*.json")):
+        doc = load_json(f)
+        ctx = doc.get("context") if isinstance(doc, dict) else None
+        if isinstance(ctx, dict) and isinstance(ctx.get("date"), str) and DATE.match(ctx["date"]):
+            dates.append((ctx["date"], f.name))
+    if dates:
+        date, name = min(dates)
+        return date[:10], f"res/{name} context.date (UTC), the earliest of the run's oomlab results"
+    return None, "not recorded: no res/started_at and no oomlab results JSON with context.date"
+
+
+def machine(res):
+    """(machine, machine_sources): nvidia-smi's line, oomlab's device properties, PyTorch's
+    versions; a value nothing recorded is left out (check_results names it)."""
+    smi = (res / "nvidia_smi.csv").read_text().strip().split(", ") if (res / "nvidia_smi.csv").exists() else []
+    ctx = (load_json(res / "provenance_run.json") or {}).get("context") or {}
+    props = dict(ctx.get("device_properties") or {})
+    torch = load_json(res / "torch_versions.json") or {}
+    smi_src, props_src = "res/nvidia_smi.csv (nvidia-smi)", "res/provenance_run.json context.device_properties"
+    torch_src = "res/torch_versions.json (scripts/torch_bench.py)"
+    fields = {   # key: [(value, source), ...] in order of preference
+        "gpu": [(smi[0] if smi else None, smi_src), (props.get("device_name"), props_src)],
+        "driver": [(smi[1] if len(smi) > 1 else None, smi_src)],
+        "compute_capability": [(smi[2] if len(smi) > 2 else None, smi_src),
+                               (props.get("compute_capability"), props_src)],
+        "gpu_memory": [(smi[3] if len(smi) > 3 else None, smi_src)],
+        "gpu_memory_bytes": [(props.get("total_memory_bytes"), props_src)],
+        "cuda_runtime": [(props.get("cuda_runtime"), props_src)],
+        "cublas": [(props.get("cublas"), props_src)], "cudnn": [(props.get("cudnn"), props_src)],
+        "nccl": [(torch.get("nccl"), torch_src)], "torch": [(torch.get("torch"), torch_src)],
+        "torch_cuda": [(torch.get("cuda"), torch_src)], "torch_cudnn": [(torch.get("cudnn"), torch_src)],
+    }
+    out, sources = {}, {}
+    for key, options in fields.items():
+        value, source = next(((v, src) for v, src in options if v not in (None, "")), (None, None))
+        if value is None:
+            continue
+        if key == "gpu_memory_bytes":
+            if not str(value).isdigit():
+                continue
+            value = int(value)
+        out[key], sources[key] = (value if key == "gpu_memory_bytes" else str(value).strip()), source
+    return out, sources
+
+
 def provenance(work):
+    """provenance.json in the format check_results checks GPU records by
+    (oomlab_report/provenance.py): commit (the kit's, full sha, from its MANIFEST), dirty,
+    date (YYYY-MM-DD), machine {gpu, driver, cuda_runtime, ...}; plus the kit's build and
+    what oomlab itself reported (its git sha and dirty flag)."""
     res = work / "res"
     man = load_json(res / "manifest.json") or {}
-    smi = (res / "nvidia_smi.csv").read_text().strip().split(", ") if (res / "nvidia_smi.csv").exists() else []
-    run = load_json(res / "provenance_run.json") or {}
-    props = dict(run.get("context", {}).get("device_properties", {}) or {})
-    torch = load_json(res / "torch_versions.json") or {}
-    return {
+    ctx = (load_json(res / "provenance_run.json") or {}).get("context") or {}
+    date, date_source = run_date(res)
+    mach, sources = machine(res)
+    prov = {
+        "source": "written by scripts/gpu_report.py from the GPU kit's run (scripts/gpu_run.sh)",
         "dry_run": (res / "dry_run").exists(),
-        "kit_commit": man.get("commit"), "kit_dirty": man.get("dirty"), "kit_packed_at": man.get("packed_at"),
-        "kit_nvcc": man.get("nvcc"), "kit_cuda_architectures": man.get("cuda_architectures"),
-        "gpu": smi[0] if smi else props.get("device_name"), "driver": smi[1] if len(smi) > 1 else props.get("cuda_driver"),
-        "compute_capability": smi[2] if len(smi) > 2 else props.get("compute_capability"),
-        "gpu_memory": smi[3] if len(smi) > 3 else props.get("total_memory_bytes"),
-        "cuda_runtime": props.get("cuda_runtime"), "cublas": props.get("cublas"), "cudnn": props.get("cudnn"),
-        "nccl": torch.get("nccl"), "torch": torch.get("torch"), "torch_cuda": torch.get("cuda"),
-        "torch_cudnn": torch.get("cudnn"), "oomlab_git": run.get("context", {}).get("git_commit"),
+        "commit": man.get("commit"), "dirty": man.get("dirty"),
+        "commit_source": "the kit's MANIFEST.json (scripts/gpu_pack.sh: git rev-parse HEAD; dirty = "
+                         "uncommitted changes to tracked files when packed)",
+        "date": date, "date_source": date_source, "machine": mach, "machine_sources": sources,
+        "kit": {k: man[k] for k in ("packed_at", "nvcc", "cuda_architectures", "sm") if man.get(k) is not None},
+        "oomlab_git": ctx.get("git_sha"), "oomlab_dirty": ctx.get("git_dirty"),
     }
+    return {k: v for k, v in prov.items() if v is not None}
 
 
 def gtest_summary(path):
@@ -155,17 +220,21 @@ def fmt(v, spec=".1f"):
 
 
 def readme(prov, t, pts, run_log):
-    prov = {k: ("unknown" if v is None else v) for k, v in prov.items()}
+    m = {k: prov.get("machine", {}).get(k, "unknown") for k in (
+        "gpu", "compute_capability", "gpu_memory", "driver", "cuda_runtime", "cublas", "cudnn", "nccl", "torch")}
+    kit = {k: prov.get("kit", {}).get(k) or "unknown" for k in ("packed_at", "nvcc")}
     lines = ["# oomlab GPU kit run", ""]
-    if prov["dry_run"] is True:
+    if prov.get("dry_run") is True:
         lines += ["**DRY RUN** (OOMLAB_KIT_DRY_RUN=1): oomlab ran on the meta device, without a GPU. "
                   "Nothing below is a GPU measurement.", ""]
     lines += [
-             f"GPU: {prov.get('gpu')} (compute capability {prov.get('compute_capability')}, {prov.get('gpu_memory')}), "
-             f"driver {prov.get('driver')}, CUDA runtime {prov.get('cuda_runtime')}, cuBLAS {prov.get('cublas')}, "
-             f"cuDNN {prov.get('cudnn')}, NCCL {prov.get('nccl')}; PyTorch {prov.get('torch')}.",
-             f"Kit: commit {prov.get('kit_commit')}{' (DIRTY: not committable)' if prov.get('kit_dirty') is True else ''}, "
-             f"packed {prov.get('kit_packed_at')}, {prov.get('kit_nvcc')}.", ""]
+             f"GPU: {m['gpu']} (compute capability {m['compute_capability']}, {m['gpu_memory']}), "
+             f"driver {m['driver']}, CUDA runtime {m['cuda_runtime']}, cuBLAS {m['cublas']}, "
+             f"cuDNN {m['cudnn']}, NCCL {m['nccl']}; PyTorch {m['torch']}.",
+             f"Run on {prov.get('date') or 'an unrecorded date'} ({prov.get('date_source')}).",
+             f"Kit: commit {prov.get('commit', 'unknown')}"
+             f"{' (DIRTY: not committable)' if prov.get('dirty') is True else ''}, "
+             f"packed {kit['packed_at']}, {kit['nvcc']}.", ""]
     errors = [l for l in run_log if "error:" in l]
     if errors:
         lines += ["**The run stopped:** " + errors[-1].split("error:", 1)[1].strip(), ""]

@@ -6,7 +6,8 @@
 # Usage: bash <kit>/scripts/gpu_run.sh OUT_DIR      (with the device tool: OUT_DIR=$OUT/kit)
 # Writes OUT_DIR (at most 8 files, committable under reports/results/gpu/):
 #   README.md        the run in words and tables (scripts/gpu_report.py)
-#   provenance.json  GPU, driver, CUDA runtime, cuBLAS, cuDNN, NCCL, PyTorch, kit commit
+#   provenance.json  commit, date, machine (GPU, driver, CUDA runtime, cuBLAS, cuDNN, NCCL,
+#                    PyTorch): what check_results checks a record under reports/results/gpu/ by
 #   tests.json       every CUDA test binary: passed / failed / skipped, failing names;
 #                    compute-sanitizer memcheck and racecheck of test_cuda_parity
 #   points.json      oomlab beside PyTorch eager (and sdpa) per configuration: step-time
@@ -32,6 +33,7 @@ mkdir -p "$out" || { echo "gpu_run: error: cannot create $out" >&2; exit 2; }
 out=$(cd "$out" && pwd)
 work=$(mktemp -d)
 mkdir -p "$work/logs" "$work/res" "$work/tests"
+date -u +%Y-%m-%dT%H:%M:%SZ > "$work/res/started_at"   # the run's date in provenance.json (gpu_report.py)
 t0=$SECONDS
 dry=${OOMLAB_KIT_DRY_RUN:-0}
 device=cuda

@@ -2,7 +2,9 @@
 
 scripts/trace_breakdown.py on a real `oomlab train --device meta --chrome-trace` file,
 the GPU kit: scripts/gpu_report.py on a hand-made work folder around a real oomlab results
-file (ratios, points kept when one side is missing or failed, at most 8 files),
+file (ratios, points kept when one side is missing or failed, at most 8 files) and, with no
+binary, around the committed GPU record's results: its provenance.json passes check_results'
+GPU-record check (and fails it for an unrecorded date, a dirty kit, a dry run),
 scripts/gpu_pack.sh + gpu_run.sh end to end without a GPU (the archive, sm_90 code, the
 one-line stop, the dry run through every step), scripts/fatbin_archs.py, torch_bench.py and
 torch_reference.py's input errors (exit 2, one line), which need no torch. The GPU runs
@@ -20,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OOMLAB = ROOT / os.environ.get("OOMLAB_BUILD_DIR", "build") / "oomlab"
+sys.path.insert(0, str(ROOT / "scripts"))   # oomlab_report, for the GPU-record check
 
 
 def run(*args):
@@ -114,7 +117,89 @@ class GpuReport(unittest.TestCase):
             readme = (out / "README.md").read_text()
             for text in ("NVIDIA H100 80GB HBM3", "Suite.F0", "par_dp (budget)", "0.50"):
                 self.assertIn(text, readme)
-            self.assertEqual(json.loads((out / "provenance.json").read_text())["compute_capability"], "9.0")
+            self.assertEqual(json.loads((out / "provenance.json").read_text())["machine"]["compute_capability"], "9.0")
+
+
+GPU_RECORD = ROOT / "reports/results/gpu/h100-2026-11-25"
+SHA_518 = "518c647d9a85c41bda0c9e5695cb151cc823b629"   # the record's commit, in this history
+
+
+def kit_work(top, started_at="2026-11-25T20:00:00Z", dirty=False):
+    """A kit work folder (what gpu_run.sh leaves for gpu_report.py) around one of the committed
+    record's oomlab results (run1, made at SHA_518 from a clean tree): no binary needed."""
+    work = Path(top) / "work"
+    res = work / "res"
+    res.mkdir(parents=True)
+    oomlab = (GPU_RECORD / "run1/res/oomlab_r50_fp32.json").read_text()
+    (res / "manifest.json").write_text(json.dumps({"commit": SHA_518, "dirty": dirty, "sm": "90",
+                                                   "packed_at": "2026-11-25T18:00:00+00:00", "nvcc": "V13.0.88"}))
+    (res / "nvidia_smi.csv").write_text("NVIDIA H100 80GB HBM3, 580.159.04, 9.0, 81559 MiB\n")
+    (res / "provenance_run.json").write_text(oomlab)
+    (res / "oomlab_r50_fp32.json").write_text(oomlab)
+    (res / "torch_versions.json").write_text(json.dumps({"tag": "_versions", "torch": "2.11.0+cu130", "cuda": "13.0",
+                                                         "cudnn": 91900, "nccl": "2.28.9"}))
+    if started_at:
+        (res / "started_at").write_text(started_at + "\n")
+    return work
+
+
+def in_history(sha):
+    return subprocess.run(["git", "merge-base", "--is-ancestor", sha, "HEAD"], cwd=ROOT,
+                          capture_output=True).returncode == 0
+
+
+@unittest.skipUnless(GPU_RECORD.is_dir() and in_history(SHA_518), "the committed GPU record or its commit is not here")
+class KitProvenance(unittest.TestCase):
+    """The kit's provenance.json (scripts/gpu_report.py) passes check_results' GPU-record check
+    (oomlab_report/provenance.py) when the run recorded everything, and fails it, saying why,
+    when the date is not recorded, the kit was dirty or the run was a dry run."""
+
+    def report(self, work, top):
+        out = Path(top) / "results" / "gpu" / "kit-run"
+        r = run(sys.executable, "scripts/gpu_report.py", work, out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return out, json.loads((out / "provenance.json").read_text())
+
+    def test_a_kit_record_passes_the_gpu_record_check(self):
+        from oomlab_report.provenance import gpu_record_problems
+        with tempfile.TemporaryDirectory() as top:
+            out, prov = self.report(kit_work(top), top)
+            self.assertEqual((prov["commit"], prov["dirty"], prov["date"]), (SHA_518, False, "2026-11-25"))
+            self.assertEqual(prov["machine"]["gpu"], "NVIDIA H100 80GB HBM3")
+            self.assertEqual(prov["machine"]["driver"], "580.159.04")
+            self.assertEqual(prov["machine"]["cuda_runtime"], "13.0")
+            self.assertEqual(prov["oomlab_git"], SHA_518[:12])
+            self.assertEqual(gpu_record_problems(out, ROOT), [])
+            r = run(sys.executable, "scripts/check_results.py", out.parent.parent)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertIn("1/1 GPU records valid", r.stdout)
+
+    def test_the_date_falls_back_to_oomlab_context_and_is_never_invented(self):
+        from oomlab_report.provenance import gpu_record_problems
+        with tempfile.TemporaryDirectory() as top:
+            work = kit_work(top, started_at=None)
+            out, prov = self.report(work, top)
+            self.assertEqual(prov["date"], "2026-11-25")   # the oomlab results' context.date
+            self.assertIn("context.date", prov["date_source"])
+            for f in ("provenance_run.json", "oomlab_r50_fp32.json"):
+                (work / "res" / f).unlink()
+            out, prov = self.report(work, top)
+            self.assertNotIn("date", prov)
+            problems = gpu_record_problems(out, ROOT)
+        self.assertTrue(any(p.startswith("no `date` (YYYY-MM-DD) of the run: not recorded") for p in problems),
+                        problems)
+
+    def test_a_dirty_kit_or_a_dry_run_fails(self):
+        from oomlab_report.provenance import gpu_record_problems
+        with tempfile.TemporaryDirectory() as top:
+            work = kit_work(top, dirty=True)
+            out, _ = self.report(work, top)
+            self.assertIn("made from a tree with uncommitted changes (`dirty` / `oomlab_dirty`), and no run "
+                          "declares its local_patch", gpu_record_problems(out, ROOT))
+            (work / "res" / "dry_run").write_text("dry run")
+            out, _ = self.report(work, top)
+            self.assertIn("a dry run (`dry_run`: oomlab on the meta device): not a GPU measurement",
+                          gpu_record_problems(out, ROOT))
 
 
 class TorchBenchInput(unittest.TestCase):

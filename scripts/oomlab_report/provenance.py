@@ -12,11 +12,13 @@ exception (the list only shrinks).
 GPU records (reports/results/gpu/<record>/, one folder per GPU session, committed as the
 session left it) carry their own provenance.json instead, since what ran there is often a
 commit plus a declared local patch: gpu_record_problems(folder, repo) lists what is wrong
-with it (none, unreadable, no `date` YYYY-MM-DD, no `machine` with `gpu`, `driver` and
-`cuda_runtime`, a `commit` that is unknown or not an ancestor of HEAD, a run's declared
-`local_patch` that is not a file of the record, an oomlab results JSON in the record whose
-git_sha is another commit, or whose tree was dirty in a run that declares no local patch),
-[] when nothing is. Standard library and git only.
+with it (none, unreadable, a dry run, no `date` YYYY-MM-DD, no `machine` with `gpu`,
+`driver` and `cuda_runtime`, a `commit` that is unknown or not an ancestor of HEAD, a
+`dirty` / `oomlab_dirty` tree with no run declaring its local patch, an `oomlab_git` other
+than the commit, a run's declared `local_patch` that is not a file of the record, an oomlab
+results JSON in the record whose git_sha is another commit, or whose tree was dirty in a run
+that declares no local patch), [] when nothing is. The GPU kit's provenance.json
+(scripts/gpu_report.py) is written in this format. Standard library and git only.
 """
 import json
 import re
@@ -80,8 +82,11 @@ def gpu_record_problems(folder, repo):
     if not isinstance(prov, dict):
         return [f"{GPU_PROVENANCE}: expected an object"]
     problems = []
+    if prov.get("dry_run") is True:
+        problems.append("a dry run (`dry_run`: oomlab on the meta device): not a GPU measurement")
     if not (isinstance(prov.get("date"), str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", prov["date"])):
-        problems.append("no `date` (YYYY-MM-DD)")
+        why = prov.get("date_source") if isinstance(prov.get("date_source"), str) else None
+        problems.append("no `date` (YYYY-MM-DD) of the run" + (f": {why}" if why else ""))
     machine = prov.get("machine") if isinstance(prov.get("machine"), dict) else {}
     absent = [k for k in GPU_MACHINE_KEYS if not (isinstance(machine.get(k), str) and machine[k])]
     if absent:
@@ -95,6 +100,13 @@ def gpu_record_problems(folder, repo):
     elif not known:
         problems.append(f"commit {sha[:12]} is unknown or not an ancestor of HEAD")
     runs = prov.get("runs") if isinstance(prov.get("runs"), dict) else {}
+    patched = any(isinstance(i, dict) and i.get("local_patch") for i in runs.values())
+    if (prov.get("dirty") is True or prov.get("oomlab_dirty") is True) and not patched:
+        problems.append("made from a tree with uncommitted changes (`dirty` / `oomlab_dirty`), and no run "
+                        "declares its local_patch")
+    theirs = prov.get("oomlab_git")
+    if isinstance(theirs, str) and not (theirs.startswith(sha) or sha.startswith(theirs)):
+        problems.append(f"oomlab reports commit {theirs[:12]} (`oomlab_git`), not the record's commit {sha[:12]}")
     for run, info in sorted(runs.items()):
         patch = info.get("local_patch") if isinstance(info, dict) else None
         if patch is not None and not _file_inside(folder, patch):
