@@ -229,9 +229,10 @@ bool has(const json& v, const std::string& text) {
 
 TEST(ExperimentVerdicts, Vgg01StatusAndTextFollowTheData) {
   const json spec = spec_01();
-  // As measured: the table matches, training is 1.18x -> refuted, with the measured reasons.
+  // As measured: the table matches, training is 1.18x -> the table holds, the factor fails:
+  // depends (verdict_rule.h), with the measured reasons.
   json v = verdict("01_vgg16_memory", spec, summary_01(1.18));
-  EXPECT_EQ(v["status"], "refuted");
+  EXPECT_EQ(v["status"], "depends");
   EXPECT_TRUE(has(v, "Per-layer table confirmed")) << v;
   EXPECT_TRUE(has(v, "does not hold")) << v;
   EXPECT_TRUE(has(v, "freed layer by layer")) << v;
@@ -244,9 +245,9 @@ TEST(ExperimentVerdicts, Vgg01StatusAndTextFollowTheData) {
   EXPECT_TRUE(has(v, "'x2 for training' holds")) << v;
   EXPECT_FALSE(has(v, "does not hold")) << v;
   EXPECT_FALSE(has(v, "freed layer by layer")) << v;
-  // 3.5x: refuted, but not because gradients are freed early.
+  // 3.5x: the factor fails again (depends), but not because gradients are freed early.
   v = verdict("01_vgg16_memory", spec, summary_01(3.5));
-  EXPECT_EQ(v["status"], "refuted");
+  EXPECT_EQ(v["status"], "depends");
   EXPECT_FALSE(has(v, "freed layer by layer")) << v;
   // A different network (100M params, 20M values): the table is not reproduced.
   v = verdict("01_vgg16_memory", spec, summary_01(2.0, 100e6, 20e6, 20e6));
@@ -294,12 +295,13 @@ TEST(ExperimentVerdicts, MemoryVsBatch02StatusAndTextFollowTheData) {
   EXPECT_TRUE(has(v, "linear in batch (min R^2 0.99999) - confirmed")) << v;
   EXPECT_TRUE(has(v, "live only a layer or two")) << v;
   EXPECT_TRUE(has(v, "momentum buffer")) << v;
-  EXPECT_TRUE(has(v, "3.00x the weights, not 2x")) << v;
+  EXPECT_TRUE(has(v, "3.00x the weights, not the formula's 2x, which describes plain SGD (not measured here)")) << v;
   EXPECT_TRUE(has(v, "make the transient peak")) << v;
-  // Not linear: refuted, and the text says so.
+  // Not linear (the formula's total within 10%): depends, and the text says so; both fail: refuted.
   s = data_02(0.95, 5.0, 1.2, 1.0, 1.0);
   v = verdict("02_memory_vs_batch", spec, s);
-  EXPECT_EQ(v["status"], "refuted");
+  EXPECT_EQ(v["status"], "depends");
+  EXPECT_EQ(verdict("02_memory_vs_batch", spec, data_02(0.95, 25.0, 1.2, 1.0, 1.0))["status"], "refuted");
   EXPECT_TRUE(has(v, "not linear in batch (min R^2 0.95000) - refuted")) << v;
   EXPECT_FALSE(has(v, "- confirmed")) << v;
   // Linear and the formula within 10%: confirmed.
@@ -344,43 +346,7 @@ TEST(ExperimentVerdicts, Transformer04StatusAndTextFollowTheData) {
   EXPECT_FALSE(has(v, "s^2")) << v;   // no measured seq^2 part (e.g. fewer than 3 seq lens)
 }
 
-TEST(ExperimentVerdicts, SyncBn12AndLrScaling13StatusFollowsTheData) {
-  const json spec12 = json::parse(std::ifstream(experiment("12_syncbn") + "/experiment.json"));
-  // per-device batch -> SyncBN minus BN (points), spread, time ratio
-  auto s12 = [](int seeds, std::vector<std::array<double, 4>> g) {
-    json s = {{"gaps", json::array()}, {"rows", json::array()}};
-    for (auto [b, gap, spread, ratio] : g)
-      s["gaps"].push_back({{"per_device_batch", int64_t(b)}, {"seeds", seeds}, {"syncbn_minus_bn_points", gap},
-                           {"syncbn_spread_points", spread}, {"syncbn_time_ratio", ratio}});
-    return s;
-  };
-  EXPECT_EQ(verdict("12_syncbn", spec12, s12(3, {{2, 5, 1, 1.4}, {4, 3, 1, 1.3}, {32, 0.2, 0.8, 1.1}}))["status"], "confirmed");
-  EXPECT_EQ(verdict("12_syncbn", spec12, s12(3, {{2, 0.5, 1, 1.4}, {4, -0.2, 1, 1.3}, {32, 0, 1, 1.1}}))["status"], "refuted");
-  EXPECT_EQ(verdict("12_syncbn", spec12, s12(3, {{2, 5, 1, 1.4}, {4, 3, 1, 1.3}, {32, 3, 1, 1.1}}))["status"], "depends");
-  EXPECT_EQ(verdict("12_syncbn", spec12, s12(3, {{2, 5, 1, 1.4}, {4, 3, 1, 0.9}, {32, 0, 1, 1.1}}))["status"], "depends");
-  json v = verdict("12_syncbn", spec12, s12(1, {{2, 5, 0, 1.4}, {32, 0, 0, 1.1}}));   // the quick profile
-  EXPECT_EQ(v["status"], "depends");
-  EXPECT_TRUE(has(v, "not judged (1 seed(s)")) << v;
-
-  const json spec13 = json::parse(std::ifstream(experiment("13_lr_scaling") + "/experiment.json"));
-  // k -> lr x k warm-up's difference from 1 device (points) and its tolerance
-  auto s13 = [](int seeds, std::vector<std::array<double, 3>> lin) {
-    json rows = {{{"devices", 1}, {"lr_factor", 1.0}, {"warmup", false}, {"seeds", seeds}, {"diverged", 0},
-                  {"accuracy_mean", 0.88}}};
-    for (auto [k, d, tol] : lin)
-      rows.push_back({{"devices", int64_t(k)}, {"lr_factor", k}, {"warmup", true}, {"seeds", seeds}, {"diverged", 0},
-                      {"accuracy_mean", 0.88 + d / 100}, {"minus_1_device_points", d}, {"tolerance_points", tol}});
-    return json{{"rows", rows}};
-  };
-  EXPECT_EQ(verdict("13_lr_scaling", spec13, s13(3, {{2, 0.1, 0.5}, {4, -0.4, 0.5}, {8, 0.3, 0.6}}))["status"], "confirmed");
-  v = verdict("13_lr_scaling", spec13, s13(3, {{2, 0.1, 0.5}, {4, -0.4, 0.5}, {8, -2.0, 0.6}}));
-  EXPECT_EQ(v["status"], "depends");
-  EXPECT_TRUE(has(v, "at k = 2, 4 but not at k = 8")) << v;
-  EXPECT_EQ(verdict("13_lr_scaling", spec13, s13(3, {{2, -1, 0.5}, {4, -2, 0.5}}))["status"], "refuted");
-  v = verdict("13_lr_scaling", spec13, s13(1, {{2, 0.1, 0.5}}));
-  EXPECT_EQ(v["status"], "depends");
-  EXPECT_TRUE(has(v, "not judged (1 seed(s)")) << v;
-}
+// 05-07 and 11-13 (noisy measurements under the shared rule): tests/test_verdicts_stats.cpp.
 
 TEST(ExperimentRunner, BadFoldersFailClearlyAndWriteNothing) {
   TempDir t;

@@ -12,6 +12,7 @@
 #include "experiments/runner/driver_util.h"
 #include "experiments/runner/fit.h"
 #include "experiments/runner/registry.h"
+#include "experiments/runner/verdict_rule.h"
 
 namespace oomlab {
 namespace {
@@ -73,7 +74,8 @@ json verdict_01(const json& spec, const json& summary) {
   double params_err = std::fabs(t["params"].get<double>() - src["params"].get<double>()) / src["params"].get<double>();
   bool table_ok = values_err < 0.05 && params_err < 0.01;
   bool ratio_ok = ratio > 1.5 && ratio < 2.5;
-  std::string status = table_ok && ratio_ok ? "confirmed" : (table_ok ? "refuted" : "depends");
+  // Exact (meta) figures: the table and the "x2 for training" factor, each a sub-claim.
+  const std::string status = verdict_status({judge_exact(table_ok), judge_exact(ratio_ok)});
   const double incl_inplace = t["activation_values_incl_inplace_per_image"].get<double>();
   const double act_mib = t["activation_bytes_per_image"].get<double>() / mib;
   const double train_mib = t["training_bytes_per_image"].get<double>() / mib;

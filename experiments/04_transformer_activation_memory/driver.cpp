@@ -19,6 +19,7 @@
 #include "experiments/runner/driver_util.h"
 #include "experiments/runner/fit.h"
 #include "experiments/runner/registry.h"
+#include "experiments/runner/verdict_rule.h"
 
 namespace oomlab {
 namespace {
@@ -204,7 +205,7 @@ json verdict_04(const json& spec, const json& summary) {
                   100 * summary["seq_squared_share_max"].get<double>());
     r += buf;
   }
-  return {{"status", ok ? "confirmed" : "refuted"}, {"reason", r}};
+  return {{"status", verdict_status({judge_exact(ok)})}, {"reason", r}};   // exact (meta) bytes
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "experiments/runner/driver_util.h"
 #include "experiments/runner/registry.h"
+#include "experiments/runner/verdict_rule.h"
 
 namespace oomlab {
 namespace {
@@ -292,7 +293,18 @@ json verdict_09(const json&, const json& s) {
     n[r["status"].get<std::string>()] += 1;
     list += str_cat(list.empty() ? "" : "; ", "(", r["id"], ") ", r["status"].get<std::string>());
   }
-  const std::string status = n["refuted"] > 0 || n["depends"] > 0 ? "depends" : "confirmed";
+  // Each row's own status as sub-claims of the shared rule: a row that depends on the setting
+  // both holds and fails; a pending row is a GPU claim still open.
+  std::vector<Judged> parts;
+  for (const json& r : s["rows"]) {
+    const std::string st = r["status"].get<std::string>();
+    if (st == "confirmed") parts.push_back(Judged::holds);
+    else if (st == "refuted") parts.push_back(Judged::fails);
+    else if (st == "depends") parts.insert(parts.end(), {Judged::holds, Judged::fails});
+    else if (st == "pending") parts.push_back(Judged::pending_gpu);
+    else parts.push_back(Judged::noise);
+  }
+  const std::string status = verdict_status(parts);
   return {{"status", status},
           {"reason", str_cat(n["confirmed"], " confirmed, ", n["depends"], " depend on the setting, ", n["refuted"],
                              " refuted, ", n["pending"], " pending a GPU: ", list,

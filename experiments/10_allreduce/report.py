@@ -84,6 +84,10 @@ def render(doc, out_dir):
                           [[k, f"{f['fixed_us']:.1f}", f"{f['alpha_us']:.2f}", f"{f['bandwidth_GBps']:.2f}",
                             f"{f['r2_log_time']:.3f}", f["samples"]] for k, f in sorted(s["fits"].items())]))
     pred = s["predictions"]
+    withheld = [f"{k} ({f['predictions_withheld']})" for k, f in sorted(s["fits"].items()) if "predictions_withheld" in f]
+    if withheld:
+        parts.append("\nNo extrapolation from a fit that misses its own measurements: predictions withheld for "
+                     + ", ".join(withheld) + ".\n")
     if "local-ring" in pred and "local-ps" in pred:
         parts.append("\n**The model to 1024 ranks** (local fits, the largest measured size):\n")
         parts.append(md_table(["ranks", "ring time (ms)", "ring bytes per rank", "ps time (ms)", "ps bytes at rank 0"],

@@ -7,13 +7,12 @@
 // the median step time (median over seeds of each run's median step time);
 // per B: SyncBN's and GN's accuracy gaps to per-device BN (points), the seed spread they are
 // judged against (the two sample stds added) and SyncBN's step-time ratio to BN's.
-// Verdict, each part from the numbers, judged only with source.min_seeds_to_judge seeds:
-//  * "better with small per-GPU batches": at every B in source.small_batches SyncBN's mean
-//    accuracy exceeds BN's by more than the seed spread;
-//  * the gap is gone at source.large_batch: |SyncBN - BN| within the seed spread there;
-//  * "slower": SyncBN's median step time above BN's at every B.
-// All three: confirmed; SyncBN beats BN at no small B: refuted; otherwise depends. Fewer
-// seeds (the quick profile): depends, "not judged", with the measured figures.
+// Verdict under the shared rule (verdict_rule.h; fewer than 3 seeds: inconclusive):
+//  * "better with small per-GPU batches": at every B in source.small_batches SyncBN minus BN
+//    (Welch interval over seeds) above 0;
+//  * the gap is gone at source.large_batch: the interval inside +-large_batch_equivalence_points;
+//  * "slower": SyncBN's step time over BN's (paired by seed: the seed axis runs bn, syncbn, gn
+//    in turn) above 1 at every B.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +20,7 @@
 
 #include "experiments/runner/driver_util.h"
 #include "experiments/runner/registry.h"
+#include "experiments/runner/verdict_rule.h"
 
 namespace oomlab {
 namespace {
@@ -38,6 +38,7 @@ json num_or_null(double v) { return std::isfinite(v) ? json(v) : json(); }
 json summarize_12(const json& spec, json& points) {
   struct Cell { std::vector<double> acc, step; int64_t global = 0, steps = 0, test_samples = 0; double lr = 0; };
   std::map<int64_t, std::map<std::string, Cell>> by;   // per-device batch -> norm -> runs
+  const int min_seeds = int(spec["source"]["min_seeds_to_judge"].get<int64_t>());
   for (const json* p : ok_points(points, "train")) {
     const json& m = (*p)["metrics"];
     const int64_t b = point_option(*p, "batch").get<int64_t>();
@@ -67,7 +68,7 @@ json summarize_12(const json& spec, json& points) {
       rows.push_back({{"per_device_batch", b}, {"global_batch", c.global}, {"norm", norm}, {"lr", c.lr},
                       {"steps", c.steps}, {"test_samples", c.test_samples}, {"seeds", c.acc.size()},
                       {"accuracy_mean", num_or_null(mean)}, {"accuracy_std", num_or_null(sd)},
-                      {"accuracies", c.acc}, {"step_time_s", step[norm]}});
+                      {"accuracies", c.acc}, {"step_time_s", step[norm]}, {"step_times_s", c.step}});
     }
     if (!stat.count("bn")) continue;
     json g = {{"per_device_batch", b}, {"seeds", norms.at("bn").acc.size()}};
@@ -76,94 +77,87 @@ json summarize_12(const json& spec, json& points) {
         g[str_cat(other, "_minus_bn_points")] = num_or_null(100 * (stat[other].first - stat["bn"].first));
         g[str_cat(other, "_spread_points")] = num_or_null(100 * (stat[other].second + stat["bn"].second));
         g[str_cat(other, "_time_ratio")] = num_or_null(step[other] / step["bn"]);
+        g[str_cat(other, "_minus_bn_interval")] = interval_json(mean_difference(norms.at(other).acc, norms.at("bn").acc, min_seeds));
+        if (norms.at(other).step.size() == norms.at("bn").step.size())   // the seed axis pairs the runs
+          g[str_cat(other, "_time_ratio_interval")] = interval_json(paired_ratio(norms.at(other).step, norms.at("bn").step));
       }
     gaps.push_back(g);
   }
   return {{"rows", rows}, {"gaps", gaps}, {"profile", spec.value("profile", "")}};
 }
 
-const json* gap_at(const json& s, int64_t b) {
-  for (const json& g : s["gaps"])
-    if (g["per_device_batch"] == b && g.contains("syncbn_minus_bn_points")) return &g;
-  return nullptr;
+
+// Per per-device batch: SyncBN minus BN (points, Welch over seeds), SyncBN's step time over
+// BN's (paired by seed), GN minus BN; the judgements of "better at the small batches" (above
+// 0), "the gap is gone at the large batch" (inside +-source.large_batch_equivalence_points)
+// and "slower" (ratio above 1).
+struct Parts12 { std::vector<Judged> small, large, slower; std::string gaps, times, gn; };
+Parts12 judge_gaps_12(const json& spec, const json& s) {
+  const json& src = spec["source"];
+  const int64_t large = src["large_batch"].get<int64_t>();
+  const double eq = src["large_batch_equivalence_points"].get<double>();
+  std::vector<int64_t> small = src["small_batches"].get<std::vector<int64_t>>();
+  Parts12 P;
+  for (const json& g : s["gaps"]) {
+    if (!g.contains("syncbn_minus_bn_interval")) continue;
+    const int64_t b = g["per_device_batch"].get<int64_t>();
+    const Interval d = interval_from_json(g["syncbn_minus_bn_interval"]);
+    const Interval d100 = {100 * d.estimate, 100 * d.lo, 100 * d.hi, d.n, d.enough};
+    P.gaps += str_cat(P.gaps.empty() ? "" : ", ", b, ": ", interval_text(d, "seeds", 100, ""));
+    if (std::find(small.begin(), small.end(), b) != small.end()) P.small.push_back(judge_threshold(d, 0.0, true));
+    if (b == large) P.large.push_back(judge_within(d100, -eq, eq));
+    if (g.contains("syncbn_time_ratio_interval")) {
+      const Interval r = interval_from_json(g["syncbn_time_ratio_interval"]);
+      P.times += str_cat(P.times.empty() ? "" : ", ", b, ": ", interval_text(r, "pairs", 1.0, "x"));
+      P.slower.push_back(judge_threshold(r, 1.0, true));
+    }
+    if (g.contains("gn_minus_bn_interval"))
+      P.gn += str_cat(P.gn.empty() ? "" : ", ", b, ": ", interval_text(interval_from_json(g["gn_minus_bn_interval"]), "seeds", 100, ""));
+  }
+  OOMLAB_CHECK(!P.gaps.empty(), "experiment 12: no per-device batch has both bn and syncbn runs");
+  if (P.small.size() < small.size()) P.small.push_back(Judged::too_few);
+  if (P.large.empty()) P.large.push_back(Judged::too_few);
+  if (P.slower.empty()) P.slower.push_back(Judged::too_few);
+  return P;
 }
 
-double num(const json& v) { return v.is_number() ? v.get<double>() : NAN; }
+// All of `v` holds -> holds; all fail -> fails; otherwise the first unjudged or mixed outcome.
+Judged all_of(const std::vector<Judged>& v) {
+  const std::string st = verdict_status(v);
+  return st == "confirmed" ? Judged::holds : st == "refuted" ? Judged::fails : st == "depends" ? Judged::fails : Judged::noise;
+}
 
 json verdict_12(const json& spec, const json& s) {
   const json& src = spec["source"];
-  const int64_t min_seeds = src["min_seeds_to_judge"].get<int64_t>();
   const int64_t large = src["large_batch"].get<int64_t>();
-  int64_t seeds = 0;
-  std::string gap_text, time_text, gn_text;
-  bool slower = !s["gaps"].empty();
-  for (const json& g : s["gaps"]) {
-    if (!g.contains("syncbn_minus_bn_points")) continue;
-    seeds = g["seeds"].get<int64_t>();
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%s%lld: %+.2f (spread %.2f)", gap_text.empty() ? "" : ", ",
-                  (long long)g["per_device_batch"].get<int64_t>(), num(g["syncbn_minus_bn_points"]),
-                  num(g["syncbn_spread_points"]));
-    gap_text += buf;
-    const double ratio = num(g["syncbn_time_ratio"]);
-    std::snprintf(buf, sizeof buf, "%s%lld: %.2fx", time_text.empty() ? "" : ", ",
-                  (long long)g["per_device_batch"].get<int64_t>(), ratio);
-    time_text += buf;
-    slower = slower && ratio > 1;
-    if (g.contains("gn_minus_bn_points")) {
-      std::snprintf(buf, sizeof buf, "%s%lld: %+.2f", gn_text.empty() ? "" : ", ",
-                    (long long)g["per_device_batch"].get<int64_t>(), num(g["gn_minus_bn_points"]));
-      gn_text += buf;
-    }
-  }
-  OOMLAB_CHECK(!gap_text.empty(), "experiment 12: no per-device batch has both bn and syncbn runs");
-  // SyncBN better at the small per-device batches, by more than the seed spread.
-  int small_seen = 0, small_better = 0;
-  for (const json& b : src["small_batches"])
-    if (const json* g = gap_at(s, b.get<int64_t>())) {
-      ++small_seen;
-      small_better += num((*g)["syncbn_minus_bn_points"]) > num((*g)["syncbn_spread_points"]);
-    }
-  const json* g_large = gap_at(s, large);
-  const bool gone = g_large && std::abs(num((*g_large)["syncbn_minus_bn_points"])) <=
-                                   num((*g_large)["syncbn_spread_points"]);
-  const bool judged = seeds >= min_seeds && small_seen == int(src["small_batches"].size()) && g_large;
+  const Parts12 P = judge_gaps_12(spec, s);
+  const Judged small = all_of(P.small), gone = all_of(P.large), slower = all_of(P.slower);
   auto acc = [&](int64_t b, const char* norm) {
     for (const json& r : s["rows"])
       if (r["per_device_batch"] == b && r["norm"] == norm && r["accuracy_mean"].is_number())
         return str_cat(std::round(1000 * r["accuracy_mean"].get<double>()) / 10, "%");
     return std::string("n/a");
   };
+  int64_t most_steps = 0, fewest_steps = INT64_MAX;
+  for (const json& r : s["rows"])
+    most_steps = std::max(most_steps, r["steps"].get<int64_t>()), fewest_steps = std::min(fewest_steps, r["steps"].get<int64_t>());
   const int64_t smallest = src["small_batches"][0].get<int64_t>();
-  std::string part;
-  if (!judged)
-    part = str_cat("not judged (", seeds, " seed(s); needs ", min_seeds, " seeds and per-device batches ",
-                   src["small_batches"].dump(), " and ", large, ")");
-  else
-    part = str_cat(small_better == small_seen ? "SyncBN beats per-device BN beyond the seed spread at every small "
-                                                "per-device batch, as claimed"
-                   : small_better > 0           ? "SyncBN beats per-device BN beyond the seed spread at only some small "
-                                                  "per-device batches"
-                                                : "SyncBN does NOT beat per-device BN beyond the seed spread at the small "
-                                                  "per-device batches",
-                   str_cat("; at ", large, gone ? " the gap is within the spread" : " a gap remains"));
-  char buf[2400];
-  std::snprintf(buf, sizeof buf,
-                "ResNet-20 on Fashion-MNIST over 4 DDP rank threads, the same samples at every per-device batch "
-                "(learning rate scaled with the global batch). Test accuracy at per-device batch %lld: BN %s, "
-                "SyncBN %s, GN %s; at %lld: BN %s, SyncBN %s, GN %s. SyncBN minus per-device BN in points "
-                "(seed spread = the two stds added), by per-device batch: %s -- %s. GN minus BN: %s (Wu & He "
-                "2018, ResNet-50 ImageNet, per-GPU BN error 23.6%% at 32 vs 34.7%% at 2, GN 24.1%% at both). "
-                "SyncBN's step time over BN's: %s -- %s (all-reduce of the statistics between rank threads on "
-                "this CPU; a GPU's NCCL cost differs).",
-                (long long)smallest, acc(smallest, "bn").c_str(), acc(smallest, "syncbn").c_str(),
-                acc(smallest, "gn").c_str(), (long long)large, acc(large, "bn").c_str(), acc(large, "syncbn").c_str(),
-                acc(large, "gn").c_str(), gap_text.c_str(), part.c_str(), gn_text.empty() ? "n/a" : gn_text.c_str(),
-                time_text.c_str(), slower ? "slower at every batch, as claimed" : "NOT slower at every batch");
-  const std::string status = !judged ? "depends"
-                             : small_better == 0 ? "refuted"
-                             : (small_better == small_seen && gone && slower) ? "confirmed" : "depends";
-  return {{"status", status}, {"reason", std::string(buf)}};
+  const std::string reason = str_cat(
+      "ResNet-20 on Fashion-MNIST over 4 DDP rank threads, the same samples at every per-device batch (learning rate "
+      "scaled with the global batch). Test accuracy at per-device batch ", smallest, ": BN ", acc(smallest, "bn"),
+      ", SyncBN ", acc(smallest, "syncbn"), ", GN ", acc(smallest, "gn"), "; at ", large, ": BN ", acc(large, "bn"),
+      ", SyncBN ", acc(large, "syncbn"), ", GN ", acc(large, "gn"),
+      ". SyncBN minus per-device BN in points, by per-device batch: ", P.gaps,
+      " -- better at the small per-device batches: ", judged_name(small), "; the gap gone at ", large, " (within +-",
+      src["large_batch_equivalence_points"].get<double>(), " point, our margin: the source gives none): ",
+      judged_name(gone), ". GN minus BN: ", P.gn.empty() ? "n/a" : P.gn,
+      " (Wu & He 2018, ResNet-50 ImageNet, per-GPU BN error 23.6% at 32 vs 34.7% at 2, GN 24.1% at both). Across "
+      "per-device batches the runs take ", most_steps, " to ", fewest_steps,
+      " steps (the same samples), so every norm's accuracy moves with the batch through the step count too: compare "
+      "within a batch, not across. SyncBN's step time over BN's: ", P.times.empty() ? "n/a" : P.times,
+      " -- slower: ", judged_name(slower),
+      " (all-reduce of the statistics between rank threads on this CPU; on GPUs, NCCL's cost: pending a GPU run).");
+  return {{"status", verdict_status({small, gone, slower})}, {"reason", reason}};
 }
 
 }  // namespace
@@ -171,6 +165,7 @@ json verdict_12(const json& spec, const json& s) {
 OOMLAB_REGISTER_EXPERIMENT({"12_syncbn", summarize_12, verdict_12, {},
                             {{"source.small_batches", "array"},
                              {"source.large_batch", "positive"},
-                             {"source.min_seeds_to_judge", "positive"}}});
+                             {"source.min_seeds_to_judge", "positive"},
+                             {"source.large_batch_equivalence_points", "positive"}}});
 
 }  // namespace oomlab

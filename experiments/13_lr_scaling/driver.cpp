@@ -6,12 +6,13 @@
 // figure), over seeds. A run that diverges (NaN loss, exit 4) is kept with its outcome.
 // Summary: per setting (devices, lr factor, warm-up): the final test accuracy's mean and spread
 // (sample std) over seeds, diverged runs, steps; its difference from the 1-device runs
-// (points) and the tolerance it is judged against: max(source.match_tolerance_points, the
-// two sample stds added).
-// Verdict, judged only with source.min_seeds_to_judge seeds: "lr x k with warm-up keeps the
-// 1-device accuracy" at every k > 1 -> confirmed; at none -> refuted; at some -> depends (the
-// reason names the k). The reason also gives what no scaling and no warm-up cost at each k and
-// the practitioners' 8 devices x 4 lr. Fewer seeds (the quick profile): depends, "not judged".
+// (points) with its Welch interval, and the tolerance it is judged against
+// (source.match_tolerance_points).
+// Verdict under the shared rule (verdict_rule.h): "lr x k with warm-up keeps the 1-device
+// accuracy" -- the interval inside +-tolerance at every k > 1 -> confirmed; outside at every
+// k -> refuted; mixed -> depends; any k inside the noise or fewer than 3 seeds -> inconclusive.
+// The reason also gives what no scaling and no warm-up cost at each k and the practitioners'
+// 8 devices x 4 lr.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,7 @@
 
 #include "experiments/runner/driver_util.h"
 #include "experiments/runner/registry.h"
+#include "experiments/runner/verdict_rule.h"
 
 namespace oomlab {
 namespace {
@@ -65,6 +67,7 @@ json summarize_13(const json& spec, json& points) {
     if (c.devices == 1) ref = &c;
   OOMLAB_CHECK(ref, "experiment 13: the 1-device runs are missing");
   const auto [ref_mean, ref_std] = stats(ref->acc);
+  const int min_seeds = int(spec["source"]["min_seeds_to_judge"].get<int64_t>());
   const double tol_floor = spec["source"]["match_tolerance_points"].get<double>();
   json rows = json::array();
   for (const std::string& l : order) {
@@ -76,11 +79,28 @@ json summarize_13(const json& spec, json& points) {
               {"accuracies", c.acc}};
     if (&c != ref) {
       r["minus_1_device_points"] = num_or_null(100 * (mean - ref_mean));
-      r["tolerance_points"] = num_or_null(std::max(tol_floor, 100 * (sd + ref_std)));
+      r["tolerance_points"] = tol_floor;
+      r["minus_1_device_interval"] = interval_json(mean_difference(c.acc, ref->acc, min_seeds));
     }
     rows.push_back(r);
   }
   return {{"rows", rows}, {"profile", spec.value("profile", "")}};
+}
+
+// "Keeps the 1-device accuracy": the Welch interval of the difference (points) inside
+// +-tolerance_points (source.match_tolerance_points; Goyal et al.'s large-batch run is 0.14
+// points off); a diverged run fails.
+Judged keeps_accuracy(const json& r) {
+  if (r["diverged"].get<int64_t>() > 0) return Judged::fails;
+  if (!r.contains("minus_1_device_interval")) return Judged::too_few;
+  const Interval d = interval_from_json(r["minus_1_device_interval"]);
+  const double tol = r["tolerance_points"].get<double>() / 100;
+  return judge_within(d, -tol, tol);
+}
+std::string interval_of(const json& r) {
+  return r.contains("minus_1_device_interval")
+             ? interval_text(interval_from_json(r["minus_1_device_interval"]), "seeds", 100, " points")
+             : std::string("n/a");
 }
 
 json verdict_13(const json& spec, const json& s) {
@@ -109,18 +129,17 @@ json verdict_13(const json& spec, const json& s) {
   std::sort(ks.begin(), ks.end());
   std::string lin_text, none_text, nowarm_text, match_ks, miss_ks;
   int matched = 0, judged_ks = 0;
+  std::vector<Judged> parts;
   for (int64_t k : ks) {
     const json* lin = find(k, double(k), true);
     if (!lin) continue;
     ++judged_ks;
-    const bool ok = std::abs(num((*lin)["minus_1_device_points"])) <= num((*lin)["tolerance_points"]) &&
-                    (*lin)["diverged"].get<int64_t>() == 0;
-    matched += ok;
-    (ok ? match_ks : miss_ks) += str_cat((ok ? match_ks : miss_ks).empty() ? "" : ", ", k);
-    char b[160];
-    std::snprintf(b, sizeof b, "%s%lld: %s (tolerance %.2f)", lin_text.empty() ? "" : ", ", (long long)k,
-                  diff(lin).c_str(), num((*lin)["tolerance_points"]));
-    lin_text += b;
+    const Judged j = keeps_accuracy(*lin);
+    parts.push_back(j);
+    matched += j == Judged::holds;
+    if (j == Judged::holds || j == Judged::fails)
+      (j == Judged::holds ? match_ks : miss_ks) += str_cat((j == Judged::holds ? match_ks : miss_ks).empty() ? "" : ", ", k);
+    lin_text += str_cat(lin_text.empty() ? "" : ", ", k, ": ", interval_of(*lin), " -- ", judged_name(j));
     none_text += str_cat(none_text.empty() ? "" : ", ", k, ": ", diff(find(k, 1.0, false)));
     nowarm_text += str_cat(nowarm_text.empty() ? "" : ", ", k, ": ", diff(find(k, double(k), false)));
   }
@@ -128,14 +147,15 @@ json verdict_13(const json& spec, const json& s) {
   const int64_t pk = src["practitioners"]["devices"].get<int64_t>();
   const double pf = src["practitioners"]["lr_factor"].get<double>();
   const json* prac = find(pk, pf, true);
-  const bool prac_ok = prac && std::abs(num((*prac)["minus_1_device_points"])) <= num((*prac)["tolerance_points"]);
-  const bool judged = seeds >= min_seeds;
+  const Judged prac_j = prac ? keeps_accuracy(*prac) : Judged::too_few;
+  const std::string status = verdict_status(parts);
   const std::string part =
-      !judged ? str_cat("not judged (", seeds, " seed(s); needs ", min_seeds, ")")
-      : matched == judged_ks ? "lr x k with warm-up keeps the 1-device accuracy at every k, as claimed"
-      : matched == 0         ? "lr x k with warm-up does NOT keep the 1-device accuracy at any k"
-                             : str_cat("lr x k with warm-up keeps the 1-device accuracy at k = ", match_ks,
-                                       " but not at k = ", miss_ks);
+      seeds < min_seeds ? str_cat("not judged (", seeds, " seed(s); needs ", min_seeds, ")")
+      : status == "confirmed" ? "lr x k with warm-up keeps the 1-device accuracy at every k, as claimed"
+      : status == "refuted"   ? "lr x k with warm-up does NOT keep the 1-device accuracy at any judged k"
+      : status == "depends"   ? str_cat("lr x k with warm-up keeps the 1-device accuracy at k = ", match_ks,
+                                        " but not at k = ", miss_ks)
+                              : "some k are inside the noise: not judged there";
   char buf[2400];
   std::snprintf(buf, sizeof buf,
                 "MLP on Fashion-MNIST, per-device batch 32, the same samples for every k (k times fewer steps), base "
@@ -145,8 +165,7 @@ json verdict_13(const json& spec, const json& s) {
                 "76.40%% at 256 (ResNet-50, ImageNet, 5-epoch warm-up).",
                 src["base_lr"].get<double>(), 100 * num((*ref)["accuracy_mean"]), (long long)seeds, lin_text.c_str(),
                 part.c_str(), none_text.c_str(), nowarm_text.c_str(), (long long)pk, pf, diff(prac).c_str(),
-                !prac ? "" : !judged ? "" : prac_ok ? ", within tolerance" : ", outside tolerance");
-  const std::string status = !judged ? "depends" : matched == judged_ks ? "confirmed" : matched == 0 ? "refuted" : "depends";
+                !prac ? "" : str_cat(", ", interval_of(*prac), " -- ", judged_name(prac_j)).c_str());
   return {{"status", status}, {"reason", std::string(buf)}};
 }
 

@@ -10,7 +10,8 @@
 //    bulky per-point data it has digested (e.g. per-layer tables repeated per point).
 //    A point whose outcome is not "ok" or "oom" has empty metrics; drivers say in the
 //    summary what they could not compute.
-//  * verdict(spec, summary) returns {"status": confirmed|refuted|depends|inconclusive, "reason"}, every
+//  * verdict(spec, summary) returns {"status": confirmed|refuted|depends|inconclusive|pending GPU,
+//    "reason"} under the shared rule (verdict_rule.h: verdict_status), every
 //    number in the reason taken from the summary.
 //  * spec_fields: the fields of the spec it reads (e.g. {"source.totals.params", "number"}),
 //    checked by the runner before any point runs: a missing or mistyped one is a

@@ -19,10 +19,10 @@ RULE_TEXT = (
     "Welch's interval. A claim is confirmed or refuted only when the whole interval clears the claim's "
     "threshold (taken from the source's own figures where it gives them, and said so); otherwise it is "
     "inconclusive. Exact measurements (the meta device's bytes, counts) carry no noise. A claim about "
-    "GPUs with no GPU measurement is 'pending GPU', never confirmed. An experiment is confirmed when "
-    "every sub-claim holds, refuted when the judged ones all fail, 'depends' when some hold and some "
-    "fail, inconclusive when any is inside the noise or has too few runs, and 'pending GPU' when the "
-    "rest hold and a GPU claim is open."
+    "GPUs with no GPU measurement is 'pending GPU', never confirmed. An experiment is 'depends' when "
+    "some sub-claims hold and some fail, refuted when some fail and none holds; with no failure it is "
+    "inconclusive when any sub-claim is inside the noise or has too few runs, 'pending GPU' when the "
+    "rest hold and a GPU claim is open, and confirmed when every sub-claim holds."
 )
 
 

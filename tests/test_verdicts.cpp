@@ -1,0 +1,83 @@
+// test_verdicts.cpp — every experiment driver's verdict function under the shared rule
+// (experiments/runner/verdict_rule.h) on data where its claim holds, fails, and sits inside
+// the noise (or, for exact meta-device figures, on either side of the bar: exact figures have
+// no noise band). Drivers are reached through the registry, with their folder's
+// experiment.json; summaries are the committed results' (reports/results/), edited, or built
+// here when the driver's summary gained fields since those results ran.
+// ctest tier: unit
+#include <gtest/gtest.h>
+
+#include "tests/verdict_test_util.h"
+
+namespace oomlab {
+namespace {
+
+// ---- exact (meta) figures: holds / fails, and no noise band at the bar ----------------------
+
+TEST(Verdict01, TableAndTrainingFactor) {
+  json s = committed_summary("01_vgg16_memory");
+  s["totals"]["training_over_activations"] = 2.0;
+  EXPECT_EQ(status("01_vgg16_memory", s), "confirmed");
+  s["totals"]["training_over_activations"] = 1.18;   // what VGG16 measures: activation grads freed layer by layer
+  EXPECT_EQ(status("01_vgg16_memory", s), "depends");
+  s["totals"]["params"] = 1e6;
+  EXPECT_EQ(status("01_vgg16_memory", s), "refuted");
+  s = committed_summary("01_vgg16_memory");
+  s["totals"]["training_over_activations"] = 1.5001;   // exact figures: just inside the bar holds
+  EXPECT_EQ(status("01_vgg16_memory", s), "confirmed");
+  s["totals"]["training_over_activations"] = 1.4999;
+  EXPECT_EQ(status("01_vgg16_memory", s), "depends");
+}
+
+TEST(Verdict02, LinearityAndFormula) {
+  json s = committed_summary("02_memory_vs_batch");
+  EXPECT_EQ(status("02_memory_vs_batch", s), "depends");   // linear; the formula is off by up to 29%
+  for (json& r : s["rows"]) r["formula_error_pct"] = 3.0;
+  EXPECT_EQ(status("02_memory_vs_batch", s), "confirmed");
+  for (json& f : s["fits"]) f["r2"] = 0.9;
+  for (json& r : s["rows"]) r["formula_error_pct"] = 30.0;
+  EXPECT_EQ(status("02_memory_vs_batch", s), "refuted");
+  for (json& f : s["fits"]) f["r2"] = 0.99901;   // exact: just above the bar
+  for (json& r : s["rows"]) r["formula_error_pct"] = 9.99;
+  EXPECT_EQ(status("02_memory_vs_batch", s), "confirmed");
+}
+
+TEST(Verdict04, KorthikantiFormula) {
+  json s = committed_summary("04_transformer_activation_memory");
+  EXPECT_EQ(status("04_transformer_activation_memory", s), "confirmed");
+  s["max_rel_error_vs_fp32_formula"] = 0.2;
+  EXPECT_EQ(status("04_transformer_activation_memory", s), "refuted");
+  s["max_rel_error_vs_fp32_formula"] = 0.01;   // exactly the tolerance: holds
+  EXPECT_EQ(status("04_transformer_activation_memory", s), "confirmed");
+}
+
+TEST(Verdict08, RecoveryCountsAreExact) {
+  json s = committed_summary("08_oom_recovery");
+  EXPECT_EQ(status("08_oom_recovery", s), "confirmed");
+  EXPECT_NE(reason("08_oom_recovery", s).find("single runs: not judged"), std::string::npos);
+  s["policies"]["skip"]["samples_lost"] = 1;
+  EXPECT_EQ(status("08_oom_recovery", s), "depends");
+  s["policies"]["raise"]["status"] = "ok";
+  s["policies"]["split"]["samples_lost"] = 16;
+  EXPECT_EQ(status("08_oom_recovery", s), "refuted");
+}
+
+TEST(Verdict10, TrafficExactBackendsPendingGpu) {
+  json s = committed_summary("10_allreduce");
+  EXPECT_EQ(status("10_allreduce", s), "pending GPU");   // traffic holds; the NCCL claim needs a GPU
+  for (json& t : s["traffic"]) t["worst_relative_miss"] = 0.5;
+  EXPECT_EQ(status("10_allreduce", s), "refuted");
+}
+
+TEST(Verdict09, PendingRowsAreNeverConfirmed) {
+  json s = committed_summary("09_practical_tricks");
+  for (json& r : s["rows"]) r["status"] = "confirmed";
+  EXPECT_EQ(status("09_practical_tricks", s), "confirmed");
+  s["rows"][0]["status"] = "pending";
+  EXPECT_EQ(status("09_practical_tricks", s), "pending GPU");
+  s["rows"][1]["status"] = "refuted";
+  EXPECT_EQ(status("09_practical_tricks", s), "depends");
+}
+
+}  // namespace
+}  // namespace oomlab
