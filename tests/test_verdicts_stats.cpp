@@ -159,5 +159,38 @@ TEST(Verdict13, LinearScalingOverSeeds) {
   EXPECT_EQ(status("13_lr_scaling", summary_13({0.87, 0.90, 0.885}, same)), "inconclusive");
 }
 
+// 14: the recipe elements; `lr_miss` the per-group lr's largest relative miss, EMA and TTA
+// gains per seed (points / 100), the distributed run's accuracy and the resumed runs' test losses.
+json summary_14(double lr_miss, const std::vector<double>& ema_gain, const std::vector<double>& tta_gain,
+                double ddp_accuracy = 0.71, double resumed_diff = 1e-9) {
+  json rows = json::array();
+  for (size_t i = 0; i < ema_gain.size(); ++i)
+    rows.push_back({{"seed", i}, {"ema", 0.8 + ema_gain[i]}, {"raw", 0.8}, {"tta_flip", 0.8 + ema_gain[i] + tta_gain[i]},
+                    {"tta_flip_raw", 0.8}});
+  auto ck = [](double d) { return json{{"test_loss", 1.0 + d}, {"test_loss_rel_diff", d}, {"test_samples", 10000}}; };
+  return {{"lambda_lr", {{"steps", 50}, {"groups", {{{"base_lr", 0.1}, {"max_rel_miss", lr_miss}, {"warmup_cosine_max_abs_diff", 0.0}},
+                                                   {{"base_lr", 0.01}, {"max_rel_miss", lr_miss}, {"warmup_cosine_max_abs_diff", 9e-6}}}}}},
+          {"ema_tta", {{"rows", rows}, {"ema_minus_raw", interval_json(seed_mean(ema_gain))},
+                       {"tta_minus_plain", interval_json(seed_mean(tta_gain))}, {"same_training", true}}},
+          {"dist_eval", {{"1 device b96", {{"test_samples", 10000}, {"test_accuracy", 0.71}, {"test_loss", 0.8}}},
+                         {"ddp 3 ranks 3x32", {{"test_samples", 10000}, {"test_accuracy", ddp_accuracy}, {"test_loss", 0.8},
+                                               {"test_padding_samples", 2}, {"test_accuracy_padding_kept", 0.7099}}}}},
+          {"checkpoint", {{"4 ranks, resumed", ck(0.0)}, {"2 ranks, resumed", ck(resumed_diff)},
+                          {"1 device, resumed", ck(resumed_diff)}, {"4 ranks, uninterrupted", ck(0.0)}}},
+          {"profile", "full"}};
+}
+
+TEST(Verdict14, RecipeElements) {
+  const std::vector<double> gain = {0.010, 0.012, 0.011}, loss = {-0.13, -0.14, -0.12};
+  EXPECT_EQ(status("14_recipe", summary_14(1e-16, gain, gain)), "confirmed");
+  EXPECT_EQ(status("14_recipe", summary_14(1e-16, gain, loss)), "depends");   // TTA lowers accuracy
+  EXPECT_EQ(status("14_recipe", summary_14(1e-16, {0.01, -0.01, 0.002}, gain)), "inconclusive");
+  EXPECT_EQ(status("14_recipe", summary_14(1e-16, {0.01}, {0.01})), "inconclusive");   // one seed
+  EXPECT_EQ(status("14_recipe", summary_14(1e-3, gain, gain)), "depends");             // lrs off the lambda
+  EXPECT_EQ(status("14_recipe", summary_14(1e-16, gain, gain, 0.70)), "depends");     // 100 samples apart
+  EXPECT_EQ(status("14_recipe", summary_14(1e-16, gain, gain, 0.71, 1e-3)), "depends");   // resume drifts
+  EXPECT_EQ(status("14_recipe", summary_14(1e-3, loss, loss, 0.70, 1e-3)), "refuted");
+}
+
 }  // namespace
 }  // namespace oomlab

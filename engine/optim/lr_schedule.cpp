@@ -60,27 +60,48 @@ LrSchedule warmup_cosine_schedule(int64_t warmup, int64_t t_max, double lr_min) 
           }};
 }
 
+LrSchedule lambda_warmup_cosine_schedule(int64_t warmup, int64_t t_max, double lr_max, double lr_min) {
+  OOMLAB_CHECK(warmup > 0, "lambda-warmup-cosine schedule: warm_up_iter must be > 0, got ", warmup);
+  OOMLAB_CHECK(t_max > warmup, "lambda-warmup-cosine schedule: t_max (", t_max, ") must be > warm_up_iter (", warmup, ")");
+  OOMLAB_CHECK(std::isfinite(lr_max) && lr_max > 0, "lambda-warmup-cosine schedule: lr_max must be > 0, got ", lr_max);
+  OOMLAB_CHECK(std::isfinite(lr_min) && lr_min >= 0 && lr_min <= lr_max,
+               "lambda-warmup-cosine schedule: lr_min must be in [0, lr_max], got ", lr_min);
+  return {"lambda-warmup-cosine:warm_up_iter=" + std::to_string(warmup) + ",t_max=" + std::to_string(t_max) +
+              ",lr_max=" + fmt(lr_max) + ",lr_min=" + fmt(lr_min),
+          [warmup, t_max, lr_max, lr_min](double base, int64_t t) {
+            if (t < warmup) return base * double(t) / double(warmup);
+            const double frac = double(t - warmup) / double(t_max - warmup);   // the formula's own cos past t_max
+            return base * (lr_min + 0.5 * (lr_max - lr_min) * (1.0 + std::cos(std::numbers::pi * frac))) / lr_max;
+          }};
+}
+
+namespace {
+// "k1=v1,k2=v2" after a schedule's ':' (keys unique). ctx starts every error message.
+std::map<std::string, std::string> parse_key_values(const std::string& rest, const std::string& ctx) {
+  OOMLAB_CHECK(!rest.empty(), ctx, "nothing after ':' (expected key=value pairs)");
+  std::map<std::string, std::string> kv;
+  size_t pos = 0;
+  while (pos <= rest.size()) {
+    size_t comma = rest.find(',', pos);
+    if (comma == std::string::npos) comma = rest.size();
+    std::string part = rest.substr(pos, comma - pos);
+    size_t eq = part.find('=');
+    OOMLAB_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < part.size(), ctx, "bad part '", part,
+                 "' (expected key=value)");
+    std::string key = part.substr(0, eq);
+    OOMLAB_CHECK(kv.emplace(key, part.substr(eq + 1)).second, ctx, "key '", key, "' given twice");
+    pos = comma + 1;
+  }
+  return kv;
+}
+}  // namespace
+
 LrSchedule parse_lr_schedule(const std::string& spec) {
   const std::string ctx = "lr schedule '" + spec + "': ";
   size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
-  std::map<std::string, std::string> kv;
-  if (colon != std::string::npos) {
-    std::string rest = spec.substr(colon + 1);
-    OOMLAB_CHECK(!rest.empty(), ctx, "nothing after ':' (expected key=value pairs)");
-    size_t pos = 0;
-    while (pos <= rest.size()) {
-      size_t comma = rest.find(',', pos);
-      if (comma == std::string::npos) comma = rest.size();
-      std::string part = rest.substr(pos, comma - pos);
-      size_t eq = part.find('=');
-      OOMLAB_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < part.size(), ctx, "bad part '", part,
-                   "' (expected key=value)");
-      std::string key = part.substr(0, eq);
-      OOMLAB_CHECK(kv.emplace(key, part.substr(eq + 1)).second, ctx, "key '", key, "' given twice");
-      pos = comma + 1;
-    }
-  }
+  const std::map<std::string, std::string> kv =
+      colon == std::string::npos ? std::map<std::string, std::string>{} : parse_key_values(spec.substr(colon + 1), ctx);
   auto allow = [&](std::initializer_list<const char*> keys) {
     for (const auto& [k, v] : kv) {
       bool ok = false;
@@ -132,12 +153,17 @@ LrSchedule parse_lr_schedule(const std::string& spec) {
       return warmup_cosine_schedule(get_int("warmup", nullptr), get_int("t_max", nullptr),
                                     get_double("lr_min", 0.0));
     }
+    if (kind == "lambda-warmup-cosine") {
+      allow({"warm_up_iter", "t_max", "lr_max", "lr_min"});
+      return lambda_warmup_cosine_schedule(get_int("warm_up_iter", nullptr), get_int("t_max", nullptr),
+                                           get_double("lr_max", NAN), get_double("lr_min", 0.0));
+    }
   } catch (const ValueError& e) {
     std::string msg = e.what();
     if (msg.rfind(ctx, 0) == 0) throw;
     throw ValueError(ctx + msg);
   }
-  throw ValueError(ctx + "unknown kind '" + kind + "' (expected constant, step, cosine or warmup-cosine)");
+  throw ValueError(ctx + "unknown kind '" + kind + "' (expected constant, step, cosine, warmup-cosine or lambda-warmup-cosine)");
 }
 
 // ---------------------------------------------------------------- LrScheduler

@@ -10,6 +10,11 @@
 //      warmup-cosine:warmup=W,t_max=T,lr_min=m
 //                                t < W: t / W * base; else
 //                                m + (base - m) * (1 + cos(pi * (t - W) / (T - W))) / 2
+//      lambda-warmup-cosine:warm_up_iter=W,t_max=T,lr_max=M,lr_min=m
+//                                base * factor(t), the LambdaLR lambda of the source (T10):
+//                                t < W: t / W; else (m + (M - m) * (1 + cos(pi * (t - W) / (T - W))) / 2) / M
+//                                (relative: a group at base b ends at b * m / M, where warmup-cosine's
+//                                absolute lr_min ends every group at m; past T the cos rises again)
 //    Cosine schedules hold lr_min for t > t_max (PyTorch's closed form would rise again).
 #pragma once
 #include <cstdint>
@@ -32,6 +37,7 @@ LrSchedule constant_schedule();
 LrSchedule step_decay_schedule(int64_t step_size, double gamma = 0.1);
 LrSchedule cosine_schedule(int64_t t_max, double lr_min = 0.0);
 LrSchedule warmup_cosine_schedule(int64_t warmup, int64_t t_max, double lr_min = 0.0);
+LrSchedule lambda_warmup_cosine_schedule(int64_t warmup, int64_t t_max, double lr_max, double lr_min);
 // Parses the CLI forms listed above (keys in any order; gamma defaults to 0.1, lr_min to
 // 0). Throws ValueError naming the bad part (kind, key, or value).
 LrSchedule parse_lr_schedule(const std::string& spec);

@@ -20,10 +20,19 @@ namespace oomlab {
 
 // accuracy: samples (classification) or pixels (segmentation) whose argmax is right;
 // mean_iou: segmentation only (-1 otherwise), over classes present in target or prediction.
-struct EvalResult { double loss = 0, accuracy = 0, mean_iou = -1; int64_t samples = 0, skipped_samples = 0; };
+// padding_*: distributed only -- the DistributedSampler padding (repeated samples that make
+// the shards equal) and how many of them the model gets right: not in the figures, reported
+// so that what a gather keeping them would say can be shown.
+struct EvalResult {
+  double loss = 0, accuracy = 0, mean_iou = -1;
+  int64_t samples = 0, skipped_samples = 0, correct = 0, padding_samples = 0, padding_correct = 0;
+};
 
 // max_batches < 0: the whole (shard of the) test set. io: the --half input/output casts.
+// tta_flip: score the mean of the softmax outputs of the inputs and of their mirror image
+// (classification; the loss is then the mean -log of that probability at the label).
 EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64_t max_batches, Device dev,
-                    StepStrategy* io, OnOom on_oom, int workers, bool pin_memory, CommQueue* comm = nullptr);
+                    StepStrategy* io, OnOom on_oom, int workers, bool pin_memory, CommQueue* comm = nullptr,
+                    bool tta_flip = false);
 
 }  // namespace oomlab

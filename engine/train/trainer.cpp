@@ -87,13 +87,23 @@ void TrainingRun::set_up_precision() {
 }
 
 void TrainingRun::make_optimizer() {
-  ParamGroup g;
-  g.params = masters_ ? masters_->parameters() : model_->named_parameters();
-  g.lr = c_.lr;
-  g.momentum = c_.optimizer == "sgd" ? c_.momentum : 0.0;
-  g.weight_decay = c_.weight_decay;
-  g.nesterov = c_.nesterov;
-  opt_ = ::oomlab::make_optimizer(c_.optimizer, {g});
+  ParamGroup base;
+  base.lr = c_.lr;
+  base.momentum = c_.optimizer == "sgd" ? c_.momentum : 0.0;
+  base.weight_decay = c_.weight_decay;
+  base.nesterov = c_.nesterov;
+  std::vector<ParamGroup> groups(1 + c_.lr_groups.size(), base);
+  for (size_t i = 0; i < c_.lr_groups.size(); ++i) groups[i + 1].lr = c_.lr * c_.lr_groups[i].second;
+  for (auto& [name, t] : masters_ ? masters_->parameters() : model_->named_parameters()) {
+    size_t g = 0;
+    for (size_t i = 0; i < c_.lr_groups.size() && g == 0; ++i)
+      if (name.rfind(c_.lr_groups[i].first, 0) == 0) g = i + 1;
+    groups[g].params.push_back({name, t});
+  }
+  for (size_t i = 0; i < c_.lr_groups.size(); ++i)
+    OOMLAB_CHECK(!groups[i + 1].params.empty(), "lr group '", c_.lr_groups[i].first, "': no parameter of ", c_.config.value("model", std::string("the model")),
+                 " has a name starting with it");
+  opt_ = ::oomlab::make_optimizer(c_.optimizer, groups);
 }
 
 // One loader batch per optimizer step: K micro-batches of --batch, in the order of a K*B batch.
@@ -173,7 +183,11 @@ json TrainingRun::results() {
   json metrics = {{"steps", step_}, {"history", history_}, {"step_time_s", times},
                   {"images_per_s", med > 0 ? double(step_samples_) * world_ / med : 0.0},
                   {"train_seconds", train_seconds_}, {"pin_memory", pin_}, {"oom", oom_metrics()}};
-  if (!history_["epochs"].empty()) metrics["final_test_accuracy"] = history_["epochs"].back()["test_accuracy"];
+  if (!history_["epochs"].empty()) {
+    const json& last = history_["epochs"].back();
+    metrics["final_test_accuracy"] = last["test_accuracy"];
+    if (last.contains("test_accuracy_raw")) metrics["final_test_accuracy_raw"] = last["test_accuracy_raw"];
+  }
   if (!divergence_.is_null()) {
     metrics["diverged_at_step"] = divergence_["step"];
     metrics["diverged_loss"] = divergence_["loss"];

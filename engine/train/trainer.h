@@ -54,7 +54,17 @@ struct TrainerConfig {
   double lr = 0.1, momentum = 0.9, weight_decay = 5e-4;
   bool nesterov = false;
   std::string schedule = "cosine";
-  double ema_decay = 0.0;                  // 0 = off; e.g. 0.999
+  double ema_decay = 0.0;                  // 0 = off; e.g. 0.999; evaluation swaps the EMA in, and the
+                                           // epoch's line also gets the raw weights' test_accuracy_raw
+  // Parameter groups (torch.optim's param_groups): each (name prefix, lr factor) takes the
+  // parameters whose name starts with the prefix (first match wins) into a group of its own
+  // at lr x factor; the rest stay in group 0 at lr. The schedule scales every group's own
+  // base lr (LambdaLR); history.lr_groups holds each group's lr per step when there are
+  // groups. A prefix that matches no parameter is a ValueError naming it.
+  std::vector<std::pair<std::string, double>> lr_groups;
+  // Test-time augmentation: evaluation averages the softmax of the inputs and of their
+  // mirror image (width flipped) and scores that (classification only).
+  bool tta_flip = false;
   uint64_t seed = 0;                       // data order and the device RNG
   bool shuffle = true;                     // false: every epoch visits samples 0, 1, 2, ... (DataLoader)
   std::string save_dir, resume_dir;

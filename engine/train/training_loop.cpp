@@ -181,6 +181,11 @@ void TrainingRun::record_step(const StepOutput& out, double loss, double seconds
   }
   history_["train_loss"].push_back(finite_or_null(loss));
   history_["lr"].push_back(opt_->param_groups()[0].lr);
+  if (opt_->param_groups().size() > 1) {
+    json lrs = json::array();
+    for (const ParamGroup& g : opt_->param_groups()) lrs.push_back(g.lr);
+    history_["lr_groups"].push_back(lrs);
+  }
   if (scaler_) {
     history_["loss_scale"].push_back(scaler_->last_step_scale());
     if (scaler_->found_inf()) history_["found_inf_steps"].push_back(step_);
@@ -227,12 +232,16 @@ void TrainingRun::check_checkpoint_slots() const {
 
 // Evaluation (with the EMA weights swapped in, under autocast) and the epoch's line in history.
 void TrainingRun::end_epoch(int64_t epoch) {
-  EvalResult ev;
+  EvalResult ev, raw;
   if (c_.eval_batches != 0 && !c_.device.is_meta()) {   // meta has no values to score
-    if (ema_) ema_->swap_in();
     AutocastGuard amp(c_.amp);
-    ev = evaluate(*forward_model_, test_set_, c_.batch, c_.eval_batches, c_.device, half_io_ ? &*half_io_ : nullptr,
-                  c_.on_oom, c_.workers, pin_, c_.ddp ? &c_.ddp->queue() : nullptr);
+    auto run_eval = [&] {
+      return evaluate(*forward_model_, test_set_, c_.batch, c_.eval_batches, c_.device, half_io_ ? &*half_io_ : nullptr,
+                      c_.on_oom, c_.workers, pin_, c_.ddp ? &c_.ddp->queue() : nullptr, c_.tta_flip);
+    };
+    if (ema_) raw = run_eval();   // the trained weights themselves, beside the EMA's
+    if (ema_) ema_->swap_in();
+    ev = run_eval();
     if (ema_) ema_->swap_out();
   }
   const double train_loss = epoch_samples_ ? epoch_loss_ / double(epoch_samples_) : 0.0;
@@ -241,6 +250,12 @@ void TrainingRun::end_epoch(int64_t epoch) {
             {"test_loss", finite_or_null(ev.loss)}, {"test_accuracy", ev.accuracy}, {"test_samples", ev.samples}};
   if (ev.mean_iou >= 0) e["test_mean_iou"] = ev.mean_iou;
   if (ev.skipped_samples > 0) e["test_samples_skipped"] = ev.skipped_samples;   // --on-oom skip
+  if (ema_ && raw.samples > 0) e["test_accuracy_raw"] = raw.accuracy;            // test_accuracy is the EMA's
+  if (ev.padding_samples > 0 && test_set_.target_numel() == 1) {   // distributed classification: what a gather keeping the sampler's padding would report
+    e["test_padding_samples"] = ev.padding_samples;
+    e["test_accuracy_padding_kept"] =
+        double(ev.correct + ev.padding_correct) / double(ev.samples + ev.padding_samples);
+  }
   history_["epochs"].push_back(e);
   if (!quiet_)
     std::printf("epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f%s\n", (long long)epoch,

@@ -133,6 +133,8 @@ void run_flags(const CliArgs& a, TrainConfig& c) {
   c.nesterov = a.flag("nesterov");
   if (a.has("schedule")) c.schedule = a.get("schedule");
   c.ema_decay = a.get_double("ema", 0.0);
+  c.lr_groups = a.get("lr-groups");
+  c.tta = a.get("tta");
   c.seed = uint64_t(a.get_int("seed"));
   c.save_dir = a.get("save");
   c.save_every = a.get_int("save-every", 0);

@@ -113,7 +113,11 @@ void rows_run_length_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("momentum", kTrain, "SGD momentum (default: the recipe's)").number("X", 0, 1, false, true).s);
   t.push_back(F("weight-decay", kTrain, "weight decay (default: the recipe's)").number("X", 0, kInf, false, false).s);
   t.push_back(F("nesterov", kTrain, "Nesterov momentum (torch.optim.SGD(nesterov=True))").sw().s);
-  t.push_back(F("schedule", kTrain, "the lr schedule: constant, step:..., cosine:..., warmup-cosine[:...]").text("SPEC").s);
+  t.push_back(F("schedule", kTrain, "the lr schedule: constant, step:..., cosine:..., warmup-cosine[:...], lambda-warmup-cosine:...").text("SPEC").s);
+  t.push_back(F("lr-groups", kTrain, "parameter groups with their own lr: NAME_PREFIX=FACTOR,... (lr x FACTOR; the schedule scales each)")
+                  .text("GROUPS").s);
+  t.push_back(F("tta", kTrain, "test-time augmentation: evaluate on the inputs and their mirror image, average the probabilities")
+                  .choice({"none", "flip"}).def("none").s);
   t.push_back(F("ema", kTrain, "keep an exponential moving average of the weights, evaluated at the end")
                   .number("DECAY", 0, 1, false, true).s);
   t.push_back(F("seed", kTrain, "the seed of initialisation, data order and dropout").integer("N", 0).def("0").s);

@@ -6,8 +6,11 @@
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/memory_report.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <sstream>
 
 #include "engine/core/checked_math.h"
 #include "engine/core/dispatch.h"
@@ -31,6 +34,29 @@ namespace oomlab {
 using json = nlohmann::json;
 
 namespace {
+
+// --lr-groups "NAME_PREFIX=FACTOR,...": each a parameter-name prefix (e.g. "fc." or
+// "layer4.") and its lr factor (> 0, finite); prefixes unique. Empty text: no groups.
+std::vector<std::pair<std::string, double>> parse_lr_groups(const std::string& text) {
+  std::vector<std::pair<std::string, double>> out;
+  if (text.empty()) return out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t eq = item.find('=');
+    OOMLAB_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "--lr-groups: '", item,
+                 "' is not NAME_PREFIX=FACTOR (e.g. fc.=10)");
+    const std::string prefix = item.substr(0, eq), num = item.substr(eq + 1);
+    char* end = nullptr;
+    const double f = std::strtod(num.c_str(), &end);
+    OOMLAB_CHECK(end && *end == '\0' && std::isfinite(f) && f > 0, "--lr-groups: the factor of '", prefix,
+                 "' must be a positive number (got '", num, "')");
+    for (const auto& [p, unused] : out) OOMLAB_CHECK(p != prefix, "--lr-groups: '", prefix, "' is given twice");
+    out.push_back({prefix, f});
+  }
+  OOMLAB_CHECK(!out.empty() && text.back() != ',', "--lr-groups: an empty group in '", text, "'");
+  return out;
+}
 struct Datasets { std::shared_ptr<Dataset> train, test; };
 
 // What each dataset feeds: fashion-mnist/synthetic image classification, synthetic-seq
@@ -131,7 +157,8 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"long_seq_prob", c.long_seq_prob}, {"device", c.device.str()},
             {"batch", c.batch}, {"epochs", c.epochs}, {"steps", c.steps}, {"optimizer", r.optimizer}, {"lr", r.lr},
             {"momentum", r.momentum}, {"weight_decay", r.weight_decay}, {"nesterov", c.nesterov},
-            {"schedule", r.schedule}, {"ema_decay", c.ema_decay}, {"seed", c.seed},
+            {"schedule", r.schedule}, {"ema_decay", c.ema_decay}, {"lr_groups", c.lr_groups}, {"tta", c.tta},
+            {"seed", c.seed},
             {"device_memory", c.device_memory}, {"shuffle", c.shuffle}, {"init", c.init}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
@@ -158,6 +185,12 @@ void check_train_config(const TrainConfig& c) {
                r.optimizer, ")");
   OOMLAB_CHECK(!c.nesterov || r.momentum > 0, "--nesterov needs a momentum > 0 (as torch.optim.SGD)");
   with_flag_name("schedule", [&] { return parse_lr_schedule(resolve_schedule(r.schedule, 100)); });   // named now
+  parse_lr_groups(c.lr_groups);
+  OOMLAB_CHECK(c.tta == "none" || model_input_kind(c.model) == InputKind::image,
+               "--tta flip applies to image classification models (", c.model, " does not take images)");
+  OOMLAB_CHECK(c.tta == "none" || model_task_kind(c.model) == TaskKind::classification,
+               "--tta flip applies to classification models (", c.model, " segments: its mirrored output would need "
+               "flipping back)");
   if (c.dataset != "npy") {   // npy: checked once the files are loaded (train())
     int64_t train_size = c.synthetic_size;
     if (c.dataset == "fashion-mnist") {
@@ -281,6 +314,8 @@ TrainerConfig trainer_config(const TrainConfig& c, const Recipe& recipe, const j
   t.nesterov = c.nesterov;
   t.schedule = recipe.schedule;
   t.ema_decay = c.ema_decay;
+  t.lr_groups = parse_lr_groups(c.lr_groups);
+  t.tta_flip = c.tta == "flip";
   t.seed = c.seed;
   t.save_dir = c.save_dir;
   t.resume_dir = c.resume_dir;

@@ -46,6 +46,8 @@ struct TrainConfig {
   std::optional<std::string> schedule;     // see engine/optim/lr_schedule.h and trainer.h
   bool nesterov = false;
   double ema_decay = 0.0;                  // 0 = off; e.g. 0.999
+  std::string lr_groups;                   // --lr-groups text (parse_lr_groups)
+  std::string tta = "none";                // --tta
   uint64_t seed = 0;
   bool shuffle = true;                     // --no-shuffle: every epoch visits samples 0, 1, 2, ...
   // --init FILE.safetensors: start from these weights (a PyTorch state_dict saved with

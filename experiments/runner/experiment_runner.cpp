@@ -124,10 +124,23 @@ struct Plan {
   std::map<std::string, json> done;
 };
 
+// `arg` with every "{scratch}" replaced by `dir`.
+std::string with_scratch(std::string arg, const fs::path& dir) {
+  for (size_t at = arg.find("{scratch}"); at != std::string::npos; at = arg.find("{scratch}", at))
+    arg.replace(at, 9, dir.string());
+  return arg;
+}
+
 void check_points(const std::vector<PointSpec>& specs, const fs::path& spec_path) {
   for (const PointSpec& ps : specs) {
     std::vector<std::string> args = ps.args();
     args.erase(args.begin());
+    // {scratch} exists only once the run starts, and a checkpoint there only once an earlier
+    // point wrote it: the check sees the experiment's folder in its place.
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].find("{scratch}") != std::string::npos)
+        args[i] = i > 0 && args[i - 1] == "--resume" ? spec_path.parent_path().string()
+                                                     : with_scratch(args[i], spec_path.parent_path());
     try {
       check_command_args(ps.command, args);
     } catch (const Error& e) {
@@ -182,6 +195,8 @@ json run_point(const Plan& p, size_t i, const PointSpec& ps, const fs::path& tmp
   const std::string json_path = (tmp / str_cat("point-", i, ".json")).string();
   const std::string log_path = (tmp / str_cat("point-", i, ".log")).string();
   std::vector<std::string> child_args = args;
+  for (std::string& a : child_args) a = with_scratch(a, tmp / "scratch");   // the run's own folder (matrix.h)
+  fs::create_directories(tmp / "scratch");
   child_args.insert(child_args.end(), {"--json", json_path});
   // A training point's own progress lines (steps, epochs) are shown as they come;
   // summary/estimate print tables, which the results hold anyway.
