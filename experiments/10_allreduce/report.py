@@ -46,9 +46,13 @@ def plot_10(doc, path):
     b.set_xlabel("ranks")
     b.set_ylabel("all-reduce time (ms)")
     size = next(iter(s["predictions"].values()))[0]["bytes"] if s["predictions"] else 0
-    b.set_title(f"alpha-beta model at {fmt_bytes(size)}", fontsize=10)
+    b.set_title(f"alpha-beta model at {fmt_bytes(size)}" if size else "alpha-beta model", fontsize=10)
     b.grid(alpha=0.3)
-    b.legend(fontsize=8)
+    if s["predictions"]:
+        b.legend(fontsize=8)
+    else:   # every fit missed its own measurements: nothing is extrapolated
+        b.text(0.5, 0.5, "no predictions: every fit has r2 < 0.9\n(see the fits table)", ha="center", va="center",
+               transform=b.transAxes, fontsize=9)
     fig.tight_layout()
     save_fig_atomic(fig, path)
 
