@@ -114,7 +114,7 @@ class BertSelfAttention : public nn::Module {
     query = register_module("query", lin(s.hidden, s.hidden, o));
     key = register_module("key", lin(s.hidden, s.hidden, o));
     value = register_module("value", lin(s.hidden, s.hidden, o));
-    core = register_module("core", std::make_shared<nn::DotProductAttention>(p));   // no parameters
+    core = register_module("core", std::make_shared<nn::DotProductAttention>(p, o.fused_attention));   // no parameters
   }
   Tensor mask;   // uint8 [B, T], 1 = padding (set by the layer)
   Tensor forward(const Tensor& x) override {   // [B, T, H] -> context [B, T, H]

@@ -127,6 +127,7 @@ nn::LayerOptions zoo_layer_options(const ModelConfig& cfg) {
   o.dtype = cfg.dtype;
   o.norm = cfg.norm;
   o.skip_init = true;
+  o.fused_attention = cfg.fused_attention;
   return o;
 }
 

@@ -38,6 +38,9 @@ struct ModelConfig {
   // mask is derived from it). 0 = the preset's value.
   int64_t seq_len = 128, vocab_size = 0, hidden = 0, layers = 0, heads = 0, max_positions = 0;
   double dropout = 0.1;
+  // bert-*: the attention core as one fused op (--attention fused: output + log-sum-exp
+  // saved, never the seq x seq probabilities) instead of bmm, softmax, dropout, bmm.
+  bool fused_attention = false;
   // VGG: the classifier's two Dropout layers (torchvision's `dropout` argument).
   double classifier_dropout = 0.5;
   // UNet: base width (0 = preset) and depth (levels, 0 = preset).

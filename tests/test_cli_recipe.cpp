@@ -1,7 +1,8 @@
 // test_cli_recipe.cpp — the recipe elements of T10 (experiment 14_recipe): the source's
 // LambdaLR lambda (lambda-warmup-cosine) against its formula, --lr-groups (each group's lr
 // under the schedule), --ema's raw-weights accuracy beside the EMA's, --tta flip, the
-// distributed evaluation's padding report, and the bad inputs of the new flags.
+// distributed evaluation's padding report, the bad inputs of the new flags, and --attention
+// fused (issue 31) training as eager and saving less.
 // ctest tier: unit cli
 #include <gtest/gtest.h>
 
@@ -100,6 +101,32 @@ TEST(CliRecipe, BadRecipeFlagsAreClearErrors) {
   const CliRun bert = run_oomlab("train --model bert-tiny --dataset synthetic-seq --steps 1 --tta flip");
   EXPECT_EQ(bert.code, 2);
   EXPECT_NE(bert.output.find("--tta flip applies to image classification models"), std::string::npos) << bert.output;
+}
+
+TEST(CliFusedAttention, TrainsAsEagerAndSavesLess) {
+  auto run = [](const std::string& flags, const std::string& name) {
+    const fs::path out = fs::temp_directory_path() / ("oomlab_attn_" + name + ".json");
+    const CliRun r = run_oomlab(flags + " --json " + out.string());
+    EXPECT_EQ(r.code, 0) << r.output;
+    json j = r.code == 0 ? json::parse(std::ifstream(out)) : json::object();
+    fs::remove(out);
+    return j;
+  };
+  const std::string train =
+      "train --model bert-tiny --dataset synthetic-seq --synthetic-size 64 --eval-batches 1 --steps 4 --batch 8 --quiet "
+      "--attention ";
+  const json eager = run(train + "eager", "eager"), fused = run(train + "fused", "fused");
+  const json &a = eager["metrics"]["history"]["train_loss"], &b = fused["metrics"]["history"]["train_loss"];
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)   // the same dropout draws: equal up to float rounding
+    EXPECT_NEAR(a[i].get<double>(), b[i].get<double>(), 1e-5 * std::abs(a[i].get<double>()));
+  const std::string est = "estimate --model bert-base --seq-len 384 --batch 24 --optimizer adamw --attention ";
+  const double pe = run(est + "eager", "est_e")["metrics"]["exact"]["peak_allocated_bytes"].get<double>();
+  const double pf = run(est + "fused", "est_f")["metrics"]["exact"]["peak_allocated_bytes"].get<double>();
+  EXPECT_LT(pf, 0.7 * pe);   // the s x s terms gone (PyTorch's SDPA on an H100: 7.35 GB vs 11.87 GB eager)
+  const CliRun bad = run_oomlab("estimate --model resnet20 --batch 2 --attention fused");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.output.find("--attention fused applies to BERT models"), std::string::npos) << bad.output;
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ struct LayerOptions {
   NormKind norm = NormKind::batch;   // used by blocks that build a normalisation (make_norm2d)
   Generator* generator = nullptr;   // nullptr: the generator of `device` (rng.h)
   bool skip_init = false;           // no random init (contents undefined until initialised)
+  bool fused_attention = false;     // attention blocks use fused_scaled_dot_product_attention
 };
 
 // ---- nn::init: in-place fills (no autograd). No-ops on meta. Random fills draw from

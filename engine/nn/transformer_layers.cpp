@@ -55,14 +55,15 @@ Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, weight, bias, 
 
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 
-DotProductAttention::DotProductAttention(double p) : p(p) {
+DotProductAttention::DotProductAttention(double p, bool fused) : p(p), fused(fused) {
   OOMLAB_CHECK_T(ValueError, p >= 0.0 && p < 1.0, "DotProductAttention: dropout must be in [0, 1), got ", p);
 }
 
 Tensor DotProductAttention::forward(const Tensor& q) {
   OOMLAB_CHECK_T(ValueError, key.defined() && value.defined(),
                  "DotProductAttention: set key and value before calling it (forward takes q)");
-  return scaled_dot_product_attention(q, key, value, mask, p, is_training());
+  return fused ? fused_scaled_dot_product_attention(q, key, value, mask, p, is_training())
+               : scaled_dot_product_attention(q, key, value, mask, p, is_training());
 }
 
 Tensor tanh_composed(const Tensor& x) { return add_scalar(scale(sigmoid(scale(x, 2.0)), 2.0), -1.0); }

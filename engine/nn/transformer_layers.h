@@ -61,12 +61,13 @@ class Tanh : public Module {
 // residual); dropout applies in training mode with probability p.
 class DotProductAttention : public Module {
  public:
-  explicit DotProductAttention(double p = 0.0);
+  explicit DotProductAttention(double p = 0.0, bool fused = false);
   Tensor forward(const Tensor& q) override;
   const char* type_name() const override { return "DotProductAttention"; }
   std::vector<Tensor*> side_inputs() override { return {&key, &value, &mask}; }
   Tensor key, value, mask;
   double p;
+  bool fused;   // fused_scaled_dot_product_attention: saves q, k, v, the output and one lse per row
 };
 
 // tanh(x) = 2 * sigmoid(2x) - 1, differentiable (composed from existing ops).

@@ -9,23 +9,108 @@
 
 #include <cmath>
 
+#include "engine/autograd/autocast.h"
+#include "engine/autograd/node.h"
+#include "engine/autograd/saved_tensor.h"
 #include "engine/core/error.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/softmax.h"
+#include "kernels/attention.h"
 
 namespace oomlab {
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                    double dropout_p, bool training, Generator* gen) {
-  OOMLAB_CHECK_T(ValueError, q.defined() && k.defined() && v.defined(),
-                 "scaled_dot_product_attention: undefined q, k or v");
+namespace {
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  OOMLAB_CHECK_T(ValueError, q.defined() && k.defined() && v.defined(), op, ": undefined q, k or v");
   OOMLAB_CHECK_T(ShapeError,
                  q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) && q.size(0) == v.size(0) &&
                      q.size(1) == k.size(1) && q.size(1) == v.size(1) && q.size(3) == k.size(3) &&
                      k.size(2) == v.size(2),
-                 "scaled_dot_product_attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
-                 shape_str(v.shape()), " do not match (expected [B, NH, Tq, D], [B, NH, Tk, D], [B, NH, Tk, Dv])");
+                 op, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ", shape_str(v.shape()),
+                 " do not match (expected [B, NH, Tq, D], [B, NH, Tk, D], [B, NH, Tk, Dv])");
+}
+
+// Float32 compute for 16-bit inputs: under autocast (as masked_softmax), else cast here and
+// the output cast back (a --half model).
+Tensor to_compute_dtype(const Tensor& t, bool& cast_back) {
+  Tensor u = autocast_fp32(t, "fused_attention");
+  if (u.dtype() == DType::f16 || u.dtype() == DType::bf16) {
+    cast_back = true;
+    u = u.to(DType::f32);
+  }
+  return u;
+}
+
+// The generator blocks of n dropout draws: (seed, base), as dropout() reserves them.
+std::pair<uint64_t, uint64_t> reserve_draws(Generator* gen, Device dev, uint64_t n) {
+  uint64_t seed = 0, base = 0;
+  if (gen) {
+    seed = gen->seed;
+    base = gen->reserve(n);
+  } else {
+    base = device_generator(dev).with([&](Generator& g) {
+      seed = g.seed;
+      return g.reserve(n);
+    });
+  }
+  return {seed, base};
+}
+}  // namespace
+
+Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask0,
+                                          double dropout_p, bool training, Generator* gen) {
+  check_qkv(q0, k0, v0, "fused attention");
+  OOMLAB_CHECK_T(ValueError, dropout_p >= 0 && dropout_p < 1, "fused attention: dropout must be in [0, 1), got ",
+                 dropout_p);
+  const int64_t B = q0.size(0), NH = q0.size(1), Tq = q0.size(2), D = q0.size(3), Tk = k0.size(2), Dv = v0.size(3);
+  Tensor mask;
+  if (mask0.defined()) {
+    OOMLAB_CHECK_T(ShapeError, mask0.dim() == 2 && mask0.size(0) == B && mask0.size(1) == Tk,
+                   "fused attention: key_padding_mask ", shape_str(mask0.shape()), " does not match [", B, ", ", Tk, "]");
+    OOMLAB_CHECK_T(DTypeError, mask0.dtype() == DType::u8, "fused attention: key_padding_mask must be uint8, got ",
+                   dtype_name(mask0.dtype()));
+    mask = mask0.contiguous();
+  }
+  bool cast_back = false;
+  const DType in_dtype = q0.dtype();
+  const Tensor q = to_compute_dtype(q0, cast_back).reshape({B * NH, Tq, D}).contiguous();
+  const Tensor k = to_compute_dtype(k0, cast_back).reshape({B * NH, Tk, D}).contiguous();
+  const Tensor v = to_compute_dtype(v0, cast_back).reshape({B * NH, Tk, Dv}).contiguous();
+  const double p = training ? dropout_p : 0.0;
+  const auto [seed, base] = p > 0 ? reserve_draws(gen, q.device(), uint64_t(B * NH * Tq * Tk)) : std::pair<uint64_t, uint64_t>{0, 0};
+  FusedAttentionArgs a{q.raw_data(), k.raw_data(), v.raw_data(), mask.defined() ? mask.data<uint8_t>() : nullptr,
+                       nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                       B * NH, NH, Tq, Tk, D, Dv, D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0, p, seed, base};
+  Tensor out = Tensor::empty({B * NH, Tq, Dv}, q.dtype(), q.device());
+  Tensor lse = Tensor::empty({B * NH, Tq}, q.dtype(), q.device());
+  a.out = out.raw_data();
+  a.lse = lse.raw_data();
+  fused_attention_forward_kernels().launch(q.device(), q.dtype(), a);
+  out = attach_grad_fn(out, "fused_attention", {q, k, v}, [&]() -> BackwardFn {
+    SavedTensor sq(q, "fused_attention"), sk(k, "fused_attention"), sv(v, "fused_attention");
+    SavedTensor so(out, "fused_attention"), sl(lse, "fused_attention");
+    return [sq, sk, sv, so, sl, mask, a](const Tensor& g0, const std::vector<bool>&) {
+      Tensor q = sq.unpack(), k = sk.unpack(), v = sv.unpack(), out = so.unpack(), lse = sl.unpack();
+      Tensor g = g0.contiguous();
+      Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());
+      Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
+      Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
+      FusedAttentionArgs b = a;
+      b.q = q.raw_data(); b.k = k.raw_data(); b.v = v.raw_data(); b.out = out.raw_data(); b.lse = lse.raw_data();
+      b.mask = mask.defined() ? mask.data<uint8_t>() : nullptr;
+      b.dout = g.raw_data(); b.dq = dq.raw_data(); b.dk = dk.raw_data(); b.dv = dv.raw_data();
+      fused_attention_backward_kernels().launch(q.device(), q.dtype(), b);
+      return std::vector<Tensor>{dq, dk, dv};
+    };
+  });
+  out = out.reshape({B, NH, Tq, Dv});
+  return cast_back ? out.to(in_dtype) : out;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                    double dropout_p, bool training, Generator* gen) {
+  check_qkv(q, k, v, "scaled_dot_product_attention");
   const int64_t B = q.size(0), NH = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2), Dv = v.size(3);
   const double scale = D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0;
   Tensor qf = q.reshape({B * NH, Tq, D});

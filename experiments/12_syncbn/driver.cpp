@@ -121,8 +121,9 @@ Parts12 judge_gaps_12(const json& spec, const json& s) {
   return P;
 }
 
-// All of `v` holds -> holds; all fail -> fails; otherwise the first unjudged or mixed outcome.
+// All of `v` holds -> holds; any too few runs -> too_few; any fails -> fails; otherwise noise.
 Judged all_of(const std::vector<Judged>& v) {
+  if (std::find(v.begin(), v.end(), Judged::too_few) != v.end()) return Judged::too_few;
   const std::string st = verdict_status(v);
   return st == "confirmed" ? Judged::holds : st == "refuted" ? Judged::fails : st == "depends" ? Judged::fails : Judged::noise;
 }

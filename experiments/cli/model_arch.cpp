@@ -28,6 +28,8 @@ void ArchOverrides::check_fits(const std::string& model) const {
     OOMLAB_CHECK(fits, f.name, " applies to ", f.bert ? "BERT models (bert-*)" : "UNet models (unet, unet-small)",
                  "; --model ", model, " is not one");
   }
+  OOMLAB_CHECK(attention.empty() || attention == "eager" || is_bert(model),
+               "--attention fused applies to BERT models (bert-*); --model ", model, " is not one");
   if (!norm.empty()) {
     model_input_kind(model);   // an unknown model is named as such first
     OOMLAB_CHECK(is_resnet(model), "--norm applies to the ResNets (resnet18/34/50, resnet20/56: torchvision's ",
@@ -45,6 +47,7 @@ void ArchOverrides::apply(ModelConfig& cfg) const {
   if (depth > 0) cfg.depth = depth;
   if (norm == "gn") cfg.norm = nn::NormKind::group;
   if (norm == "none") cfg.norm = nn::NormKind::none;
+  cfg.fused_attention = attention == "fused";
 }
 
 nlohmann::json ArchOverrides::to_json(const std::string& model) const {
@@ -56,7 +59,7 @@ nlohmann::json ArchOverrides::to_json(const std::string& model) const {
       j = {{"hidden", hidden > 0 ? hidden : preset.hidden}, {"layers", layers > 0 ? layers : preset.layers},
            {"heads", heads > 0 ? heads : preset.heads},
            {"max_positions", max_positions > 0 ? max_positions : preset.max_positions},
-           {"dropout", dropout >= 0 ? dropout : d.dropout}};
+           {"dropout", dropout >= 0 ? dropout : d.dropout}, {"attention", attention.empty() ? "eager" : attention}};
     } else if (is_unet(model)) {
       const ModelConfig d = default_model_config(model);
       j = {{"base_width", base_width > 0 ? base_width : unet_base_width(model, d)},
@@ -90,6 +93,7 @@ ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
   o.depth = a.get_int("depth", 0);
   if (a.has("dropout")) o.dropout = a.get_double("dropout");
   o.norm = a.get("norm");
+  o.attention = a.get("attention");
   o.check_fits(model);
   return o;
 }

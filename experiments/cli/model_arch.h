@@ -25,6 +25,7 @@ struct ArchOverrides {
   double dropout = -1;                                            // bert-* (preset 0.1), vgg* classifier (0.5); < 0: preset
   int64_t base_width = 0, depth = 0;                              // unet*
   std::string norm;                                               // resnet*: bn | gn | none; "": bn
+  std::string attention;                                          // bert-*: eager | fused; "": eager
   void check_fits(const std::string& model) const;
   void apply(ModelConfig& cfg) const;
   nlohmann::json to_json(const std::string& model) const;

@@ -31,6 +31,7 @@ void register_pool_cpu_kernels();
 void register_batchnorm_cpu_kernels();
 void register_activation_cpu_kernels();
 void register_dropout_cpu_kernels();
+void register_attention_cpu_kernels();
 void register_softmax_cpu_kernels();
 void register_loss_cpu_kernels();
 void register_layernorm_cpu_kernels();
@@ -64,6 +65,7 @@ void register_cpu_kernels() {
   register_batchnorm_cpu_kernels();
   register_activation_cpu_kernels();
   register_dropout_cpu_kernels();
+  register_attention_cpu_kernels();
   register_softmax_cpu_kernels();
   register_loss_cpu_kernels();
   register_layernorm_cpu_kernels();

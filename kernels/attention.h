@@ -1,0 +1,35 @@
+// attention.h — kernel argument struct and tables of fused attention
+// (engine/ops/attention.h: fused_scaled_dot_product_attention), the FlashAttention scheme
+// (Dao et al. 2022): forward keeps only the output and each row's log-sum-exp; backward
+// recomputes the scores row by row. Layout: q [BH, Tq, D], k [BH, Tk, D], v [BH, Tk, Dv],
+// out / dout [BH, Tq, Dv], lse [BH, Tq], contiguous; BH = B x heads, row bh belongs to batch
+// bh / heads of the uint8 key_padding_mask [B, Tk] (1 = padded; may be null). Scores are
+// scale * q.k; a row whose every key is padded gives zeros (lse -inf), as masked_softmax.
+// Dropout on the probabilities (p > 0): element e = (bh * Tq + i) * Tk + j keeps iff
+// uint_to_unit_float(Generator::block(seed, base, e / 4)[e % 4]) >= p, scaled by 1/(1-p):
+// the mask eager attention's dropout draws over its [B, heads, Tq, Tk] probabilities from
+// the same generator state, replayed in backward from (seed, base) alone. Backward
+// overwrites dq, dk, dv. No [Tq, Tk] buffer is ever allocated: each row's Tk scores live
+// in the kernel's scratch. CPU kernels: kernels/cpu/attention_cpu.cpp (float32, float64).
+#pragma once
+#include <cstdint>
+
+#include "engine/core/dispatch.h"
+
+namespace oomlab {
+
+struct FusedAttentionArgs {
+  const void *q, *k, *v;
+  const uint8_t* mask;
+  void *out, *lse;
+  const void* dout;
+  void *dq, *dk, *dv;
+  int64_t BH, heads, Tq, Tk, D, Dv;
+  double scale, p;
+  uint64_t seed, base;
+};
+
+OOMLAB_KERNEL_TABLE(fused_attention_forward, FusedAttentionArgs, "fused_attention")
+OOMLAB_KERNEL_TABLE(fused_attention_backward, FusedAttentionArgs, "fused_attention_backward")
+
+}  // namespace oomlab

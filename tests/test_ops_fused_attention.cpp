@@ -1,0 +1,116 @@
+// test_ops_fused_attention.cpp — fused_scaled_dot_product_attention (engine/ops/attention.h):
+// float64 gradchecks of q, k and v (padded keys, a fully padded batch row, dropout replayed
+// from a reset generator, Tq != Tk, Dv != D, permuted inputs); equal to eager attention
+// within float32 rounding, dropout included (the same generator state draws the same mask),
+// forward and backward; bitwise the same at 1 and 2 threads; on meta it saves its output
+// and one log-sum-exp per row, never the Tq x Tk probabilities.
+// ctest tier: ops
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/core/rng.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/elementwise.h"
+#include "tests/gradcheck.h"
+#include "tests/op_test_util.h"
+
+using namespace oomlab;
+using namespace oomlab::testing;
+
+namespace {
+Tensor fused(const std::vector<Tensor>& in, const Tensor& m, double p, uint64_t seed) {
+  Generator gen{seed, 0};
+  return fused_scaled_dot_product_attention(in[0], in[1], in[2], m, p, true, &gen);
+}
+}  // namespace
+
+TEST(FusedAttention, Gradcheck) {
+  Tensor m = u8_mask({0, 0, 0, 0, 1, 1, 1, 1}, {2, 4});   // batch 1: every key padded
+  Tensor q = leaf(random_f64({2, 2, 3, 3}, -1, 1, 28)), k = leaf(random_f64({2, 2, 4, 3}, -1, 1, 29)),
+         v = leaf(random_f64({2, 2, 4, 5}, -1, 1, 30));
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return fused(in, m, 0.0, 1); }, {q, k, v}));
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return fused(in, m, 0.2, 42); }, {q, k, v}));
+  Tensor m2 = u8_mask({0, 0, 1, 0}, {1, 4});
+  Tensor q2 = leaf(random_f64({1, 3, 2, 2}, -1, 1, 31)), k2 = leaf(random_f64({1, 4, 2, 2}, -1, 1, 32)),
+         v2 = leaf(random_f64({1, 4, 2, 3}, -1, 1, 33));
+  EXPECT_TRUE(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return fused({in[0].permute({0, 2, 1, 3}), in[1].permute({0, 2, 1, 3}), in[2].permute({0, 2, 1, 3})}, m2, 0.1, 7);
+      },
+      {q2, k2, v2}));
+}
+
+TEST(FusedAttention, EqualsEagerWithinFloat32RoundingDropoutIncluded) {
+  Tensor m = u8_mask({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1}, {2, 8});
+  for (double p : {0.0, 0.1}) {
+    std::vector<Tensor> a, b;
+    for (uint64_t s : {11u, 12u, 13u}) {
+      Tensor t = random_f64({2, 4, 8, 16}, -1, 1, s).to(DType::f32);
+      a.push_back(leaf(t.clone()));
+      b.push_back(leaf(t.clone()));
+    }
+    Generator g1{5, 3}, g2{5, 3};
+    Tensor eager = scaled_dot_product_attention(a[0], a[1], a[2], m, p, true, &g1);
+    Tensor fast = fused_scaled_dot_product_attention(b[0], b[1], b[2], m, p, true, &g2);
+    EXPECT_EQ(g1.offset, g2.offset);   // the same draws reserved
+    expect_near(fast.to_vector(), eager.to_vector(), 2e-6);
+    Tensor w = random_f64({2, 4, 8, 16}, -1, 1, 99).to(DType::f32);
+    sum_all(mul(eager, w)).backward();
+    sum_all(mul(fast, w)).backward();
+    for (int i = 0; i < 3; ++i) expect_near(b[size_t(i)].grad().to_vector(), a[size_t(i)].grad().to_vector(), 2e-5);
+  }
+}
+
+TEST(FusedAttention, ThreadCountDoesNotChangeABit) {
+  std::vector<Tensor> in;
+  for (uint64_t s : {21u, 22u, 23u}) in.push_back(leaf(random_f64({2, 3, 17, 8}, -1, 1, s).to(DType::f32)));
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    for (Tensor& t : in) t.zero_grad();
+    Tensor y = fused(in, Tensor(), 0.1, 9);
+    sum_all(y).backward();
+    std::vector<double> all = y.to_vector();
+    for (Tensor& t : in) for (double g : t.grad().to_vector()) all.push_back(g);
+    return all;
+  };
+  const int n = omp_get_max_threads();
+  const std::vector<double> one = run(1), many = run(std::max(2, n));
+  omp_set_num_threads(n);
+  EXPECT_EQ(one, many);
+}
+
+TEST(FusedAttention, MetaSavesNoSequenceSquaredTensors) {
+  // B 2, 4 heads, T 256, D 16 (float32): eager keeps probabilities, dropout mask and dropped
+  // probabilities (2*4*256*256 * 9 bytes); fused keeps out and lse.
+  const Device meta{DeviceType::meta, 0};
+  auto saved_bytes = [&](bool use_fused) {
+    CachingAllocator& alloc = allocator_for(meta);
+    std::vector<Tensor> in;
+    for (int i = 0; i < 3; ++i) {
+      Tensor t = Tensor::empty({2, 4, 256, 16}, DType::f32, meta);
+      t.set_requires_grad(true);
+      in.push_back(t);
+    }
+    const int64_t before = alloc.stats().at("allocated_bytes.all.current");
+    Generator gen{1, 0};
+    Tensor y = use_fused ? fused_scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), 0.1, true, &gen)
+                         : scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), 0.1, true, &gen);
+    return alloc.stats().at("allocated_bytes.all.current") - before;
+  };
+  const int64_t eager = saved_bytes(false), fast = saved_bytes(true);
+  const int64_t out = 2 * 4 * 256 * 16 * 4, lse = 2 * 4 * 256 * 4;
+  EXPECT_EQ(fast, out + lse);
+  EXPECT_GE(eager - fast, int64_t(2) * 4 * 256 * 256 * 9 - out);
+}
+
+TEST(FusedAttention, BadInputsAreClearErrors) {
+  Tensor q = random_f64({1, 2, 3, 4}), k = random_f64({1, 2, 5, 4}), v = random_f64({1, 2, 5, 2});
+  EXPECT_THROW(fused_scaled_dot_product_attention(q, random_f64({1, 2, 5, 3}), v, Tensor(), 0.0, false), ShapeError);
+  EXPECT_THROW(fused_scaled_dot_product_attention(q, k, v, u8_mask({0, 0, 0}, {1, 3}), 0.0, false), ShapeError);
+  EXPECT_THROW(fused_scaled_dot_product_attention(q, k, v, Tensor(), 1.0, true), ValueError);
+}
