@@ -79,5 +79,26 @@ TEST(Verdict09, PendingRowsAreNeverConfirmed) {
   EXPECT_EQ(status("09_practical_tricks", s), "depends");
 }
 
+// 15: fused attention's saved bytes per sample linear in the length, eager's quadratic.
+json summary_15(double fused_quad, double fused_batch_2048, double loss_diff) {
+  auto rows = [](double quad, double batch_2048, double bytes_2048) {
+    return json{{"rows", {{{"seq", 128}, {"saved_per_sample_bytes", bytes_2048 / 16}, {"quadratic_share", quad / 16},
+                           {"largest_batch", 100}},
+                          {{"seq", 2048}, {"saved_per_sample_bytes", bytes_2048}, {"quadratic_share", quad},
+                           {"largest_batch", batch_2048}}}}};
+  };
+  return {{"memory", {{"eager", rows(0.8, 1, 6.7e9)}, {"fused", rows(fused_quad, fused_batch_2048, 1.3e9)}}},
+          {"anchor_b24_s384", {{"eager", 11.8e9}, {"fused", 7.6e9}}},
+          {"loss_max_rel_diff", loss_diff}, {"profile", "full"}};
+}
+
+TEST(Verdict15, FusedAttentionLinearExactSpeedPendingGpu) {
+  EXPECT_EQ(status("15_fused_attention", summary_15(0.0, 7, 0.0)), "pending GPU");   // memory holds; speed needs a GPU
+  EXPECT_EQ(status("15_fused_attention", summary_15(0.05, 7, 0.0)), "depends");      // a quadratic term left
+  EXPECT_EQ(status("15_fused_attention", summary_15(0.0, 0, 0.0)), "depends");       // a smaller batch
+  EXPECT_EQ(status("15_fused_attention", summary_15(0.0, 7, 1e-3)), "depends");      // another function
+  EXPECT_EQ(status("15_fused_attention", summary_15(0.0009, 7, 1e-6)), "pending GPU");   // exact: inside the bar
+}
+
 }  // namespace
 }  // namespace oomlab
