@@ -105,9 +105,10 @@ declare -A FLAGS=(
   [bert384_none]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all"
   [bert384_all]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint all"
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
+  [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
 )
 ORDER=(r50_fp32 r50_tf32 r50_bf16 r50_fp16 r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32 bert_bf16 bert_fp16
-       bert384_none bert384_all bert384_selective)
+       bert384_none bert384_all bert384_selective bert384_fused)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
   local f=${FLAGS[$1]} model batch seq
@@ -173,7 +174,7 @@ for tag in "${ORDER[@]}"; do
   timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective ]] && continue   # PyTorch has no selective checkpointing
+  [[ $tag == bert384_selective || $tag == bert384_fused ]] && continue   # PyTorch: none / SDPA below
   log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"
 done
 for tag in "${TORCH_ONLY[@]}"; do

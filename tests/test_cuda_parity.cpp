@@ -180,6 +180,13 @@ const std::vector<OpCase>& op_cases() {
                  [](V& v) { return scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false); }, N});
     c.push_back({"attention_dropout", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
                  [](V& v) { Generator g{77, 0}; return scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.2, true, g); }, N});
+    c.push_back({"fused_attention", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask_all)},
+                 [](V& v) { return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false); }, N});
+    c.push_back({"fused_attention_dropout", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
+                 [](V& v) {
+                   Generator g{77, 0};
+                   return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.2, true, &g);
+                 }, N});
     c.push_back({"cat_split", {F({3, 5, 4})}, [](V& v) {
                    auto p = split(v[0], {2, 3}, 1);
                    return cat({mul(p[1], p[1]), p[0]}, 1);

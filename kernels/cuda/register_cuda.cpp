@@ -23,6 +23,7 @@ void register_batchnorm_cuda_kernels();
 void register_pool_cuda_kernels();
 void register_activation_cuda_kernels();
 void register_dropout_cuda_kernels();
+void register_attention_cuda_kernels();
 void register_softmax_cuda_kernels();
 void register_loss_cuda_kernels();
 void register_layernorm_cuda_kernels();
@@ -44,6 +45,7 @@ void register_cuda_kernels() {
   register_pool_cuda_kernels();
   register_activation_cuda_kernels();
   register_dropout_cuda_kernels();
+  register_attention_cuda_kernels();
   register_softmax_cuda_kernels();
   register_loss_cuda_kernels();
   register_groupnorm_cuda_kernels();
