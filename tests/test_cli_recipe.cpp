@@ -120,6 +120,9 @@ TEST(CliFusedAttention, TrainsAsEagerAndSavesLess) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)   // the same dropout draws: equal up to float rounding
     EXPECT_NEAR(a[i].get<double>(), b[i].get<double>(), 1e-5 * std::abs(a[i].get<double>()));
+  // Checkpointing recomputes the fused op with the same dropout draws; AMP runs it in float32.
+  EXPECT_EQ(run(train + "fused --checkpoint all", "ckpt")["metrics"]["history"]["train_loss"], b);
+  EXPECT_TRUE(run(train + "fused --amp bf16", "amp")["metrics"]["history"]["train_loss"][3].is_number());
   const std::string est = "estimate --model bert-base --seq-len 384 --batch 24 --optimizer adamw --attention ";
   const double pe = run(est + "eager", "est_e")["metrics"]["exact"]["peak_allocated_bytes"].get<double>();
   const double pf = run(est + "fused", "est_f")["metrics"]["exact"]["peak_allocated_bytes"].get<double>();
