@@ -46,6 +46,14 @@ std::vector<std::pair<std::string, std::string>> library_info() {
   return t.libraries;
 }
 
+bool copy_host_to_device(const Device& device, void* device_dst, const void* host_src, size_t bytes) {
+  if (device.is_cpu() || device.is_meta()) return false;
+  auto f = hooks_of(device.type).copy_from_host;
+  if (!f) return false;
+  if (bytes) f(device_dst, host_src, bytes, device.index);
+  return true;
+}
+
 void device_synchronize(const Device& device) {
   if (device.is_cpu() || device.is_meta()) return;
   if (auto f = hooks_of(device.type).synchronize) f(device.index);

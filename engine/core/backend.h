@@ -40,6 +40,9 @@ struct BackendHooks {
   void* (*pinned_alloc)(size_t bytes) = nullptr;
   void (*pinned_free)(void* block) = nullptr;
   void (*copy_from_pinned)(void* device_dst, const void* pinned_src, size_t bytes, int device_index) = nullptr;
+  // A copy from pageable host memory straight into device memory, queued on the device's
+  // compute stream; it returns once the source may be reused (cudaMemcpyAsync's rule).
+  void (*copy_from_host)(void* device_dst, const void* host_src, size_t bytes, int device_index) = nullptr;
 };
 
 void register_backend_hooks(DeviceType type, const BackendHooks& hooks);
@@ -49,6 +52,9 @@ BackendHooks backend_hooks(DeviceType type);   // nullptr members: the backend h
 void register_library_info(const std::string& key, const std::string& value);
 std::vector<std::pair<std::string, std::string>> library_info();
 void device_synchronize(const Device& device);
+// Copies `bytes` from host memory into device memory through the backend's copy_from_host;
+// false (nothing done) when the device is cpu / meta or its backend has no such hook.
+bool copy_host_to_device(const Device& device, void* device_dst, const void* host_src, size_t bytes);
 DeviceProperties device_properties(const Device& device);
 // The physical device a logical device runs on, for results: "host" for cpu:N and meta:N
 // (meta:N emulates a device but runs on the host), the backend's answer for accelerators

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "engine/core/backend.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/pinned_host.h"
 #include "engine/ops/elementwise.h"
@@ -159,9 +160,10 @@ Tensor images_to_device(const float* data, const Shape& shape, Device device) {
     if (device.is_cpu()) std::memcpy(t.raw_data(), data, t.nbytes());
     return t;
   }
+  Tensor t = Tensor::empty(shape, DType::f32, device);
+  if (copy_host_to_device(device, t.raw_data(), data, t.nbytes())) return t;   // no host staging copy
   Tensor host = Tensor::empty(shape, DType::f32, cpu_device());
   std::memcpy(host.raw_data(), data, host.nbytes());
-  Tensor t = Tensor::empty(shape, DType::f32, device);
   t.copy_(host);
   return t;
 }
@@ -175,9 +177,10 @@ Tensor i64_to_device(const int64_t* data, const Shape& shape, Device device) {
     if (device.is_cpu() && bytes) std::memcpy(t.raw_data(), data, bytes);
     return t;
   }
+  Tensor t = Tensor::empty(shape, DType::i64, device);
+  if (copy_host_to_device(device, t.raw_data(), data, bytes)) return t;   // no host staging copy
   Tensor host = Tensor::empty(shape, DType::i64, cpu_device());
   if (bytes) std::memcpy(host.raw_data(), data, bytes);
-  Tensor t = Tensor::empty(shape, DType::i64, device);
   t.copy_(host);
   return t;
 }

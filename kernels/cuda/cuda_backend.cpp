@@ -69,6 +69,13 @@ void set_options(const BackendOptions& o) {   // unset fields keep their current
   if (o.cudnn_workspace_limit)
     set_cudnn_workspace_limit(*o.cudnn_workspace_limit == 0 ? SIZE_MAX : *o.cudnn_workspace_limit);
 }
+
+// The batch from the loader's pageable buffer straight to the device (no host staging
+// tensor): cudaMemcpyAsync returns once the pageable source has been staged.
+void copy_from_host(void* device_dst, const void* host_src, size_t bytes, int device) {
+  DeviceGuard guard(device);
+  CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, compute_stream(device)));
+}
 }  // namespace
 
 void register_cuda_backend_hooks() {
@@ -80,6 +87,7 @@ void register_cuda_backend_hooks() {
   h.pinned_alloc = &pinned_alloc;
   h.pinned_free = &pinned_free;
   h.copy_from_pinned = &copy_from_pinned;
+  h.copy_from_host = &copy_from_host;
   register_backend_hooks(DeviceType::cuda, h);
 }
 }  // namespace oomlab::cuda
