@@ -295,7 +295,7 @@ TEST(ExperimentVerdicts, MemoryVsBatch02StatusAndTextFollowTheData) {
   EXPECT_TRUE(has(v, "linear in batch (min R^2 0.99999) - confirmed")) << v;
   EXPECT_TRUE(has(v, "live only a layer or two")) << v;
   EXPECT_TRUE(has(v, "momentum buffer")) << v;
-  EXPECT_TRUE(has(v, "3.00x the weights, not the formula's 2x, which describes plain SGD (not measured here)")) << v;
+  EXPECT_TRUE(has(v, "3.00x the weights, not the formula's 2x, which describes plain SGD (sgd-plain, momentum 0)")) << v;
   EXPECT_TRUE(has(v, "make the transient peak")) << v;
   // Not linear (the formula's total within 10%): depends, and the text says so; both fail: refuted.
   s = data_02(0.95, 5.0, 1.2, 1.0, 1.0);

@@ -24,7 +24,9 @@ json summarize_02(const json& spec, json& points) {
   for (const json* p : ok_points(points, "estimate")) {
     const json& m = (*p)["metrics"];
     const json& ex = m["exact"];
-    const std::string model = m["model"], opt = m["optimizer"];
+    const std::string model = m["model"];
+    std::string opt = m["optimizer"];   // plain SGD (momentum 0, no state) apart from SGD with momentum
+    if (opt == "sgd" && point_option(*p, "momentum", 0.9).get<double>() == 0.0) opt = "sgd-plain";
     const int64_t batch = m["batch"];
     rows.push_back({{"point", (*p)["name"]}, {"model", model}, {"optimizer", opt}, {"batch", batch},
                     {"input", point_option(*p, "input", "default")},
@@ -133,9 +135,9 @@ std::string parameter_memory_why(const json& summary) {
     const std::string measured = buf;
     if (opt == "sgd" && state_is_one_copy[opt] && !same)
       std::snprintf(buf, sizeof buf,
-                    " SGD with momentum 0.9 (the only SGD measured here: `estimate` runs SGD as used in practice) keeps "
-                    "a momentum buffer the size of the weights, so its parameter memory (weights + grads + state) is %s "
-                    "the weights, not the formula's %.0fx, which describes plain SGD (not measured here);",
+                    " SGD with momentum 0.9 (SGD as used in practice) keeps a momentum buffer the size of the weights, "
+                    "so its parameter memory (weights + grads + state) is %s the weights, not the formula's %.0fx, "
+                    "which describes plain SGD (sgd-plain, momentum 0);",
                     measured.c_str(), n);
     else
       std::snprintf(buf, sizeof buf, " %s's parameter memory (weights + grads + state) is %s the weights (formula: %.0fx);",

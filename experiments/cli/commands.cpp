@@ -93,6 +93,7 @@ ModelSpec model_spec(const CliArgs& a) {
   s.half = p.half;
   s.master_weights = p.master_weights;
   s.loss_scale = p.loss_scale;
+  if (a.has("momentum")) s.sgd_momentum = a.get_double("momentum");   // estimate only
   return s;
 }
 
@@ -353,7 +354,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("PEAK allocated", e.peak_allocated_bytes, "TOTAL", e.formula_bytes);
   row("peak reserved", e.peak_reserved_bytes, "-", -1);
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
-  nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"device_memory", cap},
+  nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"momentum", opt == "sgd" ? spec.sgd_momentum : 0.0}, {"device_memory", cap},
                         {"checkpoint", spec.checkpoint}, {"amp", spec.amp}, {"half", spec.half},
                         {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;

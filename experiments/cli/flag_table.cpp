@@ -108,6 +108,8 @@ void rows_run_length_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("accumulate", kTrain, "micro-batches per optimizer step (gradient accumulation)").integer("K", 1).def("1").s);
   t.push_back(F("optimizer", kTrain, "the optimizer (default: the model family's recipe)").choice({"sgd", "adam", "adamw"}).s);
   t.push_back(F("optimizer", kEstimate, "the optimizer whose state is counted").choice({"sgd", "adam", "adamw"}).def("sgd").s);
+  t.push_back(F("momentum", kEstimate, "SGD momentum (0: plain SGD, no state)").number("X", 0, 1, false, true).def("0.9")
+                  .applies("optimizer", {"sgd"}).s);
   t.push_back(F("lr", kTrain, "the learning rate (default: the recipe's)").number("X", 0, 1e6, true, false).s);
   t.push_back(F("lr", kStep, "the SGD learning rate").number("X", 0, 1e6, true, false).def("0.1").s);
   t.push_back(F("momentum", kTrain, "SGD momentum (default: the recipe's)").number("X", 0, 1, false, true).s);

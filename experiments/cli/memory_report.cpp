@@ -302,7 +302,7 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   ParamGroup g;
   g.params = masters ? masters->parameters() : b.model->named_parameters();
   g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
-  if (optimizer == "sgd") g.momentum = 0.9;
+  if (optimizer == "sgd") g.momentum = spec.sgd_momentum;
   auto opt = make_optimizer(optimizer, {g});
   Tensor x = make_input(b, batch);
   Tensor y = make_target(b, batch);

@@ -76,6 +76,7 @@ struct ModelSpec {
   std::string loss_scale = "none";   // estimate: --loss-scale, canonical (engine/train/mixed_precision.h)
   bool half = false;                 // estimate: --half (engine/train/half_mode.h)
   bool master_weights = false;       // estimate: --master-weights
+  double sgd_momentum = 0.9;         // estimate: --momentum (0: plain SGD keeps no state)
 };
 
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch);
