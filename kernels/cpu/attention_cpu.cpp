@@ -42,9 +42,11 @@ double row_scores(const FusedAttentionArgs& a, int64_t bh, int64_t i, std::vecto
   return mx;
 }
 
+constexpr int64_t kParallelMin = 32768;   // multiply-adds below which threads cost more than they save
+
 template <class T> void fused_attention_forward_cpu(const FusedAttentionArgs& a) {
   const int64_t rows = a.BH * a.Tq;
-#pragma omp parallel
+#pragma omp parallel if (rows * a.Tk * (a.D + a.Dv) > kParallelMin)
   {
     std::vector<double> s(size_t(a.Tk)), acc(size_t(a.Dv));
 #pragma omp for schedule(static)
@@ -75,7 +77,7 @@ template <class T> void fused_attention_forward_cpu(const FusedAttentionArgs& a)
 }
 
 template <class T> void fused_attention_backward_cpu(const FusedAttentionArgs& a) {
-#pragma omp parallel
+#pragma omp parallel if (a.BH * a.Tq * a.Tk * (a.D + a.Dv) > kParallelMin)
   {
     std::vector<double> s(size_t(a.Tk)), dq(size_t(a.D)), dk, dv;
 #pragma omp for schedule(static)
