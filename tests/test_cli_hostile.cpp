@@ -172,6 +172,22 @@ TEST(CliHostileRanks, RendezvousEndsWithinTheTimeout) {
   }
 }
 
+// `train --parallel ddp` under a launcher: its --timeout bounds the rendezvous too.
+TEST(CliHostileRanks, TrainRendezvousEndsWithinTheTimeout) {
+  if (!has_gloo()) GTEST_SKIP() << "this build has no gloo backend";
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliRun r = run_oomlab("train --model mlp --dataset synthetic --synthetic-size 64 --batch 8 --steps 1 --quiet "
+                              "--parallel ddp --backend gloo --timeout 2",
+                              "timeout 120 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                                  std::to_string(free_port()));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0) << r.output;
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("did not arrive"), std::string::npos) << r.output;
+  const CliRun bad = run_oomlab("train --model mlp --dataset synthetic --steps 1 --timeout 2");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--timeout applies to --parallel ddp"), std::string::npos) << bad.output;
+}
+
 // A table that cannot be written (stdout on a full device) fails the command.
 TEST(CliHostileOutputs, StdoutWriteErrorsAreErrors) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";

@@ -164,6 +164,8 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("devices", kTrain, "logical devices (ranks) from --device on").integer("N", 1, 1024).def("1").s);
   t.push_back(F("gpu0-bsz", kTrain, "device 0's samples per step under bdp").integer("B0", 0).applies("parallel", {"bdp"}).s);
   t.push_back(F("bucket-cap", kTrain, "DDP's gradient bucket size (PyTorch: 25MiB)").size().applies("parallel", {"ddp"}).s);
+  t.push_back(F("timeout", kTrain, "seconds the ddp rendezvous and each collective may wait (one process per rank)")
+                  .number("SECONDS", 0, 1e6, true, false).def("300").applies("parallel", {"ddp"}).s);
   t.push_back(F("sync-bn", kTrain, "SyncBatchNorm across the ranks").sw().applies("parallel", {"ddp"}).s);
   t.push_back(F("backend", kTrain, "the ddp communicator (gloo, mpi, nccl: one process per rank)")
                   .choice({"local", "gloo", "mpi", "nccl"}).applies("parallel", {"ddp"}).s);

@@ -51,6 +51,7 @@ void parallel_flags(const CliArgs& a, TrainConfig& c) {
   if (a.has("bucket-cap")) c.bucket_cap = int64_t(parse_size(a.get("bucket-cap")));
   c.sync_bn = a.flag("sync-bn");
   c.backend = a.get("backend");
+  c.timeout_s = a.get_double("timeout");
 }
 
 void check_parallel_config(const TrainConfig& c) {
@@ -164,7 +165,8 @@ json train_parallel(const TrainConfig& c, TrainerConfig t, const ModelBuilder& b
   t.config["bucket_cap"] = c.bucket_cap;
   t.config["sync_bn"] = c.sync_bn;
   if (under_launcher()) {
-    const RankInfo info = discover_rank({}, current_environment());
+    RankInfo info = discover_rank({}, current_environment());
+    info.timeout = std::chrono::milliseconds(int64_t(c.timeout_s * 1000));   // a missing peer ends the run
     const std::string backend = ddp_backend(c);
     t.config["backend"] = backend;
     t.config["world_size"] = info.world_size;

@@ -83,6 +83,7 @@ struct TrainConfig {
   int64_t gpu0_bsz = -1;
   int64_t bucket_cap = int64_t(25) << 20;
   bool sync_bn = false;
+  double timeout_s = 300;                  // --timeout: the ddp rendezvous's and each collective's bound
   std::string backend;
 };
 
