@@ -45,4 +45,17 @@ void manual_seed(uint64_t seed) {
   for (auto& [key, g] : gs.by_device) g->set_state(Generator{seed, 0});
 }
 
+std::pair<uint64_t, uint64_t> reserve_draws(Generator* gen, const Device& device, uint64_t n) {
+  uint64_t seed = 0;
+  if (gen) {
+    seed = gen->seed;
+    return {seed, gen->reserve(n)};
+  }
+  const uint64_t base = device_generator(device).with([&](Generator& g) {
+    seed = g.seed;
+    return g.reserve(n);
+  });
+  return {seed, base};
+}
+
 }  // namespace oomlab

@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <mutex>
 
 #include "engine/core/device.h"
@@ -76,6 +77,10 @@ class DeviceGenerator {
 
 // The generator of a logical device (created on first use with the manual_seed seed).
 DeviceGenerator& device_generator(const Device& device);
+// (seed, base) of n draws for an op on `device`: reserved from `gen` when given, else from the
+// device's generator (atomically: other device threads draw too). Dropout and fused attention
+// use it, so both draw the same blocks from the same state.
+std::pair<uint64_t, uint64_t> reserve_draws(Generator* gen, const Device& device, uint64_t n);
 void manual_seed(uint64_t seed);
 
 }  // namespace oomlab

@@ -42,20 +42,6 @@ Tensor to_compute_dtype(const Tensor& t, bool& cast_back) {
   return u;
 }
 
-// The generator blocks of n dropout draws: (seed, base), as dropout() reserves them.
-std::pair<uint64_t, uint64_t> reserve_draws(Generator* gen, Device dev, uint64_t n) {
-  uint64_t seed = 0, base = 0;
-  if (gen) {
-    seed = gen->seed;
-    base = gen->reserve(n);
-  } else {
-    base = device_generator(dev).with([&](Generator& g) {
-      seed = g.seed;
-      return g.reserve(n);
-    });
-  }
-  return {seed, base};
-}
 }  // namespace
 
 Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask0,

@@ -31,16 +31,7 @@ Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
   // Output then mask, as PyTorch's native_dropout allocates them.
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mask = Tensor::empty(x.shape(), DType::u8, x.device());
-  uint64_t seed = 0, base = 0;
-  if (gen) {
-    seed = gen->seed;
-    base = gen->reserve(uint64_t(n));
-  } else {   // the device's generator, reserved atomically (other device threads draw too)
-    base = device_generator(x.device()).with([&](Generator& g) {
-      seed = g.seed;
-      return g.reserve(uint64_t(n));
-    });
-  }
+  const auto [seed, base] = reserve_draws(gen, x.device(), uint64_t(n));
   dropout_forward_kernels().launch(x.device(), x.dtype(),
                                    DropoutArgs{x.raw_data(), y.raw_data(), mask.data<uint8_t>(), nullptr,
                                                nullptr, n, p, seed, base});
