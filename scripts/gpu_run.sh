@@ -157,14 +157,20 @@ else
 fi
 
 # ---- oomlab and PyTorch, alternating ------------------------------------------------------
-coproc TORCH { exec python3 "$kit/scripts/torch_bench.py" --serve --steps 15 --warmup 5 --out "$work/res/torch.jsonl" 2> "$work/logs/torch.log"; }
+torch_args=(--serve --steps 15 --warmup 5 --out "$work/res/torch.jsonl")
+[[ $dry == 1 ]] && torch_args+=(--dry-run)   # the protocol without PyTorch (CI)
+coproc TORCH { exec python3 "$kit/scripts/torch_bench.py" "${torch_args[@]}" 2> "$work/logs/torch.log"; }
+# Bash closes a coproc's descriptors in subshells, and every $(torch_ask ...) is one (the
+# first H200 run lost every answer so): talk through copies, which subshells inherit.
+torch_out=""; torch_in=""
+[[ -n ${TORCH[0]:-} && -n ${TORCH[1]:-} ]] && exec {torch_out}<&"${TORCH[0]}" {torch_in}>&"${TORCH[1]}"
 torch_read() {   # seconds -> PyTorch's next JSON line, or an error record
   local line=""
-  [[ -n ${TORCH[0]:-} ]] && IFS= read -r -t "$1" line <&"${TORCH[0]}"
+  [[ -n $torch_out ]] && IFS= read -r -t "$1" line <&"$torch_out"
   if [[ -n $line ]]; then echo "$line"; else echo '{"error": "no answer from torch_bench.py (see logs/torch.log)"}'; fi
 }
 torch_ask() {   # command seconds -> the answer
-  [[ -n ${TORCH[1]:-} ]] && echo "$1" >&"${TORCH[1]}" 2>/dev/null
+  [[ -n $torch_in ]] && echo "$1" >&"$torch_in" 2>/dev/null
   torch_read "$2"
 }
 torch_read 120 > "$work/res/torch_versions.json"   # printed once PyTorch is imported
@@ -193,7 +199,7 @@ for tag in r50_tf32 bert_tf32; do
     python3 "$kit/scripts/trace_breakdown.py" "$work/res/trace_$tag.json" 2>&1; echo; } >> "$work/res/breakdown.txt"
   log "torch profile $tag: $(torch_ask "profile $tag $work/res/torchprof_$tag.txt" 60 | cut -c1-120)"
 done
-[[ -n ${TORCH[1]:-} ]] && echo quit >&"${TORCH[1]}" 2>/dev/null
+[[ -n $torch_in ]] && { echo quit >&"$torch_in"; exec {torch_in}>&- {torch_out}<&-; } 2>/dev/null
 gzip -f "$work"/res/trace_*.json 2>/dev/null
 
 # ---- data parallelism on two logical devices of the one GPU (T6, T8) -----------------------

@@ -16,6 +16,8 @@ Modes:
                    (torch.profiler's table of 3 steps, sorted by CUDA time, into FILE),
                    `quit`. So the kit alternates oomlab and PyTorch runs without paying
                    PyTorch's import once per config.
+  --dry-run        with --serve: no PyTorch, every command answered {"tag", "error": "dry
+                   run ..."}; gpu_run.sh's dry run (CI) so exercises the kit's protocol.
   --list           print the tags.
   TAG ...          run these tags and print their records.
 A failing config answers {"tag", "error"} and the process goes on. Records also go to
@@ -160,11 +162,27 @@ def guarded(fn, tag, *args):
         return {"tag": tag, "side": "torch", "error": repr(e)[:400]}
 
 
+def serve_dry_run(out_path):
+    """--serve --dry-run: the protocol without PyTorch: a versions line, then one answer per
+    command, each an error record saying no PyTorch ran."""
+    out = open(out_path, "a") if out_path else None
+    answer({"tag": "_versions", "side": "torch", "dry_run": True}, out)
+    for line in sys.stdin:
+        words = line.split()
+        if words and words[0] == "quit":
+            break
+        if words:
+            answer({"tag": words[1] if len(words) > 1 else "?", "side": "torch",
+                    "error": "dry run: PyTorch was not run"}, out)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("tags", nargs="*")
     p.add_argument("--serve", action="store_true")
     p.add_argument("--list", action="store_true")
+    p.add_argument("--dry-run", action="store_true")
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out")
@@ -174,6 +192,8 @@ def main():
         return 0
     if a.steps < 1 or a.warmup < 0:
         raise BenchError("--steps must be >= 1 and --warmup >= 0")
+    if a.dry_run:
+        return serve_dry_run(a.out)
     try:
         import torch
     except ImportError as e:
