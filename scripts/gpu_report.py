@@ -196,7 +196,8 @@ def points(work):
             rec = json.loads(line)
         except ValueError:
             continue
-        if rec.get("tag") and rec["tag"] != "_versions":
+        # a `profile TAG` answer names the same tag as its `run TAG` record: not a measurement
+        if rec.get("tag") and rec["tag"] != "_versions" and "profile" not in rec:
             torch[rec["tag"]] = rec
     tags = sorted({p.stem[len("oomlab_"):] for p in res.glob("oomlab_*.json")} | set(torch))
     rows = {}

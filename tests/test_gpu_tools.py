@@ -93,7 +93,8 @@ class GpuReport(unittest.TestCase):
             (work / "res" / "torch.jsonl").write_text("\n".join(json.dumps(r) for r in (
                 {"tag": "_versions", "torch": "2.11"}, {"tag": "mlp", "median_ms": 2 * step_ms, "peak_allocated": 4 * peak},
                 {"tag": "bert_tf32_sdpa", "median_ms": 30.0, "peak_allocated": 1 << 30},
-                {"tag": "vgg16_tf32", "error": "CUDA out of memory"})) + "\n")
+                {"tag": "vgg16_tf32", "error": "CUDA out of memory"},
+                {"tag": "mlp", "side": "torch", "profile": "/tmp/x.txt"})) + "\n")   # no measurement
             (work / "tests" / "test_a.json").write_text(json.dumps(gtest_json(3, 1, 2)))
             (work / "tests" / "rc.txt").write_text("test_a rc=1 12s\ntest_b rc=124 150s\nsanitizer_memcheck rc=0 80s\n")
             (work / "logs" / "sanitizer_memcheck.log").write_text("[       OK ] A.B\n========= ERROR SUMMARY: 0 errors\n")
