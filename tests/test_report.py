@@ -324,6 +324,61 @@ class GpuSection(unittest.TestCase):
         self.assertGreater(text.index("## GPU results"), text.index("## 13_lr_scaling"))
 
 
+KIT_RECORD = ROOT / "reports/results/gpu/h200-2026-11-26-kit2"
+
+
+@unittest.skipUnless(KIT_RECORD.is_dir(), f"{KIT_RECORD} not committed")
+class GpuKitSection(unittest.TestCase):
+    """A GPU kit's record (one call, its results in logs.tar.gz) in the GPU section: every
+    figure recomputed here from the archive; PyTorch's profile answers are not measurements;
+    a record whose archive is gone renders "missing", never an error."""
+
+    @staticmethod
+    def archive():
+        import tarfile
+        files = {}
+        with tarfile.open(KIT_RECORD / "logs.tar.gz") as tar:
+            for m in tar.getmembers():
+                if m.isfile() and m.name.startswith("res/") and m.name.endswith((".json", ".jsonl")):
+                    files[m.name[4:]] = tar.extractfile(m).read().decode()
+        return files
+
+    def render(self, gpu_dir):
+        from oomlab_report.gpu_section import render_gpu_section
+        return render_gpu_section(gpu_dir, ROOT / "experiments", "reports/results")
+
+    def test_rows_are_the_archives_figures(self):
+        with tempfile.TemporaryDirectory() as top:
+            shutil.copytree(KIT_RECORD, Path(top) / "gpu" / KIT_RECORD.name)
+            md = self.render(Path(top) / "gpu")
+        files = self.archive()
+        runs = [json.loads(t) for t in files["torch.jsonl"].splitlines()]
+        for tag, name in (("r50_tf32", "ResNet-50 b128 TF32"), ("bert_fp16", "BERT-base b32 s128 AMP fp16")):
+            doc = json.loads(files[f"oomlab_{tag}.json"])
+            ms, peak = 1e3 * doc["metrics"]["step_time_s"]["median"], doc["memory"]["totals"]["allocated_bytes.all.peak"]
+            line = next(x for x in runs if x["tag"] == tag and "median_ms" in x)   # not its profile answer
+            self.assertIn(f"| kit | {name} | {ms:.1f} | {line['median_ms']:.1f} | {ms / line['median_ms']:.2f} | "
+                          f"{peak / 1e9:.3f} | {line['peak_allocated'] / 1e9:.3f} | "
+                          f"{peak / line['peak_allocated']:.3f} |", md)
+        meta = json.loads(files["meta_bert384_none.json"])["memory"]["totals"]["allocated_bytes.all.peak"]
+        cuda = json.loads(files["oomlab_bert384_none.json"])["memory"]["totals"]["allocated_bytes.all.peak"]
+        self.assertIn(f"| bert384_none | {meta:,} | {cuda:,} | {meta / cuda:.4f} |", md)
+        tests = json.loads((KIT_RECORD / "tests.json").read_text())["binaries"]
+        self.assertIn(f"In all: {sum(b['passed'] for b in tests.values())} passed, "
+                      f"{sum(b['failed'] for b in tests.values())} failed", md)
+        self.assertIn("DDP on 2 devices + SyncBN", md)
+        self.assertIn("fused attention vs PyTorch SDPA", md)
+
+    def test_without_its_archive_it_renders_missing(self):
+        with tempfile.TemporaryDirectory() as top:
+            rec = Path(top) / "gpu" / KIT_RECORD.name
+            shutil.copytree(KIT_RECORD, rec)
+            (rec / "logs.tar.gz").write_bytes(b"not gzip")
+            md = self.render(rec.parent)
+        self.assertIn("logs.tar.gz: unreadable", md)
+        self.assertIn("| ResNet-50 b128 | AMP bf16 | missing / missing | missing |", md)
+
+
 @unittest.skipUnless(GPU_RECORD.is_dir(), f"{GPU_RECORD} not committed")
 class GpuProvenance(unittest.TestCase):
     """check_results fails a GPU record without provenance.json, with an unknown commit or a

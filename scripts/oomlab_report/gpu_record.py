@@ -15,12 +15,19 @@ A record is the folder a GPU session left, committed as it was, plus our provena
   README.md                    only its "Meta prediction" table: the meta peaks of the
                                benchmark configurations are in no results file of the record
   torchbench.py                PyTorch's warm-up and timed step counts (STEPS, WARM)
+A GPU kit's record (scripts/gpu_run.sh's folder: no run*/, a logs.tar.gz) is one call named
+"kit", read from the archive without extracting it: res/oomlab_<tag>.json, res/meta_<tag>.json
+(the meta device's prediction of the same flags, Record.meta), res/torch.jsonl (scripts/
+torch_bench.py's lines: gradient_checkpointing / attention name what gc / attn did),
+logs/test_cuda_models*.log; and tests.json beside it (Record.tests). PyTorch's `profile`
+answers carry their run's tag but no measurement: they are skipped.
 Contract: load_record() never raises on a missing or broken file; what cannot be read is
 absent from the maps and named in Record.problems, and the accessors return None for it.
 Standard library only.
 """
 import json
 import re
+import tarfile
 from pathlib import Path
 
 MODEL_NAMES = {"resnet50": "ResNet-50", "resnet18": "ResNet-18", "vgg16": "VGG16", "bert-base": "BERT-base"}
@@ -41,6 +48,9 @@ class Record:
         self.problems = []
         self.torch_runs = set()   # the runs whose torch.jsonl was read
         self.runs = sorted(p.name for p in self.folder.glob("run*") if p.is_dir())
+        self.meta = {}        # (run, tag) -> the meta device's results document (kit records)
+        self.test_logs = {}   # run -> [text of a test_cuda_models*.log]
+        self.tests = None     # a kit record's tests.json
 
     def oomlab_doc(self, run, tag):
         return self.oomlab.get((run, tag))
@@ -58,6 +68,73 @@ def _read_json(rec, path):
         return None
 
 
+def _parse_json(rec, text, where):
+    try:
+        return json.loads(text)
+    except ValueError:
+        rec.problems.append(f"{where}: not JSON")
+        return None
+
+
+def _add_oomlab(rec, run, stem, doc):
+    if isinstance(doc, dict) and "metrics" in doc and "config" in doc:   # an oomlab results file
+        if stem.startswith("meta_"):
+            rec.meta[(run, stem[len("meta_"):])] = doc
+        else:
+            rec.oomlab[(run, stem[len("oomlab_"):] if stem.startswith("oomlab_") else stem)] = doc
+
+
+def _add_torch_lines(rec, run, text, where):
+    rec.torch_runs.add(run)
+    for n, line_text in enumerate(text.splitlines(), 1):
+        line = _parse_json(rec, line_text, f"{where} line {n}")
+        if isinstance(line, dict) and isinstance(line.get("tag"), str) and "profile" not in line:
+            rec.torch[(run, line["tag"])] = line   # a later line of a tag replaces an earlier one
+
+
+def _load_runs(rec):
+    for run in rec.runs:
+        for f in sorted((rec.folder / run / "res").glob("*.json")):
+            _add_oomlab(rec, run, f.stem, _read_json(rec, f))
+        rec.test_logs[run] = [log.read_text(encoding="utf-8", errors="replace")
+                              for log in sorted((rec.folder / run / "logs").glob("test_cuda_models*.log"))]
+        jsonl = rec.folder / run / "res" / "torch.jsonl"
+        if jsonl.is_file():
+            _add_torch_lines(rec, run, jsonl.read_text(encoding="utf-8", errors="replace"), f"{run}/res/torch.jsonl")
+
+
+KIT_MEMBER = re.compile(r"^(?:\./)?(res/(?:oomlab|meta)_[\w.-]+\.json|res/torch\.jsonl|logs/test_cuda_models[\w.-]*\.log)$")
+
+
+def _load_kit(rec):
+    """A kit record: its one call, "kit", from logs.tar.gz (read in memory, never extracted)."""
+    rec.runs = ["kit"]
+    rec.test_logs["kit"] = []
+    try:
+        with tarfile.open(rec.folder / "logs.tar.gz", "r:gz") as tar:
+            for m in sorted((m for m in tar.getmembers() if m.isfile() and KIT_MEMBER.match(m.name)),
+                            key=lambda m: m.name):
+                name = KIT_MEMBER.match(m.name).group(1)
+                text = tar.extractfile(m).read().decode("utf-8", errors="replace")
+                if name.endswith(".log"):
+                    rec.test_logs["kit"].append(text)
+                elif name.endswith(".jsonl"):
+                    _add_torch_lines(rec, "kit", text, f"logs.tar.gz:{name}")
+                else:
+                    _add_oomlab(rec, "kit", Path(name).stem, _parse_json(rec, text, f"logs.tar.gz:{name}"))
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        rec.problems.append(f"logs.tar.gz: unreadable ({type(exc).__name__})")
+    tests = rec.folder / "tests.json"
+    if tests.is_file():
+        doc = _read_json(rec, tests)
+        rec.tests = doc if isinstance(doc, dict) else None
+
+
+def is_kit_record(folder):
+    folder = Path(folder)
+    return (folder / "logs.tar.gz").is_file() and not any(p.is_dir() for p in folder.glob("run*"))
+
+
 def load_record(folder):
     rec = Record(folder)
     prov_path = rec.folder / "provenance.json"
@@ -68,23 +145,10 @@ def load_record(folder):
             rec.problems.append("provenance.json: not an object")
     else:
         rec.problems.append("provenance.json missing")
-    for run in rec.runs:
-        for f in sorted((rec.folder / run / "res").glob("*.json")):
-            doc = _read_json(rec, f)
-            if isinstance(doc, dict) and "metrics" in doc and "config" in doc:   # an oomlab results file
-                rec.oomlab[(run, f.stem[len("oomlab_"):] if f.stem.startswith("oomlab_") else f.stem)] = doc
-        jsonl = rec.folder / run / "res" / "torch.jsonl"
-        if not jsonl.is_file():
-            continue
-        rec.torch_runs.add(run)
-        for n, text in enumerate(jsonl.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-            try:
-                line = json.loads(text)
-            except ValueError:
-                rec.problems.append(f"{run}/res/torch.jsonl line {n}: not JSON")
-                continue
-            if isinstance(line, dict) and isinstance(line.get("tag"), str):
-                rec.torch[(run, line["tag"])] = line   # a later line of a tag replaces an earlier one
+    if is_kit_record(rec.folder):
+        _load_kit(rec)
+    else:
+        _load_runs(rec)
     return rec
 
 
@@ -131,10 +195,15 @@ def describe_oomlab(doc):
     else:   # PyTorch's defaults: TF32 off for matmuls, on for cuDNN
         precision = "fp32, cuDNN TF32" if props.get("cudnn_allow_tf32") == "true" else "fp32 strict"
     model = cfg.get("model")
+    par = cfg.get("parallel")
+    variant = [f"{par.upper()} on {cfg.get('devices')} devices" + (" + SyncBN" if cfg.get("sync_bn") else "")
+               if isinstance(par, str) and par not in ("none", "single") else "",
+               "fused attention" if cfg.get("attention") == "fused" else "",
+               "cuDNN benchmark" if props.get("cudnn_benchmark") == "true" else ""]
     return {"model": model, "batch": cfg.get("batch"),
             "seq": cfg.get("seq_len") if str(model).startswith("bert") else None,
             "precision": precision, "checkpoint": cfg.get("checkpoint") or "none",
-            "device": cfg.get("device")}
+            "device": cfg.get("device"), "variant": ", ".join(v for v in variant if v) or None}
 
 
 def describe_torch(line):
@@ -142,8 +211,14 @@ def describe_torch(line):
     return {"model": model, "batch": line.get("batch"),
             "seq": line.get("seq", 128) if str(model).startswith("bert") else None,
             "precision": PRECISION_NAMES.get(line.get("precision"), line.get("precision")),
-            "checkpoint": "HF gradient checkpointing" if line.get("gc") else "none",
-            "attn": line.get("attn", "eager")}
+            "checkpoint": "HF gradient checkpointing" if torch_gc(line) else "none",
+            "attn": line.get("attn") or line.get("attention") or "eager"}
+
+
+def torch_gc(line):
+    """Whether a PyTorch line ran Hugging Face's gradient checkpointing (gc: the H100 record's
+    torchbench.py; gradient_checkpointing: scripts/torch_bench.py)."""
+    return bool((line or {}).get("gc") or (line or {}).get("gradient_checkpointing"))
 
 
 def label(desc):
@@ -155,6 +230,8 @@ def label(desc):
     ckpt = desc.get("checkpoint")
     if ckpt not in (None, "none"):
         text += f", {ckpt}" if ckpt.startswith("HF") else f", checkpoint {ckpt}"
+    if desc.get("variant"):
+        text += f", {desc['variant']}"
     if desc.get("device") not in (None, "cuda", "cuda:0"):
         text += f" ({desc['device']})"
     return text
@@ -165,7 +242,7 @@ def sort_key(desc):
     prec, ckpt = desc["precision"], str(desc.get("checkpoint"))
     return (models.index(desc["model"]) if desc["model"] in models else len(models), desc["batch"] or 0,
             desc.get("seq") or 0, PRECISION_ORDER.index(prec) if prec in PRECISION_ORDER else 9,
-            0 if ckpt == "none" else 1 if ckpt.startswith("selective") else 2, ckpt)
+            0 if ckpt == "none" else 1 if ckpt.startswith("selective") else 2, ckpt, desc.get("variant") or "")
 
 
 # ---- figures that only the logs and the README hold --------------------------------------------
@@ -177,8 +254,8 @@ def meta_from_test_logs(rec):
     """[(run, model, cuda peak, meta peak, workspace peak)] from the CUDA model tests' INFO lines."""
     rows = []
     for run in rec.runs:
-        for log in sorted((rec.folder / run / "logs").glob("test_cuda_models*.log")):
-            for m in INFO_PEAK.finditer(log.read_text(encoding="utf-8", errors="replace")):
+        for text in rec.test_logs.get(run, []):
+            for m in INFO_PEAK.finditer(text):
                 rows.append((run, m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))))
     return rows
 
@@ -215,8 +292,12 @@ def readme_spread(rec):
 
 
 def torch_step_counts(rec):
-    """(timed steps, warm-up steps) per PyTorch config, from the record's torchbench.py, or None."""
+    """(timed steps, warm-up steps or None) per PyTorch config: from the record's torchbench.py,
+    else the timed steps its lines state (kit records) when they agree; None otherwise."""
     path = rec.folder / "torchbench.py"
     m = re.search(r"^STEPS,\s*WARM\s*=\s*(\d+),\s*(\d+)", path.read_text(encoding="utf-8"), re.M) \
         if path.is_file() else None
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    steps = {line.get("steps") for line in rec.torch.values() if _num(line.get("steps")) is not None}
+    return (steps.pop(), None) if len(steps) == 1 else None

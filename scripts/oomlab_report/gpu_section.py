@@ -21,15 +21,17 @@ import json
 from pathlib import Path
 
 from oomlab_report.fmt import details, md_table
+from oomlab_report.gpu_kit_parts import meta_json_part, tests_part
 from oomlab_report.gpu_record import (describe_oomlab, describe_torch, label, load_record, meta_from_readme,
                                       meta_from_test_logs, oomlab_ms, oomlab_peak, oomlab_steps, readme_spread,
-                                      sort_key, torch_ms, torch_peak, torch_step_counts)
+                                      sort_key, torch_gc, torch_ms, torch_peak, torch_step_counts)
 
 MISSING = "missing"
 PRECISIONS = (("fp32 strict", "fp32"), ("TF32", "tf32"), ("AMP bf16", "bf16"), ("AMP fp16", "fp16"))
 T3_MODELS = (("resnet50", 128, None, "r50"), ("bert-base", 32, 128, "bert"))
 T4_ROWS = (("none", "bert384_none"), ("selective", "bert384_selective"), ("all", "bert384_all"))
-T4_TORCH = (("none", "bert384_none"), ("HF gradient checkpointing", "bert384_gc"))
+T4_TORCH = (("none", ("bert384_none",)), ("HF gradient checkpointing", ("bert384_gc", "bert384_all")))
+TORCH_TWINS = {"bert384_fused": "bert384_none_sdpa"}   # oomlab's fused attention vs PyTorch's SDPA
 RULE = ("inconclusive under the ≥5-alternating-pairs rule (DESIGN.md section 11: timings come from "
         "alternating repeated runs with an interval)")
 MACHINE_KEYS = (("gpu", "GPU"), ("compute_capability", "compute capability"), ("driver", "driver"),
@@ -181,11 +183,13 @@ def t4_part(rec, anchors):
         rows.append([f"oomlab ({call(rec, run) if run else MISSING})", shown, f_ms(oomlab_ms(doc)),
                      f_change(oomlab_ms(doc), oomlab_ms(base), first), f_gb(oomlab_peak(doc)),
                      f_change(oomlab_peak(doc), oomlab_peak(base), first)])
-    truns = [r for r in rec.runs if any(rec.torch_line(r, t) for _, t in T4_TORCH)] or [None]
+    def t4_line(trun, tags):   # the first of `tags` PyTorch answered in that call
+        return next((rec.torch_line(trun, t) for t in tags if trun and rec.torch_line(trun, t)), None)
+    truns = [r for r in rec.runs if any(t4_line(r, tags) for _, tags in T4_TORCH)] or [None]
     for trun in truns:
-        tbase = rec.torch_line(trun, T4_TORCH[0][1]) if trun else None
-        for mode, tag in T4_TORCH:
-            line = rec.torch_line(trun, tag) if trun else None
+        tbase = t4_line(trun, T4_TORCH[0][1])
+        for mode, tags in T4_TORCH:
+            line = t4_line(trun, tags)
             first = mode == T4_TORCH[0][0]
             rows.append([f"PyTorch eager ({trun or MISSING})", mode, f_ms(torch_ms(line)),
                          f_change(torch_ms(line), torch_ms(tbase), first), f_gb(torch_peak(line)),
@@ -211,9 +215,11 @@ def comparison_part(rec):
         entries = sorted(((describe_oomlab(d), t, d) for (r, t), d in rec.oomlab.items() if r == run),
                          key=lambda e: sort_key(e[0]))
         for desc, tag, doc in entries:
-            line = rec.torch_line(run, tag) or rec.torch_line(run, tag.replace("_all", "_gc"))
+            line = (rec.torch_line(run, tag) or rec.torch_line(run, tag.replace("_all", "_gc")) or
+                    rec.torch_line(run, TORCH_TWINS.get(tag, "")))
             docs.append(doc)
-            what = label(desc) + (" vs HF gradient checkpointing" if line and line.get("gc") else "")
+            what = label(desc) + (" vs HF gradient checkpointing" if torch_gc(line) else "") + \
+                (" vs PyTorch SDPA" if line and describe_torch(line)["attn"] == "sdpa" else "")
             none = "—" if run in rec.torch_runs else MISSING   # PyTorch ran none / its file is missing
             rows.append([call(rec, run), what, f_ms(oomlab_ms(doc)), f_ms(torch_ms(line)) if line else none,
                          f_ratio(oomlab_ms(doc), torch_ms(line)), f_gb(oomlab_peak(doc)),
@@ -235,7 +241,9 @@ def meta_part(rec):
             peaks.setdefault(oomlab_peak(doc), []).append(f"{run}/{tag}")
     out = ["#### Meta prediction vs the CUDA peak\n"]
     readme = meta_from_readme(rec)
-    if readme is None:
+    if rec.meta:
+        out += meta_json_part(rec)
+    elif readme is None:
         out.append(f"Meta peaks of the benchmark configurations: {MISSING} (no meta-prediction table in "
                    "the record's README).\n")
     else:
@@ -356,12 +364,13 @@ def render_gpu_section(gpu_dir, experiments_dir, shown_dir="reports/results"):
              f"The GPU records committed under `{shown_dir}/gpu/`, one folder per GPU session, as the "
              "session left them plus a `provenance.json` (checked by `scripts/check_results.py`). Every "
              "figure below is computed from the record's files (oomlab's results `run*/res/*.json`, "
-             "`run*/res/torch.jsonl`, `provenance.json`); GB = 10^9 bytes. Each record's README has the "
+             "`run*/res/torch.jsonl`, `provenance.json`; a GPU kit's record, one call named `kit`, holds "
+             "them in its `logs.tar.gz` beside `tests.json`); GB = 10^9 bytes. Each record's README has the "
              "rest (tests, sanitizers, traces, per-op time, data parallelism).\n"]
     for folder in folders:
         rec = load_record(folder)
         repeats, spread = repeats_part(rec)
-        parts += provenance_part(rec, shown_dir, spread)
+        parts += provenance_part(rec, shown_dir, spread) + tests_part(rec)
         parts += t3_part(rec, anchors) + t4_part(rec, anchors) + comparison_part(rec)
         parts += meta_part(rec) + repeats
     return "\n".join(parts)

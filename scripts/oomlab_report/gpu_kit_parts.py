@@ -1,0 +1,63 @@
+"""gpu_kit_parts.py — the parts of REPORT.md's GPU section that only a GPU kit's record has
+(scripts/gpu_run.sh's folder, read by gpu_record.py): its tests and sanitizers (tests.json),
+and the meta device's predicted peak of each benchmark configuration beside the CUDA peak
+(res/meta_<tag>.json and res/oomlab_<tag>.json of the same call, in logs.tar.gz).
+Contracts: every figure comes from the record's files; a record without them renders nothing
+(tests_part) or is not passed here (meta_json_part: gpu_section calls it only when
+Record.meta holds something); never raises on a malformed file. Standard library only.
+"""
+from oomlab_report.fmt import md_table
+from oomlab_report.gpu_record import describe_oomlab, label, oomlab_peak
+
+MISSING = "missing"
+
+
+def _int(x):
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def tests_part(rec):
+    """The kit's CUDA test binaries (passed / failed / skipped, failing names) and the
+    compute-sanitizer runs, from tests.json; [] for a record without one."""
+    t = rec.tests
+    if not isinstance(t, dict) or not isinstance(t.get("binaries"), dict):
+        return []
+    rows, failing = [], []
+    for name, b in sorted(t["binaries"].items()):
+        b = b if isinstance(b, dict) else {}
+        rows.append([name] + [str(b[k]) if _int(b.get(k)) is not None else MISSING
+                              for k in ("passed", "failed", "skipped", "exit_status")])
+        failing += [f"{name}: {f}" for f in b.get("failing") or [] if isinstance(f, str)]
+    total = {k: sum(_int(b.get(k)) or 0 for b in t["binaries"].values() if isinstance(b, dict))
+             for k in ("passed", "failed", "skipped")}
+    out = ["#### CUDA tests and sanitizers (tests.json)\n",
+           md_table(["binary", "passed", "failed", "skipped", "exit"], rows, right={1, 2, 3, 4}),
+           f"In all: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped"
+           + (f"; failing: {'; '.join(failing)}" if failing else "") + ".\n"]
+    sans = t.get("sanitizers") if isinstance(t.get("sanitizers"), dict) else {}
+    for tool, s in sorted(sans.items()):
+        s = s if isinstance(s, dict) else {}
+        out.append(f"compute-sanitizer {tool} of test_cuda_parity: exit {s.get('exit_status', MISSING)}, "
+                   f"{s.get('summary') or MISSING}, {s.get('cases_ok', MISSING)} cases OK.\n")
+    return out
+
+
+def meta_json_part(rec):
+    """Per configuration of the record: the meta device's peak for the same flags (run on the
+    GPU machine's CPU in the same call) beside the CUDA run's peak."""
+    rows, equal, within = [], 0, 0
+    for (run, tag), meta_doc in sorted(rec.meta.items()):
+        doc = rec.oomlab_doc(run, tag)
+        meta, cuda = oomlab_peak(meta_doc), oomlab_peak(doc)
+        ratio = meta / cuda if meta is not None and cuda else None
+        equal += ratio is not None and meta == cuda
+        within += ratio is not None and abs(ratio - 1) <= 0.01
+        rows.append([label(describe_oomlab(doc or meta_doc)), tag, f"{meta:,}" if meta is not None else MISSING,
+                     f"{cuda:,}" if cuda is not None else MISSING, f"{ratio:.4f}" if ratio is not None else "—"])
+    return ["Each configuration's `oomlab train` flags run again on the meta device in the same call "
+            "(`res/meta_<tag>.json`, 2 steps) beside the CUDA run's peak (`res/oomlab_<tag>.json`). "
+            "The meta device replays the allocations but decides cuDNN's and cuBLAS's workspaces by its "
+            "own rule, not by the GPU's choice; the CUDA model tests (below) compare whole traces apart "
+            "from workspaces.\n",
+            md_table(["config", "tag", "meta peak B", "cuda peak B", "meta / cuda"], rows, right={2, 3, 4}),
+            f"Equal to the byte: {equal} of {len(rows)}; within 1%: {within} of {len(rows)}.\n"]
