@@ -6,7 +6,9 @@
 // documented exit code and message, no signal, within its bound, and nothing lost.
 // ctest tier: cli
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/parallel/tcp_store.h"
 #include "tests/cli_test_util.h"
 
 namespace fs = std::filesystem;
@@ -169,6 +172,57 @@ TEST(CliHostileRanks, RendezvousEndsWithinTheTimeout) {
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_EQ(r.signal, 0) << r.output;
     EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
+  }
+}
+
+// Starts `oomlab allreduce-bench` as gloo rank `rank` of 2 (output to `log`); its pid.
+pid_t start_gloo_rank(int rank, int port, const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", "2", 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(log.c_str(), "a", stderr)) ::_exit(126);
+    const std::string bin = oomlab_path();
+    ::execl(bin.c_str(), bin.c_str(), "allreduce-bench", "--backend", "gloo", "--timeout", "3", "--max-bytes", "64M",
+            "--iters", "50", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// 8, a peer that dies mid-rendezvous: rank 1 is killed the moment its gloo address appears
+// in rank 0's store (this test watches the store as one more client). Rank 0 ends within its
+// timeout with a typed error naming itself (exit 2, no signal): when the kill lands before
+// their pair connected (about 3 rounds in 8 here), "could not connect ... within 3 s" after 3 s,
+// where gloo used to wait 5x the timeout (15 s); otherwise the first collective fails at once.
+TEST(CliHostileRanks, APeerKilledMidRendezvousEndsRankZeroWithinTheTimeout) {
+  if (!has_gloo()) GTEST_SKIP() << "this build has no gloo backend";
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const int port = 28100 + int(::getpid() % 300) + 300 * round;
+    const fs::path log0 = tmp("rank0.log"), log1 = tmp("rank1.log");
+    const auto t0 = std::chrono::steady_clock::now();
+    const pid_t rank0 = start_gloo_rank(0, port, log0), rank1 = start_gloo_rank(1, port, log1);
+    ASSERT_GT(rank0, 0);
+    ASSERT_GT(rank1, 0);
+    {
+      oomlab::TcpStore watcher("127.0.0.1", port, false, std::chrono::seconds(20));
+      watcher.get("gloo/1");   // rank 1 has published its address
+      ::kill(rank1, SIGKILL);
+    }
+    int status = 0;
+    ::waitpid(rank1, &status, 0);
+    ASSERT_EQ(::waitpid(rank0, &status, 0), rank0);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string out = slurp(log0);
+    EXPECT_LT(took, 10.0) << out;   // start-up + at most one 3 s wait, not 15
+    ASSERT_TRUE(WIFEXITED(status)) << "rank 0 ended by signal " << WTERMSIG(status) << "\n" << out;
+    EXPECT_EQ(WEXITSTATUS(status), 2) << out;
+    EXPECT_NE(out.find("gloo: rank 0"), std::string::npos) << out;
+    fs::remove(log0);
+    fs::remove(log1);
   }
 }
 

@@ -13,6 +13,8 @@
 // then this rank's slice (what PyTorch's gloo backend also does for uneven cases).
 // Timeouts: every collective gets timeout(); gloo throws on a timeout or a closed peer (a
 // killed rank resets its TCP connections), and that becomes CommTimeoutError / CommError.
+// Rendezvous: each wait for a peer's key and the mesh's connection each end within timeout()
+// (a peer that dies between publishing its address and connecting included).
 // Byte counts: what a ring moves (as the mpi backend).
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -23,6 +25,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/parallel/comm_registry.h"
@@ -37,11 +40,13 @@ class StoreAdapter : public gloo::rendezvous::Store {   // gloo's view of our Tc
   explicit StoreAdapter(TcpStore& s) : s_(s) {}
   void set(const std::string& key, const std::vector<char>& data) override { s_.set("gloo/" + key, data); }
   std::vector<char> get(const std::string& key) override { return s_.get("gloo/" + key); }
+  // Every key wait gets the store's whole timeout (--timeout), not the context's: the context's
+  // is shortened while the mesh connects (see the constructor).
   void wait(const std::vector<std::string>& keys) override { wait(keys, s_.timeout()); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
     std::vector<std::string> k;
     for (const auto& key : keys) k.push_back("gloo/" + key);
-    s_.wait(k, timeout);
+    s_.wait(k, s_.timeout());
   }
 
  private:
@@ -68,12 +73,17 @@ class GlooCommunicator : public Communicator {
     attr.hostname = info.master_addr == "localhost" ? "127.0.0.1" : local_host_for(info.master_addr);
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_, world_);
-    ctx->setTimeout(timeout());
+    // gloo waits 5x a pair's timeout for its first connection (tcp/pair.h, waitUntil), which
+    // the pair takes from the context: a peer that published its address and died held rank 0
+    // for 5x --timeout. So the pairs are made under timeout()/5, then the context gets it whole.
+    ctx->setTimeout(std::max(std::chrono::milliseconds(1), timeout() / 5));
     try {
       ctx->connectFullMesh(adapter, dev);
     } catch (const gloo::Exception& e) {
-      throw CommError(str_cat("gloo: rank ", rank_, " could not connect to the other ", world_ - 1, " rank(s): ", e.what()));
+      throw CommError(str_cat("gloo: rank ", rank_, " could not connect to the other ", world_ - 1, " rank(s) within ",
+                              std::chrono::duration<double>(timeout()).count(), " s: ", e.what()));
     }
+    ctx->setTimeout(timeout());
     ctx_ = ctx;
   }
 

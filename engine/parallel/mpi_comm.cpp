@@ -10,7 +10,8 @@
 // collectives) or refused (all_gather / reduce_scatter).
 // Errors: MPI_ERRORS_RETURN on the world; a failed call throws CommError with MPI's text.
 // No hang: MPI has no timeouts, so a watchdog thread ends this process (exit 2, after
-// printing the collective and the rank) when a call outlasts timeout(); mpirun then
+// printing the collective and the rank) when a call, MPI_Init_thread included, outlasts
+// timeout(); mpirun then
 // terminates the other ranks. A rank killed by a signal makes mpirun end the job.
 // Byte counts: MPI's algorithms are its own; stats() counts what a ring moves
 // (all_reduce 2(n-1)/n x size, all_gather / reduce_scatter (n-1)/n x the full buffer,
@@ -101,7 +102,9 @@ class MpiCommunicator : public Communicator {
     MPI_Initialized(&inited);
     if (!inited) {
       int provided = 0;
+      watchdog_.arm("MPI_Init_thread (mpirun's job set-up)", timeout());   // the wire-up is a wait too
       mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      watchdog_.disarm();
       std::atexit([] {
         int fin = 0;
         MPI_Finalized(&fin);
