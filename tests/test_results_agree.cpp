@@ -94,3 +94,25 @@ TEST(ResultsAgree, TrainEpochLinesMatchHistory) {
   }
   EXPECT_EQ(j["memory"]["of"], "the whole run");
 }
+
+// A figure that was not measured is null in the JSON and "n/a" in the line, never 0: no
+// evaluation (--eval-batches 0), and the meta device (no values at all).
+TEST(ResultsAgree, UnmeasuredFiguresAreNullNotZero) {
+  std::string text;
+  const json none = run_json("train --model mlp --dataset synthetic --synthetic-size 32 --batch 16 --steps 2 "
+                             "--eval-batches 0", &text);
+  ASSERT_TRUE(none.is_object()) << text;
+  const json& e = none["metrics"]["history"]["epochs"].back();
+  EXPECT_TRUE(e["test_loss"].is_null() && e["test_accuracy"].is_null()) << e;
+  EXPECT_EQ(e["test_samples"], 0);
+  EXPECT_TRUE(e["train_loss"].is_number()) << e;
+  EXPECT_TRUE(none["metrics"]["final_test_accuracy"].is_null());
+  EXPECT_NE(text.find("| test loss n/a acc n/a"), std::string::npos) << text;
+  const json meta = run_json("train --model mlp --dataset synthetic --synthetic-size 32 --batch 16 --steps 2 "
+                             "--device meta", &text);
+  ASSERT_TRUE(meta.is_object()) << text;
+  for (const json& l : meta["metrics"]["history"]["train_loss"]) EXPECT_TRUE(l.is_null()) << l;
+  for (const char* k : {"train_loss", "train_accuracy", "test_loss", "test_accuracy"})
+    EXPECT_TRUE(meta["metrics"]["history"]["epochs"].back()[k].is_null()) << k;
+  EXPECT_NE(text.find("train loss n/a acc n/a | test loss n/a acc n/a"), std::string::npos) << text;
+}

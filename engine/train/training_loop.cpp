@@ -19,6 +19,13 @@ using json = nlohmann::json;
 
 namespace {
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(); }
+
+std::string four_places(const json& v) {   // a log line's figure; "n/a" where there is none
+  if (!v.is_number()) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4f", v.get<double>());
+  return text;
+}
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -131,7 +138,7 @@ void TrainingRun::train_batch() {
       std::printf("step %lld: out of memory, retried as %lld micro-batches\n", (long long)step_ + 1,
                   (long long)out.micro_batches);
   }
-  const double loss = out.loss.item();
+  const double loss = c_.device.is_meta() ? 0.0 : out.loss.item();   // meta: no value (recorded as null)
   if (!std::isfinite(loss) && divergence_.is_null()) {
     divergence_ = {{"step", step_ + 1}, {"loss", std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"}};
     std::printf("step %lld: the loss is %s: diverged (%s)\n", (long long)step_ + 1,
@@ -173,13 +180,14 @@ void TrainingRun::record_step(const StepOutput& out, double loss, double seconds
   train_seconds_ += seconds;
   ++step_;
   consecutive_skips_ = 0;
-  if (std::isfinite(loss)) {
+  const bool has_value = std::isfinite(loss) && !c_.device.is_meta();
+  if (has_value) {
     epoch_loss_ += loss * double(batch_.n);
     epoch_correct_ += out.correct;
     epoch_samples_ += batch_.n;
     epoch_scored_ += batch_.n * train_set_.target_numel();
   }
-  history_["train_loss"].push_back(finite_or_null(loss));
+  history_["train_loss"].push_back(has_value ? json(loss) : json());
   history_["lr"].push_back(opt_->param_groups()[0].lr);
   if (opt_->param_groups().size() > 1) {
     json lrs = json::array();
@@ -244,10 +252,14 @@ void TrainingRun::end_epoch(int64_t epoch) {
     ev = run_eval();
     if (ema_) ema_->swap_out();
   }
-  const double train_loss = epoch_samples_ ? epoch_loss_ / double(epoch_samples_) : 0.0;
-  const double train_accuracy = epoch_scored_ ? double(epoch_correct_) / double(epoch_scored_) : 0.0;
-  json e = {{"epoch", epoch}, {"step", step_}, {"train_loss", finite_or_null(train_loss)}, {"train_accuracy", train_accuracy},
-            {"test_loss", finite_or_null(ev.loss)}, {"test_accuracy", ev.accuracy}, {"test_samples", ev.samples}};
+  // No value is null, never 0: no scored sample (the meta device, every loss non-finite) for
+  // train_*, no evaluated sample (--eval-batches 0, meta, an empty test split) for test_*.
+  const json train_loss = epoch_samples_ ? finite_or_null(epoch_loss_ / double(epoch_samples_)) : json();
+  const json train_accuracy = epoch_scored_ ? json(double(epoch_correct_) / double(epoch_scored_)) : json();
+  const json test_loss = ev.samples > 0 ? finite_or_null(ev.loss) : json();
+  const json test_accuracy = ev.samples > 0 ? json(ev.accuracy) : json();
+  json e = {{"epoch", epoch}, {"step", step_}, {"train_loss", train_loss}, {"train_accuracy", train_accuracy},
+            {"test_loss", test_loss}, {"test_accuracy", test_accuracy}, {"test_samples", ev.samples}};
   if (ev.mean_iou >= 0) e["test_mean_iou"] = ev.mean_iou;
   if (ev.skipped_samples > 0) e["test_samples_skipped"] = ev.skipped_samples;   // --on-oom skip
   if (ema_ && raw.samples > 0) e["test_accuracy_raw"] = raw.accuracy;            // test_accuracy is the EMA's
@@ -258,8 +270,9 @@ void TrainingRun::end_epoch(int64_t epoch) {
   }
   history_["epochs"].push_back(e);
   if (!quiet_)
-    std::printf("epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f%s\n", (long long)epoch,
-                (long long)step_, train_loss, train_accuracy, ev.loss, ev.accuracy,
+    std::printf("epoch %lld step %lld: train loss %s acc %s | test loss %s acc %s%s\n", (long long)epoch,
+                (long long)step_, four_places(train_loss).c_str(), four_places(train_accuracy).c_str(),
+                four_places(test_loss).c_str(), four_places(test_accuracy).c_str(),
                 ev.mean_iou >= 0 ? str_cat(" mIoU ", ev.mean_iou).c_str() : "");
   epoch_loss_ = 0; epoch_correct_ = 0; epoch_samples_ = 0; epoch_scored_ = 0;
 }
