@@ -3,6 +3,7 @@
 // exactly; every malformed file or inconsistent set of files is a clear error naming the
 // file and the problem; the token dataset's lengths follow the attention mask.
 // ctest tier: unit
+#include <cmath>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -190,7 +191,18 @@ TEST(NpyDataset, InconsistentFilesAreClearErrors) {
       {"N differs", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(3,)", {0, 1, 1})}},
        "has 3 samples"},
       {"negative label", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {0, -1})}},
-       "label -1"},
+       "label -1 of sample 1 is outside"},
+      {"negative mask pixel", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)},
+                               {"train_labels.npy", i8("(2, 2, 2)", {0, 0, 0, 0, 0, 0, -3, 0})}},
+       "label -3 of sample 1, pixel 2 is outside"},
+      {"a 10^9 label", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {1000000000, 0})}},
+       "label 1000000000 of sample 0 would make 1000000001 classes"},
+      {"a NaN pixel", {{"train_inputs.npy", npy_of("<f4", "(2, 1, 2, 2)", std::vector<float>{0, 0, 0, 0, 0, NAN, 0, 0})},
+                       {"train_labels.npy", i8("(2,)", {0, 1})}},
+       "sample 1 holds a non-finite value (nan) at element 1"},
+      {"an Inf pixel", {{"train_inputs.npy", npy_of("<f8", "(1, 1, 1, 2)", std::vector<double>{0, -INFINITY})},
+                        {"train_labels.npy", i8("(1,)", {0})}},
+       "sample 0 holds a non-finite value (-inf) at element 1"},
       {"float labels", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", f4("(2,)", 2)}},
        "labels must be integers"},
       {"mask size", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2, 3, 3)", std::vector<int64_t>(18, 0))}},
@@ -218,9 +230,25 @@ TEST(NpyDataset, InconsistentFilesAreClearErrors) {
   fs::path dir = fresh_dir("classes");
   put(dir, "train_inputs.npy", f4("(2, 1, 2, 2)", 8));
   put(dir, "train_labels.npy", i8("(2,)", {0, 7}));
-  EXPECT_NE(what_of([&] { load_npy_dataset(dir.string(), "train", 5); }).find("label 7 at flat index 1 is outside [0, 5)"),
+  EXPECT_NE(what_of([&] { load_npy_dataset(dir.string(), "train", 5); }).find("label 7 of sample 1 is outside [0, 5) (the class count given)"),
             std::string::npos);
   EXPECT_NE(what_of([&] { load_npy_dataset((dir / "nope").string(), "train"); }).find("is not a directory"),
             std::string::npos);
+  fs::remove_all(dir);
+}
+
+// An id outside the model's vocabulary is found when the data is loaded (train checks every
+// split), naming file, sample and position, not when an embedding meets its batch; padding
+// after the attended tokens is not checked (it is never embedded).
+TEST(NpyDataset, TokenIdsOutsideTheVocabularyNameSampleAndPosition) {
+  const auto i8 = [](const char* shape, std::vector<int64_t> v) { return npy_of("<i8", shape, v); };
+  fs::path dir = fresh_dir("vocab");
+  put(dir, "train_inputs.npy", i8("(2, 3)", {5, 6, 0, 7, 30522, 0}));
+  put(dir, "train_labels.npy", i8("(2,)", {0, 1}));
+  auto d = load_npy_dataset(dir.string(), "train");
+  EXPECT_NE(what_of([&] { d->check_token_ids(30522); }).find("train_inputs.npy: token id 30522 of sample 1 at position 1 "
+                                                              "is outside the model's vocabulary [0, 30522)"),
+            std::string::npos);
+  EXPECT_EQ(what_of([&] { d->check_token_ids(30523); }), "(no error)");
   fs::remove_all(dir);
 }

@@ -40,6 +40,10 @@ class Dataset {
   virtual Shape target_shape() const { return {}; }          // {} class label | {H, W} mask
   // Token inputs (input_dtype() == i64): the default throws InternalError.
   virtual void get_tokens(int64_t index, std::vector<int64_t>& tokens, int64_t* target_out) const;
+  // Token inputs: throws, naming the file, sample and position, when an id is outside
+  // [0, vocab) (an embedding would refuse it only when its batch is drawn). Default: no check
+  // (datasets that generate their ids within the vocabulary).
+  virtual void check_token_ids(int64_t /*vocab*/) const {}
   int64_t sample_numel() const { return shape_numel(sample_shape()); }
   int64_t target_numel() const { return shape_numel(target_shape()); }
   bool is_tokens() const { return input_dtype() == DType::i64; }

@@ -2,6 +2,7 @@
 #include "engine/data/npy_dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -22,19 +23,45 @@ NpyArray read_required(const std::string& path, const std::string& role) {
   return read_npy(path);
 }
 
+// "sample 5" for (N,) labels, "sample 5, pixel 17" for (N, H, W) masks.
+std::string label_position(const NpyArray& labels, int64_t flat) {
+  const int64_t per = labels.shape.empty() ? 1 : labels.numel() / std::max<int64_t>(labels.shape[0], 1);
+  return per <= 1 ? str_cat("sample ", flat) : str_cat("sample ", flat / per, ", pixel ", flat % per);
+}
+
 void check_labels(const NpyArray& labels, int64_t num_classes) {
   for (int64_t i = 0, n = labels.numel(); i < n; ++i) {
     const int64_t v = labels.int_at(i);
-    OOMLAB_CHECK(v >= 0 && v < num_classes, labels.file, ": label ", v, " at flat index ", i, " is outside [0, ",
-                 num_classes, ")", num_classes > 0 ? " (the class count given)" : "");
+    OOMLAB_CHECK(v >= 0 && v < num_classes, labels.file, ": label ", v, " of ", label_position(labels, i),
+                 " is outside [0, ", num_classes, ")", num_classes > 0 ? " (the class count given)" : "");
   }
 }
 
+// Without --classes the class count is the largest label + 1; past this many classes a
+// label is taken for a corrupt one (ImageNet-21k has 21,841 classes), not a head to build.
+constexpr int64_t kMaxInferredClasses = int64_t(1) << 20;
+
 int64_t max_label_plus_one(const NpyArray& labels) {
   OOMLAB_CHECK(labels.is_integer(), labels.file, ": labels must be integers (got ", npy_type_name(labels.type), ")");
-  int64_t m = -1;
-  for (int64_t i = 0, n = labels.numel(); i < n; ++i) m = std::max(m, labels.int_at(i));
+  int64_t m = -1, at = 0;
+  for (int64_t i = 0, n = labels.numel(); i < n; ++i)
+    if (labels.int_at(i) > m) m = labels.int_at(i), at = i;
+  OOMLAB_CHECK(m < kMaxInferredClasses, labels.file, ": label ", m, " of ", label_position(labels, at), " would make ",
+               m + 1, " classes (more than ", kMaxInferredClasses, " is taken for a corrupt label; pass --classes K ",
+               "if the model should really have that many)");
   return m + 1;
+}
+
+// Float images must be finite: a NaN or Inf pixel would surface only as a diverged loss.
+void check_finite_pixels(const NpyArray& x) {
+  if (x.type != NpyType::f32 && x.type != NpyType::f64) return;
+  const int64_t per = x.numel() / std::max<int64_t>(x.shape[0], 1);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+    const double v = x.type == NpyType::f32 ? double(reinterpret_cast<const float*>(x.data.data())[i])
+                                            : reinterpret_cast<const double*>(x.data.data())[i];
+    OOMLAB_CHECK(std::isfinite(v), x.file, ": sample ", i / per, " holds a non-finite value (", v, ") at element ",
+                 i % per, "; inputs must be finite");
+  }
 }
 
 class NpyImageDataset final : public Dataset {
@@ -53,8 +80,9 @@ class NpyImageDataset final : public Dataset {
     OOMLAB_CHECK_T(ShapeError, !masks || (y_.shape[1] == x_.shape[2] && y_.shape[2] == x_.shape[3]), y_.file,
                    ": masks ", shape_str(y_.shape), " do not match the images' H x W ", x_.shape[2], "x", x_.shape[3]);
     OOMLAB_CHECK(n >= 1, x_.file, " holds no samples");
-    const int64_t seen = max_label_plus_one(y_);   // also refuses non-integer labels
-    if (classes_ == 0) classes_ = std::max<int64_t>(seen, 1);
+    check_finite_pixels(x_);
+    if (classes_ == 0) classes_ = std::max<int64_t>(max_label_plus_one(y_), 1);   // also refuses non-integer labels
+    OOMLAB_CHECK(y_.is_integer(), y_.file, ": labels must be integers (got ", npy_type_name(y_.type), ")");
     check_labels(y_, classes_);
   }
   int64_t size() const override { return x_.shape[0]; }
@@ -124,8 +152,8 @@ class NpyTokenDataset final : public Dataset {
       OOMLAB_CHECK(len >= 1, mask ? mask->file : ids_.file, ": sample ", i, " has no attended token");
       lengths_[size_t(i)] = len;
     }
-    const int64_t seen = max_label_plus_one(y_);   // also refuses non-integer labels
-    if (classes_ == 0) classes_ = std::max<int64_t>(seen, 1);
+    if (classes_ == 0) classes_ = std::max<int64_t>(max_label_plus_one(y_), 1);   // also refuses non-integer labels
+    OOMLAB_CHECK(y_.is_integer(), y_.file, ": labels must be integers (got ", npy_type_name(y_.type), ")");
     check_labels(y_, classes_);
   }
   int64_t size() const override { return ids_.shape[0]; }
@@ -143,6 +171,15 @@ class NpyTokenDataset final : public Dataset {
     *target = y_.int_at(index);
   }
   std::string name() const override { return name_; }
+  void check_token_ids(int64_t vocab) const override {
+    const int64_t t = ids_.shape[1];
+    for (int64_t i = 0; i < size(); ++i)
+      for (int64_t j = 0; j < lengths_[size_t(i)]; ++j) {
+        const int64_t id = ids_.int_at(i * t + j);
+        OOMLAB_CHECK(id >= 0 && id < vocab, ids_.file, ": token id ", id, " of sample ", i, " at position ", j,
+                     " is outside the model's vocabulary [0, ", vocab, ")");
+      }
+  }
 
  private:
   NpyArray ids_, y_;

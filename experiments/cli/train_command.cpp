@@ -86,6 +86,7 @@ void check_model_fits_npy(const std::string& model, const Dataset& d) {
                " takes ", tokens ? "token ids" : "images", " for ", seg ? "segmentation" : "classification",
                ", the files hold ", d.is_tokens() ? "token ids" : "images", " with ",
                masks ? "per-pixel masks" : "class labels");
+  if (tokens) d.check_token_ids(bert_shape(model, default_model_config(model)).vocab_size);
 }
 
 // The per-sample image shape of an image dataset: Fashion-MNIST's 1x28x28, else --input or
@@ -108,6 +109,7 @@ Datasets make_datasets(const TrainConfig& c) {
     d.train = load_npy_dataset(c.data_dir, "train", classes);
     d.test = has_test ? load_npy_dataset(c.data_dir, "test", classes) : d.train;   // no test split: evaluate on train
     check_model_fits_npy(c.model, *d.train);
+    if (has_test) check_model_fits_npy(c.model, *d.test);
     OOMLAB_CHECK_T(ShapeError, d.test->sample_shape() == d.train->sample_shape() || d.train->is_tokens(), d.test->name(),
                    " holds ", shape_str(d.test->sample_shape()), " samples, ", d.train->name(), " ",
                    shape_str(d.train->sample_shape()));
