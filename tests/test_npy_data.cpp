@@ -195,6 +195,8 @@ TEST(NpyDataset, InconsistentFilesAreClearErrors) {
       {"negative mask pixel", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)},
                                {"train_labels.npy", i8("(2, 2, 2)", {0, 0, 0, 0, 0, 0, -3, 0})}},
        "label -3 of sample 1, pixel 2 is outside"},
+      {"int64 images", {{"train_inputs.npy", i8("(1, 1, 1, 2)", {3, 4})}, {"train_labels.npy", i8("(1,)", {0})}},
+       "(N, C, H, W) images must be float32, float64 or uint8 (got int64)"},
       {"a 10^9 label", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {1000000000, 0})}},
        "label 1000000000 of sample 0 would make 1000000001 classes"},
       {"a NaN pixel", {{"train_inputs.npy", npy_of("<f4", "(2, 1, 2, 2)", std::vector<float>{0, 0, 0, 0, 0, NAN, 0, 0})},

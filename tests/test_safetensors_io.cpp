@@ -3,7 +3,10 @@
 // CRC and structural corruption, load_into name/shape/dtype checks.
 // ctest tier: unit
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -113,6 +116,31 @@ TEST(AtomicFile, FaultBeforeRenameKeepsOldContent) {
   EXPECT_EQ(d.entries(), 1u);
   write_file_atomic(p, "new content");
   EXPECT_EQ(read_file(p), "new content");
+}
+
+// A writer killed (SIGKILL, in a child process) between its fsync and its rename leaves its
+// temp; the next write of the same target removes it. A temp whose writer still runs stays.
+TEST(AtomicFile, TempsOfKilledWritersAreRemovedByTheNextWrite) {
+  TempDir d;
+  const std::string p = d.file("latest");
+  write_file_atomic(p, "step-2");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    atomic_write_fault_hook() = [](const std::string&) { ::raise(SIGKILL); };
+    write_file_atomic(p, "step-4");
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(read_file(p), "step-2");
+  EXPECT_EQ(d.entries(), 2u);   // the target and the dead writer's temp
+  const std::string live = d.file(".latest.tmp." + std::to_string(::getppid()) + ".abcdef");   // a running writer's
+  write_file_atomic(live, "in flight");
+  write_file_atomic(p, "step-6");
+  EXPECT_EQ(read_file(p), "step-6");
+  EXPECT_EQ(d.entries(), 2u);   // the target and the live writer's temp
+  EXPECT_TRUE(fs::exists(live));
 }
 
 TEST(AtomicFile, StrictJsonRejectsNonFinite) {

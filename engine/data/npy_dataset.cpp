@@ -208,6 +208,11 @@ std::shared_ptr<Dataset> load_npy_dataset(const std::string& dir, const std::str
   NpyArray y = read_required(split_file(dir, split, "labels"), "labels");
   const std::string mask_path = split_file(dir, split, "attention_mask");
   const std::string name = "npy:" + dir + "[" + split + "]";
+  // The kind comes from dtype and rank together: (N, T) integers are token ids, (N, C, H, W)
+  // arrays are images, whose dtype must then be one an image has.
+  OOMLAB_CHECK(!(x.is_integer() && x.type != NpyType::u8 && x.shape.size() == 4), x.file, ": (N, C, H, W) images must be ",
+               "float32, float64 or uint8 (got ", npy_type_name(x.type), "); integer inputs are read as token ids only ",
+               "when they are (N, T)");
   if (x.is_integer() && x.type != NpyType::u8 && x.type != NpyType::b1) {
     if (std::filesystem::exists(mask_path, ec)) {
       NpyArray m = read_npy(mask_path);

@@ -2,12 +2,14 @@
 #include "engine/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -186,6 +188,27 @@ std::function<void(const std::string&)>& atomic_write_fault_hook() {
   return hook;
 }
 
+namespace {
+// Temps left by writers that died before their rename (kill -9, a signal's default action):
+// ".<name>.tmp.<pid>.XXXXXX" whose pid no longer runs. Removed before the next write of the
+// same target (a pid reused meanwhile keeps its temp until the one after).
+void remove_dead_writers_temps(const std::filesystem::path& dir, const std::string& prefix) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());   // "<pid>.XXXXXX"
+    const size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos || rest.find_first_not_of("0123456789") != dot) continue;
+    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    if (pid > 0 && pid != long(::getpid()) && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code rm;
+      std::filesystem::remove(it->path(), rm);
+    }
+  }
+}
+}  // namespace
+
 void write_file_atomic(const std::string& path_given, std::string_view bytes) {
   namespace fs = std::filesystem;
   const OutputTarget out = resolve_output(path_given);
@@ -207,7 +230,9 @@ void write_file_atomic(const std::string& path_given, std::string_view bytes) {
   }
 
   TempGuard tmp;
-  std::string templ = (fs::path(dir) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  const std::string prefix = "." + target.filename().string() + ".tmp.";
+  remove_dead_writers_temps(dir, prefix);
+  std::string templ = (fs::path(dir) / (prefix + std::to_string(::getpid()) + ".XXXXXX")).string();
   std::vector<char> name(templ.begin(), templ.end());
   name.push_back('\0');
   int fd = ::mkstemp(name.data());

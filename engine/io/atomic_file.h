@@ -4,6 +4,8 @@
 //    never a mix: temp file in the same directory (mkstemp), write all, fsync, close,
 //    rename over the target, fsync the directory. New files get mode 0644; an existing
 //    target keeps its mode. On any failure the temp is removed and IoError names the path.
+//    The temp is ".<name>.tmp.<pid>.XXXXXX"; one whose writer died before its rename (kill
+//    -9, SIGTERM's default action) is removed at the next write of the same target.
 //  * write_json_atomic / dump_json_strict reject NaN and +-Inf (nlohmann would write
 //    `null`): ValueError naming the key path, e.g. "metrics.curve[3].loss".
 //    Where the bytes go is file_kinds.h's resolve_output: /dev/stdout and the like through
