@@ -94,7 +94,7 @@ INSTANTIATE_TEST_SUITE_P(
                    "--seq-min-len applies to --dataset synthetic-seq (this run has --dataset synthetic)"},
         RejectCase{"train --model mlp --data-dir /tmp --dataset synthetic --steps 1", 2,
                    "--data-dir applies to --dataset fashion-mnist or npy (this run has --dataset synthetic)"},
-        RejectCase{"train --model mlp --synthetic-size 10 --steps 1", 2,
+        RejectCase{"train --model mlp --dataset fashion-mnist --synthetic-size 10 --steps 1", 2,
                    "--synthetic-size applies to --dataset synthetic, synthetic-seq or synthetic-seg (this run has --dataset fashion-mnist)"},
         RejectCase{"train --model mlp --dataset synthetic --on-nan ignore --steps 1", 2,
                    "--on-nan must be stop or continue"}));

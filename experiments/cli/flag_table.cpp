@@ -63,10 +63,9 @@ const std::vector<std::string> kSynthetic = {"synthetic", "synthetic-seq", "synt
 const std::vector<std::string> kProcessBackends = {"gloo", "mpi", "nccl"};   // one process per rank
 
 void rows_model_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("model", {"summary", "estimate", "step"}, "the model (`oomlab models` lists the zoo)").text("M").required().s);
-  t.push_back(F("model", kTrain, "the model (`oomlab models` lists the zoo)").text("M").def("resnet20").s);
+  t.push_back(F("model", kModel, "the model (`oomlab models` lists the zoo)").text("M").required().s);
   t.push_back(F("dataset", kTrain, "the training data: Fashion-MNIST, a synthetic task, or your npy arrays")
-                  .choice({"fashion-mnist", "synthetic", "synthetic-seq", "synthetic-seg", "npy"}).def("fashion-mnist").s);
+                  .choice({"fashion-mnist", "synthetic", "synthetic-seq", "synthetic-seg", "npy"}).required().s);
   t.push_back(F("data-dir", kTrain, "the dataset's folder (Fashion-MNIST's IDX files, or the npy files)")
                   .text("DIR").applies("dataset", {"fashion-mnist", "npy"}).s);
   t.push_back(F("data-dir", kStep, "the folder of train_inputs.npy and train_labels.npy").text("DIR").required().s);
