@@ -149,6 +149,17 @@ TEST_F(NpyCli, StepWritesLossLogitsGradientsAndTheUpdatedState) {
   EXPECT_EQ(wrong.code, 2) << wrong.output;
   EXPECT_NE(wrong.output.find("dtype mismatch for 'conv1.weight'"), std::string::npos) << wrong.output;
   EXPECT_FALSE(fs::exists(out));
+  // Weights holding a NaN: the loss is NaN, and nothing is written (was: a NaN file, exit 0).
+  NamedTensors nan_weights = initial_weights(2);
+  for (auto& [name, t] : nan_weights)
+    if (name == "fc.bias") t.data<float>()[0] = NAN;
+  write_safetensors((dir / "wnan.safetensors").string(), nan_weights);
+  CliRun nan_run = run_oomlab("step --model resnet20 --data-dir " + (dir / "data").string() + " --init " +
+                              (dir / "wnan.safetensors").string() + " --out " + out.string());
+  EXPECT_EQ(nan_run.code, 2) << nan_run.output;
+  EXPECT_NE(nan_run.output.find("step: the loss is NaN: nothing is written"), std::string::npos)
+      << nan_run.output;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 struct NpyBad { const char* args; const char* expected; };

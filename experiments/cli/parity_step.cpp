@@ -11,6 +11,7 @@
 // running statistics included).
 #include "experiments/cli/parity_step.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "engine/autograd/grad_mode.h"
@@ -60,6 +61,7 @@ int cmd_step(const std::vector<std::string>& args) {
   if (tokens) {
     mc.seq_len = in[0];
     check_seq_fits(model_name, arch, in[0], "the token files' length");
+    data->check_token_ids(bert_shape(model_name, mc).vocab_size);
   } else {
     mc.in_channels = in[0]; mc.height = in[1]; mc.width = in[2];
   }
@@ -83,6 +85,9 @@ int cmd_step(const std::vector<std::string>& args) {
   opt->zero_grad(true);
   const Tensor logits = (*model)(x);
   const Tensor loss = task_loss(logits, y);
+  const double loss_value = loss.item();
+  OOMLAB_CHECK(std::isfinite(loss_value), "step: the loss is ", std::isnan(loss_value) ? "NaN" : loss_value > 0 ? "+Inf" : "-Inf",
+               ": nothing is written to ", out, "; are the weights in ", init, " finite?");
   loss.backward();
 
   NamedTensors outputs = {{"loss", loss}, {"logits", logits.detach()}};
@@ -94,7 +99,7 @@ int cmd_step(const std::vector<std::string>& args) {
   for (const auto& [name, t] : model->state_dict()) outputs.emplace_back("after/" + name, t);
   write_safetensors(out, outputs, {{"model", model_name}, {"dtype", dtype_flag}, {"lr", str_cat(lr)}});
   std::printf("step: %s %s batch %lld: loss %.10g -> %s\n", model_name.c_str(), dtype_flag.c_str(),
-              static_cast<long long>(batch.n), loss.item(), out.c_str());
+              static_cast<long long>(batch.n), loss_value, out.c_str());
   return 0;
 }
 
