@@ -133,7 +133,7 @@ TEST(FlagTable, EachCheckFiresWithItsOneWording) {
       {{"--nesterovv"}, "train", "oomlab train: unknown flag --nesterovv"},
       {{"resnet20"}, "train", "oomlab train: unexpected argument 'resnet20'"},
       {{"a", "b"}, "run", "oomlab run: unexpected argument 'b' (at most 1 positional argument)"},
-      {{"--bogus"}, "models", "oomlab models: unknown flag --bogus"},
+      {{"--bogus"}, "models", "oomlab models: unknown flag --bogus (known: none: `oomlab models` takes no flags)"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.command + " " + c.message);

@@ -13,10 +13,10 @@
 namespace oomlab {
 
 namespace {
-std::string known_flags(const std::string& command) {
+std::string known_flags(const std::string& command) {   // " --a --b", or " none: `oomlab X` takes no flags"
   std::string k;
   for (const FlagSpec* f : flags_of(command)) k += " --" + f->name;
-  return k;
+  return k.empty() ? str_cat(" none: `oomlab ", command, "` takes no flags") : k;
 }
 
 size_t max_positionals(const std::string& command) {
