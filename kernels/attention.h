@@ -10,7 +10,8 @@
 // the mask eager attention's dropout draws over its [B, heads, Tq, Tk] probabilities from
 // the same generator state, replayed in backward from (seed, base) alone. Backward
 // overwrites dq, dk, dv. No [Tq, Tk] buffer is ever allocated: each row's Tk scores live
-// in the kernel's scratch. CPU kernels: kernels/cpu/attention_cpu.cpp (float32, float64).
+// in the kernel's scratch (CPU: per thread, at most 64 query rows x Tk). CPU kernels:
+// kernels/cpu/attention_cpu.cpp (float32, float64; BLAS GEMMs on 64-row blocks).
 #pragma once
 #include <cstdint>
 

@@ -1,89 +1,158 @@
 // attention_cpu.cpp — CPU kernels of fused attention (kernels/attention.h), float32 and
-// float64. Forward, per query row: the Tk scores in a per-thread scratch row, max-shifted
-// exp sums, lse = max + log(sum), then out = sum_j exp(s_j - lse) * keep_j / (1-p) * v_j.
-// Backward, per (batch x head) slice, rows in order: recompute P = exp(s - lse), then with
-// Di = dO_i . O_i: dV_j += P z dO_i, dS = P (z dO_i.v_j - Di), dQ_i += scale dS k_j,
-// dK_j += scale dS q_i. Sums run in double; OpenMP over rows (forward) or slices
-// (backward), each output element written by one thread in a fixed order, so results do
-// not depend on the thread count.
+// float64, FlashAttention's blocking on BLAS: query rows in blocks of kRows; per block the
+// scores S = scale Q_b K^T are one GEMM into a per-thread [kRows, Tk] scratch (never a
+// [Tq, Tk] buffer), then per row max-shifted exps (sum in double), lse = max + log(sum),
+// P = exp(S - lse) x keep / (1-p), and O_b = P V is a second GEMM.
+// Backward, per (batch x head) slice, blocks in order: recompute S and P from lse; with
+// Z the dropout factors and Di = dO_i . O_i: dV += (P Z)^T dO_b, dP = dO_b V^T,
+// dS = scale P (Z dP - Di), dQ_b = dS K, dK += dS^T Q_b -- five GEMMs per block.
+// Threading: OpenMP over (slice, block) in forward, over slices in backward (dK and dV sum
+// over a slice's blocks in block order); BLAS runs single-threaded inside (BlasThreadsGuard,
+// as the conv kernels), so each output element is computed by one thread in a fixed order
+// and results do not depend on the thread count.
+#include <cblas.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "engine/core/rng.h"
+#include "engine/core/thread_budget.h"
 #include "kernels/attention.h"
+#include "kernels/cpu/fast_math.h"
+#include "kernels/cpu/philox_cpu.h"
 
 namespace oomlab {
 namespace {
 
-// The dropout factor of probability element e: 0 (dropped) or 1 / (1 - p).
-inline double keep_factor(const FusedAttentionArgs& a, uint64_t e) {
-  if (a.p <= 0) return 1.0;
-  const uint32_t w = Generator::block(a.seed, a.base, e / 4)[e % 4];
-  // uint_to_unit_float(w) >= p, exactly as the dropout kernels decide it (24-bit uniforms)
-  return (w >> 8) >= uint32_t(std::ceil(a.p * 16777216.0)) ? 1.0 / (1.0 - a.p) : 0.0;
-}
-
-// Scores of row i of slice bh into s (masked keys: -inf); returns their max.
-template <class T>
-double row_scores(const FusedAttentionArgs& a, int64_t bh, int64_t i, std::vector<double>& s) {
-  const T* q = static_cast<const T*>(a.q) + (bh * a.Tq + i) * a.D;
-  const T* k = static_cast<const T*>(a.k) + bh * a.Tk * a.D;
-  const uint8_t* m = a.mask ? a.mask + (bh / a.heads) * a.Tk : nullptr;
-  double mx = -std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j < a.Tk; ++j) {
-    if (m && m[j]) { s[size_t(j)] = -std::numeric_limits<double>::infinity(); continue; }
-    double dot = 0;
-    for (int64_t c = 0; c < a.D; ++c) dot += double(q[c]) * double(k[j * a.D + c]);
-    s[size_t(j)] = a.scale * dot;
-    mx = std::max(mx, s[size_t(j)]);
-  }
-  return mx;
-}
-
+constexpr int64_t kRows = 64;             // query rows per block
 constexpr int64_t kParallelMin = 32768;   // multiply-adds below which threads cost more than they save
 
+// C[M, N] = alpha op(A) op(B) + beta C, row-major, single-threaded BLAS (see the header).
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  const auto ta_ = ta ? CblasTrans : CblasNoTrans, tb_ = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta_, tb_, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, ta_, tb_, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+
+// The dropout factors of rows [r0, r0 + n) (probability elements e = r * Tk + j, one
+// contiguous range): 0 (dropped) or 1 / (1 - p), exactly as the dropout kernels decide
+// (24-bit uniforms >= p), from the same vectorised Philox, into z[(r - r0) * Tk + j].
+template <class T> void keep_factors(const FusedAttentionArgs& a, int64_t r0, int64_t n, std::vector<T>& z) {
+  const uint32_t threshold = uint32_t(std::ceil(a.p * 16777216.0));
+  const T kept = T(1.0 / (1.0 - a.p));
+  const uint64_t e0 = uint64_t(r0 * a.Tk), e1 = e0 + uint64_t(n * a.Tk);
+  uint32_t w[4][kPhiloxBatch];
+  for (uint64_t b0 = e0 / 4; b0 * 4 < e1; b0 += kPhiloxBatch) {
+    const int64_t nb = int64_t(std::min<uint64_t>(kPhiloxBatch, (e1 + 3) / 4 - b0));
+    philox_batch(a.seed, a.base + b0, nb, w);
+    const bool whole = b0 * 4 >= e0 && (b0 + uint64_t(nb)) * 4 <= e1;
+    T* out = z.data() + (int64_t(b0 * 4) - int64_t(e0));   // element e at out[e - b0 * 4]
+    if (whole) {
+      for (int64_t b = 0; b < nb; ++b)
+        for (int k = 0; k < 4; ++k) out[4 * b + k] = (w[k][b] >> 8) >= threshold ? kept : T(0);
+    } else {   // the range's first or last batch: only the elements inside it
+      for (int64_t b = 0; b < nb; ++b)
+        for (int k = 0; k < 4; ++k) {
+          const uint64_t e = (b0 + uint64_t(b)) * 4 + uint64_t(k);
+          if (e >= e0 && e < e1) out[4 * b + k] = (w[k][b] >> 8) >= threshold ? kept : T(0);
+        }
+    }
+  }
+}
+
+// Rows [i0, i0 + n) of slice bh: s = scale q k^T (one GEMM).
+template <class T> void scores(const FusedAttentionArgs& a, int64_t bh, int64_t i0, int64_t n, T* s) {
+  gemm<T>(false, true, n, a.Tk, a.D, T(a.scale), static_cast<const T*>(a.q) + (bh * a.Tq + i0) * a.D, a.D,
+          static_cast<const T*>(a.k) + bh * a.Tk * a.D, a.D, T(0), s, a.Tk);
+}
+
+// Backward, in place, with each row's lse: p = exp(s - lse), 0 for padded keys and for rows
+// whose every key is padded (lse -inf). exp_t: fast_math.h's vectorisable exp.
+template <class T> void to_probabilities(const FusedAttentionArgs& a, int64_t bh, int64_t n, const T* lse, T* s) {
+  const uint8_t* m = a.mask ? a.mask + (bh / a.heads) * a.Tk : nullptr;
+  for (int64_t i = 0; i < n; ++i) {
+    T* row = s + i * a.Tk;
+    const T l = lse[i];
+    if (std::isinf(l)) {
+      std::fill(row, row + a.Tk, T(0));
+      continue;
+    }
+    for (int64_t j = 0; j < a.Tk; ++j) row[j] = exp_t(T(row[j] - l));
+    if (m)
+      for (int64_t j = 0; j < a.Tk; ++j)
+        if (m[j]) row[j] = T(0);
+  }
+}
+
+// Forward, in place: each row's softmax of the scores in s, as masked_softmax computes it
+// (p = exp(s - max) / sum; padded keys 0; a row whose every key is padded all 0), and its
+// log-sum-exp (max + log(sum); -inf for such a row). One exp per element (exp_t); the sum in
+// double over fixed lanes.
+template <class T> void softmax_rows(const FusedAttentionArgs& a, int64_t bh, int64_t n, T* s, T* lse) {
+  const uint8_t* m = a.mask ? a.mask + (bh / a.heads) * a.Tk : nullptr;
+  for (int64_t i = 0; i < n; ++i) {
+    T* row = s + i * a.Tk;
+    T mx = -std::numeric_limits<T>::infinity();
+    if (m) {
+      for (int64_t j = 0; j < a.Tk; ++j)
+        if (!m[j]) mx = std::max(mx, row[j]);
+    } else {
+      for (int64_t j = 0; j < a.Tk; ++j) mx = std::max(mx, row[j]);
+    }
+    if (std::isinf(mx)) {
+      lse[i] = -std::numeric_limits<T>::infinity();
+      std::fill(row, row + a.Tk, T(0));
+      continue;
+    }
+    for (int64_t j = 0; j < a.Tk; ++j) row[j] = exp_t(T(row[j] - mx));
+    if (m)
+      for (int64_t j = 0; j < a.Tk; ++j)
+        if (m[j]) row[j] = T(0);
+    const double sum = lane_sum(a.Tk, [&](int64_t j) { return row[j]; });
+    const T inv = T(1.0 / sum);
+    for (int64_t j = 0; j < a.Tk; ++j) row[j] *= inv;
+    lse[i] = T(double(mx) + std::log(sum));
+  }
+}
+
 template <class T> void fused_attention_forward_cpu(const FusedAttentionArgs& a) {
-  const int64_t rows = a.BH * a.Tq;
-#pragma omp parallel if (rows * a.Tk * (a.D + a.Dv) > kParallelMin)
+  const int64_t blocks = (a.Tq + kRows - 1) / kRows, tasks = a.BH * blocks;
+  BlasThreadsGuard serial_blas(1);
+#pragma omp parallel if (a.BH * a.Tq * a.Tk * (a.D + a.Dv) > kParallelMin)
   {
-    std::vector<double> s(size_t(a.Tk)), acc(size_t(a.Dv));
+    std::vector<T> s(size_t(kRows * a.Tk)), z(a.p > 0 ? size_t(kRows * a.Tk) : 0);
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t bh = r / a.Tq, i = r % a.Tq;
-      T* o = static_cast<T*>(a.out) + r * a.Dv;
-      T* lse = static_cast<T*>(a.lse) + r;
-      const double mx = row_scores<T>(a, bh, i, s);
-      std::fill(acc.begin(), acc.end(), 0.0);
-      if (std::isinf(mx)) {   // every key padded: zeros, as masked_softmax
-        for (int64_t c = 0; c < a.Dv; ++c) o[c] = T(0);
-        *lse = T(-std::numeric_limits<double>::infinity());
-        continue;
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t bh = t / blocks, i0 = (t % blocks) * kRows, n = std::min(kRows, a.Tq - i0);
+      T* lse = static_cast<T*>(a.lse) + bh * a.Tq + i0;
+      scores<T>(a, bh, i0, n, s.data());
+      softmax_rows<T>(a, bh, n, s.data(), lse);
+      if (a.p > 0) {
+        keep_factors(a, bh * a.Tq + i0, n, z);
+        for (int64_t e = 0; e < n * a.Tk; ++e) s[size_t(e)] *= z[size_t(e)];
       }
-      double sum = 0;
-      for (int64_t j = 0; j < a.Tk; ++j) sum += std::exp(s[size_t(j)] - mx);
-      const double l = mx + std::log(sum);
-      const T* v = static_cast<const T*>(a.v) + bh * a.Tk * a.Dv;
-      for (int64_t j = 0; j < a.Tk; ++j) {
-        const double pj = std::exp(s[size_t(j)] - l) * keep_factor(a, uint64_t(r * a.Tk + j));
-        if (pj == 0) continue;
-        for (int64_t c = 0; c < a.Dv; ++c) acc[size_t(c)] += pj * double(v[j * a.Dv + c]);
-      }
-      for (int64_t c = 0; c < a.Dv; ++c) o[c] = T(acc[size_t(c)]);
-      *lse = T(l);
+      gemm<T>(false, false, n, a.Dv, a.Tk, T(1), s.data(), a.Tk, static_cast<const T*>(a.v) + bh * a.Tk * a.Dv, a.Dv,
+              T(0), static_cast<T*>(a.out) + (bh * a.Tq + i0) * a.Dv, a.Dv);
     }
   }
 }
 
 template <class T> void fused_attention_backward_cpu(const FusedAttentionArgs& a) {
+  BlasThreadsGuard serial_blas(1);
 #pragma omp parallel if (a.BH * a.Tq * a.Tk * (a.D + a.Dv) > kParallelMin)
   {
-    std::vector<double> s(size_t(a.Tk)), dq(size_t(a.D)), dk, dv;
+    std::vector<T> p(size_t(kRows * a.Tk)), dp(size_t(kRows * a.Tk)), z(size_t(kRows * a.Tk), T(1));
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < a.BH; ++bh) {
-      dk.assign(size_t(a.Tk * a.D), 0.0);
-      dv.assign(size_t(a.Tk * a.Dv), 0.0);
       const T* q = static_cast<const T*>(a.q) + bh * a.Tq * a.D;
       const T* k = static_cast<const T*>(a.k) + bh * a.Tk * a.D;
       const T* v = static_cast<const T*>(a.v) + bh * a.Tk * a.Dv;
@@ -91,35 +160,32 @@ template <class T> void fused_attention_backward_cpu(const FusedAttentionArgs& a
       const T* go = static_cast<const T*>(a.dout) + bh * a.Tq * a.Dv;
       const T* lse = static_cast<const T*>(a.lse) + bh * a.Tq;
       T* gq = static_cast<T*>(a.dq) + bh * a.Tq * a.D;
-      for (int64_t i = 0; i < a.Tq; ++i) {
-        std::fill(dq.begin(), dq.end(), 0.0);
-        const double l = double(lse[i]);
-        if (!std::isinf(l)) {
-          row_scores<T>(a, bh, i, s);
-          double di = 0;
-          for (int64_t c = 0; c < a.Dv; ++c) di += double(go[i * a.Dv + c]) * double(o[i * a.Dv + c]);
-          for (int64_t j = 0; j < a.Tk; ++j) {
-            const double p = std::exp(s[size_t(j)] - l);
-            if (p == 0) continue;
-            const double z = keep_factor(a, uint64_t((bh * a.Tq + i) * a.Tk + j));
-            double dp = 0;
-            for (int64_t c = 0; c < a.Dv; ++c) {
-              dp += double(go[i * a.Dv + c]) * double(v[j * a.Dv + c]);
-              dv[size_t(j * a.Dv + c)] += p * z * double(go[i * a.Dv + c]);
-            }
-            const double ds = a.scale * p * (z * dp - di);
-            for (int64_t c = 0; c < a.D; ++c) {
-              dq[size_t(c)] += ds * double(k[j * a.D + c]);
-              dk[size_t(j * a.D + c)] += ds * double(q[i * a.D + c]);
-            }
-          }
-        }
-        for (int64_t c = 0; c < a.D; ++c) gq[i * a.D + c] = T(dq[size_t(c)]);
-      }
       T* gk = static_cast<T*>(a.dk) + bh * a.Tk * a.D;
       T* gv = static_cast<T*>(a.dv) + bh * a.Tk * a.Dv;
-      for (int64_t e = 0; e < a.Tk * a.D; ++e) gk[e] = T(dk[size_t(e)]);
-      for (int64_t e = 0; e < a.Tk * a.Dv; ++e) gv[e] = T(dv[size_t(e)]);
+      std::fill(gk, gk + a.Tk * a.D, T(0));
+      std::fill(gv, gv + a.Tk * a.Dv, T(0));
+      for (int64_t i0 = 0; i0 < a.Tq; i0 += kRows) {
+        const int64_t n = std::min(kRows, a.Tq - i0);
+        scores<T>(a, bh, i0, n, p.data());
+        to_probabilities<T>(a, bh, n, lse + i0, p.data());
+        gemm<T>(false, true, n, a.Tk, a.Dv, T(1), go + i0 * a.Dv, a.Dv, v, a.Dv, T(0), dp.data(), a.Tk);   // dP
+        if (a.p > 0) keep_factors(a, bh * a.Tq + i0, n, z);
+        for (int64_t i = 0; i < n; ++i) {
+          const T* zr = z.data() + i * a.Tk;
+          double di = 0;
+          for (int64_t c = 0; c < a.Dv; ++c) di += double(go[(i0 + i) * a.Dv + c]) * double(o[(i0 + i) * a.Dv + c]);
+          T* pr = p.data() + i * a.Tk;
+          T* dr = dp.data() + i * a.Tk;
+          const T scale = T(a.scale), d = T(di);
+          for (int64_t j = 0; j < a.Tk; ++j) {
+            dr[j] = scale * pr[j] * (zr[j] * dr[j] - d);   // dS
+            pr[j] *= zr[j];                                // the dropped probabilities
+          }
+        }
+        gemm<T>(true, false, a.Tk, a.Dv, n, T(1), p.data(), a.Tk, go + i0 * a.Dv, a.Dv, T(1), gv, a.Dv);   // dV +=
+        gemm<T>(false, false, n, a.D, a.Tk, T(1), dp.data(), a.Tk, k, a.D, T(0), gq + i0 * a.D, a.D);      // dQ
+        gemm<T>(true, false, a.Tk, a.D, n, T(1), dp.data(), a.Tk, q + i0 * a.D, a.D, T(1), gk, a.D);      // dK +=
+      }
     }
   }
 }

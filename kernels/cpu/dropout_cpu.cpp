@@ -10,33 +10,12 @@
 #include <cstring>
 
 #include "kernels/dropout.h"
+#include "kernels/cpu/philox_cpu.h"
 #include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
 constexpr int64_t kParallelMin = 32768;
-
-// Philox4x32-10 for blocks [first, first + nb) of `seed`, structure-of-arrays so the
-// rounds vectorise; w[k][b] equals Generator::block(seed, first, b)[k] (rng.h).
-constexpr int64_t kBatch = 64;   // blocks per batch = 256 elements
-void philox_batch(uint64_t seed, uint64_t first, int64_t nb, uint32_t w[4][kBatch]) {
-  constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
-  uint32_t* c0 = w[0]; uint32_t* c1 = w[1]; uint32_t* c2 = w[2]; uint32_t* c3 = w[3];
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint64_t c = first + uint64_t(b);
-    c0[b] = uint32_t(c); c1[b] = uint32_t(c >> 32); c2[b] = 0; c3[b] = 0;
-  }
-  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  for (int r = 0; r < 10; ++r) {
-#pragma omp simd
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint64_t p0 = uint64_t(M0) * c0[b], p1 = uint64_t(M1) * c2[b];
-      const uint32_t n0 = uint32_t(p1 >> 32) ^ c1[b] ^ k0, n2 = uint32_t(p0 >> 32) ^ c3[b] ^ k1;
-      c1[b] = uint32_t(p1); c3[b] = uint32_t(p0); c0[b] = n0; c2[b] = n2;
-    }
-    k0 += W0; k1 += W1;
-  }
-}
 
 template <class T> void dropout_forward_cpu(const DropoutArgs& a) {
   const T* x = static_cast<const T*>(a.x);
@@ -45,13 +24,13 @@ template <class T> void dropout_forward_cpu(const DropoutArgs& a) {
   const T scale = T(1.0 / (1.0 - a.p));
   // uint_to_unit_float(w) >= p  <=>  (w >> 8) >= ceil(p * 2^24)  (exact: 24-bit uniforms)
   const uint32_t thr = uint32_t(std::ceil(a.p * 16777216.0));
-  const int64_t nblocks = (a.n + 3) / 4, nbatches = (nblocks + kBatch - 1) / kBatch;
+  const int64_t nblocks = (a.n + 3) / 4, nbatches = (nblocks + kPhiloxBatch - 1) / kPhiloxBatch;
 #pragma omp parallel for schedule(static) if (a.n > kParallelMin / 4)
   for (int64_t bt = 0; bt < nbatches; ++bt) {
-    uint32_t w[4][kBatch];
-    const int64_t b0 = bt * kBatch, nb = std::min(kBatch, nblocks - b0);
+    uint32_t w[4][kPhiloxBatch];
+    const int64_t b0 = bt * kPhiloxBatch, nb = std::min(kPhiloxBatch, nblocks - b0);
     philox_batch(a.seed, a.base + uint64_t(b0), nb, w);
-    uint8_t keep[4 * kBatch];
+    uint8_t keep[4 * kPhiloxBatch];
     for (int64_t b = 0; b < nb; ++b)
       for (int k = 0; k < 4; ++k) keep[4 * b + k] = uint8_t((w[k][b] >> 8) >= thr);
     const int64_t i0 = b0 * 4, m = std::min(nb * 4, a.n - i0);
