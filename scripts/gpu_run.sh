@@ -106,9 +106,13 @@ declare -A FLAGS=(
   [bert384_all]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint all"
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
+  [bert384_fused_tiled]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
 )
+# Environment per tag: the switches of GPU paths not yet measured (cuda_settings.h), run
+# beside the measured default in the same call (DESIGN.md section 10).
+declare -A ENVS=([bert384_fused_tiled]="OOMLAB_CUDA_TILED_ATTENTION=1")
 ORDER=(r50_fp32 r50_tf32 r50_bf16 r50_fp16 r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32 bert_bf16 bert_fp16
-       bert384_none bert384_all bert384_selective bert384_fused)
+       bert384_none bert384_all bert384_selective bert384_fused bert384_fused_tiled)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
   local f=${FLAGS[$1]} model batch seq
@@ -140,6 +144,11 @@ run_tests() {
     done
   else
     echo "sanitizer not found" >> "$work/tests/rc.txt"
+  fi
+  if [[ -x $kit/bin/test_cuda_parity ]]; then   # the tiled attention kernels against the CPU
+    ( s=$SECONDS; OOMLAB_CUDA_TILED_ATTENTION=1 timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*attention*' \
+        --gtest_output="json:$work/tests/test_cuda_parity_tiled_attention.json" > "$work/logs/test_cuda_parity_tiled_attention.log" 2>&1
+      echo "test_cuda_parity_tiled_attention rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
   fi
   ( for tag in "${ORDER[@]}"; do
       # shellcheck disable=SC2046  # train_args is a word list
@@ -177,10 +186,10 @@ torch_read 120 > "$work/res/torch_versions.json"   # printed once PyTorch is imp
 for tag in "${ORDER[@]}"; do
   (($(left) > 40)) || { log "skipped: $tag and later pairs (budget)"; break; }
   # shellcheck disable=SC2046
-  timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
+  env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective || $tag == bert384_fused ]] && continue   # PyTorch: none / SDPA below
+  [[ $tag == bert384_selective || $tag == bert384_fused* ]] && continue   # PyTorch: none / SDPA below
   log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"
 done
 for tag in "${TORCH_ONLY[@]}"; do

@@ -187,6 +187,15 @@ const std::vector<OpCase>& op_cases() {
                    Generator g{77, 0};
                    return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.2, true, &g);
                  }, N});
+    // Several tiles of the tiled kernels (64 query rows, 32 keys per tile; head dim 64 at compile
+    // time): 70 queries, 130 keys of which the last 10 padded, dropout.
+    std::vector<int64_t> mask130(130, 0);
+    std::fill(mask130.begin() + 120, mask130.end(), 1);
+    c.push_back({"fused_attention_tiles", {F({1, 2, 70, 64}), F({1, 2, 130, 64}), F({1, 2, 130, 64}), Mask({1, 130}, mask130)},
+                 [](V& v) {
+                   Generator g{78, 0};
+                   return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.1, true, &g);
+                 }, N});
     c.push_back({"cat_split", {F({3, 5, 4})}, [](V& v) {
                    auto p = split(v[0], {2, 3}, 1);
                    return cat({mul(p[1], p[1]), p[0]}, 1);

@@ -1,15 +1,19 @@
 // attention.cu — CUDA kernels of fused attention (kernels/attention.h), float32 and float64
 // (16-bit inputs are computed in float32 by the op). A correctness-first port of the CPU
-// kernels (kernels/cpu/attention_cpu.cpp), not yet the tiled tensor-core kernel of issue 31:
-// the same arithmetic in double, the same dropout draws (philox_block(seed, base + e / 4)),
+// kernels (kernels/cpu/attention_cpu.cpp) -- float32 goes to attention_tiled.cu's kernels
+// instead when the tiled-attention switch is on (cuda_settings.h; default off until the kit
+// measures them) -- the same arithmetic in double, the same dropout draws (philox_block(seed, base + e / 4)),
 // so the GPU kit's parity test compares them to the CPU within float rounding. Forward: one
 // thread per query row, the scores recomputed in three passes (max, sum, output) instead of a
 // scratch row. Backward: one thread per query row writes dq; one thread per key row writes
 // dk and dv, recomputing each query row's Di = dO_i . O_i. Each output element is written by
 // one thread in a fixed order: deterministic. Head dims D, Dv up to kMaxHeadDim.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_tiled.h"
+#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/launch_utils.cuh"
 
 namespace oomlab {
@@ -130,7 +134,13 @@ void check_dims(const FusedAttentionArgs& a) {
 }
 uint32_t threshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); }   // as the dropout kernels
 
+// float32 under the tiled-attention switch (cuda_settings.h): attention_tiled.cu.
+template <class T> bool tiled(const FusedAttentionArgs& a) {
+  return std::is_same_v<T, float> && cuda_tiled_attention() && tiled_attention_fits(a);
+}
+
 template <class T> void fused_attention_forward_cuda(const FusedAttentionArgs& a) {
+  if (tiled<T>(a)) return tiled_attention_forward(a, Launch("fused_attention").stream);
   check_dims(a);
   if (a.BH * a.Tq == 0) return;
   const Launch L("fused_attention");
@@ -138,6 +148,7 @@ template <class T> void fused_attention_forward_cuda(const FusedAttentionArgs& a
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void fused_attention_backward_cuda(const FusedAttentionArgs& a) {
+  if (tiled<T>(a)) return tiled_attention_backward(a, Launch("fused_attention_backward").stream);
   check_dims(a);
   const Launch L("fused_attention_backward");
   if (a.BH * a.Tq > 0) {

@@ -52,6 +52,7 @@ DeviceProperties properties(int device) {
           {"matmul_allow_tf32", cuda_matmul_allow_tf32() ? "true" : "false"},
           {"cudnn_allow_tf32", cudnn_allow_tf32() ? "true" : "false"},
           {"cudnn_benchmark", cudnn_benchmark() ? "true" : "false"},
+          {"tiled_attention", cuda_tiled_attention() ? "true" : "false"},
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
 }
 

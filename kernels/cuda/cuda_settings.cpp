@@ -28,6 +28,7 @@ struct Settings {
   std::atomic<bool> cudnn_tf32{env_flag("OOMLAB_CUDNN_TF32", true)};
   std::atomic<bool> benchmark{env_flag("OOMLAB_CUDNN_BENCHMARK", false)};
   std::atomic<size_t> ws_limit{env_size("OOMLAB_CUDNN_WORKSPACE_LIMIT", SIZE_MAX)};
+  std::atomic<bool> tiled_attention{env_flag("OOMLAB_CUDA_TILED_ATTENTION", false)};
 };
 
 Settings& settings() {
@@ -48,5 +49,8 @@ bool cudnn_benchmark() { return settings().benchmark.load(); }
 
 void set_cudnn_workspace_limit(size_t bytes) { settings().ws_limit.store(bytes); }
 size_t cudnn_workspace_limit() { return settings().ws_limit.load(); }
+
+void set_cuda_tiled_attention(bool on) { settings().tiled_attention.store(on); }
+bool cuda_tiled_attention() { return settings().tiled_attention.load(); }
 
 }  // namespace oomlab

@@ -8,10 +8,14 @@
 //   * cuDNN benchmark (torch.backends.cudnn.benchmark): default false — algorithms come
 //     from cuDNN's heuristics; true runs cudnnFind*AlgorithmEx once per shape (autotune);
 //   * cuDNN workspace limit: the largest workspace (bytes) a convolution algorithm may
-//     use; default unlimited (SIZE_MAX). Algorithms over the limit are skipped.
+//     use; default unlimited (SIZE_MAX). Algorithms over the limit are skipped;
+//   * tiled fused attention: default false — float32 fused attention runs the
+//     correctness-first kernels (kernels/cuda/attention.cu, measured on an H200); true runs
+//     the shared-memory tiled ones (kernels/cuda/attention_tiled.cu) until a GPU run of the
+//     kit shows them correct and faster (DESIGN.md section 10).
 // Initial values may be overridden by the environment (read once, at first use):
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1,
-// OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>. Setters are thread-safe (atomics); cached
+// OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1. Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
 #pragma once
@@ -28,6 +32,9 @@ bool cudnn_benchmark();
 
 void set_cudnn_workspace_limit(size_t bytes);   // SIZE_MAX = unlimited
 size_t cudnn_workspace_limit();
+
+void set_cuda_tiled_attention(bool on);
+bool cuda_tiled_attention();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms) of every device
 // (defined in conv.cu). The next convolution of each shape selects again.

@@ -198,7 +198,8 @@ def describe_oomlab(doc):
     par = cfg.get("parallel")
     variant = [f"{par.upper()} on {cfg.get('devices')} devices" + (" + SyncBN" if cfg.get("sync_bn") else "")
                if isinstance(par, str) and par not in ("none", "single") else "",
-               "fused attention" if cfg.get("attention") == "fused" else "",
+               ("fused attention (tiled kernels)" if props.get("tiled_attention") == "true" else "fused attention")
+               if cfg.get("attention") == "fused" else "",
                "cuDNN benchmark" if props.get("cudnn_benchmark") == "true" else ""]
     return {"model": model, "batch": cfg.get("batch"),
             "seq": cfg.get("seq_len") if str(model).startswith("bert") else None,
