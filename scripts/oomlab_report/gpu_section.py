@@ -371,6 +371,12 @@ def render_gpu_section(gpu_dir, experiments_dir, shown_dir="reports/results"):
         rec = load_record(folder)
         repeats, spread = repeats_part(rec)
         parts += provenance_part(rec, shown_dir, spread) + tests_part(rec)
-        parts += t3_part(rec, anchors) + t4_part(rec, anchors) + comparison_part(rec)
+        # T3 / T4 only where the record holds one of their configurations (an A/B call may not)
+        has = lambda tags: any(rec.oomlab_doc(r, t) or rec.torch_line(r, t) for r in rec.runs for t in tags)
+        if has([f"{p}_{q}" for _, _, _, p in T3_MODELS for _, q in PRECISIONS]):
+            parts += t3_part(rec, anchors)
+        if has([t for _, t in T4_ROWS if t != "bert384_none"]):
+            parts += t4_part(rec, anchors)
+        parts += comparison_part(rec)
         parts += meta_part(rec) + repeats
     return "\n".join(parts)
