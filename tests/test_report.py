@@ -367,7 +367,7 @@ class GpuKitSection(unittest.TestCase):
         self.assertIn(f"In all: {sum(b['passed'] for b in tests.values())} passed, "
                       f"{sum(b['failed'] for b in tests.values())} failed", md)
         self.assertIn("DDP on 2 devices + SyncBN", md)
-        self.assertIn("fused attention vs PyTorch SDPA", md)
+        self.assertIn("fused attention (reference kernels) vs PyTorch SDPA", md)
 
     def test_without_its_archive_it_renders_missing(self):
         with tempfile.TemporaryDirectory() as top:

@@ -1,8 +1,8 @@
 // attention.cu — CUDA kernels of fused attention (kernels/attention.h), float32 and float64
 // (16-bit inputs are computed in float32 by the op). A correctness-first port of the CPU
 // kernels (kernels/cpu/attention_cpu.cpp) -- float32 goes to attention_tiled.cu's kernels
-// instead when the tiled-attention switch is on (cuda_settings.h; default off until the kit
-// measures them) -- the same arithmetic in double, the same dropout draws (philox_block(seed, base + e / 4)),
+// instead while the tiled-attention switch is on (cuda_settings.h; the default since the H200
+// measured them) -- the same arithmetic in double, the same dropout draws (philox_block(seed, base + e / 4)),
 // so the GPU kit's parity test compares them to the CPU within float rounding. Forward: one
 // thread per query row, the scores recomputed in three passes (max, sum, output) instead of a
 // scratch row. Backward: one thread per query row writes dq; one thread per key row writes

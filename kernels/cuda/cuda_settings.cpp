@@ -28,7 +28,7 @@ struct Settings {
   std::atomic<bool> cudnn_tf32{env_flag("OOMLAB_CUDNN_TF32", true)};
   std::atomic<bool> benchmark{env_flag("OOMLAB_CUDNN_BENCHMARK", false)};
   std::atomic<size_t> ws_limit{env_size("OOMLAB_CUDNN_WORKSPACE_LIMIT", SIZE_MAX)};
-  std::atomic<bool> tiled_attention{env_flag("OOMLAB_CUDA_TILED_ATTENTION", false)};
+  std::atomic<bool> tiled_attention{env_flag("OOMLAB_CUDA_TILED_ATTENTION", true)};
 };
 
 Settings& settings() {

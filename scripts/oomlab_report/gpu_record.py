@@ -198,7 +198,9 @@ def describe_oomlab(doc):
     par = cfg.get("parallel")
     variant = [f"{par.upper()} on {cfg.get('devices')} devices" + (" + SyncBN" if cfg.get("sync_bn") else "")
                if isinstance(par, str) and par not in ("none", "single") else "",
-               ("fused attention (tiled kernels)" if props.get("tiled_attention") == "true" else "fused attention")
+               # no tiled_attention property: a run from before the tiled kernels existed
+               ("fused attention (tiled kernels)" if props.get("tiled_attention") == "true"
+                else "fused attention (reference kernels)")
                if cfg.get("attention") == "fused" else "",
                "cuDNN benchmark" if props.get("cudnn_benchmark") == "true" else ""]
     return {"model": model, "batch": cfg.get("batch"),
