@@ -29,7 +29,12 @@ std::string label_position(const NpyArray& labels, int64_t flat) {
   return per <= 1 ? str_cat("sample ", flat) : str_cat("sample ", flat / per, ", pixel ", flat % per);
 }
 
+void require_integer_labels(const NpyArray& labels) {
+  OOMLAB_CHECK(labels.is_integer(), labels.file, ": labels must be integers (got ", npy_type_name(labels.type), ")");
+}
+
 void check_labels(const NpyArray& labels, int64_t num_classes) {
+  require_integer_labels(labels);
   for (int64_t i = 0, n = labels.numel(); i < n; ++i) {
     const int64_t v = labels.int_at(i);
     OOMLAB_CHECK(v >= 0 && v < num_classes, labels.file, ": label ", v, " of ", label_position(labels, i),
@@ -42,7 +47,7 @@ void check_labels(const NpyArray& labels, int64_t num_classes) {
 constexpr int64_t kMaxInferredClasses = int64_t(1) << 20;
 
 int64_t max_label_plus_one(const NpyArray& labels) {
-  OOMLAB_CHECK(labels.is_integer(), labels.file, ": labels must be integers (got ", npy_type_name(labels.type), ")");
+  require_integer_labels(labels);
   int64_t m = -1, at = 0;
   for (int64_t i = 0, n = labels.numel(); i < n; ++i)
     if (labels.int_at(i) > m) m = labels.int_at(i), at = i;
@@ -81,9 +86,8 @@ class NpyImageDataset final : public Dataset {
                    ": masks ", shape_str(y_.shape), " do not match the images' H x W ", x_.shape[2], "x", x_.shape[3]);
     OOMLAB_CHECK(n >= 1, x_.file, " holds no samples");
     check_finite_pixels(x_);
-    if (classes_ == 0) classes_ = std::max<int64_t>(max_label_plus_one(y_), 1);   // also refuses non-integer labels
-    OOMLAB_CHECK(y_.is_integer(), y_.file, ": labels must be integers (got ", npy_type_name(y_.type), ")");
-    check_labels(y_, classes_);
+    if (classes_ == 0) classes_ = std::max<int64_t>(max_label_plus_one(y_), 1);
+    check_labels(y_, classes_);   // also refuses non-integer labels
   }
   int64_t size() const override { return x_.shape[0]; }
   Shape sample_shape() const override { return {x_.shape[1], x_.shape[2], x_.shape[3]}; }
@@ -152,9 +156,8 @@ class NpyTokenDataset final : public Dataset {
       OOMLAB_CHECK(len >= 1, mask ? mask->file : ids_.file, ": sample ", i, " has no attended token");
       lengths_[size_t(i)] = len;
     }
-    if (classes_ == 0) classes_ = std::max<int64_t>(max_label_plus_one(y_), 1);   // also refuses non-integer labels
-    OOMLAB_CHECK(y_.is_integer(), y_.file, ": labels must be integers (got ", npy_type_name(y_.type), ")");
-    check_labels(y_, classes_);
+    if (classes_ == 0) classes_ = std::max<int64_t>(max_label_plus_one(y_), 1);
+    check_labels(y_, classes_);   // also refuses non-integer labels
   }
   int64_t size() const override { return ids_.shape[0]; }
   Shape sample_shape() const override { return {ids_.shape[1]}; }

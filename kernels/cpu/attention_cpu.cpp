@@ -75,21 +75,25 @@ template <class T> void scores(const FusedAttentionArgs& a, int64_t bh, int64_t 
           static_cast<const T*>(a.k) + bh * a.Tk * a.D, a.D, T(0), s, a.Tk);
 }
 
+// In place: row[j] = exp(row[j] - shift), 0 for padded keys (mask may be null). exp_t:
+// fast_math.h's vectorisable exp.
+template <class T> void exp_shifted(T* row, int64_t n, T shift, const uint8_t* m) {
+  for (int64_t j = 0; j < n; ++j) row[j] = exp_t(T(row[j] - shift));
+  if (m)
+    for (int64_t j = 0; j < n; ++j)
+      if (m[j]) row[j] = T(0);
+}
+
 // Backward, in place, with each row's lse: p = exp(s - lse), 0 for padded keys and for rows
-// whose every key is padded (lse -inf). exp_t: fast_math.h's vectorisable exp.
+// whose every key is padded (lse -inf).
 template <class T> void to_probabilities(const FusedAttentionArgs& a, int64_t bh, int64_t n, const T* lse, T* s) {
   const uint8_t* m = a.mask ? a.mask + (bh / a.heads) * a.Tk : nullptr;
   for (int64_t i = 0; i < n; ++i) {
     T* row = s + i * a.Tk;
-    const T l = lse[i];
-    if (std::isinf(l)) {
+    if (std::isinf(lse[i]))
       std::fill(row, row + a.Tk, T(0));
-      continue;
-    }
-    for (int64_t j = 0; j < a.Tk; ++j) row[j] = exp_t(T(row[j] - l));
-    if (m)
-      for (int64_t j = 0; j < a.Tk; ++j)
-        if (m[j]) row[j] = T(0);
+    else
+      exp_shifted(row, a.Tk, lse[i], m);
   }
 }
 
@@ -113,10 +117,7 @@ template <class T> void softmax_rows(const FusedAttentionArgs& a, int64_t bh, in
       std::fill(row, row + a.Tk, T(0));
       continue;
     }
-    for (int64_t j = 0; j < a.Tk; ++j) row[j] = exp_t(T(row[j] - mx));
-    if (m)
-      for (int64_t j = 0; j < a.Tk; ++j)
-        if (m[j]) row[j] = T(0);
+    exp_shifted(row, a.Tk, mx, m);
     const double sum = lane_sum(a.Tk, [&](int64_t j) { return row[j]; });
     const T inv = T(1.0 / sum);
     for (int64_t j = 0; j < a.Tk; ++j) row[j] *= inv;

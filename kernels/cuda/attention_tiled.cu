@@ -151,7 +151,7 @@ template <int kDim> __global__ void tiled_bwd_dkv(FusedAttentionArgs a, uint32_t
     v[c] = j < a.Tk ? static_cast<const float*>(a.v)[(bh * a.Tk + j) * Dv + c] : 0.0f;
     dv[c] = 0.0f;
   }
-  const float kept = float(1.0 / (1.0 - a.p));
+  Keep keep{a.seed, a.base, ~uint64_t(0), thr, float(1.0 / (1.0 - a.p))};   // rows apart: no block shared
   const float* qb = static_cast<const float*>(a.q) + bh * a.Tq * D;
   const float* gob = static_cast<const float*>(a.dout) + bh * a.Tq * Dv;
   for (int64_t t0 = 0; t0 < a.Tq; t0 += kCols) {
@@ -174,8 +174,7 @@ template <int kDim> __global__ void tiled_bwd_dkv(FusedAttentionArgs a, uint32_t
       if (lses[ii] == -INFINITY) continue;
       const int64_t e = (bh * a.Tq + t0 + ii) * a.Tk + j;
       const float p = expf(float(a.scale) * dot(qs[ii], k, D) - lses[ii]);
-      float z = 1.0f;
-      if (a.p > 0) z = (philox_block(a.seed, a.base + uint64_t(e) / 4).w[e % 4] >> 8) >= thr ? kept : 0.0f;
+      const float z = a.p > 0 ? keep(uint64_t(e)) : 1.0f;
       const float ds = float(a.scale) * p * (z * dot(gos[ii], v, Dv) - dis[ii]);
       for (int c = 0; c < Dv; ++c) dv[c] = fmaf(p * z, gos[ii][c], dv[c]);
       for (int c = 0; c < D; ++c) dk[c] = fmaf(ds, qs[ii][c], dk[c]);
