@@ -1,6 +1,7 @@
 // test_ops_dropout.cpp — dropout: identity cases (eval, p = 0) and p = 1, same seed ->
 // same mask and a float64 gradcheck with a fixed mask, the mask against the Philox
-// contract element by element, and the keep fraction and its independence of the
+// contract element by element, the kernels' batched Philox (philox_cpu.h) against
+// Generator::block, and the keep fraction and its independence of the
 // thread count.
 // ctest tier: ops
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include "engine/core/rng.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
+#include "kernels/cpu/philox_cpu.h"
 #include "tests/gradcheck.h"
 
 using namespace oomlab;
@@ -59,6 +61,25 @@ TEST(Dropout, MaskMatchesPhiloxContract) {
   for (int64_t i = 0; i < n; ++i) {
     float u = uint_to_unit_float(Generator::block(1234, 17, uint64_t(i / 4))[size_t(i % 4)]);
     EXPECT_EQ(y[size_t(i)], u >= 0.5f ? 2.0 : 0.0) << i;
+  }
+}
+
+TEST(Dropout, BatchedPhiloxEqualsTheReferenceBlocks) {
+  struct Case { uint64_t seed, first; int64_t nb; };
+  const Case cases[] = {{0, 0, 64}, {1234, 17, 1}, {7, 1000, 7}, {7, 1000, 9}, {0xFFFFFFFFFFFFull, 3, 63},
+                        {99, 0xFFFFFFF0ull, 64}, {5, 0xFFFFFFFFFFFFFFFAull, 12}};   // counters that carry
+  for (const Case& c : cases) {
+    uint32_t words[4 * kPhiloxBatch] = {}, portable[4 * kPhiloxBatch] = {};
+    philox_words(c.seed, c.first, c.nb, words);   // AVX2 in the x86-64-v3 build
+    philox_detail::philox_words_portable(c.seed, c.first, c.nb, portable);
+    for (int64_t b = 0; b < c.nb; ++b) {
+      const auto ref = Generator::block(c.seed, 0, c.first + uint64_t(b));
+      for (int k = 0; k < 4; ++k) {
+        EXPECT_EQ(words[4 * b + k], ref[size_t(k)]) << c.seed << " " << c.first << " " << b << " " << k;
+        EXPECT_EQ(portable[4 * b + k], ref[size_t(k)]) << c.seed << " " << c.first << " " << b << " " << k;
+      }
+    }
+    for (int64_t e = 4 * c.nb; e < 4 * kPhiloxBatch; ++e) EXPECT_EQ(words[e], 0u) << "wrote past nb blocks";
   }
 }
 

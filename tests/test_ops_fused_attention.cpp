@@ -45,30 +45,35 @@ TEST(FusedAttention, Gradcheck) {
       {q2, k2, v2}));
 }
 
+// T 8: one block of query rows; T 130: three (64-row blocks, the last partial), so the
+// dropout ranges of later blocks and the per-block softmax are compared too.
 TEST(FusedAttention, EqualsEagerWithinFloat32RoundingDropoutIncluded) {
-  Tensor m = u8_mask({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1}, {2, 8});
-  for (double p : {0.0, 0.1}) {
-    std::vector<Tensor> a, b;
-    for (uint64_t s : {11u, 12u, 13u}) {
-      Tensor t = random_f64({2, 4, 8, 16}, -1, 1, s).to(DType::f32);
-      a.push_back(leaf(t.clone()));
-      b.push_back(leaf(t.clone()));
+  for (int64_t T : {8, 130})
+    for (double p : {0.0, 0.1}) {
+      std::vector<double> pad(size_t(2 * T), 0.0);
+      for (int64_t j = T - 3; j < T; ++j) pad[size_t(T + j)] = 1;   // batch 1's last 3 keys
+      Tensor m = u8_mask(pad, {2, T});
+      std::vector<Tensor> a, b;
+      for (uint64_t s : {11u, 12u, 13u}) {
+        Tensor t = random_f64({2, 4, T, 16}, -1, 1, s).to(DType::f32);
+        a.push_back(leaf(t.clone()));
+        b.push_back(leaf(t.clone()));
+      }
+      Generator g1{5, 3}, g2{5, 3};
+      Tensor eager = scaled_dot_product_attention(a[0], a[1], a[2], m, p, true, &g1);
+      Tensor fast = fused_scaled_dot_product_attention(b[0], b[1], b[2], m, p, true, &g2);
+      EXPECT_EQ(g1.offset, g2.offset);   // the same draws reserved
+      expect_near(fast.to_vector(), eager.to_vector(), 2e-6);
+      Tensor w = random_f64({2, 4, T, 16}, -1, 1, 99).to(DType::f32);
+      sum_all(mul(eager, w)).backward();
+      sum_all(mul(fast, w)).backward();
+      for (int i = 0; i < 3; ++i) expect_near(b[size_t(i)].grad().to_vector(), a[size_t(i)].grad().to_vector(), 2e-5);
     }
-    Generator g1{5, 3}, g2{5, 3};
-    Tensor eager = scaled_dot_product_attention(a[0], a[1], a[2], m, p, true, &g1);
-    Tensor fast = fused_scaled_dot_product_attention(b[0], b[1], b[2], m, p, true, &g2);
-    EXPECT_EQ(g1.offset, g2.offset);   // the same draws reserved
-    expect_near(fast.to_vector(), eager.to_vector(), 2e-6);
-    Tensor w = random_f64({2, 4, 8, 16}, -1, 1, 99).to(DType::f32);
-    sum_all(mul(eager, w)).backward();
-    sum_all(mul(fast, w)).backward();
-    for (int i = 0; i < 3; ++i) expect_near(b[size_t(i)].grad().to_vector(), a[size_t(i)].grad().to_vector(), 2e-5);
-  }
 }
 
 TEST(FusedAttention, ThreadCountDoesNotChangeABit) {
   std::vector<Tensor> in;
-  for (uint64_t s : {21u, 22u, 23u}) in.push_back(leaf(random_f64({2, 4, 33, 16}, -1, 1, s).to(DType::f32)));   // above kParallelMin
+  for (uint64_t s : {21u, 22u, 23u}) in.push_back(leaf(random_f64({2, 4, 130, 16}, -1, 1, s).to(DType::f32)));   // 3 row blocks; parallel
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     for (Tensor& t : in) t.zero_grad();

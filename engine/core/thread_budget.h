@@ -26,7 +26,11 @@ int thread_budget();   // the calling thread's budget (hardware_threads() outsid
 // While alive, BLAS runs with at most n threads (the smallest limit of all live guards and
 // budgets, never more than its setting before the first one, which is restored after the
 // last). Thread-safe:
-// kernels that must not let BLAS thread (CPU conv) hold one with n = 1.
+// kernels that must not let BLAS thread (CPU conv) hold one with n = 1. With the OpenMP
+// build of OpenBLAS (the one CMakeLists.txt links), setting its thread count also calls
+// omp_set_num_threads on the calling thread: a kernel that opens its own parallel region
+// under a guard reads omp_get_max_threads() before constructing it and passes num_threads
+// (conv_cpu.cpp, attention_cpu.cpp).
 class BlasThreadsGuard {
  public:
   explicit BlasThreadsGuard(int threads);

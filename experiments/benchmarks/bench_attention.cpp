@@ -2,10 +2,10 @@
 // (scaled_dot_product_attention: bmm, masked softmax, dropout, bmm) against fused
 // (fused_scaled_dot_product_attention: the FlashAttention-style op), measured alternating in
 // the same iterations so that both see the same machine state:
-//   BM_attention_eager_vs_fused/<seq>  B 1, 12 heads, head dim 64 (BERT-base's), dropout 0.1,
-//                                      training; counters eager_ms and fused_ms (medians over
-//                                      the iterations), fused_over_eager (median of the
-//                                      per-iteration ratios), and its 10th / 90th percentiles.
+//   BM_attention_eager_vs_fused/<seq>/<dropout %>  B 1, 12 heads, head dim 64 (BERT-base's),
+//       dropout 10% (BERT's) or 0, training; counters eager_ms and fused_ms (medians over the
+//       iterations), fused_over_eager (median of the per-iteration ratios), and its 10th /
+//       90th percentiles.
 // Each iteration runs both, in an order that alternates between iterations, with fresh
 // gradients; the inputs are fixed (deterministic fill). The bar: fused no slower than
 // eager at s >= 512.
@@ -37,11 +37,11 @@ Tensor filled(const Shape& shape, uint32_t seed) {   // values in [-1, 1), fixed
   return t;
 }
 
-double seconds_of_step(bool fused, std::vector<Tensor>& qkv, Generator& gen) {
+double seconds_of_step(bool fused, double p, std::vector<Tensor>& qkv, Generator& gen) {
   for (Tensor& t : qkv) t.zero_grad(true);
   const auto t0 = std::chrono::steady_clock::now();
-  Tensor y = fused ? fused_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], Tensor(), 0.1, true, &gen)
-                   : scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], Tensor(), 0.1, true, &gen);
+  Tensor y = fused ? fused_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], Tensor(), p, true, &gen)
+                   : scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], Tensor(), p, true, &gen);
   sum_all(y).backward();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -53,16 +53,17 @@ double quantile(std::vector<double> v, double q) {
 
 void BM_attention_eager_vs_fused(benchmark::State& st) {
   const int64_t seq = st.range(0);
+  const double p = double(st.range(1)) / 100.0;
   std::vector<Tensor> qkv = {filled({1, 12, seq, 64}, 1), filled({1, 12, seq, 64}, 2), filled({1, 12, seq, 64}, 3)};
   Generator gen{7, 0};
-  seconds_of_step(false, qkv, gen);   // warm-up: the allocator's blocks and OpenBLAS's threads
-  seconds_of_step(true, qkv, gen);
+  seconds_of_step(false, p, qkv, gen);   // warm-up: the allocator's blocks and OpenBLAS's threads
+  seconds_of_step(true, p, qkv, gen);
   std::vector<double> eager, fused, ratio;
   int64_t i = 0;
   for (auto _ : st) {
     const bool fused_first = (i++ % 2) == 1;
-    const double first = seconds_of_step(fused_first, qkv, gen);
-    const double second = seconds_of_step(!fused_first, qkv, gen);
+    const double first = seconds_of_step(fused_first, p, qkv, gen);
+    const double second = seconds_of_step(!fused_first, p, qkv, gen);
     eager.push_back(fused_first ? second : first);
     fused.push_back(fused_first ? first : second);
     ratio.push_back(fused.back() / eager.back());
@@ -73,7 +74,10 @@ void BM_attention_eager_vs_fused(benchmark::State& st) {
   st.counters["ratio_p10"] = quantile(ratio, 0.1);
   st.counters["ratio_p90"] = quantile(ratio, 0.9);
 }
-BENCHMARK(BM_attention_eager_vs_fused)->Arg(128)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->Iterations(10);
+BENCHMARK(BM_attention_eager_vs_fused)
+    ->ArgsProduct({{128, 512, 1024, 2048}, {10, 0}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(10);
 
 }  // namespace
 

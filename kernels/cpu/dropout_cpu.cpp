@@ -27,12 +27,12 @@ template <class T> void dropout_forward_cpu(const DropoutArgs& a) {
   const int64_t nblocks = (a.n + 3) / 4, nbatches = (nblocks + kPhiloxBatch - 1) / kPhiloxBatch;
 #pragma omp parallel for schedule(static) if (a.n > kParallelMin / 4)
   for (int64_t bt = 0; bt < nbatches; ++bt) {
-    uint32_t w[4][kPhiloxBatch];
+    uint32_t words[4 * kPhiloxBatch];
     const int64_t b0 = bt * kPhiloxBatch, nb = std::min(kPhiloxBatch, nblocks - b0);
-    philox_batch(a.seed, a.base + uint64_t(b0), nb, w);
+    philox_words(a.seed, a.base + uint64_t(b0), nb, words);
     uint8_t keep[4 * kPhiloxBatch];
-    for (int64_t b = 0; b < nb; ++b)
-      for (int k = 0; k < 4; ++k) keep[4 * b + k] = uint8_t((w[k][b] >> 8) >= thr);
+#pragma omp simd
+    for (int64_t e = 0; e < 4 * nb; ++e) keep[e] = uint8_t((words[e] >> 8) >= thr);
     const int64_t i0 = b0 * 4, m = std::min(nb * 4, a.n - i0);
 #pragma omp simd
     for (int64_t e = 0; e < m; ++e) y[i0 + e] = x[i0 + e] * (T(keep[e]) * scale);
