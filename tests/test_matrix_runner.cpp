@@ -106,6 +106,15 @@ TEST(MatrixRunner, ResumesFromThePartialFileSkippingFinishedPoints) {
   EXPECT_EQ(r["runner"]["resumed"], 2);   // ok and oom are kept
   EXPECT_EQ(r["runner"]["ran"], 1);       // the error runs again
   EXPECT_FALSE(fs::exists(out + ".partial"));
+  // A partial file from another build (commit, tree state or machine) is run again.
+  ::setenv("OOMLAB_TEST_REFUSE_SUMMARY", "1", 1);
+  EXPECT_THROW(run_experiment(dir, options(out)), ValueError);
+  ::unsetenv("OOMLAB_TEST_REFUSE_SUMMARY");
+  json other = json::parse(std::ifstream(out + ".partial"));
+  other["build"]["git_sha"] = "0123456789ab";
+  std::ofstream(out + ".partial") << other.dump();
+  run_experiment(dir, options(out));
+  EXPECT_EQ(json::parse(std::ifstream(out))["runner"]["ran"], 3);
   // --fresh ignores a partial file; another profile (or spec) never reuses it.
   ::setenv("OOMLAB_TEST_REFUSE_SUMMARY", "1", 1);
   EXPECT_THROW(run_experiment(dir, options(out)), ValueError);

@@ -38,7 +38,20 @@ std::string spec_digest(const json& spec, const std::string& profile) {
   return buf;
 }
 
-// The points of a partial file that can be kept: same digest, same arguments, outcome ok/oom.
+// The build and machine that ran a partial file's points: a results file's points all come
+// from one commit, tree state and machine (DESIGN.md section 11), so a partial file made by
+// another is run again, never resumed.
+const json& this_build() {
+  static const json build = [] {
+    const json c = results_context(cpu_device());
+    return json{{"git_sha", c.value("git_sha", "")}, {"git_dirty", c.value("git_dirty", true)},
+                {"host", c.value("host", "")}, {"cpu", c.value("cpu", "")}};
+  }();
+  return build;
+}
+
+// The points of a partial file that can be kept: same digest and build, same arguments,
+// outcome ok/oom/diverged.
 std::map<std::string, json> resumable_points(const fs::path& partial, const std::string& digest) {
   std::map<std::string, json> out;
   std::error_code ec;
@@ -46,6 +59,11 @@ std::map<std::string, json> resumable_points(const fs::path& partial, const std:
   try {
     const json j = json::parse(read_file(partial.string()));
     if (j.value("spec_digest", "") != digest) return out;
+    if (j.value("build", json()) != this_build()) {
+      std::printf("oomlab run: not resuming %s: its points come from another build or machine (%s; this is %s)\n",
+                  partial.c_str(), j.value("build", json()).dump().c_str(), this_build().dump().c_str());
+      return out;
+    }
     for (const json& p : j.at("points")) {
       const std::string st = p.at("outcome").value("status", "");
       if (st == "ok" || st == "oom" || st == "diverged") out[p.at("name").get<std::string>()] = p;
@@ -292,8 +310,8 @@ std::string run_experiment(const std::string& dir, const RunOptions& o) {
     }
     counts[point["outcome"]["status"].get<std::string>()] += 1;
     points.push_back(point);
-    write_json_atomic(p.partial.string(), json{{"spec_digest", p.digest}, {"experiment", p.name},
-                                               {"profile", o.profile}, {"points", points}});
+    write_json_atomic(p.partial.string(), json{{"spec_digest", p.digest}, {"build", this_build()},
+                                               {"experiment", p.name}, {"profile", o.profile}, {"points", points}});
     if (!o.quiet) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       print_progress(i, n, ps.name, point, was_resumed, elapsed, ran > 0 ? ran_seconds / ran * double(n - i - 1) : 0,
