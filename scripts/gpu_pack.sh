@@ -5,7 +5,8 @@
 #   * from a clean commit (the manifest names it; OOMLAB_PACK_ALLOW_DIRTY=1 packs a dirty tree
 #     and says so: its results are not committable, DESIGN.md section 11);
 #   * CUDA code for sm_90 (H100 / H200), Release, without MPI and gloo (the GPU machine has
-#     neither); targets: the oomlab CLI and every test binary with CUDA tests;
+#     neither); targets: the oomlab CLI, every test binary with CUDA tests and bench_attention
+#     (the host CPU's attention beside PyTorch SDPA, scripts/attention_vs_torch.py);
 #   * stripped binaries, the run-time libraries the GPU machine lacks (OpenBLAS and its
 #     Fortran runtime, OpenMP: whatever ldd resolves outside the system's base libraries and
 #     the CUDA / cuBLAS / cuDNN / NCCL libraries, which come from PyTorch's wheels there),
@@ -47,7 +48,7 @@ fi
 tests=$(grep -lE "OOMLAB_REQUIRE_CUDA|cuda_available|DeviceType::cuda|backend_linked\(\"cuda\"\)" tests/test_*.cpp |
         xargs -n1 basename | sed 's/\.cpp$//' | sort)
 # shellcheck disable=SC2086  # the test names are single words
-cmake --build "$bld" -j"${OOMLAB_JOBS:-$(nproc)}" --target oomlab $tests > "$bld/pack_build.log" 2>&1 ||
+cmake --build "$bld" -j"${OOMLAB_JOBS:-$(nproc)}" --target oomlab bench_attention $tests > "$bld/pack_build.log" 2>&1 ||
   die "build failed (see $bld/pack_build.log)"
 # The binaries are of `commit` only if the tree did not change while they were built.
 if [[ $dirty == false && ( "$(git rev-parse HEAD)" != "$commit" || -n "$(git status --porcelain --untracked-files=no)" ) ]]; then
@@ -55,7 +56,7 @@ if [[ $dirty == false && ( "$(git rev-parse HEAD)" != "$commit" || -n "$(git sta
 fi
 ldd "$bld/oomlab" | grep -q libcudart || die "$bld has no CUDA backend (nvcc or cuDNN not found at configure time)"
 # shellcheck disable=SC2046
-archs=$(python3 scripts/fatbin_archs.py --need-sass 90 $(for b in oomlab $tests; do echo "$bld/$b"; done)) ||
+archs=$(python3 scripts/fatbin_archs.py --need-sass 90 $(for b in oomlab bench_attention $tests; do echo "$bld/$b"; done)) ||
   die "the binaries of $bld hold no sm_90 machine code"
 archs=$(head -1 <<<"$archs" | cut -d' ' -f2-)
 
@@ -65,7 +66,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 kit="$stage/$name"
 mkdir -p "$kit/bin" "$kit/lib" "$kit/scripts"
-for b in oomlab $tests; do
+for b in oomlab bench_attention $tests; do
   install -m 755 "$bld/$b" "$kit/bin/$b"
   strip --strip-unneeded "$kit/bin/$b"
 done
@@ -77,7 +78,11 @@ for b in "$kit"/bin/*; do
 done | sort -u | while read -r soname path; do
   [[ $soname =~ $provided ]] || cp -L "$path" "$kit/lib/$soname"
 done
-for s in gpu_run.sh gpu_report.py torch_bench.py trace_breakdown.py fatbin_archs.py; do cp "scripts/$s" "$kit/scripts/"; done
+for s in gpu_run.sh gpu_report.py torch_bench.py trace_breakdown.py fatbin_archs.py attention_vs_torch.py; do
+  cp "scripts/$s" "$kit/scripts/"
+done
+mkdir -p "$kit/scripts/oomlab_report"
+cp scripts/oomlab_report/__init__.py scripts/oomlab_report/atomic.py "$kit/scripts/oomlab_report/"   # attention_vs_torch's writer
 
 # The CUDA libraries the binaries were built against (their major versions must match the
 # wheels': gpu_run.sh checks that every library resolves).

@@ -17,7 +17,9 @@ per binary and rc.txt; logs/: compute-sanitizer logs; run.log) and writes into O
                    workspace peak), PyTorch (median, peak), the meta prediction, and the
                    ratios oomlab / PyTorch and meta / cuda; parallel points per device
   breakdown.txt    copied from res/
-  README.md        all of it in words and tables
+  README.md        all of it in words and tables, with res/attention_cpu.json (the host
+                   CPU's attention: oomlab eager / fused beside PyTorch SDPA,
+                   scripts/attention_vs_torch.py) where the run has it
 Whatever is missing (a cut-off or failed run) is reported as missing, never invented.
 Every file is written whole (temp file + rename). Standard library only.
 Usage: python3 gpu_report.py WORK OUT
@@ -220,7 +222,23 @@ def fmt(v, spec=".1f"):
     return "—" if v is None else format(v, spec)
 
 
-def readme(prov, t, pts, run_log):
+def attention_cpu_lines(attn):
+    """The README table of scripts/attention_vs_torch.py's JSON (the host CPU, not the GPU)."""
+    lines = [f"## CPU attention forward + backward: oomlab beside PyTorch SDPA (this machine's CPU, "
+             f"{attn.get('threads')} threads, PyTorch {attn.get('torch')}; medians of {attn.get('rounds')} "
+             f"alternating rounds)", "",
+             "| seq | dropout | oomlab eager ms | oomlab fused ms | PyTorch math ms | PyTorch SDPA ms (backend) | "
+             "fused / SDPA |", "|---|---|---|---|---|---|---|"]
+    for c in attn.get("cases", []):
+        m = c.get("median_ms", {})
+        lines.append(f"| {c.get('seq')} | {c.get('dropout')} | {fmt(m.get('oomlab_eager_ms'))} | "
+                     f"{fmt(m.get('oomlab_fused_ms'))} | {fmt(m.get('torch_math_ms'))} | "
+                     f"{fmt(m.get('torch_sdpa_ms'))} ({c.get('torch_sdpa_backend')}) | "
+                     f"{fmt(c.get('oomlab_fused_over_torch_sdpa'), '.2f')} |")
+    return lines + [""]
+
+
+def readme(prov, t, pts, run_log, attn=None):
     m = {k: prov.get("machine", {}).get(k, "unknown") for k in (
         "gpu", "compute_capability", "gpu_memory", "driver", "cuda_runtime", "cublas", "cudnn", "nccl", "torch")}
     kit = {k: prov.get("kit", {}).get(k) or "unknown" for k in ("packed_at", "nvcc")}
@@ -266,6 +284,8 @@ def readme(prov, t, pts, run_log):
                 f"{fmt(tw.get('peak_allocated') and tw['peak_allocated'] / 1e9, '.3f')} | {fmt(r.get('peak_ratio_oomlab_over_torch'), '.3f')} | "
                 f"{fmt(r.get('meta_over_cuda_peak'), '.4f')} |")
         lines.append("")
+    if attn:
+        lines += attention_cpu_lines(attn)
     lines += ["## Run log", "", "```", *run_log[-60:], "```", ""]
     return "\n".join(lines)
 
@@ -286,7 +306,8 @@ def main():
     write(out / "points.json", dump(pts))
     if (work / "res" / "breakdown.txt").exists():
         write(out / "breakdown.txt", (work / "res" / "breakdown.txt").read_text(errors="replace"))
-    write(out / "README.md", readme(prov, t, pts, run_log))
+    attn = load_json(work / "res" / "attention_cpu.json")
+    write(out / "README.md", readme(prov, t, pts, run_log, attn if isinstance(attn, dict) else None))
     return 0
 
 

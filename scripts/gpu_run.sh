@@ -14,11 +14,13 @@
 #                    median, peaks, the meta device's predicted peak; parallel points
 #   breakdown.txt    per-op time of synchronized ResNet-50 / BERT-base steps
 #   run.log          each step with its seconds and exit status
-#   logs.tar.gz      every log, results JSON, trace and profiler table
+#   logs.tar.gz      every log, results JSON, trace and profiler table (with attention_cpu.json:
+#                    the host CPU's attention, oomlab beside PyTorch SDPA, in README.md too)
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
 # default 345 s: a step that would not fit is skipped and named): preflight; tests +
 # sanitizers + meta predictions (concurrently); oomlab / PyTorch pairs (alternating, one
-# PyTorch process); per-op breakdowns; DP / BDP / DDP / SyncBN on two logical devices.
+# PyTorch process); per-op breakdowns; DP / BDP / DDP / SyncBN on two logical devices; the
+# host CPU's attention forward + backward, oomlab eager / fused beside PyTorch SDPA.
 # A machine that lacks something (no GPU, a GPU other than sm_90, no PyTorch wheels, a
 # library that does not resolve) stops the run with one line `gpu_run: error: ...` on
 # stderr and exit status 1, after writing what it has.
@@ -226,6 +228,15 @@ for tag in par_dp par_bdp par_ddp par_ddp_syncbn; do
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
 done
+
+# ---- the host CPU's attention: oomlab eager / fused beside PyTorch SDPA (issue 31) ---------
+if (($(left) > 60)); then
+  timeout 90 python3 "$kit/scripts/attention_vs_torch.py" --bench "$kit/bin/bench_attention" --seqs 512,1024 \
+    --rounds 2 --iters 3 --json "$work/res/attention_cpu.json" > "$work/logs/attention_cpu.log" 2>&1
+  log "cpu attention rc=$?: $(tail -1 "$work/logs/attention_cpu.log" | cut -c1-160)"
+else
+  log "skipped: cpu attention (budget)"
+fi
 
 log "done in $((SECONDS - t0)) s"
 finish

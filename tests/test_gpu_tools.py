@@ -303,12 +303,19 @@ class TorchReferenceInput(unittest.TestCase):
 
 
 class TorchSideBySideScripts(unittest.TestCase):
-    """scripts/torch_parity.py and scripts/cpu_vs_torch.py without PyTorch (as CI runs them):
-    usage errors exit 2 with one line; a machine without torch is a clear skip (exit 0)."""
+    """scripts/torch_parity.py, cpu_vs_torch.py and attention_vs_torch.py without PyTorch (as
+    CI runs them): usage errors exit 2 with one line; a machine without torch is a clear skip
+    (exit 0); attention_vs_torch's oomlab side reads the real bench_attention's JSON."""
+
+    BENCH = OOMLAB.parent / "bench_attention"
 
     def test_usage_errors_exit_2(self):
+        bench = ["--bench", str(self.BENCH), "--json", "/tmp/unused.json"]
         for script, args in (("torch_parity.py", ["--models", "resnet99"]), ("torch_parity.py", ["--dtypes", "float16"]),
-                             ("cpu_vs_torch.py", ["--models", "vgg99"]), ("cpu_vs_torch.py", ["--rounds", "0"])):
+                             ("cpu_vs_torch.py", ["--models", "vgg99"]), ("cpu_vs_torch.py", ["--rounds", "0"]),
+                             ("attention_vs_torch.py", ["--seqs", "0"] + bench),
+                             ("attention_vs_torch.py", ["--dropouts", "100"] + bench),
+                             ("attention_vs_torch.py", ["--bench", "/nonexistent", "--json", "/tmp/unused.json"])):
             r = run(sys.executable, ROOT / "scripts" / script, *args)
             self.assertEqual(r.returncode, 2, f"{script} {args}: {r.stdout}{r.stderr}")
             self.assertIn("error:", r.stderr)
@@ -316,10 +323,21 @@ class TorchSideBySideScripts(unittest.TestCase):
     def test_without_torch_they_skip_with_a_message(self):
         if importlib.util.find_spec("torch") is not None:
             self.skipTest("torch is installed here: the scripts run for real")
-        for script in ("torch_parity.py", "cpu_vs_torch.py"):
-            r = run(sys.executable, ROOT / "scripts" / script)
+        for script, args in (("torch_parity.py", []), ("cpu_vs_torch.py", []),
+                             ("attention_vs_torch.py", ["--bench", "/bin/true", "--json", "/tmp/unused.json"])):
+            r = run(sys.executable, ROOT / "scripts" / script, *args)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("skipped", r.stdout)
+
+    def test_attention_oomlab_side_reads_bench_attention(self):
+        if not self.BENCH.exists():
+            self.skipTest(f"{self.BENCH} not built")
+        spec = importlib.util.spec_from_file_location("attention_vs_torch", ROOT / "scripts" / "attention_vs_torch.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        rec = mod.oomlab_case(str(self.BENCH), 128, 0, 1)
+        self.assertEqual(sorted(rec), ["oomlab_eager_ms", "oomlab_fused_ms"])
+        self.assertTrue(all(v > 0 for v in rec.values()), rec)
 
 
 if __name__ == "__main__":
