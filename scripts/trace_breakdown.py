@@ -6,11 +6,13 @@ The trace has one span per layer forward ("layer1.0.bn1/fwd") and per backward n
 backward spans name (the module bn1 -> batch_norm; a layer whose backward holds several
 ops, as BERT's attention core, is listed as "fwd of <ops>"); layers without backward
 spans keep their module name. Prints, per op kind: forward ms, backward ms, share of all spans, and
-the span count, summed over the whole trace, and the 10 longest single spans.
+the span count, summed over the whole trace (or the steps after --skip-steps K: a step starts
+where the trace's first span name recurs, so that the first step's one-off work, such as
+cuDNN's algorithm selection, can be left out), and the 10 longest single spans.
 On an accelerator, run oomlab with OOMLAB_CUDA_SYNC=1 so that each span covers its
 kernels (asynchronous launches otherwise return at once).
 
-Usage: python3 scripts/trace_breakdown.py TRACE.json [--top N]
+Usage: python3 scripts/trace_breakdown.py TRACE.json [--top N] [--skip-steps K]
 Exit status 2 with one line on a missing or malformed file.
 """
 import argparse
@@ -33,6 +35,18 @@ def load_spans(path):
     if not isinstance(events, list):
         raise TraceError(f"{path}: no traceEvents list")
     return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e and "name" in e]
+
+
+def after_steps(spans, k):
+    """The spans from the start of step k + 1 on (a step begins with the first span's name)."""
+    if k == 0:
+        return spans
+    spans = sorted(spans, key=lambda e: e.get("ts", 0))
+    starts = [i for i, e in enumerate(spans) if e["name"] == spans[0]["name"]]
+    if len(starts) <= k:
+        raise TraceError(f"the trace holds {len(starts)} step(s) (by its first span, {spans[0]['name']!r}); "
+                         f"cannot skip {k}")
+    return spans[starts[k]:]
 
 
 def breakdown(spans):
@@ -58,9 +72,14 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("trace")
     p.add_argument("--top", type=int, default=10)
+    p.add_argument("--skip-steps", type=int, default=0)
     a = p.parse_args(argv)
+    if a.skip_steps < 0:
+        print("trace_breakdown: error: --skip-steps must be >= 0", file=sys.stderr)
+        return 2
     try:
         spans = load_spans(a.trace)
+        spans = after_steps(spans, a.skip_steps) if spans else spans
     except TraceError as exc:
         print(f"trace_breakdown: error: {exc}", file=sys.stderr)
         return 2

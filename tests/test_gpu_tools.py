@@ -51,6 +51,16 @@ class TraceBreakdown(unittest.TestCase):
             for op in ("conv2d", "batch_norm", "relu_", "linear", "max_pool2d"):
                 self.assertIn(op, ops, r.stdout)
             self.assertEqual(sum(1 for line in r.stdout.splitlines() if line.startswith("  ")), 3)
+            # --skip-steps 1 keeps the second of the two steps: half the spans of each op
+            counts = {}
+            for args in ((), ("--skip-steps", "1")):
+                out = run(sys.executable, "scripts/trace_breakdown.py", trace, *args).stdout
+                counts[args] = {l.split()[0]: int(l.split()[-1]) for l in out.splitlines()[1:]
+                                if l and not l.startswith((" ", "all", "longest"))}
+            self.assertEqual({op: 2 * n for op, n in counts[("--skip-steps", "1")].items()}, counts[()])
+            r = run(sys.executable, "scripts/trace_breakdown.py", trace, "--skip-steps", "2")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("cannot skip 2", r.stderr)
 
     def test_bad_files_exit_2_with_one_line(self):
         with tempfile.TemporaryDirectory() as tmp:
