@@ -86,6 +86,17 @@ void copy_cpu(const CopyArgs& a) {
     } else if (same && isz == 8) {
       const double* s = static_cast<const double*>(a.in) + ioff; double* d = static_cast<double*>(a.out) + ooff;
       for (int64_t i = 0; i < inner; ++i) d[i * out_st] = s[i * in_st];
+    } else if (same && isz == 2) {   // float16 / bfloat16: the bits; NaNs through the cast, as on CUDA
+      const uint16_t* s = static_cast<const uint16_t*>(a.in) + ioff; uint16_t* d = static_cast<uint16_t*>(a.out) + ooff;
+      const uint16_t inf = a.in_dtype == DType::f16 ? 0x7c00 : 0x7f80;
+      for (int64_t i = 0; i < inner; ++i) {
+        const uint16_t v = s[i * in_st];
+        if ((v & 0x7fff) > inf) store(a.out, a.out_dtype, ooff + i * out_st, load(a.in, a.in_dtype, ioff + i * in_st));
+        else d[i * out_st] = v;
+      }
+    } else if (same && isz == 1) {
+      const uint8_t* s = static_cast<const uint8_t*>(a.in) + ioff; uint8_t* d = static_cast<uint8_t*>(a.out) + ooff;
+      for (int64_t i = 0; i < inner; ++i) d[i * out_st] = s[i * in_st];
     } else {
       for (int64_t i = 0; i < inner; ++i)
         store(a.out, a.out_dtype, ooff + i * out_st, load(a.in, a.in_dtype, ioff + i * in_st));

@@ -84,7 +84,7 @@ template <DType H> void gemm_half(const GemmArgs& a) {
   // C's gaps (ldc > N, or batches further apart than M * ldc) are read so that narrowing
   // writes them back unchanged.
   const bool gapless = a.ldc == a.N && (a.batch <= 1 || a.stride_c == a.M * a.ldc);
-  f.C = (a.beta != 0 || !gapless) ? w.inout(a.C, cn) : w.out(a.C, cn);
+  f.C = (a.beta != 0 || !gapless) ? w.inout(a.C, cn) : w.overwritten_out(a.C, cn);   // beta 0: C never read
   run_f32(gemm_kernels(), f);
   w.narrow();
 }
