@@ -6,7 +6,8 @@
 //  * argmax counting (count_correct, count_task_correct with a confusion matrix);
 //  * optimizers (SGD momentum/nesterov/weight decay, Adam, AdamW) and WeightEma over
 //    several steps;
-//  * capacity emulation: OutOfMemoryError naming requested/capacity/free/allocated/reserved.
+//  * capacity emulation: OutOfMemoryError naming requested/capacity/free/allocated/reserved;
+//  * the convolution's kernel choice: the cuDNN algorithm and whether heuristics or Find chose it.
 // Everything that needs a device GTEST_SKIPs with the reason when none is usable.
 // ctest tier: gpu
 #include <gtest/gtest.h>
@@ -17,12 +18,16 @@
 #include <thread>
 
 #include "cuda_test_util.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/memory/kernel_choices.h"
+#include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/loss.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
+#include "kernels/cuda/cuda_settings.h"
 
 using namespace oomlab;
 using namespace oomlab::testing;
@@ -282,4 +287,33 @@ TEST(CudaMemory, CapacityEmulationRaisesClearOutOfMemoryError) {
   }
   al.set_capacity(0);
   reset_allocators();
+}
+
+// kernel_choices.h on CUDA: a convolution names its cuDNN algorithm, math type, workspace and
+// whether the heuristics (the default) or Find (cudnn benchmark) chose it.
+TEST(CudaConv, KernelChoiceNamesTheCudnnAlgorithm) {
+  OOMLAB_REQUIRE_CUDA();
+  Tensor x = Tensor::ones({2, 8, 16, 16}, DType::f32, cuda0()), w = Tensor::ones({8, 8, 3, 3}, DType::f32, cuda0());
+  Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  reset_kernel_choices();
+  {
+    MemoryContext ctx("heur", "fwd");
+    (void)conv2d(x, w, Tensor(), p).to_vector();
+  }
+  set_cudnn_benchmark(true);
+  {
+    MemoryContext ctx("find", "fwd");
+    (void)conv2d(x, w, Tensor(), p).to_vector();
+  }
+  set_cudnn_benchmark(false);
+  const nlohmann::json rows = kernel_choices_json();
+  ASSERT_EQ(rows.size(), 2u) << rows.dump();
+  for (int i = 0; i < 2; ++i) {
+    const std::string c = rows[size_t(i)]["choice"].get<std::string>();
+    EXPECT_EQ(c.rfind("cuDNN ", 0), 0u) << c;
+    EXPECT_NE(c.find(", workspace "), std::string::npos) << c;
+    EXPECT_NE(c.find(i == 0 ? "(heuristics)" : "(find)"), std::string::npos) << c;
+    EXPECT_EQ(rows[size_t(i)]["op"], "conv2d_forward");
+  }
 }

@@ -36,9 +36,8 @@ void report(const char* op, DType from, DType to) {
   if (state.observer) state.observer(op, from, to);
   if (OpProfiler::enabled()) {
     const int64_t now = trace_clock_us();
-    OpSpan s{str_cat("autocast ", op, ": ", dtype_name(from), " -> ", dtype_name(to)), now, 0, 0};
-    s.category = "autocast";
-    OpProfiler::record(std::move(s));
+    OpProfiler::record(OpSpan{str_cat("autocast ", op, ": ", dtype_name(from), " -> ", dtype_name(to)), now, 0, 0,
+                              "autocast", {}});
   }
 }
 

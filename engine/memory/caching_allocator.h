@@ -121,7 +121,8 @@ class CachingAllocator {
 
 // The allocator of a device (created on first use; cuda allocators come from the
 // CUDA backend's registration). Same object for the lifetime of the process unless
-// reset_allocators() is called (tests, experiment points run in isolation).
+// reset_allocators() is called (tests, experiment points run in isolation; it also clears
+// the kernel-choice counts of kernel_choices.h).
 CachingAllocator& allocator_for(Device device);
 void reset_allocators();
 

@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/kernel_choices.h"
 
 namespace oomlab {
 namespace {
@@ -80,9 +81,12 @@ CachingAllocator& allocator_for(Device device) {
 
 // Callers must have freed every block: destroyed allocators return all segments.
 void reset_allocators() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.allocators.clear();
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.allocators.clear();
+  }
+  reset_kernel_choices();   // a run's results list its own kernel choices
 }
 
 }  // namespace oomlab

@@ -5,6 +5,9 @@
 // the net effect of the recorded trace, so a trace started mid-run still reads true.
 #include "engine/memory/memory_export.h"
 
+#include "engine/memory/kernel_choices.h"
+
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -87,9 +90,11 @@ json chrome_trace_json(const CachingAllocator& alloc, const std::vector<OpSpan>&
   std::set<int> tids;
   for (const OpSpan& s : spans) {
     tids.insert(s.tid);
-    if (s.category == "op")
-      events.push_back({{"name", s.name}, {"cat", "op"}, {"ph", "X"}, {"ts", s.ts_us},
-                        {"dur", s.dur_us}, {"pid", 0}, {"tid", s.tid}});
+    if (s.category == "op") {
+      json e = {{"name", s.name}, {"cat", "op"}, {"ph", "X"}, {"ts", s.ts_us}, {"dur", s.dur_us}, {"pid", 0}, {"tid", s.tid}};
+      if (!s.kernels.empty()) e["args"] = {{"kernels", s.kernels}};
+      events.push_back(std::move(e));
+    }
     else   // a decision at one instant (autocast casts), thread-scoped
       events.push_back({{"name", s.name}, {"cat", s.category}, {"ph", "i"}, {"s", "t"}, {"ts", s.ts_us},
                         {"pid", 0}, {"tid", s.tid}});
@@ -147,14 +152,20 @@ std::vector<OpSpan> OpProfiler::take() {
 }
 
 OpSpanScope::OpSpanScope(const char* name, int tid) : name_(name), tid_(tid) {
-  if (OpProfiler::enabled()) start_us_ = trace_clock_us();
+  if (!OpProfiler::enabled()) return;
+  start_us_ = trace_clock_us();
+  outer_sink_ = exchange_kernel_note_sink(&kernels_);
 }
 
 OpSpanScope::~OpSpanScope() {
   if (start_us_ < 0) return;
+  exchange_kernel_note_sink(outer_sink_);
   try {
-    OpProfiler::record(OpSpan{name_ != nullptr ? name_ : "", start_us_,
-                              trace_clock_us() - start_us_, tid_});
+    std::vector<std::string> kernels;   // each choice once, in first-seen order
+    for (std::string& k : kernels_)
+      if (std::find(kernels.begin(), kernels.end(), k) == kernels.end()) kernels.push_back(std::move(k));
+    OpProfiler::record(OpSpan{name_ != nullptr ? name_ : "", start_us_, trace_clock_us() - start_us_, tid_, "op",
+                              std::move(kernels)});
   } catch (...) {  // destructors never throw; a lost span is acceptable
   }
 }

@@ -3,7 +3,7 @@
 // ({segments, device_traces, allocator_settings}), which pytorch.org/memory_viz opens as
 // JSON; frames are {"filename": layer, "line": 0, "name": phase} from MemoryContext.
 // chrome_trace_json() returns a Chrome/Perfetto trace: one "X" event per OpSpan (tid =
-// stream; an OpSpan of another category, e.g. "autocast", is an "i" instant event), "C" counters "allocated"/"reserved" (bytes) after every allocator trace event,
+// stream; args.kernels: the kernel choices of its calls, kernel_choices.h; an OpSpan of another category, e.g. "autocast", is an "i" instant event), "C" counters "allocated"/"reserved" (bytes) after every allocator trace event,
 // and an "i" instant event per oom. Both only build json; writing files is the caller's.
 // All timestamps (allocator trace, OpSpan) share the trace_clock_us() origin.
 #pragma once
@@ -26,6 +26,7 @@ struct OpSpan {
   int64_t ts_us = 0, dur_us = 0;
   int tid = 0;  // stream: 0 compute, others for comm / copy streams
   std::string category = "op";   // "op": an "X" span; anything else: an instant "i" event (dur 0)
+  std::vector<std::string> kernels;   // kernel choices of the calls inside (kernel_choices.h): span args
 };
 
 // Process-wide, thread-safe span recorder; off by default.
@@ -37,7 +38,8 @@ class OpProfiler {
   static std::vector<OpSpan> take();  // returns and clears the recorded spans
 };
 
-// Times its own lifetime and records it when the profiler was enabled at construction.
+// Times its own lifetime and records it when the profiler was enabled at construction,
+// with the kernel choices noted on this thread meanwhile (and not by an inner span).
 class OpSpanScope {
  public:
   explicit OpSpanScope(const char* name, int tid = 0);
@@ -48,6 +50,8 @@ class OpSpanScope {
   const char* name_;
   int tid_;
   int64_t start_us_ = -1;  // -1: not recording
+  std::vector<std::string> kernels_;
+  std::vector<std::string>* outer_sink_ = nullptr;
 };
 
 nlohmann::json memory_snapshot_json(const CachingAllocator& alloc);

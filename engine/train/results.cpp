@@ -11,6 +11,7 @@
 #include "engine/core/backend.h"
 #include "engine/core/dispatch.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/kernel_choices.h"
 
 #include "oomlab_git.h"   // OOMLAB_GIT_SHA, OOMLAB_GIT_DIRTY: written at build time (scripts/git_version.cmake)
 
@@ -92,7 +93,8 @@ nlohmann::json make_results(const std::string& command, const std::vector<Device
           {"context", results_context(devices)},
           {"config", std::move(config)},
           {"metrics", std::move(metrics)},
-          {"memory", memory_json(devices, memory_of)}};
+          {"memory", memory_json(devices, memory_of)},
+          {"kernel_choices", kernel_choices_json()}};
 }
 
 nlohmann::json summarize_times(std::vector<double> s) {

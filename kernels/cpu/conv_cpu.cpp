@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/core/thread_budget.h"
+#include "engine/memory/kernel_choices.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/half_widen.h"
 #include "kernels/cpu/conv_direct_cpu.h"
@@ -118,6 +119,15 @@ struct Geom {
   // Thread-local to the calling thread, read-only for the OpenMP workers of the call.
   const int32_t* taps = nullptr;
 };
+
+// The path a call takes, for kernel_choices.h: the direct 3x3 kernels, or im2col (none for
+// 1x1 stride-1 unpadded convolutions) and a GEMM.
+template <class T> void note_path(const char* op, bool direct_kernel, const Geom* g = nullptr) {
+  if (direct_kernel) return note_kernel_choice(op, "direct 3x3 kernels");
+  const char* gemm = !std::is_same_v<T, float> ? "OpenBLAS dgemm" : (use_own_sgemm() ? "own AVX-512 sgemm" : "OpenBLAS sgemm");
+  note_kernel_choice(op, std::string(g && g->direct ? "1x1 GEMM on x, " : "im2col + ") + gemm);
+}
+
 
 // min_tiles: forward and backward data run their OpenMP loops over tiles (kMinTiles);
 // backward weight runs it over col-row slices, and wider tiles make its GEMMs' K longer (1).
@@ -297,8 +307,12 @@ template <class T> void gather_dy(const Geom& g, const T* dy, const Tile& t, T* 
 
 template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
   if constexpr (std::is_same_v<T, float>)
-    if (conv_direct_applies(a)) return conv_direct_forward(a);
+    if (conv_direct_applies(a)) {
+      note_path<T>("conv2d_forward", true);
+      return conv_direct_forward(a);
+    }
   const Geom g = make_geom<T>(a);
+  note_path<T>("conv2d_forward", false, &g);
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.w);
   T* y = static_cast<T*>(a.y);
@@ -339,8 +353,12 @@ template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
 
 template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
   if constexpr (std::is_same_v<T, float>)
-    if (conv_direct_applies(a)) return conv_direct_backward_data(a);
+    if (conv_direct_applies(a)) {
+      note_path<T>("conv2d_backward_data", true);
+      return conv_direct_backward_data(a);
+    }
   const Geom g = make_geom<T>(a);
+  note_path<T>("conv2d_backward_data", false, &g);
   const T* w = static_cast<const T*>(a.w);
   const T* dy = static_cast<const T*>(a.dy);
   T* dx = static_cast<T*>(a.dx);
@@ -387,8 +405,12 @@ template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
 
 template <class T> void conv2d_backward_weight_cpu(const Conv2dArgs& a) {
   if constexpr (std::is_same_v<T, float>)
-    if (conv_direct_applies(a)) return conv_direct_backward_weight(a);
+    if (conv_direct_applies(a)) {
+      note_path<T>("conv2d_backward_weight", true);
+      return conv_direct_backward_weight(a);
+    }
   const Geom g = make_geom<T>(a, /*min_tiles=*/1);
+  note_path<T>("conv2d_backward_weight", false, &g);
   const T* x = static_cast<const T*>(a.x);
   const T* dy = static_cast<const T*>(a.dy);
   T* dw = static_cast<T*>(a.dw);

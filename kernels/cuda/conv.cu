@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/memory/kernel_choices.h"
 #include "kernels/conv.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_libs.h"
@@ -72,6 +73,7 @@ struct ConvPlan {
   cudnnFilterDescriptor_t w = nullptr;                   // [K, C/groups, R, S]
   cudnnConvolutionDescriptor_t conv[4] = {};             // by cudnnMathType_t (0..3)
   std::vector<Candidate> candidates;                     // preference order
+  bool from_find = false;                                // candidates timed by cudnnFind*Ex
   ConvPlan() = default;
   ConvPlan(const ConvPlan&) = delete;
   ConvPlan& operator=(const ConvPlan&) = delete;
@@ -218,6 +220,7 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
   const Types ty = conv_types(t, tf32);
   auto plan = std::make_shared<ConvPlan>();
   ConvPlan& p = *plan;
+  p.from_find = bench;
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
@@ -295,6 +298,22 @@ std::shared_ptr<const ConvPlan> get_plan(cudnnHandle_t h, const Conv2dArgs& a, D
   return plan;
 }
 
+// How a call ran, for kernel_choices.h: cuDNN's algorithm and math type (their enum names
+// without the prefixes), the workspace, and whether Find or the heuristics chose it.
+std::string choice_name(Kind k, const Candidate& c, bool from_find) {
+  static const char* const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                    "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* const filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
+                                       "FFT_TILING"};
+  static const char* const math[] = {"DEFAULT_MATH", "TENSOR_OP_MATH", "TENSOR_OP_MATH_ALLOW_CONVERSION", "FMA_MATH"};
+  const char* const* names = k == kFwd ? fwd : (k == kBwdData ? data : filter);
+  const int count = k == kFwd ? 8 : (k == kBwdData ? 6 : 7);
+  const std::string algo = c.algo >= 0 && c.algo < count ? names[c.algo] : str_cat("algo ", c.algo);
+  const std::string m = int(c.math) >= 0 && int(c.math) < 4 ? math[int(c.math)] : str_cat("math ", int(c.math));
+  return str_cat("cuDNN ", algo, " ", m, ", workspace ", c.ws, " B (", from_find ? "find" : "heuristics", ")");
+}
+
 // Runs one candidate; returns cuDNN's status (the caller decides whether to try the next).
 cudnnStatus_t execute(cudnnHandle_t h, const ConvPlan& p, Kind k, const Candidate& cand, const Conv2dArgs& a, DType t,
                       void* ws, size_t ws_size) {
@@ -359,6 +378,7 @@ void conv_cuda(const Conv2dArgs& a, DType t, Kind k) {
     }
     if (st != CUDNN_STATUS_SUCCESS) cuda::throw_cudnn_error(st, kind_op(k), __FILE__, __LINE__);
     if (cuda::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize());
+    note_kernel_choice(kind_op(k), choice_name(k, cand, plan->from_find));
     return;   // ws freed here: later work on the same stream is ordered after the call
   }
   // Reached only when every candidate left after a refusal was skipped for its workspace.
