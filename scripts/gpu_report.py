@@ -14,7 +14,8 @@ per binary and rc.txt; logs/: compute-sanitizer logs; run.log) and writes into O
   tests.json       per test binary: passed, failed, skipped, failing test names, exit
                    status, seconds; sanitizer summaries
   points.json      per configuration: oomlab (step-time median / p10 / p90, peak allocated,
-                   workspace peak), PyTorch (median, peak), the meta prediction, and the
+                   workspace peak, its kernel choices summed over layers), PyTorch (median,
+                   peak), the meta prediction, and the
                    ratios oomlab / PyTorch and meta / cuda; parallel points per device
   breakdown.txt    copied from res/
   README.md        all of it in words and tables, with res/attention_cpu.json (the host
@@ -179,6 +180,13 @@ def oomlab_point(doc):
          "p90_ms": 1e3 * st["p90"] if st.get("p90") is not None else None,
          "timed_steps": st.get("count"), "peak_allocated": tot.get("allocated_bytes.all.peak"),
          "peak_reserved": tot.get("reserved_bytes.all.peak"), "workspace_peak": tot.get("workspace_bytes.all.peak")}
+    choices = {}   # the run's kernel choices (results' kernel_choices) summed over layers
+    for r in doc.get("kernel_choices", []) if isinstance(doc.get("kernel_choices"), list) else []:
+        if isinstance(r, dict) and isinstance(r.get("calls"), int):
+            key = f"{r.get('op')}: {r.get('choice')}"
+            choices[key] = choices.get(key, 0) + r["calls"]
+    if choices:
+        p["kernel_choices"] = dict(sorted(choices.items(), key=lambda kv: -kv[1]))
     devs = mem.get("devices")
     if isinstance(devs, dict) and len(devs) > 1:
         p["per_device_peak_allocated"] = {d: (v.get("totals", v) or {}).get("allocated_bytes.all.peak")
@@ -283,6 +291,12 @@ def readme(prov, t, pts, run_log, attn=None):
                 f"{fmt(r.get('time_ratio_oomlab_over_torch'), '.2f')} | {fmt(o.get('peak_allocated') and o['peak_allocated'] / 1e9, '.3f')} | "
                 f"{fmt(tw.get('peak_allocated') and tw['peak_allocated'] / 1e9, '.3f')} | {fmt(r.get('peak_ratio_oomlab_over_torch'), '.3f')} | "
                 f"{fmt(r.get('meta_over_cuda_peak'), '.4f')} |")
+        lines.append("")
+    chosen = {tag: r["oomlab"]["kernel_choices"] for tag, r in pts.items() if (r.get("oomlab") or {}).get("kernel_choices")}
+    if chosen:
+        lines += ["## Convolution algorithms oomlab ran (calls over the run, summed over layers)", ""]
+        for tag, c in chosen.items():
+            lines.append(f"- {tag}: " + "; ".join(f"{k} x{n}" for k, n in c.items()))
         lines.append("")
     if attn:
         lines += attention_cpu_lines(attn)

@@ -98,7 +98,10 @@ class GpuReport(unittest.TestCase):
                 (work / d).mkdir(parents=True)
             (work / "res" / "manifest.json").write_text(json.dumps({"commit": "abc", "dirty": False, "sm": "90"}))
             (work / "res" / "nvidia_smi.csv").write_text("NVIDIA H100 80GB HBM3, 580.159.04, 9.0, 81559 MiB\n")
-            (work / "res" / "oomlab_mlp.json").write_text(ours.read_text())
+            with_choices = dict(doc, kernel_choices=[   # as a CUDA run's results list them
+                {"frame": "l1/fwd", "op": "conv2d_forward", "choice": "cuDNN GEMM FMA_MATH", "calls": 2},
+                {"frame": "l2/fwd", "op": "conv2d_forward", "choice": "cuDNN GEMM FMA_MATH", "calls": 3}])
+            (work / "res" / "oomlab_mlp.json").write_text(json.dumps(with_choices))
             (work / "res" / "meta_mlp.json").write_text(ours.read_text())
             (work / "res" / "torch.jsonl").write_text("\n".join(json.dumps(r) for r in (
                 {"tag": "_versions", "torch": "2.11"}, {"tag": "mlp", "median_ms": 2 * step_ms, "peak_allocated": 4 * peak},
@@ -118,6 +121,7 @@ class GpuReport(unittest.TestCase):
             self.assertAlmostEqual(pts["mlp"]["time_ratio_oomlab_over_torch"], 0.5)
             self.assertAlmostEqual(pts["mlp"]["peak_ratio_oomlab_over_torch"], 0.25)
             self.assertAlmostEqual(pts["mlp"]["meta_over_cuda_peak"], 1.0)
+            self.assertEqual(pts["mlp"]["oomlab"]["kernel_choices"], {"conv2d_forward: cuDNN GEMM FMA_MATH": 5})
             self.assertIsNone(pts["bert_tf32_sdpa"]["oomlab"])             # PyTorch-only point kept
             self.assertIn("error", pts["vgg16_tf32"]["torch"])               # a failure is kept, not dropped
             t = json.loads((out / "tests.json").read_text())
@@ -126,7 +130,8 @@ class GpuReport(unittest.TestCase):
             self.assertIn("note", t["binaries"]["test_b"])                   # cut off: no report, said so
             self.assertEqual(t["sanitizers"]["memcheck"]["summary"], "ERROR SUMMARY: 0 errors")
             readme = (out / "README.md").read_text()
-            for text in ("NVIDIA H100 80GB HBM3", "Suite.F0", "par_dp (budget)", "0.50"):
+            for text in ("NVIDIA H100 80GB HBM3", "Suite.F0", "par_dp (budget)", "0.50",
+                         "- mlp: conv2d_forward: cuDNN GEMM FMA_MATH x5"):
                 self.assertIn(text, readme)
             self.assertEqual(json.loads((out / "provenance.json").read_text())["machine"]["compute_capability"], "9.0")
 
