@@ -11,10 +11,11 @@
 
 namespace oomlab {
 namespace {
+using Key = std::tuple<std::string, std::string, std::string>;   // frame, op, choice
 struct Choices {
   std::mutex mu;
-  std::map<std::tuple<std::string, std::string, std::string>, size_t> index;   // -> position in rows
-  std::vector<nlohmann::json> rows;
+  std::map<Key, int64_t> calls;
+  std::vector<std::map<Key, int64_t>::const_iterator> order;   // first seen first
 };
 Choices& choices() { static auto* c = new Choices; return *c; }   // leaked: kernels may run at exit
 thread_local std::vector<std::string>* t_sink = nullptr;
@@ -22,29 +23,29 @@ thread_local std::vector<std::string>* t_sink = nullptr;
 
 void note_kernel_choice(const char* op, const std::string& choice) {
   if (t_sink != nullptr) t_sink->push_back(std::string(op) + ": " + choice);
-  auto key = std::make_tuple(MemoryContext::current(), std::string(op), choice);
+  Key key{MemoryContext::current(), op, choice};
   Choices& c = choices();
   std::lock_guard<std::mutex> lock(c.mu);
-  auto it = c.index.find(key);
-  if (it != c.index.end()) {
-    c.rows[it->second]["calls"] = c.rows[it->second]["calls"].get<int64_t>() + 1;
-    return;
-  }
-  c.rows.push_back({{"frame", std::get<0>(key)}, {"op", std::get<1>(key)}, {"choice", choice}, {"calls", 1}});
-  c.index.emplace(std::move(key), c.rows.size() - 1);
+  const auto [it, inserted] = c.calls.try_emplace(std::move(key), 0);
+  ++it->second;
+  if (inserted) c.order.push_back(it);
 }
 
 nlohmann::json kernel_choices_json() {
   Choices& c = choices();
   std::lock_guard<std::mutex> lock(c.mu);
-  return nlohmann::json(c.rows);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& it : c.order)
+    rows.push_back({{"frame", std::get<0>(it->first)}, {"op", std::get<1>(it->first)},
+                    {"choice", std::get<2>(it->first)}, {"calls", it->second}});
+  return rows;
 }
 
 void reset_kernel_choices() {
   Choices& c = choices();
   std::lock_guard<std::mutex> lock(c.mu);
-  c.index.clear();
-  c.rows.clear();
+  c.order.clear();
+  c.calls.clear();
 }
 
 std::vector<std::string>* exchange_kernel_note_sink(std::vector<std::string>* sink) {

@@ -5,12 +5,12 @@
 // the net effect of the recorded trace, so a trace started mid-run still reads true.
 #include "engine/memory/memory_export.h"
 
-#include "engine/memory/kernel_choices.h"
-
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
+
+#include "engine/memory/kernel_choices.h"
 
 namespace oomlab {
 

@@ -128,7 +128,6 @@ template <class T> void note_path(const char* op, bool direct_kernel, const Geom
   note_kernel_choice(op, std::string(g && g->direct ? "1x1 GEMM on x, " : "im2col + ") + gemm);
 }
 
-
 // min_tiles: forward and backward data run their OpenMP loops over tiles (kMinTiles);
 // backward weight runs it over col-row slices, and wider tiles make its GEMMs' K longer (1).
 template <class T> Geom make_geom(const Conv2dArgs& a, int64_t min_tiles = kMinTiles) {

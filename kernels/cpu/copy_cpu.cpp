@@ -39,6 +39,14 @@ void quiet_nans(float* p, int64_t n) {
     if ((u[i] & 0x7fffffffu) > 0x7f800000u) u[i] |= 0x00400000u;
 }
 
+// out[ooff + i * out_st] = in[ioff + i * in_st] for i < n, elements of U's size, bit for bit.
+template <class U>
+void strided_bits(const void* in, int64_t ioff, int64_t in_st, void* out, int64_t ooff, int64_t out_st, int64_t n) {
+  const U* s = static_cast<const U*>(in) + ioff;
+  U* d = static_cast<U*>(out) + ooff;
+  for (int64_t i = 0; i < n; ++i) d[i * out_st] = s[i * in_st];
+}
+
 void copy_cpu(const CopyArgs& a) {
   const auto [n, in_contig, out_contig] = copy_layout(a);
   if (n == 0) return;
@@ -81,11 +89,11 @@ void copy_cpu(const CopyArgs& a) {
       ooff += idx * a.out_strides[d];
     }
     if (same && isz == 4) {
-      const float* s = static_cast<const float*>(a.in) + ioff; float* d = static_cast<float*>(a.out) + ooff;
-      for (int64_t i = 0; i < inner; ++i) d[i * out_st] = s[i * in_st];
+      strided_bits<uint32_t>(a.in, ioff, in_st, a.out, ooff, out_st, inner);
     } else if (same && isz == 8) {
-      const double* s = static_cast<const double*>(a.in) + ioff; double* d = static_cast<double*>(a.out) + ooff;
-      for (int64_t i = 0; i < inner; ++i) d[i * out_st] = s[i * in_st];
+      strided_bits<uint64_t>(a.in, ioff, in_st, a.out, ooff, out_st, inner);
+    } else if (same && isz == 1) {
+      strided_bits<uint8_t>(a.in, ioff, in_st, a.out, ooff, out_st, inner);
     } else if (same && isz == 2) {   // float16 / bfloat16: the bits; NaNs through the cast, as on CUDA
       const uint16_t* s = static_cast<const uint16_t*>(a.in) + ioff; uint16_t* d = static_cast<uint16_t*>(a.out) + ooff;
       const uint16_t inf = a.in_dtype == DType::f16 ? 0x7c00 : 0x7f80;
@@ -94,9 +102,6 @@ void copy_cpu(const CopyArgs& a) {
         if ((v & 0x7fff) > inf) store(a.out, a.out_dtype, ooff + i * out_st, load(a.in, a.in_dtype, ioff + i * in_st));
         else d[i * out_st] = v;
       }
-    } else if (same && isz == 1) {
-      const uint8_t* s = static_cast<const uint8_t*>(a.in) + ioff; uint8_t* d = static_cast<uint8_t*>(a.out) + ooff;
-      for (int64_t i = 0; i < inner; ++i) d[i * out_st] = s[i * in_st];
     } else {
       for (int64_t i = 0; i < inner; ++i)
         store(a.out, a.out_dtype, ooff + i * out_st, load(a.in, a.in_dtype, ioff + i * in_st));

@@ -74,9 +74,7 @@ inline void philox_words_avx2(uint64_t seed, uint64_t first, int64_t nb, uint32_
   }
 }
 #endif
-}  // namespace philox_detail
 
-namespace philox_detail {
 // The structure-of-arrays loop (any target; tests compare it with the AVX2 one).
 inline void philox_words_portable(uint64_t seed, uint64_t first, int64_t nb, uint32_t* words) {
   uint32_t c0[kPhiloxBatch], c1[kPhiloxBatch], c2[kPhiloxBatch] = {}, c3[kPhiloxBatch] = {};
