@@ -25,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from oomlab_report.atomic import write_json_atomic
 
