@@ -180,6 +180,9 @@ def oomlab_point(doc):
          "p90_ms": 1e3 * st["p90"] if st.get("p90") is not None else None,
          "timed_steps": st.get("count"), "peak_allocated": tot.get("allocated_bytes.all.peak"),
          "peak_reserved": tot.get("reserved_bytes.all.peak"), "workspace_peak": tot.get("workspace_bytes.all.peak")}
+    losses = (doc.get("metrics", {}).get("history", {}) or {}).get("train_loss")
+    if isinstance(losses, list) and losses and isinstance(losses[-1], (int, float)):
+        p["final_train_loss"] = losses[-1]
     choices = {}   # the run's kernel choices (results' kernel_choices) summed over layers
     for r in doc.get("kernel_choices", []) if isinstance(doc.get("kernel_choices"), list) else []:
         if isinstance(r, dict) and isinstance(r.get("calls"), int):
@@ -223,7 +226,31 @@ def points(work):
         if o:
             row["meta_over_cuda_peak"] = ratio(meta_peak, o["peak_allocated"])
         rows[tag] = row
+    for tag, row in rows.items():   # a switched path (gpu_run.sh: *_next) beside its default
+        base = rows.get(tag[:-len("_next")]) if tag.endswith("_next") else None
+        if base and row["oomlab"] and base["oomlab"]:
+            row["default_tag"] = tag[:-len("_next")]
+            row["time_ratio_next_over_default"] = ratio(row["oomlab"]["median_ms"], base["oomlab"]["median_ms"])
+            row["peak_ratio_next_over_default"] = ratio(row["oomlab"]["peak_allocated"], base["oomlab"]["peak_allocated"])
     return rows
+
+
+def next_lines(pts):
+    """The README's A/B table: each *_next row (new GPU paths switched on) beside its default."""
+    ab = {t: r for t, r in pts.items() if r.get("default_tag")}
+    if not ab:
+        return []
+    lines = ["## New GPU paths beside the default (same call; gpu_run.sh NEXT switches)", "",
+             "| config | default ms | next ms | next / default | default peak GB | next peak GB | "
+             "default final loss | next final loss |", "|---|---|---|---|---|---|---|---|"]
+    for tag, r in ab.items():
+        d, n = pts[r["default_tag"]]["oomlab"], r["oomlab"]
+        lines.append(f"| {tag} | {fmt(d.get('median_ms'))} | {fmt(n.get('median_ms'))} | "
+                     f"{fmt(r.get('time_ratio_next_over_default'), '.3f')} | "
+                     f"{fmt(d.get('peak_allocated') and d['peak_allocated'] / 1e9, '.3f')} | "
+                     f"{fmt(n.get('peak_allocated') and n['peak_allocated'] / 1e9, '.3f')} | "
+                     f"{fmt(d.get('final_train_loss'), '.5f')} | {fmt(n.get('final_train_loss'), '.5f')} |")
+    return lines + [""]
 
 
 def fmt(v, spec=".1f"):
@@ -292,6 +319,7 @@ def readme(prov, t, pts, run_log, attn=None):
                 f"{fmt(tw.get('peak_allocated') and tw['peak_allocated'] / 1e9, '.3f')} | {fmt(r.get('peak_ratio_oomlab_over_torch'), '.3f')} | "
                 f"{fmt(r.get('meta_over_cuda_peak'), '.4f')} |")
         lines.append("")
+    lines += next_lines(pts)
     chosen = {tag: r["oomlab"]["kernel_choices"] for tag, r in pts.items() if (r.get("oomlab") or {}).get("kernel_choices")}
     if chosen:
         lines += ["## Convolution algorithms oomlab ran (calls over the run, summed over layers)", ""]

@@ -17,7 +17,7 @@
 #   logs.tar.gz      every log, results JSON, trace and profiler table (with attention_cpu.json:
 #                    the host CPU's attention, oomlab beside PyTorch SDPA, in README.md too)
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
-# default 345 s: a step that would not fit is skipped and named): preflight; tests +
+# default 420 s: a step that would not fit is skipped and named): preflight; tests +
 # sanitizers + meta predictions (concurrently); oomlab / PyTorch pairs (alternating, one
 # PyTorch process); per-op breakdowns; DP / BDP / DDP / SyncBN on two logical devices; the
 # host CPU's attention forward + backward, oomlab eager / fused beside PyTorch SDPA.
@@ -40,7 +40,7 @@ t0=$SECONDS
 dry=${OOMLAB_KIT_DRY_RUN:-0}
 device=cuda
 [[ $dry == 1 ]] && device=meta
-budget=${OOMLAB_KIT_BUDGET_S:-345}
+budget=${OOMLAB_KIT_BUDGET_S:-420}
 steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTorch's 15 + 5 warm-up
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
 left() { echo $((budget - (SECONDS - t0))); }
@@ -109,12 +109,20 @@ declare -A FLAGS=(
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_reference]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
+  [r50_tf32_next]="--model resnet50 --batch 128 --allow-tf32 all"
+  [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16"
+  [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
 )
 # Environment per tag: a GPU path's switch (cuda_settings.h), so the default runs beside the
 # path it replaced, or a new path beside the default, in the same call (DESIGN.md section 10).
-declare -A ENVS=([bert384_fused_reference]="OOMLAB_CUDA_TILED_ATTENTION=0")
-ORDER=(r50_fp32 r50_tf32 r50_bf16 r50_fp16 r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32 bert_bf16 bert_fp16
-       bert384_none bert384_all bert384_selective bert384_fused bert384_fused_reference)
+# NEXT: the GPU paths written since the last lease, default off until measured (issue 31);
+# each *_next tag runs its base tag's flags with them on, right after the base pair, and
+# test_cuda_parity runs once more with them on.
+NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1"
+declare -A ENVS=([bert384_fused_reference]="OOMLAB_CUDA_TILED_ATTENTION=0" [r50_tf32_next]="$NEXT"
+                 [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT")
+ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_bf16 r50_bf16_next r50_fp16 r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32
+       bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_reference)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
   local f=${FLAGS[$1]} model batch seq
@@ -151,6 +159,11 @@ run_tests() {
     ( s=$SECONDS; OOMLAB_CUDA_TILED_ATTENTION=0 timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*attention*' \
         --gtest_output="json:$work/tests/test_cuda_parity_reference_attention.json" > "$work/logs/test_cuda_parity_reference_attention.log" 2>&1
       echo "test_cuda_parity_reference_attention rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
+  fi
+  if [[ -x $kit/bin/test_cuda_parity ]]; then   # the NEXT paths against the CPU
+    ( s=$SECONDS; env $NEXT timeout 150 "$kit/bin/test_cuda_parity" \
+        --gtest_output="json:$work/tests/test_cuda_parity_next.json" > "$work/logs/test_cuda_parity_next.log" 2>&1
+      echo "test_cuda_parity_next rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
   fi
   ( for tag in "${ORDER[@]}"; do
       # shellcheck disable=SC2046  # train_args is a word list
@@ -191,7 +204,7 @@ for tag in "${ORDER[@]}"; do
   env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective || $tag == bert384_fused* ]] && continue   # PyTorch: none / SDPA below
+  [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_next ]] && continue   # PyTorch: none / SDPA below
   log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"
 done
 for tag in "${TORCH_ONLY[@]}"; do

@@ -103,6 +103,9 @@ class GpuReport(unittest.TestCase):
                 {"frame": "l2/fwd", "op": "conv2d_forward", "choice": "cuDNN GEMM FMA_MATH", "calls": 3}])
             (work / "res" / "oomlab_mlp.json").write_text(json.dumps(with_choices))
             (work / "res" / "meta_mlp.json").write_text(ours.read_text())
+            slower = json.loads(ours.read_text())   # a *_next row (gpu_run.sh NEXT) beside its default
+            slower["metrics"]["step_time_s"]["median"] *= 1.25
+            (work / "res" / "oomlab_mlp_next.json").write_text(json.dumps(slower))
             (work / "res" / "torch.jsonl").write_text("\n".join(json.dumps(r) for r in (
                 {"tag": "_versions", "torch": "2.11"}, {"tag": "mlp", "median_ms": 2 * step_ms, "peak_allocated": 4 * peak},
                 {"tag": "bert_tf32_sdpa", "median_ms": 30.0, "peak_allocated": 1 << 30},
@@ -123,6 +126,10 @@ class GpuReport(unittest.TestCase):
             self.assertAlmostEqual(pts["mlp"]["meta_over_cuda_peak"], 1.0)
             self.assertEqual(pts["mlp"]["oomlab"]["kernel_choices"], {"conv2d_forward: cuDNN GEMM FMA_MATH": 5})
             self.assertIsNone(pts["bert_tf32_sdpa"]["oomlab"])             # PyTorch-only point kept
+            self.assertEqual(pts["mlp_next"]["default_tag"], "mlp")
+            self.assertAlmostEqual(pts["mlp_next"]["time_ratio_next_over_default"], 1.25)
+            self.assertAlmostEqual(pts["mlp_next"]["peak_ratio_next_over_default"], 1.0)
+            self.assertNotIn("default_tag", pts["mlp"])
             self.assertIn("error", pts["vgg16_tf32"]["torch"])               # a failure is kept, not dropped
             t = json.loads((out / "tests.json").read_text())
             self.assertEqual((t["binaries"]["test_a"]["passed"], t["binaries"]["test_a"]["failed"],
@@ -131,7 +138,8 @@ class GpuReport(unittest.TestCase):
             self.assertEqual(t["sanitizers"]["memcheck"]["summary"], "ERROR SUMMARY: 0 errors")
             readme = (out / "README.md").read_text()
             for text in ("NVIDIA H100 80GB HBM3", "Suite.F0", "par_dp (budget)", "0.50",
-                         "- mlp: conv2d_forward: cuDNN GEMM FMA_MATH x5"):
+                         "- mlp: conv2d_forward: cuDNN GEMM FMA_MATH x5", "New GPU paths beside the default",
+                         "| mlp_next | "):
                 self.assertIn(text, readme)
             self.assertEqual(json.loads((out / "provenance.json").read_text())["machine"]["compute_capability"], "9.0")
 
@@ -292,6 +300,10 @@ class GpuKit(unittest.TestCase):
             self.assertTrue(t["binaries"])
             self.assertTrue(all(b.get("failed") == 0 for b in t["binaries"].values()), t)
             self.assertIn("DRY RUN", (dry / "README.md").read_text())
+            # the NEXT switches: *_next rows beside their defaults, the parity suite under them
+            self.assertEqual(pts["r50_tf32_next"]["default_tag"], "r50_tf32")
+            self.assertIsNotNone(pts["bert_tf32_next"]["time_ratio_next_over_default"])
+            self.assertIn("test_cuda_parity_next", t["binaries"])
 
 
 class FatbinArchs(unittest.TestCase):

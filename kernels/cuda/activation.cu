@@ -4,81 +4,67 @@
 // float, one rounding at the store). Parity with kernels/cpu/activation_cpu.cpp: relu is
 // bit-identical; sigmoid and gelu are bit-identical in float32 (the same exp_f32, the same
 // Abramowitz & Stegun erf, the same fused multiply-adds — pointwise_math.cuh); float64
-// uses the GPU's exp / erf (within an ulp or two of glibc's).
+// uses the GPU's exp / erf (within an ulp or two of glibc's). Every kernel is a map of
+// vector_map.cuh (16-byte accesses under the vectorized switch, same results).
 #include "kernels/activation.h"
 #include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/cuda/vector_map.cuh"
 
 namespace oomlab {
 namespace {
 using namespace cuda;
 
-// ---- relu -------------------------------------------------------------------------------
-template <class T> __global__ void relu_fwd_kernel(const T* x, T* y, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) {
-    const T v = x[i];
+// Per-element ops (vector_map.cuh runs them scalar or 16 bytes at a time, same bits).
+template <class T> struct ReluFwd {
+  __device__ T operator()(T v) const {
     const compute_t<T> f = ld(v);
-    y[i] = (f > 0 || f != f) ? v : st<T>(0);  // NaN propagates, as torch.relu
+    return (f > 0 || f != f) ? v : st<T>(0);  // NaN propagates, as torch.relu
   }
-}
-template <class T> __global__ void relu_bwd_kernel(const T* y, const T* dy, T* dx, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) dx[i] = ld(y[i]) <= 0 ? st<T>(0) : dy[i];
-}
+};
+template <class T> struct ReluBwd {   // (y, dy) -> dx
+  __device__ T operator()(T y, T dy) const { return ld(y) <= 0 ? st<T>(0) : dy; }
+};
+template <class T> struct SigmoidFwd {
+  __device__ T operator()(T x) const { return st<T>(sigmoid_fwd(ld(x))); }
+};
+template <class T> struct SigmoidBwd {   // (y, dy) -> dx
+  __device__ T operator()(T y, T dy) const { return st<T>(sigmoid_bwd(ld(y), ld(dy))); }
+};
+template <class T> struct GeluFwd {
+  bool tanh_approx;
+  __device__ T operator()(T x) const { return st<T>(gelu_fwd(ld(x), tanh_approx)); }
+};
+template <class T> struct GeluBwd {   // (x, dy) -> dx
+  bool tanh_approx;
+  __device__ T operator()(T x, T dy) const { return st<T>(gelu_bwd(ld(x), ld(dy), tanh_approx)); }
+};
+
 template <class T> void relu_forward_cuda(const ReluArgs& a) {
   if (a.n == 0) return;
-  const Launch L("relu");
-  relu_fwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n);
-  CUDA_LAUNCH_CHECK();
+  map1(Launch("relu"), static_cast<T*>(a.y), static_cast<const T*>(a.x), a.n, ReluFwd<T>{});
 }
 template <class T> void relu_backward_cuda(const ReluArgs& a) {
   if (a.n == 0) return;
-  const Launch L("relu_backward");
-  relu_bwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.y), static_cast<const T*>(a.dy),
-                                                               static_cast<T*>(a.dx), a.n);
-  CUDA_LAUNCH_CHECK();
-}
-
-// ---- sigmoid ------------------------------------------------------------------------------
-template <class T> __global__ void sigmoid_fwd_kernel(const T* x, T* y, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) y[i] = st<T>(sigmoid_fwd(ld(x[i])));
-}
-template <class T> __global__ void sigmoid_bwd_kernel(const T* y, const T* dy, T* dx, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) dx[i] = st<T>(sigmoid_bwd(ld(y[i]), ld(dy[i])));
+  map2(Launch("relu_backward"), static_cast<T*>(a.dx), static_cast<const T*>(a.y), static_cast<const T*>(a.dy), a.n,
+       ReluBwd<T>{});
 }
 template <class T> void sigmoid_forward_cuda(const SigmoidArgs& a) {
   if (a.n == 0) return;
-  const Launch L("sigmoid");
-  sigmoid_fwd_kernel<T>
-      <<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n);
-  CUDA_LAUNCH_CHECK();
+  map1(Launch("sigmoid"), static_cast<T*>(a.y), static_cast<const T*>(a.x), a.n, SigmoidFwd<T>{});
 }
 template <class T> void sigmoid_backward_cuda(const SigmoidArgs& a) {
   if (a.n == 0) return;
-  const Launch L("sigmoid_backward");
-  sigmoid_bwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(
-      static_cast<const T*>(a.y), static_cast<const T*>(a.dy), static_cast<T*>(a.dx), a.n);
-  CUDA_LAUNCH_CHECK();
-}
-
-// ---- gelu -------------------------------------------------------------------------------
-template <class T> __global__ void gelu_fwd_kernel(const T* x, T* y, int64_t n, bool tanh_approx) {
-  for (int64_t i = gtid(); i < n; i += gstride()) y[i] = st<T>(gelu_fwd(ld(x[i]), tanh_approx));
-}
-template <class T> __global__ void gelu_bwd_kernel(const T* x, const T* dy, T* dx, int64_t n, bool tanh_approx) {
-  for (int64_t i = gtid(); i < n; i += gstride()) dx[i] = st<T>(gelu_bwd(ld(x[i]), ld(dy[i]), tanh_approx));
+  map2(Launch("sigmoid_backward"), static_cast<T*>(a.dx), static_cast<const T*>(a.y), static_cast<const T*>(a.dy),
+       a.n, SigmoidBwd<T>{});
 }
 template <class T> void gelu_forward_cuda(const GeluArgs& a) {
   if (a.n == 0) return;
-  const Launch L("gelu");
-  gelu_fwd_kernel<T>
-      <<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n, a.tanh_approx);
-  CUDA_LAUNCH_CHECK();
+  map1(Launch("gelu"), static_cast<T*>(a.y), static_cast<const T*>(a.x), a.n, GeluFwd<T>{a.tanh_approx});
 }
 template <class T> void gelu_backward_cuda(const GeluArgs& a) {
   if (a.n == 0) return;
-  const Launch L("gelu_backward");
-  gelu_bwd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<const T*>(a.x), static_cast<const T*>(a.dy),
-                                                               static_cast<T*>(a.dx), a.n, a.tanh_approx);
-  CUDA_LAUNCH_CHECK();
+  map2(Launch("gelu_backward"), static_cast<T*>(a.dx), static_cast<const T*>(a.x), static_cast<const T*>(a.dy), a.n,
+       GeluBwd<T>{a.tanh_approx});
 }
 }  // namespace
 

@@ -14,6 +14,12 @@
 //     invstd = 1/sqrt(var + eps); pass 3 y = x * T(w*invstd) + T(b - mean*w*invstd), and
 //     block s = 0 writes save_mean/save_invstd and the running stats (momentum; running_var
 //     from the unbiased variance). Two passes over x for the statistics, as the CPU.
+//   training forward under the one-pass switch (cuda_bn_one_pass(), default off until a
+//     GPU run of the kit measures it): pass 1 shifted sums {sum(x-K), sum((x-K)^2)}, K the
+//     channel's first element (bn_math.cuh); pass 2 as pass 3 above with those statistics.
+//     Two reads of x instead of three; mean and var agree with the two-pass ones to about
+//     1e-16 relative, within 1 float32 ulp (kernels/cuda/check/bn_stats_check.cu); float64
+//     inputs keep the two-pass kernels.
 //   eval forward: the running stats, one pass.
 //   backward with sums (training, or eval with dweight/dbias): pass 1 sum(dy) and
 //     sum(dy*(x-mean)); pass 2 dbias/dweight (block s = 0) and dx: training dx = (dy -
@@ -22,10 +28,13 @@
 //     may be absent when only dbias is requested.
 //   eval backward, dx only: one pass.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/batchnorm.h"
+#include "kernels/cuda/bn_math.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/dense_common.cuh"
 
@@ -37,6 +46,8 @@ using dense::ChannelSplit;
 using dense::channel_totals;
 using dense::chunk_of;
 using cuda::compute_t;
+using cuda::ShiftedStats;
+using cuda::stats_from_shifted_sums;
 using cuda::ld;
 using cuda::st;
 
@@ -74,26 +85,65 @@ __global__ void bn_sqdev_kernel(const T* __restrict__ x, int64_t C, int64_t HW, 
   }
 }
 
+// One-pass training forward, pass 1: part1[(c*S + s)*2 + {0,1}] = {sum(x-K), sum((x-K)^2)}
+// over the chunk, K = the channel's first element x[0, c, 0].
+template <class T>
+__global__ void bn_shifted_sums_kernel(const T* __restrict__ x, int64_t C, int64_t HW, int64_t M, int64_t S,
+                                       int64_t chunk, double* part1) {
+  int64_t m0, m1;
+  chunk_of(M, chunk, m0, m1);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    const double K = double(ld(x[c * HW]));
+    double acc[2] = {0.0, 0.0};
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) {
+      const double d = double(ld(x[o])) - K;
+      acc[0] += d;
+      acc[1] += d * d;
+    });
+    dense::block_allsum<2>(acc);
+    if (threadIdx.x == 0) {
+      part1[(c * S + blockIdx.x) * 2] = acc[0];
+      part1[(c * S + blockIdx.x) * 2 + 1] = acc[1];
+    }
+  }
+}
+
+// The channel's batch mean and biased variance from the pass-1 partials: two-pass
+// (part1 = sums, part2 = squared deviations: the values the two-pass kernels always
+// computed) or one-pass (part1 = shifted sums, part2 unused).
+template <class T, bool OnePass>
+__device__ __forceinline__ ShiftedStats channel_stats(const T* x, int64_t c, int64_t HW, int64_t M, int64_t S,
+                                                      const double* part1, const double* part2) {
+  if constexpr (OnePass) {
+    double t[2];
+    channel_totals<2>(part1, c, S, t);
+    return stats_from_shifted_sums(double(ld(x[c * HW])), t[0], t[1], M);
+  } else {
+    double s[1], ss[1];
+    channel_totals<1>(part1, c, S, s);
+    channel_totals<1>(part2, c, S, ss);
+    return {s[0] / double(M), ss[0] / double(M), ss[0] / double(M - 1)};
+  }
+}
+
 // Training forward, pass 3: statistics from the partials, y for the chunk; block s = 0
 // writes the saved and running statistics.
-template <class T, class P = compute_t<T>>
+template <class T, bool OnePass, class P = compute_t<T>>
 __global__ void bn_train_apply_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t C, int64_t HW, int64_t M,
                                       int64_t S, int64_t chunk, const double* part1, const double* part2, double eps,
                                       double momentum, const P* w, const P* b, P* rm, P* rv, P* sm, P* si) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
-    double s[1], ss[1];
-    channel_totals<1>(part1, c, S, s);
-    channel_totals<1>(part2, c, S, ss);
-    const double mean = s[0] / double(M);
-    const double invstd = 1.0 / sqrt(ss[0] / double(M) + eps);
+    const ShiftedStats stats = channel_stats<T, OnePass>(x, c, HW, M, S, part1, part2);
+    const double mean = stats.mean;
+    const double invstd = 1.0 / sqrt(stats.var + eps);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
       if (sm) sm[c] = P(mean);
       if (si) si[c] = P(invstd);
       if (rm) {
         rm[c] = P((1.0 - momentum) * double(rm[c]) + momentum * mean);
-        rv[c] = P((1.0 - momentum) * double(rv[c]) + momentum * ss[0] / double(M - 1));
+        rv[c] = P((1.0 - momentum) * double(rv[c]) + momentum * stats.var_unbiased);
       }
     }
     const double sc = w ? double(w[c]) * invstd : invstd;
@@ -231,13 +281,22 @@ template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
   cuda::DeviceBuffer scratch(dev, size_t(2 * C * sp.S) * sizeof(double));
   double* part1 = static_cast<double*>(scratch.get());
   double* part2 = part1 + C * sp.S;
+  P* sm = static_cast<P*>(a.save_mean);
+  P* si = static_cast<P*>(a.save_invstd);
+  if (cuda_bn_one_pass() && !std::is_same_v<T, double>) {   // float64: two-pass digits (bn_math.cuh)
+    bn_shifted_sums_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1);
+    CUDA_LAUNCH_CHECK();
+    bn_train_apply_kernel<T, true><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, nullptr, a.eps,
+                                                               a.momentum, w, b, rm, rv, sm, si);
+    CUDA_LAUNCH_CHECK();
+    return;
+  }
   bn_sum_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1);
   CUDA_LAUNCH_CHECK();
   bn_sqdev_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1, part2);
   CUDA_LAUNCH_CHECK();
-  bn_train_apply_kernel<T><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, part2, a.eps,
-                                                       a.momentum, w, b, rm, rv, static_cast<P*>(a.save_mean),
-                                                       static_cast<P*>(a.save_invstd));
+  bn_train_apply_kernel<T, false><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, part2, a.eps,
+                                                              a.momentum, w, b, rm, rv, sm, si);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -53,6 +53,8 @@ DeviceProperties properties(int device) {
           {"cudnn_allow_tf32", cudnn_allow_tf32() ? "true" : "false"},
           {"cudnn_benchmark", cudnn_benchmark() ? "true" : "false"},
           {"tiled_attention", cuda_tiled_attention() ? "true" : "false"},
+          {"vectorized_elementwise", cuda_vectorized() ? "true" : "false"},
+          {"bn_one_pass", cuda_bn_one_pass() ? "true" : "false"},
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
 }
 

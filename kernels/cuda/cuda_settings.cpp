@@ -29,6 +29,8 @@ struct Settings {
   std::atomic<bool> benchmark{env_flag("OOMLAB_CUDNN_BENCHMARK", false)};
   std::atomic<size_t> ws_limit{env_size("OOMLAB_CUDNN_WORKSPACE_LIMIT", SIZE_MAX)};
   std::atomic<bool> tiled_attention{env_flag("OOMLAB_CUDA_TILED_ATTENTION", true)};
+  std::atomic<bool> vectorized{env_flag("OOMLAB_CUDA_VECTORIZED", false)};
+  std::atomic<bool> bn_one_pass{env_flag("OOMLAB_CUDA_BN_ONE_PASS", false)};
 };
 
 Settings& settings() {
@@ -52,5 +54,10 @@ size_t cudnn_workspace_limit() { return settings().ws_limit.load(); }
 
 void set_cuda_tiled_attention(bool on) { settings().tiled_attention.store(on); }
 bool cuda_tiled_attention() { return settings().tiled_attention.load(); }
+
+void set_cuda_vectorized(bool on) { settings().vectorized.store(on); }
+bool cuda_vectorized() { return settings().vectorized.load(); }
+void set_cuda_bn_one_pass(bool on) { settings().bn_one_pass.store(on); }
+bool cuda_bn_one_pass() { return settings().bn_one_pass.load(); }
 
 }  // namespace oomlab

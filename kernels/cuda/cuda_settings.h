@@ -13,10 +13,16 @@
 //     tiled kernels (kernels/cuda/attention_tiled.cu: on an H200 they passed the parity rows
 //     and took 206.7 ms per BERT-base b24 s384 step against 1377.5 ms, reports/results/gpu/
 //     h200-2026-11-26-ab-attention); false runs the correctness-first kernels of
-//     kernels/cuda/attention.cu (the reference the kit times beside them).
+//     kernels/cuda/attention.cu (the reference the kit times beside them);
+//   * paths of issue 31 not yet run on a GPU, each default false (the measured path) until
+//     the kit's parity suite and A/B (scripts/gpu_run.sh, tags *_next) show them correct
+//     and faster: vectorized elementwise (16-byte loads and stores in the pointwise maps,
+//     vector_map.cuh; results bit-identical) and one-pass BatchNorm training statistics
+//     (batchnorm.cu, bn_math.cuh: two reads of x instead of three; within 1 float32 ulp).
 // Initial values may be overridden by the environment (read once, at first use):
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1,
-// OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1. Setters are thread-safe (atomics); cached
+// OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
+// OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1. Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
 #pragma once
@@ -36,6 +42,11 @@ size_t cudnn_workspace_limit();
 
 void set_cuda_tiled_attention(bool on);
 bool cuda_tiled_attention();
+
+void set_cuda_vectorized(bool on);
+bool cuda_vectorized();
+void set_cuda_bn_one_pass(bool on);
+bool cuda_bn_one_pass();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms) of every device
 // (defined in conv.cu). The next convolution of each shape selects again.

@@ -1,5 +1,6 @@
 // elementwise.cu — CUDA kernels for axpby / mul / fill / sum (kernels/elementwise.h) in
-// float32, float64, float16 and bfloat16 (axpby also int64). Grid-stride loops on the device's compute stream.
+// float32, float64, float16 and bfloat16 (axpby also int64). Grid-stride loops on the device's compute stream;
+// axpby and mul are maps of vector_map.cuh (16-byte accesses under the vectorized switch, same bits).
 // float32 / float64 results equal the CPU kernels bit for bit (the same fused multiply-adds
 // as GCC forms, pointwise_math.cuh); float16 / bfloat16 compute in float and round once.
 // sum: one block, double partials per thread combined in a fixed tree — deterministic, and
@@ -7,24 +8,28 @@
 // ties (float64 within an ulp or two). Copies live in copy.cu.
 #include "kernels/elementwise.h"
 #include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/cuda/vector_map.cuh"
 
 namespace oomlab {
 namespace {
 using namespace cuda;
 
-template <class T, bool HasB> __global__ void axpby_kernel(T* out, const T* a, const T* b, compute_t<T> alpha,
-                                                           compute_t<T> beta, compute_t<T> gamma, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) {
-    const compute_t<T> x = ld(a[i]);
-    out[i] = st<T>(HasB ? axpby2(alpha, x, beta, ld(b[i]), gamma) : axpby1(alpha, x, gamma));
-  }
-}
+// Per-element ops (vector_map.cuh runs them scalar or 16 bytes at a time, same bits).
+template <class T, class C = compute_t<T>> struct Axpby1 {   // alpha*a + gamma
+  C alpha, gamma;
+  __device__ T operator()(T a) const { return st<T>(axpby1(alpha, ld(a), gamma)); }
+};
+template <class T, class C = compute_t<T>> struct Axpby2 {   // alpha*a + beta*b + gamma
+  C alpha, beta, gamma;
+  __device__ T operator()(T a, T b) const { return st<T>(axpby2(alpha, ld(a), beta, ld(b), gamma)); }
+};
+template <class T, class C = compute_t<T>> struct Mul3 {   // a*b*alpha
+  C alpha;
+  __device__ T operator()(T a, T b) const { return st<T>(mul3(ld(a), ld(b), alpha)); }
+};
 __global__ void axpby_i64_kernel(int64_t* out, const int64_t* a, const int64_t* b, int64_t alpha, int64_t beta,
                                  int64_t gamma, int64_t n) {
   for (int64_t i = gtid(); i < n; i += gstride()) out[i] = alpha * a[i] + (b ? beta * b[i] : 0) + gamma;
-}
-template <class T> __global__ void mul_kernel(T* out, const T* a, const T* b, compute_t<T> alpha, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) out[i] = st<T>(mul3(ld(a[i]), ld(b[i]), alpha));
 }
 template <class U> __global__ void fill_kernel(U* out, U v, int64_t n) {
   for (int64_t i = gtid(); i < n; i += gstride()) out[i] = v;
@@ -38,16 +43,14 @@ template <class T> __global__ void sum_kernel(T* out, const T* a, double alpha, 
 
 template <class T> void axpby_cuda(const AxpbyArgs& a) {
   if (a.n == 0) return;
-  const Launch L("axpby");
   using C = compute_t<T>;
   T* out = static_cast<T*>(a.out);
   const T* x = static_cast<const T*>(a.a);
   const T* y = static_cast<const T*>(a.b);
   if (y)
-    axpby_kernel<T, true><<<grid_for(a.n), kThreads, 0, L.stream>>>(out, x, y, C(a.alpha), C(a.beta), C(a.gamma), a.n);
+    map2(Launch("axpby"), out, x, y, a.n, Axpby2<T>{C(a.alpha), C(a.beta), C(a.gamma)});
   else
-    axpby_kernel<T, false><<<grid_for(a.n), kThreads, 0, L.stream>>>(out, x, y, C(a.alpha), C(a.beta), C(a.gamma), a.n);
-  CUDA_LAUNCH_CHECK();
+    map1(Launch("axpby"), out, x, a.n, Axpby1<T>{C(a.alpha), C(a.gamma)});
 }
 // int64 (counters such as BatchNorm's num_batches_tracked): integer arithmetic, as the CPU's.
 void axpby_i64_cuda(const AxpbyArgs& a) {
@@ -60,10 +63,8 @@ void axpby_i64_cuda(const AxpbyArgs& a) {
 }
 template <class T> void mul_cuda(const MulArgs& a) {
   if (a.n == 0) return;
-  const Launch L("mul");
-  mul_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.a),
-                                                          static_cast<const T*>(a.b), compute_t<T>(a.alpha), a.n);
-  CUDA_LAUNCH_CHECK();
+  map2(Launch("mul"), static_cast<T*>(a.out), static_cast<const T*>(a.a), static_cast<const T*>(a.b), a.n,
+       Mul3<T>{compute_t<T>(a.alpha)});
 }
 // The value is converted on the host exactly as the CPU fill (half: float_to_half(float(v))).
 template <class T> void fill_cuda(const FillArgs& a) {
