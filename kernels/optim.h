@@ -1,7 +1,8 @@
 // optim.h — the optim family's kernels: fused per-parameter optimizer updates (raw
 // pointers + n) behind engine/optim/sgd.cpp and adam.cpp.
 // One launch updates one parameter and its state in a single pass, allocating nothing
-// (like torch's fused=True): the only optimizer memory is the state itself.
+// (like torch's fused=True): the only optimizer memory is the state itself. The optimizers
+// launch a group's updates through the foreach tables below.
 // Math is done in the parameter's dtype T with PyTorch's single-tensor operation order;
 // host-side scalars (bias corrections, step size) are computed in double and passed in.
 // CPU kernels: kernels/cpu/optim_cpu.cpp; CUDA: kernels/cuda/optim.cu. Elementwise only,
@@ -51,5 +52,25 @@ struct UnscaleArgs { void* grad; float* found_inf; double inv_scale; int64_t n; 
 OOMLAB_KERNEL_TABLE(sgd, SgdArgs, "sgd_step")
 OOMLAB_KERNEL_TABLE(amp_unscale, UnscaleArgs, "amp_unscale")
 OOMLAB_KERNEL_TABLE(adam, AdamArgs, "adam_step")
+
+// The updates of one parameter group (torch.optim's foreach form): `count` items of one
+// dtype on one device, each as its single-parameter kernel defines it, in order. CPU: the
+// single-parameter kernels one after another (foreach_per_item). CUDA: the same unless the
+// foreach switch is on (cuda_settings.h), then one launch per list of up to 24 tensors
+// (kernels/cuda/optim_foreach.cu); results are bit-identical either way.
+template <class Args> struct ForeachArgs {
+  const Args* items;
+  int64_t count;
+  DType dtype;
+};
+using SgdForeachArgs = ForeachArgs<SgdArgs>;
+using AdamForeachArgs = ForeachArgs<AdamArgs>;
+OOMLAB_KERNEL_TABLE(sgd_foreach, SgdForeachArgs, "sgd_foreach")
+OOMLAB_KERNEL_TABLE(adam_foreach, AdamForeachArgs, "adam_foreach")
+
+// A foreach kernel as single-parameter launches of `table` on the launch's device.
+template <class Args, KernelTable<Args>& (*Table)()> void foreach_per_item(const ForeachArgs<Args>& a) {
+  for (int64_t i = 0; i < a.count; ++i) Table().launch(current_device(), a.dtype, a.items[i]);
+}
 
 }  // namespace oomlab

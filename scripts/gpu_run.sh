@@ -118,7 +118,7 @@ declare -A FLAGS=(
 # NEXT: the GPU paths written since the last lease, default off until measured (issue 31);
 # each *_next tag runs its base tag's flags with them on, right after the base pair, and
 # test_cuda_parity runs once more with them on.
-NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1"
+NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1 OOMLAB_CUDA_FOREACH=1"
 declare -A ENVS=([bert384_fused_reference]="OOMLAB_CUDA_TILED_ATTENTION=0" [r50_tf32_next]="$NEXT"
                  [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_bf16 r50_bf16_next r50_fp16 r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32

@@ -5,7 +5,8 @@
 //  * host access on cuda tensors: factories, fill_, item(), to_vector, from_vector*;
 //  * argmax counting (count_correct, count_task_correct with a confusion matrix);
 //  * optimizers (SGD momentum/nesterov/weight decay, Adam, AdamW) and WeightEma over
-//    several steps;
+//    several steps, and the foreach switch (multi-tensor launches) bit-identical to one
+//    launch per parameter;
 //  * capacity emulation: OutOfMemoryError naming requested/capacity/free/allocated/reserved;
 //  * the convolution's kernel choice: the cuDNN algorithm and whether heuristics or Find chose it.
 // Everything that needs a device GTEST_SKIPs with the reason when none is usable.
@@ -232,6 +233,42 @@ TEST(CudaOptim, StepsMatchCpu) {
       ASSERT_EQ(got.size(), want.size());
       const Tol tol = tolerance(t);
       for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], tol.rtol, tol.atol)) << "tensor " << i;
+    }
+}
+
+// The foreach switch (optim_foreach.cu): multi-tensor launches give the single-tensor
+// kernels' bits. 30 parameters (more than a launch's 24) and one of 150000 elements (three
+// 65536-element chunks), four steps, every optimizer and dtype.
+TEST(CudaOptim, ForeachStepsEqualSingleTensorStepsBitForBit) {
+  OOMLAB_REQUIRE_CUDA();
+  auto run = [](const char* opt, DType t, bool foreach_on) {
+    set_cuda_foreach(foreach_on);
+    NamedTensors params;
+    for (int i = 0; i < 30; ++i) {
+      Tensor p = to_device(random_tensor({i == 7 ? int64_t(150000) : int64_t(1 + 13 * i)}, -1, 1, 300 + i, t), cuda0());
+      p.set_requires_grad(true);
+      params.push_back({"p" + std::to_string(i), p});
+    }
+    ParamGroup g;
+    g.params = params;
+    g.lr = 0.01; g.momentum = 0.9; g.weight_decay = 1e-3;
+    auto o = make_optimizer(opt, {g});
+    for (int s = 0; s < 4; ++s) {
+      for (size_t i = 0; i < params.size(); ++i)
+        params[i].second.set_grad(to_device(random_tensor(params[i].second.shape(), -1, 1, 900 + 40 * s + int(i), t),
+                                            cuda0()));
+      o->step();
+    }
+    std::vector<std::vector<double>> out;
+    for (auto& [n, p] : params) out.push_back(values(p));
+    for (auto& [n, st] : o->state_tensors()) out.push_back(values(st));
+    set_cuda_foreach(false);
+    return out;
+  };
+  for (const char* opt : {"sgd", "adam", "adamw"})
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+      SCOPED_TRACE(std::string(opt) + " " + dtype_name(t));
+      EXPECT_EQ(run(opt, t, true), run(opt, t, false));
     }
 }
 

@@ -1,8 +1,8 @@
 // adam.cpp — torch.optim.Adam (L2 weight decay added to the grad) and torch.optim.AdamW
-// (decoupled: param *= 1 - lr * weight_decay), bias-corrected, amsgrad off, one fused
-// kernel launch per parameter. State: "exp_avg" and "exp_avg_sq", zero-filled tensors
-// allocated at a parameter's first update (in that order, like PyTorch), plus a
-// per-parameter step count kept on the host (in state_json()).
+// (decoupled: param *= 1 - lr * weight_decay), bias-corrected, amsgrad off: fused
+// per-parameter kernels, launched per group through the foreach table. State: "exp_avg"
+// and "exp_avg_sq", zero-filled tensors allocated at a parameter's first update (in that
+// order, like PyTorch), plus a per-parameter step count kept on the host (in state_json()).
 #include <cmath>
 
 #include "engine/core/error.h"
@@ -34,18 +34,22 @@ class Adam final : public Optimizer {
     if (!s.tensors[0].defined()) s.tensors[0] = Tensor::zeros(p.shape(), p.dtype(), p.device());
     if (!s.tensors[1].defined()) s.tensors[1] = Tensor::zeros(p.shape(), p.dtype(), p.device());
   }
-  void update(const ParamGroup& g, Tensor& p, const Tensor& grad, ParamState& s) override {
-    Tensor& m = s.tensors[0];
-    Tensor& v = s.tensors[1];
-    const double t = double(s.step);
-    const double bias_correction1 = 1.0 - std::pow(g.beta1, t);
-    const double bias_correction2 = 1.0 - std::pow(g.beta2, t);
-    AdamArgs a{p.raw_data(), grad.raw_data(), m.raw_data(), v.raw_data(),
-               g.lr, g.beta1, g.beta2, g.eps, g.weight_decay,
-               g.lr / bias_correction1, std::sqrt(bias_correction2), decoupled_, p.numel()};
-    adam_kernels().launch(p.device(), p.dtype(), a);
-    m.bump_version();
-    v.bump_version();
+  void update_group(const ParamGroup& g, const std::vector<UpdateItem>& items) override {
+    std::vector<AdamArgs> args;
+    for (const UpdateItem& it : items) {
+      const double t = double(it.state->step);
+      const double bias_correction1 = 1.0 - std::pow(g.beta1, t);
+      const double bias_correction2 = 1.0 - std::pow(g.beta2, t);
+      args.push_back({it.param->raw_data(), it.grad->raw_data(), it.state->tensors[0].raw_data(),
+                      it.state->tensors[1].raw_data(), g.lr, g.beta1, g.beta2, g.eps, g.weight_decay,
+                      g.lr / bias_correction1, std::sqrt(bias_correction2), decoupled_, it.param->numel()});
+    }
+    const Tensor& p0 = *items.front().param;
+    adam_foreach_kernels().launch(p0.device(), p0.dtype(), AdamForeachArgs{args.data(), int64_t(args.size()), p0.dtype()});
+    for (const UpdateItem& it : items) {
+      it.state->tensors[0].bump_version();
+      it.state->tensors[1].bump_version();
+    }
   }
 
  private:

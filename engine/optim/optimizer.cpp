@@ -82,13 +82,22 @@ void Optimizer::step() {
     }
     throw;
   }
-  // 3. The fused updates: nothing is allocated from here on.
-  for (Work& w : work) {
-    MemoryContext ctx(*w.name, "optim");
-    ++w.state->step;
-    update(*w.group, w.param, w.grad, *w.state);
-    w.state->fresh = false;
-    w.param.bump_version();
+  // 3. The fused updates, one foreach launch per run of a group's parameters on one device
+  //    and dtype: nothing is allocated from here on.
+  for (size_t i = 0; i < work.size();) {
+    size_t j = i;
+    std::vector<UpdateItem> items;
+    for (; j < work.size() && work[j].group == work[i].group && work[j].param.device() == work[i].param.device() &&
+           work[j].param.dtype() == work[i].param.dtype(); ++j) {
+      ++work[j].state->step;
+      items.push_back({&work[j].param, &work[j].grad, work[j].state});
+    }
+    MemoryContext ctx(*work[i].name, "optim");
+    update_group(*work[i].group, items);
+    for (; i < j; ++i) {
+      work[i].state->fresh = false;
+      work[i].param.bump_version();
+    }
   }
   ++step_count_;
 }

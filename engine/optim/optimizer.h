@@ -83,8 +83,12 @@ class Optimizer {
   // Creates the state the coming update of `param` needs and does not have yet (marking
   // s.fresh when it did); the only place an optimizer allocates.
   virtual void init_state(const ParamGroup& g, const Tensor& param, ParamState& s) = 0;
-  // Updates one parameter in place; s.step has already been incremented. Allocates nothing.
-  virtual void update(const ParamGroup& g, Tensor& param, const Tensor& grad, ParamState& s) = 0;
+  // One parameter's update as step() hands it over: s.step already incremented.
+  struct UpdateItem { Tensor* param; const Tensor* grad; ParamState* state; };
+  // Updates the parameters of group g in place (all of one device and dtype, in group
+  // order), as torch.optim's foreach form: one kernel-table launch for the list
+  // (kernels/optim.h). Allocates nothing.
+  virtual void update_group(const ParamGroup& g, const std::vector<UpdateItem>& items) = 0;
 
  private:
   // load_state's parts: the JSON (groups' hyper-parameters, per-parameter steps), the state

@@ -1,5 +1,5 @@
 // sgd.cpp — torch.optim.SGD (momentum, dampening, nesterov, L2 weight decay added to the
-// grad) as one fused kernel launch per parameter. State: "momentum_buffer", created for
+// grad) as fused per-parameter kernels, launched per group through the foreach table. State: "momentum_buffer", created for
 // a parameter's first update (Tensor::empty, filled by the kernel with a copy of the
 // weight-decayed grad, exactly like PyTorch's clone) and only when momentum != 0.
 #include "engine/core/error.h"
@@ -33,13 +33,17 @@ class Sgd final : public Optimizer {
       s.fresh = true;   // the kernel fills it with the first (weight-decayed) grad
     }
   }
-  void update(const ParamGroup& g, Tensor& p, const Tensor& grad, ParamState& s) override {
-    Tensor& buf = s.tensors[0];
-    const bool first = s.fresh;
-    SgdArgs a{p.raw_data(), grad.raw_data(), g.momentum != 0 ? buf.raw_data() : nullptr,
-              g.lr, g.momentum, g.dampening, g.weight_decay, g.nesterov, first, p.numel()};
-    sgd_kernels().launch(p.device(), p.dtype(), a);
-    if (g.momentum != 0) buf.bump_version();
+  void update_group(const ParamGroup& g, const std::vector<UpdateItem>& items) override {
+    std::vector<SgdArgs> args;
+    for (const UpdateItem& it : items) {
+      Tensor& buf = it.state->tensors[0];
+      args.push_back({it.param->raw_data(), it.grad->raw_data(), g.momentum != 0 ? buf.raw_data() : nullptr, g.lr,
+                      g.momentum, g.dampening, g.weight_decay, g.nesterov, it.state->fresh, it.param->numel()});
+    }
+    const Tensor& p0 = *items.front().param;
+    sgd_foreach_kernels().launch(p0.device(), p0.dtype(), SgdForeachArgs{args.data(), int64_t(args.size()), p0.dtype()});
+    if (g.momentum != 0)
+      for (const UpdateItem& it : items) it.state->tensors[0].bump_version();
   }
 };
 }  // namespace

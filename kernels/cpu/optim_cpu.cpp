@@ -1,5 +1,6 @@
 // optim_cpu.cpp — CPU kernels for the fused optimizer updates (float32, float64; float16 and
-// bfloat16 below, widened: half_widen.h) and GradScaler's unscale + inf check (all four float types).
+// bfloat16 below, widened: half_widen.h) and GradScaler's unscale + inf check (all four float types);
+// a group's foreach update is its parameters' kernels in order (kernels/optim.h).
 // Each kernel makes one pass over a parameter, its grad and its state, computing in T
 // in PyTorch's single-tensor operation order (see kernels/optim.h).
 // OpenMP with a static schedule above 32768 elements; purely elementwise, so the result
@@ -122,6 +123,10 @@ void register_optim_cpu_kernels() {
   set_kernel<&unscale_cpu<uint16_t, float, bf16_to_float, float_to_bf16>>(amp_unscale_kernels(), DeviceType::cpu, DType::bf16);
   register_optim_half<DType::f16>();
   register_optim_half<DType::bf16>();
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {   // a group: its parameters in order
+    set_kernel<&foreach_per_item<SgdArgs, &sgd_kernels>>(sgd_foreach_kernels(), DeviceType::cpu, t);
+    set_kernel<&foreach_per_item<AdamArgs, &adam_kernels>>(adam_foreach_kernels(), DeviceType::cpu, t);
+  }
 }
 
 }  // namespace oomlab

@@ -31,6 +31,7 @@ struct Settings {
   std::atomic<bool> tiled_attention{env_flag("OOMLAB_CUDA_TILED_ATTENTION", true)};
   std::atomic<bool> vectorized{env_flag("OOMLAB_CUDA_VECTORIZED", false)};
   std::atomic<bool> bn_one_pass{env_flag("OOMLAB_CUDA_BN_ONE_PASS", false)};
+  std::atomic<bool> foreach_step{env_flag("OOMLAB_CUDA_FOREACH", false)};
 };
 
 Settings& settings() {
@@ -59,5 +60,7 @@ void set_cuda_vectorized(bool on) { settings().vectorized.store(on); }
 bool cuda_vectorized() { return settings().vectorized.load(); }
 void set_cuda_bn_one_pass(bool on) { settings().bn_one_pass.store(on); }
 bool cuda_bn_one_pass() { return settings().bn_one_pass.load(); }
+void set_cuda_foreach(bool on) { settings().foreach_step.store(on); }
+bool cuda_foreach() { return settings().foreach_step.load(); }
 
 }  // namespace oomlab

@@ -18,11 +18,13 @@
 //     the kit's parity suite and A/B (scripts/gpu_run.sh, tags *_next) show them correct
 //     and faster: vectorized elementwise (16-byte loads and stores in the pointwise maps,
 //     vector_map.cuh; results bit-identical) and one-pass BatchNorm training statistics
-//     (batchnorm.cu, bn_math.cuh: two reads of x instead of three; within 1 float32 ulp).
+//     (batchnorm.cu, bn_math.cuh: two reads of x instead of three; within 1 float32 ulp),
+//     foreach optimizer steps (optim_foreach.cu: multi-tensor launches per parameter group
+//     instead of one launch per parameter; bit-identical).
 // Initial values may be overridden by the environment (read once, at first use):
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
-// OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1. Setters are thread-safe (atomics); cached
+// OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1, OOMLAB_CUDA_FOREACH=0|1. Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
 #pragma once
@@ -47,6 +49,8 @@ void set_cuda_vectorized(bool on);
 bool cuda_vectorized();
 void set_cuda_bn_one_pass(bool on);
 bool cuda_bn_one_pass();
+void set_cuda_foreach(bool on);
+bool cuda_foreach();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms) of every device
 // (defined in conv.cu). The next convolution of each shape selects again.

@@ -39,15 +39,7 @@ __global__ void adam_kernel(T* p, const T* g, T* m, T* v, AdamConst<C> k, int64_
 template <class T> void sgd_step_cuda(const SgdArgs& a) {
   if (a.n == 0) return;
   const Launch L("sgd_step");
-  using C = compute_t<T>;
-  SgdConst<C> k;
-  k.lr = C(a.lr);
-  k.wd = C(a.weight_decay);
-  k.mom = C(a.momentum);
-  k.keep = C(1.0 - a.dampening);
-  k.decay = a.weight_decay != 0;
-  k.first = a.first_step;
-  k.nesterov = a.nesterov;
+  const SgdConst<compute_t<T>> k = make_sgd_const<compute_t<T>>(a);
   sgd_kernel<T><<<grid_for(a.n), kThreads, 0, L.stream>>>(static_cast<T*>(a.param), static_cast<const T*>(a.grad),
                                                           static_cast<T*>(a.buf), k, a.n);
   CUDA_LAUNCH_CHECK();

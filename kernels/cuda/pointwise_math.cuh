@@ -41,6 +41,19 @@ __host__ __device__ __forceinline__ void sgd_elem(const SgdConst<C>& k, bool has
   p = fma_rn(-k.lr, step, p);
 }
 
+// The per-call constants in C, rounded exactly as the CPU kernel forms them.
+template <class C> inline SgdConst<C> make_sgd_const(const SgdArgs& a) {
+  SgdConst<C> k;
+  k.lr = C(a.lr);
+  k.wd = C(a.weight_decay);
+  k.mom = C(a.momentum);
+  k.keep = C(1.0 - a.dampening);
+  k.decay = a.weight_decay != 0;
+  k.first = a.first_step;
+  k.nesterov = a.nesterov;
+  return k;
+}
+
 template <class C> struct AdamConst { C w1, one_minus_w1, beta2, w2, wd, shrink, step_size, bc2_sqrt, eps; };
 // The per-step constants in C, rounded exactly as the CPU kernel forms them.
 template <class C> inline AdamConst<C> make_adam_const(const AdamArgs& a) {

@@ -31,6 +31,7 @@ void register_groupnorm_cuda_kernels();
 void register_embedding_cuda_kernels();
 void register_upsample_cuda_kernels();
 void register_optim_cuda_kernels();
+void register_optim_foreach_cuda_kernels();
 void register_collective_cuda_kernels();
 
 namespace {
@@ -53,6 +54,7 @@ void register_cuda_kernels() {
   register_embedding_cuda_kernels();
   register_upsample_cuda_kernels();
   register_optim_cuda_kernels();
+  register_optim_foreach_cuda_kernels();
   register_collective_cuda_kernels();
 }
 }  // namespace
