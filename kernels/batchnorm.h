@@ -16,6 +16,10 @@ struct BatchNormArgs {
   void* running_mean; void* running_var;       // updated by training forward
   void* save_mean; void* save_invstd;          // written by training forward; read by backward
   const void* dy; void* dx; void* dweight; void* dbias;   // backward (dx/dweight/dbias may be null)
+  // BatchNorm + ReLU fused (issue 31): forward writes y = relu(batch_norm(x)) (NaN kept, as
+  // torch.relu); backward reads y (the forward's output) and uses dy where y > 0 and 0
+  // elsewhere (relu's backward) in place of dy. Bit-identical to batch_norm then relu.
+  bool relu = false;
 };
 
 OOMLAB_KERNEL_TABLE(batch_norm_forward, BatchNormArgs, "batch_norm")

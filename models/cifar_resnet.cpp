@@ -16,7 +16,7 @@ class CifarResNet : public nn::Module {
     int64_t inplanes = 16;
     conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(
         cfg.in_channels, 16, 3, nn::Conv2dOptions{.stride = 1, .padding = 1, .bias = false}, o));
-    bn1 = register_module("bn1", nn::make_norm2d(16, o));
+    bn1 = register_module("bn1", bn_before_relu(16, o));
     relu = register_module("relu", std::make_shared<nn::ReLU>(cfg.inplace_relu));
     const int64_t planes[3] = {16, 32, 64};
     for (int i = 0; i < 3; ++i)
@@ -29,7 +29,7 @@ class CifarResNet : public nn::Module {
   }
 
   Tensor forward(const Tensor& x) override {
-    Tensor h = (*relu)((*bn1)((*conv1)(x)));
+    Tensor h = norm_relu(*bn1, *relu, (*conv1)(x));
     for (auto& s : stages) h = (*s)(h);
     h = (*avgpool)(h);
     return (*fc)(h.flatten(1));

@@ -4,6 +4,9 @@
 // + shortcut (identity or downsample(x)), relu. Each submodule runs through operator(),
 // so allocations are labelled e.g. "layer1.0.conv1/fwd"; the residual add and the final
 // relu's output are labelled with the block ("layer1.0/fwd" / "layer1.0.relu/fwd").
+// --fuse-bn-relu (ModelConfig::fuse_bn_relu): each BatchNorm a relu follows applies it
+// (nn::BatchNorm2d::fused_relu, batch_norm_relu) and that relu call is skipped (norm_relu);
+// the relu after the residual add stays a relu.
 #include "models/resnet.h"
 
 #include "engine/core/error.h"
@@ -21,10 +24,22 @@ std::shared_ptr<nn::Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride, con
 nn::ModulePtr bn(int64_t c, const nn::LayerOptions& o) { return nn::make_norm2d(c, o); }
 }  // namespace
 
+nn::ModulePtr bn_before_relu(int64_t c, const nn::LayerOptions& o) {
+  nn::ModulePtr m = bn(c, o);
+  if (auto* b = dynamic_cast<nn::BatchNorm2d*>(m.get()); b && o.fuse_bn_relu) b->fused_relu = true;
+  return m;
+}
+
+Tensor norm_relu(nn::Module& norm, nn::ReLU& relu, const Tensor& x) {
+  Tensor h = norm(x);
+  const auto* b = dynamic_cast<const nn::BatchNorm2d*>(&norm);
+  return b && b->fused_relu ? h : relu(h);
+}
+
 BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, nn::ModulePtr ds, bool inplace_relu,
                        const nn::LayerOptions& o) {
   conv1 = register_module("conv1", conv3x3(inplanes, planes, stride, o));
-  bn1 = register_module("bn1", bn(planes, o));
+  bn1 = register_module("bn1", bn_before_relu(planes, o));
   relu = register_module("relu", std::make_shared<nn::ReLU>(inplace_relu));
   conv2 = register_module("conv2", conv3x3(planes, planes, 1, o));
   bn2 = register_module("bn2", bn(planes, o));
@@ -32,7 +47,7 @@ BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, nn::Mod
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = (*relu)((*bn1)((*conv1)(x)));
+  Tensor out = norm_relu(*bn1, *relu, (*conv1)(x));
   out = (*bn2)((*conv2)(out));
   Tensor identity = downsample ? (*downsample)(x) : x;
   add_(out, identity);   // in place, as torchvision
@@ -43,9 +58,9 @@ Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, nn::Mod
                        const nn::LayerOptions& o) {
   const int64_t width = planes;   // base_width 64, groups 1
   conv1 = register_module("conv1", conv1x1(inplanes, width, 1, o));
-  bn1 = register_module("bn1", bn(width, o));
+  bn1 = register_module("bn1", bn_before_relu(width, o));
   conv2 = register_module("conv2", conv3x3(width, width, stride, o));
-  bn2 = register_module("bn2", bn(width, o));
+  bn2 = register_module("bn2", bn_before_relu(width, o));
   conv3 = register_module("conv3", conv1x1(width, planes * expansion, 1, o));
   bn3 = register_module("bn3", bn(planes * expansion, o));
   relu = register_module("relu", std::make_shared<nn::ReLU>(inplace_relu));
@@ -53,8 +68,8 @@ Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, nn::Mod
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = (*relu)((*bn1)((*conv1)(x)));
-  out = (*relu)((*bn2)((*conv2)(out)));
+  Tensor out = norm_relu(*bn1, *relu, (*conv1)(x));
+  out = norm_relu(*bn2, *relu, (*conv2)(out));
   out = (*bn3)((*conv3)(out));
   Tensor identity = downsample ? (*downsample)(x) : x;
   add_(out, identity);   // in place, as torchvision
@@ -88,7 +103,7 @@ class ResNet : public nn::Module {
     int64_t inplanes = 64;
     conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(
         cfg.in_channels, 64, 7, nn::Conv2dOptions{.stride = 2, .padding = 3, .bias = false}, o));
-    bn1 = register_module("bn1", bn(64, o));
+    bn1 = register_module("bn1", bn_before_relu(64, o));
     relu = register_module("relu", std::make_shared<nn::ReLU>(cfg.inplace_relu));
     maxpool = register_module("maxpool", std::make_shared<nn::MaxPool2d>(3, 2, 1));
     const int64_t planes[4] = {64, 128, 256, 512};
@@ -102,7 +117,7 @@ class ResNet : public nn::Module {
   }
 
   Tensor forward(const Tensor& x) override {
-    Tensor h = (*maxpool)((*relu)((*bn1)((*conv1)(x))));
+    Tensor h = (*maxpool)(norm_relu(*bn1, *relu, (*conv1)(x)));
     for (auto& s : stages) h = (*s)(h);
     h = (*avgpool)(h);
     return (*fc)(h.flatten(1));

@@ -53,6 +53,12 @@ class Bottleneck : public nn::Module {
 // when stride != 1 or inplanes != planes * expansion, downsample = Sequential(conv1x1
 // (stride, no bias), norm). Updates inplanes to planes * expansion. The norm layers are
 // o.norm's (make_norm2d): torchvision's norm_layer.
+// --fuse-bn-relu (LayerOptions::fuse_bn_relu): the normalisation a relu follows, as a
+// BatchNorm2d that applies the relu itself (fused_relu) when fusing, else make_norm2d's;
+// norm_relu runs norm then relu, skipping relu when the norm applied it.
+nn::ModulePtr bn_before_relu(int64_t channels, const nn::LayerOptions& o);
+Tensor norm_relu(nn::Module& norm, nn::ReLU& relu, const Tensor& x);
+
 std::shared_ptr<nn::Sequential> make_resnet_layer(bool bottleneck, int64_t& inplanes, int64_t planes,
                                                   int64_t blocks, int64_t stride, bool inplace_relu,
                                                   const nn::LayerOptions& o);

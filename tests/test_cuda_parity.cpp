@@ -63,11 +63,13 @@ std::vector<int64_t> with(std::vector<int64_t> v, std::initializer_list<std::pai
 // batch_norm as a half model calls it: a 16-bit input takes float32 weight, bias and running
 // stats (the op's rule); the table's 16-bit running-stat buffers receive the updated float32
 // stats rounded back, so they are compared as for the other dtypes.
-Tensor bn_call(V& v, bool training) {
+// relu: batch_norm_relu, the fused BatchNorm + ReLU (--fuse-bn-relu).
+Tensor bn_call(V& v, bool training, bool relu = false) {
+  const auto op = relu ? batch_norm_relu : batch_norm;
   const bool low = v[0].dtype() == DType::f16 || v[0].dtype() == DType::bf16;
-  if (!low) return batch_norm(v[0], v[1], v[2], v[3], v[4], training, 0.1, 1e-5);
+  if (!low) return op(v[0], v[1], v[2], v[3], v[4], training, 0.1, 1e-5);
   Tensor rm = v[3].to(f32), rv = v[4].to(f32);
-  Tensor y = batch_norm(v[0], v[1].to(f32), v[2].to(f32), rm, rv, training, 0.1, 1e-5);
+  Tensor y = op(v[0], v[1].to(f32), v[2].to(f32), rm, rv, training, 0.1, 1e-5);
   v[3].copy_(rm);
   v[4].copy_(rv);
   return y;
@@ -143,6 +145,10 @@ const std::vector<OpCase>& op_cases() {
                  [](V& v) { return bn_call(v, true); }, N, bn_types});
     c.push_back({"batch_norm_eval_split", {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
                  [](V& v) { return bn_call(v, false); }, N, bn_types});
+    c.push_back({"batch_norm_relu_train_split", {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) { return bn_call(v, true, true); }, N, bn_types});
+    c.push_back({"batch_norm_relu_eval", {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
+                 [](V& v) { return bn_call(v, false, true); }, N, bn_types});
     // ---- pooling ----
     c.push_back(pool_case("max_pool_3x3_s2_p1", {2, 3, 9, 9}, [](const Tensor& x) { return max_pool2d(x, {3, 3, 2, 2, 1, 1}); }));
     c.push_back(pool_case("max_pool_2x2", {2, 4, 8, 8}, [](const Tensor& x) { return max_pool2d(x, {2, 2, 2, 2}); }));

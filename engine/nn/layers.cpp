@@ -201,13 +201,19 @@ ModulePtr make_norm2d(int64_t c, const LayerOptions& o) {
 Tensor BatchNorm2d::forward(const Tensor& x) {
   bool training = is_training();
   const bool sync = training && sync_all_reduce;   // SyncBatchNorm (statistics over all ranks)
+  auto run = [&](Tensor& rm, Tensor& rv) {
+    if (sync) {
+      Tensor y = sync_batch_norm(x, weight, bias, rm, rv, true, momentum, eps, sync_all_reduce);
+      return fused_relu ? relu_(y) : y;
+    }
+    return fused_relu ? batch_norm_relu(x, weight, bias, rm, rv, training, momentum, eps)
+                      : batch_norm(x, weight, bias, rm, rv, training, momentum, eps);
+  };
   if (training && checkpoint_recomputing()) {   // the re-run of a checkpointed segment:
     Tensor no_mean, no_var;                     // same batch statistics, running stats untouched
-    if (sync) return sync_batch_norm(x, weight, bias, no_mean, no_var, true, momentum, eps, sync_all_reduce);
-    return batch_norm(x, weight, bias, no_mean, no_var, true, momentum, eps);
+    return run(no_mean, no_var);
   }
-  Tensor y = sync ? sync_batch_norm(x, weight, bias, running_mean, running_var, true, momentum, eps, sync_all_reduce)
-                  : batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+  Tensor y = run(running_mean, running_var);
   if (training) add_scalar_inplace(num_batches_tracked, 1.0);   // on the device; no-op on meta
   return y;
 }

@@ -6,6 +6,9 @@
 // bumped). Eval: allocates y only. Saved for backward: training: x, weight, save_mean,
 // save_invstd; eval: x, weight and views of running_mean/var (no copies). Each is saved
 // only when a gradient that needs it is requested. Backward allocates dx, dweight, dbias.
+// batch_norm_relu: the same with relu fused into the kernels (issue 31): y = relu(bn(x)),
+// also saves y (relu's mask) and its backward reads dy through it: bit-identical to
+// batch_norm then relu, one pass over y and one dy-sized tensor fewer.
 #include "engine/ops/batchnorm.h"
 
 #include "engine/autograd/autocast.h"
@@ -80,8 +83,9 @@ DType check_batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bia
 }
 }  // namespace
 
-Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-                  Tensor& running_var, bool training, double momentum, double eps) {
+namespace {
+Tensor batch_norm_impl(const Tensor& x0, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                       Tensor& running_var, bool training, double momentum, double eps, bool relu) {
   const DType pdt = check_batch_norm(x0, weight, bias, running_mean, running_var, training, eps);
   autocast_note(x0, "batch_norm");   // fp32_compute: 16-bit input kept, float32 parameters and math
   const int64_t N = x0.size(0), C = x0.size(1);
@@ -108,19 +112,21 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Te
   a.running_var = (update_stats || !training) ? running_var.raw_data() : nullptr;
   a.save_mean = mut_ptr_or_null(save_mean);
   a.save_invstd = mut_ptr_or_null(save_invstd);
+  a.relu = relu;
   batch_norm_forward_kernels().launch(dev, x.dtype(), a);
 
   const bool need_x = x0.requires_grad(), need_w = w.defined() && weight.requires_grad();
   const Tensor rm = training ? Tensor() : running_mean, rv = training ? Tensor() : running_var;
-  return attach_grad_fn(y, "batch_norm", {x0, weight, bias}, [&]() -> BackwardFn {
+  return attach_grad_fn(y, relu ? "batch_norm_relu" : "batch_norm", {x0, weight, bias}, [&]() -> BackwardFn {
     const bool keep_x = need_x || need_w;
     SavedTensor sx(keep_x ? x : Tensor(), "batch_norm");
     SavedTensor sw(need_x ? w : Tensor(), "batch_norm");
     SavedTensor smean(keep_x ? (training ? save_mean : rm) : Tensor(), "batch_norm");
     SavedTensor sstat(keep_x ? (training ? save_invstd : rv) : Tensor(), "batch_norm");
+    SavedTensor sy(relu ? y : Tensor(), "batch_norm_relu");   // relu's mask: the output, as relu saves it
     return [=](const Tensor& g0, const std::vector<bool>& needs) {
       Tensor g = g0.contiguous();
-      Tensor xs = sx.unpack(), ws = sw.unpack(), m = smean.unpack(), s = sstat.unpack();
+      Tensor xs = sx.unpack(), ws = sw.unpack(), m = smean.unpack(), s = sstat.unpack(), ys = sy.unpack();
       const Device d = g.device();
       Tensor dx = needs[0] ? Tensor::empty(g.shape(), g.dtype(), d) : Tensor();
       Tensor dw = needs[1] ? Tensor::empty({C}, pdt, d) : Tensor();
@@ -132,10 +138,23 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight, const Tensor& bias, Te
       else { k.running_mean = mut_ptr_or_null(m); k.running_var = mut_ptr_or_null(s); }
       k.dy = g.raw_data(); k.dx = mut_ptr_or_null(dx); k.dweight = mut_ptr_or_null(dw);
       k.dbias = mut_ptr_or_null(db);
+      k.relu = relu;
+      k.y = mut_ptr_or_null(ys);
       batch_norm_backward_kernels().launch(d, g.dtype(), k);
       return std::vector<Tensor>{dx, dw, db};
     };
   });
+}
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum, double eps) {
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, false);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                       Tensor& running_var, bool training, double momentum, double eps) {
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, true);
 }
 
 }  // namespace oomlab

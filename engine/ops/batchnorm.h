@@ -14,4 +14,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   Tensor& running_mean, Tensor& running_var, bool training,
                   double momentum = 0.1, double eps = 1e-5);
 
+// relu(batch_norm(...)) in one op (fused kernels, bit-identical to the two ops): saves
+// also its output (relu's mask), which relu would have saved; allocates no intermediate
+// and, in backward, no relu gradient. Autograd node "batch_norm_relu".
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor& running_mean, Tensor& running_var, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
+
 }  // namespace oomlab

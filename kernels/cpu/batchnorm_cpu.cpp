@@ -3,14 +3,22 @@
 // T. OpenMP over channels (static schedule): each channel is reduced by one thread in a
 // fixed order (n, then hw; SIMD lanes fixed at compile time) with double accumulators,
 // so results do not depend on the thread count. Statistics use two passes (mean, then
-// the sum of squared deviations).
+// the sum of squared deviations). With a.relu (fused BatchNorm + ReLU) forward applies
+// relu to y and backward reads dy through the saved output's mask.
 #include <cmath>
+#include <vector>
 
 #include "kernels/batchnorm.h"
 #include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
 namespace {
+// relu in place, as kernels/cpu/activation_cpu.cpp: NaN kept, everything <= 0 becomes +0.
+template <class T> void relu_row(T* q, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) q[i] = q[i] > T(0) || q[i] != q[i] ? q[i] : T(0);
+}
+
 template <class T> void batch_norm_forward_cpu(const BatchNormArgs& a) {
   const int64_t N = a.N, C = a.C, HW = a.HW, M = N * HW;
   const T* x = static_cast<const T*>(a.x);
@@ -56,17 +64,21 @@ template <class T> void batch_norm_forward_cpu(const BatchNormArgs& a) {
       T* q = y + (n * C + c) * HW;
 #pragma omp simd
       for (int64_t i = 0; i < HW; ++i) q[i] = p[i] * scale + shift;
+      if (a.relu) relu_row(q, HW);
     }
   }
 }
 
 // Training: dx = w*invstd * (dy - mean(dy) - xhat * mean(dy*xhat)), xhat = (x-mean)*invstd.
 // Eval: dx = dy * w / sqrt(running_var + eps). dweight = sum(dy*xhat), dbias = sum(dy).
-template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
+// Relu (fused BatchNorm + ReLU): dy is read through the forward output's mask, dy[i] where
+// y[i] > 0 (or NaN), 0 elsewhere: relu's backward, without its dx tensor.
+template <class T, bool Relu> void batch_norm_backward_loops(const BatchNormArgs& a) {
   const int64_t N = a.N, C = a.C, HW = a.HW, M = N * HW;
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.weight);
   const T* dy = static_cast<const T*>(a.dy);
+  const T* ym = static_cast<const T*>(a.y);
   T* dx = static_cast<T*>(a.dx);
   T* dw = static_cast<T*>(a.dweight);
   T* db = static_cast<T*>(a.dbias);
@@ -78,6 +90,18 @@ template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
   const bool need_xmu = dw || (dx && a.training);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
+    // Row n of dy for channel c as this kernel reads it: through relu's mask when fused
+    // (bit-identical to relu's dx), written into a row buffer the loops below then read.
+    std::vector<T> masked(Relu ? size_t(HW) : 0);
+    auto dy_row = [&](int64_t n) -> const T* {
+      const T* g = dy + (n * C + c) * HW;
+      if constexpr (!Relu) return g;
+      const T* yr = ym + (n * C + c) * HW;
+      T* q = masked.data();
+#pragma omp simd
+      for (int64_t i = 0; i < HW; ++i) q[i] = yr[i] <= T(0) ? T(0) : g[i];
+      return q;
+    };
     // invstd's source is absent when only dbias is wanted (the op then saves no stats).
     double mean = 0.0, invstd = 0.0;
     if (a.training) {
@@ -90,7 +114,7 @@ template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
     double sum_dy = 0.0, sum_dy_xmu = 0.0;
     if (need_sums) {
       for (int64_t n = 0; n < N; ++n) {
-        const T* g = dy + (n * C + c) * HW;
+        const T* g = dy_row(n);
         if (need_xmu) {
           const T* p = x + (n * C + c) * HW;
 #pragma omp simd reduction(+ : sum_dy, sum_dy_xmu)
@@ -113,7 +137,7 @@ template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
       const T mu = T(mean), dmean = T(sum_dy / double(M)), k = T(invstd * invstd * sum_dy_xmu / double(M)),
               wt = T(wi);
       for (int64_t n = 0; n < N; ++n) {
-        const T* g = dy + (n * C + c) * HW;
+        const T* g = dy_row(n);
         const T* p = x + (n * C + c) * HW;
         T* q = dx + (n * C + c) * HW;
 #pragma omp simd
@@ -122,7 +146,7 @@ template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
     } else {
       const T k1 = T(wi);
       for (int64_t n = 0; n < N; ++n) {
-        const T* g = dy + (n * C + c) * HW;
+        const T* g = dy_row(n);
         T* q = dx + (n * C + c) * HW;
 #pragma omp simd
         for (int64_t i = 0; i < HW; ++i) q[i] = k1 * g[i];
@@ -130,6 +154,11 @@ template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
     }
   }
 }
+template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
+  if (a.relu) return batch_norm_backward_loops<T, true>(a);
+  batch_norm_backward_loops<T, false>(a);
+}
+
 // ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
 template <DType H, bool Backward> void batch_norm_half(const BatchNormArgs& a) {
   Widen<H> w;
@@ -137,7 +166,12 @@ template <DType H, bool Backward> void batch_norm_half(const BatchNormArgs& a) {
   const int64_t n = a.N * a.C * a.HW;
   f.x = w.in(a.x, n);
   if (!Backward) { f.y = w.out(a.y, n); run_f32(batch_norm_forward_kernels(), f); }
-  else { f.dy = w.in(a.dy, n); f.dx = w.out(a.dx, n); run_f32(batch_norm_backward_kernels(), f); }
+  else {
+    f.dy = w.in(a.dy, n);
+    f.dx = w.out(a.dx, n);
+    if (a.relu) f.y = const_cast<float*>(w.in(a.y, n));   // the mask: read only
+    run_f32(batch_norm_backward_kernels(), f);
+  }
   w.narrow();
 }
 

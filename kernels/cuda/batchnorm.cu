@@ -27,6 +27,8 @@
 //     Stats from save_mean/invstd (training) or the running stats (eval); invstd's source
 //     may be absent when only dbias is requested.
 //   eval backward, dx only: one pass.
+//   fused BatchNorm + ReLU (a.relu): every forward stores relu(y); every backward reads dy
+//     through the mask of the saved output a.y (bn_out / masked_dy).
 #include <cmath>
 #include <type_traits>
 
@@ -50,6 +52,15 @@ using cuda::ShiftedStats;
 using cuda::stats_from_shifted_sums;
 using cuda::ld;
 using cuda::st;
+
+// Fused BatchNorm + ReLU (a.relu): the forward's store and the backward's read of dy,
+// bit-identical to batch_norm followed by relu (activation.cu's ReluFwd / ReluBwd).
+template <class T> __device__ __forceinline__ T bn_out(compute_t<T> v, bool relu) {
+  return relu && !(v > 0 || v != v) ? st<T>(compute_t<T>(0)) : st<T>(v);
+}
+template <class T> __device__ __forceinline__ compute_t<T> masked_dy(const T* dy, const T* ym, int64_t o) {
+  return ym && ld(ym[o]) <= compute_t<T>(0) ? compute_t<T>(0) : ld(dy[o]);
+}
 
 // Training forward, pass 1: part1[c][s] = sum of x over the chunk.
 template <class T>
@@ -131,7 +142,8 @@ __device__ __forceinline__ ShiftedStats channel_stats(const T* x, int64_t c, int
 template <class T, bool OnePass, class P = compute_t<T>>
 __global__ void bn_train_apply_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t C, int64_t HW, int64_t M,
                                       int64_t S, int64_t chunk, const double* part1, const double* part2, double eps,
-                                      double momentum, const P* w, const P* b, P* rm, P* rv, P* sm, P* si) {
+                                      double momentum, const P* w, const P* b, P* rm, P* rv, P* sm, P* si,
+                                      bool relu) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
@@ -148,7 +160,7 @@ __global__ void bn_train_apply_kernel(const T* __restrict__ x, T* __restrict__ y
     }
     const double sc = w ? double(w[c]) * invstd : invstd;
     const P scale = P(sc), shift = P((b ? double(b[c]) : 0.0) - mean * sc);
-    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = st<T>(ld(x[o]) * scale + shift); });
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = bn_out<T>(ld(x[o]) * scale + shift, relu); });
   }
 }
 
@@ -156,14 +168,15 @@ __global__ void bn_train_apply_kernel(const T* __restrict__ x, T* __restrict__ y
 // block derives its channel's coefficients itself.
 template <class T, class P = compute_t<T>>
 __global__ void bn_eval_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t C, int64_t HW, int64_t M,
-                                       int64_t chunk, double eps, const P* w, const P* b, const P* rm, const P* rv) {
+                                       int64_t chunk, double eps, const P* w, const P* b, const P* rm, const P* rv,
+                                       bool relu) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
     const double mean = double(rm[c]), invstd = 1.0 / sqrt(double(rv[c]) + eps);
     const double sc = w ? double(w[c]) * invstd : invstd;
     const P scale = P(sc), shift = P((b ? double(b[c]) : 0.0) - mean * sc);
-    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = st<T>(ld(x[o]) * scale + shift); });
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { y[o] = bn_out<T>(ld(x[o]) * scale + shift, relu); });
   }
 }
 
@@ -188,7 +201,7 @@ template <class T, class P = compute_t<T>>
 __global__ void bn_backward_sums_kernel(const T* __restrict__ dy, const T* __restrict__ x, int64_t C, int64_t HW,
                                         int64_t M, int64_t S, int64_t chunk, bool training, bool need_xmu,
                                         double eps, const P* rm, const P* rv, const P* sm, const P* si,
-                                        double* part) {
+                                        double* part, const T* ym) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
@@ -197,12 +210,12 @@ __global__ void bn_backward_sums_kernel(const T* __restrict__ dy, const T* __res
     double acc[2] = {0.0, 0.0};
     if (need_xmu) {
       dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) {
-        const double g = double(ld(dy[o]));
+        const double g = double(masked_dy(dy, ym, o));
         acc[0] += g;
         acc[1] += g * (double(ld(x[o])) - mean);
       });
     } else {
-      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { acc[0] += double(ld(dy[o])); });
+      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { acc[0] += double(masked_dy(dy, ym, o)); });
     }
     dense::block_allsum<2>(acc);
     if (threadIdx.x == 0) {
@@ -217,7 +230,7 @@ template <class T, class P = compute_t<T>>
 __global__ void bn_backward_apply_kernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx,
                                          int64_t C, int64_t HW, int64_t M, int64_t S, int64_t chunk, bool training,
                                          bool need_xmu, double eps, const P* w, const P* rm, const P* rv,
-                                         const P* sm, const P* si, const double* part, P* dw, P* db) {
+                                         const P* sm, const P* si, const double* part, P* dw, P* db, const T* ym) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
@@ -236,9 +249,9 @@ __global__ void bn_backward_apply_kernel(const T* __restrict__ dy, const T* __re
     if (training) {
       const P mu = P(mean), dmean = P(sum_dy / double(M)), k = P(invstd * invstd * sum_dy_xmu / double(M));
       dense::for_channel(c, C, HW, m0, m1,
-                         [&](int64_t o) { dx[o] = st<T>((ld(dy[o]) - dmean - (ld(x[o]) - mu) * k) * wt); });
+                         [&](int64_t o) { dx[o] = st<T>((masked_dy(dy, ym, o) - dmean - (ld(x[o]) - mu) * k) * wt); });
     } else {
-      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = st<T>(wt * ld(dy[o])); });
+      dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = st<T>(wt * masked_dy(dy, ym, o)); });
     }
   }
 }
@@ -246,12 +259,12 @@ __global__ void bn_backward_apply_kernel(const T* __restrict__ dy, const T* __re
 // Eval backward when only dx is needed: dx = T(w*invstd) * dy.
 template <class T, class P = compute_t<T>>
 __global__ void bn_eval_dx_kernel(const T* __restrict__ dy, T* __restrict__ dx, int64_t C, int64_t HW, int64_t M,
-                                  int64_t chunk, double eps, const P* w, const P* rv) {
+                                  int64_t chunk, double eps, const P* w, const P* rv, const T* ym) {
   int64_t m0, m1;
   chunk_of(M, chunk, m0, m1);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
     const P wt = P((w ? double(w[c]) : 1.0) * (1.0 / sqrt(double(rv[c]) + eps)));
-    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = st<T>(wt * ld(dy[o])); });
+    dense::for_channel(c, C, HW, m0, m1, [&](int64_t o) { dx[o] = st<T>(wt * masked_dy(dy, ym, o)); });
   }
 }
 
@@ -273,7 +286,7 @@ template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
   constexpr int kT = dense::kChanThreads;
   if (!a.training) {
     OOMLAB_ASSERT(rm != nullptr);
-    bn_eval_forward_kernel<T><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.chunk, a.eps, w, b, rm, rv);
+    bn_eval_forward_kernel<T><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.chunk, a.eps, w, b, rm, rv, a.relu);
     CUDA_LAUNCH_CHECK();
     return;
   }
@@ -287,7 +300,7 @@ template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
     bn_shifted_sums_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1);
     CUDA_LAUNCH_CHECK();
     bn_train_apply_kernel<T, true><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, nullptr, a.eps,
-                                                               a.momentum, w, b, rm, rv, sm, si);
+                                                               a.momentum, w, b, rm, rv, sm, si, a.relu);
     CUDA_LAUNCH_CHECK();
     return;
   }
@@ -296,7 +309,7 @@ template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
   bn_sqdev_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1, part2);
   CUDA_LAUNCH_CHECK();
   bn_train_apply_kernel<T, false><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, part2, a.eps,
-                                                              a.momentum, w, b, rm, rv, sm, si);
+                                                              a.momentum, w, b, rm, rv, sm, si, a.relu);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -318,23 +331,24 @@ template <class T> void batch_norm_backward_cuda(const BatchNormArgs& a) {
   const P* rv = static_cast<const P*>(a.running_var);
   const P* sm = static_cast<const P*>(a.save_mean);
   const P* si = static_cast<const P*>(a.save_invstd);
+  const T* ym = a.relu ? static_cast<const T*>(a.y) : nullptr;   // fused relu: the forward's output
   const ChannelSplit sp(M, C);
   constexpr int kT = dense::kChanThreads;
   if (!need_sums) {   // eval, dx only
     if (M == 0) return;
     OOMLAB_ASSERT(rv != nullptr);
-    bn_eval_dx_kernel<T><<<sp.grid, kT, 0, stream>>>(dy, static_cast<T*>(a.dx), C, HW, M, sp.chunk, a.eps, w, rv);
+    bn_eval_dx_kernel<T><<<sp.grid, kT, 0, stream>>>(dy, static_cast<T*>(a.dx), C, HW, M, sp.chunk, a.eps, w, rv, ym);
     CUDA_LAUNCH_CHECK();
     return;
   }
   cuda::DeviceBuffer scratch(dev, size_t(2 * C * sp.S) * sizeof(double));
   double* part = static_cast<double*>(scratch.get());
   bn_backward_sums_kernel<T><<<sp.grid, kT, 0, stream>>>(dy, x, C, HW, M, sp.S, sp.chunk, a.training, need_xmu,
-                                                         a.eps, rm, rv, sm, si, part);
+                                                         a.eps, rm, rv, sm, si, part, ym);
   CUDA_LAUNCH_CHECK();
   bn_backward_apply_kernel<T><<<sp.grid, kT, 0, stream>>>(dy, x, static_cast<T*>(a.dx), C, HW, M, sp.S, sp.chunk,
                                                           a.training, need_xmu, a.eps, w, rm, rv, sm, si, part,
-                                                          static_cast<P*>(a.dweight), static_cast<P*>(a.dbias));
+                                                          static_cast<P*>(a.dweight), static_cast<P*>(a.dbias), ym);
   CUDA_LAUNCH_CHECK();
 }
 }  // namespace

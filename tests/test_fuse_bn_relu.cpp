@@ -1,0 +1,110 @@
+// test_fuse_bn_relu.cpp — --fuse-bn-relu (ModelConfig::fuse_bn_relu; models/resnet.cpp
+// norm_relu, nn::BatchNorm2d::fused_relu, batch_norm_relu): on the CPU a ResNet's training
+// steps (SGD with momentum, two steps) leave every parameter, buffer and the losses
+// bit-identical to the unfused model, with training and eval forwards equal too; on the
+// meta device the fused model allocates fewer blocks and never more peak memory; the CLI
+// refuses the flag for a model without BatchNorm + ReLU pairs it knows.
+// ctest tier: models
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/error.h"
+#include "engine/memory/caching_allocator.h"
+#include "experiments/cli/model_arch.h"
+#include "tests/zoo_step_util.h"
+
+namespace oomlab::testing {
+namespace {
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  Tensor c = t.contiguous();
+  const auto* p = static_cast<const uint8_t*>(c.raw_data());
+  return std::vector<uint8_t>(p, p + c.nbytes());
+}
+
+struct Trained { std::vector<double> losses; std::vector<std::vector<uint8_t>> state; std::vector<uint8_t> eval_out; };
+
+Trained train(const std::string& name, bool fused) {
+  ZooSetup s = zoo_setup(name, cpu_device());
+  s.cfg.fuse_bn_relu = fused;
+  nn::ModulePtr m = build_model(name, s.cfg);
+  auto opt = sgd_for(*m);
+  Trained r;
+  for (int step = 0; step < 2; ++step) {
+    HostBatch b = make_batch(name, s.cfg, s.batch, 20 + step);
+    manual_seed(3);
+    r.losses.push_back(train_step(*m, *opt, batch_input_to_device(b, cpu_device()),
+                                  batch_target_to_device(b, cpu_device())).loss.item());
+  }
+  for (auto& [n, p] : m->named_parameters()) r.state.push_back(bytes_of(p));
+  for (auto& [n, b] : m->named_buffers()) r.state.push_back(bytes_of(b));
+  m->eval();
+  NoGradGuard no_grad;
+  HostBatch b = make_batch(name, s.cfg, s.batch, 30);
+  r.eval_out = bytes_of((*m)(batch_input_to_device(b, cpu_device())));
+  return r;
+}
+
+TEST(FuseBnRelu, ResNetStepsAreBitIdenticalOnTheCpu) {
+  for (const char* name : {"resnet20", "resnet50"}) {
+    SCOPED_TRACE(name);
+    const Trained fused = train(name, true), eager = train(name, false);
+    EXPECT_EQ(fused.losses, eager.losses);
+    ASSERT_EQ(fused.state.size(), eager.state.size());
+    for (size_t i = 0; i < fused.state.size(); ++i) EXPECT_EQ(fused.state[i], eager.state[i]) << "tensor " << i;
+    EXPECT_EQ(fused.eval_out, eager.eval_out);
+  }
+}
+
+std::map<std::string, int64_t> meta_step_stats(const std::string& name, bool fused) {
+  reset_allocators();
+  ZooSetup s = zoo_setup(name, meta_device());
+  s.cfg.fuse_bn_relu = fused;
+  {
+    nn::ModulePtr m = build_model(name, s.cfg);
+    auto opt = sgd_for(*m);
+    HostBatch b = make_batch(name, s.cfg, s.batch, 40);
+    train_step(*m, *opt, batch_input_to_device(b, meta_device()), batch_target_to_device(b, meta_device()));
+  }
+  return allocator_for(meta_device()).stats();
+}
+
+TEST(FuseBnRelu, FewerAllocationsAndNoHigherPeakOnMeta) {
+  for (const char* name : {"resnet18", "resnet50"}) {
+    SCOPED_TRACE(name);
+    const auto fused = meta_step_stats(name, true), eager = meta_step_stats(name, false);
+    EXPECT_LT(fused.at("allocation.all.allocated"), eager.at("allocation.all.allocated"));
+    EXPECT_LE(fused.at("allocated_bytes.all.peak"), eager.at("allocated_bytes.all.peak"));
+  }
+}
+
+TEST(FuseBnRelu, OnlyTheResNetsTakeTheFlag) {
+  ArchOverrides o;
+  o.fuse_bn_relu = "on";
+  EXPECT_NO_THROW(o.check_fits("resnet50"));
+  EXPECT_NO_THROW(o.check_fits("resnet20"));
+  try {
+    o.check_fits("vgg16");
+    ADD_FAILURE() << "vgg16 accepted --fuse-bn-relu on";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("--fuse-bn-relu applies to the ResNets"), std::string::npos) << e.what();
+  }
+  o.fuse_bn_relu = "off";
+  EXPECT_NO_THROW(o.check_fits("vgg16"));
+  ModelConfig cfg;
+  o.apply(cfg);
+  EXPECT_FALSE(cfg.fuse_bn_relu);
+  EXPECT_FALSE(o.to_json("resnet50").contains("fuse_bn_relu"));
+  o.fuse_bn_relu = "on";
+  o.apply(cfg);
+  EXPECT_TRUE(cfg.fuse_bn_relu);
+  EXPECT_EQ(o.to_json("resnet50")["fuse_bn_relu"], true);
+}
+
+}  // namespace
+}  // namespace oomlab::testing
