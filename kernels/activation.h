@@ -15,9 +15,13 @@ struct ReluArgs { const void* x; void* y; const void* dy; void* dx; int64_t n; }
 struct SigmoidArgs { const void* x; void* y; const void* dy; void* dx; int64_t n; };
 // y = gelu(x) (erf form, or the tanh approximation); backward dx = dy * gelu'(x).
 struct GeluArgs { const void* x; void* y; const void* dy; void* dx; int64_t n; bool tanh_approx; };
+// The residual add and the relu after it in one pass (add_relu_, --fuse-relu): y = relu(a + b)
+// (y may be a: in place), bit-identical to the add then relu; backward is relu's.
+struct AddReluArgs { const void* a; const void* b; void* y; int64_t n; };
 
 OOMLAB_KERNEL_TABLE(relu_forward, ReluArgs, "relu")
 OOMLAB_KERNEL_TABLE(relu_backward, ReluArgs, "relu_backward")
+OOMLAB_KERNEL_TABLE(add_relu, AddReluArgs, "add_relu")
 OOMLAB_KERNEL_TABLE(sigmoid_forward, SigmoidArgs, "sigmoid")
 OOMLAB_KERNEL_TABLE(sigmoid_backward, SigmoidArgs, "sigmoid_backward")
 OOMLAB_KERNEL_TABLE(gelu_forward, GeluArgs, "gelu")

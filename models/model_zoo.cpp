@@ -128,7 +128,7 @@ nn::LayerOptions zoo_layer_options(const ModelConfig& cfg) {
   o.norm = cfg.norm;
   o.skip_init = true;
   o.fused_attention = cfg.fused_attention;
-  o.fuse_bn_relu = cfg.fuse_bn_relu;
+  o.fuse_relu = cfg.fuse_relu;
   return o;
 }
 

@@ -41,9 +41,9 @@ struct ModelConfig {
   // bert-*: the attention core as one fused op (--attention fused: output + log-sum-exp
   // saved, never the seq x seq probabilities) instead of bmm, softmax, dropout, bmm.
   bool fused_attention = false;
-  // resnet*: each BatchNorm followed by a relu runs as one fused op (--fuse-bn-relu on;
-  // engine/ops/batchnorm.h batch_norm_relu: bit-identical, fewer passes over memory).
-  bool fuse_bn_relu = false;
+  // resnet*: each BatchNorm followed by a relu, and each residual add followed by one, runs
+  // as one fused op (--fuse-relu on; batch_norm_relu, add_relu_: bit-identical, fewer passes).
+  bool fuse_relu = false;
   // VGG: the classifier's two Dropout layers (torchvision's `dropout` argument).
   double classifier_dropout = 0.5;
   // UNet: base width (0 = preset) and depth (levels, 0 = preset).

@@ -4,12 +4,13 @@
 // + shortcut (identity or downsample(x)), relu. Each submodule runs through operator(),
 // so allocations are labelled e.g. "layer1.0.conv1/fwd"; the residual add and the final
 // relu's output are labelled with the block ("layer1.0/fwd" / "layer1.0.relu/fwd").
-// --fuse-bn-relu (ModelConfig::fuse_bn_relu): each BatchNorm a relu follows applies it
+// --fuse-relu (ModelConfig::fuse_relu): each BatchNorm a relu follows applies it
 // (nn::BatchNorm2d::fused_relu, batch_norm_relu) and that relu call is skipped (norm_relu);
-// the relu after the residual add stays a relu.
+// the residual add and the relu after it run as one in-place add_relu_.
 #include "models/resnet.h"
 
 #include "engine/core/error.h"
+#include "engine/ops/activation.h"
 #include "engine/ops/elementwise.h"
 
 namespace oomlab {
@@ -26,7 +27,7 @@ nn::ModulePtr bn(int64_t c, const nn::LayerOptions& o) { return nn::make_norm2d(
 
 nn::ModulePtr bn_before_relu(int64_t c, const nn::LayerOptions& o) {
   nn::ModulePtr m = bn(c, o);
-  if (auto* b = dynamic_cast<nn::BatchNorm2d*>(m.get()); b && o.fuse_bn_relu) b->fused_relu = true;
+  if (auto* b = dynamic_cast<nn::BatchNorm2d*>(m.get()); b && o.fuse_relu) b->fused_relu = true;
   return m;
 }
 
@@ -44,12 +45,14 @@ BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, nn::Mod
   conv2 = register_module("conv2", conv3x3(planes, planes, 1, o));
   bn2 = register_module("bn2", bn(planes, o));
   if (ds) downsample = register_module("downsample", ds);
+  fused_add_relu = o.fuse_relu;
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = norm_relu(*bn1, *relu, (*conv1)(x));
   out = (*bn2)((*conv2)(out));
   Tensor identity = downsample ? (*downsample)(x) : x;
+  if (fused_add_relu) return add_relu_(out, identity);   // one pass, in place
   add_(out, identity);   // in place, as torchvision
   return (*relu)(out);
 }
@@ -65,6 +68,7 @@ Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, nn::Mod
   bn3 = register_module("bn3", bn(planes * expansion, o));
   relu = register_module("relu", std::make_shared<nn::ReLU>(inplace_relu));
   if (ds) downsample = register_module("downsample", ds);
+  fused_add_relu = o.fuse_relu;
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
@@ -72,6 +76,7 @@ Tensor Bottleneck::forward(const Tensor& x) {
   out = norm_relu(*bn2, *relu, (*conv2)(out));
   out = (*bn3)((*conv3)(out));
   Tensor identity = downsample ? (*downsample)(x) : x;
+  if (fused_add_relu) return add_relu_(out, identity);   // one pass, in place
   add_(out, identity);   // in place, as torchvision
   return (*relu)(out);
 }

@@ -34,6 +34,7 @@ class BasicBlock : public nn::Module {
   nn::ModulePtr bn1, bn2;      // make_norm2d: BatchNorm2d, GroupNorm or Identity (--norm)
   std::shared_ptr<nn::ReLU> relu;
   nn::ModulePtr downsample;   // null when the shortcut is the identity
+  bool fused_add_relu = false;   // --fuse-relu: the residual add and its relu as add_relu_
 };
 
 class Bottleneck : public nn::Module {
@@ -47,13 +48,14 @@ class Bottleneck : public nn::Module {
   nn::ModulePtr bn1, bn2, bn3;
   std::shared_ptr<nn::ReLU> relu;
   nn::ModulePtr downsample;
+  bool fused_add_relu = false;   // --fuse-relu: the residual add and its relu as add_relu_
 };
 
 // torchvision's _make_layer: `blocks` blocks of `planes`; the first gets the stride and,
 // when stride != 1 or inplanes != planes * expansion, downsample = Sequential(conv1x1
 // (stride, no bias), norm). Updates inplanes to planes * expansion. The norm layers are
 // o.norm's (make_norm2d): torchvision's norm_layer.
-// --fuse-bn-relu (LayerOptions::fuse_bn_relu): the normalisation a relu follows, as a
+// --fuse-relu (LayerOptions::fuse_relu): the normalisation a relu follows, as a
 // BatchNorm2d that applies the relu itself (fused_relu) when fusing, else make_norm2d's;
 // norm_relu runs norm then relu, skipping relu when the norm applied it.
 nn::ModulePtr bn_before_relu(int64_t channels, const nn::LayerOptions& o);

@@ -109,14 +109,14 @@ declare -A FLAGS=(
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_reference]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
-  [r50_tf32_next]="--model resnet50 --batch 128 --allow-tf32 all --fuse-bn-relu on"
-  [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16 --fuse-bn-relu on"
+  [r50_tf32_next]="--model resnet50 --batch 128 --allow-tf32 all --fuse-relu on"
+  [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
   [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
 )
 # Environment per tag: a GPU path's switch (cuda_settings.h), so the default runs beside the
 # path it replaced, or a new path beside the default, in the same call (DESIGN.md section 10).
 # NEXT: the GPU paths written since the last lease, default off until measured (issue 31);
-# each *_next tag runs its base tag's flags with them on (ResNets also --fuse-bn-relu on),
+# each *_next tag runs its base tag's flags with them on (ResNets also --fuse-relu on),
 # right after the base pair, and test_cuda_parity runs once more with them on.
 NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1 OOMLAB_CUDA_FOREACH=1"
 declare -A ENVS=([bert384_fused_reference]="OOMLAB_CUDA_TILED_ATTENTION=0" [r50_tf32_next]="$NEXT"

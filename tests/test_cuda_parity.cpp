@@ -63,7 +63,7 @@ std::vector<int64_t> with(std::vector<int64_t> v, std::initializer_list<std::pai
 // batch_norm as a half model calls it: a 16-bit input takes float32 weight, bias and running
 // stats (the op's rule); the table's 16-bit running-stat buffers receive the updated float32
 // stats rounded back, so they are compared as for the other dtypes.
-// relu: batch_norm_relu, the fused BatchNorm + ReLU (--fuse-bn-relu).
+// relu: batch_norm_relu, the fused BatchNorm + ReLU (--fuse-relu).
 Tensor bn_call(V& v, bool training, bool relu = false) {
   const auto op = relu ? batch_norm_relu : batch_norm;
   const bool low = v[0].dtype() == DType::f16 || v[0].dtype() == DType::bf16;
@@ -90,6 +90,8 @@ const std::vector<OpCase>& op_cases() {
     // ---- activations ----
     c.push_back({"relu", {F({4, 33})}, [](V& v) { return relu(v[0]); }, P});
     c.push_back({"relu_inplace", {F({4, 33})}, [](V& v) { Tensor y = scale(v[0], 1.0); return relu_(y); }, P});
+    c.push_back({"add_relu_inplace", {F({4, 33}), F({4, 33})},   // 132 elements: vector body + tail
+                 [](V& v) { Tensor y = scale(v[0], 1.0); return add_relu_(y, v[1]); }, P});
     c.push_back({"dropout_train", {F({8, 129})}, [](V& v) { Generator g{123, 5}; return dropout(v[0], 0.3, true, g); }, P});
     c.push_back({"dropout_eval", {F({8, 16})}, [](V& v) { Generator g{123, 5}; return dropout(v[0], 0.3, false, g); }, P});
     c.push_back({"gelu_erf", {F({5, 40}, true, -3, 3)}, [](V& v) { return gelu(v[0]); }, P});

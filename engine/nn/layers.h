@@ -37,7 +37,7 @@ struct LayerOptions {
   Generator* generator = nullptr;   // nullptr: the generator of `device` (rng.h)
   bool skip_init = false;           // no random init (contents undefined until initialised)
   bool fused_attention = false;     // attention blocks use fused_scaled_dot_product_attention
-  bool fuse_bn_relu = false;        // models fuse a BatchNorm2d with the relu after it (fused_relu)
+  bool fuse_relu = false;           // models fuse BatchNorm2d + relu (fused_relu) and add + relu
 };
 
 // ---- nn::init: in-place fills (no autograd). No-ops on meta. Random fills draw from
@@ -94,7 +94,7 @@ class BatchNorm2d : public Module {
   // communicates again, so ranks stay in step). Empty: ordinary BatchNorm2d. Eval and
   // state_dict names are unchanged either way.
   AllReduceSumFn sync_all_reduce;
-  // Set by a model whose relu follows this layer (--fuse-bn-relu; models/resnet.cpp
+  // Set by a model whose relu follows this layer (--fuse-relu; models/resnet.cpp
   // norm_relu): forward returns relu(batch_norm(x)) through batch_norm_relu's fused kernels
   // (bit-identical; SyncBatchNorm: sync_batch_norm, then relu_), and the model skips its relu.
   bool fused_relu = false;

@@ -4,9 +4,12 @@
 // relu_ rebases x's history: x gets a new "relu_" node whose single edge is x's previous
 // grad_fn, and its version is bumped, so anything that saved x earlier fails in backward
 // (PyTorch). Allocation order (identical on meta): forward: contiguous(x) if needed, y;
-// backward: contiguous(g) if needed, dx.
+// backward: contiguous(g) if needed, dx. add_relu_ is add_ and relu_ in one pass: its node
+// "add_relu_" has edges to a's previous history and b, saves the result and hands relu's
+// dx to both.
 #include "engine/ops/activation.h"
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
@@ -35,6 +38,43 @@ Tensor relu(const Tensor& x0) {
   relu_forward_kernels().launch(x.device(), x.dtype(),
                                 ReluArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, x.numel()});
   return attach_grad_fn(y, "relu", {x0}, [y]() { return relu_backward_fn(y, "relu"); });
+}
+
+Tensor& add_relu_(Tensor& a, const Tensor& b_in) {
+  const Tensor b = autocast_dtype() && b_in.defined() && a.defined() && b_in.dtype() != a.dtype() &&
+                           dtype_is_floating(b_in.dtype()) && dtype_is_floating(a.dtype())
+                       ? (autocast_rule("add_"), b_in.to(a.dtype()))
+                       : b_in;
+  OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && a.is_leaf() && a.requires_grad()),
+                 "add_relu_: a leaf Variable that requires grad (", a.str(), ") is being used in an in-place operation");
+  OOMLAB_CHECK_T(ShapeError, a.shape() == b.shape(), "add_relu_: shapes ", shape_str(a.shape()), " and ",
+                 shape_str(b.shape()), " do not match");
+  OOMLAB_CHECK_T(DTypeError, a.dtype() == b.dtype(), "add_relu_: dtypes ", dtype_name(a.dtype()), " and ",
+                 dtype_name(b.dtype()), " differ");
+  OOMLAB_CHECK_T(DeviceError, a.device() == b.device(), "add_relu_: tensors on ", a.device().str(), " and ",
+                 b.device().str());
+  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "add_relu_: destination ", a.str(), " must be contiguous");
+  const bool track = any_requires_grad({a, b});
+  auto before = std::make_shared<TensorImpl>(*a.impl());   // a before the op (its old grad_fn), as add_
+  before->grad.reset();
+  before->grad_ready_hooks.clear();
+  Tensor bc = b.contiguous();
+  a.bump_version();
+  add_relu_kernels().launch(a.device(), a.dtype(), AddReluArgs{a.raw_data(), bc.raw_data(), a.raw_data(), a.numel()});
+  if (!track) return a;
+  Tensor result = a;   // saved after the bump: its version is the current one
+  attach_grad_fn(a, "add_relu_", {Tensor(std::move(before)), b}, [result]() -> BackwardFn {
+    SavedTensor sy(result, "add_relu_");
+    return [sy](const Tensor& g0, const std::vector<bool>&) {
+      Tensor y = sy.unpack();
+      Tensor g = g0.contiguous();
+      Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+      relu_backward_kernels().launch(y.device(), y.dtype(),
+                                     ReluArgs{y.raw_data(), y.raw_data(), g.raw_data(), dx.raw_data(), y.numel()});
+      return std::vector<Tensor>{dx, dx};
+    };
+  });
+  return a;
 }
 
 Tensor relu_(Tensor& x) {

@@ -14,6 +14,11 @@ namespace oomlab {
 
 Tensor relu(const Tensor& x);
 Tensor relu_(Tensor& x);   // in place; returns x (now with a relu grad_fn)
+// a = relu(a + b) in place, in one kernel pass (the residual add and the relu after it,
+// --fuse-relu): bit-identical to add_(a, b) then relu_(a), with the same saved result and
+// backward (relu's dx, handed to both inputs). a contiguous; b the same shape (under
+// autocast cast to a's dtype, as add_).
+Tensor& add_relu_(Tensor& a, const Tensor& b);
 Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 

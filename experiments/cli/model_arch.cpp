@@ -30,9 +30,9 @@ void ArchOverrides::check_fits(const std::string& model) const {
   }
   OOMLAB_CHECK(attention.empty() || attention == "eager" || is_bert(model),
                "--attention fused applies to BERT models (bert-*); --model ", model, " is not one");
-  if (fuse_bn_relu == "on") {
+  if (fuse_relu == "on") {
     model_input_kind(model);   // an unknown model is named as such first
-    OOMLAB_CHECK(is_resnet(model), "--fuse-bn-relu applies to the ResNets (resnet18/34/50, resnet20/56); --model ",
+    OOMLAB_CHECK(is_resnet(model), "--fuse-relu applies to the ResNets (resnet18/34/50, resnet20/56); --model ",
                  model, " is not one");
   }
   if (!norm.empty()) {
@@ -53,7 +53,7 @@ void ArchOverrides::apply(ModelConfig& cfg) const {
   if (norm == "gn") cfg.norm = nn::NormKind::group;
   if (norm == "none") cfg.norm = nn::NormKind::none;
   cfg.fused_attention = attention == "fused";
-  cfg.fuse_bn_relu = fuse_bn_relu == "on";
+  cfg.fuse_relu = fuse_relu == "on";
 }
 
 nlohmann::json ArchOverrides::to_json(const std::string& model) const {
@@ -74,7 +74,7 @@ nlohmann::json ArchOverrides::to_json(const std::string& model) const {
       j = {{"dropout", dropout >= 0 ? dropout : default_model_config(model).classifier_dropout}};
     } else if (is_resnet(model)) {
       j = {{"norm", norm.empty() ? "bn" : norm}};
-      if (fuse_bn_relu == "on") j["fuse_bn_relu"] = true;   // absent: off (results before the flag)
+      if (fuse_relu == "on") j["fuse_relu"] = true;   // absent: off (results before the flag)
     }
   } catch (const Error&) {   // unknown model: nothing to resolve (building it reports that)
   }
@@ -101,7 +101,7 @@ ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
   if (a.has("dropout")) o.dropout = a.get_double("dropout");
   o.norm = a.get("norm");
   o.attention = a.get("attention");
-  o.fuse_bn_relu = a.get("fuse-bn-relu");
+  o.fuse_relu = a.get("fuse-relu");
   o.check_fits(model);
   return o;
 }

@@ -26,7 +26,7 @@ struct ArchOverrides {
   int64_t base_width = 0, depth = 0;                              // unet*
   std::string norm;                                               // resnet*: bn | gn | none; "": bn
   std::string attention;                                          // bert-*: eager | fused; "": eager
-  std::string fuse_bn_relu;                                       // resnet*: on | off; "": off
+  std::string fuse_relu;                                       // resnet*: on | off; "": off
   void check_fits(const std::string& model) const;
   void apply(ModelConfig& cfg) const;
   nlohmann::json to_json(const std::string& model) const;

@@ -27,6 +27,17 @@ template <class T> void relu_forward_cpu(const ReluArgs& a) {
   }
 }
 
+template <class T> void add_relu_cpu(const AddReluArgs& a) {
+  const T* x = static_cast<const T*>(a.a);
+  const T* r = static_cast<const T*>(a.b);
+  T* y = static_cast<T*>(a.y);
+#pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
+  for (int64_t i = 0; i < a.n; ++i) {
+    T v = x[i] + r[i];
+    y[i] = (v > T(0) || v != v) ? v : T(0);
+  }
+}
+
 template <class T> void relu_backward_cpu(const ReluArgs& a) {
   const T* y = static_cast<const T*>(a.y);
   const T* dy = static_cast<const T*>(a.dy);
@@ -153,10 +164,21 @@ template <DType H, class Args, KernelTable<Args>& (*Table)(), bool Backward> voi
   w.narrow();
 }
 
+template <DType H> void add_relu_half(const AddReluArgs& a) {
+  Widen<H> w;
+  AddReluArgs f = a;
+  f.a = w.in(a.a, a.n);
+  f.b = w.in(a.b, a.n);
+  f.y = w.out(a.y, a.n);
+  run_f32(add_relu_kernels(), f);
+  w.narrow();
+}
+
 template <DType H> void register_activation_half() {
   const DeviceType cpu = DeviceType::cpu;
   set_kernel<&pointwise_half<H, ReluArgs, relu_forward_kernels, false>>(relu_forward_kernels(), cpu, H);
   set_kernel<&pointwise_half<H, ReluArgs, relu_backward_kernels, true>>(relu_backward_kernels(), cpu, H);
+  set_kernel<&add_relu_half<H>>(add_relu_kernels(), cpu, H);
   set_kernel<&pointwise_half<H, SigmoidArgs, sigmoid_forward_kernels, false>>(sigmoid_forward_kernels(), cpu, H);
   set_kernel<&pointwise_half<H, SigmoidArgs, sigmoid_backward_kernels, true>>(sigmoid_backward_kernels(), cpu, H);
   set_kernel<&pointwise_half<H, GeluArgs, gelu_forward_kernels, false>>(gelu_forward_kernels(), cpu, H);
@@ -167,6 +189,7 @@ template <DType H> void register_activation_half() {
 void register_activation_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(relu_forward_kernels(), relu_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(relu_backward_kernels(), relu_backward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(add_relu_kernels(), add_relu_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(sigmoid_forward_kernels(), sigmoid_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(sigmoid_backward_kernels(), sigmoid_backward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(gelu_forward_kernels(), gelu_forward_cpu);

@@ -24,6 +24,12 @@ template <class T> struct ReluFwd {
 template <class T> struct ReluBwd {   // (y, dy) -> dx
   __device__ T operator()(T y, T dy) const { return ld(y) <= 0 ? st<T>(0) : dy; }
 };
+template <class T> struct AddRelu {   // (a, b) -> relu(a + b), one rounding of the sum as axpby's
+  __device__ T operator()(T a, T b) const {
+    const compute_t<T> f = ld(st<T>(add_rn(ld(a), ld(b))));
+    return (f > 0 || f != f) ? st<T>(f) : st<T>(0);
+  }
+};
 template <class T> struct SigmoidFwd {
   __device__ T operator()(T x) const { return st<T>(sigmoid_fwd(ld(x))); }
 };
@@ -48,6 +54,11 @@ template <class T> void relu_backward_cuda(const ReluArgs& a) {
   map2(Launch("relu_backward"), static_cast<T*>(a.dx), static_cast<const T*>(a.y), static_cast<const T*>(a.dy), a.n,
        ReluBwd<T>{});
 }
+template <class T> void add_relu_cuda(const AddReluArgs& a) {
+  if (a.n == 0) return;
+  map2(Launch("add_relu"), static_cast<T*>(a.y), static_cast<const T*>(a.a), static_cast<const T*>(a.b), a.n,
+       AddRelu<T>{});
+}
 template <class T> void sigmoid_forward_cuda(const SigmoidArgs& a) {
   if (a.n == 0) return;
   map1(Launch("sigmoid"), static_cast<T*>(a.y), static_cast<const T*>(a.x), a.n, SigmoidFwd<T>{});
@@ -71,6 +82,7 @@ template <class T> void gelu_backward_cuda(const GeluArgs& a) {
 void register_activation_cuda_kernels() {
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(relu_forward_kernels(), relu_forward_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(relu_backward_kernels(), relu_backward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(add_relu_kernels(), add_relu_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(sigmoid_forward_kernels(), sigmoid_forward_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(sigmoid_backward_kernels(), sigmoid_backward_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(gelu_forward_kernels(), gelu_forward_cuda);

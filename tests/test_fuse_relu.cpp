@@ -1,4 +1,4 @@
-// test_fuse_bn_relu.cpp — --fuse-bn-relu (ModelConfig::fuse_bn_relu; models/resnet.cpp
+// test_fuse_relu.cpp — --fuse-relu (ModelConfig::fuse_relu; models/resnet.cpp
 // norm_relu, nn::BatchNorm2d::fused_relu, batch_norm_relu): on the CPU a ResNet's training
 // steps (SGD with momentum, two steps) leave every parameter, buffer and the losses
 // bit-identical to the unfused model, with training and eval forwards equal too; on the
@@ -31,7 +31,7 @@ struct Trained { std::vector<double> losses; std::vector<std::vector<uint8_t>> s
 
 Trained train(const std::string& name, bool fused) {
   ZooSetup s = zoo_setup(name, cpu_device());
-  s.cfg.fuse_bn_relu = fused;
+  s.cfg.fuse_relu = fused;
   nn::ModulePtr m = build_model(name, s.cfg);
   auto opt = sgd_for(*m);
   Trained r;
@@ -50,7 +50,7 @@ Trained train(const std::string& name, bool fused) {
   return r;
 }
 
-TEST(FuseBnRelu, ResNetStepsAreBitIdenticalOnTheCpu) {
+TEST(FuseRelu, ResNetStepsAreBitIdenticalOnTheCpu) {
   for (const char* name : {"resnet20", "resnet50"}) {
     SCOPED_TRACE(name);
     const Trained fused = train(name, true), eager = train(name, false);
@@ -64,7 +64,7 @@ TEST(FuseBnRelu, ResNetStepsAreBitIdenticalOnTheCpu) {
 std::map<std::string, int64_t> meta_step_stats(const std::string& name, bool fused) {
   reset_allocators();
   ZooSetup s = zoo_setup(name, meta_device());
-  s.cfg.fuse_bn_relu = fused;
+  s.cfg.fuse_relu = fused;
   {
     nn::ModulePtr m = build_model(name, s.cfg);
     auto opt = sgd_for(*m);
@@ -74,7 +74,7 @@ std::map<std::string, int64_t> meta_step_stats(const std::string& name, bool fus
   return allocator_for(meta_device()).stats();
 }
 
-TEST(FuseBnRelu, FewerAllocationsAndNoHigherPeakOnMeta) {
+TEST(FuseRelu, FewerAllocationsAndNoHigherPeakOnMeta) {
   for (const char* name : {"resnet18", "resnet50"}) {
     SCOPED_TRACE(name);
     const auto fused = meta_step_stats(name, true), eager = meta_step_stats(name, false);
@@ -83,27 +83,27 @@ TEST(FuseBnRelu, FewerAllocationsAndNoHigherPeakOnMeta) {
   }
 }
 
-TEST(FuseBnRelu, OnlyTheResNetsTakeTheFlag) {
+TEST(FuseRelu, OnlyTheResNetsTakeTheFlag) {
   ArchOverrides o;
-  o.fuse_bn_relu = "on";
+  o.fuse_relu = "on";
   EXPECT_NO_THROW(o.check_fits("resnet50"));
   EXPECT_NO_THROW(o.check_fits("resnet20"));
   try {
     o.check_fits("vgg16");
-    ADD_FAILURE() << "vgg16 accepted --fuse-bn-relu on";
+    ADD_FAILURE() << "vgg16 accepted --fuse-relu on";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("--fuse-bn-relu applies to the ResNets"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--fuse-relu applies to the ResNets"), std::string::npos) << e.what();
   }
-  o.fuse_bn_relu = "off";
+  o.fuse_relu = "off";
   EXPECT_NO_THROW(o.check_fits("vgg16"));
   ModelConfig cfg;
   o.apply(cfg);
-  EXPECT_FALSE(cfg.fuse_bn_relu);
-  EXPECT_FALSE(o.to_json("resnet50").contains("fuse_bn_relu"));
-  o.fuse_bn_relu = "on";
+  EXPECT_FALSE(cfg.fuse_relu);
+  EXPECT_FALSE(o.to_json("resnet50").contains("fuse_relu"));
+  o.fuse_relu = "on";
   o.apply(cfg);
-  EXPECT_TRUE(cfg.fuse_bn_relu);
-  EXPECT_EQ(o.to_json("resnet50")["fuse_bn_relu"], true);
+  EXPECT_TRUE(cfg.fuse_relu);
+  EXPECT_EQ(o.to_json("resnet50")["fuse_relu"], true);
 }
 
 }  // namespace
