@@ -78,11 +78,11 @@ for b in "$kit"/bin/*; do
 done | sort -u | while read -r soname path; do
   [[ $soname =~ $provided ]] || cp -L "$path" "$kit/lib/$soname"
 done
-for s in gpu_run.sh gpu_report.py torch_bench.py trace_breakdown.py fatbin_archs.py attention_vs_torch.py; do
+for s in gpu_run.sh gpu_report.py torch_bench.py trace_breakdown.py fatbin_archs.py attention_vs_torch.py export_model.py; do
   cp "scripts/$s" "$kit/scripts/"
 done
 mkdir -p "$kit/scripts/oomlab_report"
-cp scripts/oomlab_report/__init__.py scripts/oomlab_report/atomic.py "$kit/scripts/oomlab_report/"   # attention_vs_torch's writer
+cp scripts/oomlab_report/__init__.py scripts/oomlab_report/atomic.py "$kit/scripts/oomlab_report/"   # attention_vs_torch's and export_model's writer
 
 # The CUDA libraries the binaries were built against (their major versions must match the
 # wheels': gpu_run.sh checks that every library resolves).

@@ -251,6 +251,16 @@ else
   log "skipped: cpu attention (budget)"
 fi
 
+# ---- model graphs for the importer (issue 32): torch.export with this machine's PyTorch -----
+# (the files land in logs.tar.gz: res/graph_*.json, fixtures for the C++ importer's tests)
+for spec in "torchvision:resnet50 1,3,224,224 float32 resnet50" "hf:bert 1,128 int64 bert_base"; do
+  read -r model shape dtype tag <<<"$spec"
+  (($(left) > 30)) || { log "skipped: graph export $tag (budget)"; continue; }
+  timeout 90 python3 "$kit/scripts/export_model.py" "$model" --input-shape "$shape" --input-dtype "$dtype" \
+    --out "$work/res/graph_$tag.json" > "$work/logs/graph_$tag.log" 2>&1
+  log "graph export $tag rc=$?: $(tail -1 "$work/logs/graph_$tag.log" | cut -c1-120)"
+done
+
 log "done in $((SECONDS - t0)) s"
 finish
 echo "gpu_run: wrote $out"

@@ -306,6 +306,37 @@ class GpuKit(unittest.TestCase):
             self.assertIn("test_cuda_parity_next", t["binaries"])
 
 
+class ExportModel(unittest.TestCase):
+    """scripts/export_model.py (issue 32): bad input and a machine without PyTorch are one line
+    and exit 2; with PyTorch, a small torchvision model exports to a graph the C++ reader's
+    layout expects (the reader itself: tests/test_model_graph.cpp)."""
+
+    def test_usage_errors_and_no_torch_are_one_line(self):
+        for args in (["resnet18", "--input-shape", "1,3,8,8", "--out", "/tmp/x.json"],
+                     ["torchvision:resnet18", "--input-shape", "1,-3", "--out", "/tmp/x.json"]):
+            r = run(sys.executable, "scripts/export_model.py", *args)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("export_model: error:", r.stderr)
+        if importlib.util.find_spec("torch") is None:
+            r = run(sys.executable, "scripts/export_model.py", "torchvision:resnet18", "--input-shape", "1,3,32,32",
+                    "--out", "/tmp/x.json")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("PyTorch is not importable", r.stderr)
+
+    @unittest.skipUnless(importlib.util.find_spec("torchvision") is not None, "torchvision is not importable here")
+    def test_a_torchvision_model_exports(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "g.json"
+            r = run(sys.executable, "scripts/export_model.py", "torchvision:resnet18", "--input-shape", "2,3,32,32",
+                    "--out", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            g = json.loads(out.read_text())
+            self.assertEqual((g["format"], g["version"]), ("oomlab-graph", 1))
+            self.assertEqual(sum(1 for p in g["parameters"] if p["kind"] == "parameter"), 62)
+            self.assertTrue(any(n["op"] == "aten.convolution.default" and n["module"] == "conv1" for n in g["nodes"]))
+
+
 class FatbinArchs(unittest.TestCase):
     def test_a_file_without_cuda_code_is_one_line_exit_2(self):
         r = run(sys.executable, "scripts/fatbin_archs.py", sys.executable)

@@ -1,0 +1,69 @@
+// model_graph.h — oomlab's model-graph file (issue 32): a user's PyTorch model as
+// scripts/export_model.py writes it from torch.export (decomposed to core ATen ops), read
+// and checked here; building a module from it is the importer's job (not yet written).
+// Format "oomlab-graph", version 1: one JSON object
+//   {"format": "oomlab-graph", "version": 1,
+//    "exporter": {...}                     provenance, free-form (torch version, model spec)
+//    "inputs": [TENSOR...]                 the example input(s); dim 0 is the batch
+//    "parameters": [TENSOR + "kind": "parameter" | "buffer"]   state_dict names and shapes
+//    "nodes": [{"name": N, "op": "aten.convolution.default", "args": [ARG...], "kwargs": {K: ARG},
+//               "outputs": [TENSOR-SPEC...], "module": "layer1.0.conv1", "module_type": "Conv2d"}]
+//    "outputs": [{"ref": N}...]}
+//   TENSOR = {"name": N, "shape": [d...], "dtype": D}; TENSOR-SPEC = {"shape", "dtype"}.
+//   ARG = null | bool | number | string | [ARG...] | {"ref": N}: a value or a reference to
+//   an input, a parameter or an earlier node. A node with several outputs is referenced
+//   only by "getitem" nodes, whose args are [{"ref": N}, index].
+// Contracts: every malformed, truncated or hostile file is an IoError naming the file and,
+// where there is one, the node or entry ("graph f.json: node 'conv2' arg 1: ..."): wrong
+// format or version, JSON nested deeper than 32 or larger than 256 MiB, duplicate or empty
+// names, a reference to a name not defined before, a shape with a negative or huge extent
+// (rank <= 8, numel <= 2^48), an unknown dtype, a multi-output node used as one tensor.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/tensor.h"
+#include <nlohmann/json.hpp>
+
+namespace oomlab {
+
+struct GraphTensor {
+  std::string name;   // empty for a node's output spec
+  Shape shape;
+  std::string dtype;  // "float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"
+};
+
+struct GraphParameter : GraphTensor {
+  bool buffer = false;   // a buffer (running stats, counters): in state_dict, not trained
+};
+
+struct GraphNode {
+  std::string name, op, module, module_type;
+  nlohmann::json args;                // validated ARGs (see above)
+  nlohmann::json kwargs;              // {name: ARG} (optional in the file; {} when absent)
+  std::vector<GraphTensor> outputs;   // one per output, in order
+  std::vector<std::string> refs;      // the names args reference, in order of appearance
+};
+
+struct ModelGraph {
+  std::string file;
+  int version = 1;
+  nlohmann::json exporter;
+  std::vector<GraphTensor> inputs;
+  std::vector<GraphParameter> parameters;
+  std::vector<GraphNode> nodes;
+  std::vector<std::string> outputs;
+  int64_t parameter_count() const;   // elements of the parameters (buffers excluded)
+  int64_t buffer_count() const;
+};
+
+constexpr int kModelGraphVersion = 1;
+
+// Parses and checks `text` (the file's contents; `file` names it in errors).
+ModelGraph parse_model_graph(std::string_view text, const std::string& file);
+// Reads `path` (IoError when missing or unreadable) and parses it.
+ModelGraph read_model_graph(const std::string& path);
+
+}  // namespace oomlab

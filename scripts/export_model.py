@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""export_model.py -- a PyTorch model to an oomlab graph file (issue 32; the format is
+engine/io/model_graph.h's "oomlab-graph" version 1), through torch.export decomposed to core
+ATen ops: every node with its op, arguments (references to inputs, parameters, buffers and
+earlier nodes, or literal values), output shapes and dtypes, and the module path and type
+that produced it; parameters and buffers under their state_dict names. A model that uses ops
+oomlab lacks is exported anyway: the importer names each missing op and where it occurs.
+
+Usage:
+  export_model.py MODEL --input-shape 1,3,224,224 --out FILE.json
+                  [--input-dtype float32|int64] [--mode train|eval] [--weights FILE.safetensors]
+MODEL is one of
+  torchvision:NAME   torchvision.models.NAME(weights=None), e.g. torchvision:resnet50
+  hf:NAME            a Hugging Face config built offline: hf:bert (BertConfig(), bert-base's
+                     shape, BertForSequenceClassification) or hf:gpt2 (GPT2Config(), GPT2LMHeadModel)
+  MODULE:ATTR        your own code: ATTR of the importable MODULE, an nn.Module or a callable
+                     returning one (e.g. mypkg.nets:build)
+--mode eval (default) exports the inference graph: BatchNorm appears as
+_native_batch_norm_legit_no_training and dropout not at all; the importer maps each node to
+the oomlab op that trains (BatchNorm's batch statistics come from the module's mode there).
+Writes FILE.json atomically; --weights also writes the state_dict as safetensors (needs the
+safetensors package). Errors are one line `export_model: error: ...` and exit status 2
+(no PyTorch included).
+"""
+import argparse
+import importlib
+import operator
+import sys
+
+from oomlab_report.atomic import write_json_atomic
+
+DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"}
+
+
+def die(msg):
+    print(f"export_model: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="export_model.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("model")
+    p.add_argument("--input-shape", required=True, help="comma-separated sizes, batch first")
+    p.add_argument("--input-dtype", default="float32", choices=["float32", "int64"])
+    p.add_argument("--mode", default="eval", choices=["eval", "train"])
+    p.add_argument("--out", required=True)
+    p.add_argument("--weights")
+    a = p.parse_args(argv)
+    try:
+        a.shape = [int(s) for s in a.input_shape.split(",")]
+    except ValueError:
+        die(f"--input-shape {a.input_shape!r}: expected comma-separated integers such as 1,3,224,224")
+    if not a.shape or any(s <= 0 for s in a.shape):
+        die(f"--input-shape {a.input_shape!r}: every size must be positive")
+    return a
+
+
+def build_model(spec):
+    kind, _, name = spec.partition(":")
+    if not name:
+        die(f"model {spec!r}: expected torchvision:NAME, hf:bert, hf:gpt2 or MODULE:ATTR")
+    if kind == "torchvision":
+        import torchvision
+        if not hasattr(torchvision.models, name):
+            die(f"torchvision has no model {name!r}")
+        return getattr(torchvision.models, name)(weights=None)
+    if kind == "hf":
+        import transformers as tf
+        if name == "bert":
+            return tf.BertForSequenceClassification(tf.BertConfig())
+        if name == "gpt2":
+            return tf.GPT2LMHeadModel(tf.GPT2Config())
+        die(f"hf:{name}: this exporter builds hf:bert and hf:gpt2 offline")
+    try:
+        obj = getattr(importlib.import_module(kind), name)
+    except (ImportError, AttributeError) as e:
+        die(f"model {spec!r}: {e}")
+    import torch
+    return obj if isinstance(obj, torch.nn.Module) else obj()
+
+
+def dtype_name(dt):
+    name = str(dt).replace("torch.", "")
+    if name not in DTYPES:
+        die(f"dtype {name} has no oomlab counterpart")
+    return name
+
+
+def tensor_spec(val):
+    return {"shape": [int(s) for s in val.shape], "dtype": dtype_name(val.dtype)}
+
+
+def output_specs(node):
+    import torch
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (tuple, list)) else [val]
+    specs = [tensor_spec(v) if isinstance(v, torch.Tensor) else {"shape": [0], "dtype": "float32"} for v in vals]
+    return specs or [{"shape": [0], "dtype": "float32"}]
+
+
+def convert(a, names):
+    import torch
+    if isinstance(a, torch.fx.Node):
+        return {"ref": names[a.name]}
+    if isinstance(a, (list, tuple)):
+        return [convert(x, names) for x in a]
+    if a is None or isinstance(a, (bool, int, float, str)):
+        return a
+    if isinstance(a, torch.dtype):
+        return dtype_name(a)
+    return str(a)   # devices, layouts, memory formats
+
+
+def module_of(node):
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return "", ""
+    path, typ = list(stack.values())[-1]
+    typ = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    return path.replace("L['self'].", "").replace("L__self___", ""), typ.rsplit(".", 1)[-1]
+
+
+def graph_of(ep, spec, args):
+    import torch
+    from torch.export.graph_signature import InputKind
+    names, inputs, params = {}, [], []
+    state = dict(ep.state_dict)
+    state.update(getattr(ep, "constants", {}) or {})
+    for s in ep.graph_signature.input_specs:
+        if s.kind == InputKind.USER_INPUT:
+            names[s.arg.name] = s.arg.name
+        elif s.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            names[s.arg.name] = s.target
+            t = state[s.target]
+            params.append({"name": s.target, **tensor_spec(t),
+                           "kind": "parameter" if s.kind == InputKind.PARAMETER else "buffer"})
+        else:
+            die(f"input {s.arg.name!r} of kind {s.kind}: not supported by format version 1")
+    nodes, outputs = [], []
+    for n in ep.graph.nodes:
+        if n.op == "placeholder" and names.get(n.name) == n.name:
+            inputs.append({"name": n.name, **tensor_spec(n.meta["val"])})
+        elif n.op == "call_function":
+            names[n.name] = n.name
+            mod, typ = module_of(n)
+            node = {"name": n.name, "op": "getitem" if n.target is operator.getitem else str(n.target),
+                    "args": convert(list(n.args), names), "outputs": output_specs(n), "module": mod, "module_type": typ}
+            if n.kwargs:
+                node["kwargs"] = {k: convert(v, names) for k, v in n.kwargs.items()}
+            nodes.append(node)
+        elif n.op == "output":
+            outputs = [convert(a, names) for a in n.args[0]]
+    return {"format": "oomlab-graph", "version": 1,
+            "exporter": {"tool": "scripts/export_model.py", "torch": torch.__version__, "model": spec,
+                         "mode": args.mode, "input_shape": args.shape, "input_dtype": args.input_dtype},
+            "inputs": inputs, "parameters": params, "nodes": nodes, "outputs": outputs}
+
+
+def main(argv):
+    args = parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        die("PyTorch is not importable here (pip install torch torchvision transformers)")
+    model = build_model(args.model)
+    model.train(args.mode == "train")
+    if args.input_dtype == "int64":
+        example = torch.ones(args.shape, dtype=torch.int64)
+    else:
+        example = torch.randn(args.shape)
+    try:
+        ep = torch.export.export(model, (example,)).run_decompositions()
+    except Exception as e:   # torch.export's own errors: unsupported Python, data-dependent control flow
+        die(f"torch.export failed for {args.model}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    write_json_atomic(args.out, graph_of(ep, args.model, args))
+    if args.weights:
+        try:
+            from safetensors.torch import save_file
+        except ImportError:
+            die("--weights needs the safetensors package")
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, args.weights)
+    print(f"export_model: wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
