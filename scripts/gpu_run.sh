@@ -18,9 +18,11 @@
 #                    the host CPU's attention, oomlab beside PyTorch SDPA, in README.md too)
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
 # default 420 s: a step that would not fit is skipped and named): preflight; tests +
-# sanitizers + meta predictions (concurrently); oomlab / PyTorch pairs (alternating, one
-# PyTorch process); per-op breakdowns; DP / BDP / DDP / SyncBN on two logical devices; the
-# host CPU's attention forward + backward, oomlab eager / fused beside PyTorch SDPA.
+# sanitizers + meta predictions (concurrently; test_cuda_parity also under the NEXT
+# switches); oomlab / PyTorch pairs (alternating, one PyTorch process), each *_next row (the
+# NEXT switches on) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
+# two logical devices; the host CPU's attention forward + backward, oomlab eager / fused
+# beside PyTorch SDPA; torch.export graphs of ResNet-50 and BERT-base (scripts/export_model.py).
 # A machine that lacks something (no GPU, a GPU other than sm_90, no PyTorch wheels, a
 # library that does not resolve) stops the run with one line `gpu_run: error: ...` on
 # stderr and exit status 1, after writing what it has.
