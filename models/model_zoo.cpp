@@ -7,11 +7,13 @@
 
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
+#include "models/graph_model.h"
 
 namespace oomlab {
 
 namespace {
-enum class Family { vgg, resnet, cifar_resnet, mlp, bert, unet, tiny_ff };
+enum class Family { vgg, resnet, cifar_resnet, mlp, bert, unet, tiny_ff, graph };   // graph: --model graph:FILE
+bool graph_tokens(const std::string& name) { return graph_of_model(name).inputs.at(0).dtype == "int64"; }
 struct Entry { const char* name; Family family; };
 constexpr Entry kModels[] = {
     {"vgg11", Family::vgg},       {"vgg11_bn", Family::vgg},     {"vgg16", Family::vgg},
@@ -23,6 +25,10 @@ constexpr Entry kModels[] = {
 };
 
 Family family_of(const std::string& name) {
+  if (is_graph_model(name)) {
+    graph_of_model(name);   // a missing or malformed file is named here
+    return Family::graph;
+  }
   for (const Entry& e : kModels)
     if (name == e.name) return e.family;
   std::string valid;
@@ -39,6 +45,7 @@ std::vector<std::string> model_names() {
 
 int64_t default_image_size(const std::string& name) {
   Family f = family_of(name);
+  if (f == Family::graph) return graph_tokens(name) ? 0 : graph_model_config(name).height;
   if (f == Family::bert) return 0;   // token model: no image
   if (f == Family::unet) return name == "unet-small" ? 64 : 256;
   return (f == Family::cifar_resnet || f == Family::mlp || f == Family::tiny_ff) ? 28 : 224;
@@ -46,6 +53,7 @@ int64_t default_image_size(const std::string& name) {
 
 int64_t default_in_channels(const std::string& name) {
   Family f = family_of(name);
+  if (f == Family::graph) return graph_tokens(name) ? 0 : graph_model_config(name).in_channels;
   if (f == Family::bert) return 0;
   return (f == Family::cifar_resnet || f == Family::mlp || f == Family::tiny_ff) ? 1 : 3;
 }
@@ -53,6 +61,7 @@ int64_t default_in_channels(const std::string& name) {
 ModelConfig default_model_config(const std::string& name) {
   ModelConfig cfg;
   Family f = family_of(name);
+  if (f == Family::graph) return graph_model_config(name);
   if (f == Family::bert) {   // image fields stay at their (unused) defaults
     cfg.seq_len = 128;
     cfg.num_classes = 2;
@@ -66,11 +75,13 @@ ModelConfig default_model_config(const std::string& name) {
 
 int64_t min_image_size(const std::string& name) {
   Family f = family_of(name);
+  if (f == Family::graph) return graph_model_config(name).height;   // the export's size
   if (f == Family::unet) return int64_t(1) << 4;   // the preset depth; build checks divisibility
   return f == Family::vgg ? 32 : 1;
 }
 
 InputKind model_input_kind(const std::string& name) {
+  if (family_of(name) == Family::graph) return graph_tokens(name) ? InputKind::tokens : InputKind::image;
   return family_of(name) == Family::bert ? InputKind::tokens : InputKind::image;
 }
 
@@ -79,7 +90,8 @@ TaskKind model_task_kind(const std::string& name) {
 }
 
 Shape model_input_shape(const std::string& name, const ModelConfig& cfg, int64_t batch) {
-  if (model_input_kind(name) == InputKind::tokens) return {batch, bert_shape(name, cfg).seq_len};
+  if (model_input_kind(name) == InputKind::tokens)
+    return {batch, family_of(name) == Family::graph ? cfg.seq_len : bert_shape(name, cfg).seq_len};
   return {batch, cfg.in_channels, cfg.height, cfg.width};
 }
 
@@ -89,6 +101,19 @@ Tensor model_probe_input(const std::string& name, const ModelConfig& cfg) {
                       cfg.device);
 }
 
+namespace {
+// A graph's sizes are the export's: the input must match them (the batch may differ).
+nn::ModulePtr build_graph(const std::string& name, const ModelConfig& cfg) {
+  const ModelConfig g = graph_model_config(name);
+  if (!graph_tokens(name))
+    OOMLAB_CHECK_T(ShapeError, cfg.in_channels == g.in_channels && cfg.height == g.height && cfg.width == g.width,
+                   name, ": input ", cfg.in_channels, "x", cfg.height, "x", cfg.width, " differs from the exported ",
+                   g.in_channels, "x", g.height, "x", g.width, "; export the model again with --input-shape N,",
+                   cfg.in_channels, ",", cfg.height, ",", cfg.width);
+  return build_graph_model(graph_of_model(name), cfg);
+}
+}  // namespace
+
 nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg) {
   Family f = family_of(name);
   OOMLAB_CHECK(cfg.num_classes > 0, name, ": num_classes must be > 0, got ", cfg.num_classes);
@@ -97,6 +122,7 @@ nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg) {
   OOMLAB_CHECK(cfg.norm == nn::NormKind::batch || name.rfind("resnet", 0) == 0, "--norm applies to the ResNets ",
                "(torchvision's norm_layer: resnet18/34/50, resnet20/56); ", name, " keeps its own normalisation");
   if (f == Family::bert) return build_bert(name, cfg);   // token input: no image checks
+  if (f == Family::graph) return build_graph(name, cfg);
   OOMLAB_CHECK(cfg.in_channels > 0, name, ": in_channels must be > 0, got ", cfg.in_channels);
   if (f == Family::unet) return build_unet(name, cfg);    // checks divisibility by 2^depth
   check_min_input(name, cfg.in_channels, cfg.height, cfg.width, min_image_size(name),
@@ -109,6 +135,7 @@ nn::ModulePtr build_model(const std::string& name, const ModelConfig& cfg) {
     case Family::tiny_ff: return build_tiny_ff(name, cfg);
     case Family::bert: return build_bert(name, cfg);
     case Family::unet: return build_unet(name, cfg);
+    case Family::graph: return build_graph(name, cfg);
   }
   throw InternalError("build_model: unhandled family");
 }

@@ -3,6 +3,7 @@
 // errors that name the file and the node or entry.
 #include "engine/io/model_graph.h"
 
+#include <filesystem>
 #include <set>
 
 #include "engine/core/error.h"
@@ -201,6 +202,11 @@ ModelGraph parse_model_graph(std::string_view text, const std::string& file) {
   return g;
 }
 
-ModelGraph read_model_graph(const std::string& path) { return parse_model_graph(read_file(path), path); }
+ModelGraph read_model_graph(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);   // before reading: /proc files, huge files
+  if (!ec && size > kMaxBytes) fail(path, "", str_cat("larger than ", kMaxBytes >> 20, " MiB"));
+  return parse_model_graph(read_file(path), path);
+}
 
 }  // namespace oomlab

@@ -1,0 +1,47 @@
+// graph_model.h — a trainable oomlab module built from a model graph (engine/io/model_graph.h,
+// written by scripts/export_model.py; issue 32). First op set: what a torchvision CNN
+// exported in eval mode needs after core ATen decomposition:
+//   aten.convolution.default (not transposed), aten._native_batch_norm_legit_no_training.default
+//   (runs as batch_norm with the module's mode: batch statistics and running-stat updates
+//   when training, as torch.nn.BatchNorm2d; num_batches_tracked counts the training
+//   forwards), aten.relu.default, aten.add.Tensor (alpha 1), aten.max_pool2d_with_indices.default
+//   (dilation 1, floor mode; its indices are not produced), aten.mean.dim over H and W and
+//   aten._adaptive_avg_pool2d.default (to 1x1), aten.view.default / aten._unsafe_view.default /
+//   aten.reshape.default, aten.permute.default [1, 0] / aten.t.default feeding
+//   aten.addmm.default (run as linear), and getitem.
+// Contracts:
+//  * Parameters and buffers keep their state_dict names (a module per dotted path, typed by
+//    the nodes' module_type), so --init and state_dict round trips use PyTorch's keys.
+//  * Each node's allocations are labelled with its module path ("layer1.0.conv1/fwd").
+//  * Memory as torchvision's modules with ReLU(inplace=True): a relu or add whose first
+//    input is last used there and comes from a convolution, a batch norm or an add runs in
+//    place (relu_, add_); every other value is freed after its last use.
+//  * A view's literal sizes equal to the example input's batch at dim 0 follow the batch
+//    the model runs with (the export fixes the batch; oomlab varies it).
+//  * Weights: conv / linear weights U(-1/sqrt(fan_in), 1/sqrt(fan_in)), other weights 1,
+//    biases 0, running_var 1, other buffers 0 (a fresh model; --init loads exported ones).
+//  * graph_missing_ops lists every node whose op is outside this set ("op (node 'n',
+//    module 'm')"); build_graph_model refuses such a graph with a NotImplementedError
+//    naming them all, and an op used in an unsupported way (a transposed convolution, an
+//    add with alpha, a permute not feeding addmm) fails its forward naming the node.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "engine/io/model_graph.h"
+#include "engine/nn/module.h"
+#include "models/model_zoo.h"
+
+namespace oomlab {
+
+std::vector<std::string> graph_missing_ops(const ModelGraph& g);
+// `--model graph:FILE`: is `name` such a model, and its graph (read once per path, then kept).
+bool is_graph_model(const std::string& name);
+const ModelGraph& graph_of_model(const std::string& name);
+// The model config a graph implies: its example input's channels and size (NCHW float) or
+// sequence length (int64 [B, T]), and the classes of its [B, K] output.
+ModelConfig graph_model_config(const std::string& name);
+// cfg: device and dtype of the parameters, seed of their initialisation.
+nn::ModulePtr build_graph_model(const ModelGraph& g, const ModelConfig& cfg);
+
+}  // namespace oomlab

@@ -1,0 +1,152 @@
+// test_graph_model.cpp — the model-graph importer (models/graph_model.h) on the seed graph of
+// the fuzz corpus (a small CNN in the exporter's layout: convolution, batch norm, relu, max
+// pool, view, permute + addmm): state_dict names and the parameter count are the graph's; in
+// training mode the output, the running statistics, num_batches_tracked and every gradient
+// equal the same ops called directly, bit for bit; another batch than the example's runs;
+// the meta device runs it; unsupported ops are listed all at once, unsupported uses name
+// their node; the CLI's --model graph:FILE (summary rows per module path, train, exit 2).
+// ctest tier: models cli
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/core/error.h"
+#include "engine/io/atomic_file.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/batchnorm.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/loss.h"
+#include "engine/ops/pool.h"
+#include "models/graph_model.h"
+#include "tests/cli_test_util.h"
+#include "tests/gradcheck.h"
+
+using namespace oomlab;
+using json = nlohmann::json;
+
+namespace {
+const std::string kSeed = std::string(OOMLAB_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_model_graph/small_cnn.json";
+
+std::vector<uint8_t> bytes(const Tensor& t) {
+  Tensor c = t.contiguous();
+  const auto* p = static_cast<const uint8_t*>(c.raw_data());
+  return std::vector<uint8_t>(p, p + c.nbytes());
+}
+
+Tensor copy_of(const Tensor& t, bool grad) {
+  Tensor c = t.detach().clone();
+  if (grad) c.set_requires_grad(true);
+  return c;
+}
+
+TEST(GraphModel, NamesAndCountsAreTheGraphs) {
+  const ModelGraph g = read_model_graph(kSeed);
+  nn::ModulePtr m = build_graph_model(g, ModelConfig{});
+  EXPECT_EQ(m->num_parameters(), g.parameter_count());
+  std::vector<std::string> names, want;
+  for (auto& [n, t] : m->state_dict()) names.push_back(n);
+  for (const GraphParameter& p : g.parameters) want.push_back(p.name);
+  EXPECT_EQ(names, want);
+  EXPECT_STREQ(m->submodule("bn")->type_name(), "BatchNorm2d");
+}
+
+TEST(GraphModel, TrainingStepEqualsTheOpsCalledDirectly) {
+  const ModelGraph g = read_model_graph(kSeed);
+  ModelConfig cfg;
+  cfg.seed = 5;
+  nn::ModulePtr m = build_graph_model(g, cfg);
+  m->train();
+  std::map<std::string, Tensor> p;
+  for (auto& [n, t] : m->state_dict()) p[n] = copy_of(t, t.requires_grad());
+  Tensor x = oomlab::testing::random_f64({2, 3, 8, 8}, -1, 1, 9).to(DType::f32);
+  Tensor target = Tensor::from_vector({3, 7}, {2}, DType::i64);
+  cross_entropy((*m)(x), target).backward();
+  Tensor h = batch_norm(conv2d(x, p["conv.weight"], Tensor(), Conv2dParams{1, 1, 1, 1}), p["bn.weight"],
+                        p["bn.bias"], p["bn.running_mean"], p["bn.running_var"], true, 0.1, 1e-5);
+  h = max_pool2d(relu(h), Pool2dParams{2, 2, 2, 2}).reshape({2, 64});
+  Tensor y = linear(h, p["fc.weight"], p["fc.bias"]);
+  cross_entropy(y, target).backward();
+  for (auto& [n, t] : m->state_dict()) {
+    SCOPED_TRACE(n);
+    if (n == "bn.num_batches_tracked") {
+      EXPECT_EQ(t.item(), 1.0);
+      continue;
+    }
+    EXPECT_EQ(bytes(t), bytes(p[n]));
+    if (t.requires_grad()) {
+      EXPECT_EQ(bytes(t.grad()), bytes(p[n].grad()));
+    }
+  }
+}
+
+TEST(GraphModel, AnotherBatchAndTheMetaDeviceRun) {
+  const ModelGraph g = read_model_graph(kSeed);
+  nn::ModulePtr m = build_graph_model(g, ModelConfig{});
+  EXPECT_EQ((*m)(Tensor::zeros({5, 3, 8, 8})).shape(), (Shape{5, 10}));
+  ModelConfig meta;
+  meta.device = meta_device();
+  nn::ModulePtr mm = build_graph_model(g, meta);
+  Tensor y = (*mm)(Tensor::zeros({4, 3, 8, 8}, DType::f32, meta_device()));
+  EXPECT_EQ(y.shape(), (Shape{4, 10}));
+  EXPECT_NO_THROW(sum_all(y).backward());
+}
+
+TEST(GraphModel, UnsupportedOpsAreListedAndUsesNamed) {
+  json j = json::parse(read_file(kSeed));
+  j["nodes"][3]["op"] = "aten.hardswish.default";
+  j["nodes"][6]["op"] = "aten.fancy.default";
+  try {
+    build_graph_model(parse_model_graph(j.dump(), "g.json"), ModelConfig{});
+    ADD_FAILURE() << "accepted";
+  } catch (const NotImplementedError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("2 node(s) use ops oomlab does not have yet"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("aten.hardswish.default (node 'relu', module 'relu')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("aten.fancy.default (node 'view')"), std::string::npos) << msg;
+  }
+  j = json::parse(read_file(kSeed));
+  j["nodes"][0]["args"][6] = true;
+  nn::ModulePtr m = build_graph_model(parse_model_graph(j.dump(), "g.json"), ModelConfig{});
+  try {
+    (*m)(Tensor::zeros({2, 3, 8, 8}));
+    ADD_FAILURE() << "ran a transposed convolution";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'convolution' (aten.convolution.default): a transposed convolution"),
+              std::string::npos) << e.what();
+  }
+}
+}  // namespace
+
+// The CLI: `--model graph:FILE` on summary and train; a graph with ops oomlab lacks and a
+// missing file are exit-2 errors naming what is wrong.
+namespace {
+TEST(GraphModelCli, CommandsTakeAGraphAndRefuseBadOnes) {
+  const std::string model = "--model graph:" + kSeed;
+  CliRun r = run_oomlab("summary " + model + " --batch 2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("fc                           Linear"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("total params 766"), std::string::npos) << r.output;
+  r = run_oomlab("train " + model + " --dataset synthetic --batch 4 --steps 2 --synthetic-size 8 --eval-batches 0");
+  EXPECT_EQ(r.code, 0) << r.output;
+  json j = json::parse(read_file(kSeed));
+  j["nodes"][3]["op"] = "aten.hardswish.default";
+  j["nodes"][6]["op"] = "aten.fancy.default";
+  const std::string bad = (std::filesystem::temp_directory_path() / ("oomlab_graph_" + std::to_string(::getpid()) + ".json")).string();
+  std::ofstream(bad) << j.dump();
+  r = run_oomlab("estimate --model graph:" + bad + " --batch 2");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("aten.hardswish.default (node 'relu', module 'relu')"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("aten.fancy.default (node 'view')"), std::string::npos) << r.output;
+  std::filesystem::remove(bad);
+  r = run_oomlab("estimate --model graph:/nonexistent/g.json --batch 2");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/g.json"), std::string::npos) << r.output;
+}
+}  // namespace
