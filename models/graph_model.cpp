@@ -56,12 +56,9 @@ class GraphLeaf : public nn::Module {
 };
 
 DType dtype_from(const std::string& d, const std::string& where) {
-  if (d == "float32") return DType::f32;
-  if (d == "float64") return DType::f64;
-  if (d == "float16") return DType::f16;
-  if (d == "bfloat16") return DType::bf16;
-  if (d == "int64") return DType::i64;
-  throw NotImplementedError(str_cat(where, ": dtype ", d, " has no oomlab tensor type yet"));
+  OOMLAB_CHECK_T(NotImplementedError, d != "int32" && d != "bool", where, ": dtype ", d,
+                 " has no oomlab tensor type yet");
+  return parse_dtype(d);   // the format's other names are oomlab's (dtype_name)
 }
 
 struct Value {

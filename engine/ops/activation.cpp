@@ -9,25 +9,26 @@
 // dx to both.
 #include "engine/ops/activation.h"
 
-#include "engine/autograd/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "engine/ops/elementwise.h"
 #include "kernels/activation.h"
 
 namespace oomlab {
 
 namespace {
-// Backward shared by relu and relu_: dx = dy * (y > 0), y the saved output.
-BackwardFn relu_backward_fn(const Tensor& y, const char* op) {
+// Backward shared by relu, relu_ and add_relu_: dx = dy * (y > 0), y the saved output,
+// handed to each of the op's `inputs` (add_relu_: both addends).
+BackwardFn relu_backward_fn(const Tensor& y, const char* op, size_t inputs = 1) {
   SavedTensor sy(y, op);
-  return [sy](const Tensor& g0, const std::vector<bool>&) {
+  return [sy, inputs](const Tensor& g0, const std::vector<bool>&) {
     Tensor y = sy.unpack();
     Tensor g = g0.contiguous();
     Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
     relu_backward_kernels().launch(y.device(), y.dtype(),
                                    ReluArgs{y.raw_data(), y.raw_data(), g.raw_data(), dx.raw_data(), y.numel()});
-    return std::vector<Tensor>{dx};
+    return std::vector<Tensor>(inputs, dx);
   };
 }
 }  // namespace
@@ -41,39 +42,15 @@ Tensor relu(const Tensor& x0) {
 }
 
 Tensor& add_relu_(Tensor& a, const Tensor& b_in) {
-  const Tensor b = autocast_dtype() && b_in.defined() && a.defined() && b_in.dtype() != a.dtype() &&
-                           dtype_is_floating(b_in.dtype()) && dtype_is_floating(a.dtype())
-                       ? (autocast_rule("add_"), b_in.to(a.dtype()))
-                       : b_in;
-  OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && a.is_leaf() && a.requires_grad()),
-                 "add_relu_: a leaf Variable that requires grad (", a.str(), ") is being used in an in-place operation");
-  OOMLAB_CHECK_T(ShapeError, a.shape() == b.shape(), "add_relu_: shapes ", shape_str(a.shape()), " and ",
-                 shape_str(b.shape()), " do not match");
-  OOMLAB_CHECK_T(DTypeError, a.dtype() == b.dtype(), "add_relu_: dtypes ", dtype_name(a.dtype()), " and ",
-                 dtype_name(b.dtype()), " differ");
-  OOMLAB_CHECK_T(DeviceError, a.device() == b.device(), "add_relu_: tensors on ", a.device().str(), " and ",
-                 b.device().str());
-  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "add_relu_: destination ", a.str(), " must be contiguous");
+  const Tensor b = inplace_operand(a, b_in, "add_relu_");
   const bool track = any_requires_grad({a, b});
-  auto before = std::make_shared<TensorImpl>(*a.impl());   // a before the op (its old grad_fn), as add_
-  before->grad.reset();
-  before->grad_ready_hooks.clear();
+  Tensor before = inplace_history(a);
   Tensor bc = b.contiguous();
   a.bump_version();
   add_relu_kernels().launch(a.device(), a.dtype(), AddReluArgs{a.raw_data(), bc.raw_data(), a.raw_data(), a.numel()});
   if (!track) return a;
   Tensor result = a;   // saved after the bump: its version is the current one
-  attach_grad_fn(a, "add_relu_", {Tensor(std::move(before)), b}, [result]() -> BackwardFn {
-    SavedTensor sy(result, "add_relu_");
-    return [sy](const Tensor& g0, const std::vector<bool>&) {
-      Tensor y = sy.unpack();
-      Tensor g = g0.contiguous();
-      Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
-      relu_backward_kernels().launch(y.device(), y.dtype(),
-                                     ReluArgs{y.raw_data(), y.raw_data(), g.raw_data(), dx.raw_data(), y.numel()});
-      return std::vector<Tensor>{dx, dx};
-    };
-  });
+  attach_grad_fn(a, "add_relu_", {before, b}, [result]() { return relu_backward_fn(result, "add_relu_", 2); });
   return a;
 }
 

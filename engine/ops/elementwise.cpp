@@ -86,22 +86,33 @@ Tensor add_scalar(const Tensor& a, double beta) {
   });
 }
 
-Tensor& add_(Tensor& a, const Tensor& b_in) {
+Tensor inplace_operand(const Tensor& a, const Tensor& b_in, const char* op) {
   // Under autocast the addend takes the destination's dtype (an in-place op cannot widen).
   const Tensor b = autocast_dtype() && b_in.defined() && a.defined() && b_in.dtype() != a.dtype() &&
                            dtype_is_floating(b_in.dtype()) && dtype_is_floating(a.dtype())
                        ? (autocast_rule("add_"), b_in.to(a.dtype()))
                        : b_in;
   OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && a.is_leaf() && a.requires_grad()),
-                 "add_: a leaf Variable that requires grad (", a.str(), ") is being used in an in-place operation");
-  const bool track = any_requires_grad({a, b});
-  // A stand-in for `a` before the op (its old grad_fn), as relu_ does.
+                 op, ": a leaf Variable that requires grad (", a.str(), ") is being used in an in-place operation");
+  check_same(a, b, op);
+  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), op, ": destination ", a.str(), " must be contiguous");
+  return b;
+}
+
+Tensor inplace_history(const Tensor& a) {
   auto before = std::make_shared<TensorImpl>(*a.impl());
   before->grad.reset();
   before->grad_ready_hooks.clear();
+  return Tensor(std::move(before));
+}
+
+Tensor& add_(Tensor& a, const Tensor& b_in) {
+  const Tensor b = inplace_operand(a, b_in, "add_");
+  const bool track = any_requires_grad({a, b});
+  Tensor before = inplace_history(a);
   add_inplace(a, b);
   if (!track) return a;
-  attach_grad_fn(a, "add_", {Tensor(std::move(before)), b}, []() -> BackwardFn {
+  attach_grad_fn(a, "add_", {before, b}, []() -> BackwardFn {
     return [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g, g}; };
   });
   return a;

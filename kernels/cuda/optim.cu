@@ -16,24 +16,12 @@ using namespace cuda;
 
 template <class T, class C = compute_t<T>>
 __global__ void sgd_kernel(T* p, const T* g, T* buf, SgdConst<C> k, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) {
-    C pi = ld(p[i]);
-    C bi = buf && !k.first ? ld(buf[i]) : C(0);
-    sgd_elem(k, buf != nullptr, pi, ld(g[i]), bi);
-    p[i] = st<T>(pi);
-    if (buf) buf[i] = st<T>(bi);
-  }
+  for (int64_t i = gtid(); i < n; i += gstride()) sgd_at(p, g, buf, k, i);
 }
 
 template <class T, bool Decay, bool Decoupled, bool LerpLow, class C = compute_t<T>>
 __global__ void adam_kernel(T* p, const T* g, T* m, T* v, AdamConst<C> k, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) {
-    C pi = ld(p[i]), mi = ld(m[i]), vi = ld(v[i]);
-    adam_elem<C, Decay, Decoupled, LerpLow>(k, pi, ld(g[i]), mi, vi);
-    p[i] = st<T>(pi);
-    m[i] = st<T>(mi);
-    v[i] = st<T>(vi);
-  }
+  for (int64_t i = gtid(); i < n; i += gstride()) adam_at<T, Decay, Decoupled, LerpLow>(p, g, m, v, k, i);
 }
 
 template <class T> void sgd_step_cuda(const SgdArgs& a) {

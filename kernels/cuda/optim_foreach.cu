@@ -58,13 +58,7 @@ template <class T, class C = compute_t<T>> __global__ void sgd_list_kernel(SgdLi
   const T* g = L.g[s];
   T* buf = L.buf[s];
   k.first = L.first[s];
-  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-    C pi = ld(p[i]);
-    C bi = buf && !k.first ? ld(buf[i]) : C(0);
-    sgd_elem(k, buf != nullptr, pi, ld(g[i]), bi);
-    p[i] = st<T>(pi);
-    if (buf) buf[i] = st<T>(bi);
-  }
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) sgd_at(p, g, buf, k, i);
 }
 
 template <class T, bool Decay, bool Decoupled, bool LerpLow, class C = compute_t<T>>
@@ -74,13 +68,7 @@ __global__ void adam_list_kernel(AdamList<T> L, AdamConst<C> k) {
   L.map.range(L.n[s], i0, i1);
   T *p = L.p[s], *m = L.m[s], *v = L.v[s];
   const T* g = L.g[s];
-  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-    C pi = ld(p[i]), mi = ld(m[i]), vi = ld(v[i]);
-    adam_elem<C, Decay, Decoupled, LerpLow>(k, pi, ld(g[i]), mi, vi);
-    p[i] = st<T>(pi);
-    m[i] = st<T>(mi);
-    v[i] = st<T>(vi);
-  }
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) adam_at<T, Decay, Decoupled, LerpLow>(p, g, m, v, k, i);
 }
 
 // Calls run(first, count) for each maximal run of items `same` calls equal.

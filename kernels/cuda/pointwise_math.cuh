@@ -89,6 +89,25 @@ __host__ __device__ __forceinline__ void adam_elem(const AdamConst<C>& k, C& p, 
     p = fma_rn(-k.step_size, div_rn(mi, denom), pi);
 }
 
+// Element i of a parameter, loaded, updated and stored as every optimizer kernel does (the
+// single-tensor kernels of optim.cu and the multi-tensor ones of optim_foreach.cu).
+template <class T, class C>
+__device__ __forceinline__ void sgd_at(T* p, const T* g, T* buf, const SgdConst<C>& k, int64_t i) {
+  C pi = ld(p[i]);
+  C bi = buf && !k.first ? ld(buf[i]) : C(0);
+  sgd_elem(k, buf != nullptr, pi, ld(g[i]), bi);
+  p[i] = st<T>(pi);
+  if (buf) buf[i] = st<T>(bi);
+}
+template <class T, bool Decay, bool Decoupled, bool LerpLow, class C>
+__device__ __forceinline__ void adam_at(T* p, const T* g, T* m, T* v, const AdamConst<C>& k, int64_t i) {
+  C pi = ld(p[i]), mi = ld(m[i]), vi = ld(v[i]);
+  adam_elem<C, Decay, Decoupled, LerpLow>(k, pi, ld(g[i]), mi, vi);
+  p[i] = st<T>(pi);
+  m[i] = st<T>(mi);
+  v[i] = st<T>(vi);
+}
+
 // ---- activation (kernels/activation.h): sigmoid ---------------------------------------
 template <class C> __host__ __device__ __forceinline__ C sigmoid_fwd(C x) {
   return div_rn(C(1), add_rn(C(1), exp_t(-x)));

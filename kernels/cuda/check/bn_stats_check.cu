@@ -22,25 +22,19 @@
 #include "engine/core/dispatch.h"
 #include "kernels/batchnorm.h"
 #include "kernels/cuda/bn_math.cuh"
+#include "kernels/cuda/dense_common.cuh"   // channel_splits: the kernel's own split rule
 
 using namespace oomlab;
 
 namespace {
 int failures = 0;
 
-// channel_splits of dense_common.cuh (kChanThreads = 512, about 2048 blocks in all).
-int64_t splits(int64_t M, int64_t C) {
-  const int64_t by_size = (M + 512 * 8 - 1) / (512 * 8), by_grid = 2048 / (C > 0 ? C : 1);
-  int64_t s = std::min(by_size, by_grid);
-  return std::clamp<int64_t>(s, 1, 65535);
-}
-
 struct Emulated { std::vector<float> mean, invstd, rm, rv, y; };
 
 Emulated one_pass(const std::vector<float>& x, int64_t N, int64_t C, int64_t HW, double eps, double mom,
                   const std::vector<float>& w, const std::vector<float>& b, std::vector<float> rm,
                   std::vector<float> rv) {
-  const int64_t M = N * HW, S = splits(M, C), chunk = (M + S - 1) / S;
+  const int64_t M = N * HW, S = cuda::dense::channel_splits(M, C), chunk = (M + S - 1) / S;
   Emulated e{std::vector<float>(C), std::vector<float>(C), {}, {}, std::vector<float>(x.size())};
   for (int64_t c = 0; c < C; ++c) {
     const double K = x[c * HW];
