@@ -45,6 +45,10 @@ if [[ "${OOMLAB_SKIP_BUILD:-0}" == 1 ]]; then
 fi
 build_dir="${OOMLAB_BUILD_DIR:-build}"
 jobs="${OOMLAB_JOBS:-$(nproc)}"
+# Ninja for a new build folder (an existing one keeps its generator): it compiles a test's
+# files while the libraries it links are still being archived, where Make waits for them.
+generator=()
+if [[ ! -f "$build_dir/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 # shellcheck disable=SC2086  # OOMLAB_CMAKE_ARGS is a list of flags
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${OOMLAB_BUILD_TYPE:-Release}" ${OOMLAB_CMAKE_ARGS:-}
+cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE="${OOMLAB_BUILD_TYPE:-Release}" ${OOMLAB_CMAKE_ARGS:-}
 cmake --build "$build_dir" -j"$jobs"
