@@ -92,6 +92,7 @@ class GraphModel : public GraphLeaf {
   ModelGraph g_;
   std::map<std::string, Tensor> tensors_;       // parameters and buffers by state_dict name
   std::map<std::string, size_t> last_use_;
+  std::vector<std::vector<std::string>> dies_after_;   // per node: the values freed after it
   std::set<std::string> held_;                  // inputs, parameters, outputs: never freed
 };
 
@@ -139,15 +140,50 @@ void GraphModel::build_tree(const ModelConfig& cfg) {
     if (!n.module.empty()) module_at(n.module, n.module.size());
 }
 
+// The path and every ancestor of a module path ("layer1.0.conv1": "layer1", "layer1.0", itself).
+std::vector<std::string> module_and_ancestors(const std::string& path) {
+  std::vector<std::string> out;
+  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1))
+    out.push_back(path.substr(0, dot));
+  if (!path.empty()) out.push_back(path);
+  return out;
+}
+
+// Values die where eager PyTorch frees them: after their last use, but a value a module call
+// takes from outside (its input, held by the caller's frame) lives until the call's last node,
+// as `x = self.layer1(x)` keeps layer1's input and a residual block keeps its identity. A call
+// is a maximal run of consecutive nodes inside the module (a ReLU module used three times in a
+// block makes three calls).
 void GraphModel::plan_lifetimes() {
   for (const GraphTensor& t : g_.inputs) held_.insert(t.name);
   for (const GraphParameter& p : g_.parameters) held_.insert(p.name);
   for (const std::string& o : g_.outputs) held_.insert(o);
-  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+  const size_t count = g_.nodes.size();
+  std::vector<std::vector<std::string>> calls(count);   // the modules node i runs inside
+  std::vector<std::map<std::string, size_t>> begin(count), end(count);
+  for (size_t i = 0; i < count; ++i) {
+    calls[i] = module_and_ancestors(g_.nodes[i].module);
+    for (const std::string& m : calls[i]) begin[i][m] = i > 0 && begin[i - 1].count(m) ? begin[i - 1][m] : i;
+  }
+  for (size_t i = count; i-- > 0;)
+    for (const std::string& m : calls[i]) end[i][m] = i + 1 < count && end[i + 1].count(m) ? end[i + 1][m] : i;
+  std::map<std::string, size_t> produced_at;
+  for (size_t i = 0; i < count; ++i) {
     const GraphNode& n = g_.nodes[i];
-    for (const std::string& r : n.refs) last_use_[r] = i;
+    for (const std::string& r : n.refs) {
+      size_t& last = last_use_[r];
+      last = std::max(last, i);
+      auto made = produced_at.find(r);
+      if (made == produced_at.end()) continue;   // inputs and parameters are held anyway
+      for (const std::string& m : calls[i])
+        if (made->second < begin[i][m]) last = std::max(last, end[i][m]);
+    }
+    produced_at[n.name] = i;
     producer[n.name] = n.op == "getitem" ? "getitem:" + producer[n.refs.at(0)] : n.op;
   }
+  dies_after_.assign(count, {});
+  for (auto& [name, last] : last_use_)
+    if (!held_.count(name)) dies_after_[last].push_back(name);
 }
 
 Tensor GraphModel::forward(const Tensor& x) {
@@ -169,8 +205,7 @@ Tensor GraphModel::forward(const Tensor& x) {
       nn::Module* m = submodule(n.module);
       if (m->is_leaf_module()) nn::notify_forward(*m, run_input, env[n.name].outs[0]);
     }
-    for (const std::string& r : n.refs)
-      if (last_use(r, i)) env.erase(r);
+    for (const std::string& r : dies_after_[i]) env.erase(r);
   }
   const Value& out = env.at(g_.outputs[0]);
   OOMLAB_CHECK_T(NotImplementedError, !out.outs.empty() && out.outs[0].defined(), "graph ", g_.file,

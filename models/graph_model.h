@@ -15,7 +15,11 @@
 //  * Each node's allocations are labelled with its module path ("layer1.0.conv1/fwd").
 //  * Memory as torchvision's modules with ReLU(inplace=True): a relu or add whose first
 //    input is last used there and comes from a convolution, a batch norm or an add runs in
-//    place (relu_, add_); every other value is freed after its last use.
+//    place (relu_, add_); every other value is freed after its last use, as eager PyTorch
+//    frees it, except that a value a module call takes from outside lives until the call's
+//    last node (the caller's frame holds it: `x = self.layer1(x)`, a block's identity).
+//    torchvision's resnet50 export gives the zoo model's training peak and per-layer saved
+//    bytes to the byte (tests/test_graph_import_zoo.cpp).
 //  * A view's literal sizes equal to the example input's batch at dim 0 follow the batch
 //    the model runs with (the export fixes the batch; oomlab varies it).
 //  * Weights: conv / linear weights U(-1/sqrt(fan_in), 1/sqrt(fan_in)), other weights 1,

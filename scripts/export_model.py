@@ -24,6 +24,7 @@ safetensors package). Errors are one line `export_model: error: ...` and exit st
 """
 import argparse
 import importlib
+import math
 import operator
 import sys
 
@@ -104,6 +105,8 @@ def convert(a, names):
         return {"ref": names[a.name]}
     if isinstance(a, (list, tuple)):
         return [convert(x, names) for x in a]
+    if isinstance(a, float) and not math.isfinite(a):   # JSON has no inf or nan
+        return {"float": "nan" if math.isnan(a) else ("inf" if a > 0 else "-inf")}
     if a is None or isinstance(a, (bool, int, float, str)):
         return a
     if isinstance(a, torch.dtype):

@@ -88,6 +88,11 @@ TEST(ModelGraph, BadFilesAreIoErrorsNamingTheProblem) {
   j["nodes"][0]["args"][2] = {{"tensor", 1}};
   expect(error_of(j), "node 'convolution' arg 2: an argument must be");
   j = seed();
+  j["nodes"][0]["args"][2] = {{"float", "-inf"}};   // JSON's missing non-finite numbers, spelt as objects
+  EXPECT_EQ(parse_model_graph(j.dump(), "g.json").nodes[0].args[2]["float"], "-inf");
+  j["nodes"][0]["args"][2] = {{"float", "-infinity"}};
+  expect(error_of(j), "node 'convolution' arg 2: {\"float\": ...} must hold \"inf\", \"-inf\" or \"nan\"");
+  j = seed();
   j["nodes"][0].erase("outputs");
   expect(error_of(j), "node 'convolution': missing \"outputs\"");
   j = seed();

@@ -102,9 +102,15 @@ void check_arg(const json& a, int depth, const Names& names, GraphNode& node, co
     for (const json& e : a) check_arg(e, depth + 1, names, node, file, where);
     return;
   }
+  if (a.is_object() && a.size() == 1 && a.contains("float")) {   // JSON has no inf or nan
+    const json& f = a["float"];
+    if (!f.is_string() || (f != "inf" && f != "-inf" && f != "nan"))
+      fail(file, where, str_cat("{\"float\": ...} must hold \"inf\", \"-inf\" or \"nan\"; got ", f.dump().substr(0, 80)));
+    return;
+  }
   if (!a.is_object() || a.size() != 1 || !a.contains("ref") || !a["ref"].is_string())
-    fail(file, where, str_cat("an argument must be null, a bool, a number, a string, a list or {\"ref\": name}; got ",
-                              a.dump().substr(0, 80)));
+    fail(file, where, str_cat("an argument must be null, a bool, a number, a string, a list, {\"float\": \"inf\"} or "
+                              "{\"ref\": name}; got ", a.dump().substr(0, 80)));
   const std::string ref = a["ref"].get<std::string>();
   auto it = names.outputs.find(ref);
   if (it == names.outputs.end()) fail(file, where, str_cat("'", ref, "' is not an input, a parameter or an earlier node"));

@@ -1,6 +1,6 @@
 // model_graph.h — oomlab's model-graph file (issue 32): a user's PyTorch model as
 // scripts/export_model.py writes it from torch.export (decomposed to core ATen ops), read
-// and checked here; building a module from it is the importer's job (not yet written).
+// and checked here; building a module from it is the importer's job (models/graph_model.h).
 // Format "oomlab-graph", version 1: one JSON object
 //   {"format": "oomlab-graph", "version": 1,
 //    "exporter": {...}                     provenance, free-form (torch version, model spec)
@@ -10,8 +10,9 @@
 //               "outputs": [TENSOR-SPEC...], "module": "layer1.0.conv1", "module_type": "Conv2d"}]
 //    "outputs": [{"ref": N}...]}
 //   TENSOR = {"name": N, "shape": [d...], "dtype": D}; TENSOR-SPEC = {"shape", "dtype"}.
-//   ARG = null | bool | number | string | [ARG...] | {"ref": N}: a value or a reference to
-//   an input, a parameter or an earlier node. A node with several outputs is referenced
+//   ARG = null | bool | number | string | [ARG...] | {"float": "inf" | "-inf" | "nan"} |
+//   {"ref": N}: a value (the non-finite floats JSON cannot spell, such as a mask's fill value,
+//   as objects) or a reference to an input, a parameter or an earlier node. A node with several outputs is referenced
 //   only by "getitem" nodes, whose args are [{"ref": N}, index].
 // Contracts: every malformed, truncated or hostile file is an IoError naming the file and,
 // where there is one, the node or entry ("graph f.json: node 'conv2' arg 1: ..."): wrong
