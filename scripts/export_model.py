@@ -18,6 +18,8 @@ MODEL is one of
 --mode eval (default) exports the inference graph: BatchNorm appears as
 _native_batch_norm_legit_no_training and dropout not at all; the importer maps each node to
 the oomlab op that trains (BatchNorm's batch statistics come from the module's mode there).
+aten.scaled_dot_product_attention is kept whole (not decomposed to bmm and softmax), so that
+the importer runs it as oomlab's attention.
 Writes FILE.json atomically; --weights also writes the state_dict as safetensors (needs the
 safetensors package). Errors are one line `export_model: error: ...` and exit status 2
 (no PyTorch included).
@@ -70,7 +72,7 @@ def build_model(spec):
         if name == "bert":
             return tf.BertForSequenceClassification(tf.BertConfig())
         if name == "gpt2":
-            return tf.GPT2LMHeadModel(tf.GPT2Config())
+            return tf.GPT2LMHeadModel(tf.GPT2Config(use_cache=False))   # no KV cache in the output
         die(f"hf:{name}: this exporter builds hf:bert and hf:gpt2 offline")
     try:
         obj = getattr(importlib.import_module(kind), name)
@@ -159,6 +161,16 @@ def graph_of(ep, spec, args):
             "inputs": inputs, "parameters": params, "nodes": nodes, "outputs": outputs}
 
 
+def decomposition_table():
+    """Core ATen, but scaled_dot_product_attention stays one node: the importer runs it as
+    oomlab's attention (eager or fused, --attention) instead of its math decomposition."""
+    import torch
+    table = torch.export.default_decompositions()
+    for op in (torch.ops.aten.scaled_dot_product_attention.default,):
+        table.pop(op, None)
+    return table
+
+
 def main(argv):
     args = parse_args(argv)
     try:
@@ -172,7 +184,7 @@ def main(argv):
     else:
         example = torch.randn(args.shape)
     try:
-        ep = torch.export.export(model, (example,)).run_decompositions()
+        ep = torch.export.export(model, (example,)).run_decompositions(decomposition_table())
     except Exception as e:   # torch.export's own errors: unsupported Python, data-dependent control flow
         die(f"torch.export failed for {args.model}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     write_json_atomic(args.out, graph_of(ep, args.model, args))
