@@ -22,11 +22,13 @@
 #include "engine/nn/transformer_layers.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
+#include "models/graph_model.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
 
 BertShape bert_shape(const std::string& name, const ModelConfig& cfg) {
+  if (is_graph_model(name)) return graph_token_shape(name);   // the export's sizes; overrides do not apply
   BertShape s;
   if (name == "bert-tiny") { s.layers = 2; s.hidden = 128; s.heads = 2; }
   else if (name == "bert-mini") { s.layers = 4; s.hidden = 256; s.heads = 4; }

@@ -105,7 +105,11 @@ namespace {
 // A graph's sizes are the export's: the input must match them (the batch may differ).
 nn::ModulePtr build_graph(const std::string& name, const ModelConfig& cfg) {
   const ModelConfig g = graph_model_config(name);
-  if (!graph_tokens(name))
+  if (graph_tokens(name))
+    OOMLAB_CHECK_T(ShapeError, cfg.seq_len == g.seq_len, name, ": sequence length ", cfg.seq_len,
+                   " differs from the exported ", g.seq_len, "; use --seq-len ", g.seq_len,
+                   " or export the model again with --input-shape N,", cfg.seq_len);
+  else
     OOMLAB_CHECK_T(ShapeError, cfg.in_channels == g.in_channels && cfg.height == g.height && cfg.width == g.width,
                    name, ": input ", cfg.in_channels, "x", cfg.height, "x", cfg.width, " differs from the exported ",
                    g.in_channels, "x", g.height, "x", g.width, "; export the model again with --input-shape N,",

@@ -32,6 +32,7 @@ import sys
 
 from oomlab_report.atomic import write_json_atomic
 
+MAX_BUFFER_VALUES = 1 << 20   # engine/io/model_graph.h kMaxBufferValues
 DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"}
 
 
@@ -137,8 +138,11 @@ def graph_of(ep, spec, args):
         elif s.kind in (InputKind.PARAMETER, InputKind.BUFFER):
             names[s.arg.name] = s.target
             t = state[s.target]
-            params.append({"name": s.target, **tensor_spec(t),
-                           "kind": "parameter" if s.kind == InputKind.PARAMETER else "buffer"})
+            entry = {"name": s.target, **tensor_spec(t),
+                     "kind": "parameter" if s.kind == InputKind.PARAMETER else "buffer"}
+            if s.kind == InputKind.BUFFER and not t.is_floating_point() and t.numel() <= MAX_BUFFER_VALUES:
+                entry["values"] = [int(x) for x in t.flatten().tolist()]   # position ids: indices, not weights
+            params.append(entry)
         else:
             die(f"input {s.arg.name!r} of kind {s.kind}: not supported by format version 1")
     nodes, outputs = [], []

@@ -2,10 +2,14 @@
 // scripts/export_model.py wrote from the real torchvision models (tests/fixtures/graphs/,
 // committed so that CI needs no PyTorch; regenerate with the command in that folder's
 // README) give the zoo model's parameter count, state_dict names and shapes, per-layer table
-// (output and saved bytes of every module) and exact training meta peak, to the byte.
+// (output and saved bytes of every module) and exact training meta peak, to the byte; the
+// Hugging Face BERT-base export (BertForSequenceClassification, attention kept as
+// scaled_dot_product_attention) has the zoo bert-base's parameters and, with the zoo's
+// weights and unpadded input, the same logits and gradients, bit for bit.
 // Inference (summary's forward-only peak) frees values as eager PyTorch does, and that is one
 // tensor less than the zoo's C++ forward holds (see ForwardOnlyPeakFollowsPython).
 // ctest tier: models
+// ctest slow: GraphImportZoo.BertBaseStepEqualsTheZoos
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -13,7 +17,9 @@
 #include <filesystem>
 #include <string>
 
+#include "engine/core/rng.h"
 #include "engine/io/atomic_file.h"
+#include "engine/ops/loss.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
 #include "tests/cli_test_util.h"
@@ -84,5 +90,112 @@ TEST(GraphImportZoo, ForwardOnlyPeakFollowsPython) {
     const int64_t i = imp["metrics"]["totals"]["forward_only_peak_bytes"];
     EXPECT_EQ(z - i, int64_t(batch) * 64 * 56 * 56 * 4) << "batch " << batch;
   }
+}
+
+std::vector<uint8_t> bytes(const Tensor& t) {
+  Tensor c = t.contiguous();
+  const auto* p = static_cast<const uint8_t*>(c.raw_data());
+  return std::vector<uint8_t>(p, p + c.nbytes());
+}
+
+ModelConfig bert_base_config() {
+  ModelConfig cfg;
+  cfg.num_classes = 2;   // BertForSequenceClassification's default num_labels
+  cfg.seq_len = 128;
+  cfg.dropout = 0.0;     // the export is the eval graph: no dropout
+  return cfg;
+}
+
+TEST(GraphImportZoo, BertBaseParametersAreTheZoos) {
+  ModelConfig cfg = bert_base_config();
+  cfg.device = meta_device();
+  nn::ModulePtr imported = build_graph_model(read_model_graph(kGraphs + "bert_base.json"), cfg);
+  nn::ModulePtr zoo = build_model("bert-base", cfg);
+  EXPECT_EQ(imported->num_parameters(), 109483778);   // HF: BertModel 109,482,240 + classifier 1,538
+  EXPECT_EQ(imported->num_parameters(), zoo->num_parameters());
+  auto a = imported->named_parameters(), b = zoo->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+    EXPECT_EQ(ia->first, ib->first);
+    EXPECT_EQ(ia->second.shape(), ib->second.shape()) << ia->first;
+  }
+}
+
+// With the zoo's weights copied in and no padding token (the zoo masks id 0, the export's
+// graph masks nothing), a training step at another batch than the export's gives the zoo's
+// logits and every gradient bit for bit, eager and fused attention.
+TEST(GraphImportZoo, BertBaseStepEqualsTheZoos) {
+  for (bool fused : {false, true}) {
+    ModelConfig cfg = bert_base_config();
+    cfg.fused_attention = fused;
+    nn::ModulePtr zoo = build_model("bert-base", cfg);
+    ModelGraph g = read_model_graph(kGraphs + "bert_base.json");
+    nn::ModulePtr imported = build_graph_model(g, cfg);
+    auto theirs = imported->named_parameters();
+    int copied = 0;
+    for (auto& [name, t] : zoo->named_parameters()) {
+      for (auto& [n2, t2] : theirs) {
+        if (n2 != name) continue;
+        Tensor dst = t2;
+        dst.copy_(t);
+        ++copied;
+      }
+    }
+    ASSERT_EQ(copied, int(zoo->named_parameters().size()));
+    Generator gen{7, 0};
+    std::vector<int64_t> ids(2 * 128);
+    for (int64_t& id : ids) id = 1 + int64_t(gen.next_below(30000));
+    const Tensor x = Tensor::from_vector_i64(ids, {2, 128});
+    const Tensor y = Tensor::from_vector_i64({0, 1}, {2});
+    Tensor la = (*zoo)(x), lb = (*imported)(x);
+    ASSERT_EQ(bytes(la), bytes(lb)) << "fused " << fused;
+    cross_entropy(la, y).backward();
+    cross_entropy(lb, y).backward();
+    for (auto& [name, t] : zoo->named_parameters()) {
+      for (auto& [n2, t2] : theirs) {
+        if (n2 == name) {
+          EXPECT_EQ(bytes(t.grad()), bytes(t2.grad())) << name << " fused " << fused;
+        }
+      }
+    }
+  }
+}
+
+// The exact memory of a training step equals the zoo bert-base's without dropout (the eval
+// export has none): activations, parameters, gradients, optimizer state and transients to the
+// byte, in both attention modes; the graph adds Hugging Face's position_ids and token_type_ids
+// buffers (2 x 512 int64, 8192 bytes). The peak is the zoo's plus those buffers where the
+// activations make it (batch 24, 32); with fused attention less the zoo's key padding mask
+// (B x T bytes; the graph masks nothing). At batch 8 and 16, where the peak falls in layer
+// 11's backward among the weight gradients, it differs by +1.0 MiB and -0.74 MiB: not yet
+// explained (issue 32's closing note).
+TEST(GraphImportZoo, BertBaseStepMemoryIsTheZoosPlusItsIdBuffers) {
+  const std::string graph = "graph:" + kGraphs + "bert_base.json";
+  for (const char* attention : {"eager", "fused"}) {
+    for (int batch : {24, 32}) {
+      const std::string flags = " --batch " + std::to_string(batch) + " --attention " + attention;
+      json zoo = run_json("estimate --model bert-base --classes 2 --dropout 0" + flags)["metrics"]["exact"];
+      json imp = run_json("estimate --model " + graph + flags)["metrics"]["exact"];
+      ASSERT_TRUE(zoo.is_object() && imp.is_object());
+      EXPECT_EQ(imp["buffers_bytes"].get<int64_t>() - zoo["buffers_bytes"].get<int64_t>(), 8192);
+      const int64_t mask = std::string(attention) == "fused" ? int64_t(batch) * 128 : 0;
+      EXPECT_EQ(imp["activation_bytes"].get<int64_t>() - zoo["activation_bytes"].get<int64_t>(), -mask) << flags;
+      EXPECT_EQ(imp["peak_allocated_bytes"].get<int64_t>() - zoo["peak_allocated_bytes"].get<int64_t>(), 8192 - mask)
+          << flags;
+      for (const char* k : {"params_bytes", "grads_bytes", "optimizer_state_bytes", "transient_bytes", "input_bytes"})
+        EXPECT_EQ(imp[k], zoo[k]) << k << flags;
+    }
+  }
+}
+
+TEST(GraphImportZoo, BertGraphTrainsAtItsExportedLength) {
+  const std::string graph = "graph:" + kGraphs + "bert_base.json";
+  CliRun r = run_oomlab("train --model " + graph + " --dataset synthetic-seq --seq-len 64 --batch 1 --steps 1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("was exported for 128-token sequences: train it with --seq-len 128"), std::string::npos)
+      << r.output;
+  r = run_oomlab("train --model " + graph +
+                 " --dataset synthetic-seq --seq-len 128 --batch 1 --steps 1 --synthetic-size 2 --eval-batches 0");
+  EXPECT_EQ(r.code, 0) << r.output;
 }
 }  // namespace

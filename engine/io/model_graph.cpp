@@ -94,6 +94,23 @@ struct Names {   // what a reference may name so far: name -> number of outputs
   }
 };
 
+// An integer buffer's values (position ids): a list of numel integers.
+std::vector<int64_t> buffer_values(const json& v, const GraphParameter& p, const std::string& file,
+                                   const std::string& where) {
+  const bool integral = p.dtype == "int64" || p.dtype == "int32" || p.dtype == "uint8" || p.dtype == "bool";
+  if (!p.buffer || !integral) fail(file, where, "\"values\" are only for integer buffers");
+  if (!v.is_array() || int64_t(v.size()) != shape_numel(p.shape) || v.size() > kMaxBufferValues)
+    fail(file, where, str_cat("\"values\" must be a list of ", shape_numel(p.shape), " integers (at most ",
+                              kMaxBufferValues, ")"));
+  std::vector<int64_t> out;
+  out.reserve(v.size());
+  for (const json& e : v) {
+    if (!e.is_number_integer()) fail(file, where, str_cat("\"values\": ", e.dump().substr(0, 40), " is not an integer"));
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
 // Checks one ARG (recursively), collecting the names it references.
 void check_arg(const json& a, int depth, const Names& names, GraphNode& node, const std::string& file,
                const std::string& where) {
@@ -190,6 +207,7 @@ ModelGraph parse_model_graph(std::string_view text, const std::string& file) {
     const std::string kind = text_field(params[i], "kind", file, where);
     if (kind != "parameter" && kind != "buffer") fail(file, where, str_cat("\"kind\" must be parameter or buffer, got \"", kind, "\""));
     p.buffer = kind == "buffer";
+    if (params[i].contains("values")) p.values = buffer_values(params[i]["values"], p, file, where);
     names.add(p.name, 1, file, where);
     g.parameters.push_back(std::move(p));
   }

@@ -5,7 +5,9 @@
 //   {"format": "oomlab-graph", "version": 1,
 //    "exporter": {...}                     provenance, free-form (torch version, model spec)
 //    "inputs": [TENSOR...]                 the example input(s); dim 0 is the batch
-//    "parameters": [TENSOR + "kind": "parameter" | "buffer"]   state_dict names and shapes
+//    "parameters": [TENSOR + "kind": "parameter" | "buffer"]   state_dict names and shapes; an
+//                                          integer buffer may add "values": [numel integers]
+//                                          (at most 2^20: position ids, which are not weights)
 //    "nodes": [{"name": N, "op": "aten.convolution.default", "args": [ARG...], "kwargs": {K: ARG},
 //               "outputs": [TENSOR-SPEC...], "module": "layer1.0.conv1", "module_type": "Conv2d"}]
 //    "outputs": [{"ref": N}...]}
@@ -37,8 +39,10 @@ struct GraphTensor {
 };
 
 struct GraphParameter : GraphTensor {
-  bool buffer = false;   // a buffer (running stats, counters): in state_dict, not trained
+  bool buffer = false;           // a buffer (running stats, counters): in state_dict, not trained
+  std::vector<int64_t> values;   // an integer buffer's values when the file has them (position ids)
 };
+inline constexpr size_t kMaxBufferValues = size_t(1) << 20;
 
 struct GraphNode {
   std::string name, op, module, module_type;

@@ -29,6 +29,7 @@
 #include "experiments/cli/parallel_train.h"
 #include "experiments/cli/recipes.h"
 #include "models/model_zoo.h"
+#include "models/graph_model.h"
 
 namespace oomlab {
 using json = nlohmann::json;
@@ -126,7 +127,7 @@ Datasets make_datasets(const TrainConfig& c) {
     SyntheticSeqOptions o;
     o.size = c.synthetic_size + test_size;
     o.max_len = c.seq_len;
-    o.min_len = c.seq_min_len;
+    o.min_len = is_graph_model(c.model) ? c.seq_len : c.seq_min_len;   // a graph's shapes are the export's
     o.long_prob = c.long_seq_prob;
     o.long_len = c.long_seq_len;
     o.seed = c.seed + 1;
@@ -176,6 +177,10 @@ void check_train_config(const TrainConfig& c) {
   check_model_fits_dataset(c.model, c.dataset);
   c.arch.check_fits(c.model);
   if (model_input_kind(c.model) == InputKind::tokens) {   // the position table is never enlarged silently
+    const int64_t exported = is_graph_model(c.model) ? graph_token_shape(c.model).seq_len : 0;
+    OOMLAB_CHECK(!exported || (c.seq_len == exported && c.long_seq_prob == 0), c.model, " was exported for ",
+                 exported, "-token sequences: train it with --seq-len ", exported,
+                 " and without --long-seq-prob, or export it again with --input-shape N,T");
     check_seq_fits(c.model, c.arch, c.seq_len, "--seq-len");
     if (c.long_seq_prob > 0) check_seq_fits(c.model, c.arch, c.long_seq_len, "--long-seq-len");
   }

@@ -1,0 +1,168 @@
+// graph_constants.cpp — the importer's constant folder (graph_internal.h): integer values that
+// depend on neither the model input nor a trained parameter (Hugging Face's position and
+// token-type ids, the all-true attention mask of unpadded input) are computed once on the host
+// when the model is built, from the ops below; any other op, or a float value, is left to run
+// on the device. Row-major int64 arithmetic; bool as 0/1.
+#include <numeric>
+
+#include "engine/core/error.h"
+#include "models/graph_internal.h"
+
+namespace oomlab::graph {
+
+using json = nlohmann::json;
+
+namespace {
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+int64_t numel_of(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<>()); }
+
+// out[i] = f(index of i in out's shape): the gather of every op below.
+template <class F>
+HostValue build(const Shape& shape, F f) {
+  HostValue out{shape, std::vector<int64_t>(size_t(numel_of(shape)))};
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (size_t i = 0; i < out.v.size(); ++i) {
+    out.v[i] = f(idx);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+int64_t at(const HostValue& x, const std::vector<int64_t>& idx) {
+  const auto st = strides_of(x.shape);
+  int64_t off = 0;
+  for (size_t d = 0; d < idx.size(); ++d) off += (x.shape[d] == 1 ? 0 : idx[d]) * st[d];   // size-1 dims broadcast
+  return x.v.at(size_t(off));
+}
+
+int64_t wrap(int64_t d, size_t rank) { return d < 0 ? d + int64_t(rank) : d; }
+
+struct Folder {
+  const GraphNode& n;
+  const std::map<std::string, HostValue>& known;
+  bool is_ref(size_t i) const { return i < n.args.size() && n.args[i].is_object() && n.args[i].contains("ref"); }
+  const HostValue& ref(size_t i) const { return known.at(n.args.at(i)["ref"].get<std::string>()); }
+  int64_t integer(size_t i, int64_t dflt) const {
+    if (i >= n.args.size() || n.args[i].is_null()) return dflt;
+    return n.args[i].get<int64_t>();
+  }
+  bool integral(size_t i) const { return i < n.args.size() && n.args[i].is_number_integer(); }
+};
+
+std::optional<HostValue> fold_view(const Folder& f) {
+  const HostValue& x = f.ref(0);
+  if (f.n.op == "aten.unsqueeze.default") {
+    HostValue y = x;
+    y.shape.insert(y.shape.begin() + wrap(f.integer(1, 0), x.shape.size() + 1), 1);
+    return y;
+  }
+  if (f.n.op == "aten.slice.Tensor") {
+    const int64_t dim = wrap(f.integer(1, 0), x.shape.size()), size = x.shape.at(size_t(dim));
+    int64_t start = wrap(f.integer(2, 0), size_t(size)), end = std::min(f.integer(3, size), size), step = f.integer(4, 1);
+    if (end < 0) end += size;
+    if (step <= 0 || start < 0 || start > end) return std::nullopt;
+    Shape s = x.shape;
+    s[size_t(dim)] = (end - start + step - 1) / step;
+    return build(s, [&](std::vector<int64_t> idx) {
+      idx[size_t(dim)] = start + idx[size_t(dim)] * step;
+      return at(x, idx);
+    });
+  }
+  if (f.n.op == "aten.expand.default") {
+    Shape s = f.n.args.at(1).get<std::vector<int64_t>>();
+    if (s.size() < x.shape.size()) return std::nullopt;
+    HostValue src = x;
+    src.shape.insert(src.shape.begin(), s.size() - x.shape.size(), 1);
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (s[d] == -1) s[d] = src.shape[d];
+      if (src.shape[d] != 1 && src.shape[d] != s[d]) return std::nullopt;
+    }
+    return build(s, [&](const std::vector<int64_t>& idx) { return at(src, idx); });
+  }
+  HostValue y = x;   // view / reshape
+  Shape s = f.n.args.at(1).get<std::vector<int64_t>>();
+  for (int64_t& d : s)
+    if (d == -1) d = numel_of(x.shape) / std::max<int64_t>(1, -numel_of(s));
+  if (numel_of(s) != numel_of(x.shape)) return std::nullopt;
+  y.shape = s;
+  return y;
+}
+
+std::optional<HostValue> fold_arith(const Folder& f) {
+  const HostValue& x = f.ref(0);
+  if (f.n.op == "aten.gather.default") {
+    const int64_t dim = wrap(f.integer(1, 0), x.shape.size());
+    const HostValue& index = f.ref(2);
+    return build(index.shape, [&](std::vector<int64_t> idx) {
+      idx[size_t(dim)] = at(index, idx);
+      return at(x, idx);
+    });
+  }
+  if (f.n.op == "aten.ge.Scalar") {
+    if (!f.integral(1)) return std::nullopt;
+    const int64_t s = f.integer(1, 0);
+    HostValue y = x;
+    for (int64_t& e : y.v) e = e >= s ? 1 : 0;
+    return y;
+  }
+  // aten.add.Tensor: a constant plus an integer or a constant of the same shape
+  if (f.n.kwargs.contains("alpha") && f.n.kwargs["alpha"] != 1) return std::nullopt;
+  HostValue y = x;
+  if (f.integral(1)) {
+    for (int64_t& e : y.v) e += f.integer(1, 0);
+    return y;
+  }
+  if (!f.is_ref(1) || f.ref(1).shape != x.shape) return std::nullopt;
+  for (size_t i = 0; i < y.v.size(); ++i) y.v[i] += f.ref(1).v[i];
+  return y;
+}
+std::optional<HostValue> fold(const GraphNode& n, const std::map<std::string, HostValue>& known);
+}  // namespace
+
+std::optional<HostValue> fold_node(const GraphNode& n, const std::map<std::string, HostValue>& known) {
+  try {
+    return fold(n, known);
+  } catch (const std::exception&) {   // arguments of other types or out of range: left to the device, which names them
+    return std::nullopt;
+  }
+}
+
+namespace {
+std::optional<HostValue> fold(const GraphNode& n, const std::map<std::string, HostValue>& known) {
+  for (const GraphTensor& o : n.outputs)   // integers only: float constants run on the device
+    if (o.dtype != "int64" && o.dtype != "bool") return std::nullopt;
+  const Folder f{n, known};
+  if (n.op == "aten.arange.start_step" || n.op == "aten.arange.default") {
+    const bool one = n.op == "aten.arange.default";
+    const int64_t start = one ? 0 : f.integer(0, 0), end = one ? f.integer(0, 0) : f.integer(1, 0),
+                  step = one ? 1 : f.integer(2, 1);
+    if (step <= 0 || end < start || end - start > int64_t(kMaxBufferValues)) return std::nullopt;
+    return build({(end - start + step - 1) / step}, [&](const std::vector<int64_t>& idx) { return start + idx[0] * step; });
+  }
+  if (!f.is_ref(0)) return std::nullopt;
+  if (n.op == "aten.unsqueeze.default" || n.op == "aten.slice.Tensor" || n.op == "aten.expand.default" ||
+      n.op == "aten.view.default" || n.op == "aten._unsafe_view.default" || n.op == "aten.reshape.default")
+    return fold_view(f);
+  if (n.op == "aten.gather.default" || n.op == "aten.ge.Scalar" || n.op == "aten.add.Tensor") return fold_arith(f);
+  return std::nullopt;
+}
+}  // namespace
+
+Tensor to_device(const HostValue& c, Device device) {
+  if (device.is_meta()) return Tensor::empty(c.shape, DType::i64, device);
+  Tensor host = Tensor::from_vector_i64(c.v, c.shape);
+  if (device == host.device()) return host;
+  Tensor t = Tensor::empty(c.shape, DType::i64, device);
+  t.copy_(host);
+  return t;
+}
+
+}  // namespace oomlab::graph

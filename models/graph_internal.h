@@ -1,0 +1,99 @@
+// graph_internal.h — the model-graph importer's pieces shared by its files (not a public
+// header; the importer's contracts are in graph_model.h):
+//   graph_model.cpp     the module tree, value lifetimes, the forward loop, the public API;
+//   graph_nodes.cpp     one handler per supported op (run_node, graph_supported_ops);
+//   graph_constants.cpp constant folding: nodes that depend on neither the model input nor a
+//                       trainable parameter (position ids, an all-true attention mask) are
+//                       evaluated once on the host, at build time.
+#pragma once
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/io/model_graph.h"
+#include "engine/nn/module.h"
+#include "models/model_zoo.h"
+
+namespace oomlab::graph {
+
+// An integer constant on the host (bool as 0/1), row-major.
+struct HostValue {
+  Shape shape;
+  std::vector<int64_t> v;
+};
+
+struct Value {
+  std::vector<Tensor> outs;              // a node's outputs (undefined where oomlab does not compute one)
+  Tensor transposed_of;                  // a permute [1, 0] / t of this 2-D parameter, not materialised
+  std::optional<HostValue> constant;     // a folded constant (no device tensor until one is needed)
+};
+
+// A module of the tree: holds the parameters and buffers registered under its path.
+class GraphLeaf : public nn::Module {
+ public:
+  explicit GraphLeaf(std::string type) : type_(std::move(type)) {}
+  Tensor forward(const Tensor&) override;
+  const char* type_name() const override { return type_.c_str(); }
+  Tensor add_tensor(const std::string& name, Tensor t, bool buffer) {
+    return buffer ? register_buffer(name, std::move(t)) : register_parameter(name, std::move(t));
+  }
+  GraphLeaf* child(const std::string& name, const std::string& type);
+
+ private:
+  std::string type_;
+};
+
+class GraphModel : public GraphLeaf {
+ public:
+  GraphModel(ModelGraph g, const ModelConfig& cfg);
+  Tensor forward(const Tensor& x) override;
+  const ModelGraph& graph() const { return g_; }
+  const ModelConfig& config() const { return cfg_; }
+  bool last_use(const std::string& name, size_t node) const {
+    auto it = last_use_.find(name);
+    return it != last_use_.end() && it->second == node && !held_.count(name);
+  }
+  bool batched(const std::string& name) const { return batched_.count(name) > 0; }
+  const std::map<std::string, Tensor>& tensors() const { return tensors_; }
+  int64_t example_batch() const { return g_.inputs[0].shape.empty() ? 0 : g_.inputs[0].shape[0]; }
+  int64_t batch = 0;   // the running forward's
+  std::map<std::string, std::string> producer;   // node name -> its op (getitem: "getitem:<source op>")
+
+ private:
+  void build_tree();
+  void plan_lifetimes();
+  void fold_constants();
+  ModelGraph g_;
+  ModelConfig cfg_;
+  std::map<std::string, Tensor> tensors_;              // parameters and buffers by state_dict name
+  std::map<std::string, HostValue> constants_;         // folded nodes and integer buffers with values
+  std::set<std::string> batched_;                      // values derived from the model input
+  std::map<std::string, size_t> last_use_;
+  std::vector<std::vector<std::string>> dies_after_;   // per node: the values freed after it
+  std::set<std::string> held_;                         // inputs, parameters, outputs: never freed
+};
+
+struct NodeCtx {
+  GraphModel& m;
+  const GraphNode& n;
+  std::map<std::string, Value>& env;
+  size_t index;
+  [[noreturn]] void unsupported(const std::string& what) const;
+  const nlohmann::json& arg(size_t i) const;
+  const Value* value(size_t i) const;   // the Value an argument references, or nullptr
+  Tensor tensor(size_t i) const;        // a device tensor (a folded constant is copied over)
+  std::vector<int64_t> ints(size_t i, std::vector<int64_t> dflt = {}) const;
+  double number(size_t i, double dflt) const;   // a literal, {"float": "-inf"} included
+  bool may_overwrite_first() const;
+};
+
+const std::set<std::string>& supported_ops();
+Value run_node(GraphModel& m, const GraphNode& n, std::map<std::string, Value>& env, size_t index);
+// The folded value of node n from its arguments' folded values, or nullopt when n's op
+// is not one the folder evaluates (it then runs on the device like any other node).
+std::optional<HostValue> fold_node(const GraphNode& n, const std::map<std::string, HostValue>& known);
+Tensor to_device(const HostValue& c, Device device);   // int64 tensor (meta: allocation only)
+
+}  // namespace oomlab::graph

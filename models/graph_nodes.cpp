@@ -1,0 +1,290 @@
+// graph_nodes.cpp — the importer's op handlers (graph_internal.h): one function per op family,
+// each mapping a core-ATen node onto oomlab's ops with the semantics graph_model.h states, and
+// naming the node in a NotImplementedError for a use it does not support.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/core/error.h"
+#include "engine/nn/transformer_layers.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/batchnorm.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/layernorm.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/pool.h"
+#include "models/graph_internal.h"
+
+namespace oomlab::graph {
+
+using json = nlohmann::json;
+
+const std::set<std::string>& supported_ops() {
+  static const std::set<std::string> ops = {
+      // CNNs (torchvision's eval export)
+      "aten.convolution.default", "aten._native_batch_norm_legit_no_training.default", "aten.relu.default",
+      "aten.add.Tensor", "aten.max_pool2d_with_indices.default", "aten.mean.dim", "aten._adaptive_avg_pool2d.default",
+      "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.permute.default",
+      "aten.t.default", "aten.addmm.default", "getitem",
+      // transformer encoders (Hugging Face's BERT)
+      "aten.embedding.default", "aten.native_layer_norm.default", "aten.gelu.default", "aten.tanh.default",
+      "aten.select.int", "aten.clone.default", "aten.scaled_dot_product_attention.default",
+      // evaluated on the host when constant (graph_constants.cpp)
+      "aten.arange.start_step", "aten.arange.default", "aten.slice.Tensor", "aten.expand.default",
+      "aten.gather.default", "aten.unsqueeze.default", "aten.ge.Scalar"};
+  return ops;
+}
+
+[[noreturn]] void NodeCtx::unsupported(const std::string& what) const {
+  throw NotImplementedError(str_cat("graph ", m.graph().file, ": node '", n.name, "' (", n.op, "): ", what,
+                                    " is not supported yet"));
+}
+
+const json& NodeCtx::arg(size_t i) const {
+  static const json null_value;
+  return i < n.args.size() ? n.args[i] : null_value;
+}
+
+const Value* NodeCtx::value(size_t i) const {
+  const json& a = arg(i);
+  return a.is_object() && a.contains("ref") ? &env.at(a["ref"].get<std::string>()) : nullptr;
+}
+
+Tensor NodeCtx::tensor(size_t i) const {
+  const Value* v = value(i);
+  if (!v) return Tensor();
+  if (v->transposed_of.defined()) unsupported("a permuted weight used other than by addmm");
+  if (v->outs.empty() && v->constant) return to_device(*v->constant, m.config().device);
+  if (v->outs.empty() || !v->outs[0].defined()) unsupported(str_cat("argument ", i, " (an output oomlab does not compute)"));
+  return v->outs[0];
+}
+
+std::vector<int64_t> NodeCtx::ints(size_t i, std::vector<int64_t> dflt) const {
+  const json& a = arg(i);
+  if (a.is_null()) return dflt;
+  std::vector<int64_t> out;
+  for (const json& e : a) {
+    if (!e.is_number_integer()) unsupported(str_cat("argument ", i, " ", a.dump()));
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+double NodeCtx::number(size_t i, double dflt) const {
+  const json& a = arg(i);
+  if (a.is_null()) return dflt;
+  if (a.is_number()) return a.get<double>();
+  if (a.is_object() && a.contains("float")) {
+    const std::string f = a["float"];
+    return f == "nan" ? NAN : (f == "inf" ? INFINITY : -INFINITY);
+  }
+  unsupported(str_cat("argument ", i, " ", a.dump().substr(0, 60), " where a number was expected"));
+}
+
+// The first argument may be overwritten: its value dies here and a kernel that saves no
+// output produced it (what torchvision's in-place ReLU and residual add rely on).
+bool NodeCtx::may_overwrite_first() const {
+  const json& a = arg(0);
+  if (!a.is_object() || !a.contains("ref")) return false;
+  const std::string src = a["ref"].get<std::string>();
+  if (!m.last_use(src, index) || !m.producer.count(src)) return false;
+  const std::string& op = m.producer.at(src);
+  return op == "aten.convolution.default" || op == "getitem:aten._native_batch_norm_legit_no_training.default" ||
+         op == "aten.add.Tensor";
+}
+
+namespace {
+Value conv(const NodeCtx& c) {
+  if (c.arg(6).is_boolean() && c.arg(6).get<bool>()) c.unsupported("a transposed convolution");
+  const auto st = c.ints(3, {1, 1}), pad = c.ints(4, {0, 0}), dil = c.ints(5, {1, 1});
+  if (st.size() != 2 || pad.size() != 2 || dil.size() != 2) c.unsupported("a convolution that is not 2-D");
+  Conv2dParams p{st[0], st[1], pad[0], pad[1], dil[0], dil[1], c.arg(8).is_number_integer() ? c.arg(8).get<int64_t>() : 1};
+  return {{conv2d(c.tensor(0), c.tensor(1), c.tensor(2), p)}, {}, {}};
+}
+
+Value batch_norm_node(const NodeCtx& c) {
+  Tensor rm = c.tensor(3), rv = c.tensor(4);
+  const bool training = c.m.is_training();
+  Tensor y = batch_norm(c.tensor(0), c.tensor(1), c.tensor(2), rm, rv, training, c.number(5, 0.1), c.number(6, 1e-5));
+  auto counter = c.m.tensors().find(c.n.module + ".num_batches_tracked");
+  if (training && counter != c.m.tensors().end()) {
+    Tensor t = counter->second;
+    add_scalar_inplace(t, 1.0);
+  }
+  return {{y, Tensor(), Tensor()}, {}, {}};
+}
+
+Value elementwise(const NodeCtx& c) {
+  if (c.n.op == "aten.relu.default") {
+    if (!c.may_overwrite_first()) return {{relu(c.tensor(0))}, {}, {}};
+    Tensor x = c.tensor(0);
+    return {{relu_(x)}, {}, {}};
+  }
+  if (c.n.kwargs.contains("alpha") && c.n.kwargs["alpha"] != 1) c.unsupported("add with alpha != 1");
+  if (!c.value(1)) c.unsupported("add of a scalar to a tensor computed on the device");
+  const Tensor a = c.tensor(0), b = c.tensor(1);
+  if (a.shape() != b.shape()) c.unsupported(str_cat("a broadcasting add (", shape_str(a.shape()), " + ", shape_str(b.shape()), ")"));
+  if (!c.may_overwrite_first()) return {{add(a, b)}, {}, {}};
+  Tensor x = a;
+  return {{add_(x, b)}, {}, {}};
+}
+
+Value pooling(const NodeCtx& c) {
+  const Tensor x = c.tensor(0);
+  if (c.n.op == "aten.max_pool2d_with_indices.default") {
+    const auto k = c.ints(1), st = c.ints(2, k), pad = c.ints(3, {0, 0}), dil = c.ints(4, {1, 1});
+    if (k.size() != 2 || st.size() != 2 || pad.size() != 2 || dil != std::vector<int64_t>{1, 1} ||
+        (c.arg(5).is_boolean() && c.arg(5).get<bool>()))
+      c.unsupported("a max pool other than 2-D, dilation 1, floor mode");
+    return {{max_pool2d(x, Pool2dParams{k[0], k[1], st[0], st[1], pad[0], pad[1]}), Tensor()}, {}, {}};
+  }
+  if (c.n.op == "aten._adaptive_avg_pool2d.default") {
+    const auto o = c.ints(1);
+    if (o.size() != 2) c.unsupported("an adaptive pool that is not 2-D");
+    return {{adaptive_avg_pool2d(x, o[0], o[1])}, {}, {}};
+  }
+  auto dims = c.ints(1);   // aten.mean.dim: over H and W only
+  for (int64_t& d : dims) d = d < 0 ? d + x.dim() : d;
+  std::sort(dims.begin(), dims.end());
+  if (x.dim() != 4 || dims != std::vector<int64_t>{2, 3}) c.unsupported("a mean other than over H and W of NCHW");
+  Tensor y = adaptive_avg_pool2d(x, 1, 1);
+  const bool keep = c.arg(2).is_boolean() && c.arg(2).get<bool>();
+  return {{keep ? y : y.reshape({x.size(0), x.size(1)})}, {}, {}};
+}
+
+// A literal shape of a value derived from the input: its dim 0 holds the example's batch
+// (alone or times other sizes, [B*T, H]) and follows the running batch.
+Shape batch_following(const NodeCtx& c, Shape shape) {
+  const Value* src = c.value(0);
+  const std::string ref = c.arg(0)["ref"].get<std::string>();
+  const int64_t b0 = c.m.example_batch(), b = c.m.batch;
+  if (!src || !c.m.batched(ref) || shape.empty() || b == b0 || shape[0] < 0) return shape;
+  if (b0 <= 0 || shape[0] % b0 != 0) c.unsupported(str_cat("a view whose dim 0 (", shape[0], ") is not a multiple of the batch"));
+  shape[0] = shape[0] / b0 * b;
+  return shape;
+}
+
+Value shape_node(const NodeCtx& c) {
+  if (c.n.op == "aten.permute.default" || c.n.op == "aten.t.default") {
+    const Tensor w = c.tensor(0);
+    const std::vector<int64_t> dims = c.n.op == "aten.t.default" ? std::vector<int64_t>{1, 0} : c.ints(1);
+    if (w.dim() == 2 && dims == std::vector<int64_t>{1, 0} && !c.m.batched(c.arg(0)["ref"].get<std::string>()))
+      return {{}, w, {}};   // a weight's transpose: addmm runs it as linear
+    return {{w.permute(dims)}, {}, {}};
+  }
+  if (c.n.op == "aten.addmm.default") {
+    const Value* wt = c.value(2);
+    if (!wt || !wt->transposed_of.defined()) c.unsupported("addmm whose second matrix is not a transposed weight");
+    return {{linear(c.tensor(1), wt->transposed_of, c.tensor(0))}, {}, {}};
+  }
+  if (c.n.op == "aten.clone.default") return {{c.tensor(0).clone()}, {}, {}};
+  const Tensor x = c.tensor(0);
+  if (c.n.op == "aten.select.int") {   // x[:, i]: a narrow without the dim
+    int64_t dim = c.arg(1).get<int64_t>(), i = c.arg(2).get<int64_t>();
+    dim = dim < 0 ? dim + x.dim() : dim;
+    Shape s = x.shape();
+    i = i < 0 ? i + s.at(size_t(dim)) : i;
+    s.erase(s.begin() + dim);
+    return {{x.narrow(dim, i, 1).reshape(s)}, {}, {}};
+  }
+  if (c.n.op == "aten.unsqueeze.default") {
+    Shape s = x.shape();
+    int64_t dim = c.arg(1).get<int64_t>();
+    dim = dim < 0 ? dim + x.dim() + 1 : dim;
+    s.insert(s.begin() + dim, 1);
+    return {{x.reshape(s)}, {}, {}};
+  }
+  if (c.n.op != "aten.view.default" && c.n.op != "aten._unsafe_view.default" && c.n.op != "aten.reshape.default")
+    c.unsupported("this op on a value computed on the device (it is evaluated only when constant)");
+  return {{x.reshape(batch_following(c, c.ints(1)))}, {}, {}};
+}
+
+Value transformer_node(const NodeCtx& c) {
+  if (c.n.op == "aten.embedding.default") {
+    const int64_t pad = c.arg(2).is_number_integer() ? c.arg(2).get<int64_t>() : -1;
+    const Value* ids = c.value(1);
+    if (ids && ids->outs.empty() && ids->constant) {   // constant ids (positions): one row per sample
+      HostValue rows = *ids->constant;
+      if (!rows.shape.empty() && rows.shape[0] == 1 && c.m.batch != 1) {
+        const size_t per = rows.v.size();
+        rows.shape[0] = c.m.batch;
+        for (int64_t b = 1; b < c.m.batch; ++b) rows.v.insert(rows.v.end(), rows.v.begin(), rows.v.begin() + per);
+      }
+      return {{embedding(c.tensor(0), to_device(rows, c.m.config().device), pad)}, {}, {}};
+    }
+    return {{embedding(c.tensor(0), c.tensor(1), pad)}, {}, {}};
+  }
+  if (c.n.op == "aten.native_layer_norm.default") {
+    const Tensor x = c.tensor(0);
+    const auto normalized = c.ints(1);
+    if (normalized.size() != 1 || normalized[0] != x.size(x.dim() - 1)) c.unsupported("a layer norm over more than the last dim");
+    return {{layer_norm(x, c.tensor(2), c.tensor(3), c.number(4, 1e-5)), Tensor(), Tensor()}, {}, {}};
+  }
+  if (c.n.op == "aten.gelu.default") {
+    const std::string approx = c.n.kwargs.contains("approximate") ? c.n.kwargs["approximate"].get<std::string>() : "none";
+    return {{gelu(c.tensor(0), approx)}, {}, {}};
+  }
+  return {{nn::tanh_composed(c.tensor(0))}, {}, {}};   // aten.tanh.default
+}
+
+// aten.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0, is_causal=False,
+// scale=None): oomlab's attention, eager or fused (--attention); the mask may only be a
+// constant that masks nothing (Hugging Face's all-true mask for unpadded input).
+Value attention_node(const NodeCtx& c) {
+  auto kw = [&](const char* name, size_t pos) -> json {
+    if (c.n.kwargs.contains(name)) return c.n.kwargs[name];
+    return c.arg(pos);
+  };
+  const Tensor q = c.tensor(0), k = c.tensor(1), v = c.tensor(2);
+  const json mask = kw("attn_mask", 3);
+  if (mask.is_object()) {
+    const Value* mv = &c.env.at(mask["ref"].get<std::string>());
+    const bool attends_everywhere = mv->outs.empty() && mv->constant &&
+                                    std::all_of(mv->constant->v.begin(), mv->constant->v.end(), [](int64_t x) { return x != 0; });
+    if (!attends_everywhere) c.unsupported("an attention mask other than a constant all-true one");
+  }
+  const json p = kw("dropout_p", 4), causal = kw("is_causal", 5), sc = kw("scale", 6);
+  if (p.is_number() && p.get<double>() != 0.0) c.unsupported("attention dropout in the exported graph");
+  if (causal.is_boolean() && causal.get<bool>()) c.unsupported("a causal attention (is_causal=True)");
+  const double want = 1.0 / std::sqrt(double(q.size(q.dim() - 1)));
+  if (sc.is_number() && std::abs(sc.get<double>() - want) > 1e-9 * want) c.unsupported("an attention scale other than 1/sqrt(head dim)");
+  const bool training = c.m.is_training();
+  return {{c.m.config().fused_attention ? fused_scaled_dot_product_attention(q, k, v, Tensor(), 0.0, training)
+                                        : scaled_dot_product_attention(q, k, v, Tensor(), 0.0, training)},
+          {}, {}};
+}
+}  // namespace
+
+namespace {
+Value dispatch(const NodeCtx& c) {
+  const GraphNode& n = c.n;
+  if (n.op == "getitem") {
+    const Value& src = c.env.at(n.refs.at(0));
+    return {{src.outs.at(size_t(n.args[1].get<int64_t>()))}, {}, {}};
+  }
+  if (n.op == "aten.convolution.default") return conv(c);
+  if (n.op == "aten._native_batch_norm_legit_no_training.default") return batch_norm_node(c);
+  if (n.op == "aten.relu.default" || n.op == "aten.add.Tensor") return elementwise(c);
+  if (n.op == "aten.max_pool2d_with_indices.default" || n.op == "aten.mean.dim" ||
+      n.op == "aten._adaptive_avg_pool2d.default")
+    return pooling(c);
+  if (n.op == "aten.embedding.default" || n.op == "aten.native_layer_norm.default" || n.op == "aten.gelu.default" ||
+      n.op == "aten.tanh.default")
+    return transformer_node(c);
+  if (n.op == "aten.scaled_dot_product_attention.default") return attention_node(c);
+  return shape_node(c);
+}
+}  // namespace
+
+Value run_node(GraphModel& m, const GraphNode& n, std::map<std::string, Value>& env, size_t index) {
+  const NodeCtx c{m, n, env, index};
+  try {
+    return dispatch(c);
+  } catch (const json::exception& e) {   // an argument of another JSON type than the op takes
+    c.unsupported(str_cat("its arguments ", n.args.dump().substr(0, 80), " (", e.what(), ")"));
+  }
+}
+
+}  // namespace oomlab::graph
