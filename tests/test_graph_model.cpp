@@ -4,7 +4,8 @@
 // training mode the output, the running statistics, num_batches_tracked and every gradient
 // equal the same ops called directly, bit for bit; another batch than the example's runs;
 // the meta device runs it; unsupported ops are listed all at once, unsupported uses name
-// their node; the CLI's --model graph:FILE (summary rows per module path, train, exit 2).
+// their node; a token graph (the BERT seed) folds its constants and runs its attention; the
+// CLI's --model graph:FILE (summary rows per module path, train, exit 2).
 // ctest tier: models cli
 #include <gtest/gtest.h>
 
@@ -96,6 +97,36 @@ TEST(GraphModel, AnotherBatchAndTheMetaDeviceRun) {
   Tensor y = (*mm)(Tensor::zeros({4, 3, 8, 8}, DType::f32, meta_device()));
   EXPECT_EQ(y.shape(), (Shape{4, 10}));
   EXPECT_NO_THROW(sum_all(y).backward());
+}
+
+// The token seed (the first attention block of the Hugging Face BERT export): position and
+// token-type ids fold on the host from the buffers' values, the all-true mask folds away, and
+// the embeddings, layer norm, projections and attention run at another batch than the export's.
+TEST(GraphModel, TokenGraphFoldsItsConstantsAndRunsItsAttention) {
+  const std::string seed = std::string(OOMLAB_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_model_graph/bert_attention.json";
+  const ModelGraph g = read_model_graph(seed);
+  int with_values = 0;
+  for (const GraphParameter& p : g.parameters) with_values += !p.values.empty();
+  EXPECT_EQ(with_values, 2);   // position_ids, token_type_ids
+  ModelConfig meta;
+  meta.device = meta_device();
+  for (bool fused : {false, true}) {
+    meta.fused_attention = fused;
+    nn::ModulePtr m = build_graph_model(g, meta);
+    Tensor y = (*m)(Tensor::zeros({3, 128}, DType::i64, meta_device()));
+    EXPECT_EQ(y.shape(), (Shape{3, 12, 128, 64}));
+  }
+  json j = json::parse(read_file(seed));
+  for (json& n : j["nodes"])
+    if (n["op"] == "aten.scaled_dot_product_attention.default") n["kwargs"]["scale"] = 0.5;
+  nn::ModulePtr m = build_graph_model(parse_model_graph(j.dump(), "g.json"), meta);
+  try {
+    (*m)(Tensor::zeros({3, 128}, DType::i64, meta_device()));
+    ADD_FAILURE() << "ran an attention with another scale";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("an attention scale other than 1/sqrt(head dim) is not supported yet"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(GraphModel, UnsupportedOpsAreListedAndUsesNamed) {
