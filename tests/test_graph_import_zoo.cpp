@@ -167,7 +167,7 @@ TEST(GraphImportZoo, BertBaseStepEqualsTheZoos) {
 // buffers (2 x 512 int64, 8192 bytes). The peak is the zoo's plus those buffers where the
 // activations make it (batch 24, 32); with fused attention less the zoo's key padding mask
 // (B x T bytes; the graph masks nothing). At batch 8 and 16 the peak falls in layer 11's
-// backward, where the weight gradients' blocks count: the caching allocator, like PyTorch's,
+// backward, where the optimizer-state blocks count: the caching allocator, like PyTorch's,
 // counts a reused large block whole when its remainder (under 1 MiB) is not split, and the
 // graph's other allocation order (the id buffers, the constants) reuses other blocks; the
 // peaks then differ by those remainders (batch 8: +1,056,768 bytes = 8192 + 1 MiB of
