@@ -233,12 +233,19 @@ BertShape graph_token_shape(const std::string& name) {
   for (const GraphParameter& p : g.parameters) shapes[p.name] = p.shape;
   bool vocab_found = false;
   s.layers = 0;
+  std::set<std::string> ids = {in.name}, from_input = {in.name};   // the input ids and their views
   for (const GraphNode& n : g.nodes) {
+    const bool view = n.op == "aten.view.default" || n.op == "aten._unsafe_view.default" ||
+                      n.op == "aten.reshape.default" || n.op == "aten.unsqueeze.default";
+    bool derived = false;
+    for (const std::string& r : n.refs) derived = derived || from_input.count(r);
+    if (derived) from_input.insert(n.name);
+    if (view && !n.refs.empty() && ids.count(n.refs[0])) ids.insert(n.name);
     if (n.op == "aten.embedding.default" && n.refs.size() >= 2 && shapes.count(n.refs[0])) {
       const Shape& w = shapes[n.refs[0]];
-      if (n.refs[1] == in.name && !vocab_found) {
+      if (ids.count(n.refs[1]) && !vocab_found) {
         s.vocab_size = w.at(0), s.hidden = w.at(1), vocab_found = true;
-      } else if (n.module.find("position") != std::string::npos) {
+      } else if (!from_input.count(n.refs[1])) {   // ids not from the input: the position table
         s.max_positions = w.at(0);
       }
     }
