@@ -2,7 +2,8 @@
 // scripts/export_model.py wrote from the real torchvision models (tests/fixtures/graphs/,
 // committed so that CI needs no PyTorch; regenerate with the command in that folder's
 // README) give the zoo model's parameter count, state_dict names and shapes, per-layer table
-// (output and saved bytes of every module) and exact training meta peak, to the byte; the
+// (output and saved bytes of every module) and exact training meta peak, to the byte; vgg16's
+// step memory is the zoo's without dropout; the
 // Hugging Face BERT-base export (BertForSequenceClassification, attention kept as
 // scaled_dot_product_attention) has the zoo bert-base's parameters and, with the zoo's
 // weights and unpadded input, the same logits and gradients, bit for bit.
@@ -73,6 +74,24 @@ TEST(GraphImportZoo, Resnet50TrainingPeakAndLayersEqualTheZoos) {
   EXPECT_EQ(zoo["metrics"]["layers"], imp["metrics"]["layers"]);
   for (const char* k : {"params", "saved_bytes", "training_forward_peak_bytes", "activation_values_per_sample"})
     EXPECT_EQ(zoo["metrics"]["totals"][k], imp["metrics"]["totals"][k]) << k;
+}
+
+// torchvision's vgg16 export is the zoo's vgg16 without its classifier dropout (the eval
+// export has none): every allocated figure of a training step equal to the byte; the reserved
+// peak at batch 32 too (at batch 8 the segments' history differs by one 2 MiB segment).
+TEST(GraphImportZoo, Vgg16StepMemoryIsTheZoosWithoutDropout) {
+  const std::string graph = "graph:" + kGraphs + "vgg16.json";
+  for (int batch : {8, 32}) {
+    const std::string flags = " --batch " + std::to_string(batch);
+    json zoo = run_json("estimate --model vgg16 --dropout 0" + flags)["metrics"]["exact"];
+    json imp = run_json("estimate --model " + graph + flags)["metrics"]["exact"];
+    ASSERT_TRUE(zoo.is_object() && imp.is_object());
+    for (auto& [k, v] : zoo.items()) {
+      if (k != "peak_reserved_bytes" || batch == 32) {
+        EXPECT_EQ(imp[k], v) << k << flags;
+      }
+    }
+  }
 }
 
 // Without autograd a value dies at its last use, except that a module call's input lives until
