@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "engine/core/error.h"
+#include "engine/parallel/data_parallel.h"
 #include "models/graph_internal.h"
 
 namespace oomlab::graph {
@@ -157,12 +158,9 @@ std::optional<HostValue> fold(const GraphNode& n, const std::map<std::string, Ho
 }  // namespace
 
 Tensor to_device(const HostValue& c, Device device) {
-  if (device.is_meta()) return Tensor::empty(c.shape, DType::i64, device);
+  if (device.is_meta()) return Tensor::empty(c.shape, DType::i64, device);   // allocation only
   Tensor host = Tensor::from_vector_i64(c.v, c.shape);
-  if (device == host.device()) return host;
-  Tensor t = Tensor::empty(c.shape, DType::i64, device);
-  t.copy_(host);
-  return t;
+  return device == host.device() ? host : copy_to_device(host, device);
 }
 
 }  // namespace oomlab::graph

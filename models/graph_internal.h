@@ -27,7 +27,7 @@ struct HostValue {
 struct Value {
   std::vector<Tensor> outs;              // a node's outputs (undefined where oomlab does not compute one)
   Tensor transposed_of;                  // a permute [1, 0] / t of this 2-D parameter, not materialised
-  std::optional<HostValue> constant;     // a folded constant (no device tensor until one is needed)
+  const HostValue* constant = nullptr;   // a folded constant, the model's (no device tensor until one is needed)
 };
 
 // A module of the tree: holds the parameters and buffers registered under its path.

@@ -162,7 +162,7 @@ Tensor GraphModel::forward(const Tensor& x) {
   env[g_.inputs[0].name].outs = {x};
   batch = x.dim() > 0 ? x.size(0) : 0;
   for (auto& [name, t] : tensors_) env[name].outs = {t};
-  for (auto& [name, c] : constants_) env[name].constant = c;
+  for (auto& [name, c] : constants_) env[name].constant = &c;
   Tensor run_input;   // the first tensor input of the current module's run of nodes
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     const GraphNode& n = g_.nodes[i];

@@ -157,10 +157,9 @@ Value pooling(const NodeCtx& c) {
 // A literal shape of a value derived from the input: its dim 0 holds the example's batch
 // (alone or times other sizes, [B*T, H]) and follows the running batch.
 Shape batch_following(const NodeCtx& c, Shape shape) {
-  const Value* src = c.value(0);
-  const std::string ref = c.arg(0)["ref"].get<std::string>();
   const int64_t b0 = c.m.example_batch(), b = c.m.batch;
-  if (!src || !c.m.batched(ref) || shape.empty() || b == b0 || shape[0] < 0) return shape;
+  if (!c.value(0) || !c.m.batched(c.arg(0)["ref"].get<std::string>()) || shape.empty() || b == b0 || shape[0] < 0)
+    return shape;
   if (b0 <= 0 || shape[0] % b0 != 0) c.unsupported(str_cat("a view whose dim 0 (", shape[0], ") is not a multiple of the batch"));
   shape[0] = shape[0] / b0 * b;
   return shape;

@@ -17,15 +17,10 @@
 #include "engine/memory/caching_allocator.h"
 #include "experiments/cli/model_arch.h"
 #include "tests/zoo_step_util.h"
+#include "tests/op_test_util.h"
 
 namespace oomlab::testing {
 namespace {
-
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.contiguous();
-  const auto* p = static_cast<const uint8_t*>(c.raw_data());
-  return std::vector<uint8_t>(p, p + c.nbytes());
-}
 
 struct Trained { std::vector<double> losses; std::vector<std::vector<uint8_t>> state; std::vector<uint8_t> eval_out; };
 
@@ -41,12 +36,12 @@ Trained train(const std::string& name, bool fused) {
     r.losses.push_back(train_step(*m, *opt, batch_input_to_device(b, cpu_device()),
                                   batch_target_to_device(b, cpu_device())).loss.item());
   }
-  for (auto& [n, p] : m->named_parameters()) r.state.push_back(bytes_of(p));
-  for (auto& [n, b] : m->named_buffers()) r.state.push_back(bytes_of(b));
+  for (auto& [n, p] : m->named_parameters()) r.state.push_back(tensor_bytes(p));
+  for (auto& [n, b] : m->named_buffers()) r.state.push_back(tensor_bytes(b));
   m->eval();
   NoGradGuard no_grad;
   HostBatch b = make_batch(name, s.cfg, s.batch, 30);
-  r.eval_out = bytes_of((*m)(batch_input_to_device(b, cpu_device())));
+  r.eval_out = tensor_bytes((*m)(batch_input_to_device(b, cpu_device())));
   return r;
 }
 

@@ -24,8 +24,10 @@
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
 #include "tests/cli_test_util.h"
+#include "tests/op_test_util.h"
 
 using namespace oomlab;
+using oomlab::testing::tensor_bytes;
 using json = nlohmann::json;
 
 namespace {
@@ -41,6 +43,18 @@ json run_json(const std::string& args) {
   return j;
 }
 
+// The same names in the same order, each with the same shape (and dtype).
+void expect_same_names_and_shapes(const nn::NamedTensors& a, const nn::NamedTensors& b, bool dtypes) {
+  ASSERT_EQ(a.size(), b.size());
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+    EXPECT_EQ(ia->first, ib->first);
+    EXPECT_EQ(ia->second.shape(), ib->second.shape()) << ia->first;
+    if (dtypes) {
+      EXPECT_EQ(ia->second.dtype(), ib->second.dtype()) << ia->first;
+    }
+  }
+}
+
 TEST(GraphImportZoo, Resnet50NamesShapesAndCountAreTorchvisions) {
   const ModelGraph g = read_model_graph(kGraphs + "resnet50.json");
   ModelConfig meta;
@@ -50,13 +64,7 @@ TEST(GraphImportZoo, Resnet50NamesShapesAndCountAreTorchvisions) {
   nn::ModulePtr zoo = build_model("resnet50", meta);
   EXPECT_EQ(imported->num_parameters(), 25557032);
   EXPECT_EQ(imported->num_parameters(), zoo->num_parameters());
-  auto a = imported->state_dict(), b = zoo->state_dict();
-  ASSERT_EQ(a.size(), b.size());
-  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
-    EXPECT_EQ(ia->first, ib->first);
-    EXPECT_EQ(ia->second.shape(), ib->second.shape()) << ia->first;
-    EXPECT_EQ(ia->second.dtype(), ib->second.dtype()) << ia->first;
-  }
+  expect_same_names_and_shapes(imported->state_dict(), zoo->state_dict(), /*dtypes=*/true);
 }
 
 TEST(GraphImportZoo, Resnet50TrainingPeakAndLayersEqualTheZoos) {
@@ -111,12 +119,6 @@ TEST(GraphImportZoo, ForwardOnlyPeakFollowsPython) {
   }
 }
 
-std::vector<uint8_t> bytes(const Tensor& t) {
-  Tensor c = t.contiguous();
-  const auto* p = static_cast<const uint8_t*>(c.raw_data());
-  return std::vector<uint8_t>(p, p + c.nbytes());
-}
-
 ModelConfig bert_base_config() {
   ModelConfig cfg;
   cfg.num_classes = 2;   // BertForSequenceClassification's default num_labels
@@ -132,12 +134,7 @@ TEST(GraphImportZoo, BertBaseParametersAreTheZoos) {
   nn::ModulePtr zoo = build_model("bert-base", cfg);
   EXPECT_EQ(imported->num_parameters(), 109483778);   // HF: BertModel 109,482,240 + classifier 1,538
   EXPECT_EQ(imported->num_parameters(), zoo->num_parameters());
-  auto a = imported->named_parameters(), b = zoo->named_parameters();
-  ASSERT_EQ(a.size(), b.size());
-  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
-    EXPECT_EQ(ia->first, ib->first);
-    EXPECT_EQ(ia->second.shape(), ib->second.shape()) << ia->first;
-  }
+  expect_same_names_and_shapes(imported->named_parameters(), zoo->named_parameters(), /*dtypes=*/false);
 }
 
 // With the zoo's weights copied in and no padding token (the zoo masks id 0, the export's
@@ -167,13 +164,13 @@ TEST(GraphImportZoo, BertBaseStepEqualsTheZoos) {
     const Tensor x = Tensor::from_vector_i64(ids, {2, 128});
     const Tensor y = Tensor::from_vector_i64({0, 1}, {2});
     Tensor la = (*zoo)(x), lb = (*imported)(x);
-    ASSERT_EQ(bytes(la), bytes(lb)) << "fused " << fused;
+    ASSERT_EQ(tensor_bytes(la), tensor_bytes(lb)) << "fused " << fused;
     cross_entropy(la, y).backward();
     cross_entropy(lb, y).backward();
     for (auto& [name, t] : zoo->named_parameters()) {
       for (auto& [n2, t2] : theirs) {
         if (n2 == name) {
-          EXPECT_EQ(bytes(t.grad()), bytes(t2.grad())) << name << " fused " << fused;
+          EXPECT_EQ(tensor_bytes(t.grad()), tensor_bytes(t2.grad())) << name << " fused " << fused;
         }
       }
     }

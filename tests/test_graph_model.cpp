@@ -28,18 +28,14 @@
 #include "models/graph_model.h"
 #include "tests/cli_test_util.h"
 #include "tests/gradcheck.h"
+#include "tests/op_test_util.h"
 
 using namespace oomlab;
+using oomlab::testing::tensor_bytes;
 using json = nlohmann::json;
 
 namespace {
 const std::string kSeed = std::string(OOMLAB_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_model_graph/small_cnn.json";
-
-std::vector<uint8_t> bytes(const Tensor& t) {
-  Tensor c = t.contiguous();
-  const auto* p = static_cast<const uint8_t*>(c.raw_data());
-  return std::vector<uint8_t>(p, p + c.nbytes());
-}
 
 Tensor copy_of(const Tensor& t, bool grad) {
   Tensor c = t.detach().clone();
@@ -80,9 +76,9 @@ TEST(GraphModel, TrainingStepEqualsTheOpsCalledDirectly) {
       EXPECT_EQ(t.item(), 1.0);
       continue;
     }
-    EXPECT_EQ(bytes(t), bytes(p[n]));
+    EXPECT_EQ(tensor_bytes(t), tensor_bytes(p[n]));
     if (t.requires_grad()) {
-      EXPECT_EQ(bytes(t.grad()), bytes(p[n].grad()));
+      EXPECT_EQ(tensor_bytes(t.grad()), tensor_bytes(p[n].grad()));
     }
   }
 }

@@ -34,12 +34,6 @@ TEST(AddRelu, Gradcheck) {
   EXPECT_TRUE(gradcheck(f, {leaf(random_f64({3, 4, 5}, -1, 1, 70)), leaf(random_f64({3, 4, 5}, -1, 1, 71))}));
 }
 
-std::vector<uint8_t> bytes(const Tensor& t) {
-  Tensor c = t.contiguous();
-  const auto* p = static_cast<const uint8_t*>(c.raw_data());
-  return std::vector<uint8_t>(p, p + c.nbytes());
-}
-
 TEST(AddRelu, BitIdenticalToAddThenRelu) {
   for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
     SCOPED_TRACE(dtype_name(dt));
@@ -48,7 +42,7 @@ TEST(AddRelu, BitIdenticalToAddThenRelu) {
       Tensor a = leaf(random_f64({4, 8, 9}, -2, 2, 80).to(dt)), b = leaf(random_f64({4, 8, 9}, -2, 2, 81).to(dt));
       Tensor y = mode == 0 ? fused(a, b) : eager(a, b);
       y.backward(random_f64(y.shape(), -1, 1, 82).to(dt));
-      got[mode] = {bytes(y), bytes(a.grad()), bytes(b.grad())};
+      got[mode] = {tensor_bytes(y), tensor_bytes(a.grad()), tensor_bytes(b.grad())};
     }
     EXPECT_EQ(got[0], got[1]);
   }

@@ -35,12 +35,6 @@ TEST(BatchNormRelu, GradcheckTrainingAndEval) {
   }
 }
 
-std::vector<uint8_t> bytes(const Tensor& t) {
-  Tensor c = t.contiguous();
-  const auto* p = static_cast<const uint8_t*>(c.raw_data());
-  return std::vector<uint8_t>(p, p + c.nbytes());
-}
-
 struct Outcome { std::vector<std::vector<uint8_t>> tensors; };
 
 // y, running stats and the gradients of x, weight and bias after one forward + backward.
@@ -60,7 +54,7 @@ Outcome run(int mode, DType dt, bool training) {
     relu_(y);
   }
   y.backward(random_f64(y.shape(), -1, 1, 65).to(dt));
-  return {{bytes(y), bytes(rm), bytes(rv), bytes(x.grad()), bytes(w.grad()), bytes(b.grad())}};
+  return {{tensor_bytes(y), tensor_bytes(rm), tensor_bytes(rv), tensor_bytes(x.grad()), tensor_bytes(w.grad()), tensor_bytes(b.grad())}};
 }
 
 TEST(BatchNormRelu, BitIdenticalToBatchNormThenRelu) {
