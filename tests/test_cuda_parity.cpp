@@ -18,6 +18,7 @@
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/broadcast.h"
 #include "engine/ops/concat.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/dropout.h"
@@ -97,6 +98,17 @@ const std::vector<OpCase>& op_cases() {
     c.push_back({"gelu_erf", {F({5, 40}, true, -3, 3)}, [](V& v) { return gelu(v[0]); }, P});
     c.push_back({"gelu_tanh", {F({5, 40}, true, -3, 3)}, [](V& v) { return gelu(v[0], "tanh"); }, P});
     c.push_back({"sigmoid", {F({5, 40}, true, -4, 4)}, [](V& v) { return sigmoid(v[0]); }, P});
+    c.push_back({"silu", {F({5, 40}, true, -6, 6)}, [](V& v) { return silu(v[0]); }, P});
+    c.push_back({"hardswish", {F({5, 40}, true, -5, 5)}, [](V& v) { return hardswish(v[0]); }, P});
+    c.push_back({"hardsigmoid", {F({5, 40}, true, -5, 5)}, [](V& v) { return hardsigmoid(v[0]); }, P});
+    c.push_back({"pow_3", {F({5, 40}, true, -2, 2)}, [](V& v) { return pow_scalar(v[0], 3.0); }, P});
+    // ---- broadcasting (broadcast.h): per-channel scale, layer scale, pos embedding, sum_to ----
+    c.push_back({"mul_channel_bcast", {F({4, 6, 5, 5}), F({4, 6, 1, 1})}, [](V& v) { return mul(v[0], v[1]); }, N});
+    c.push_back({"mul_layer_scale", {F({6, 1, 1}), F({3, 6, 4, 4})}, [](V& v) { return mul(v[0], v[1]); }, N});
+    c.push_back({"add_row_bcast", {F({3, 7, 16}), F({1, 7, 16})}, [](V& v) { return add(v[0], v[1]); }, N});
+    c.push_back({"sub_bcast", {F({5, 1}), F({1, 9})}, [](V& v) { return sub(v[0], v[1]); }, N});
+    c.push_back({"div_bcast", {F({4, 9}), F({9}, true, 0.5, 2)}, [](V& v) { return div(v[0], v[1]); }, N});
+    c.push_back({"expand_contiguous", {F({1, 1, 8})}, [](V& v) { return expand(v[0], {3, 5, 8}).contiguous(); }, N});
     c.push_back({"softmax", {F({6, 37}, true, -3, 3)}, [](V& v) { return softmax(v[0]); }, N});
     c.push_back({"log_softmax", {F({6, 37}, true, -3, 3)}, [](V& v) { return log_softmax(v[0]); }, N});
     c.push_back({"softmax_wide", {F({3, 1500}, true, -3, 3)}, [](V& v) { return softmax(v[0]); }, N});

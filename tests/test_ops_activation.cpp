@@ -169,3 +169,29 @@ TEST(Gelu, Float32MatchesFloat64) {
     }
   }
 }
+
+// silu, hardswish, hardsigmoid (torchvision's EfficientNet / MobileNetV3): values at
+// PyTorch's reference points, float64 gradchecks away from the kinks, float32 against float64.
+TEST(InputSavingActivations, ValuesAndGradients) {
+  const Tensor x = Tensor::from_vector({-4.0, -3.0, -1.0, 0.0, 1.5, 3.0, 5.0}, {7}, DType::f64);
+  const std::vector<double> hs = hardswish(x).to_vector(), hg = hardsigmoid(x).to_vector(), si = silu(x).to_vector();
+  const std::vector<double> want_hs = {0.0, 0.0, -1.0 / 3.0, 0.0, 1.5 * 4.5 / 6.0, 3.0, 5.0};
+  const std::vector<double> want_hg = {0.0, 0.0, 2.0 / 6.0, 0.5, 4.5 / 6.0, 1.0, 1.0};
+  for (size_t i = 0; i < 7; ++i) {
+    const double v = x.to_vector()[i];
+    EXPECT_NEAR(hs[i], want_hs[i], 1e-15) << v;
+    EXPECT_NEAR(hg[i], want_hg[i], 1e-15) << v;
+    EXPECT_NEAR(si[i], v / (1.0 + std::exp(-v)), 1e-15) << v;
+  }
+  // inputs avoiding the kinks at +-3 by more than the finite-difference step
+  const Tensor in = leaf(Tensor::from_vector({-4.5, -2.9, -1.0, -0.2, 0.7, 2.5, 2.99, 3.5}, {8}, DType::f64));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& v) { return silu(v[0]); }, {leaf(random_f64({3, 5}, -6, 6, 9))}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& v) { return hardswish(v[0]); }, {in}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& v) { return hardsigmoid(v[0]); }, {in}));
+  const Tensor x32 = Tensor::uniform({257}, -8, 8, DType::f32);
+  const Tensor x64 = x32.to(DType::f64);
+  for (auto f : {&silu, &hardswish, &hardsigmoid}) {
+    const std::vector<double> a = f(x32).to_vector(), b = f(x64).to_vector();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 2e-6 * (1 + std::fabs(b[i])));
+  }
+}

@@ -1,6 +1,7 @@
-// activation.cpp — relu, in-place relu_, sigmoid, gelu: checks, allocation, dispatch,
+// activation.cpp — relu, in-place relu_, sigmoid, gelu, silu, hardswish, hardsigmoid: checks, allocation, dispatch,
 // autograd (kernels/activation.h). Saved for backward: relu / relu_ / sigmoid save their
-// output (relu_'s output is x's own memory, so nothing extra stays alive); gelu saves x.
+// output (relu_'s output is x's own memory, so nothing extra stays alive); gelu, silu,
+// hardswish and hardsigmoid save x (as PyTorch's backward nodes).
 // relu_ rebases x's history: x gets a new "relu_" node whose single edge is x's previous
 // grad_fn, and its version is bumped, so anything that saved x earlier fails in backward
 // (PyTorch). Allocation order (identical on meta): forward: contiguous(x) if needed, y;
@@ -128,6 +129,37 @@ Tensor gelu(const Tensor& x0, const std::string& approximate) {
       return std::vector<Tensor>{dx};
     };
   });
+}
+
+namespace {
+// silu / hardswish / hardsigmoid: y = f(x); saves x; dx = f'(x) * dy from the saved input.
+Tensor input_saving_activation(const Tensor& x0, const char* op, KernelTable<ActArgs>& (*fwd)(),
+                               KernelTable<ActArgs>& (*bwd)()) {
+  OOMLAB_CHECK_T(ValueError, x0.defined(), op, ": undefined input");
+  OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()), op, ": input must be floating point, got ",
+                 dtype_name(x0.dtype()));
+  Tensor x = x0.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  fwd().launch(x.device(), x.dtype(), ActArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, x.numel()});
+  return attach_grad_fn(y, op, {x0}, [&]() -> BackwardFn {
+    SavedTensor sx(x, op);
+    return [sx, bwd](const Tensor& g0, const std::vector<bool>&) {
+      Tensor x = sx.unpack();
+      Tensor g = g0.contiguous();
+      Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      bwd().launch(x.device(), x.dtype(), ActArgs{x.raw_data(), nullptr, g.raw_data(), dx.raw_data(), x.numel()});
+      return std::vector<Tensor>{dx};
+    };
+  });
+}
+}  // namespace
+
+Tensor silu(const Tensor& x) { return input_saving_activation(x, "silu", silu_forward_kernels, silu_backward_kernels); }
+Tensor hardswish(const Tensor& x) {
+  return input_saving_activation(x, "hardswish", hardswish_forward_kernels, hardswish_backward_kernels);
+}
+Tensor hardsigmoid(const Tensor& x) {
+  return input_saving_activation(x, "hardsigmoid", hardsigmoid_forward_kernels, hardsigmoid_backward_kernels);
 }
 
 }  // namespace oomlab

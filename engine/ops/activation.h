@@ -1,8 +1,10 @@
-// activation.h — relu, in-place relu_, sigmoid and gelu, as torch.nn.functional.
+// activation.h — relu, in-place relu_, sigmoid, gelu, silu, hardswish and hardsigmoid, as
+// torch.nn.functional.
 // Saved for backward: relu saves its output (y > 0 is the mask); relu_ modifies x in
 // place (bumps its version) and saves the result — the same memory, so no extra
 // activation is kept (the source's "in-place ReLU saves one activation"); sigmoid saves
-// its output (dx = dy * (1 - y) * y); gelu saves its input x (as PyTorch's GeluBackward).
+// its output (dx = dy * (1 - y) * y); gelu, silu, hardswish and hardsigmoid save their input
+// x (as PyTorch's GeluBackward, SiluBackward, HardswishBackward, HardsigmoidBackward).
 // gelu's approximate is "none" (erf form, x * Phi(x)) or "tanh"; anything else is a
 // ValueError. Kernels: kernels/activation.h.
 #pragma once
@@ -21,5 +23,8 @@ Tensor relu_(Tensor& x);   // in place; returns x (now with a relu grad_fn)
 Tensor& add_relu_(Tensor& a, const Tensor& b);
 Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor silu(const Tensor& x);          // x * sigmoid(x)
+Tensor hardswish(const Tensor& x);     // x * relu6(x + 3) / 6
+Tensor hardsigmoid(const Tensor& x);   // relu6(x + 3) / 6
 
 }  // namespace oomlab

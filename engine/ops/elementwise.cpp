@@ -7,6 +7,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "engine/ops/broadcast.h"
 #include "kernels/elementwise.h"
 
 namespace oomlab {
@@ -35,6 +36,7 @@ Tensor axpby(const Tensor& a0, const Tensor& b0, double alpha, double beta, doub
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast_promote(a, b, "add");
+  if (a.shape() != b.shape()) return broadcast_binary(BinaryOp::add, a, b);
   check_same(a, b, "add");
   Tensor out = axpby(a, b, 1.0, 1.0, 0.0);
   return attach_grad_fn(out, "add", {a, b}, []() -> BackwardFn {
@@ -45,6 +47,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   autocast_promote(a, b, "sub");
+  if (a.shape() != b.shape()) return broadcast_binary(BinaryOp::sub, a, b);
   check_same(a, b, "sub");
   Tensor out = axpby(a, b, 1.0, -1.0, 0.0);
   return attach_grad_fn(out, "sub", {a, b}, []() -> BackwardFn {
@@ -57,6 +60,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
 Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   Tensor a0 = a_in, b0 = b_in;
   autocast_promote(a0, b0, "mul");
+  if (a0.shape() != b0.shape()) return broadcast_binary(BinaryOp::mul, a0, b0);
   check_same(a0, b0, "mul");
   Tensor a = a0.contiguous(), b = b0.contiguous();
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
@@ -83,6 +87,24 @@ Tensor add_scalar(const Tensor& a, double beta) {
   Tensor out = axpby(a, Tensor(), 1.0, 0.0, beta);
   return attach_grad_fn(out, "add_scalar", {a}, []() -> BackwardFn {
     return [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; };
+  });
+}
+
+Tensor pow_scalar(const Tensor& x0, double exponent) {
+  OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()), "pow: input must be floating point, got ",
+                 dtype_name(x0.dtype()));
+  Tensor x = x0.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  pow_forward_kernels().launch(x.device(), x.dtype(), PowArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, exponent, x.numel()});
+  return attach_grad_fn(y, "pow", {x0}, [&]() -> BackwardFn {
+    SavedTensor sx(x, "pow");
+    return [sx, exponent](const Tensor& g0, const std::vector<bool>&) {
+      Tensor x = sx.unpack(), g = g0.contiguous();
+      Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      pow_backward_kernels().launch(x.device(), x.dtype(),
+                                    PowArgs{x.raw_data(), nullptr, g.raw_data(), dx.raw_data(), exponent, x.numel()});
+      return std::vector<Tensor>{dx};
+    };
   });
 }
 

@@ -1,5 +1,5 @@
-// elementwise.h — elementwise arithmetic: add, sub, mul (tensor-tensor, same shape, or
-// a broadcast of a per-channel / scalar tensor is NOT supported: shapes must match),
+// elementwise.h — elementwise arithmetic: add, sub, mul (tensor-tensor; shapes that differ
+// broadcast, through broadcast.h's broadcast_binary, which states that case's contracts),
 // scalar scale/add, in-place add_/mul_, and the sum / mean reductions.
 // Backward: add/sub save nothing; mul saves both inputs (only those whose partner
 // needs grad); scale saves nothing. Kernels: kernels/elementwise.h.
@@ -13,6 +13,7 @@ Tensor sub(const Tensor& a, const Tensor& b);            // a - b
 Tensor mul(const Tensor& a, const Tensor& b);            // a * b
 Tensor scale(const Tensor& a, double alpha);             // alpha * a
 Tensor add_scalar(const Tensor& a, double beta);         // a + beta
+Tensor pow_scalar(const Tensor& x, double exponent);     // x ^ exponent; saves x (PowBackward0)
 // In place with autograd (torchvision's residual `out += identity`): a += b, bumps a's
 // version and rebases a's history onto an "add_" node; saves nothing.
 Tensor& add_(Tensor& a, const Tensor& b);

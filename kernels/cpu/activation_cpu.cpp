@@ -1,6 +1,6 @@
 // activation_cpu.cpp — CPU kernels of the activation family (kernels/activation.h): relu
-// (backward: threshold at y <= 0), sigmoid (backward from the saved output) and gelu (erf
-// and tanh forms), forward and backward, float32 and float64. OpenMP over elements
+// (backward: threshold at y <= 0), sigmoid (backward from the saved output), gelu (erf
+// and tanh forms), silu, hardswish and hardsigmoid, forward and backward, float32 and float64. OpenMP over elements
 // (static schedule; gelu in fixed chunks), purely elementwise, so results do not depend on
 // the thread count. float exps use exp_f32 (fast_math.h: vectorisable, ~1 ulp), double
 // exps std::exp.
@@ -145,9 +145,53 @@ template <class T> void gelu_backward_cpu(const GeluArgs& a) {
     });
   }
 }
+// ---- silu, hardswish, hardsigmoid (backward from the saved input) -------------------------
+template <class T> void silu_forward_cpu(const ActArgs& a) {
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+#pragma omp parallel for schedule(static) if (a.n > kParallelMin)
+  for (int64_t i = 0; i < a.n; ++i) y[i] = x[i] / (T(1) + exp_t(-x[i]));
+}
+template <class T> void silu_backward_cpu(const ActArgs& a) {   // dy * s * (1 + x * (1 - s))
+  const T* x = static_cast<const T*>(a.x);
+  const T* dy = static_cast<const T*>(a.dy);
+  T* dx = static_cast<T*>(a.dx);
+#pragma omp parallel for schedule(static) if (a.n > kParallelMin)
+  for (int64_t i = 0; i < a.n; ++i) {
+    const T s = T(1) / (T(1) + exp_t(-x[i]));
+    dx[i] = dy[i] * s * (T(1) + x[i] * (T(1) - s));
+  }
+}
+template <class T> void hardswish_forward_cpu(const ActArgs& a) {
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+#pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
+  for (int64_t i = 0; i < a.n; ++i) y[i] = x[i] * std::min(std::max(x[i] + T(3), T(0)), T(6)) / T(6);
+}
+template <class T> void hardswish_backward_cpu(const ActArgs& a) {
+  const T* x = static_cast<const T*>(a.x);
+  const T* dy = static_cast<const T*>(a.dy);
+  T* dx = static_cast<T*>(a.dx);
+#pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
+  for (int64_t i = 0; i < a.n; ++i)
+    dx[i] = x[i] < T(-3) ? T(0) : x[i] <= T(3) ? dy[i] * (x[i] / T(3) + T(0.5)) : dy[i];
+}
+template <class T> void hardsigmoid_forward_cpu(const ActArgs& a) {
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+#pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
+  for (int64_t i = 0; i < a.n; ++i) y[i] = std::min(std::max(x[i] + T(3), T(0)), T(6)) / T(6);
+}
+template <class T> void hardsigmoid_backward_cpu(const ActArgs& a) {
+  const T* x = static_cast<const T*>(a.x);
+  const T* dy = static_cast<const T*>(a.dy);
+  T* dx = static_cast<T*>(a.dx);
+#pragma omp parallel for simd schedule(static) if (a.n > kParallelMin)
+  for (int64_t i = 0; i < a.n; ++i) dx[i] = (x[i] > T(-3) && x[i] < T(3)) ? dy[i] / T(6) : T(0);
+}
 // ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
-// (relu / sigmoid / gelu / dropout share the field names; forward reads x, writes y;
-// backward reads y (relu, sigmoid) or x (gelu) and dy, writes dx.)
+// (relu / sigmoid / gelu / silu / hardswish / hardsigmoid share the field names; forward
+// reads x, writes y; backward reads y (relu, sigmoid) or x (the others) and dy, writes dx.)
 template <DType H, class Args, KernelTable<Args>& (*Table)(), bool Backward> void pointwise_half(const Args& a) {
   Widen<H> w;
   Args f = a;
@@ -183,6 +227,12 @@ template <DType H> void register_activation_half() {
   set_kernel<&pointwise_half<H, SigmoidArgs, sigmoid_backward_kernels, true>>(sigmoid_backward_kernels(), cpu, H);
   set_kernel<&pointwise_half<H, GeluArgs, gelu_forward_kernels, false>>(gelu_forward_kernels(), cpu, H);
   set_kernel<&pointwise_half<H, GeluArgs, gelu_backward_kernels, true>>(gelu_backward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, ActArgs, silu_forward_kernels, false>>(silu_forward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, ActArgs, silu_backward_kernels, true>>(silu_backward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, ActArgs, hardswish_forward_kernels, false>>(hardswish_forward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, ActArgs, hardswish_backward_kernels, true>>(hardswish_backward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, ActArgs, hardsigmoid_forward_kernels, false>>(hardsigmoid_forward_kernels(), cpu, H);
+  set_kernel<&pointwise_half<H, ActArgs, hardsigmoid_backward_kernels, true>>(hardsigmoid_backward_kernels(), cpu, H);
 }
 }  // namespace
 
@@ -194,6 +244,12 @@ void register_activation_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(sigmoid_backward_kernels(), sigmoid_backward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(gelu_forward_kernels(), gelu_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(gelu_backward_kernels(), gelu_backward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(silu_forward_kernels(), silu_forward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(silu_backward_kernels(), silu_backward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(hardswish_forward_kernels(), hardswish_forward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(hardswish_backward_kernels(), hardswish_backward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(hardsigmoid_forward_kernels(), hardsigmoid_forward_cpu);
+  OOMLAB_REGISTER_FLOAT_CPU(hardsigmoid_backward_kernels(), hardsigmoid_backward_cpu);
   register_activation_half<DType::f16>();
   register_activation_half<DType::bf16>();
 }

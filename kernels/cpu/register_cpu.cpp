@@ -40,6 +40,7 @@ void register_embedding_cpu_kernels();
 void register_upsample_cpu_kernels();
 void register_optim_cpu_kernels();
 void register_collective_cpu_kernels();
+void register_broadcast_cpu_kernels();
 
 namespace {
 void flush_denormals_in_this_thread() {
@@ -58,6 +59,7 @@ void register_cpu_kernels() {
   blas_thread_shutdown_();   // its workers restart from a thread that flushes, and inherit it
   register_blas_threads_hook(&set_blas_threads, &get_blas_threads);
   register_elementwise_cpu_kernels();
+  register_broadcast_cpu_kernels();
   register_copy_cpu_kernels();
   register_linear_cpu_kernels();
   register_conv_cpu_kernels();

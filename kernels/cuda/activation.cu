@@ -1,5 +1,6 @@
 // activation.cu — CUDA kernels of the activation family (kernels/activation.h): relu /
-// relu backward (relu_ is relu with x == y), sigmoid and gelu (erf and tanh forms),
+// relu backward (relu_ is relu with x == y), sigmoid, gelu (erf and tanh forms), silu,
+// hardswish and hardsigmoid,
 // forward and backward, in float32, float64, float16 and bfloat16 (half types compute in
 // float, one rounding at the store). Parity with kernels/cpu/activation_cpu.cpp: relu is
 // bit-identical; sigmoid and gelu are bit-identical in float32 (the same exp_f32, the same
@@ -77,6 +78,27 @@ template <class T> void gelu_backward_cuda(const GeluArgs& a) {
   map2(Launch("gelu_backward"), static_cast<T*>(a.dx), static_cast<const T*>(a.x), static_cast<const T*>(a.dy), a.n,
        GeluBwd<T>{a.tanh_approx});
 }
+// silu / hardswish / hardsigmoid: a functor each way over a formula of pointwise_math.cuh.
+#define OOMLAB_ACT_CUDA(name, label)                                                             \
+  template <class T> struct name##Fwd {                                                        \
+    __device__ T operator()(T x) const { return st<T>(name##_fwd(ld(x))); }                    \
+  };                                                                                           \
+  template <class T> struct name##Bwd {   /* (x, dy) -> dx */                                  \
+    __device__ T operator()(T x, T dy) const { return st<T>(name##_bwd(ld(x), ld(dy))); }      \
+  };                                                                                           \
+  template <class T> void name##_forward_cuda(const ActArgs& a) {                              \
+    if (a.n == 0) return;                                                                      \
+    map1(Launch(label), static_cast<T*>(a.y), static_cast<const T*>(a.x), a.n, name##Fwd<T>{}); \
+  }                                                                                            \
+  template <class T> void name##_backward_cuda(const ActArgs& a) {                             \
+    if (a.n == 0) return;                                                                      \
+    map2(Launch(label "_backward"), static_cast<T*>(a.dx), static_cast<const T*>(a.x),         \
+         static_cast<const T*>(a.dy), a.n, name##Bwd<T>{});                                    \
+  }
+OOMLAB_ACT_CUDA(silu, "silu")
+OOMLAB_ACT_CUDA(hardswish, "hardswish")
+OOMLAB_ACT_CUDA(hardsigmoid, "hardsigmoid")
+#undef OOMLAB_ACT_CUDA
 }  // namespace
 
 void register_activation_cuda_kernels() {
@@ -87,6 +109,12 @@ void register_activation_cuda_kernels() {
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(sigmoid_backward_kernels(), sigmoid_backward_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(gelu_forward_kernels(), gelu_forward_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(gelu_backward_kernels(), gelu_backward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(silu_forward_kernels(), silu_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(silu_backward_kernels(), silu_backward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(hardswish_forward_kernels(), hardswish_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(hardswish_backward_kernels(), hardswish_backward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(hardsigmoid_forward_kernels(), hardsigmoid_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(hardsigmoid_backward_kernels(), hardsigmoid_backward_cuda);
 }
 
 }  // namespace oomlab

@@ -1,4 +1,4 @@
-// elementwise.cu — CUDA kernels for axpby / mul / fill / sum (kernels/elementwise.h) in
+// elementwise.cu — CUDA kernels for axpby / mul / fill / sum / pow (kernels/elementwise.h) in
 // float32, float64, float16 and bfloat16 (axpby also int64). Grid-stride loops on the device's compute stream;
 // axpby and mul are maps of vector_map.cuh (16-byte accesses under the vectorized switch, same bits).
 // float32 / float64 results equal the CPU kernels bit for bit (the same fused multiply-adds
@@ -26,6 +26,16 @@ template <class T, class C = compute_t<T>> struct Axpby2 {   // alpha*a + beta*b
 template <class T, class C = compute_t<T>> struct Mul3 {   // a*b*alpha
   C alpha;
   __device__ T operator()(T a, T b) const { return st<T>(mul3(ld(a), ld(b), alpha)); }
+};
+template <class T, class C = compute_t<T>> struct PowFwd {
+  C e;
+  __device__ T operator()(T x) const { return st<T>(pow(ld(x), e)); }
+};
+template <class T, class C = compute_t<T>> struct PowBwd {   // (x, dy) -> dx
+  C e;
+  __device__ T operator()(T x, T dy) const {
+    return e == C(0) ? st<T>(0) : st<T>(mul_rn(ld(dy), mul_rn(e, pow(ld(x), sub_rn(e, C(1))))));
+  }
 };
 __global__ void axpby_i64_kernel(int64_t* out, const int64_t* a, const int64_t* b, int64_t alpha, int64_t beta,
                                  int64_t gamma, int64_t n) {
@@ -66,6 +76,15 @@ template <class T> void mul_cuda(const MulArgs& a) {
   map2(Launch("mul"), static_cast<T*>(a.out), static_cast<const T*>(a.a), static_cast<const T*>(a.b), a.n,
        Mul3<T>{compute_t<T>(a.alpha)});
 }
+template <class T> void pow_forward_cuda(const PowArgs& a) {
+  if (a.n == 0) return;
+  map1(Launch("pow"), static_cast<T*>(a.y), static_cast<const T*>(a.x), a.n, PowFwd<T>{compute_t<T>(a.exponent)});
+}
+template <class T> void pow_backward_cuda(const PowArgs& a) {
+  if (a.n == 0) return;
+  map2(Launch("pow_backward"), static_cast<T*>(a.dx), static_cast<const T*>(a.x), static_cast<const T*>(a.dy), a.n,
+       PowBwd<T>{compute_t<T>(a.exponent)});
+}
 // The value is converted on the host exactly as the CPU fill (half: float_to_half(float(v))).
 template <class T> void fill_cuda(const FillArgs& a) {
   if (a.n == 0) return;
@@ -89,6 +108,8 @@ void register_elementwise_cuda_kernels() {
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(axpby_kernels(), axpby_cuda);
   set_kernel<&axpby_i64_cuda>(axpby_kernels(), DeviceType::cuda, DType::i64);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(mul_kernels(), mul_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(pow_forward_kernels(), pow_forward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(pow_backward_kernels(), pow_backward_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(fill_kernels(), fill_cuda);
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(sum_kernels(), sum_cuda);
 }

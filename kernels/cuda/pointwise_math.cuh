@@ -116,6 +116,31 @@ template <class C> __host__ __device__ __forceinline__ C sigmoid_bwd(C y, C dy) 
   return mul_rn(mul_rn(dy, sub_rn(C(1), y)), y);
 }
 
+// ---- activation (kernels/activation.h): silu, hardswish, hardsigmoid --------------------
+// Formulas as kernels/cpu/activation_cpu.cpp's, every rounding spelled out (the CPU's
+// float32 silu/hardswish loops have no a*b+c for GCC to contract except where noted).
+template <class C> __host__ __device__ __forceinline__ C silu_fwd(C x) {
+  return div_rn(x, add_rn(C(1), exp_t(-x)));
+}
+template <class C> __host__ __device__ __forceinline__ C silu_bwd(C x, C dy) {
+  const C s = div_rn(C(1), add_rn(C(1), exp_t(-x)));
+  return mul_rn(mul_rn(dy, s), fma_rn(x, sub_rn(C(1), s), C(1)));
+}
+template <class C> __host__ __device__ __forceinline__ C relu6_shift(C x) {   // min(max(x + 3, 0), 6)
+  const C v = add_rn(x, C(3));
+  return v < C(0) ? C(0) : (v > C(6) ? C(6) : v);
+}
+template <class C> __host__ __device__ __forceinline__ C hardswish_fwd(C x) {
+  return div_rn(mul_rn(x, relu6_shift(x)), C(6));
+}
+template <class C> __host__ __device__ __forceinline__ C hardswish_bwd(C x, C dy) {
+  return x < C(-3) ? C(0) : (x <= C(3) ? mul_rn(dy, add_rn(div_rn(x, C(3)), C(0.5))) : dy);
+}
+template <class C> __host__ __device__ __forceinline__ C hardsigmoid_fwd(C x) { return div_rn(relu6_shift(x), C(6)); }
+template <class C> __host__ __device__ __forceinline__ C hardsigmoid_bwd(C x, C dy) {
+  return (x > C(-3) && x < C(3)) ? div_rn(dy, C(6)) : C(0);
+}
+
 // ---- activation (kernels/activation.h): gelu ------------------------------------------
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;

@@ -33,12 +33,14 @@ void register_upsample_cuda_kernels();
 void register_optim_cuda_kernels();
 void register_optim_foreach_cuda_kernels();
 void register_collective_cuda_kernels();
+void register_broadcast_cuda_kernels();
 
 namespace {
 void register_cuda_kernels() {
   register_raw_memory(DeviceType::cuda, &cuda::make_cuda_raw_memory);
   cuda::register_cuda_backend_hooks();
   register_elementwise_cuda_kernels();
+  register_broadcast_cuda_kernels();
   register_copy_cuda_kernels();
   register_linear_cuda_kernels();
   register_conv_cuda_kernels();
