@@ -2,7 +2,9 @@
 // depend on neither the model input nor a trained parameter (Hugging Face's position and
 // token-type ids, the all-true attention mask of unpadded input) are computed once on the host
 // when the model is built, from the ops below; any other op, or a float value, is left to run
-// on the device. Row-major int64 arithmetic; bool as 0/1.
+// on the device. Row-major int64 arithmetic; bool as 0/1. With a dynamic batch the sizes are
+// folded too (aten.sym_size.int of the input by GraphModel, Python's _operator arithmetic on
+// them here), for the running input's shape: the model refolds when that shape changes.
 #include <numeric>
 
 #include "engine/core/error.h"
@@ -56,7 +58,26 @@ struct Folder {
     return n.args[i].get<int64_t>();
   }
   bool integral(size_t i) const { return i < n.args.size() && n.args[i].is_number_integer(); }
+  // A list of sizes whose entries are integers or references to folded sizes (dynamic batch).
+  Shape sizes(size_t i) const {
+    Shape s;
+    for (const json& e : n.args.at(i)) s.push_back(e.is_object() ? known.at(e["ref"].get<std::string>()).v.at(0) : e.get<int64_t>());
+    return s;
+  }
+  int64_t scalar(size_t i) const { return is_ref(i) ? ref(i).v.at(0) : n.args.at(i).get<int64_t>(); }
 };
+
+// Python's arithmetic on sizes (torch.export's _operator nodes over the symbolic batch).
+std::optional<HostValue> fold_size_arith(const Folder& f) {
+  const int64_t a = f.scalar(0), b = f.scalar(1);
+  const std::string& op = f.n.op;
+  if (op == "_operator.mul") return HostValue{{}, {a * b}};
+  if (op == "_operator.add") return HostValue{{}, {a + b}};
+  if (op == "_operator.sub") return HostValue{{}, {a - b}};
+  if (b == 0) return std::nullopt;
+  const int64_t q = a / b;   // floordiv: Python rounds toward negative infinity
+  return HostValue{{}, {(a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q}};
+}
 
 std::optional<HostValue> fold_view(const Folder& f) {
   const HostValue& x = f.ref(0);
@@ -78,7 +99,7 @@ std::optional<HostValue> fold_view(const Folder& f) {
     });
   }
   if (f.n.op == "aten.expand.default") {
-    Shape s = f.n.args.at(1).get<std::vector<int64_t>>();
+    Shape s = f.sizes(1);
     if (s.size() < x.shape.size()) return std::nullopt;
     HostValue src = x;
     src.shape.insert(src.shape.begin(), s.size() - x.shape.size(), 1);
@@ -89,7 +110,7 @@ std::optional<HostValue> fold_view(const Folder& f) {
     return build(s, [&](const std::vector<int64_t>& idx) { return at(src, idx); });
   }
   HostValue y = x;   // view / reshape
-  Shape s = f.n.args.at(1).get<std::vector<int64_t>>();
+  Shape s = f.sizes(1);
   for (int64_t& d : s)
     if (d == -1) d = numel_of(x.shape) / std::max<int64_t>(1, -numel_of(s));
   if (numel_of(s) != numel_of(x.shape)) return std::nullopt;
@@ -141,9 +162,10 @@ std::optional<HostValue> fold(const GraphNode& n, const std::map<std::string, Ho
   for (const GraphTensor& o : n.outputs)   // integers only: float constants run on the device
     if (o.dtype != "int64" && o.dtype != "bool") return std::nullopt;
   const Folder f{n, known};
+  if (n.op.rfind("_operator.", 0) == 0) return fold_size_arith(f);
   if (n.op == "aten.arange.start_step" || n.op == "aten.arange.default") {
     const bool one = n.op == "aten.arange.default";
-    const int64_t start = one ? 0 : f.integer(0, 0), end = one ? f.integer(0, 0) : f.integer(1, 0),
+    const int64_t start = one ? 0 : f.scalar(0), end = one ? f.scalar(0) : f.scalar(1),
                   step = one ? 1 : f.integer(2, 1);
     if (step <= 0 || end < start || end - start > int64_t(kMaxBufferValues)) return std::nullopt;
     return build({(end - start + step - 1) / step}, [&](const std::vector<int64_t>& idx) { return start + idx[0] * step; });

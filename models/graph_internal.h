@@ -2,6 +2,7 @@
 // header; the importer's contracts are in graph_model.h):
 //   graph_model.cpp     the module tree, value lifetimes, the forward loop, the public API;
 //   graph_nodes.cpp     one handler per supported op (run_node, graph_supported_ops);
+//   graph_pointwise.cpp arithmetic (broadcasting, with numbers), activations, shape ops;
 //   graph_constants.cpp constant folding: nodes that depend on neither the model input nor a
 //                       trainable parameter (position ids, an all-true attention mask) are
 //                       evaluated once on the host, at build time.
@@ -56,21 +57,29 @@ class GraphModel : public GraphLeaf {
     return it != last_use_.end() && it->second == node && !held_.count(name);
   }
   bool batched(const std::string& name) const { return batched_.count(name) > 0; }
+  int uses(const std::string& name) const {   // nodes that reference the value
+    auto it = uses_.find(name);
+    return it == uses_.end() ? 0 : it->second;
+  }
   const std::map<std::string, Tensor>& tensors() const { return tensors_; }
   int64_t example_batch() const { return g_.inputs[0].shape.empty() ? 0 : g_.inputs[0].shape[0]; }
+  bool dynamic_batch() const { return g_.dynamic_batch; }
   int64_t batch = 0;   // the running forward's
   std::map<std::string, std::string> producer;   // node name -> its op (getitem: "getitem:<source op>")
 
  private:
   void build_tree();
   void plan_lifetimes();
-  void fold_constants();
+  void fold_constants(const Shape& input_shape);
   ModelGraph g_;
   ModelConfig cfg_;
   std::map<std::string, Tensor> tensors_;              // parameters and buffers by state_dict name
-  std::map<std::string, HostValue> constants_;         // folded nodes and integer buffers with values
+  std::map<std::string, HostValue> buffer_constants_;  // integer buffers with values
+  std::map<std::string, HostValue> constants_;         // those and the nodes folded for folded_for_
+  Shape folded_for_;                                   // the input shape constants_ were folded for
   std::set<std::string> batched_;                      // values derived from the model input
   std::map<std::string, size_t> last_use_;
+  std::map<std::string, int> uses_;
   std::vector<std::vector<std::string>> dies_after_;   // per node: the values freed after it
   std::set<std::string> held_;                         // inputs, parameters, outputs: never freed
 };
@@ -90,6 +99,11 @@ struct NodeCtx {
 };
 
 const std::set<std::string>& supported_ops();
+// graph_pointwise.cpp: arithmetic, activations and shape ops (pointwise_ops() names them);
+// add_node is add.Tensor when it cannot run in place (a number, a broadcast).
+const std::set<std::string>& pointwise_ops();
+Value pointwise_node(const NodeCtx& c);
+Value add_node(const NodeCtx& c);
 Value run_node(GraphModel& m, const GraphNode& n, std::map<std::string, Value>& env, size_t index);
 // The folded value of node n from its arguments' folded values, or nullopt when n's op
 // is not one the folder evaluates (it then runs on the device like any other node).

@@ -65,7 +65,7 @@ std::vector<std::string> module_and_ancestors(const std::string& path) {
 
 GraphModel::GraphModel(ModelGraph g, const ModelConfig& cfg) : GraphLeaf("GraphModel"), g_(std::move(g)), cfg_(cfg) {
   build_tree();
-  fold_constants();
+  fold_constants(g_.inputs[0].shape);
   plan_lifetimes();
 }
 
@@ -97,17 +97,21 @@ void GraphModel::build_tree() {
     Tensor t = Tensor::empty(p.shape, dt, cfg_.device);
     init_tensor(t, p, gen);
     tensors_[p.name] = m->add_tensor(p.name.substr(start), t, p.buffer);
-    if (!p.values.empty()) constants_[p.name] = HostValue{p.shape, p.values};
+    if (!p.values.empty()) buffer_constants_[p.name] = HostValue{p.shape, p.values};
   }
   for (const GraphNode& n : g_.nodes)   // modules without tensors (ReLU, MaxPool2d) too, for summary's rows
     if (!n.module.empty()) module_at(n.module, n.module.size());
 }
 
 // A node all of whose references are folded constants (integer buffers with values, or
-// nodes folded before it) and whose op the folder evaluates is folded; values derived from
-// the model input are "batched" (a view of one scales its dim 0 with the running batch).
-void GraphModel::fold_constants() {
-  batched_.insert(g_.inputs[0].name);
+// nodes folded before it) and whose op the folder evaluates is folded, and so is a size of
+// the input (aten.sym_size.int: a dynamic batch) for `input_shape`; values derived from the
+// model input are "batched" (in a static export a view of one scales its dim 0 with the
+// running batch).
+void GraphModel::fold_constants(const Shape& input_shape) {
+  constants_ = buffer_constants_;
+  folded_for_ = input_shape;
+  batched_ = {g_.inputs[0].name};
   for (const GraphNode& n : g_.nodes) {
     bool all_constant = true, any_batched = false;
     for (const std::string& r : n.refs) {
@@ -115,6 +119,14 @@ void GraphModel::fold_constants() {
       any_batched = any_batched || batched_.count(r);
     }
     if (any_batched) batched_.insert(n.name);
+    if (n.op == "aten.sym_size.int" && n.refs.size() == 1 && n.refs[0] == g_.inputs[0].name && n.args.size() == 2 &&
+        n.args[1].is_number_integer()) {
+      const int64_t d = n.args[1].get<int64_t>() + (n.args[1].get<int64_t>() < 0 ? int64_t(input_shape.size()) : 0);
+      OOMLAB_CHECK_T(ShapeError, d >= 0 && d < int64_t(input_shape.size()), "graph ", g_.file, ": node '", n.name,
+                     "' reads dim ", n.args[1].get<int64_t>(), " of an input of shape ", shape_str(input_shape));
+      constants_[n.name] = HostValue{{}, {input_shape[size_t(d)]}};
+      continue;
+    }
     if (!all_constant) continue;
     if (std::optional<HostValue> c = fold_node(n, constants_)) constants_[n.name] = std::move(*c);
   }
@@ -132,8 +144,8 @@ void GraphModel::plan_lifetimes() {
   const size_t count = g_.nodes.size();
   std::vector<std::vector<std::string>> calls(count);   // the modules node i runs inside
   std::vector<std::map<std::string, size_t>> begin(count), end(count);
-  for (size_t i = 0; i < count; ++i) {
-    calls[i] = module_and_ancestors(g_.nodes[i].module);
+  for (size_t i = 0; i < count; ++i) {   // a folded node (a size, a constant) continues the run before it
+    calls[i] = constants_.count(g_.nodes[i].name) && i > 0 ? calls[i - 1] : module_and_ancestors(g_.nodes[i].module);
     for (const std::string& m : calls[i]) begin[i][m] = i > 0 && begin[i - 1].count(m) ? begin[i - 1][m] : i;
   }
   for (size_t i = count; i-- > 0;)
@@ -141,6 +153,7 @@ void GraphModel::plan_lifetimes() {
   std::map<std::string, size_t> produced_at;
   for (size_t i = 0; i < count; ++i) {
     const GraphNode& n = g_.nodes[i];
+    for (const std::string& r : std::set<std::string>(n.refs.begin(), n.refs.end())) ++uses_[r];
     for (const std::string& r : n.refs) {
       size_t& last = last_use_[r];
       last = std::max(last, i);
@@ -161,20 +174,25 @@ Tensor GraphModel::forward(const Tensor& x) {
   std::map<std::string, Value> env;
   env[g_.inputs[0].name].outs = {x};
   batch = x.dim() > 0 ? x.size(0) : 0;
+  if (x.shape() != folded_for_) fold_constants(x.shape());
   for (auto& [name, t] : tensors_) env[name].outs = {t};
   for (auto& [name, c] : constants_) env[name].constant = &c;
   Tensor run_input;   // the first tensor input of the current module's run of nodes
+  const std::string* run_module = nullptr;   // (folded nodes, sizes among them, belong to no run)
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     const GraphNode& n = g_.nodes[i];
-    if (i == 0 || g_.nodes[i - 1].module != n.module) {
-      const Value* first = n.refs.empty() ? nullptr : &env.at(n.refs[0]);
-      run_input = first && !first->outs.empty() ? first->outs[0] : Tensor();
-    }
     if (!constants_.count(n.name)) {
+      if (!run_module || *run_module != n.module) {
+        const Value* first = n.refs.empty() ? nullptr : &env.at(n.refs[0]);
+        run_input = first && !first->outs.empty() ? first->outs[0] : Tensor();
+      }
+      run_module = &n.module;
       MemoryContext ctx(n.module.empty() ? memory_label() : n.module, "fwd");
       env[n.name] = run_node(*this, n, env, i);
     }
-    const bool run_ends = i + 1 == g_.nodes.size() || g_.nodes[i + 1].module != n.module;
+    size_t next = i + 1;
+    while (next < g_.nodes.size() && constants_.count(g_.nodes[next].name)) ++next;
+    const bool run_ends = !constants_.count(n.name) && (next == g_.nodes.size() || g_.nodes[next].module != n.module);
     const Value& out = env[n.name];
     if (run_ends && !n.module.empty() && !out.outs.empty() && out.outs[0].defined() && run_input.defined()) {
       nn::Module* m = submodule(n.module);   // summary's per-layer rows
@@ -262,7 +280,7 @@ BertShape graph_token_shape(const std::string& name) {
 std::vector<std::string> graph_missing_ops(const ModelGraph& g) {
   std::vector<std::string> out;
   for (const GraphNode& n : g.nodes)
-    if (!graph::supported_ops().count(n.op))
+    if (!graph::supported_ops().count(n.op) && !graph::pointwise_ops().count(n.op))
       out.push_back(str_cat(n.op, " (node '", n.name, "'", n.module.empty() ? "" : str_cat(", module '", n.module, "'"), ")"));
   return out;
 }

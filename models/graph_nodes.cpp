@@ -33,7 +33,9 @@ const std::set<std::string>& supported_ops() {
       "aten.select.int", "aten.clone.default", "aten.scaled_dot_product_attention.default",
       // evaluated on the host when constant (graph_constants.cpp)
       "aten.arange.start_step", "aten.arange.default", "aten.slice.Tensor", "aten.expand.default",
-      "aten.gather.default", "aten.unsqueeze.default", "aten.ge.Scalar"};
+      "aten.gather.default", "aten.unsqueeze.default", "aten.ge.Scalar",
+      // sizes of a dynamic batch, folded on the host
+      "aten.sym_size.int", "_operator.mul", "_operator.add", "_operator.sub", "_operator.floordiv"};
   return ops;
 }
 
@@ -66,6 +68,12 @@ std::vector<int64_t> NodeCtx::ints(size_t i, std::vector<int64_t> dflt) const {
   if (a.is_null()) return dflt;
   std::vector<int64_t> out;
   for (const json& e : a) {
+    if (e.is_object() && e.contains("ref")) {   // a size node (dynamic batch), folded on the host
+      const Value& v = env.at(e["ref"].get<std::string>());
+      if (!v.constant || v.constant->v.size() != 1) unsupported(str_cat("argument ", i, " (a size not known on the host)"));
+      out.push_back(v.constant->v[0]);
+      continue;
+    }
     if (!e.is_number_integer()) unsupported(str_cat("argument ", i, " ", a.dump()));
     out.push_back(e.get<int64_t>());
   }
@@ -83,13 +91,14 @@ double NodeCtx::number(size_t i, double dflt) const {
   unsupported(str_cat("argument ", i, " ", a.dump().substr(0, 60), " where a number was expected"));
 }
 
-// The first argument may be overwritten: its value dies here and a kernel that saves no
+// The first argument may be overwritten: its value dies here, this node is its only reader
+// (no other op saved it: a LayerNorm before a residual add does) and a kernel that saves no
 // output produced it (what torchvision's in-place ReLU and residual add rely on).
 bool NodeCtx::may_overwrite_first() const {
   const json& a = arg(0);
   if (!a.is_object() || !a.contains("ref")) return false;
   const std::string src = a["ref"].get<std::string>();
-  if (!m.last_use(src, index) || !m.producer.count(src)) return false;
+  if (!m.last_use(src, index) || m.uses(src) != 1 || !m.producer.count(src)) return false;   // no other reader saved it
   const std::string& op = m.producer.at(src);
   return op == "aten.convolution.default" || op == "getitem:aten._native_batch_norm_legit_no_training.default" ||
          op == "aten.add.Tensor";
@@ -123,10 +132,9 @@ Value elementwise(const NodeCtx& c) {
     return {{relu_(x)}, {}, {}};
   }
   if (c.n.kwargs.contains("alpha") && c.n.kwargs["alpha"] != 1) c.unsupported("add with alpha != 1");
-  if (!c.value(1)) c.unsupported("add of a scalar to a tensor computed on the device");
+  if (!c.value(0) || !c.value(1)) return add_node(c);   // a number
   const Tensor a = c.tensor(0), b = c.tensor(1);
-  if (a.shape() != b.shape()) c.unsupported(str_cat("a broadcasting add (", shape_str(a.shape()), " + ", shape_str(b.shape()), ")"));
-  if (!c.may_overwrite_first()) return {{add(a, b)}, {}, {}};
+  if (a.shape() != b.shape() || !c.may_overwrite_first()) return {{add(a, b)}, {}, {}};
   Tensor x = a;
   return {{add_(x, b)}, {}, {}};
 }
@@ -154,10 +162,11 @@ Value pooling(const NodeCtx& c) {
   return {{keep ? y : y.reshape({x.size(0), x.size(1)})}, {}, {}};
 }
 
-// A literal shape of a value derived from the input: its dim 0 holds the example's batch
-// (alone or times other sizes, [B*T, H]) and follows the running batch.
+// A literal shape of a value derived from the input, in a static export: its dim 0 holds the
+// example's batch (alone or times other sizes, [B*T, H]) and follows the running batch.
 Shape batch_following(const NodeCtx& c, Shape shape) {
   const int64_t b0 = c.m.example_batch(), b = c.m.batch;
+  if (c.m.dynamic_batch()) return shape;   // sizes that follow the batch are size nodes
   if (!c.value(0) || !c.m.batched(c.arg(0)["ref"].get<std::string>()) || shape.empty() || b == b0 || shape[0] < 0)
     return shape;
   if (b0 <= 0 || shape[0] % b0 != 0) c.unsupported(str_cat("a view whose dim 0 (", shape[0], ") is not a multiple of the batch"));
@@ -179,6 +188,12 @@ Value shape_node(const NodeCtx& c) {
     return {{linear(c.tensor(1), wt->transposed_of, c.tensor(0))}, {}, {}};
   }
   if (c.n.op == "aten.clone.default") return {{c.tensor(0).clone()}, {}, {}};
+  const Value* src = c.value(0);
+  if (src && src->transposed_of.defined()) {   // W^T expanded over a batch, viewed as itself (view / reshape): still bmm's operand
+    const Shape s = c.ints(1), w = src->transposed_of.shape();
+    if (s.size() != 3 || s[1] != w[1] || s[2] != w[0]) c.unsupported("a view of a transposed weight");
+    return {{}, src->transposed_of, {}};
+  }
   const Tensor x = c.tensor(0);
   if (c.n.op == "aten.select.int") {   // x[:, i]: a narrow without the dim
     int64_t dim = c.arg(1).get<int64_t>(), i = c.arg(2).get<int64_t>();
@@ -273,6 +288,7 @@ Value dispatch(const NodeCtx& c) {
       n.op == "aten.tanh.default")
     return transformer_node(c);
   if (n.op == "aten.scaled_dot_product_attention.default") return attention_node(c);
+  if (pointwise_ops().count(n.op)) return pointwise_node(c);
   return shape_node(c);
 }
 }  // namespace

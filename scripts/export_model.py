@@ -9,6 +9,7 @@ oomlab lacks is exported anyway: the importer names each missing op and where it
 Usage:
   export_model.py MODEL --input-shape 1,3,224,224 --out FILE.json
                   [--input-dtype float32|int64] [--mode train|eval] [--weights FILE.safetensors]
+                  [--static-batch]
 MODEL is one of
   torchvision:NAME   torchvision.models.NAME(weights=None), e.g. torchvision:resnet50
   hf:NAME            a Hugging Face config built offline: hf:bert (BertConfig(), bert-base's
@@ -19,7 +20,11 @@ MODEL is one of
 _native_batch_norm_legit_no_training and dropout not at all; the importer maps each node to
 the oomlab op that trains (BatchNorm's batch statistics come from the module's mode there).
 aten.scaled_dot_product_attention is kept whole (not decomposed to bmm and softmax), so that
-the importer runs it as oomlab's attention.
+the importer runs it as oomlab's attention; so are silu, hardswish and hardsigmoid (their
+decompositions save more than eager PyTorch does). The batch dim is exported symbolic
+(torch.export.Dim.AUTO; "dynamic_batch": true in the file): sizes that follow the batch are
+size nodes (aten.sym_size.int, _operator.mul ...) the importer evaluates for the running batch;
+--static-batch writes every size as the example's.
 Writes FILE.json atomically; --weights also writes the state_dict as safetensors (needs the
 safetensors package). Errors are one line `export_model: error: ...` and exit status 2
 (no PyTorch included).
@@ -49,6 +54,8 @@ def parse_args(argv):
     p.add_argument("--mode", default="eval", choices=["eval", "train"])
     p.add_argument("--out", required=True)
     p.add_argument("--weights")
+    p.add_argument("--static-batch", action="store_true",
+                   help="export every size as the example's (default: the batch dim stays symbolic)")
     a = p.parse_args(argv)
     try:
         a.shape = [int(s) for s in a.input_shape.split(",")]
@@ -90,15 +97,22 @@ def dtype_name(dt):
     return name
 
 
+def size_hint(s):
+    """A size as an int: a symbolic size (the dynamic batch) by its example value."""
+    return s if isinstance(s, int) else int(s.node.hint)
+
+
 def tensor_spec(val):
-    return {"shape": [int(s) for s in val.shape], "dtype": dtype_name(val.dtype)}
+    return {"shape": [size_hint(s) for s in val.shape], "dtype": dtype_name(val.dtype)}
 
 
 def output_specs(node):
     import torch
     val = node.meta.get("val")
     vals = val if isinstance(val, (tuple, list)) else [val]
-    specs = [tensor_spec(v) if isinstance(v, torch.Tensor) else {"shape": [0], "dtype": "float32"} for v in vals]
+    specs = [tensor_spec(v) if isinstance(v, torch.Tensor)
+             else {"shape": [], "dtype": "int64"} if isinstance(v, (int, torch.SymInt))   # a size
+             else {"shape": [0], "dtype": "float32"} for v in vals]
     return specs or [{"shape": [0], "dtype": "float32"}]
 
 
@@ -115,6 +129,15 @@ def convert(a, names):
     if isinstance(a, torch.dtype):
         return dtype_name(a)
     return str(a)   # devices, layouts, memory formats
+
+
+def op_name(target):
+    """aten ops by their overload name; Python's size arithmetic as _operator.mul etc."""
+    if target is operator.getitem:
+        return "getitem"
+    if getattr(target, "__module__", None) == "_operator":
+        return f"_operator.{target.__name__}"
+    return str(target)
 
 
 def module_of(node):
@@ -152,25 +175,30 @@ def graph_of(ep, spec, args):
         elif n.op == "call_function":
             names[n.name] = n.name
             mod, typ = module_of(n)
-            node = {"name": n.name, "op": "getitem" if n.target is operator.getitem else str(n.target),
+            node = {"name": n.name, "op": op_name(n.target),
                     "args": convert(list(n.args), names), "outputs": output_specs(n), "module": mod, "module_type": typ}
             if n.kwargs:
                 node["kwargs"] = {k: convert(v, names) for k, v in n.kwargs.items()}
             nodes.append(node)
         elif n.op == "output":
             outputs = [convert(a, names) for a in n.args[0]]
-    return {"format": "oomlab-graph", "version": 1,
+    batch = inputs[0]["name"] if inputs else None
+    dynamic = any(n.op == "placeholder" and n.name == batch and not isinstance(n.meta["val"].shape[0], int)
+                  for n in ep.graph.nodes)
+    return {"format": "oomlab-graph", "version": 1, "dynamic_batch": dynamic,
             "exporter": {"tool": "scripts/export_model.py", "torch": torch.__version__, "model": spec,
                          "mode": args.mode, "input_shape": args.shape, "input_dtype": args.input_dtype},
             "inputs": inputs, "parameters": params, "nodes": nodes, "outputs": outputs}
 
 
 def decomposition_table():
-    """Core ATen, but scaled_dot_product_attention stays one node: the importer runs it as
-    oomlab's attention (eager or fused, --attention) instead of its math decomposition."""
+    """Core ATen, but scaled_dot_product_attention stays one node (the importer runs it as
+    oomlab's attention, eager or fused) and so do silu, hardswish and hardsigmoid (one op
+    saving its input, as eager PyTorch runs them, not sigmoid / clamp / mul pieces that save more)."""
     import torch
     table = torch.export.default_decompositions()
-    for op in (torch.ops.aten.scaled_dot_product_attention.default,):
+    for op in (torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.silu.default,
+               torch.ops.aten.hardswish.default, torch.ops.aten.hardsigmoid.default):
         table.pop(op, None)
     return table
 
@@ -187,8 +215,9 @@ def main(argv):
         example = torch.ones(args.shape, dtype=torch.int64)
     else:
         example = torch.randn(args.shape)
+    dynamic = None if args.static_batch else ({0: torch.export.Dim.AUTO},)
     try:
-        ep = torch.export.export(model, (example,)).run_decompositions(decomposition_table())
+        ep = torch.export.export(model, (example,), dynamic_shapes=dynamic).run_decompositions(decomposition_table())
     except Exception as e:   # torch.export's own errors: unsupported Python, data-dependent control flow
         die(f"torch.export failed for {args.model}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     write_json_atomic(args.out, graph_of(ep, args.model, args))

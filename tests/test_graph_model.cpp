@@ -127,7 +127,7 @@ TEST(GraphModel, TokenGraphFoldsItsConstantsAndRunsItsAttention) {
 
 TEST(GraphModel, UnsupportedOpsAreListedAndUsesNamed) {
   json j = json::parse(read_file(kSeed));
-  j["nodes"][3]["op"] = "aten.hardswish.default";
+  j["nodes"][3]["op"] = "aten.upsample_nearest3d.vec";
   j["nodes"][6]["op"] = "aten.fancy.default";
   try {
     build_graph_model(parse_model_graph(j.dump(), "g.json"), ModelConfig{});
@@ -135,7 +135,7 @@ TEST(GraphModel, UnsupportedOpsAreListedAndUsesNamed) {
   } catch (const NotImplementedError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("2 node(s) use ops oomlab does not have yet"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("aten.hardswish.default (node 'relu', module 'relu')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("aten.upsample_nearest3d.vec (node 'relu', module 'relu')"), std::string::npos) << msg;
     EXPECT_NE(msg.find("aten.fancy.default (node 'view')"), std::string::npos) << msg;
   }
   j = json::parse(read_file(kSeed));
@@ -163,13 +163,13 @@ TEST(GraphModelCli, CommandsTakeAGraphAndRefuseBadOnes) {
   r = run_oomlab("train " + model + " --dataset synthetic --batch 4 --steps 2 --synthetic-size 8 --eval-batches 0");
   EXPECT_EQ(r.code, 0) << r.output;
   json j = json::parse(read_file(kSeed));
-  j["nodes"][3]["op"] = "aten.hardswish.default";
+  j["nodes"][3]["op"] = "aten.upsample_nearest3d.vec";
   j["nodes"][6]["op"] = "aten.fancy.default";
   const std::string bad = (std::filesystem::temp_directory_path() / ("oomlab_graph_" + std::to_string(::getpid()) + ".json")).string();
   std::ofstream(bad) << j.dump();
   r = run_oomlab("estimate --model graph:" + bad + " --batch 2");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("aten.hardswish.default (node 'relu', module 'relu')"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("aten.upsample_nearest3d.vec (node 'relu', module 'relu')"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("aten.fancy.default (node 'view')"), std::string::npos) << r.output;
   std::filesystem::remove(bad);
   r = run_oomlab("estimate --model graph:/nonexistent/g.json --batch 2");

@@ -191,6 +191,10 @@ ModelGraph parse_model_graph(std::string_view text, const std::string& file) {
   ModelGraph g;
   g.file = file;
   g.exporter = j.value("exporter", json::object());
+  if (j.contains("dynamic_batch")) {
+    if (!j["dynamic_batch"].is_boolean()) fail(file, "", "\"dynamic_batch\" must be true or false");
+    g.dynamic_batch = j["dynamic_batch"].get<bool>();
+  }
   Names names;
   const json& inputs = field(j, "inputs", file, "");
   if (!inputs.is_array() || inputs.empty()) fail(file, "", "\"inputs\" must be a non-empty list");

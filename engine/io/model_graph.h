@@ -4,6 +4,10 @@
 // Format "oomlab-graph", version 1: one JSON object
 //   {"format": "oomlab-graph", "version": 1,
 //    "exporter": {...}                     provenance, free-form (torch version, model spec)
+//    "dynamic_batch": true | false         optional (false): the batch was exported symbolic, so
+//                                          every size that follows it is a size node
+//                                          (aten.sym_size.int of the input, _operator.mul ...)
+//                                          referenced from shape lists, and literal sizes never do
 //    "inputs": [TENSOR...]                 the example input(s); dim 0 is the batch
 //    "parameters": [TENSOR + "kind": "parameter" | "buffer"]   state_dict names and shapes; an
 //                                          integer buffer may add "values": [numel integers]
@@ -56,6 +60,7 @@ struct ModelGraph {
   std::string file;
   int version = 1;
   nlohmann::json exporter;
+  bool dynamic_batch = false;
   std::vector<GraphTensor> inputs;
   std::vector<GraphParameter> parameters;
   std::vector<GraphNode> nodes;
