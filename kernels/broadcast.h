@@ -31,14 +31,9 @@ struct SumToArgs { void* out; const void* in; int ndim; int64_t shape[8]; int64_
 OOMLAB_KERNEL_TABLE(broadcast_binary, BroadcastArgs, "broadcast_binary")
 OOMLAB_KERNEL_TABLE(sum_to, SumToArgs, "sum_to")
 
-// Index helpers shared by the CPU and CUDA kernels.
-#if defined(__CUDACC__)
-#define OOMLAB_HD __host__ __device__
-#else
-#define OOMLAB_HD
-#endif
-// The offset of contiguous index i of `shape` through `strides`.
-OOMLAB_HD inline int64_t strided_offset(int64_t i, int ndim, const int64_t* shape, const int64_t* strides) {
+// The offset of contiguous index i of `shape` through `strides` (the CPU kernels'; the CUDA
+// kernels have a device twin in kernels/cuda/broadcast.cu).
+inline int64_t strided_offset(int64_t i, int ndim, const int64_t* shape, const int64_t* strides) {
   int64_t off = 0;
   for (int d = ndim - 1; d >= 0; --d) {
     off += (i % shape[d]) * strides[d];
@@ -74,6 +69,5 @@ inline SumToPlan sum_to_plan(const SumToArgs& a) {
   }
   return p;
 }
-#undef OOMLAB_HD
 
 }  // namespace oomlab

@@ -5,7 +5,9 @@
 // on the device. Row-major int64 arithmetic; bool as 0/1. With a dynamic batch the sizes are
 // folded too (aten.sym_size.int of the input by GraphModel, Python's _operator arithmetic on
 // them here), for the running input's shape: the model refolds when that shape changes.
+#include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 #include "engine/core/error.h"
 #include "engine/parallel/data_parallel.h"
@@ -66,6 +68,104 @@ struct Folder {
   }
   int64_t scalar(size_t i) const { return is_ref(i) ? ref(i).v.at(0) : n.args.at(i).get<int64_t>(); }
 };
+
+// An operand: a folded value, or an integer / bool literal as a 0-d value.
+HostValue operand(const Folder& f, size_t i) {
+  if (f.is_ref(i)) return f.ref(i);
+  const json& a = f.n.args.at(i);
+  return HostValue{{}, {a.is_boolean() ? int64_t(a.get<bool>()) : a.get<int64_t>()}};
+}
+
+// x op y elementwise with broadcasting (shapes right-aligned, size-1 dims stretched).
+template <class Op> std::optional<HostValue> fold_binary(const Folder& f, Op op) {
+  HostValue a = operand(f, 0), b = operand(f, 1);
+  const size_t rank = std::max(a.shape.size(), b.shape.size());
+  a.shape.insert(a.shape.begin(), rank - a.shape.size(), 1);
+  b.shape.insert(b.shape.begin(), rank - b.shape.size(), 1);
+  Shape out(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (a.shape[d] != b.shape[d] && a.shape[d] != 1 && b.shape[d] != 1) return std::nullopt;
+    out[d] = std::max(a.shape[d], b.shape[d]);
+  }
+  return build(out, [&](const std::vector<int64_t>& idx) { return op(at(a, idx), at(b, idx)); });
+}
+
+// Hugging Face's mask construction: comparisons, bitwise and, cumsum, index, cat, full.
+std::optional<HostValue> fold_mask_op(const Folder& f) {
+  const std::string& op = f.n.op;
+  if (op == "aten.sub.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return x - y; });
+  if (op == "aten.ne.Scalar" || op == "aten.ne.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x != y); });
+  if (op == "aten.eq.Scalar" || op == "aten.eq.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x == y); });
+  if (op == "aten.le.Scalar" || op == "aten.le.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x <= y); });
+  if (op == "aten.lt.Scalar" || op == "aten.lt.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x < y); });
+  if (op == "aten.gt.Scalar" || op == "aten.gt.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x > y); });
+  if (op == "aten.bitwise_and.Tensor" || op == "aten.logical_and.default")
+    return fold_binary(f, [](int64_t x, int64_t y) { return int64_t((x != 0) && (y != 0)); });
+  if (op == "aten.full.default") {
+    const Shape s = f.sizes(0);
+    const json& v = f.n.args.at(1);
+    const int64_t value = v.is_boolean() ? int64_t(v.get<bool>()) : v.get<int64_t>();
+    if (numel_of(s) > int64_t(kMaxBufferValues)) return std::nullopt;
+    return HostValue{s, std::vector<int64_t>(size_t(numel_of(s)), value)};
+  }
+  if (op == "aten.cumsum.default") {
+    HostValue y = f.ref(0);
+    const int64_t dim = wrap(f.integer(1, 0), y.shape.size());
+    const int64_t inner = strides_of(y.shape).at(size_t(dim)), len = y.shape.at(size_t(dim));
+    for (size_t i = 0; i < y.v.size(); ++i)
+      if ((int64_t(i) / inner) % len != 0) y.v[i] += y.v[i - size_t(inner)];
+    return y;
+  }
+  if (op == "aten.cat.default") {
+    std::vector<HostValue> parts;
+    for (const json& e : f.n.args.at(0)) parts.push_back(f.known.at(e.at("ref").get<std::string>()));
+    if (parts.empty()) return std::nullopt;
+    const int64_t dim = wrap(f.integer(1, 0), parts[0].shape.size());
+    Shape s = parts[0].shape;
+    s[size_t(dim)] = 0;
+    std::vector<int64_t> starts;
+    for (const HostValue& p : parts) {
+      starts.push_back(s[size_t(dim)]);
+      s[size_t(dim)] += p.shape.at(size_t(dim));
+    }
+    return build(s, [&](std::vector<int64_t> idx) {
+      size_t k = parts.size() - 1;
+      while (starts[k] > idx[size_t(dim)]) --k;
+      idx[size_t(dim)] -= starts[k];
+      return at(parts[k], idx);
+    });
+  }
+  // aten.index.Tensor(x, [i0, i1, ...]): x[i0, i1, ...] with the index tensors broadcast
+  const HostValue& x = f.ref(0);
+  std::vector<HostValue> index;
+  for (const json& e : f.n.args.at(1)) {
+    if (!e.is_object()) return std::nullopt;   // a None (a skipped dim) is not folded
+    index.push_back(f.known.at(e.at("ref").get<std::string>()));
+  }
+  if (index.empty() || index.size() > x.shape.size()) return std::nullopt;
+  size_t rank = 0;
+  for (const HostValue& i : index) rank = std::max(rank, i.shape.size());
+  Shape bshape(rank, 1);
+  for (HostValue& i : index) {
+    i.shape.insert(i.shape.begin(), rank - i.shape.size(), 1);
+    for (size_t d = 0; d < rank; ++d) {
+      if (i.shape[d] != 1 && bshape[d] != 1 && i.shape[d] != bshape[d]) return std::nullopt;
+      bshape[d] = std::max(bshape[d], i.shape[d]);
+    }
+  }
+  Shape s = bshape;
+  s.insert(s.end(), x.shape.begin() + int64_t(index.size()), x.shape.end());
+  return build(s, [&](const std::vector<int64_t>& idx) {
+    std::vector<int64_t> head(idx.begin(), idx.begin() + int64_t(rank)), src;
+    for (const HostValue& i : index) {
+      const int64_t v = at(i, head), size = x.shape[src.size()];
+      if (v < -size || v >= size) throw std::out_of_range("index");
+      src.push_back(v < 0 ? v + size : v);
+    }
+    src.insert(src.end(), idx.begin() + int64_t(rank), idx.end());
+    return at(x, src);
+  });
+}
 
 // Python's arithmetic on sizes (torch.export's _operator nodes over the symbolic batch).
 std::optional<HostValue> fold_size_arith(const Folder& f) {
@@ -170,12 +270,13 @@ std::optional<HostValue> fold(const GraphNode& n, const std::map<std::string, Ho
     if (step <= 0 || end < start || end - start > int64_t(kMaxBufferValues)) return std::nullopt;
     return build({(end - start + step - 1) / step}, [&](const std::vector<int64_t>& idx) { return start + idx[0] * step; });
   }
+  if (n.op == "aten.full.default" || n.op == "aten.cat.default") return fold_mask_op(f);
   if (!f.is_ref(0)) return std::nullopt;
   if (n.op == "aten.unsqueeze.default" || n.op == "aten.slice.Tensor" || n.op == "aten.expand.default" ||
       n.op == "aten.view.default" || n.op == "aten._unsafe_view.default" || n.op == "aten.reshape.default")
     return fold_view(f);
   if (n.op == "aten.gather.default" || n.op == "aten.ge.Scalar" || n.op == "aten.add.Tensor") return fold_arith(f);
-  return std::nullopt;
+  return fold_mask_op(f);
 }
 }  // namespace
 

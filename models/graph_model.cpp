@@ -93,10 +93,15 @@ void GraphModel::build_tree() {
     GraphLeaf* m = last_dot == std::string::npos ? this : module_at(p.name, last_dot);
     const size_t start = last_dot == std::string::npos ? 0 : last_dot + 1;
     const std::string where = str_cat("graph ", g_.file, ": parameter '", p.name, "'");
-    const DType dt = p.buffer || dtype_from(p.dtype, where) != DType::f32 ? dtype_from(p.dtype, where) : cfg_.dtype;
+    // float32 tensors take the model's dtype; buffers only a float64 one (model.double()), as
+    // BatchNorm keeps float32 statistics in a --half model
+    const DType file_dt = dtype_from(p.dtype, where);
+    const bool follows = file_dt == DType::f32 && (!p.buffer || cfg_.dtype == DType::f64);
+    const DType dt = follows ? cfg_.dtype : file_dt;
     Tensor t = Tensor::empty(p.shape, dt, cfg_.device);
     init_tensor(t, p, gen);
-    tensors_[p.name] = m->add_tensor(p.name.substr(start), t, p.buffer);
+    // a non-persistent buffer lives on the device but outside the state_dict (not registered)
+    tensors_[p.name] = p.persistent ? m->add_tensor(p.name.substr(start), t, p.buffer) : t;
     if (!p.values.empty()) buffer_constants_[p.name] = HostValue{p.shape, p.values};
   }
   for (const GraphNode& n : g_.nodes)   // modules without tensors (ReLU, MaxPool2d) too, for summary's rows
@@ -125,6 +130,10 @@ void GraphModel::fold_constants(const Shape& input_shape) {
       OOMLAB_CHECK_T(ShapeError, d >= 0 && d < int64_t(input_shape.size()), "graph ", g_.file, ": node '", n.name,
                      "' reads dim ", n.args[1].get<int64_t>(), " of an input of shape ", shape_str(input_shape));
       constants_[n.name] = HostValue{{}, {input_shape[size_t(d)]}};
+      continue;
+    }
+    if (n.op == "aten._assert_tensor_metadata.default") {   // a check torch.export leaves: nothing to run
+      constants_[n.name] = HostValue{{0}, {}};
       continue;
     }
     if (!all_constant) continue;

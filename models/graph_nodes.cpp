@@ -35,7 +35,12 @@ const std::set<std::string>& supported_ops() {
       "aten.arange.start_step", "aten.arange.default", "aten.slice.Tensor", "aten.expand.default",
       "aten.gather.default", "aten.unsqueeze.default", "aten.ge.Scalar",
       // sizes of a dynamic batch, folded on the host
-      "aten.sym_size.int", "_operator.mul", "_operator.add", "_operator.sub", "_operator.floordiv"};
+      "aten.sym_size.int", "_operator.mul", "_operator.add", "_operator.sub", "_operator.floordiv",
+      // masks built from positions (GPT-2's causal mask), folded on the host
+      "aten.full.default", "aten.cumsum.default", "aten.index.Tensor", "aten.ne.Scalar", "aten.ne.Tensor",
+      "aten.eq.Scalar", "aten.eq.Tensor", "aten.le.Scalar", "aten.le.Tensor", "aten.lt.Scalar", "aten.lt.Tensor",
+      "aten.gt.Scalar", "aten.gt.Tensor", "aten.bitwise_and.Tensor", "aten.logical_and.default",
+      "aten._assert_tensor_metadata.default"};
   return ops;
 }
 
@@ -182,10 +187,12 @@ Value shape_node(const NodeCtx& c) {
       return {{}, w, {}};   // a weight's transpose: addmm runs it as linear
     return {{w.permute(dims)}, {}, {}};
   }
-  if (c.n.op == "aten.addmm.default") {
+  if (c.n.op == "aten.addmm.default") {   // bias + x @ W^T (nn.Linear) or bias + x @ M (GPT-2's Conv1D)
     const Value* wt = c.value(2);
-    if (!wt || !wt->transposed_of.defined()) c.unsupported("addmm whose second matrix is not a transposed weight");
-    return {{linear(c.tensor(1), wt->transposed_of, c.tensor(0))}, {}, {}};
+    if (wt && wt->transposed_of.defined()) return {{linear(c.tensor(1), wt->transposed_of, c.tensor(0))}, {}, {}};
+    const Tensor m = c.tensor(2);
+    if (m.dim() != 2) c.unsupported("addmm of a matrix that is not 2-D");
+    return {{linear(c.tensor(1), m.transpose(0, 1), c.tensor(0))}, {}, {}};
   }
   if (c.n.op == "aten.clone.default") return {{c.tensor(0).clone()}, {}, {}};
   const Value* src = c.value(0);
@@ -243,9 +250,23 @@ Value transformer_node(const NodeCtx& c) {
   return {{nn::tanh_composed(c.tensor(0))}, {}, {}};   // aten.tanh.default
 }
 
+// A constant boolean attention mask [..., Tq, Tk]: true everywhere (Hugging Face's mask for
+// unpadded input), exactly key <= query in every leading slice (a causal decoder's), or other.
+enum class MaskKind { all_true, causal, other };
+MaskKind mask_kind(const HostValue& m) {
+  if (std::all_of(m.v.begin(), m.v.end(), [](int64_t x) { return x != 0; })) return MaskKind::all_true;
+  if (m.shape.size() < 2) return MaskKind::other;
+  const int64_t tq = m.shape[m.shape.size() - 2], tk = m.shape.back();
+  for (size_t e = 0; e < m.v.size(); ++e) {
+    const int64_t i = int64_t(e) / tk % tq, j = int64_t(e) % tk;
+    if ((m.v[e] != 0) != (j <= i)) return MaskKind::other;
+  }
+  return MaskKind::causal;
+}
+
 // aten.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0, is_causal=False,
 // scale=None): oomlab's attention, eager or fused (--attention); the mask may only be a
-// constant that masks nothing (Hugging Face's all-true mask for unpadded input).
+// constant that masks nothing or exactly the causal one (is_causal=True does the same).
 Value attention_node(const NodeCtx& c) {
   auto kw = [&](const char* name, size_t pos) -> json {
     if (c.n.kwargs.contains(name)) return c.n.kwargs[name];
@@ -253,20 +274,20 @@ Value attention_node(const NodeCtx& c) {
   };
   const Tensor q = c.tensor(0), k = c.tensor(1), v = c.tensor(2);
   const json mask = kw("attn_mask", 3);
+  const json p = kw("dropout_p", 4), causal_arg = kw("is_causal", 5), sc = kw("scale", 6);
+  bool causal = causal_arg.is_boolean() && causal_arg.get<bool>();
   if (mask.is_object()) {
     const Value* mv = &c.env.at(mask["ref"].get<std::string>());
-    const bool attends_everywhere = mv->outs.empty() && mv->constant &&
-                                    std::all_of(mv->constant->v.begin(), mv->constant->v.end(), [](int64_t x) { return x != 0; });
-    if (!attends_everywhere) c.unsupported("an attention mask other than a constant all-true one");
+    const MaskKind kind = mv->outs.empty() && mv->constant ? mask_kind(*mv->constant) : MaskKind::other;
+    if (kind == MaskKind::other) c.unsupported("an attention mask other than a constant all-true or causal one");
+    causal = causal || kind == MaskKind::causal;
   }
-  const json p = kw("dropout_p", 4), causal = kw("is_causal", 5), sc = kw("scale", 6);
   if (p.is_number() && p.get<double>() != 0.0) c.unsupported("attention dropout in the exported graph");
-  if (causal.is_boolean() && causal.get<bool>()) c.unsupported("a causal attention (is_causal=True)");
   const double want = 1.0 / std::sqrt(double(q.size(q.dim() - 1)));
   if (sc.is_number() && std::abs(sc.get<double>() - want) > 1e-9 * want) c.unsupported("an attention scale other than 1/sqrt(head dim)");
   const bool training = c.m.is_training();
-  return {{c.m.config().fused_attention ? fused_scaled_dot_product_attention(q, k, v, Tensor(), 0.0, training)
-                                        : scaled_dot_product_attention(q, k, v, Tensor(), 0.0, training)},
+  return {{c.m.config().fused_attention ? fused_scaled_dot_product_attention(q, k, v, Tensor(), 0.0, training, nullptr, causal)
+                                        : scaled_dot_product_attention(q, k, v, Tensor(), 0.0, training, nullptr, causal)},
           {}, {}};
 }
 }  // namespace

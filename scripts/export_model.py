@@ -25,6 +25,8 @@ decompositions save more than eager PyTorch does). The batch dim is exported sym
 (torch.export.Dim.AUTO; "dynamic_batch": true in the file): sizes that follow the batch are
 size nodes (aten.sym_size.int, _operator.mul ...) the importer evaluates for the running batch;
 --static-batch writes every size as the example's.
+A parameter tied to another (GPT-2's transformer.wte.weight is lm_head.weight) is written
+once, under the name the graph uses; "exporter": {"tied": {other: used}} records the pair.
 Writes FILE.json atomically; --weights also writes the state_dict as safetensors (needs the
 safetensors package). Errors are one line `export_model: error: ...` and exit status 2
 (no PyTorch included).
@@ -152,17 +154,27 @@ def module_of(node):
 def graph_of(ep, spec, args):
     import torch
     from torch.export.graph_signature import InputKind
-    names, inputs, params = {}, [], []
+    names, inputs, params, tied = {}, [], [], {}
     state = dict(ep.state_dict)
     state.update(getattr(ep, "constants", {}) or {})
+    used = {a.name for n in ep.graph.nodes for a in n.all_input_nodes}
+    owner = {}   # storage -> the parameter the graph uses it under
+    for s in ep.graph_signature.input_specs:
+        if s.kind == InputKind.PARAMETER and s.arg.name in used:
+            owner.setdefault(state[s.target].untyped_storage().data_ptr(), s.target)
     for s in ep.graph_signature.input_specs:
         if s.kind == InputKind.USER_INPUT:
             names[s.arg.name] = s.arg.name
+        elif s.kind == InputKind.PARAMETER and s.arg.name not in used and \
+                state[s.target].untyped_storage().data_ptr() in owner:   # a tied weight (GPT-2's wte = lm_head)
+            tied[s.target] = owner[state[s.target].untyped_storage().data_ptr()]
         elif s.kind in (InputKind.PARAMETER, InputKind.BUFFER):
             names[s.arg.name] = s.target
             t = state[s.target]
             entry = {"name": s.target, **tensor_spec(t),
                      "kind": "parameter" if s.kind == InputKind.PARAMETER else "buffer"}
+            if s.kind == InputKind.BUFFER and getattr(s, "persistent", True) is False:
+                entry["persistent"] = False   # outside the state_dict (Hugging Face's position ids)
             if s.kind == InputKind.BUFFER and not t.is_floating_point() and t.numel() <= MAX_BUFFER_VALUES:
                 entry["values"] = [int(x) for x in t.flatten().tolist()]   # position ids: indices, not weights
             params.append(entry)
@@ -187,7 +199,8 @@ def graph_of(ep, spec, args):
                   for n in ep.graph.nodes)
     return {"format": "oomlab-graph", "version": 1, "dynamic_batch": dynamic,
             "exporter": {"tool": "scripts/export_model.py", "torch": torch.__version__, "model": spec,
-                         "mode": args.mode, "input_shape": args.shape, "input_dtype": args.input_dtype},
+                         "mode": args.mode, "input_shape": args.shape, "input_dtype": args.input_dtype,
+                         "tied": tied},
             "inputs": inputs, "parameters": params, "nodes": nodes, "outputs": outputs}
 
 

@@ -3,7 +3,7 @@
 // from a reset generator, Tq != Tk, Dv != D, permuted inputs); equal to eager attention
 // within float32 rounding, dropout included (the same generator state draws the same mask),
 // forward and backward; bitwise the same at 1 and 2 threads; on meta it saves its output
-// and one log-sum-exp per row, never the Tq x Tk probabilities.
+// and one log-sum-exp per row, never the Tq x Tk probabilities; causal masking (GPT-2) on both.
 // ctest tier: ops
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -118,4 +118,57 @@ TEST(FusedAttention, BadInputsAreClearErrors) {
   EXPECT_THROW(fused_scaled_dot_product_attention(q, random_f64({1, 2, 5, 3}), v, Tensor(), 0.0, false), ShapeError);
   EXPECT_THROW(fused_scaled_dot_product_attention(q, k, v, u8_mask({0, 0, 0}, {1, 3}), 0.0, false), ShapeError);
   EXPECT_THROW(fused_scaled_dot_product_attention(q, k, v, Tensor(), 1.0, true), ValueError);
+}
+
+// Causal attention (is_causal=True, GPT-2): eager's causal masked_softmax equals a reference
+// built from an explicit lower-triangular softmax; both paths pass float64 gradchecks (with
+// padding and dropout, Tq != Tk); fused equals eager within float32 rounding over 3 row blocks.
+TEST(CausalAttention, ReferenceGradcheckAndFusedEqualsEager) {
+  Tensor q = leaf(random_f64({1, 2, 4, 3}, -1, 1, 51)), k = leaf(random_f64({1, 2, 4, 3}, -1, 1, 52)),
+         v = leaf(random_f64({1, 2, 4, 2}, -1, 1, 53));
+  const std::vector<double> y = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, nullptr, true).to_vector();
+  const std::vector<double> qv = q.to_vector(), kv = k.to_vector(), vv = v.to_vector();
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 4; ++i) {   // softmax over keys 0..i only
+      std::vector<double> e(size_t(i + 1));
+      double sum = 0;
+      for (int j = 0; j <= i; ++j) {
+        double s = 0;
+        for (int d = 0; d < 3; ++d) s += qv[size_t((h * 4 + i) * 3 + d)] * kv[size_t((h * 4 + j) * 3 + d)];
+        e[size_t(j)] = std::exp(s / std::sqrt(3.0));
+        sum += e[size_t(j)];
+      }
+      for (int c = 0; c < 2; ++c) {
+        double want = 0;
+        for (int j = 0; j <= i; ++j) want += e[size_t(j)] / sum * vv[size_t((h * 4 + j) * 2 + c)];
+        EXPECT_NEAR(y[size_t((h * 4 + i) * 2 + c)], want, 1e-12);
+      }
+    }
+  Tensor m = u8_mask({0, 1, 0, 0, 0, 0, 0, 1}, {2, 4});
+  Tensor q2 = leaf(random_f64({2, 2, 3, 3}, -1, 1, 54)), k2 = leaf(random_f64({2, 2, 4, 3}, -1, 1, 55)),
+         v2 = leaf(random_f64({2, 2, 4, 2}, -1, 1, 56));
+  for (double p : {0.0, 0.2}) {
+    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) {
+      Generator g{3, 0};
+      return scaled_dot_product_attention(in[0], in[1], in[2], m, p, true, &g, true);
+    }, {q2, k2, v2}));
+    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) {
+      Generator g{3, 0};
+      return fused_scaled_dot_product_attention(in[0], in[1], in[2], m, p, true, &g, true);
+    }, {q2, k2, v2}));
+  }
+  std::vector<Tensor> a, b;
+  for (uint64_t s : {61u, 62u, 63u}) {
+    Tensor t = random_f64({2, 3, 130, 16}, -1, 1, s).to(DType::f32);
+    a.push_back(leaf(t.clone()));
+    b.push_back(leaf(t.clone()));
+  }
+  Generator g1{5, 3}, g2{5, 3};
+  Tensor eager = scaled_dot_product_attention(a[0], a[1], a[2], Tensor(), 0.1, true, &g1, true);
+  Tensor fast = fused_scaled_dot_product_attention(b[0], b[1], b[2], Tensor(), 0.1, true, &g2, true);
+  expect_near(fast.to_vector(), eager.to_vector(), 2e-6);
+  Tensor w = random_f64({2, 3, 130, 16}, -1, 1, 64).to(DType::f32);
+  sum_all(mul(eager, w)).backward();
+  sum_all(mul(fast, w)).backward();
+  for (int i = 0; i < 3; ++i) expect_near(b[size_t(i)].grad().to_vector(), a[size_t(i)].grad().to_vector(), 2e-5);
 }

@@ -212,6 +212,11 @@ ModelGraph parse_model_graph(std::string_view text, const std::string& file) {
     if (kind != "parameter" && kind != "buffer") fail(file, where, str_cat("\"kind\" must be parameter or buffer, got \"", kind, "\""));
     p.buffer = kind == "buffer";
     if (params[i].contains("values")) p.values = buffer_values(params[i]["values"], p, file, where);
+    if (params[i].contains("persistent")) {
+      if (!params[i]["persistent"].is_boolean() || !p.buffer)
+        fail(file, where, "\"persistent\" must be true or false, on a buffer");
+      p.persistent = params[i]["persistent"].get<bool>();
+    }
     names.add(p.name, 1, file, where);
     g.parameters.push_back(std::move(p));
   }

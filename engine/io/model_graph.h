@@ -11,7 +11,9 @@
 //    "inputs": [TENSOR...]                 the example input(s); dim 0 is the batch
 //    "parameters": [TENSOR + "kind": "parameter" | "buffer"]   state_dict names and shapes; an
 //                                          integer buffer may add "values": [numel integers]
-//                                          (at most 2^20: position ids, which are not weights)
+//                                          (at most 2^20: position ids, which are not weights);
+//                                          a buffer may add "persistent": false (not in the
+//                                          state_dict, as PyTorch's non-persistent buffers)
 //    "nodes": [{"name": N, "op": "aten.convolution.default", "args": [ARG...], "kwargs": {K: ARG},
 //               "outputs": [TENSOR-SPEC...], "module": "layer1.0.conv1", "module_type": "Conv2d"}]
 //    "outputs": [{"ref": N}...]}
@@ -45,6 +47,7 @@ struct GraphTensor {
 struct GraphParameter : GraphTensor {
   bool buffer = false;           // a buffer (running stats, counters): in state_dict, not trained
   std::vector<int64_t> values;   // an integer buffer's values when the file has them (position ids)
+  bool persistent = true;        // false: a buffer outside the state_dict (register_buffer(persistent=False))
 };
 inline constexpr size_t kMaxBufferValues = size_t(1) << 20;
 

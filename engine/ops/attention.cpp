@@ -45,8 +45,10 @@ Tensor to_compute_dtype(const Tensor& t, bool& cast_back) {
 }  // namespace
 
 Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask0,
-                                          double dropout_p, bool training, Generator* gen) {
+                                          double dropout_p, bool training, Generator* gen, bool causal) {
   check_qkv(q0, k0, v0, "fused attention");
+  OOMLAB_CHECK_T(NotImplementedError, !causal || q0.device().type != DeviceType::cuda,
+                 "fused attention: a causal mask is not on cuda yet (use --attention eager)");
   OOMLAB_CHECK_T(ValueError, dropout_p >= 0 && dropout_p < 1, "fused attention: dropout must be in [0, 1), got ",
                  dropout_p);
   const int64_t B = q0.size(0), NH = q0.size(1), Tq = q0.size(2), D = q0.size(3), Tk = k0.size(2), Dv = v0.size(3);
@@ -67,7 +69,7 @@ Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, co
   const auto [seed, base] = p > 0 ? reserve_draws(gen, q.device(), uint64_t(B * NH * Tq * Tk)) : std::pair<uint64_t, uint64_t>{0, 0};
   FusedAttentionArgs a{q.raw_data(), k.raw_data(), v.raw_data(), mask.defined() ? mask.data<uint8_t>() : nullptr,
                        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                       B * NH, NH, Tq, Tk, D, Dv, D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0, p, seed, base};
+                       B * NH, NH, Tq, Tk, D, Dv, D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0, p, seed, base, causal};
   Tensor out = Tensor::empty({B * NH, Tq, Dv}, q.dtype(), q.device());
   Tensor lse = Tensor::empty({B * NH, Tq}, q.dtype(), q.device());
   a.out = out.raw_data();
@@ -95,7 +97,7 @@ Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, co
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                    double dropout_p, bool training, Generator* gen) {
+                                    double dropout_p, bool training, Generator* gen, bool causal) {
   check_qkv(q, k, v, "scaled_dot_product_attention");
   const int64_t B = q.size(0), NH = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2), Dv = v.size(3);
   const double scale = D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0;
@@ -104,7 +106,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor scores = bmm(qf, kf.transpose(1, 2)).reshape({B, NH, Tq, Tk});
   qf = Tensor();
   kf = Tensor();
-  Tensor p = masked_softmax(scores, mask, scale);
+  Tensor p = masked_softmax(scores, mask, scale, causal);
   scores = Tensor();   // saved by nobody: free it before the next allocations
   p = dropout(p, dropout_p, training, gen);
   Tensor vf = v.reshape({B * NH, Tk, Dv});

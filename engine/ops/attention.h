@@ -1,7 +1,8 @@
 // attention.h — scaled_dot_product_attention(q [B, NH, Tq, D], k [B, NH, Tk, D],
 // v [B, NH, Tk, Dv], key_padding_mask uint8 [B, Tk] (1 = padded) or undefined,
 // dropout_p, training) = dropout(masked_softmax(q k^T, mask, 1/sqrt(D))) v -> [B, NH, Tq,
-// Dv], as torch.nn.functional.scaled_dot_product_attention. A composite of bmm
+// Dv], as torch.nn.functional.scaled_dot_product_attention; causal masks each query's later
+// keys too (is_causal=True, top-left aligned; fused: CPU only so far). A composite of bmm
 // (linear.h), masked_softmax (softmax.h) and dropout (dropout.h) with no kernels of its
 // own, so its memory is the sum of theirs (the seq^2 terms are the softmax output and the
 // dropout mask).
@@ -22,7 +23,7 @@ namespace oomlab {
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& key_padding_mask, double dropout_p, bool training,
-                                    Generator* gen = nullptr);
+                                    Generator* gen = nullptr, bool causal = false);
 inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                            const Tensor& key_padding_mask, double dropout_p, bool training,
                                            Generator& gen) {
@@ -31,6 +32,6 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
 
 Tensor fused_scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const Tensor& key_padding_mask, double dropout_p, bool training,
-                                          Generator* gen = nullptr);
+                                          Generator* gen = nullptr, bool causal = false);
 
 }  // namespace oomlab

@@ -84,28 +84,36 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
                    " (expected [", out_f, "])");
     check_pair(x0, b0, "linear", "input", "bias");
   }
-  Tensor x = x0.contiguous(), w = w0.contiguous();
+  // A weight that is the transpose of a contiguous [in, out] matrix (GPT-2's Conv1D, x @ W)
+  // is used in place, as w_t [in, out], with the GEMM's transpose flags.
+  const bool w_t = !w0.is_contiguous() && w0.transpose(0, 1).is_contiguous();
+  Tensor x = x0.contiguous(), w = w_t ? w0.transpose(0, 1).detach() : w0.contiguous();
   Tensor b = has_bias ? b0.contiguous() : Tensor();
   const int64_t rows = x.numel() / std::max<int64_t>(in_f, 1);
   Shape x_shape = x.shape(), y_shape = x.shape();
   y_shape.back() = out_f;
   Tensor y = Tensor::empty(y_shape, x.dtype(), x.device());
-  gemm(y, false, true, rows, out_f, in_f, x, w);   // y = x w^T
+  gemm(y, false, !w_t, rows, out_f, in_f, x, w);   // y = x w^T
   if (has_bias)
     bias_add_rows_kernels().launch(y.device(), y.dtype(),
                                    BiasAddRowsArgs{y.raw_data(), b.raw_data(), rows, out_f});
   return attach_grad_fn(y, "linear", {x0, w0, b0}, [&]() -> BackwardFn {
     SavedTensor sx(w0.requires_grad() ? x : Tensor(), "linear");
     SavedTensor sw(x0.requires_grad() ? w : Tensor(), "linear");
-    return [sx, sw, x_shape, rows, in_f, out_f](const Tensor& g0, const std::vector<bool>& needs) {
+    return [sx, sw, x_shape, rows, in_f, out_f, w_t](const Tensor& g0, const std::vector<bool>& needs) {
       Tensor g = g0.contiguous();
       Tensor gx, gw, gb;
       if (needs[0]) {   // gx[rows,in] = g[rows,out] w[out,in]
         Tensor w = sw.unpack();
         gx = Tensor::empty(x_shape, g.dtype(), g.device());
-        gemm(gx, false, false, rows, in_f, out_f, g, w);
+        gemm(gx, false, w_t, rows, in_f, out_f, g, w);
       }
-      if (needs[1]) {   // gw[out,in] = g^T x
+      if (needs[1] && w_t) {   // in w_t's layout, gw^T[in,out] = x^T g, handed back as the transposed view
+        Tensor x = sx.unpack();
+        gw = Tensor::empty({in_f, out_f}, g.dtype(), g.device());
+        gemm(gw, true, false, in_f, out_f, rows, x, g);
+        gw = gw.transpose(0, 1);
+      } else if (needs[1]) {   // gw[out,in] = g^T x
         Tensor x = sx.unpack();
         gw = Tensor::empty({out_f, in_f}, g.dtype(), g.device());
         gemm(gw, true, false, out_f, in_f, rows, g, x);

@@ -45,7 +45,7 @@ Tensor softmax_impl(const Tensor& x_in, bool log) {
 Tensor softmax(const Tensor& x) { return softmax_impl(x, false); }
 Tensor log_softmax(const Tensor& x) { return softmax_impl(x, true); }
 
-Tensor masked_softmax(const Tensor& x_in, const Tensor& mask0, double scale) {
+Tensor masked_softmax(const Tensor& x_in, const Tensor& mask0, double scale, bool causal) {
   const Tensor x0 = autocast_fp32(x_in, "masked_softmax");
   OOMLAB_CHECK_T(ValueError, x0.defined(), "masked_softmax: undefined input");
   OOMLAB_CHECK_T(ShapeError, x0.dim() >= 1, "masked_softmax: input must have at least one dimension");
@@ -67,11 +67,14 @@ Tensor masked_softmax(const Tensor& x_in, const Tensor& mask0, double scale) {
     mask = mask0.contiguous();
     rows_per_batch = x0.size(0) > 0 ? std::max<int64_t>(rows / x0.size(0), 1) : 1;
   }
+  OOMLAB_CHECK_T(ShapeError, !causal || x0.dim() >= 2, "masked_softmax: a causal mask needs [..., Tq, Tk] scores, got ",
+                 shape_str(x0.shape()));
+  const int64_t causal_tq = causal ? x0.size(-2) : 0;
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   masked_softmax_forward_kernels().launch(
       x.device(), x.dtype(),
       MaskedSoftmaxArgs{x.raw_data(), mask.defined() ? mask.data<uint8_t>() : nullptr, y.raw_data(), nullptr,
-                        nullptr, rows, C, rows_per_batch, scale});
+                        nullptr, rows, C, rows_per_batch, scale, causal_tq});
   return attach_grad_fn(y, "masked_softmax", {x0}, [&]() -> BackwardFn {
     SavedTensor sy(y, "masked_softmax");
     return [sy, rows, C, rows_per_batch, scale](const Tensor& g0, const std::vector<bool>&) {

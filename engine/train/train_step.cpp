@@ -6,8 +6,10 @@
 #include "engine/core/backend.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/pinned_host.h"
+#include "engine/ops/concat.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
+#include "engine/parallel/data_parallel.h"
 
 namespace oomlab {
 
@@ -26,10 +28,13 @@ void TrainStep::zero_grad() {
   opt_.zero_grad(/*set_to_none=*/true);
 }
 
-Tensor TrainStep::forward_loss(const Tensor& x, const Tensor& y, int64_t* correct) {
+Tensor TrainStep::forward_loss(const Tensor& x, const Tensor& y_in, int64_t* correct) {
   Tensor logits = model_(x);   // each layer labels its own frame ("features.0/fwd")
   for (StepStrategy* s : strategies_) logits = s->model_output(logits);
   MemoryContext ctx("loss", "fwd");
+  // A causal language model ([B, T, V] logits over token input): next-token targets.
+  const Tensor y = logits.dim() == 3 && x.dim() == 2 && x.dtype() == DType::i64 && y_in.dim() == 1
+                       ? next_token_targets(x) : y_in;
   Tensor loss = task_loss(logits, y);
   if (correct) *correct += count_task_correct(logits, y);
   return loss;                 // the graph keeps what backward needs; logits die here
@@ -240,11 +245,24 @@ Tensor batch_target_to_device(const HostBatch& b, Device device) {
                                     : masks_to_device(b.masks.data(), b.target_shape, device);
 }
 
+Tensor next_token_targets(const Tensor& ids) {
+  const int64_t B = ids.size(0), T = ids.size(1);
+  Tensor last = ids.device().is_meta()
+                    ? Tensor::empty({B, 1}, DType::i64, ids.device())
+                    : copy_to_device(Tensor::from_vector_i64(std::vector<int64_t>(size_t(B), kNllIgnoreIndex), {B, 1}),
+                                     ids.device());
+  return cat({ids.narrow(1, 1, T - 1), last}, 1);
+}
+
 Tensor task_loss(const Tensor& logits, const Tensor& target) {
+  if (logits.dim() == 3 && target.dim() == 2)   // tokens: [B, T, V] against [B, T]
+    return cross_entropy(logits.reshape({logits.size(0) * logits.size(1), logits.size(2)}), target.reshape({target.numel()}));
   return target.dim() == 1 ? cross_entropy(logits, target) : pixel_cross_entropy(logits, target);
 }
 
 int64_t count_task_correct(const Tensor& logits, const Tensor& target, std::vector<int64_t>* confusion) {
+  if (logits.dim() == 3 && target.dim() == 2 && !confusion)   // next-token hits (ignored positions never hit)
+    return count_correct(logits.reshape({logits.size(0) * logits.size(1), logits.size(2)}), target.reshape({target.numel()}));
   if (target.dim() == 1 && !confusion) return count_correct(logits, target);
   OOMLAB_CHECK_T(ShapeError, logits.dim() >= 2 && logits.size(0) == target.size(0) &&
                      logits.dim() == target.dim() + 1,

@@ -123,8 +123,13 @@ class TrainStep {
 StepOutput train_step(nn::Module& model, Optimizer& opt, const Tensor& x, const Tensor& y,
                       bool track_memory = true);
 
-// The task loss for (logits, target) as described above.
+// The task loss for (logits, target) as described above; [B, T, V] logits against [B, T]
+// token targets: cross entropy over the B*T rows (ignored targets skipped).
 Tensor task_loss(const Tensor& logits, const Tensor& target);
+// A causal language model's targets for ids [B, T]: ids shifted left by one, the last
+// position kNllIgnoreIndex (as Hugging Face pads its labels); TrainStep uses them when the
+// model maps token input to [B, T, V] logits.
+Tensor next_token_targets(const Tensor& ids);
 // Argmax hits: count_correct for [N] targets, hit pixels for [N, H, W] targets. Host
 // result, 0 on meta; never allocates on the device. With `confusion` (K*K, row = target
 // class, column = prediction; must be sized by the caller) also accumulates counts.

@@ -3,7 +3,8 @@
 // framework's on the same weights and inputs (scripts/torch_parity.py does it for PyTorch).
 // The step: the whole train split of `--dataset npy --data-dir DIR` is one batch (rows in
 // file order) -> the zoo model (--dtype float32|float64, weights from --init, train mode)
-// -> forward -> the task loss of train_step.h (cross-entropy, mean over samples or pixels)
+// -> forward -> the task loss of train_step.h (cross-entropy, mean over samples or pixels;
+// a causal LM's [B, T, V] logits: over next tokens, as Hugging Face's labels=input_ids)
 // -> backward -> SGD with --lr, no momentum, no weight decay: PyTorch's
 // `opt.zero_grad(); loss = F.cross_entropy(model(x), y); loss.backward(); opt.step()`.
 // Output (--out FILE.safetensors, written atomically): "loss" (scalar), "logits",
@@ -84,7 +85,8 @@ int cmd_step(const std::vector<std::string>& args) {
   std::unique_ptr<Optimizer> opt = make_optimizer("sgd", {group});
   opt->zero_grad(true);
   const Tensor logits = (*model)(x);
-  const Tensor loss = task_loss(logits, y);
+  // a causal language model (a graph whose token input gives [B, T, V] logits): next-token targets
+  const Tensor loss = task_loss(logits, logits.dim() == 3 && tokens && y.dim() == 1 ? next_token_targets(x) : y);
   const double loss_value = loss.item();
   OOMLAB_CHECK(std::isfinite(loss_value), "step: the loss is ", std::isnan(loss_value) ? "NaN" : loss_value > 0 ? "+Inf" : "-Inf",
                ": nothing is written to ", out, "; are the weights in ", init, " finite?");

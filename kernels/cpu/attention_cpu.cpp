@@ -78,6 +78,14 @@ template <class T> void scores(const FusedAttentionArgs& a, int64_t bh, int64_t 
           static_cast<const T*>(a.k) + bh * a.Tk * a.D, a.D, T(0), s, a.Tk);
 }
 
+// Causal: in rows [i0, i0 + n) of the [n, Tk] block s, the keys after each row's query set
+// to `value` (-inf before the softmax, 0 after the exps).
+template <class T> void cut_future(const FusedAttentionArgs& a, int64_t i0, int64_t n, T* s, T value) {
+  if (!a.causal) return;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = i0 + i + 1; j < a.Tk; ++j) s[i * a.Tk + j] = value;
+}
+
 // In place: row[j] = exp(row[j] - shift), 0 for padded keys (mask may be null). exp_t:
 // fast_math.h's vectorisable exp.
 template <class T> void exp_shifted(T* row, int64_t n, T shift, const uint8_t* m) {
@@ -150,7 +158,9 @@ template <class T> void fused_attention_forward_cpu(const FusedAttentionArgs& a)
       T* lse = static_cast<T*>(a.lse) + bh * a.Tq + i0;
       T* out = static_cast<T*>(a.out) + (bh * a.Tq + i0) * a.Dv;
       scores<T>(a, bh, i0, n, s.data());
+      cut_future(a, i0, n, s.data(), -std::numeric_limits<T>::infinity());
       softmax_numerators<T>(a, bh, n, s.data(), lse, inv.data());
+      cut_future(a, i0, n, s.data(), T(0));
       if (a.p > 0) keep_factors(a, bh * a.Tq + i0, n, s.data(), true);
       gemm<T>(false, false, n, a.Dv, a.Tk, T(1), s.data(), a.Tk, static_cast<const T*>(a.v) + bh * a.Tk * a.Dv, a.Dv,
               T(0), out, a.Dv);
@@ -183,6 +193,7 @@ template <class T> void fused_attention_backward_cpu(const FusedAttentionArgs& a
         const int64_t n = std::min(kRows, a.Tq - i0);
         scores<T>(a, bh, i0, n, p.data());
         to_probabilities<T>(a, bh, n, lse + i0, p.data());
+        cut_future(a, i0, n, p.data(), T(0));
         gemm<T>(false, true, n, a.Tk, a.Dv, T(1), go + i0 * a.Dv, a.Dv, v, a.Dv, T(0), dp.data(), a.Tk);   // dP
         if (a.p > 0) keep_factors(a, bh * a.Tq + i0, n, z.data(), false);
         for (int64_t i = 0; i < n; ++i) {

@@ -6,6 +6,7 @@
 // the thread count. Max-shifted: y = exp(x - max) / sum, log_softmax = x - max - log(sum);
 // a masked row whose every key is padded gives zeros. masked_softmax's float exps use
 // exp_nonpos (exp_f32), softmax's std::exp.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -103,7 +104,12 @@ template <class T> void masked_softmax_forward_cpu(const MaskedSoftmaxArgs& a) {
     T* yr = y + r * C;
     const int64_t b = a.mask ? r / a.rows_per_batch : 0;
     const Bits* kr = a.mask ? keep.data() + b * C : nullptr;
-    if (a.mask && kept[size_t(b)] == 0) {   // every key padded: zeros (not NaN)
+    // causal: the keys after this row's query are zeros, the softmax runs over the first n
+    const int64_t n = a.causal_tq > 0 ? std::min(C, r % a.causal_tq + 1) : C;
+    std::fill(yr + n, yr + C, T(0));
+    bool none_kept = a.mask && kept[size_t(b)] == 0;
+    if (a.mask && !none_kept && n < C) none_kept = std::all_of(a.mask + b * C, a.mask + b * C + n, [](uint8_t m) { return m != 0; });
+    if (none_kept) {   // every visible key padded: zeros (not NaN)
       std::memset(static_cast<void*>(yr), 0, size_t(C) * sizeof(T));
       continue;
     }
@@ -111,21 +117,21 @@ template <class T> void masked_softmax_forward_cpu(const MaskedSoftmaxArgs& a) {
     // A NaN need not win the max: it makes the row sum, hence the row, NaN.
     if (kr) {
 #pragma omp simd
-      for (int64_t j = 0; j < C; ++j)
+      for (int64_t j = 0; j < n; ++j)
         yr[j] = std::bit_cast<T>((std::bit_cast<Bits>(sc * xr[j]) & kr[j]) | (ninf & ~kr[j]));
     } else {
 #pragma omp simd
-      for (int64_t j = 0; j < C; ++j) yr[j] = sc * xr[j];
+      for (int64_t j = 0; j < n; ++j) yr[j] = sc * xr[j];
     }
     T mx = T(-INFINITY);
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < C; ++j) mx = yr[j] > mx ? yr[j] : mx;
+    for (int64_t j = 0; j < n; ++j) mx = yr[j] > mx ? yr[j] : mx;
 #pragma omp simd
-    for (int64_t j = 0; j < C; ++j) yr[j] -= mx;
-    exp_nonpos(yr, C);
-    const T inv = T(1.0 / lane_sum(C, [&](int64_t j) { return yr[j]; }));
+    for (int64_t j = 0; j < n; ++j) yr[j] -= mx;
+    exp_nonpos(yr, n);
+    const T inv = T(1.0 / lane_sum(n, [&](int64_t j) { return yr[j]; }));
 #pragma omp simd
-    for (int64_t j = 0; j < C; ++j) yr[j] *= inv;
+    for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
   }
 }
 

@@ -11,6 +11,16 @@ namespace oomlab {
 namespace {
 using namespace cuda;
 
+// strided_offset (kernels/broadcast.h) on the device.
+__device__ __forceinline__ int64_t offset_at(int64_t i, int ndim, const int64_t* shape, const int64_t* strides) {
+  int64_t off = 0;
+  for (int d = ndim - 1; d >= 0; --d) {
+    off += (i % shape[d]) * strides[d];
+    i /= shape[d];
+  }
+  return off;
+}
+
 template <class C> __device__ __forceinline__ C apply(BinaryOp op, C x, C y) {
   switch (op) {
     case BinaryOp::add: return add_rn(x, y);
@@ -26,17 +36,17 @@ template <class T> __global__ void broadcast_binary_kernel(BroadcastArgs a, int6
   const T* x = static_cast<const T*>(a.a);
   const T* y = static_cast<const T*>(a.b);
   for (int64_t i = gtid(); i < n; i += gstride()) {
-    const auto xv = ld(x[strided_offset(i, a.ndim, a.shape, a.a_strides)]);
-    const auto yv = ld(y[strided_offset(i, a.ndim, a.shape, a.b_strides)]);
+    const auto xv = ld(x[offset_at(i, a.ndim, a.shape, a.a_strides)]);
+    const auto yv = ld(y[offset_at(i, a.ndim, a.shape, a.b_strides)]);
     out[i] = st<T>(apply(a.op, xv, yv));
   }
 }
 
 template <class T> __global__ void sum_to_kernel(T* out, const T* in, SumToPlan p) {
   const int64_t o = blockIdx.x;
-  const T* base = in + strided_offset(o, p.nk, p.kshape, p.kstride);
+  const T* base = in + offset_at(o, p.nk, p.kshape, p.kstride);
   double s = 0.0;
-  for (int64_t r = threadIdx.x; r < p.r_n; r += blockDim.x) s += double(ld(base[strided_offset(r, p.nr, p.rshape, p.rstride)]));
+  for (int64_t r = threadIdx.x; r < p.r_n; r += blockDim.x) s += double(ld(base[offset_at(r, p.nr, p.rshape, p.rstride)]));
   const double total = block_sum(s);
   if (threadIdx.x == 0) out[o] = st<T>(compute_t<T>(total));
 }

@@ -74,15 +74,17 @@ template <class T> void softmax_backward_cuda(const SoftmaxArgs& a) {
 
 // ---- masked_softmax ---------------------------------------------------------------------
 template <class T> __global__ void masked_softmax_fwd_kernel(const T* x, const uint8_t* mask, T* y, int64_t rows,
-                                                             int64_t C, int64_t rows_per_batch, compute_t<T> sc) {
+                                                             int64_t C, int64_t rows_per_batch, compute_t<T> sc,
+                                                             int64_t causal_tq) {
   using V = compute_t<T>;
   for_each_row_group(rows, [&](int64_t r, bool valid) {
     const T* xr = x + r * C;
     T* yr = y + r * C;
     const uint8_t* mr = mask ? mask + (r / rows_per_batch) * C : nullptr;
-    int kept = 0;  // kept keys of this row's batch entry (any order: an integer count)
+    const int64_t n = causal_tq > 0 ? (r % causal_tq + 1 < C ? r % causal_tq + 1 : C) : C;   // visible keys
+    int kept = 0;  // kept visible keys of this row's batch entry (any order: an integer count)
     if (mr) {
-      for (int64_t j = lane8(); j < C; j += kLanes) kept += mr[j] == 0;
+      for (int64_t j = lane8(); j < n; j += kLanes) kept += mr[j] == 0;
 #pragma unroll
       for (int o = 4; o > 0; o >>= 1) kept += __shfl_xor_sync(0xffffffffu, kept, o, kLanes);
     }
@@ -90,7 +92,7 @@ template <class T> __global__ void masked_softmax_fwd_kernel(const T* x, const u
       if (valid)
         for (int64_t j = lane8(); j < C; j += kLanes) yr[j] = st<T>(V(0));
     }
-    auto score = [&](int64_t j) { return (mr && mr[j]) ? V(-INFINITY) : mul_rn(sc, ld(xr[j])); };
+    auto score = [&](int64_t j) { return (j >= n || (mr && mr[j])) ? V(-INFINITY) : mul_rn(sc, ld(xr[j])); };
     const V mx = lane_max8<V>(C, V(-INFINITY), score);
     auto e = [&](int64_t j) { return exp_nonpos(sub_rn(score(j), mx)); };
     const double sum = lane_sum8(C, [&](double s, int64_t j, bool) { return add_rn(s, double(e(j))); });
@@ -117,7 +119,8 @@ template <class T> void masked_softmax_forward_cuda(const MaskedSoftmaxArgs& a) 
   if (a.C == 0 || a.rows == 0) return;
   const Launch L("masked_softmax");
   masked_softmax_fwd_kernel<T><<<row_grid(a.rows), kThreads, 0, L.stream>>>(
-      static_cast<const T*>(a.x), a.mask, static_cast<T*>(a.y), a.rows, a.C, a.rows_per_batch, compute_t<T>(a.scale));
+      static_cast<const T*>(a.x), a.mask, static_cast<T*>(a.y), a.rows, a.C, a.rows_per_batch, compute_t<T>(a.scale),
+      a.causal_tq);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void masked_softmax_backward_cuda(const MaskedSoftmaxArgs& a) {
