@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/io/model_graph.h"
+#include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/module.h"
 #include "models/model_zoo.h"
 
@@ -46,10 +47,21 @@ class GraphLeaf : public nn::Module {
   std::string type_;
 };
 
-class GraphModel : public GraphLeaf {
+// A checkpointed run of nodes [begin, end): one tensor in (`input`), one out (`output`).
+struct GraphSegment {
+  size_t begin = 0, end = 0;
+  std::string input, output, name;
+};
+
+class GraphModel : public GraphLeaf, public CheckpointPlanner {
  public:
   GraphModel(ModelGraph g, const ModelConfig& cfg);
   Tensor forward(const Tensor& x) override;
+  // graph_checkpoint.cpp: blocks are the modules a Sequential or ModuleList holds (ResNet's
+  // layerN.M, BERT's encoder.layer.N, GPT-2's transformer.h.N, ViT's encoder layers);
+  // selective picks modules by type name (or kind: attention, gelu).
+  CheckpointPlan plan_checkpoints(const CheckpointPolicy& policy) override;
+  void apply_checkpoint_plan(const CheckpointPlan& plan) override;
   const ModelGraph& graph() const { return g_; }
   const ModelConfig& config() const { return cfg_; }
   bool last_use(const std::string& name, size_t node) const {
@@ -68,6 +80,13 @@ class GraphModel : public GraphLeaf {
   std::map<std::string, std::string> producer;   // node name -> its op (getitem: "getitem:<source op>")
 
  private:
+  std::map<std::string, Value> base_env();   // parameters, buffers, folded constants
+  void run_nodes(std::map<std::string, Value>& env, size_t begin, size_t end);
+  void run_segment(std::map<std::string, Value>& env, const GraphSegment& seg);
+  std::optional<GraphSegment> segment_of(size_t begin, size_t end, const std::string& name) const;
+  std::pair<size_t, size_t> node_range(const std::string& module) const;   // {0, 0}: not one run
+  bool overwrites_input(const GraphSegment& seg) const;
+  std::vector<GraphSegment> segments_;   // the applied checkpoint plan, in node order
   void build_tree();
   void plan_lifetimes();
   void fold_constants(const Shape& input_shape);

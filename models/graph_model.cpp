@@ -11,6 +11,8 @@
 #include <mutex>
 #include <set>
 
+#include "engine/autograd/checkpoint.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
@@ -70,7 +72,7 @@ GraphModel::GraphModel(ModelGraph g, const ModelConfig& cfg) : GraphLeaf("GraphM
 }
 
 void GraphModel::build_tree() {
-  std::map<std::string, std::string> types;
+  std::map<std::string, std::string> types = g_.module_types;
   for (const GraphNode& n : g_.nodes)
     if (!n.module.empty() && !n.module_type.empty()) types.emplace(n.module, n.module_type);
   Generator gen{cfg_.seed, 0};
@@ -179,40 +181,76 @@ void GraphModel::plan_lifetimes() {
     if (!held_.count(name)) dies_after_[last].push_back(name);
 }
 
-Tensor GraphModel::forward(const Tensor& x) {
+std::map<std::string, Value> GraphModel::base_env() {
   std::map<std::string, Value> env;
-  env[g_.inputs[0].name].outs = {x};
-  batch = x.dim() > 0 ? x.size(0) : 0;
-  if (x.shape() != folded_for_) fold_constants(x.shape());
   for (auto& [name, t] : tensors_) env[name].outs = {t};
   for (auto& [name, c] : constants_) env[name].constant = &c;
-  Tensor run_input;   // the first tensor input of the current module's run of nodes
-  const std::string* run_module = nullptr;   // (folded nodes, sizes among them, belong to no run)
-  for (size_t i = 0; i < g_.nodes.size(); ++i) {
-    const GraphNode& n = g_.nodes[i];
-    if (!constants_.count(n.name)) {
-      if (!run_module || *run_module != n.module) {
-        const Value* first = n.refs.empty() ? nullptr : &env.at(n.refs[0]);
-        run_input = first && !first->outs.empty() ? first->outs[0] : Tensor();
-      }
-      run_module = &n.module;
-      MemoryContext ctx(n.module.empty() ? memory_label() : n.module, "fwd");
-      env[n.name] = run_node(*this, n, env, i);
-    }
-    size_t next = i + 1;
-    while (next < g_.nodes.size() && constants_.count(g_.nodes[next].name)) ++next;
-    const bool run_ends = !constants_.count(n.name) && (next == g_.nodes.size() || g_.nodes[next].module != n.module);
-    const Value& out = env[n.name];
-    if (run_ends && !n.module.empty() && !out.outs.empty() && out.outs[0].defined() && run_input.defined()) {
-      nn::Module* m = submodule(n.module);   // summary's per-layer rows
-      if (m->is_leaf_module()) nn::notify_forward(*m, run_input, out.outs[0]);
-    }
-    for (const std::string& r : dies_after_[i]) env.erase(r);
+  return env;
+}
+
+Tensor GraphModel::forward(const Tensor& x) {
+  batch = x.dim() > 0 ? x.size(0) : 0;
+  if (x.shape() != folded_for_) fold_constants(x.shape());
+  std::map<std::string, Value> env = base_env();
+  env[g_.inputs[0].name].outs = {x};
+  const bool checkpointing = grad_enabled() && !checkpoint_recomputing() && !segments_.empty();
+  size_t i = 0;
+  for (const GraphSegment& seg : segments_) {
+    if (!checkpointing) break;
+    run_nodes(env, i, seg.begin);
+    run_segment(env, seg);
+    i = seg.end;
   }
+  run_nodes(env, i, g_.nodes.size());
   const Value& out = env.at(g_.outputs[0]);
   OOMLAB_CHECK_T(NotImplementedError, !out.outs.empty() && out.outs[0].defined(), "graph ", g_.file,
                  ": the output '", g_.outputs[0], "' is not a tensor oomlab computed");
   return out.outs[0];
+}
+
+// Nodes [begin, end) in order (folded ones are already in env), each labelled with its module
+// path and phase; values freed after their last use; summary's per-layer rows at the end of
+// each leaf module's run of nodes (not while a checkpointed segment is re-run).
+void GraphModel::run_nodes(std::map<std::string, Value>& env, size_t begin, size_t end) {
+  Tensor run_input;   // the first tensor input of the current module's run of nodes
+  const std::string* run_module = nullptr;   // (folded nodes, sizes among them, belong to no run)
+  const char* phase = checkpoint_recomputing() ? "recompute" : "fwd";
+  for (size_t i = begin; i < end; ++i) {
+    const GraphNode& n = g_.nodes[i];
+    if (!constants_.count(n.name)) {
+      if (!run_module || *run_module != n.module) {
+        const Value* first = n.refs.empty() || !env.count(n.refs[0]) ? nullptr : &env.at(n.refs[0]);
+        run_input = first && !first->outs.empty() ? first->outs[0] : Tensor();
+      }
+      run_module = &n.module;
+      MemoryContext ctx(n.module.empty() ? memory_label() : n.module, phase);
+      env[n.name] = run_node(*this, n, env, i);
+    }
+    size_t next = i + 1;
+    while (next < end && constants_.count(g_.nodes[next].name)) ++next;
+    const bool run_ends = !constants_.count(n.name) && (next == end || g_.nodes[next].module != n.module);
+    const Value& out = env[n.name];
+    if (run_ends && !n.module.empty() && !out.outs.empty() && out.outs[0].defined() && run_input.defined() &&
+        !checkpoint_recomputing()) {
+      nn::Module* m = submodule(n.module);
+      if (m->is_leaf_module()) nn::notify_forward(*m, run_input, out.outs[0]);
+    }
+    for (const std::string& r : dies_after_[i]) env.erase(r);
+  }
+}
+
+// A checkpointed segment (graph_checkpoint.cpp plans them): its nodes run once under a
+// CheckpointSegment, which keeps only its input; backward re-runs them from that input.
+void GraphModel::run_segment(std::map<std::string, Value>& env, const GraphSegment& seg) {
+  const Tensor x = env.at(seg.input).outs.at(0);
+  CheckpointSegment cs(seg.name, x);
+  cs.add_step({}, [this, seg](const Tensor& in, const std::vector<Tensor>&) {
+    std::map<std::string, Value> replay = base_env();
+    replay[seg.input].outs = {in};
+    run_nodes(replay, seg.begin, seg.end);
+    return replay.at(seg.output).outs.at(0);
+  });
+  run_nodes(env, seg.begin, seg.end);
 }
 
 }  // namespace graph

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/autograd/checkpoint.h"
 #include "engine/core/error.h"
 #include "engine/nn/transformer_layers.h"
 #include "engine/ops/activation.h"
@@ -119,8 +120,13 @@ Value conv(const NodeCtx& c) {
 }
 
 Value batch_norm_node(const NodeCtx& c) {
-  Tensor rm = c.tensor(3), rv = c.tensor(4);
   const bool training = c.m.is_training();
+  if (training && checkpoint_recomputing()) {   // a checkpointed segment's re-run: running stats untouched
+    Tensor none_mean, none_var;
+    return {{batch_norm(c.tensor(0), c.tensor(1), c.tensor(2), none_mean, none_var, true, c.number(5, 0.1),
+                        c.number(6, 1e-5)), Tensor(), Tensor()}, {}, {}};
+  }
+  Tensor rm = c.tensor(3), rv = c.tensor(4);
   Tensor y = batch_norm(c.tensor(0), c.tensor(1), c.tensor(2), rm, rv, training, c.number(5, 0.1), c.number(6, 1e-5));
   auto counter = c.m.tensors().find(c.n.module + ".num_batches_tracked");
   if (training && counter != c.m.tensors().end()) {

@@ -142,13 +142,18 @@ def op_name(target):
     return str(target)
 
 
+def module_stack(node):
+    """[(path, type)] from the outermost module to the one that produced the node."""
+    out = []
+    for path, typ in (node.meta.get("nn_module_stack") or {}).values():
+        typ = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+        out.append((path.replace("L['self'].", "").replace("L__self___", ""), typ.rsplit(".", 1)[-1]))
+    return out
+
+
 def module_of(node):
-    stack = node.meta.get("nn_module_stack") or {}
-    if not stack:
-        return "", ""
-    path, typ = list(stack.values())[-1]
-    typ = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
-    return path.replace("L['self'].", "").replace("L__self___", ""), typ.rsplit(".", 1)[-1]
+    stack = module_stack(node)
+    return stack[-1] if stack else ("", "")
 
 
 def graph_of(ep, spec, args):
@@ -197,7 +202,9 @@ def graph_of(ep, spec, args):
     batch = inputs[0]["name"] if inputs else None
     dynamic = any(n.op == "placeholder" and n.name == batch and not isinstance(n.meta["val"].shape[0], int)
                   for n in ep.graph.nodes)
-    return {"format": "oomlab-graph", "version": 1, "dynamic_batch": dynamic,
+    modules = {p: t for n in ep.graph.nodes if n.op == "call_function" for p, t in module_stack(n)
+               if p and not p.startswith("_")}   # (torch's own hook frames aside)
+    return {"format": "oomlab-graph", "version": 1, "dynamic_batch": dynamic, "modules": modules,
             "exporter": {"tool": "scripts/export_model.py", "torch": torch.__version__, "model": spec,
                          "mode": args.mode, "input_shape": args.shape, "input_dtype": args.input_dtype,
                          "tied": tied},

@@ -1,7 +1,7 @@
 // test_graph_import_zoo.cpp — the importer is faithful (issue 32): graphs that
-// scripts/export_model.py wrote from the real torchvision models (tests/fixtures/graphs/,
-// committed so that CI needs no PyTorch; regenerate with the command in that folder's
-// README) give the zoo model's parameter count, state_dict names and shapes, per-layer table
+// scripts/export_model.py wrote from the real torchvision models (models/graphs/, with the
+// batch symbolic, and tests/fixtures/graphs/vgg16.json, an older static-batch export; committed
+// so that CI needs no PyTorch; regenerate with the commands in those folders' READMEs) give the zoo model's parameter count, state_dict names and shapes, per-layer table
 // (output and saved bytes of every module) and exact training meta peak, to the byte; vgg16's
 // step memory is the zoo's without dropout; the
 // Hugging Face BERT-base export (BertForSequenceClassification, attention kept as
@@ -31,7 +31,8 @@ using oomlab::testing::tensor_bytes;
 using json = nlohmann::json;
 
 namespace {
-const std::string kGraphs = std::string(OOMLAB_SOURCE_DIR) + "/tests/fixtures/graphs/";
+const std::string kGraphs = std::string(OOMLAB_SOURCE_DIR) + "/models/graphs/";
+const std::string kStaticGraphs = std::string(OOMLAB_SOURCE_DIR) + "/tests/fixtures/graphs/";
 
 json run_json(const std::string& args) {
   const std::string out = std::filesystem::temp_directory_path() /
@@ -88,7 +89,7 @@ TEST(GraphImportZoo, Resnet50TrainingPeakAndLayersEqualTheZoos) {
 // export has none): every allocated figure of a training step equal to the byte; the reserved
 // peak at batch 32 too (at batch 8 the segments' history differs by one 2 MiB segment).
 TEST(GraphImportZoo, Vgg16StepMemoryIsTheZoosWithoutDropout) {
-  const std::string graph = "graph:" + kGraphs + "vgg16.json";
+  const std::string graph = "graph:" + kStaticGraphs + "vgg16.json";
   for (int batch : {8, 32}) {
     const std::string flags = " --batch " + std::to_string(batch);
     json zoo = run_json("estimate --model vgg16 --dropout 0" + flags)["metrics"]["exact"];
@@ -130,7 +131,7 @@ ModelConfig bert_base_config() {
 TEST(GraphImportZoo, BertBaseParametersAreTheZoos) {
   ModelConfig cfg = bert_base_config();
   cfg.device = meta_device();
-  nn::ModulePtr imported = build_graph_model(read_model_graph(kGraphs + "bert_base.json"), cfg);
+  nn::ModulePtr imported = build_graph_model(read_model_graph(kGraphs + "bert.json"), cfg);
   nn::ModulePtr zoo = build_model("bert-base", cfg);
   EXPECT_EQ(imported->num_parameters(), 109483778);   // HF: BertModel 109,482,240 + classifier 1,538
   EXPECT_EQ(imported->num_parameters(), zoo->num_parameters());
@@ -145,7 +146,7 @@ TEST(GraphImportZoo, BertBaseStepEqualsTheZoos) {
     ModelConfig cfg = bert_base_config();
     cfg.fused_attention = fused;
     nn::ModulePtr zoo = build_model("bert-base", cfg);
-    ModelGraph g = read_model_graph(kGraphs + "bert_base.json");
+    ModelGraph g = read_model_graph(kGraphs + "bert.json");
     nn::ModulePtr imported = build_graph_model(g, cfg);
     auto theirs = imported->named_parameters();
     int copied = 0;
@@ -180,7 +181,7 @@ TEST(GraphImportZoo, BertBaseStepEqualsTheZoos) {
 // The exact memory of a training step equals the zoo bert-base's without dropout (the eval
 // export has none): activations, parameters, gradients, optimizer state and transients to the
 // byte, in both attention modes; the graph adds Hugging Face's position_ids and token_type_ids
-// buffers (2 x 512 int64, 8192 bytes). The peak is the zoo's plus those buffers where the
+// buffers (2 x 512 int64, 8192 bytes; non-persistent: on the device, outside the state_dict). The peak is the zoo's plus those buffers where the
 // activations make it (batch 24, 32); with fused attention less the zoo's key padding mask
 // (B x T bytes; the graph masks nothing). At batch 8 and 16 the peak falls in layer 11's
 // backward, where the optimizer-state blocks count: the caching allocator, like PyTorch's,
@@ -189,14 +190,16 @@ TEST(GraphImportZoo, BertBaseStepEqualsTheZoos) {
 // peaks then differ by those remainders (batch 8: +1,056,768 bytes = 8192 + 1 MiB of
 // remainders, the live "weight/optim" blocks at the peak; batch 16: -778,240).
 TEST(GraphImportZoo, BertBaseStepMemoryIsTheZoosPlusItsIdBuffers) {
-  const std::string graph = "graph:" + kGraphs + "bert_base.json";
+  const std::string graph = "graph:" + kGraphs + "bert.json";
   for (const char* attention : {"eager", "fused"}) {
     for (int batch : {24, 32}) {
       const std::string flags = " --batch " + std::to_string(batch) + " --attention " + attention;
       json zoo = run_json("estimate --model bert-base --classes 2 --dropout 0" + flags)["metrics"]["exact"];
       json imp = run_json("estimate --model " + graph + flags)["metrics"]["exact"];
       ASSERT_TRUE(zoo.is_object() && imp.is_object());
-      EXPECT_EQ(imp["buffers_bytes"].get<int64_t>() - zoo["buffers_bytes"].get<int64_t>(), 8192);
+      // HF's id buffers are non-persistent (outside the state_dict, so not counted as buffers),
+      // but they live on the device: in the peak
+      EXPECT_EQ(imp["buffers_bytes"], zoo["buffers_bytes"]);
       const int64_t mask = std::string(attention) == "fused" ? int64_t(batch) * 128 : 0;
       EXPECT_EQ(imp["activation_bytes"].get<int64_t>() - zoo["activation_bytes"].get<int64_t>(), -mask) << flags;
       EXPECT_EQ(imp["peak_allocated_bytes"].get<int64_t>() - zoo["peak_allocated_bytes"].get<int64_t>(), 8192 - mask)
@@ -208,7 +211,7 @@ TEST(GraphImportZoo, BertBaseStepMemoryIsTheZoosPlusItsIdBuffers) {
 }
 
 TEST(GraphImportZoo, BertGraphTrainsAtItsExportedLength) {
-  const std::string graph = "graph:" + kGraphs + "bert_base.json";
+  const std::string graph = "graph:" + kGraphs + "bert.json";
   CliRun r = run_oomlab("train --model " + graph + " --dataset synthetic-seq --seq-len 64 --batch 1 --steps 1");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("was exported for 128-token sequences: train it with --seq-len 128"), std::string::npos)
@@ -216,5 +219,29 @@ TEST(GraphImportZoo, BertGraphTrainsAtItsExportedLength) {
   r = run_oomlab("train --model " + graph +
                  " --dataset synthetic-seq --seq-len 128 --batch 1 --steps 1 --synthetic-size 2 --eval-batches 0");
   EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// Hugging Face's GPT-2 (GPT2LMHeadModel, eval export): 124,439,808 parameters with lm_head tied
+// to the token embedding (written once), and a causal model: its folded mask runs as causal
+// attention, so changing the last token leaves every earlier position's logits unchanged, bit
+// for bit (eager and fused), while the last position's change.
+TEST(GraphImportZoo, Gpt2IsTiedAndCausal) {
+  for (bool fused : {false, true}) {
+    ModelConfig cfg;
+    cfg.seq_len = 128;
+    cfg.fused_attention = fused;
+    nn::ModulePtr m = build_graph_model(read_model_graph(kGraphs + "gpt2.json"), cfg);
+    EXPECT_EQ(m->num_parameters(), 124439808);
+    m->eval();
+    Generator gen{3, 0};
+    std::vector<int64_t> ids(128);
+    for (int64_t& id : ids) id = int64_t(gen.next_below(50257));
+    const Tensor a = (*m)(Tensor::from_vector_i64(ids, {1, 128}));
+    ids.back() = (ids.back() + 1) % 50257;
+    const Tensor b = (*m)(Tensor::from_vector_i64(ids, {1, 128}));
+    ASSERT_EQ(a.shape(), (Shape{1, 128, 50257}));
+    EXPECT_EQ(tensor_bytes(a.narrow(1, 0, 127).contiguous()), tensor_bytes(b.narrow(1, 0, 127).contiguous())) << fused;
+    EXPECT_NE(tensor_bytes(a.narrow(1, 127, 1).contiguous()), tensor_bytes(b.narrow(1, 127, 1).contiguous())) << fused;
+  }
 }
 }  // namespace

@@ -105,4 +105,32 @@ TEST(ModelGraph, BadFilesAreIoErrorsNamingTheProblem) {
   expect(error_of(j), "output 0: 'missing' is not");
   EXPECT_THROW(read_model_graph("/nonexistent/graph.json"), IoError);
 }
+
+// The optional fields of exports with a symbolic batch: "dynamic_batch", "modules" (module
+// types by path) and a buffer's "persistent"; wrong types are errors naming the field.
+TEST(ModelGraph, DynamicBatchModulesAndPersistence) {
+  auto expect = [](const std::string& err, const std::string& part) {
+    EXPECT_NE(err.find(part), std::string::npos) << err;
+  };
+  json j = seed();
+  j["dynamic_batch"] = true;
+  j["modules"] = {{"features", "Sequential"}, {"features.0", "Conv2d"}};
+  j["parameters"][3]["persistent"] = false;   // bn.running_mean
+  ASSERT_EQ(j["parameters"][3]["kind"], "buffer");
+  const ModelGraph g = parse_model_graph(j.dump(), "g.json");
+  EXPECT_TRUE(g.dynamic_batch);
+  EXPECT_EQ(g.module_types.at("features"), "Sequential");
+  EXPECT_FALSE(g.parameters[3].persistent);
+  EXPECT_TRUE(g.parameters[4].persistent);
+  j["dynamic_batch"] = "yes";
+  expect(error_of(j), "\"dynamic_batch\" must be true or false");
+  j["dynamic_batch"] = true;
+  j["modules"] = {{"features", 3}};
+  expect(error_of(j), "\"modules\": entry 'features' must map a path to a type name");
+  j["modules"] = json::array();
+  expect(error_of(j), "\"modules\" must be an object");
+  j["modules"] = json::object();
+  j["parameters"][0]["persistent"] = false;   // a parameter
+  expect(error_of(j), "parameter 0: \"persistent\" must be true or false, on a buffer");
+}
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/memory/caching_allocator.h"
 #include "engine/ops/linear.h"
 #include "tests/gradcheck.h"
 #include "tests/op_test_util.h"
@@ -36,6 +37,22 @@ TEST(Linear, Gradcheck) {
   // leading dims [B, T, in]; only the weight requires grad
   EXPECT_TRUE(gradcheck(with_bias, {random_f64({2, 3, 4}, -1, 1, 10), leaf(random_f64({3, 4}, -1, 1, 11)),
                                     leaf(random_f64({3}, -1, 1, 12))}));
+}
+
+// A weight given as the transpose of a contiguous [in, out] matrix (GPT-2's Conv1D: x @ W) is
+// used in place: the same values and gradients as a contiguous copy, and no copy allocated.
+TEST(Linear, TransposedWeightViewIsUsedInPlace) {
+  Tensor x = leaf(random_f64({3, 4}, -1, 1, 71)), m = leaf(random_f64({4, 5}, -1, 1, 72)),
+         b = leaf(random_f64({5}, -1, 1, 73));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1].transpose(0, 1), in[2]); },
+                        {x, m, b}));
+  const std::vector<double> want = linear(x, m.transpose(0, 1).contiguous(), b).to_vector();
+  EXPECT_EQ(linear(x, m.transpose(0, 1), b).to_vector(), want);
+  CachingAllocator& alloc = allocator_for(meta_device());
+  Tensor xm = Tensor::empty({8, 768}, DType::f32, meta_device()), wm = Tensor::empty({768, 2304}, DType::f32, meta_device());
+  const int64_t before = alloc.stat("allocated_bytes.all.current");
+  Tensor y = linear(xm, wm.transpose(0, 1), Tensor());
+  EXPECT_EQ(alloc.stat("allocated_bytes.all.current") - before, int64_t(8 * 2304 * 4));   // the output only
 }
 
 TEST(Linear, Values) {

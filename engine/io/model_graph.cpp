@@ -191,6 +191,14 @@ ModelGraph parse_model_graph(std::string_view text, const std::string& file) {
   ModelGraph g;
   g.file = file;
   g.exporter = j.value("exporter", json::object());
+  if (j.contains("modules")) {
+    if (!j["modules"].is_object()) fail(file, "", "\"modules\" must be an object {path: type}");
+    for (auto& [path, type] : j["modules"].items()) {
+      if (!type.is_string() || path.empty() || path.size() > 1000 || type.get<std::string>().size() > 200)
+        fail(file, "", str_cat("\"modules\": entry '", path.substr(0, 60), "' must map a path to a type name"));
+      g.module_types[path] = type.get<std::string>();
+    }
+  }
   if (j.contains("dynamic_batch")) {
     if (!j["dynamic_batch"].is_boolean()) fail(file, "", "\"dynamic_batch\" must be true or false");
     g.dynamic_batch = j["dynamic_batch"].get<bool>();

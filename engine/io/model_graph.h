@@ -8,6 +8,8 @@
 //                                          every size that follows it is a size node
 //                                          (aten.sym_size.int of the input, _operator.mul ...)
 //                                          referenced from shape lists, and literal sizes never do
+//    "modules": {path: type}               optional: every module's type by path, containers
+//                                          (Sequential, ModuleList) included
 //    "inputs": [TENSOR...]                 the example input(s); dim 0 is the batch
 //    "parameters": [TENSOR + "kind": "parameter" | "buffer"]   state_dict names and shapes; an
 //                                          integer buffer may add "values": [numel integers]
@@ -29,6 +31,7 @@
 // (rank <= 8, numel <= 2^48), an unknown dtype, a multi-output node used as one tensor.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +67,7 @@ struct ModelGraph {
   int version = 1;
   nlohmann::json exporter;
   bool dynamic_batch = false;
+  std::map<std::string, std::string> module_types;   // "modules" (may be empty)
   std::vector<GraphTensor> inputs;
   std::vector<GraphParameter> parameters;
   std::vector<GraphNode> nodes;

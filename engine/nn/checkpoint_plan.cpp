@@ -30,13 +30,7 @@ int64_t parse_positive(std::string_view spec, std::string_view text) {
   return v;
 }
 
-// selective kind -> module type name
-std::string kind_type(const std::string& kind) {
-  if (kind == "attention") return "BertSelfAttention";
-  if (kind == "core") return "DotProductAttention";
-  if (kind == "gelu") return "BertIntermediate";
-  return kind;
-}
+std::string kind_type(const std::string& kind) { return checkpoint_kind_type(kind); }
 
 bool is_sequential(const nn::Module& m) { return std::string_view(m.type_name()) == "Sequential"; }
 
@@ -47,6 +41,13 @@ void collect_blocks(nn::Module& m, std::set<const nn::Module*>& out) {
   }
 }
 }  // namespace
+
+std::string checkpoint_kind_type(const std::string& kind) {
+  if (kind == "attention") return "BertSelfAttention";
+  if (kind == "core") return "DotProductAttention";
+  if (kind == "gelu") return "BertIntermediate";
+  return kind;
+}
 
 CheckpointPolicy parse_checkpoint_policy(std::string_view spec) {
   CheckpointPolicy p;
@@ -128,6 +129,7 @@ CheckpointPlan plan_checkpoints(nn::Module& model, const Tensor& sample, const C
   if (policy.kind == K::none) return plan;
   OOMLAB_CHECK(policy.kind != K::budget, "checkpoint policy ", policy.spec,
                ": a budget is resolved by the command that knows the batch and optimizer (train, estimate)");
+  if (auto* own = dynamic_cast<CheckpointPlanner*>(&model)) return own->plan_checkpoints(policy);
   if (policy.kind == K::selective) {
     std::set<std::string> types;
     for (const auto& k : policy.selective) types.insert(kind_type(k));
@@ -175,6 +177,7 @@ CheckpointPlan plan_checkpoints(nn::Module& model, const Tensor& sample, const C
 }
 
 void apply_checkpoint_plan(nn::Module& model, const CheckpointPlan& plan) {
+  if (auto* own = dynamic_cast<CheckpointPlanner*>(&model)) return own->apply_checkpoint_plan(plan);
   for (auto& [name, m] : model.named_modules()) m->set_checkpoint_role({});
   for (size_t s = 0; s < plan.segments.size(); ++s) {
     const auto& seg = plan.segments[s];

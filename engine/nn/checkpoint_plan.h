@@ -41,6 +41,10 @@ struct CheckpointPolicy {
   std::string spec = "none";             // canonical text
 };
 
+// A selective kind's module type name (attention -> BertSelfAttention, core ->
+// DotProductAttention, gelu -> BertIntermediate; anything else is a type name itself).
+std::string checkpoint_kind_type(const std::string& kind);
+
 // Throws ValueError naming the spec and the accepted forms.
 CheckpointPolicy parse_checkpoint_policy(std::string_view spec);
 
@@ -54,6 +58,15 @@ struct CheckpointPlan {
 // The chains of `model` (names per chain, in run order) for a forward of `sample`
 // (one-sample input on the model's device). Restores the model's training flag.
 std::vector<std::vector<std::string>> checkpoint_chains(nn::Module& model, const Tensor& sample);
+
+// A model that plans and runs its own segments (an imported graph, whose nodes are not module
+// calls): plan_checkpoints and apply_checkpoint_plan hand it the policy and the plan.
+class CheckpointPlanner {
+ public:
+  virtual ~CheckpointPlanner() = default;
+  virtual CheckpointPlan plan_checkpoints(const CheckpointPolicy& policy) = 0;
+  virtual void apply_checkpoint_plan(const CheckpointPlan& plan) = 0;
+};
 
 // Plans segments for `policy`; ValueError when the policy has nothing to checkpoint in
 // this model (e.g. selective:attention on a ResNet), naming what the model has, or is a
