@@ -100,5 +100,29 @@ TEST(Verdict15, FusedAttentionLinearExactSpeedPendingGpu) {
   EXPECT_EQ(status("15_fused_attention", summary_15(0.0009, 7, 1e-6)), "pending GPU");   // exact: inside the bar
 }
 
+// 16: a summary built here: two models, each technique with its peak saving and largest batch.
+json summary_16(double formula_error, double share, double saving, int64_t extra_batch) {
+  json models = json::array();
+  for (const char* m : {"net_a", "net_b"}) {
+    json t = {{"fp32", {{"saving", 0.0}, {"largest_batch", {{"24GiB", 100}}}}}};
+    for (const char* tech : {"amp-fp16", "checkpoint-sqrt"})
+      t[tech] = {{"saving", saving}, {"largest_batch", {{"24GiB", 100 + extra_batch}}}};
+    models.push_back({{"model", m}, {"params", 1e6}, {"peak_bytes", 1e9}, {"formula_bytes", 1e9 * (1 + formula_error)},
+                      {"formula_error", formula_error}, {"activation_share", share}, {"techniques", t}});
+  }
+  return {{"models", models}, {"batch", 8}, {"profile", "full"}};
+}
+
+TEST(Verdict16, FormulaActivationsAndTechniques) {
+  EXPECT_EQ(status("16_your_model_memory", summary_16(0.1, 0.7, 0.2, 50)), "pending GPU");   // all hold; GPU points open
+  EXPECT_EQ(status("16_your_model_memory", summary_16(0.7, 0.7, 0.2, 50)), "depends");       // the formula misses
+  EXPECT_EQ(status("16_your_model_memory", summary_16(0.1, 0.7, -0.01, 50)), "depends");     // a technique costs memory
+  EXPECT_EQ(status("16_your_model_memory", summary_16(0.7, 0.3, -0.1, -10)), "refuted");     // every judged claim fails
+  EXPECT_EQ(status("16_your_model_memory", summary_16(0.25, 0.7, 0.2, 50)), "pending GPU");  // exact: at the bar holds
+  EXPECT_EQ(status("16_your_model_memory", summary_16(-0.2501, 0.7, 0.2, 50)), "depends");   // just outside, below
+  EXPECT_NE(reason("16_your_model_memory", summary_16(0.7, 0.7, 0.2, 50)).find("outside it for net_a +70%"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace oomlab

@@ -26,6 +26,7 @@
 #include "engine/memory/memory_export.h"
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/flag_table.h"
+#include "experiments/cli/largest_batch.h"
 #include "experiments/cli/memory_report.h"
 #include "engine/train/results.h"
 #include "experiments/cli/parallel_train.h"
@@ -354,12 +355,19 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("PEAK allocated", e.peak_allocated_bytes, "TOTAL", e.formula_bytes);
   row("peak reserved", e.peak_reserved_bytes, "-", -1);
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
+  nlohmann::json metrics = e.to_json();
+  if (cap > 0) {   // what batch fits the card (exact meta steps under the cap)
+    const LargestBatch lb = largest_batch_under(spec, opt, cap);
+    std::printf("  largest batch under %s: %s%lld (%lld exact meta steps)\n", format_bytes(double(cap)).c_str(),
+                lb.at_search_cap ? ">= " : "", (long long)lb.batch, (long long)lb.probes);
+    metrics["largest_batch"] = lb.to_json();
+  }
   nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"momentum", opt == "sgd" ? spec.sgd_momentum : 0.0}, {"device_memory", cap},
                         {"checkpoint", spec.checkpoint}, {"amp", spec.amp}, {"half", spec.half},
                         {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
-  write_json_if_asked(a, make_results("estimate", meta_device(), cfg, e.to_json(),
+  write_json_if_asked(a, make_results("estimate", meta_device(), cfg, metrics,
                                          "the steady-state training step (metrics.exact)"));
   write_traces_if_asked(a, meta_device());
   return 0;

@@ -126,7 +126,7 @@ void rows_run_length_flags(std::vector<FlagSpec>& t) {
 
 void rows_state_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("device-memory", kTrain, "cap every device's allocator at SIZE (a smaller GPU, on any device)").size().s);
-  t.push_back(F("device-memory", kEstimate, "the capacity to judge the peak against").size().s);
+  t.push_back(F("device-memory", kEstimate, "the capacity to judge the peak against; also finds the largest batch that fits").size().s);
   t.push_back(F("save", kTrain, "write checkpoints to DIR/step-N (rank 0)").text("DIR").s);
   t.push_back(F("save-every", kTrain, "steps between checkpoints (0: at the end only)").integer("S", 0).needs("save").s);
   t.push_back(F("resume", kTrain, "continue from a checkpoint (DIR or DIR/step-N)").text("DIR").s);

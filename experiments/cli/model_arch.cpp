@@ -3,6 +3,7 @@
 
 #include "engine/core/error.h"
 #include "experiments/cli/cli_args.h"
+#include "models/graph_model.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -12,6 +13,13 @@ bool is_bert(const std::string& model) { return model_input_kind(model) == Input
 bool is_unet(const std::string& model) { return model_task_kind(model) == TaskKind::segmentation; }
 bool is_resnet(const std::string& model) { return model.rfind("resnet", 0) == 0; }
 bool is_vgg(const std::string& model) { return model.rfind("vgg", 0) == 0; }
+// An imported graph with a scaled_dot_product_attention node (ViT, BERT, GPT-2 exports).
+bool graph_has_attention(const std::string& model) {
+  if (!is_graph_model(model)) return false;
+  for (const GraphNode& n : graph_of_model(model).nodes)
+    if (n.op == "aten.scaled_dot_product_attention.default") return true;
+  return false;
+}
 }  // namespace
 
 void ArchOverrides::check_fits(const std::string& model) const {
@@ -23,13 +31,17 @@ void ArchOverrides::check_fits(const std::string& model) const {
                "VGG classifier (vgg*); --model ", model, " is not one");
   for (const Flag& f : flags) {
     if (!f.given) continue;
+    OOMLAB_CHECK(!is_graph_model(model), f.name, " does not apply to an imported graph (--model ", model,
+                 "): its architecture is the exported file's");
     // model_input_kind/model_task_kind reject unknown model names (listing the valid ones).
     const bool fits = f.bert ? is_bert(model) : is_unet(model);
     OOMLAB_CHECK(fits, f.name, " applies to ", f.bert ? "BERT models (bert-*)" : "UNet models (unet, unet-small)",
                  "; --model ", model, " is not one");
   }
-  OOMLAB_CHECK(attention.empty() || attention == "eager" || is_bert(model),
-               "--attention fused applies to BERT models (bert-*); --model ", model, " is not one");
+  OOMLAB_CHECK(attention.empty() || attention == "eager" || (is_bert(model) && !is_graph_model(model)) ||
+                   graph_has_attention(model),
+               "--attention fused applies to BERT models (bert-*) and imported graphs with attention; --model ", model,
+               " is not one");
   if (fuse_relu == "on") {
     model_input_kind(model);   // an unknown model is named as such first
     OOMLAB_CHECK(is_resnet(model), "--fuse-relu applies to the ResNets (resnet18/34/50, resnet20/56); --model ",

@@ -137,17 +137,19 @@ struct Plan {
   std::vector<PointSpec> specs;
   double timeout_s = 0;
   Device device;
-  fs::path out, partial;
+  fs::path out, partial, root;   // root: the repository ({root} in a spec)
   std::string digest, exe;
   std::map<std::string, json> done;
 };
 
-// `arg` with every "{scratch}" replaced by `dir`.
-std::string with_scratch(std::string arg, const fs::path& dir) {
-  for (size_t at = arg.find("{scratch}"); at != std::string::npos; at = arg.find("{scratch}", at))
-    arg.replace(at, 9, dir.string());
+// `arg` with every `key` ("{scratch}", "{root}") replaced by `dir`.
+std::string with_placeholder(std::string arg, const std::string& key, const fs::path& dir) {
+  for (size_t at = arg.find(key); at != std::string::npos; at = arg.find(key, at)) arg.replace(at, key.size(), dir.string());
   return arg;
 }
+std::string with_scratch(std::string arg, const fs::path& dir) { return with_placeholder(std::move(arg), "{scratch}", dir); }
+// The repository an experiment folder sits in (experiments/NN_name/experiment.json -> ../..).
+fs::path root_of(const fs::path& spec_path) { return spec_path.parent_path().parent_path().parent_path(); }
 
 void check_points(const std::vector<PointSpec>& specs, const fs::path& spec_path) {
   for (const PointSpec& ps : specs) {
@@ -155,6 +157,7 @@ void check_points(const std::vector<PointSpec>& specs, const fs::path& spec_path
     args.erase(args.begin());
     // {scratch} exists only once the run starts, and a checkpoint there only once an earlier
     // point wrote it: the check sees the experiment's folder in its place.
+    for (std::string& a : args) a = with_placeholder(a, "{root}", root_of(spec_path));
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].find("{scratch}") != std::string::npos)
         args[i] = i > 0 && args[i - 1] == "--resume" ? spec_path.parent_path().string()
@@ -194,6 +197,7 @@ Plan plan_run(const std::string& dir, const RunOptions& o) {
     p.timeout_s = for_profile(p.spec["timeout_s"], o.profile, spec_path.string() + ": timeout_s").get<double>();
   if (p.timeout_s <= 0) p.timeout_s = kDefaultPointTimeoutS;
   p.device = parse_device(p.spec.value("device", std::string("cpu")));
+  p.root = root_of(spec_path);
   p.out = o.out.empty() ? d.parent_path().parent_path() / "reports" / "results" / (p.name + ".json")
                         : fs::absolute(fs::path(o.out));
   p.partial = p.out.string() + ".partial";
@@ -213,7 +217,7 @@ json run_point(const Plan& p, size_t i, const PointSpec& ps, const fs::path& tmp
   const std::string json_path = (tmp / str_cat("point-", i, ".json")).string();
   const std::string log_path = (tmp / str_cat("point-", i, ".log")).string();
   std::vector<std::string> child_args = args;
-  for (std::string& a : child_args) a = with_scratch(a, tmp / "scratch");   // the run's own folder (matrix.h)
+  for (std::string& a : child_args) a = with_placeholder(with_scratch(a, tmp / "scratch"), "{root}", p.root);   // matrix.h
   fs::create_directories(tmp / "scratch");
   child_args.insert(child_args.end(), {"--json", json_path});
   // A training point's own progress lines (steps, epochs) are shown as they come;

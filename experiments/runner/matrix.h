@@ -8,8 +8,9 @@
 // once ({"label": "vgg16", "model": "vgg16", "input": "3,224,224"}; "label" names the
 // point). Flags are the command's own (experiments/cli/commands.h) without "--"; a
 // switch is given as true. A value may name "{scratch}": a folder of the run's own that
-// every point shares (a checkpoint one point saves and a later one resumes from); the
-// results keep the placeholder. The runner adds --json; the spec's "device" is passed as
+// every point shares (a checkpoint one point saves and a later one resumes from); "{root}":
+// the repository the experiment folder sits in (models/graphs/ files); the results keep
+// the placeholders. The runner adds --json; the spec's "device" is passed as
 // --device to commands that take it unless a block sets it.
 // Contracts: any unknown key (top level, block, axis), flag, command or missing profile is
 // a ValueError naming it and the spec; point names are unique.
