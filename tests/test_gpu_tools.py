@@ -361,7 +361,7 @@ class TorchReferenceInput(unittest.TestCase):
 
 
 class TorchSideBySideScripts(unittest.TestCase):
-    """scripts/torch_parity.py, cpu_vs_torch.py and attention_vs_torch.py without PyTorch (as
+    """scripts/torch_parity.py, graph_parity.py, cpu_vs_torch.py and attention_vs_torch.py without PyTorch (as
     CI runs them): usage errors exit 2 with one line; a machine without torch is a clear skip
     (exit 0); attention_vs_torch's oomlab side reads the real bench_attention's JSON."""
 
@@ -370,6 +370,7 @@ class TorchSideBySideScripts(unittest.TestCase):
     def test_usage_errors_exit_2(self):
         bench = ["--bench", str(self.BENCH), "--json", "/tmp/unused.json"]
         for script, args in (("torch_parity.py", ["--models", "resnet99"]), ("torch_parity.py", ["--dtypes", "float16"]),
+                             ("graph_parity.py", ["--models", "resnet99"]), ("graph_parity.py", ["--dtypes", "float16"]),
                              ("cpu_vs_torch.py", ["--models", "vgg99"]), ("cpu_vs_torch.py", ["--rounds", "0"]),
                              ("attention_vs_torch.py", ["--seqs", "0"] + bench),
                              ("attention_vs_torch.py", ["--dropouts", "100"] + bench),
@@ -381,7 +382,7 @@ class TorchSideBySideScripts(unittest.TestCase):
     def test_without_torch_they_skip_with_a_message(self):
         if importlib.util.find_spec("torch") is not None:
             self.skipTest("torch is installed here: the scripts run for real")
-        for script, args in (("torch_parity.py", []), ("cpu_vs_torch.py", []),
+        for script, args in (("torch_parity.py", []), ("cpu_vs_torch.py", []), ("graph_parity.py", []),
                              ("attention_vs_torch.py", ["--bench", "/bin/true", "--json", "/tmp/unused.json"])):
             r = run(sys.executable, ROOT / "scripts" / script, *args)
             self.assertEqual(r.returncode, 0, r.stderr)

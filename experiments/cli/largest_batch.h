@@ -5,7 +5,9 @@
 // segments must fit, memory_report.h). Batches 1 and 8 give a linear guess of where the
 // reserved peak meets the capacity; galloping from the guess brackets the answer and
 // bisection finds it (a handful of exact meta steps when the peak is near-linear in the
-// batch, O(2 log2 B) at worst). Monotonic in the batch is assumed.
+// batch, O(2 log2 B) at worst). Near the edge "fits" is not monotone in the batch (block
+// rounding: the imported vgg16 with --checkpoint sqrt fits 24 GiB at 321 and 323, not 322):
+// the answer is a batch that fits whose successor does not, not always the largest such.
 #pragma once
 #include <cstdint>
 #include <string>
