@@ -4,7 +4,8 @@
 // Findings: any other exception, a sanitizer report, or a parsed graph that disagrees with
 // its own contract: a node referencing a name not defined before it, a shape of rank > 8
 // or with a negative size, a getitem whose index is out of its source's outputs.
-// Seeds: tests/fuzz/corpus/fuzz_model_graph/ (a small CNN in the exporter's layout).
+// Seeds: tests/fuzz/corpus/fuzz_model_graph/ (a small CNN in the exporter's layout, a BERT
+// attention block, a toy GPT-2 with a symbolic batch: size nodes, module types, a tied head).
 #include <cstddef>
 #include <cstdint>
 #include <set>
