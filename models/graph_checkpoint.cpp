@@ -91,13 +91,45 @@ bool GraphModel::overwrites_input(const GraphSegment& seg) const {
   return false;
 }
 
+std::map<std::string, std::string> GraphModel::module_types() const {
+  std::map<std::string, std::string> types = g_.module_types;
+  for (const GraphNode& n : g_.nodes)
+    if (!n.module.empty()) types.emplace(n.module, n.module_type);
+  return types;
+}
+
+// Blocks in node order, grouped into chains: blocks whose runs follow each other with only
+// folded nodes between.
+std::vector<std::vector<std::string>> GraphModel::checkpoint_chains() {
+  const std::map<std::string, std::string> types = module_types();
+  std::vector<std::pair<size_t, std::string>> blocks;
+  for (const auto& [path, type] : types) {
+    if (is_container(type) || !held_by_container(types, path)) continue;
+    bool nested = false;   // inside another block (a block's own Sequential)
+    for (std::string up = parent_of(parent_of(path)); !up.empty() && !nested; up = parent_of(up))
+      nested = types.count(up) && !is_container(types.at(up)) && held_by_container(types, up);
+    const auto [b, e] = node_range(path);
+    if (!nested && e > b) blocks.push_back({b, path});
+  }
+  std::sort(blocks.begin(), blocks.end());
+  std::vector<std::vector<std::string>> chains;
+  size_t last_end = 0;
+  for (const auto& [b, path] : blocks) {
+    const auto range = node_range(path);
+    bool adjacent = !chains.empty();
+    for (size_t i = last_end; adjacent && i < range.first; ++i) adjacent = constants_.count(g_.nodes[i].name) > 0;
+    if (!adjacent) chains.emplace_back();
+    chains.back().push_back(path);
+    last_end = range.second;
+  }
+  return chains;
+}
+
 CheckpointPlan GraphModel::plan_checkpoints(const CheckpointPolicy& policy) {
   using K = CheckpointPolicy::Kind;
   CheckpointPlan plan;
   plan.policy = policy.spec;
-  std::map<std::string, std::string> types = g_.module_types;
-  for (const GraphNode& n : g_.nodes)
-    if (!n.module.empty()) types.emplace(n.module, n.module_type);
+  const std::map<std::string, std::string> types = module_types();
   if (policy.kind == K::selective) {
     std::set<std::string> wanted, found;
     for (const std::string& k : policy.selective) wanted.insert(checkpoint_kind_type(k));
@@ -114,31 +146,12 @@ CheckpointPlan GraphModel::plan_checkpoints(const CheckpointPolicy& policy) {
                    " has no ", checkpoint_kind_type(k), " module (its module types are in `oomlab summary`)");
     return plan;
   }
-  // blocks in node order, then chains of blocks that follow each other output to input
-  std::vector<std::pair<size_t, std::string>> blocks;
-  for (const auto& [path, type] : types) {
-    if (is_container(type) || !held_by_container(types, path)) continue;
-    bool nested = false;   // inside another block (a block's own Sequential)
-    for (std::string up = parent_of(parent_of(path)); !up.empty() && !nested; up = parent_of(up))
-      nested = types.count(up) && !is_container(types.at(up)) && held_by_container(types, up);
-    const auto [b, e] = node_range(path);
-    if (!nested && e > b) blocks.push_back({b, path});
-  }
-  std::sort(blocks.begin(), blocks.end());
-  plan.blocks = int64_t(blocks.size());
-  // chains: blocks whose runs follow each other with only folded nodes between
+  const std::vector<std::vector<std::string>> chain_names = checkpoint_chains();
+  for (const auto& chain : chain_names) plan.blocks += int64_t(chain.size());
   std::vector<std::vector<std::pair<size_t, size_t>>> chains;   // node ranges
-  std::vector<std::vector<std::string>> chain_names;
-  for (const auto& [b, path] : blocks) {
-    const auto range = node_range(path);
-    bool adjacent = !chains.empty();
-    if (adjacent) {
-      for (size_t i = chains.back().back().second; i < range.first && adjacent; ++i)
-        adjacent = constants_.count(g_.nodes[i].name) > 0;
-    }
-    if (!adjacent) chains.emplace_back(), chain_names.emplace_back();
-    chains.back().push_back(range);
-    chain_names.back().push_back(path);
+  for (const auto& chain : chain_names) {
+    chains.emplace_back();
+    for (const std::string& path : chain) chains.back().push_back(node_range(path));
   }
   for (size_t c = 0; c < chains.size(); ++c) {
     const auto& ranges = chains[c];
@@ -164,7 +177,7 @@ CheckpointPlan GraphModel::plan_checkpoints(const CheckpointPolicy& policy) {
     }
   }
   if (!plan.segments.empty()) plan.segments.pop_back();   // the last one would be re-run at once
-  OOMLAB_CHECK(!plan.segments.empty(), "checkpoint policy ", policy.spec, ": graph ", g_.file, " has ", blocks.size(),
+  OOMLAB_CHECK(!plan.segments.empty(), "checkpoint policy ", policy.spec, ": graph ", g_.file, " has ", plan.blocks,
                " block(s) (modules a Sequential or ModuleList holds) and no run of them to checkpoint",
                g_.module_types.empty() ? " (the file has no \"modules\" table: export it again with scripts/export_model.py)" : "");
   return plan;

@@ -62,6 +62,7 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   // selective picks modules by type name (or kind: attention, gelu).
   CheckpointPlan plan_checkpoints(const CheckpointPolicy& policy) override;
   void apply_checkpoint_plan(const CheckpointPlan& plan) override;
+  std::vector<std::vector<std::string>> checkpoint_chains() override;
   const ModelGraph& graph() const { return g_; }
   const ModelConfig& config() const { return cfg_; }
   bool last_use(const std::string& name, size_t node) const {
@@ -86,6 +87,7 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   std::optional<GraphSegment> segment_of(size_t begin, size_t end, const std::string& name) const;
   std::pair<size_t, size_t> node_range(const std::string& module) const;   // {0, 0}: not one run
   bool overwrites_input(const GraphSegment& seg) const;
+  std::map<std::string, std::string> module_types() const;   // the file's table and the nodes' own
   std::vector<GraphSegment> segments_;   // the applied checkpoint plan, in node order
   void build_tree();
   void plan_lifetimes();

@@ -5,7 +5,8 @@
 // BatchNorm running statistics as the plain step, bit for bit (MobileNetV3: BatchNorm,
 // hardswish, squeeze-excitation, in-place residual adds); the exact meta peak falls with
 // sqrt and all and matches the zoo's planner on ResNet-50 within its one known difference;
-// a policy with nothing to checkpoint is a clear error, never a silent no-op.
+// a policy with nothing to checkpoint is a clear error, never a silent no-op; budget:SIZE
+// chooses among the graph's own chains; --half keeps its BatchNorm modules float32.
 // ctest tier: models
 #include <gtest/gtest.h>
 
@@ -96,4 +97,16 @@ TEST(GraphCheckpoint, NothingToCheckpointIsAClearError) {
   CliRun r = run_oomlab("estimate --model graph:" + kGraphs + "resnet50.json --batch 2 --checkpoint selective:GPT2Block");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("has no GPT2Block module"), std::string::npos) << r.output;
+}
+
+// --checkpoint budget:SIZE on a graph tries the graph's own chains (every:K), and --half keeps
+// the graph's BatchNorm modules in float32 (by their exported type), as the zoo's models.
+TEST(GraphCheckpoint, BudgetPicksAGraphPlanAndHalfKeepsBatchNormFloat32) {
+  const std::string graph = "graph:" + kGraphs + "resnet50.json";
+  CliRun r = run_oomlab("estimate --model " + graph + " --batch 32 --checkpoint budget:2GiB");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("--checkpoint budget:2GiB: every:"), std::string::npos) << r.output;
+  r = run_oomlab("estimate --model " + graph + " --batch 8 --half");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_LT(peak(graph, "--half"), peak(graph, ""));
 }

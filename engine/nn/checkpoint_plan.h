@@ -65,6 +65,7 @@ class CheckpointPlanner {
  public:
   virtual ~CheckpointPlanner() = default;
   virtual CheckpointPlan plan_checkpoints(const CheckpointPolicy& policy) = 0;
+  virtual std::vector<std::vector<std::string>> checkpoint_chains() = 0;   // block names per chain
   virtual void apply_checkpoint_plan(const CheckpointPlan& plan) = 0;
 };
 

@@ -2,6 +2,8 @@
 // float32 master weights (half_mode.h).
 #include "engine/train/half_mode.h"
 
+#include <string_view>
+
 #include "engine/nn/layers.h"
 
 #include <cstring>
@@ -34,6 +36,8 @@ void half_model(nn::Module& model, DType dtype) {
   MemoryContext ctx("model", "half");
   for (auto& [name, m] : model.named_modules()) {
     if (dynamic_cast<nn::BatchNorm2d*>(m) != nullptr) continue;   // kept float32 (SyncBatchNorm too)
+    const std::string_view type = m->type_name();   // an imported graph's BatchNorm modules, by their type
+    if (type == "BatchNorm1d" || type == "BatchNorm2d" || type == "SyncBatchNorm") continue;
     // A module's own tensors (relative names without a dot): its children are visited on
     // their own, so a BatchNorm inside a container keeps float32.
     for (auto& [n, t] : m->named_parameters()) if (n.find('.') == std::string::npos) convert_in_place(t, dtype);
