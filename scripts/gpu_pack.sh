@@ -81,6 +81,8 @@ done
 for s in gpu_run.sh gpu_report.py torch_bench.py trace_breakdown.py fatbin_archs.py attention_vs_torch.py export_model.py; do
   cp "scripts/$s" "$kit/scripts/"
 done
+mkdir -p "$kit/models/graphs"   # the imported models of experiment 16 (gpu_run.sh's graph_* pairs)
+cp models/graphs/resnet50.json models/graphs/bert.json models/graphs/gpt2.json "$kit/models/graphs/"
 mkdir -p "$kit/scripts/oomlab_report"
 cp scripts/oomlab_report/__init__.py scripts/oomlab_report/atomic.py "$kit/scripts/oomlab_report/"   # attention_vs_torch's and export_model's writer
 

@@ -23,6 +23,9 @@
 # NEXT switches on) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
 # two logical devices; the host CPU's attention forward + backward, oomlab eager / fused
 # beside PyTorch SDPA; torch.export graphs of ResNet-50 and BERT-base (scripts/export_model.py).
+# The graph_* pairs (issue 32, experiment 16's GPU points): models/graphs/ exports trained by
+# oomlab beside the same PyTorch models (no dropout, as the eval export): step time and peak
+# against torch.cuda.max_memory_allocated.
 # A machine that lacks something (no GPU, a GPU other than sm_90, no PyTorch wheels, a
 # library that does not resolve) stops the run with one line `gpu_run: error: ...` on
 # stderr and exit status 1, after writing what it has.
@@ -114,6 +117,9 @@ declare -A FLAGS=(
   [r50_tf32_next]="--model resnet50 --batch 128 --allow-tf32 all --fuse-relu on"
   [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
   [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
+  [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
+  [graph_bert_tf32]="--model graph:$kit/models/graphs/bert.json --batch 32 --seq-len 128 --allow-tf32 all"
+  [graph_gpt2_tf32]="--model graph:$kit/models/graphs/gpt2.json --batch 8 --seq-len 128 --allow-tf32 all"
 )
 # Environment per tag: a GPU path's switch (cuda_settings.h), so the default runs beside the
 # path it replaced, or a new path beside the default, in the same call (DESIGN.md section 10).
@@ -124,13 +130,14 @@ NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1 OOMLAB_CUDA_FOREACH=1"
 declare -A ENVS=([bert384_fused_reference]="OOMLAB_CUDA_TILED_ATTENTION=0" [r50_tf32_next]="$NEXT"
                  [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_bf16 r50_bf16_next r50_fp16 r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32
-       bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_reference)
+       bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_reference
+       graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
   local f=${FLAGS[$1]} model batch seq
   model=$(sed -n 's/.*--model \([^ ]*\).*/\1/p' <<<"$f"); batch=$(sed -n 's/.*--batch \([0-9]*\).*/\1/p' <<<"$f")
   seq=$(sed -n 's/.*--seq-len \([0-9]*\).*/\1/p' <<<"$f")
-  if [[ $model == bert-* ]]; then
+  if [[ $model == bert-* || $model == graph:*bert.json || $model == graph:*gpt2.json ]]; then
     echo "$f --dataset synthetic-seq --seq-min-len $seq --optimizer adamw --lr 1e-4 --synthetic-size $((batch * 4)) --eval-batches 0 --quiet"
   else
     echo "$f --dataset synthetic --optimizer sgd --lr 0.01 --synthetic-size $((batch * 4)) --eval-batches 0 --quiet"

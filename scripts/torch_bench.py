@@ -48,11 +48,40 @@ CONFIGS = {
     "bert384_none": ("bert-base", 24, 384, "tf32", "adamw", "eager", False, False),
     "bert384_all": ("bert-base", 24, 384, "tf32", "adamw", "eager", True, False),
     "bert384_none_sdpa": ("bert-base", 24, 384, "tf32", "adamw", "sdpa", False, False),
+    # the twins of gpu_run.sh's graph_* pairs: models/graphs/'s exports as PyTorch runs them
+    # (1000 classes, no dropout, BERT without an attention mask; GPT-2's next-token loss)
+    "graph_r50_tf32": ("resnet50-export", 64, 0, "tf32", "sgd", "", False, False),
+    "graph_bert_tf32": ("bert-export", 32, 128, "tf32", "adamw", "sdpa", False, False),
+    "graph_gpt2_tf32": ("gpt2-export", 8, 128, "tf32", "adamw", "sdpa", False, False),
 }
 
 
 class BenchError(Exception):
     pass
+
+
+def build_export_twin(torch, name, batch, seq, attn, dev):
+    """The PyTorch model of a models/graphs/ export, as the export has it, and its fwd()."""
+    if name == "resnet50-export":
+        import torchvision
+        model = torchvision.models.resnet50(weights=None).to(dev)
+        x, y = torch.randn(batch, 3, 224, 224), torch.randint(0, 1000, (batch,))
+        return model, lambda: (model(x.to(dev)), y.to(dev))
+    import transformers as tf
+    ids = torch.randint(1, 30000, (batch, seq))
+    if name == "bert-export":
+        model = tf.BertForSequenceClassification(tf.BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                                               attn_implementation=attn)).to(dev)
+        y = torch.randint(0, 2, (batch,))
+        return model, lambda: (model(input_ids=ids.to(dev)).logits, y.to(dev))
+    model = tf.GPT2LMHeadModel(tf.GPT2Config(use_cache=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                             attn_implementation=attn)).to(dev)
+    target = torch.cat([ids[:, 1:], torch.full((batch, 1), -100)], 1)   # next tokens, the last ignored
+
+    def fwd():
+        logits = model(input_ids=ids.to(dev)).logits
+        return logits.reshape(-1, logits.shape[-1]), target.reshape(-1).to(dev)
+    return model, fwd
 
 
 def build(torch, tag):
@@ -62,7 +91,9 @@ def build(torch, tag):
     torch.backends.cudnn.allow_tf32 = prec != "fp32"
     torch.backends.cudnn.benchmark = bench
     dev = torch.device("cuda")
-    if model_name == "bert-base":
+    if model_name.endswith("-export"):
+        model, fwd = build_export_twin(torch, model_name, batch, seq, attn, dev)
+    elif model_name == "bert-base":
         from transformers import BertConfig, BertForSequenceClassification
         cfg = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                          intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2, num_labels=2,
