@@ -41,10 +41,12 @@ HostValue build(const Shape& shape, F f) {
   return out;
 }
 
-int64_t at(const HostValue& x, const std::vector<int64_t>& idx) {
-  const auto st = strides_of(x.shape);
-  int64_t off = 0;
-  for (size_t d = 0; d < idx.size(); ++d) off += (x.shape[d] == 1 ? 0 : idx[d]) * st[d];   // size-1 dims broadcast
+int64_t at(const HostValue& x, const std::vector<int64_t>& idx) {   // no allocation: called per element
+  int64_t off = 0, stride = 1;
+  for (size_t d = x.shape.size(); d-- > 0;) {
+    off += (x.shape[d] == 1 ? 0 : idx.at(d)) * stride;   // size-1 dims broadcast
+    stride *= x.shape[d];
+  }
   return x.v.at(size_t(off));
 }
 

@@ -78,6 +78,7 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   int64_t example_batch() const { return g_.inputs[0].shape.empty() ? 0 : g_.inputs[0].shape[0]; }
   bool dynamic_batch() const { return g_.dynamic_batch; }
   int64_t batch = 0;   // the running forward's
+  std::map<const HostValue*, int> mask_kinds;   // attention masks already classified (graph_nodes.cpp), per fold
   std::map<std::string, std::string> producer;   // node name -> its op (getitem: "getitem:<source op>")
 
  private:

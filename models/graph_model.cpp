@@ -118,6 +118,7 @@ void GraphModel::build_tree() {
 void GraphModel::fold_constants(const Shape& input_shape) {
   constants_ = buffer_constants_;
   folded_for_ = input_shape;
+  mask_kinds.clear();
   batched_ = {g_.inputs[0].name};
   for (const GraphNode& n : g_.nodes) {
     bool all_constant = true, any_batched = false;

@@ -284,7 +284,12 @@ Value attention_node(const NodeCtx& c) {
   bool causal = causal_arg.is_boolean() && causal_arg.get<bool>();
   if (mask.is_object()) {
     const Value* mv = &c.env.at(mask["ref"].get<std::string>());
-    const MaskKind kind = mv->outs.empty() && mv->constant ? mask_kind(*mv->constant) : MaskKind::other;
+    MaskKind kind = MaskKind::other;
+    if (mv->outs.empty() && mv->constant) {   // classified once per fold: every layer shares the mask
+      auto [it, fresh] = c.m.mask_kinds.emplace(mv->constant, 0);
+      if (fresh) it->second = int(mask_kind(*mv->constant));
+      kind = MaskKind(it->second);
+    }
     if (kind == MaskKind::other) c.unsupported("an attention mask other than a constant all-true or causal one");
     causal = causal || kind == MaskKind::causal;
   }
