@@ -196,6 +196,13 @@ const std::vector<OpCase>& op_cases() {
     c.push_back({"masked_softmax_all_padded_row", {F({2, 2, 3, 7}, true, -3, 3), Mask({2, 7}, mask_all)},
                  [](V& v) { return masked_softmax(v[0], v[1], 1.0); }, N});
     c.push_back({"masked_softmax_no_mask", {F({5, 9}, true, -3, 3)}, [](V& v) { return masked_softmax(v[0], Tensor(), 1.0); }, N});
+    // causal (GPT-2's mask, issue 32): the eager path's masked_softmax; Tq < Tk and with padding
+    c.push_back({"masked_softmax_causal", {F({2, 3, 7, 7}, true, -3, 3), Mask({2, 7}, mask)},
+                 [](V& v) { return masked_softmax(v[0], v[1], 0.5, true); }, N});
+    c.push_back({"masked_softmax_causal_wide", {F({1, 2, 40, 300}, true, -3, 3)},
+                 [](V& v) { return masked_softmax(v[0], Tensor(), 1.0, true); }, N});
+    c.push_back({"attention_causal", {F({2, 2, 6, 8}), F({2, 2, 6, 8}), F({2, 2, 6, 6})},
+                 [](V& v) { return scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), 0.0, false, nullptr, true); }, N});
     c.push_back({"attention", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
                  [](V& v) { return scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false); }, N});
     c.push_back({"attention_dropout", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
