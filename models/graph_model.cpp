@@ -268,6 +268,16 @@ const ModelGraph& graph_of_model(const std::string& name) {
   return *slot;
 }
 
+std::map<std::string, std::string> graph_tied_names(const std::string& name) {
+  std::map<std::string, std::string> out;
+  if (!is_graph_model(name)) return out;
+  const nlohmann::json& tied = graph_of_model(name).exporter.value("tied", nlohmann::json::object());
+  if (!tied.is_object()) return out;
+  for (auto& [other, kept] : tied.items())
+    if (kept.is_string()) out[other] = kept.get<std::string>();
+  return out;
+}
+
 ModelConfig graph_model_config(const std::string& name) {
   const ModelGraph& g = graph_of_model(name);
   ModelConfig cfg;

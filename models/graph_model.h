@@ -41,6 +41,7 @@
 //    naming them all, and an op used in an unsupported way (a transposed convolution, an
 //    add with alpha, a permute not feeding addmm) fails its forward naming the node.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ std::vector<std::string> graph_missing_ops(const ModelGraph& g);
 // `--model graph:FILE`: is `name` such a model, and its graph (read once per path, then kept).
 bool is_graph_model(const std::string& name);
 const ModelGraph& graph_of_model(const std::string& name);
+// The tied parameters the export wrote once ("exporter": {"tied": {other name: graph name}}),
+// for loading a PyTorch state_dict that has both names (load_into's aliases); {} for a zoo model.
+std::map<std::string, std::string> graph_tied_names(const std::string& name);
 // The model config a graph implies: its example input's channels and size (NCHW float) or
 // sequence length (int64 [B, T]), and the classes of its [B, K] output.
 ModelConfig graph_model_config(const std::string& name);

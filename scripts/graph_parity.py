@@ -115,7 +115,9 @@ def run_case(mods, oomlab, name, dtype_name, seed, work):
     export(spec, shape, inp[0] == "tokens", graph)
     model = model.to(dtype)
     names = graph_names(graph)
-    state = {k: v.detach().contiguous() for k, v in model.state_dict().items() if k in names}
+    tied = json.loads(graph.read_text())["exporter"].get("tied", {})
+    # the state_dict as PyTorch has it (a tied weight under both names: oomlab reads it once)
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if k in names or k in tied}
     weights = work / "init.safetensors"
     st.save_file(state, str(weights))
     rng = np.random.default_rng(seed)

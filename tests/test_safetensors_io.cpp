@@ -1,6 +1,6 @@
 // test_safetensors_io.cpp — atomic file writes (fault injection keeps the old file),
 // strict JSON, and the safetensors format: round trip for every dtype, header layout,
-// CRC and structural corruption, load_into name/shape/dtype checks.
+// CRC and structural corruption, load_into name/shape/dtype checks and tied-weight aliases.
 // ctest tier: unit
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -297,4 +297,21 @@ TEST(Safetensors, LoadIntoChecksNamesShapesDtypes) {
   EXPECT_EQ(r.missing, std::vector<std::string>{"other"});
   EXPECT_EQ(r.unexpected, std::vector<std::string>{"fc.bias"});
   EXPECT_EQ(w3.to_vector(), w.to_vector());
+}
+
+// A tied weight's second name (GPT-2's transformer.wte.weight = lm_head.weight), given as an
+// alias: accepted in a strict load when it holds the same values, an error when it does not.
+TEST(Safetensors, LoadIntoAcceptsATiedWeightsSecondName) {
+  TempDir d;
+  const std::string p = d.file("tied.safetensors"), q = d.file("untied.safetensors");
+  Tensor w = Tensor::from_vector({1, 2, 3, 4}, {2, 2});
+  write_safetensors(p, {{"lm_head.weight", w}, {"wte.weight", w}});
+  write_safetensors(q, {{"lm_head.weight", w}, {"wte.weight", Tensor::from_vector({1, 2, 3, 5}, {2, 2})}});
+  Tensor t = Tensor::zeros({2, 2});
+  EXPECT_THROW(load_into(p, {{"lm_head.weight", t}}), IoError);   // without the alias: unexpected
+  LoadReport r = load_into(p, {{"lm_head.weight", t}}, true, {{"wte.weight", "lm_head.weight"}});
+  EXPECT_TRUE(r.unexpected.empty());
+  EXPECT_EQ(t.to_vector(), w.to_vector());
+  const std::string msg = error_of<IoError>([&] { load_into(q, {{"lm_head.weight", t}}, true, {{"wte.weight", "lm_head.weight"}}); });
+  EXPECT_NE(msg.find("'wte.weight' is tied to 'lm_head.weight' but holds other values"), std::string::npos) << msg;
 }

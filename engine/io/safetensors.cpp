@@ -257,7 +257,8 @@ SafetensorsContents read_safetensors(const std::string& path) {
   return parse_safetensors(bytes, path);
 }
 
-LoadReport load_into(const std::string& path, const NamedTensors& targets, bool strict) {
+LoadReport load_into(const std::string& path, const NamedTensors& targets, bool strict,
+                     const std::map<std::string, std::string>& aliases) {
   SafetensorsContents file = read_safetensors(path);
   std::map<std::string, const Tensor*> in_file;
   for (const auto& [name, t] : file.tensors) in_file[name] = &t;
@@ -279,8 +280,17 @@ LoadReport load_into(const std::string& path, const NamedTensors& targets, bool 
     if (!t.is_contiguous())
       problems.push_back(str_cat("target '", name, "' (", t.str(), ") is not contiguous"));
   }
-  for (const auto& [name, t] : file.tensors)
+  for (const auto& [name, t] : file.tensors) {
+    auto alias = aliases.find(name);
+    if (alias != aliases.end()) {   // a tied weight's other name: the same values, read once
+      auto kept = in_file.find(alias->second);
+      if (kept != in_file.end() && (t.shape() != kept->second->shape() || t.dtype() != kept->second->dtype() ||
+                                    (dtype_is_floating(t.dtype()) && t.to_vector() != kept->second->to_vector())))
+        problems.push_back(str_cat("'", name, "' is tied to '", alias->second, "' but holds other values"));
+      continue;
+    }
     if (!wanted.count(name)) report.unexpected.push_back(name);
+  }
   auto join = [](const std::vector<std::string>& v) {
     std::string s;
     for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;

@@ -46,7 +46,11 @@ struct LoadReport {
   std::vector<std::string> missing, unexpected;  // non-empty only when !strict
   TensorMetadata metadata;
 };
-LoadReport load_into(const std::string& path, const NamedTensors& targets, bool strict = true);
+// `aliases` (file name -> target name): a tied weight's second name (GPT-2's
+// transformer.wte.weight is lm_head.weight): in the file it is neither loaded nor
+// unexpected, but must hold exactly the values of the tensor it aliases when both are there.
+LoadReport load_into(const std::string& path, const NamedTensors& targets, bool strict = true,
+                     const std::map<std::string, std::string>& aliases = {});
 
 // "F32", "BF16", ... and back (nullopt-like: returns false for unknown strings).
 const char* safetensors_dtype_name(DType t);

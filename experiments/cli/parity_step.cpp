@@ -27,6 +27,7 @@
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/flag_table.h"
 #include "experiments/cli/model_arch.h"
+#include "models/graph_model.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -69,7 +70,7 @@ int cmd_step(const std::vector<std::string>& args) {
   mc.device = device;
   mc.dtype = dtype;
   nn::ModulePtr model = build_model(model_name, mc);
-  load_into(init, model->state_dict(), /*strict=*/true);
+  load_into(init, model->state_dict(), /*strict=*/true, graph_tied_names(model_name));
   model->train();
 
   DataLoader loader(*data, data->size(), /*shuffle=*/false, /*drop_last=*/false, /*seed=*/0, /*workers=*/0);

@@ -376,7 +376,7 @@ json train(const TrainConfig& c) {
     m.device = d;
     nn::ModulePtr model = build_model(c.model, m);
     if (!c.init.empty()) {   // PyTorch's load_state_dict(strict=...) from a safetensors file
-      const LoadReport r = load_into(c.init, model->state_dict(), c.init_strict);
+      const LoadReport r = load_into(c.init, model->state_dict(), c.init_strict, graph_tied_names(c.model));
       std::lock_guard<std::mutex> lk(init_mu);
       if (init_report.is_null()) {
         init_report = {{"file", c.init}, {"strict", c.init_strict}, {"missing", r.missing}, {"unexpected", r.unexpected}};
