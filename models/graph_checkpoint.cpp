@@ -78,24 +78,13 @@ std::optional<GraphSegment> GraphModel::segment_of(size_t begin, size_t end, con
 // A node in the segment that may write its first argument in place (may_overwrite_first's
 // rule) with the segment's input there: the kept input would change before the re-run.
 bool GraphModel::overwrites_input(const GraphSegment& seg) const {
-  if (uses(seg.input) != 1 || !producer.count(seg.input)) return false;
-  const std::string& op = producer.at(seg.input);
-  if (op != "aten.convolution.default" && op != "getitem:aten._native_batch_norm_legit_no_training.default" &&
-      op != "aten.add.Tensor")
-    return false;
+  if (uses(seg.input) != 1 || !producer.count(seg.input) || !overwritable_producer(producer.at(seg.input))) return false;
   for (size_t i = seg.begin; i < seg.end; ++i) {
     const GraphNode& n = g_.nodes[i];
     if ((n.op == "aten.relu.default" || n.op == "aten.add.Tensor") && !n.refs.empty() && n.refs[0] == seg.input)
       return true;
   }
   return false;
-}
-
-std::map<std::string, std::string> GraphModel::module_types() const {
-  std::map<std::string, std::string> types = g_.module_types;
-  for (const GraphNode& n : g_.nodes)
-    if (!n.module.empty()) types.emplace(n.module, n.module_type);
-  return types;
 }
 
 // Blocks in node order, grouped into chains: blocks whose runs follow each other with only

@@ -121,6 +121,12 @@ struct NodeCtx {
 };
 
 const std::set<std::string>& supported_ops();
+// A value this op produced may be overwritten by its only reader (conv, BatchNorm and add
+// outputs: nothing saves them): NodeCtx::may_overwrite_first and checkpointing's planner.
+bool overwritable_producer(const std::string& op);
+// W^T (a transposed weight) expanded or viewed over a batch as bmm's operand: stays a
+// transposed weight when `shape` is [k, in, out] of it, else names `what` as unsupported.
+Value transposed_over_batch(const NodeCtx& c, const Value& src, const char* what);
 // graph_pointwise.cpp: arithmetic, activations and shape ops (pointwise_ops() names them);
 // add_node is add.Tensor when it cannot run in place (a number, a broadcast).
 const std::set<std::string>& pointwise_ops();

@@ -71,10 +71,15 @@ GraphModel::GraphModel(ModelGraph g, const ModelConfig& cfg) : GraphLeaf("GraphM
   plan_lifetimes();
 }
 
-void GraphModel::build_tree() {
+std::map<std::string, std::string> GraphModel::module_types() const {
   std::map<std::string, std::string> types = g_.module_types;
   for (const GraphNode& n : g_.nodes)
     if (!n.module.empty() && !n.module_type.empty()) types.emplace(n.module, n.module_type);
+  return types;
+}
+
+void GraphModel::build_tree() {
+  const std::map<std::string, std::string> types = module_types();
   Generator gen{cfg_.seed, 0};
   auto module_at = [&](const std::string& dotted, size_t end) {   // the chain to dotted[0, end)
     GraphLeaf* m = this;
@@ -85,7 +90,7 @@ void GraphModel::build_tree() {
       if (dot == std::string::npos || dot > end) dot = end;
       if (!path.empty()) path += '.';
       path.append(dotted, start, dot - start);
-      m = m->child(dotted.substr(start, dot - start), types.count(path) ? types[path] : "Module");
+      m = m->child(dotted.substr(start, dot - start), types.count(path) ? types.at(path) : "Module");
       start = dot + 1;
     }
     return m;

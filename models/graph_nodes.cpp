@@ -105,7 +105,10 @@ bool NodeCtx::may_overwrite_first() const {
   if (!a.is_object() || !a.contains("ref")) return false;
   const std::string src = a["ref"].get<std::string>();
   if (!m.last_use(src, index) || m.uses(src) != 1 || !m.producer.count(src)) return false;   // no other reader saved it
-  const std::string& op = m.producer.at(src);
+  return overwritable_producer(m.producer.at(src));
+}
+
+bool overwritable_producer(const std::string& op) {
   return op == "aten.convolution.default" || op == "getitem:aten._native_batch_norm_legit_no_training.default" ||
          op == "aten.add.Tensor";
 }
@@ -202,11 +205,7 @@ Value shape_node(const NodeCtx& c) {
   }
   if (c.n.op == "aten.clone.default") return {{c.tensor(0).clone()}, {}, {}};
   const Value* src = c.value(0);
-  if (src && src->transposed_of.defined()) {   // W^T expanded over a batch, viewed as itself (view / reshape): still bmm's operand
-    const Shape s = c.ints(1), w = src->transposed_of.shape();
-    if (s.size() != 3 || s[1] != w[1] || s[2] != w[0]) c.unsupported("a view of a transposed weight");
-    return {{}, src->transposed_of, {}};
-  }
+  if (src && src->transposed_of.defined()) return transposed_over_batch(c, *src, "a view of a transposed weight");
   const Tensor x = c.tensor(0);
   if (c.n.op == "aten.select.int") {   // x[:, i]: a narrow without the dim
     int64_t dim = c.arg(1).get<int64_t>(), i = c.arg(2).get<int64_t>();

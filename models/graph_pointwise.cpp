@@ -80,11 +80,8 @@ Value shape_op(const NodeCtx& c) {
     return one(linear(c.tensor(0), wt->transposed_of, Tensor()));
   }
   const Value* src = c.value(0);
-  if (op == "aten.expand.default" && src && src->transposed_of.defined()) {   // W^T over a batch: bmm's operand
-    const Shape s = c.ints(1), w = src->transposed_of.shape();
-    if (s.size() != 3 || s[1] != w[1] || s[2] != w[0]) c.unsupported("an expand of a transposed weight other than over a batch");
-    return {{}, src->transposed_of, {}};
-  }
+  if (op == "aten.expand.default" && src && src->transposed_of.defined())
+    return transposed_over_batch(c, *src, "an expand of a transposed weight other than over a batch");
   const Tensor x = c.tensor(0);
   if (op == "aten.alias.default") return one(x);
   if (op == "aten.expand.default") return one(expand(x, c.ints(1)));
@@ -121,6 +118,12 @@ Value shape_op(const NodeCtx& c) {
   return one(x);
 }
 }  // namespace
+
+Value transposed_over_batch(const NodeCtx& c, const Value& src, const char* what) {
+  const Shape s = c.ints(1), w = src.transposed_of.shape();
+  if (s.size() != 3 || s[1] != w[1] || s[2] != w[0]) c.unsupported(what);
+  return {{}, src.transposed_of, {}};
+}
 
 Value pointwise_node(const NodeCtx& c) {
   const std::string& op = c.n.op;
