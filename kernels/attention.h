@@ -28,7 +28,7 @@ struct FusedAttentionArgs {
   int64_t BH, heads, Tq, Tk, D, Dv;
   double scale, p;
   uint64_t seed, base;
-  bool causal = false;   // keys j > query i masked too (torch's is_causal, top-left aligned; CPU only)
+  bool causal = false;   // keys j > query i masked too (torch's is_causal, top-left aligned)
 };
 
 OOMLAB_KERNEL_TABLE(fused_attention_forward, FusedAttentionArgs, "fused_attention")

@@ -50,6 +50,9 @@ def dump(obj):
 
 
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+# gpu_run.sh tags of a switched path run beside their default (the tag without the suffix):
+# *_next (its NEXT switches), *_graph (OOMLAB_CUDNN_GRAPH=1). Ratios are "next over default".
+SWITCHED_SUFFIXES = ("_next", "_graph")
 
 
 def run_date(res):
@@ -226,21 +229,23 @@ def points(work):
         if o:
             row["meta_over_cuda_peak"] = ratio(meta_peak, o["peak_allocated"])
         rows[tag] = row
-    for tag, row in rows.items():   # a switched path (gpu_run.sh: *_next) beside its default
-        base = rows.get(tag[:-len("_next")]) if tag.endswith("_next") else None
+    for tag, row in rows.items():   # a switched path (gpu_run.sh: *_next, *_graph) beside its default
+        suffix = next((s for s in SWITCHED_SUFFIXES if tag.endswith(s)), None)
+        base = rows.get(tag[:-len(suffix)]) if suffix else None
         if base and row["oomlab"] and base["oomlab"]:
-            row["default_tag"] = tag[:-len("_next")]
+            row["default_tag"] = tag[:-len(suffix)]
             row["time_ratio_next_over_default"] = ratio(row["oomlab"]["median_ms"], base["oomlab"]["median_ms"])
             row["peak_ratio_next_over_default"] = ratio(row["oomlab"]["peak_allocated"], base["oomlab"]["peak_allocated"])
     return rows
 
 
 def next_lines(pts):
-    """The README's A/B table: each *_next row (new GPU paths switched on) beside its default."""
+    """The README's A/B table: each switched row (*_next: NEXT's paths; *_graph: cuDNN's graph
+    API) beside its default."""
     ab = {t: r for t, r in pts.items() if r.get("default_tag")}
     if not ab:
         return []
-    lines = ["## New GPU paths beside the default (same call; gpu_run.sh NEXT switches)", "",
+    lines = ["## New GPU paths beside the default (same call; gpu_run.sh NEXT and GRAPH switches)", "",
              "| config | default ms | next ms | next / default | default peak GB | next peak GB | "
              "default final loss | next final loss |", "|---|---|---|---|---|---|---|---|"]
     for tag, r in ab.items():

@@ -19,8 +19,9 @@
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
 # default 420 s: a step that would not fit is skipped and named): preflight; tests +
 # sanitizers + meta predictions (concurrently; test_cuda_parity also under the NEXT
-# switches); oomlab / PyTorch pairs (alternating, one PyTorch process), each *_next row (the
-# NEXT switches on) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
+# switches, its convolutions under GRAPH); oomlab / PyTorch pairs (alternating, one PyTorch
+# process), each *_next row (the NEXT switches on) and *_graph row (cuDNN's graph API) right
+# after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
 # two logical devices; the host CPU's attention forward + backward, oomlab eager / fused
 # beside PyTorch SDPA; torch.export graphs of ResNet-50 and BERT-base (scripts/export_model.py).
 # The graph_* pairs (issue 32, experiment 16's GPU points): models/graphs/ exports trained by
@@ -115,6 +116,9 @@ declare -A FLAGS=(
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_reference]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [r50_tf32_next]="--model resnet50 --batch 128 --allow-tf32 all --fuse-relu on"
+  [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
+  [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
+  [r50_fp16_graph]="--model resnet50 --batch 128 --amp fp16"
   [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
   [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
@@ -127,9 +131,14 @@ declare -A FLAGS=(
 # each *_next tag runs its base tag's flags with them on (ResNets also --fuse-relu on),
 # right after the base pair, and test_cuda_parity runs once more with them on.
 NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1 OOMLAB_CUDA_FOREACH=1"
+# GRAPH: convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), alone, so that
+# its effect is not mixed with NEXT's: *_graph tags, and test_cuda_parity's conv rows under it.
+GRAPH="OOMLAB_CUDNN_GRAPH=1"
 declare -A ENVS=([bert384_fused_reference]="OOMLAB_CUDA_TILED_ATTENTION=0" [r50_tf32_next]="$NEXT"
-                 [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT")
-ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_bf16 r50_bf16_next r50_fp16 r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32
+                 [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT" [r50_tf32_graph]="$GRAPH"
+                 [r50_bf16_graph]="$GRAPH" [r50_fp16_graph]="$GRAPH")
+ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_tf32_graph r50_bf16 r50_bf16_next r50_bf16_graph r50_fp16 r50_fp16_graph
+       r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32
        bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_reference
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa)
@@ -173,6 +182,9 @@ run_tests() {
     ( s=$SECONDS; env $NEXT timeout 150 "$kit/bin/test_cuda_parity" \
         --gtest_output="json:$work/tests/test_cuda_parity_next.json" > "$work/logs/test_cuda_parity_next.log" 2>&1
       echo "test_cuda_parity_next rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
+    ( s=$SECONDS; env $GRAPH timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*conv*' \
+        --gtest_output="json:$work/tests/test_cuda_parity_graph.json" > "$work/logs/test_cuda_parity_graph.log" 2>&1
+      echo "test_cuda_parity_graph rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
   fi
   ( for tag in "${ORDER[@]}"; do
       # shellcheck disable=SC2046  # train_args is a word list
@@ -213,7 +225,7 @@ for tag in "${ORDER[@]}"; do
   env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_next ]] && continue   # PyTorch: none / SDPA below
+  [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_next || $tag == *_graph ]] && continue   # PyTorch: none / SDPA below
   log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"
 done
 for tag in "${TORCH_ONLY[@]}"; do

@@ -223,6 +223,16 @@ const std::vector<OpCase>& op_cases() {
                    Generator g{78, 0};
                    return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.1, true, &g);
                  }, N});
+    // causal fused attention (GPT-2 graphs with --attention fused): Tq < Tk with padding, and
+    // 130 x 130 with dropout, where whole tiles are skipped (tiled kernels) on both sides.
+    c.push_back({"fused_attention_causal", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
+                 [](V& v) { return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false, nullptr, true); },
+                 N});
+    c.push_back({"fused_attention_causal_tiles", {F({1, 2, 130, 64}), F({1, 2, 130, 64}), F({1, 2, 130, 64})},
+                 [](V& v) {
+                   Generator g{79, 0};
+                   return fused_scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), 0.1, true, &g, true);
+                 }, N});
     c.push_back({"cat_split", {F({3, 5, 4})}, [](V& v) {
                    auto p = split(v[0], {2, 3}, 1);
                    return cat({mul(p[1], p[1]), p[0]}, 1);

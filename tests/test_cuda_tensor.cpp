@@ -8,7 +8,8 @@
 //    several steps, and the foreach switch (multi-tensor launches) bit-identical to one
 //    launch per parameter;
 //  * capacity emulation: OutOfMemoryError naming requested/capacity/free/allocated/reserved;
-//  * the convolution's kernel choice: the cuDNN algorithm and whether heuristics or Find chose it.
+//  * the convolution's kernel choice: the cuDNN algorithm and whether heuristics or Find chose it;
+//  * the cuDNN graph-API convolutions (switch off by default) against the legacy ones.
 // Everything that needs a device GTEST_SKIPs with the reason when none is usable.
 // ctest tier: gpu
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
 #include "kernels/cuda/cuda_settings.h"
+#include "tests/gradcheck.h"
 
 using namespace oomlab;
 using namespace oomlab::testing;
@@ -352,5 +354,59 @@ TEST(CudaConv, KernelChoiceNamesTheCudnnAlgorithm) {
     EXPECT_NE(c.find(", workspace "), std::string::npos) << c;
     EXPECT_NE(c.find(i == 0 ? "(heuristics)" : "(find)"), std::string::npos) << c;
     EXPECT_EQ(rows[size_t(i)]["op"], "conv2d_forward");
+  }
+}
+
+// The graph-API path (OOMLAB_CUDNN_GRAPH, cudnn_graph_api(); conv_graph.cu) against the legacy
+// path, forward and both backward passes, per dtype: within the dtype's rounding of two
+// different algorithms; and on the dense float32 / half problems each call names a graph
+// engine ("cuDNN graph eng<N> ...") rather than falling back (a broken descriptor would fall
+// back silently otherwise; float64 and depthwise may legitimately have no graph engine).
+TEST(CudaConv, GraphApiMatchesLegacyAndNamesItsEngines) {
+  OOMLAB_REQUIRE_CUDA();
+  struct Problem { Shape x, w; Conv2dParams p; };
+  Conv2dParams pad1, s2, dw;
+  pad1.pad_h = pad1.pad_w = 1;
+  s2.stride_h = s2.stride_w = 2;
+  dw.pad_h = dw.pad_w = 1;
+  dw.groups = 8;
+  const Problem problems[] = {{{4, 16, 14, 14}, {32, 16, 3, 3}, pad1}, {{4, 16, 14, 14}, {8, 16, 1, 1}, s2},
+                              {{2, 8, 9, 9}, {8, 1, 3, 3}, dw}};
+  struct Run { std::vector<double> y, dx, dw; };
+  auto run = [](const Problem& pr, DType t, bool graph) {
+    set_cudnn_graph_api(graph);
+    Tensor x = to_device(random_f64(pr.x, -1, 1, 3).to(t), cuda0());
+    Tensor w = to_device(random_f64(pr.w, -1, 1, 4).to(t), cuda0());
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    Tensor y = conv2d(x, w, Tensor(), pr.p);
+    Tensor gy = to_device(random_f64(y.shape(), -1, 1, 5).to(t), cuda0());
+    sum_all(mul(y, gy)).backward();
+    Run r{to_host(y).to_vector(), to_host(x.grad()).to_vector(), to_host(w.grad()).to_vector()};
+    set_cudnn_graph_api(false);
+    return r;
+  };
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    const double tol = t == DType::f64 ? 1e-12 : (t == DType::f32 ? (tf32_enabled() ? 5e-3 : 1e-5) : 3e-2);
+    for (const Problem& pr : problems) {
+      reset_kernel_choices();
+      const Run legacy = run(pr, t, false), graph = run(pr, t, true);
+      const auto close = [&](const std::vector<double>& a, const std::vector<double>& b, const char* what) {
+        ASSERT_EQ(a.size(), b.size());
+        double scale = 1e-30, worst = 0;
+        for (size_t i = 0; i < a.size(); ++i) scale = std::max(scale, std::fabs(a[i]));
+        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / scale);
+        EXPECT_LE(worst, tol) << dtype_name(t) << " " << what << " groups " << pr.p.groups;
+      };
+      close(legacy.y, graph.y, "forward");
+      close(legacy.dx, graph.dx, "backward data");
+      close(legacy.dw, graph.dw, "backward weight");
+      int graph_calls = 0;
+      for (const auto& row : kernel_choices_json())
+        if (row["choice"].get<std::string>().rfind("cuDNN graph eng", 0) == 0) ++graph_calls;
+      if (t != DType::f64 && pr.p.groups == 1) {
+        EXPECT_EQ(graph_calls, 3) << dtype_name(t) << " groups " << pr.p.groups << ": " << kernel_choices_json().dump();
+      }
+    }
   }
 }

@@ -106,6 +106,9 @@ class GpuReport(unittest.TestCase):
             slower = json.loads(ours.read_text())   # a *_next row (gpu_run.sh NEXT) beside its default
             slower["metrics"]["step_time_s"]["median"] *= 1.25
             (work / "res" / "oomlab_mlp_next.json").write_text(json.dumps(slower))
+            faster = json.loads(ours.read_text())   # a *_graph row (gpu_run.sh GRAPH) beside its default
+            faster["metrics"]["step_time_s"]["median"] *= 0.8
+            (work / "res" / "oomlab_mlp_graph.json").write_text(json.dumps(faster))
             (work / "res" / "torch.jsonl").write_text("\n".join(json.dumps(r) for r in (
                 {"tag": "_versions", "torch": "2.11"}, {"tag": "mlp", "median_ms": 2 * step_ms, "peak_allocated": 4 * peak},
                 {"tag": "bert_tf32_sdpa", "median_ms": 30.0, "peak_allocated": 1 << 30},
@@ -129,6 +132,8 @@ class GpuReport(unittest.TestCase):
             self.assertEqual(pts["mlp_next"]["default_tag"], "mlp")
             self.assertAlmostEqual(pts["mlp_next"]["time_ratio_next_over_default"], 1.25)
             self.assertAlmostEqual(pts["mlp_next"]["peak_ratio_next_over_default"], 1.0)
+            self.assertEqual(pts["mlp_graph"]["default_tag"], "mlp")
+            self.assertAlmostEqual(pts["mlp_graph"]["time_ratio_next_over_default"], 0.8)
             self.assertNotIn("default_tag", pts["mlp"])
             self.assertIn("error", pts["vgg16_tf32"]["torch"])               # a failure is kept, not dropped
             t = json.loads((out / "tests.json").read_text())
@@ -139,7 +144,7 @@ class GpuReport(unittest.TestCase):
             readme = (out / "README.md").read_text()
             for text in ("NVIDIA H100 80GB HBM3", "Suite.F0", "par_dp (budget)", "0.50",
                          "- mlp: conv2d_forward: cuDNN GEMM FMA_MATH x5", "New GPU paths beside the default",
-                         "| mlp_next | "):
+                         "| mlp_next | ", "| mlp_graph | "):
                 self.assertIn(text, readme)
             self.assertEqual(json.loads((out / "provenance.json").read_text())["machine"]["compute_capability"], "9.0")
 
@@ -304,6 +309,8 @@ class GpuKit(unittest.TestCase):
             self.assertEqual(pts["r50_tf32_next"]["default_tag"], "r50_tf32")
             self.assertIsNotNone(pts["bert_tf32_next"]["time_ratio_next_over_default"])
             self.assertIn("test_cuda_parity_next", t["binaries"])
+            self.assertIn("test_cuda_parity_graph", t["binaries"])
+            self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")
 
 
 class ExportModel(unittest.TestCase):

@@ -47,8 +47,6 @@ Tensor to_compute_dtype(const Tensor& t, bool& cast_back) {
 Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask0,
                                           double dropout_p, bool training, Generator* gen, bool causal) {
   check_qkv(q0, k0, v0, "fused attention");
-  OOMLAB_CHECK_T(NotImplementedError, !causal || q0.device().type != DeviceType::cuda,
-                 "fused attention: a causal mask is not on cuda yet (use --attention eager)");
   OOMLAB_CHECK_T(ValueError, dropout_p >= 0 && dropout_p < 1, "fused attention: dropout must be in [0, 1), got ",
                  dropout_p);
   const int64_t B = q0.size(0), NH = q0.size(1), Tq = q0.size(2), D = q0.size(3), Tk = k0.size(2), Dv = v0.size(3);

@@ -2,7 +2,7 @@
 // v [B, NH, Tk, Dv], key_padding_mask uint8 [B, Tk] (1 = padded) or undefined,
 // dropout_p, training) = dropout(masked_softmax(q k^T, mask, 1/sqrt(D))) v -> [B, NH, Tq,
 // Dv], as torch.nn.functional.scaled_dot_product_attention; causal masks each query's later
-// keys too (is_causal=True, top-left aligned; fused: CPU only so far). A composite of bmm
+// keys too (is_causal=True, top-left aligned; fused too, on the CPU and CUDA). A composite of bmm
 // (linear.h), masked_softmax (softmax.h) and dropout (dropout.h) with no kernels of its
 // own, so its memory is the sum of theirs (the seq^2 terms are the softmax output and the
 // dropout mask).

@@ -7,7 +7,8 @@
 // thread per query row, the scores recomputed in three passes (max, sum, output) instead of a
 // scratch row. Backward: one thread per query row writes dq; one thread per key row writes
 // dk and dv, recomputing each query row's Di = dO_i . O_i. Each output element is written by
-// one thread in a fixed order: deterministic. Head dims D, Dv up to kMaxHeadDim.
+// one thread in a fixed order: deterministic. Head dims D, Dv up to kMaxHeadDim. A causal
+// call masks key j > query i as a padded key (the CPU's rule, top-left aligned).
 #include <cmath>
 #include <type_traits>
 
@@ -29,7 +30,7 @@ __device__ __forceinline__ double keep_factor(double p, uint32_t thr, uint64_t s
 
 template <class T> __device__ double score(const FusedAttentionArgs& a, int64_t bh, int64_t i, int64_t j) {
   const uint8_t* m = a.mask ? a.mask + (bh / a.heads) * a.Tk : nullptr;
-  if (m && m[j]) return -INFINITY;
+  if ((m && m[j]) || (a.causal && j > i)) return -INFINITY;   // padded key, or a later one (causal)
   const T* q = static_cast<const T*>(a.q) + (bh * a.Tq + i) * a.D;
   const T* k = static_cast<const T*>(a.k) + (bh * a.Tk + j) * a.D;
   double dot = 0;

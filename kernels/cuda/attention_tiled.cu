@@ -12,6 +12,9 @@
 // Dropout: the factor of element e = (bh * Tq + i) * Tk + j is philox_block(seed, base + e/4)
 // word e % 4, >= threshold, as every other dropout kernel. Each output element is written by
 // one thread in a fixed order: deterministic. Head dims up to kMaxDim (larger ones fall back).
+// Causal (key j > query i masked, top-left aligned as the CPU): masked as a padded key, and
+// the tiles a whole block would mask are skipped (key tiles after its last query row; query
+// tiles before its first key row).
 #include <cmath>
 
 #include "kernels/attention.h"
@@ -65,14 +68,15 @@ template <int kDim> __global__ void tiled_fwd(FusedAttentionArgs a, uint32_t thr
   for (int c = 0; c < Dv; ++c) acc[c] = 0.0f;
   float mx = -INFINITY, l = 0.0f;
   Keep keep{a.seed, a.base, ~uint64_t(0), thr, float(1.0 / (1.0 - a.p))};
-  for (int64_t t0 = 0; t0 < a.Tk; t0 += kCols) {
+  const int64_t last_row = int64_t(blockIdx.x) * kRows + kRows - 1;
+  for (int64_t t0 = 0; t0 < a.Tk && !(a.causal && t0 > last_row); t0 += kCols) {   // block-uniform
     stage(ks, kb, t0, a.Tk, D);
     stage(vs, vb, t0, a.Tk, Dv);
     __syncthreads();
     const int n = int(a.Tk - t0 < kCols ? a.Tk - t0 : kCols);
     for (int jj = 0; row && jj < n; ++jj) {
       const int64_t j = t0 + jj;
-      if (m && m[j]) continue;
+      if ((m && m[j]) || (a.causal && j > i)) continue;
       const float s = float(a.scale) * dot(q, ks[jj], D);
       if (s > mx) {   // rescale what was summed under the old max
         const float f = mx == -INFINITY ? 0.0f : expf(mx - s);
@@ -116,14 +120,15 @@ template <int kDim> __global__ void tiled_bwd_dq(FusedAttentionArgs a, uint32_t 
   for (int c = 0; c < D; ++c) dq[c] = 0.0f;
   Keep keep{a.seed, a.base, ~uint64_t(0), thr, float(1.0 / (1.0 - a.p))};
   const bool live = row && lse != -INFINITY;
-  for (int64_t t0 = 0; t0 < a.Tk; t0 += kCols) {
+  const int64_t last_row = int64_t(blockIdx.x) * kRows + kRows - 1;
+  for (int64_t t0 = 0; t0 < a.Tk && !(a.causal && t0 > last_row); t0 += kCols) {   // block-uniform
     stage(ks, static_cast<const float*>(a.k) + bh * a.Tk * D, t0, a.Tk, D);
     stage(vs, static_cast<const float*>(a.v) + bh * a.Tk * Dv, t0, a.Tk, Dv);
     __syncthreads();
     const int n = int(a.Tk - t0 < kCols ? a.Tk - t0 : kCols);
     for (int jj = 0; live && jj < n; ++jj) {
       const int64_t j = t0 + jj;
-      if (m && m[j]) continue;
+      if ((m && m[j]) || (a.causal && j > i)) continue;
       const float p = expf(float(a.scale) * dot(q, ks[jj], D) - lse);
       const float z = a.p > 0 ? keep(uint64_t(r * a.Tk + j)) : 1.0f;
       const float ds = float(a.scale) * p * (z * dot(go, vs[jj], Dv) - di);
@@ -154,7 +159,9 @@ template <int kDim> __global__ void tiled_bwd_dkv(FusedAttentionArgs a, uint32_t
   Keep keep{a.seed, a.base, ~uint64_t(0), thr, float(1.0 / (1.0 - a.p))};   // rows apart: no block shared
   const float* qb = static_cast<const float*>(a.q) + bh * a.Tq * D;
   const float* gob = static_cast<const float*>(a.dout) + bh * a.Tq * Dv;
+  const int64_t first_key = int64_t(blockIdx.x) * kRows;
   for (int64_t t0 = 0; t0 < a.Tq; t0 += kCols) {
+    if (a.causal && t0 + kCols <= first_key) continue;   // block-uniform: every query row < every key
     stage(qs, qb, t0, a.Tq, D);
     stage(gos, gob, t0, a.Tq, Dv);
     if (threadIdx.x < kCols) {   // each staged row's lse and Di = dO_i . O_i
@@ -171,7 +178,7 @@ template <int kDim> __global__ void tiled_bwd_dkv(FusedAttentionArgs a, uint32_t
     __syncthreads();
     const int n = int(a.Tq - t0 < kCols ? a.Tq - t0 : kCols);
     for (int ii = 0; key && ii < n; ++ii) {
-      if (lses[ii] == -INFINITY) continue;
+      if (lses[ii] == -INFINITY || (a.causal && t0 + ii < j)) continue;
       const int64_t e = (bh * a.Tq + t0 + ii) * a.Tk + j;
       const float p = expf(float(a.scale) * dot(qs[ii], k, D) - lses[ii]);
       const float z = a.p > 0 ? keep(uint64_t(e)) : 1.0f;

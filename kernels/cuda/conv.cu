@@ -20,7 +20,10 @@
 // candidate with a smaller workspace is tried, and the error is rethrown when none fits;
 // a candidate that cuDNN refuses at execution (NOT_SUPPORTED category) gives way to the next.
 // The plan cache is process-wide (mutex; plans are immutable once built and shared);
-// clear_cudnn_plan_cache() drops it.
+// clear_cudnn_plan_cache() drops it (and conv_graph.cu's).
+// With cudnn_graph_api() on (OOMLAB_CUDNN_GRAPH=1), each call first tries cuDNN's graph API
+// (conv_graph.cu); a problem it has no usable engine for runs here, and the kernel choice
+// then names the legacy algorithm and the graph API's answer.
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -33,6 +36,7 @@
 
 #include "engine/memory/kernel_choices.h"
 #include "kernels/conv.h"
+#include "kernels/cuda/conv_graph.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_libs.h"
 #include "kernels/cuda/cuda_settings.h"
@@ -350,6 +354,8 @@ void conv_cuda(const Conv2dArgs& a, DType t, Kind k) {
     return;
   }
   cudnnHandle_t h = cuda::cudnn_handle(device);
+  std::string graph_why;   // why the graph API did not run it (switch on only)
+  if (cudnn_graph_api() && conv_graph_run(h, a, t, int(k), device, &graph_why)) return;
   const std::shared_ptr<const ConvPlan> plan = get_plan(h, a, t, k, device);
   size_t failed_ws = SIZE_MAX;   // smallest workspace that could not be allocated
   cudnnStatus_t last_refusal = CUDNN_STATUS_SUCCESS;   // the last refusal at execution, if any
@@ -378,7 +384,8 @@ void conv_cuda(const Conv2dArgs& a, DType t, Kind k) {
     }
     if (st != CUDNN_STATUS_SUCCESS) cuda::throw_cudnn_error(st, kind_op(k), __FILE__, __LINE__);
     if (cuda::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize());
-    note_kernel_choice(kind_op(k), choice_name(k, cand, plan->from_find));
+    const std::string choice = choice_name(k, cand, plan->from_find);
+    note_kernel_choice(kind_op(k), graph_why.empty() ? choice : str_cat(choice, "; graph API: ", graph_why));
     return;   // ws freed here: later work on the same stream is ordered after the call
   }
   // Reached only when every candidate left after a refusal was skipped for its workspace.
@@ -401,6 +408,7 @@ void clear_cudnn_plan_cache() {
   PlanCache& c = plan_cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.plans.clear();   // plans still in use by a running call stay alive (shared_ptr)
+  clear_cudnn_graph_plans();
 }
 
 void register_conv_bias_cuda_kernels();   // conv_bias.cu: channel_bias_add / channel_bias_grad

@@ -56,6 +56,7 @@ DeviceProperties properties(int device) {
           {"vectorized_elementwise", cuda_vectorized() ? "true" : "false"},
           {"bn_one_pass", cuda_bn_one_pass() ? "true" : "false"},
           {"foreach_optimizer", cuda_foreach() ? "true" : "false"},
+          {"cudnn_graph_api", cudnn_graph_api() ? "true" : "false"},
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
 }
 

@@ -32,6 +32,7 @@ struct Settings {
   std::atomic<bool> vectorized{env_flag("OOMLAB_CUDA_VECTORIZED", false)};
   std::atomic<bool> bn_one_pass{env_flag("OOMLAB_CUDA_BN_ONE_PASS", false)};
   std::atomic<bool> foreach_step{env_flag("OOMLAB_CUDA_FOREACH", false)};
+  std::atomic<bool> cudnn_graph{env_flag("OOMLAB_CUDNN_GRAPH", false)};
 };
 
 Settings& settings() {
@@ -62,5 +63,7 @@ void set_cuda_bn_one_pass(bool on) { settings().bn_one_pass.store(on); }
 bool cuda_bn_one_pass() { return settings().bn_one_pass.load(); }
 void set_cuda_foreach(bool on) { settings().foreach_step.store(on); }
 bool cuda_foreach() { return settings().foreach_step.load(); }
+void set_cudnn_graph_api(bool on) { settings().cudnn_graph.store(on); }
+bool cudnn_graph_api() { return settings().cudnn_graph.load(); }
 
 }  // namespace oomlab

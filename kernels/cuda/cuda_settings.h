@@ -20,11 +20,14 @@
 //     vector_map.cuh; results bit-identical) and one-pass BatchNorm training statistics
 //     (batchnorm.cu, bn_math.cuh: two reads of x instead of three; within 1 float32 ulp),
 //     foreach optimizer steps (optim_foreach.cu: multi-tensor launches per parameter group
-//     instead of one launch per parameter; bit-identical).
+//     instead of one launch per parameter; bit-identical), and convolutions planned with
+//     cuDNN's graph (backend) API heuristics (conv_graph.cu: engines the legacy _v7 queries
+//     cannot return, as PyTorch's cuDNN v8 API path; the legacy plan when none is offered).
 // Initial values may be overridden by the environment (read once, at first use):
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
-// OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1, OOMLAB_CUDA_FOREACH=0|1. Setters are thread-safe (atomics); cached
+// OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1, OOMLAB_CUDA_FOREACH=0|1,
+// OOMLAB_CUDNN_GRAPH=0|1. Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
 #pragma once
@@ -51,9 +54,11 @@ void set_cuda_bn_one_pass(bool on);
 bool cuda_bn_one_pass();
 void set_cuda_foreach(bool on);
 bool cuda_foreach();
+void set_cudnn_graph_api(bool on);
+bool cudnn_graph_api();
 
-// Drops the cached convolution plans (descriptors + chosen algorithms) of every device
-// (defined in conv.cu). The next convolution of each shape selects again.
+// Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
+// of every device (defined in conv.cu). The next convolution of each shape selects again.
 void clear_cudnn_plan_cache();
 
 }  // namespace oomlab

@@ -1,0 +1,51 @@
+// test_cudnn_graph_rules.cpp — the host-side rules of the cuDNN graph-API convolution path
+// (kernels/cuda/conv_graph_rules.h), which CPU CI can check though the path itself runs only
+// on a GPU: which engine configurations are refused (PyTorch's filter for its cuDNN v8
+// convolutions), the alignment a tensor descriptor promises, and how an engine is named in
+// results and traces.
+// ctest tier: unit
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/conv_graph_rules.h"
+
+using namespace oomlab;
+using cudnn_graph::EngineNotes;
+
+TEST(CudnnGraphRules, EngineRefusalFollowsPyTorchsFilter) {
+  struct Row { EngineNotes notes; DType t; bool tf32; bool refused; };
+  const EngineNotes none{}, tc{true, false, false}, down{false, true, false}, reduced{false, false, true};
+  const Row rows[] = {
+      {none, DType::f32, false, false},    {none, DType::f16, false, false},
+      {tc, DType::f32, true, false},       // TF32 allowed: tensor-core float32 engines run
+      {tc, DType::f32, false, true},       // strict fp32 (the legacy API's CUDNN_FMA_MATH)
+      {tc, DType::f16, false, false},      // half types: tensor cores whatever the TF32 switch
+      {tc, DType::bf16, false, false},     {tc, DType::f64, false, false},
+      {down, DType::f32, true, true},      {down, DType::f16, true, true},
+      {reduced, DType::f16, true, true},   {reduced, DType::bf16, false, true},
+  };
+  for (const Row& r : rows) {
+    const char* why = cudnn_graph::engine_refusal(r.notes, r.t, r.tf32);
+    EXPECT_EQ(why != nullptr, r.refused) << dtype_name(r.t) << " tf32=" << r.tf32 << " tc=" << r.notes.tensor_core
+                                         << " down=" << r.notes.down_convert_inputs
+                                         << " reduced=" << r.notes.reduced_precision_reduction;
+  }
+  EXPECT_STREQ(cudnn_graph::engine_refusal(tc, DType::f32, false), "tensor-core math on float32 with TF32 off");
+}
+
+TEST(CudnnGraphRules, PointerAlignmentIsTheLargestPowerOfTwoUpTo16) {
+  alignas(64) static unsigned char buf[64];
+  EXPECT_EQ(cudnn_graph::pointer_alignment(buf), 16);
+  EXPECT_EQ(cudnn_graph::pointer_alignment(buf + 32), 16);
+  EXPECT_EQ(cudnn_graph::pointer_alignment(buf + 8), 8);
+  EXPECT_EQ(cudnn_graph::pointer_alignment(buf + 4), 4);
+  EXPECT_EQ(cudnn_graph::pointer_alignment(buf + 6), 2);
+  EXPECT_EQ(cudnn_graph::pointer_alignment(buf + 3), 1);
+  EXPECT_EQ(cudnn_graph::pointer_alignment(buf + 24), 8);
+}
+
+TEST(CudnnGraphRules, EngineTagNamesIndexAndKnobs) {
+  EXPECT_EQ(cudnn_graph::engine_tag(12, {}), "eng12");
+  EXPECT_EQ(cudnn_graph::engine_tag(0, {{2, 1}, {3, 0}, {19, 64}}), "eng0 k2=1 k3=0 k19=64");
+}
