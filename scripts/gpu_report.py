@@ -51,8 +51,9 @@ def dump(obj):
 
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # gpu_run.sh tags of a switched path run beside their default (the tag without the suffix):
-# *_next (its NEXT switches), *_graph (OOMLAB_CUDNN_GRAPH=1). Ratios are "next over default".
-SWITCHED_SUFFIXES = ("_next", "_graph")
+# *_next (its NEXT switches), *_graph (OOMLAB_CUDNN_GRAPH=1), *_flash
+# (OOMLAB_CUDA_FLASH_ATTENTION=1). Ratios are "next over default".
+SWITCHED_SUFFIXES = ("_next", "_graph", "_flash")
 
 
 def run_date(res):
@@ -241,11 +242,11 @@ def points(work):
 
 def next_lines(pts):
     """The README's A/B table: each switched row (*_next: NEXT's paths; *_graph: cuDNN's graph
-    API) beside its default."""
+    API; *_flash: register-tiled attention) beside its default."""
     ab = {t: r for t, r in pts.items() if r.get("default_tag")}
     if not ab:
         return []
-    lines = ["## New GPU paths beside the default (same call; gpu_run.sh NEXT and GRAPH switches)", "",
+    lines = ["## New GPU paths beside the default (same call; gpu_run.sh NEXT, GRAPH and FLASH switches)", "",
              "| config | default ms | next ms | next / default | default peak GB | next peak GB | "
              "default final loss | next final loss |", "|---|---|---|---|---|---|---|---|"]
     for tag, r in ab.items():

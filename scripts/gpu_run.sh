@@ -19,9 +19,9 @@
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
 # default 420 s: a step that would not fit is skipped and named): preflight; tests +
 # sanitizers + meta predictions (concurrently; test_cuda_parity also under the NEXT
-# switches, its convolutions under GRAPH); oomlab / PyTorch pairs (alternating, one PyTorch
-# process), each *_next row (the NEXT switches on) and *_graph row (cuDNN's graph API) right
-# after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
+# switches, its convolutions under GRAPH, its attention under FLASH); oomlab / PyTorch pairs
+# (alternating, one PyTorch process), each *_next row (the NEXT switches on), *_graph row
+# (cuDNN's graph API) and *_flash row (attention_flash.cu) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
 # two logical devices; the host CPU's attention forward + backward, oomlab eager / fused
 # beside PyTorch SDPA; torch.export graphs of ResNet-50 and BERT-base (scripts/export_model.py).
 # The graph_* pairs (issue 32, experiment 16's GPU points): models/graphs/ exports trained by
@@ -114,7 +114,7 @@ declare -A FLAGS=(
   [bert384_all]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint all"
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
-  [bert384_fused_reference]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
+  [bert384_fused_flash]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [r50_tf32_next]="--model resnet50 --batch 128 --allow-tf32 all --fuse-relu on"
   [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
   [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
@@ -134,12 +134,15 @@ NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1 OOMLAB_CUDA_FOREACH=1"
 # GRAPH: convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), alone, so that
 # its effect is not mixed with NEXT's: *_graph tags, and test_cuda_parity's conv rows under it.
 GRAPH="OOMLAB_CUDNN_GRAPH=1"
-declare -A ENVS=([bert384_fused_reference]="OOMLAB_CUDA_TILED_ATTENTION=0" [r50_tf32_next]="$NEXT"
+# FLASH: register-tiled float32 fused attention for head dims of 64 (attention_flash.cu), alone:
+# the *_flash tag, and test_cuda_parity's attention rows under it.
+FLASH="OOMLAB_CUDA_FLASH_ATTENTION=1"
+declare -A ENVS=([r50_tf32_next]="$NEXT"
                  [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT" [r50_tf32_graph]="$GRAPH"
-                 [r50_bf16_graph]="$GRAPH" [r50_fp16_graph]="$GRAPH")
+                 [r50_bf16_graph]="$GRAPH" [r50_fp16_graph]="$GRAPH" [bert384_fused_flash]="$FLASH")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_tf32_graph r50_bf16 r50_bf16_next r50_bf16_graph r50_fp16 r50_fp16_graph
        r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32
-       bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_reference
+       bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_flash
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
@@ -185,6 +188,9 @@ run_tests() {
     ( s=$SECONDS; env $GRAPH timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*conv*' \
         --gtest_output="json:$work/tests/test_cuda_parity_graph.json" > "$work/logs/test_cuda_parity_graph.log" 2>&1
       echo "test_cuda_parity_graph rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
+    ( s=$SECONDS; env $FLASH timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*attention*' \
+        --gtest_output="json:$work/tests/test_cuda_parity_flash.json" > "$work/logs/test_cuda_parity_flash.log" 2>&1
+      echo "test_cuda_parity_flash rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
   fi
   ( for tag in "${ORDER[@]}"; do
       # shellcheck disable=SC2046  # train_args is a word list

@@ -223,6 +223,15 @@ const std::vector<OpCase>& op_cases() {
                    Generator g{78, 0};
                    return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.1, true, &g);
                  }, N});
+    // Head dim 64 over two batches, the second with every key padded (zero outputs and
+    // gradients), no dropout: the tiled and the flash kernels' (OOMLAB_CUDA_FLASH_ATTENTION)
+    // empty rows and partial tiles on both sides.
+    std::vector<int64_t> mask2x65(130, 0);
+    std::fill(mask2x65.begin() + 60, mask2x65.begin() + 65, 1);
+    std::fill(mask2x65.begin() + 65, mask2x65.end(), 1);
+    c.push_back({"fused_attention_tiles_padded_batch",
+                 {F({2, 3, 33, 64}), F({2, 3, 65, 64}), F({2, 3, 65, 64}), Mask({2, 65}, mask2x65)},
+                 [](V& v) { return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false); }, N});
     // causal fused attention (GPT-2 graphs with --attention fused): Tq < Tk with padding, and
     // 130 x 130 with dropout, where whole tiles are skipped (tiled kernels) on both sides.
     c.push_back({"fused_attention_causal", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},

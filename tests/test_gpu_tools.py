@@ -311,6 +311,8 @@ class GpuKit(unittest.TestCase):
             self.assertIn("test_cuda_parity_next", t["binaries"])
             self.assertIn("test_cuda_parity_graph", t["binaries"])
             self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")
+            self.assertIn("test_cuda_parity_flash", t["binaries"])
+            self.assertEqual(pts["bert384_fused_flash"]["default_tag"], "bert384_fused")
 
 
 class ExportModel(unittest.TestCase):

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_flash.h"
 #include "kernels/cuda/attention_tiled.h"
 #include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/launch_utils.cuh"
@@ -140,7 +141,13 @@ template <class T> bool tiled(const FusedAttentionArgs& a) {
   return std::is_same_v<T, float> && cuda_tiled_attention() && tiled_attention_fits(a);
 }
 
+// float32 with head dims of 64 under the flash-attention switch: attention_flash.cu.
+template <class T> bool flash(const FusedAttentionArgs& a) {
+  return std::is_same_v<T, float> && cuda_flash_attention() && flash_attention_fits(a);
+}
+
 template <class T> void fused_attention_forward_cuda(const FusedAttentionArgs& a) {
+  if (flash<T>(a)) return flash_attention_forward(a, Launch("fused_attention").stream);
   if (tiled<T>(a)) return tiled_attention_forward(a, Launch("fused_attention").stream);
   check_dims(a);
   if (a.BH * a.Tq == 0) return;
@@ -149,6 +156,7 @@ template <class T> void fused_attention_forward_cuda(const FusedAttentionArgs& a
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void fused_attention_backward_cuda(const FusedAttentionArgs& a) {
+  if (flash<T>(a)) return flash_attention_backward(a, Launch("fused_attention_backward").stream);
   if (tiled<T>(a)) return tiled_attention_backward(a, Launch("fused_attention_backward").stream);
   check_dims(a);
   const Launch L("fused_attention_backward");

@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_keep.cuh"
 #include "kernels/cuda/attention_tiled.h"
 #include "kernels/cuda/launch_utils.cuh"
 
@@ -28,16 +29,7 @@ constexpr int kRows = 64;     // threads (query or key rows) per block
 constexpr int kCols = 32;     // rows per shared-memory tile
 constexpr int kMaxDim = 128;  // head dims D, Dv
 
-struct Keep {   // dropout factors of consecutive elements, one Philox block per 4
-  uint64_t seed, base, cached = ~uint64_t(0);
-  uint32_t thr;
-  float kept;
-  U4 w{};
-  __device__ float operator()(uint64_t e) {
-    if (e / 4 != cached) w = philox_block(seed, base + (cached = e / 4));
-    return (w.w[e % 4] >> 8) >= thr ? kept : 0.0f;
-  }
-};
+using Keep = AttentionKeep;   // dropout factors of consecutive elements, one Philox block per 4
 
 __device__ __forceinline__ float dot(const float* a, const float* b, int n) {
   float s = 0.0f;

@@ -33,6 +33,7 @@ struct Settings {
   std::atomic<bool> bn_one_pass{env_flag("OOMLAB_CUDA_BN_ONE_PASS", false)};
   std::atomic<bool> foreach_step{env_flag("OOMLAB_CUDA_FOREACH", false)};
   std::atomic<bool> cudnn_graph{env_flag("OOMLAB_CUDNN_GRAPH", false)};
+  std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", false)};
 };
 
 Settings& settings() {
@@ -65,5 +66,7 @@ void set_cuda_foreach(bool on) { settings().foreach_step.store(on); }
 bool cuda_foreach() { return settings().foreach_step.load(); }
 void set_cudnn_graph_api(bool on) { settings().cudnn_graph.store(on); }
 bool cudnn_graph_api() { return settings().cudnn_graph.load(); }
+void set_cuda_flash_attention(bool on) { settings().flash_attention.store(on); }
+bool cuda_flash_attention() { return settings().flash_attention.load(); }
 
 }  // namespace oomlab
