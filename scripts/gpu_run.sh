@@ -119,6 +119,7 @@ declare -A FLAGS=(
   [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
   [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
   [r50_fp16_graph]="--model resnet50 --batch 128 --amp fp16"
+  [r50_tf32_bench_graph]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
   [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
   [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
@@ -139,9 +140,10 @@ GRAPH="OOMLAB_CUDNN_GRAPH=1"
 FLASH="OOMLAB_CUDA_FLASH_ATTENTION=1"
 declare -A ENVS=([r50_tf32_next]="$NEXT"
                  [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT" [r50_tf32_graph]="$GRAPH"
-                 [r50_bf16_graph]="$GRAPH" [r50_fp16_graph]="$GRAPH" [bert384_fused_flash]="$FLASH")
+                 [r50_bf16_graph]="$GRAPH" [r50_fp16_graph]="$GRAPH" [r50_tf32_bench_graph]="$GRAPH"
+                 [bert384_fused_flash]="$FLASH")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_tf32_graph r50_bf16 r50_bf16_next r50_bf16_graph r50_fp16 r50_fp16_graph
-       r50_tf32_bench vgg16_tf32 bert_fp32 bert_tf32
+       r50_tf32_bench r50_tf32_bench_graph vgg16_tf32 bert_fp32 bert_tf32
        bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_flash
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa)
