@@ -17,7 +17,7 @@
 //   * paths of issue 31 not yet run on a GPU, each default false (the measured path) until
 //     the kit's parity suite and A/B (scripts/gpu_run.sh, tags *_next) show them correct
 //     and faster: vectorized elementwise (16-byte loads and stores in the pointwise maps,
-//     vector_map.cuh; results bit-identical) and one-pass BatchNorm training statistics
+//     vector_map.cuh, and nll's backward in loss.cu; results bit-identical) and one-pass BatchNorm training statistics
 //     (batchnorm.cu, bn_math.cuh: two reads of x instead of three; within 1 float32 ulp),
 //     foreach optimizer steps (optim_foreach.cu: multi-tensor launches per parameter group
 //     instead of one launch per parameter; bit-identical), and convolutions planned with

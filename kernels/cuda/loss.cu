@@ -10,10 +10,12 @@
 // (nearly always the same float); the loss is summed in double over a fixed tree in one
 // block. Its backward needs the kept-pixel count before writing: a one-block kernel stores
 // w = dloss / count in dlogits[0], the main kernel reads it and writes every element but
-// that one, and a last one-thread kernel writes element 0.
+// that one, and a last one-thread kernel writes element 0. nll's backward stores 16 bytes at a
+// time under the vectorized switch (cuda_settings.h; the same values).
 #include <algorithm>
 
 #include "kernels/cuda/pointwise_math.cuh"
+#include "kernels/cuda/vector_map.cuh"
 #include "kernels/loss.h"
 
 namespace oomlab {
@@ -54,6 +56,31 @@ __global__ void nll_bwd_kernel(const int64_t* target, const T* dloss, T* d, int6
     d[i] = (c == t && nll_kept(t, C, ignore)) ? w : st<T>(compute_t<T>(0));
   }
 }
+// As nll_bwd_kernel, 16 bytes per store (vector_map.cuh's Pack; the switch
+// cuda_vectorized(), d 16-byte aligned): the same values, bit for bit.
+template <class T>
+__global__ void nll_bwd_vec_kernel(const int64_t* target, const T* dloss, T* d, int64_t N, int64_t C, int64_t ignore) {
+  __shared__ T w_sh;
+  long long cnt = 0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) cnt += nll_kept(target[i], C, ignore) ? 1 : 0;
+  const long long count = block_sum(cnt);
+  if (threadIdx.x == 0) w_sh = st<T>(compute_t<T>(-double(ld(*dloss)) / double(count)));
+  __syncthreads();
+  const T w = w_sh, zero = st<T>(compute_t<T>(0));
+  constexpr int V = kVecOf<T>;
+  const int64_t n = N * C, nv = n / V;
+  auto value = [&](int64_t i) {
+    const int64_t r = i / C, c = i - r * C, t = target[r];
+    return (c == t && nll_kept(t, C, ignore)) ? w : zero;
+  };
+  for (int64_t j = gtid(); j < nv; j += gstride()) {
+    Pack<T> y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) y.v[k] = value(j * V + k);
+    reinterpret_cast<Pack<T>*>(d)[j] = y;
+  }
+  for (int64_t i = nv * V + gtid(); i < n; i += gstride()) d[i] = value(i);
+}
 template <class T> void nll_forward_cuda(const NllArgs& a) {
   const Launch L("nll_loss");
   nll_fwd_kernel<T><<<1, 1024, 0, L.stream>>>(static_cast<const T*>(a.logp), a.target, static_cast<T*>(a.loss), a.N,
@@ -63,6 +90,12 @@ template <class T> void nll_forward_cuda(const NllArgs& a) {
 template <class T> void nll_backward_cuda(const NllArgs& a) {
   if (a.N * a.C == 0) return;
   const Launch L("nll_loss_backward");
+  if (cuda_vectorized() && aligned16(a.dlogp)) {
+    nll_bwd_vec_kernel<T><<<std::min(grid_for(a.N * a.C / kVecOf<T> + 1), 1024), kThreads, 0, L.stream>>>(
+        a.target, static_cast<const T*>(a.dloss), static_cast<T*>(a.dlogp), a.N, a.C, a.ignore_index);
+    CUDA_LAUNCH_CHECK();
+    return;
+  }
   nll_bwd_kernel<T><<<std::min(grid_for(a.N * a.C), 1024), kThreads, 0, L.stream>>>(
       a.target, static_cast<const T*>(a.dloss), static_cast<T*>(a.dlogp), a.N, a.C, a.ignore_index);
   CUDA_LAUNCH_CHECK();
