@@ -381,6 +381,28 @@ class GpuKitSection(unittest.TestCase):
 
 
 @unittest.skipUnless(GPU_RECORD.is_dir(), f"{GPU_RECORD} not committed")
+class GpuLabels(unittest.TestCase):
+    """A switched row (gpu_run.sh NEXT / GRAPH / FLASH) is labelled by what it switched on, so
+    the report never shows it under its default's label."""
+
+    def test_switched_paths_are_named(self):
+        from oomlab_report.gpu_record import describe_oomlab, label
+        base = {"config": {"model": "resnet50", "batch": 128, "amp": "bf16"}, "context": {"device_properties": {}}}
+        self.assertEqual(label(describe_oomlab(base)), "ResNet-50 b128 AMP bf16")
+        props = {"vectorized_elementwise": "true", "bn_one_pass": "true", "foreach_optimizer": "true",
+                 "cudnn_graph_api": "false"}
+        nxt = {"config": dict(base["config"], fuse_relu=True), "context": {"device_properties": props}}
+        self.assertEqual(label(describe_oomlab(nxt)),
+                         "ResNet-50 b128 AMP bf16, vectorized, one-pass BN, foreach optimizer, fused ReLU")
+        graph = {"config": base["config"], "context": {"device_properties": {"cudnn_graph_api": "true"}}}
+        self.assertEqual(label(describe_oomlab(graph)), "ResNet-50 b128 AMP bf16, cuDNN graph API")
+        bert = {"config": {"model": "bert-base", "batch": 24, "seq_len": 384, "attention": "fused"},
+                "context": {"device_properties": {"tiled_attention": "true", "flash_attention": "true"}}}
+        self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))
+        bert["context"]["device_properties"]["flash_attention"] = "false"
+        self.assertIn("fused attention (tiled kernels)", label(describe_oomlab(bert)))
+
+
 class GpuProvenance(unittest.TestCase):
     """check_results fails a GPU record without provenance.json, with an unknown commit or a
     declared patch that is not there, and passes the committed record."""

@@ -198,15 +198,30 @@ def describe_oomlab(doc):
     par = cfg.get("parallel")
     variant = [f"{par.upper()} on {cfg.get('devices')} devices" + (" + SyncBN" if cfg.get("sync_bn") else "")
                if isinstance(par, str) and par not in ("none", "single") else "",
-               # no tiled_attention property: a run from before the tiled kernels existed
-               ("fused attention (tiled kernels)" if props.get("tiled_attention") == "true"
-                else "fused attention (reference kernels)")
-               if cfg.get("attention") == "fused" else "",
-               "cuDNN benchmark" if props.get("cudnn_benchmark") == "true" else ""]
+               fused_attention_kernels(props) if cfg.get("attention") == "fused" else "",
+               "cuDNN benchmark" if props.get("cudnn_benchmark") == "true" else "",
+               *switched_paths(cfg, props)]
     return {"model": model, "batch": cfg.get("batch"),
             "seq": cfg.get("seq_len") if str(model).startswith("bert") else None,
             "precision": precision, "checkpoint": cfg.get("checkpoint") or "none",
             "device": cfg.get("device"), "variant": ", ".join(v for v in variant if v) or None}
+
+
+def fused_attention_kernels(props):
+    """Which CUDA kernels ran --attention fused (cuda_settings.h's switches). No tiled_attention
+    property: a run from before the tiled kernels existed."""
+    if props.get("flash_attention") == "true":
+        return "fused attention (flash kernels)"
+    return "fused attention (tiled kernels)" if props.get("tiled_attention") == "true" \
+        else "fused attention (reference kernels)"
+
+
+def switched_paths(cfg, props):
+    """The issue-31 paths a run switched on (gpu_run.sh's NEXT and GRAPH), so that a switched
+    row is not labelled as its default."""
+    names = [("vectorized_elementwise", "vectorized"), ("bn_one_pass", "one-pass BN"),
+             ("foreach_optimizer", "foreach optimizer"), ("cudnn_graph_api", "cuDNN graph API")]
+    return [text for key, text in names if props.get(key) == "true"] + (["fused ReLU"] if cfg.get("fuse_relu") else [])
 
 
 def describe_torch(line):
