@@ -14,7 +14,7 @@ struct AttentionKeep {
   uint32_t thr;
   float kept;
   U4 w{};
-  __device__ float operator()(uint64_t e) {
+  __host__ __device__ float operator()(uint64_t e) {
     if (e / 4 != cached) w = philox_block(seed, base + (cached = e / 4));
     return (w.w[e % 4] >> 8) >= thr ? kept : 0.0f;
   }
