@@ -44,7 +44,7 @@ std::pair<size_t, size_t> GraphModel::node_range(const std::string& path) const 
   size_t begin = 0, end = 0;
   bool open = false, closed = false;
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
-    if (constants_.count(g_.nodes[i].name)) continue;
+    if (folded(g_.nodes[i].name)) continue;
     if (inside(g_.nodes[i].module, path)) {
       if (closed) return {0, 0};   // the module's nodes are not one run (called twice, interleaved)
       if (!open) begin = i, open = true;
@@ -60,10 +60,10 @@ std::pair<size_t, size_t> GraphModel::node_range(const std::string& path) const 
 std::optional<GraphSegment> GraphModel::segment_of(size_t begin, size_t end, const std::string& name) const {
   std::set<std::string> made, ins, outs;
   for (size_t i = begin; i < end; ++i)   // folded nodes (sizes, masks) are in every env already
-    if (!constants_.count(g_.nodes[i].name)) made.insert(g_.nodes[i].name);
+    if (!folded(g_.nodes[i].name)) made.insert(g_.nodes[i].name);
   for (size_t i = begin; i < end; ++i)
     for (const std::string& r : g_.nodes[i].refs)
-      if (!made.count(r) && !tensors_.count(r) && !constants_.count(r)) ins.insert(r);
+      if (!made.count(r) && !tensors_.count(r) && !folded(r)) ins.insert(r);
   for (size_t i = end; i < g_.nodes.size(); ++i)
     for (const std::string& r : g_.nodes[i].refs)
       if (made.count(r)) outs.insert(r);
@@ -106,7 +106,7 @@ std::vector<std::vector<std::string>> GraphModel::checkpoint_chains() {
   for (const auto& [b, path] : blocks) {
     const auto range = node_range(path);
     bool adjacent = !chains.empty();
-    for (size_t i = last_end; adjacent && i < range.first; ++i) adjacent = constants_.count(g_.nodes[i].name) > 0;
+    for (size_t i = last_end; adjacent && i < range.first; ++i) adjacent = folded(g_.nodes[i].name);
     if (!adjacent) chains.emplace_back();
     chains.back().push_back(path);
     last_end = range.second;

@@ -5,6 +5,8 @@
 // on the device. Row-major int64 arithmetic; bool as 0/1. With a dynamic batch the sizes are
 // folded too (aten.sym_size.int of the input by GraphModel, Python's _operator arithmetic on
 // them here), for the running input's shape: the model refolds when that shape changes.
+// A mask built from the attention-mask input is folded as a MaskExpr (which element of that
+// input each element reads, and a constant factor), so the importer can tell a key padding mask.
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
@@ -281,6 +283,53 @@ std::optional<HostValue> fold(const GraphNode& n, const std::map<std::string, Ho
   return fold_mask_op(f);
 }
 }  // namespace
+
+namespace {
+// x broadcast to `shape` (right-aligned, size-1 dims stretched).
+HostValue broadcast_to(HostValue x, const Shape& shape) {
+  x.shape.insert(x.shape.begin(), shape.size() - std::min(shape.size(), x.shape.size()), 1);
+  return build(shape, [&](const std::vector<int64_t>& idx) { return at(x, idx); });
+}
+}  // namespace
+
+std::optional<MaskExpr> fold_mask_expr(const GraphNode& n, const std::map<std::string, HostValue>& known,
+                                       const std::map<std::string, MaskExpr>& exprs) {
+  std::string expr_ref;
+  for (const std::string& r : n.refs) {
+    if (!exprs.count(r)) continue;
+    if (!expr_ref.empty() && expr_ref != r) return std::nullopt;   // two masks combined
+    expr_ref = r;
+  }
+  const MaskExpr& e = exprs.at(expr_ref);
+  if (n.op == "aten._to_copy.default") {   // to bool or an integer type: 0/1 stays 0/1
+    const std::string dt = n.kwargs.contains("dtype") && n.kwargs["dtype"].is_string() ? n.kwargs["dtype"].get<std::string>() : "";
+    if (dt != "bool" && dt != "int64" && dt != "int32") return std::nullopt;
+    return e;
+  }
+  std::map<std::string, HostValue> local;   // the node's references, the mask as one of its parts
+  for (const std::string& r : n.refs)
+    if (r != expr_ref) {
+      if (!known.count(r)) return std::nullopt;
+      local[r] = known.at(r);
+    }
+  auto part = [&](const HostValue& v) {
+    local[expr_ref] = v;
+    return fold_node(n, local);
+  };
+  if (n.op == "aten.bitwise_and.Tensor" || n.op == "aten.logical_and.default") {
+    std::optional<HostValue> cst = part(e.cst);
+    if (!cst) return std::nullopt;
+    HostValue src = broadcast_to(e.src, cst->shape);
+    return MaskExpr{std::move(*cst), std::move(src)};
+  }
+  const bool gather = n.op == "aten.index.Tensor" || n.op == "aten.unsqueeze.default" || n.op == "aten.slice.Tensor" ||
+                      n.op == "aten.expand.default" || n.op == "aten.view.default" ||
+                      n.op == "aten._unsafe_view.default" || n.op == "aten.reshape.default";
+  if (!gather || n.refs.empty() || n.refs[0] != expr_ref) return std::nullopt;   // the mask must be what is gathered
+  std::optional<HostValue> cst = part(e.cst), src = part(e.src);
+  if (!cst || !src) return std::nullopt;
+  return MaskExpr{std::move(*cst), std::move(*src)};
+}
 
 Tensor to_device(const HostValue& c, Device device) {
   if (device.is_meta()) return Tensor::empty(c.shape, DType::i64, device);   // allocation only

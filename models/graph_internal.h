@@ -5,7 +5,8 @@
 //   graph_pointwise.cpp arithmetic (broadcasting, with numbers), activations, shape ops;
 //   graph_constants.cpp constant folding: nodes that depend on neither the model input nor a
 //                       trainable parameter (position ids, an all-true attention mask) are
-//                       evaluated once on the host, at build time.
+//                       evaluated once on the host, at build time; so is the shape of a mask
+//                       built from the attention-mask input (MaskExpr).
 #pragma once
 #include <map>
 #include <optional>
@@ -26,10 +27,19 @@ struct HostValue {
   std::vector<int64_t> v;
 };
 
+// A value built from the attention-mask input (graph_constants.cpp: fold_mask_expr): element e
+// is cst[e] && mask[src[e]], mask being that input flattened ([B * T], nonzero = attend);
+// cst (0/1) and src (flat indices) have the value's shape. The input itself: cst all ones,
+// src 0 .. B*T - 1.
+struct MaskExpr {
+  HostValue cst, src;
+};
+
 struct Value {
   std::vector<Tensor> outs;              // a node's outputs (undefined where oomlab does not compute one)
   Tensor transposed_of;                  // a permute [1, 0] / t of this 2-D parameter, not materialised
   const HostValue* constant = nullptr;   // a folded constant, the model's (no device tensor until one is needed)
+  const MaskExpr* mask = nullptr;        // built from the attention-mask input (only attention reads it)
 };
 
 // A module of the tree: holds the parameters and buffers registered under its path.
@@ -79,10 +89,15 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   bool dynamic_batch() const { return g_.dynamic_batch; }
   int64_t batch = 0;   // the running forward's
   std::map<const HostValue*, int> mask_kinds;   // attention masks already classified (graph_nodes.cpp), per fold
+  // The running forward's key padding mask (uint8 [B, T], 1 = padding: id 0), when the graph
+  // takes an attention-mask input; kept until the next forward (checkpointing re-runs read it).
+  const Tensor& key_padding() const { return key_padding_; }
+  bool folded(const std::string& name) const { return constants_.count(name) || mask_exprs_.count(name); }
   std::map<std::string, std::string> producer;   // node name -> its op (getitem: "getitem:<source op>")
 
  private:
   std::map<std::string, Value> base_env();   // parameters, buffers, folded constants
+  Tensor padded_to_export(const Tensor& x) const;
   void run_nodes(std::map<std::string, Value>& env, size_t begin, size_t end);
   void run_segment(std::map<std::string, Value>& env, const GraphSegment& seg);
   std::optional<GraphSegment> segment_of(size_t begin, size_t end, const std::string& name) const;
@@ -98,6 +113,9 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   std::map<std::string, Tensor> tensors_;              // parameters and buffers by state_dict name
   std::map<std::string, HostValue> buffer_constants_;  // integer buffers with values
   std::map<std::string, HostValue> constants_;         // those and the nodes folded for folded_for_
+  std::string mask_input_;                             // the attention-mask input's name ("" if none)
+  std::map<std::string, MaskExpr> mask_exprs_;         // it and the nodes folded from it, for folded_for_
+  Tensor key_padding_;
   Shape folded_for_;                                   // the input shape constants_ were folded for
   std::set<std::string> batched_;                      // values derived from the model input
   std::map<std::string, size_t> last_use_;
@@ -136,6 +154,10 @@ Value run_node(GraphModel& m, const GraphNode& n, std::map<std::string, Value>& 
 // The folded value of node n from its arguments' folded values, or nullopt when n's op
 // is not one the folder evaluates (it then runs on the device like any other node).
 std::optional<HostValue> fold_node(const GraphNode& n, const std::map<std::string, HostValue>& known);
+// Node n folded over a MaskExpr argument (the others constant): views, index, a bool / int64
+// copy, an and with a constant; nullopt for any other use.
+std::optional<MaskExpr> fold_mask_expr(const GraphNode& n, const std::map<std::string, HostValue>& known,
+                                       const std::map<std::string, MaskExpr>& exprs);
 Tensor to_device(const HostValue& c, Device device);   // int64 tensor (meta: allocation only)
 
 }  // namespace oomlab::graph

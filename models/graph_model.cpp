@@ -9,11 +9,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <set>
 
 #include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
+#include "engine/ops/concat.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/nn/forward_observer.h"
@@ -63,9 +66,28 @@ std::vector<std::string> module_and_ancestors(const std::string& path) {
   if (!path.empty()) out.push_back(path);
   return out;
 }
+// uint8 [B, T], 1 where the id is 0 (padding), as the zoo's BERT derives its mask: filled in
+// host memory through the allocator, then copied to the device (meta: allocation only).
+Tensor key_padding_of(const Tensor& ids) {
+  OOMLAB_CHECK_T(DTypeError, ids.dtype() == DType::i64, "a graph with an attention-mask input takes int64 token ids, got ",
+                 ids.str());
+  const Device dev = ids.device();
+  const Device host = (dev.is_meta() || dev == cpu_device()) ? dev : cpu_device();
+  Tensor m = Tensor::empty(ids.shape(), DType::u8, host);
+  if (!dev.is_meta()) {
+    const bool readable = dev.is_cpu() && ids.is_contiguous();
+    Tensor h = readable ? ids : Tensor::empty(ids.shape(), DType::i64, cpu_device());
+    if (!readable) h.copy_(ids);
+    const int64_t* q = h.data<int64_t>();
+    uint8_t* p = m.data<uint8_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) p[i] = q[i] == 0 ? 1 : 0;
+  }
+  return host == dev ? m : copy_to_device(m, dev);
+}
 }  // namespace
 
 GraphModel::GraphModel(ModelGraph g, const ModelConfig& cfg) : GraphLeaf("GraphModel"), g_(std::move(g)), cfg_(cfg) {
+  if (g_.inputs.size() == 2) mask_input_ = g_.inputs[1].name;   // build_graph_model checked its shape
   build_tree();
   fold_constants(g_.inputs[0].shape);
   plan_lifetimes();
@@ -125,6 +147,13 @@ void GraphModel::fold_constants(const Shape& input_shape) {
   folded_for_ = input_shape;
   mask_kinds.clear();
   batched_ = {g_.inputs[0].name};
+  mask_exprs_.clear();
+  if (!mask_input_.empty()) {   // the attention mask: element e reads itself
+    batched_.insert(mask_input_);
+    HostValue ones{input_shape, std::vector<int64_t>(size_t(shape_numel(input_shape)), 1)}, src = ones;
+    std::iota(src.v.begin(), src.v.end(), int64_t(0));
+    mask_exprs_[mask_input_] = MaskExpr{std::move(ones), std::move(src)};
+  }
   for (const GraphNode& n : g_.nodes) {
     bool all_constant = true, any_batched = false;
     for (const std::string& r : n.refs) {
@@ -132,7 +161,8 @@ void GraphModel::fold_constants(const Shape& input_shape) {
       any_batched = any_batched || batched_.count(r);
     }
     if (any_batched) batched_.insert(n.name);
-    if (n.op == "aten.sym_size.int" && n.refs.size() == 1 && n.refs[0] == g_.inputs[0].name && n.args.size() == 2 &&
+    const bool of_input = n.refs.size() == 1 && (n.refs[0] == g_.inputs[0].name || n.refs[0] == mask_input_);
+    if (n.op == "aten.sym_size.int" && of_input && n.args.size() == 2 &&
         n.args[1].is_number_integer()) {
       const int64_t d = n.args[1].get<int64_t>() + (n.args[1].get<int64_t>() < 0 ? int64_t(input_shape.size()) : 0);
       OOMLAB_CHECK_T(ShapeError, d >= 0 && d < int64_t(input_shape.size()), "graph ", g_.file, ": node '", n.name,
@@ -142,6 +172,11 @@ void GraphModel::fold_constants(const Shape& input_shape) {
     }
     if (n.op == "aten._assert_tensor_metadata.default") {   // a check torch.export leaves: nothing to run
       constants_[n.name] = HostValue{{0}, {}};
+      continue;
+    }
+    const bool on_mask = std::any_of(n.refs.begin(), n.refs.end(), [&](const std::string& r) { return mask_exprs_.count(r) > 0; });
+    if (on_mask) {
+      if (std::optional<MaskExpr> e = fold_mask_expr(n, constants_, mask_exprs_)) mask_exprs_[n.name] = std::move(*e);
       continue;
     }
     if (!all_constant) continue;
@@ -162,7 +197,7 @@ void GraphModel::plan_lifetimes() {
   std::vector<std::vector<std::string>> calls(count);   // the modules node i runs inside
   std::vector<std::map<std::string, size_t>> begin(count), end(count);
   for (size_t i = 0; i < count; ++i) {   // a folded node (a size, a constant) continues the run before it
-    calls[i] = constants_.count(g_.nodes[i].name) && i > 0 ? calls[i - 1] : module_and_ancestors(g_.nodes[i].module);
+    calls[i] = folded(g_.nodes[i].name) && i > 0 ? calls[i - 1] : module_and_ancestors(g_.nodes[i].module);
     for (const std::string& m : calls[i]) begin[i][m] = i > 0 && begin[i - 1].count(m) ? begin[i - 1][m] : i;
   }
   for (size_t i = count; i-- > 0;)
@@ -191,12 +226,31 @@ std::map<std::string, Value> GraphModel::base_env() {
   std::map<std::string, Value> env;
   for (auto& [name, t] : tensors_) env[name].outs = {t};
   for (auto& [name, c] : constants_) env[name].constant = &c;
+  for (auto& [name, e] : mask_exprs_) env[name].mask = &e;
   return env;
 }
 
-Tensor GraphModel::forward(const Tensor& x) {
+// A graph with an attention-mask input runs at its exported length: shorter token batches
+// (a data loader pads to the batch's longest sample) are padded with id 0 to it, as a
+// tokenizer's padding="max_length" would; the mask then hides that padding. Only for a
+// [B, K] output (a classifier), whose shape the padding leaves alone.
+Tensor GraphModel::padded_to_export(const Tensor& x) const {
+  const GraphTensor& in = g_.inputs[0];
+  if (mask_input_.empty() || x.dim() != 2 || x.size(1) >= in.shape[1]) return x;
+  const std::string& out = g_.outputs[0];
+  const bool classifier = std::any_of(g_.nodes.begin(), g_.nodes.end(), [&](const GraphNode& n) {
+    return n.name == out && n.outputs.at(0).shape.size() == 2;
+  });
+  OOMLAB_CHECK_T(ShapeError, classifier, "graph ", g_.file, ": token ids of length ", x.size(1), " for a model exported at ",
+                 in.shape[1], " whose output is not [batch, classes]: pad the batches to ", in.shape[1]);
+  return cat({x, Tensor::zeros({x.size(0), in.shape[1] - x.size(1)}, DType::i64, x.device())}, 1);
+}
+
+Tensor GraphModel::forward(const Tensor& x0) {
+  const Tensor x = padded_to_export(x0);
   batch = x.dim() > 0 ? x.size(0) : 0;
   if (x.shape() != folded_for_) fold_constants(x.shape());
+  if (!mask_input_.empty()) key_padding_ = key_padding_of(x);
   std::map<std::string, Value> env = base_env();
   env[g_.inputs[0].name].outs = {x};
   const bool checkpointing = grad_enabled() && !checkpoint_recomputing() && !segments_.empty();
@@ -223,7 +277,7 @@ void GraphModel::run_nodes(std::map<std::string, Value>& env, size_t begin, size
   const char* phase = checkpoint_recomputing() ? "recompute" : "fwd";
   for (size_t i = begin; i < end; ++i) {
     const GraphNode& n = g_.nodes[i];
-    if (!constants_.count(n.name)) {
+    if (!folded(n.name)) {
       if (!run_module || *run_module != n.module) {
         const Value* first = n.refs.empty() || !env.count(n.refs[0]) ? nullptr : &env.at(n.refs[0]);
         run_input = first && !first->outs.empty() ? first->outs[0] : Tensor();
@@ -233,8 +287,8 @@ void GraphModel::run_nodes(std::map<std::string, Value>& env, size_t begin, size
       env[n.name] = run_node(*this, n, env, i);
     }
     size_t next = i + 1;
-    while (next < end && constants_.count(g_.nodes[next].name)) ++next;
-    const bool run_ends = !constants_.count(n.name) && (next == end || g_.nodes[next].module != n.module);
+    while (next < end && folded(g_.nodes[next].name)) ++next;
+    const bool run_ends = !folded(n.name) && (next == end || g_.nodes[next].module != n.module);
     const Value& out = env[n.name];
     if (run_ends && !n.module.empty() && !out.outs.empty() && out.outs[0].defined() && run_input.defined() &&
         !checkpoint_recomputing()) {
@@ -340,6 +394,11 @@ BertShape graph_token_shape(const std::string& name) {
   return s;
 }
 
+bool graph_has_mask_input(const ModelGraph& g) {
+  return g.inputs.size() == 2 && g.inputs[0].dtype == "int64" && g.inputs[1].dtype == "int64" &&
+         g.inputs[0].shape.size() == 2 && g.inputs[1].shape == g.inputs[0].shape;
+}
+
 std::vector<std::string> graph_missing_ops(const ModelGraph& g) {
   std::vector<std::string> out;
   for (const GraphNode& n : g.nodes)
@@ -356,8 +415,9 @@ nn::ModulePtr build_graph_model(const ModelGraph& g, const ModelConfig& cfg) {
     throw NotImplementedError(str_cat("graph ", g.file, ": ", missing.size(), " node(s) use ops oomlab does not have yet:",
                                       list));
   }
-  OOMLAB_CHECK_T(NotImplementedError, g.inputs.size() == 1 && g.outputs.size() == 1, "graph ", g.file,
-                 ": one input and one output are supported, got ", g.inputs.size(), " and ", g.outputs.size());
+  OOMLAB_CHECK_T(NotImplementedError, (g.inputs.size() == 1 || graph_has_mask_input(g)) && g.outputs.size() == 1,
+                 "graph ", g.file, ": one input (or token ids and an attention mask of their shape, int64) and one "
+                 "output are supported, got ", g.inputs.size(), " and ", g.outputs.size());
   return std::make_shared<graph::GraphModel>(g, cfg);
 }
 

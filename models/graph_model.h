@@ -12,8 +12,9 @@
 //  * transformer encoders (Hugging Face's BertForSequenceClassification): aten.embedding,
 //    aten.native_layer_norm (last dim), aten.gelu (erf or tanh), aten.tanh, aten.select.int,
 //    aten.unsqueeze, aten.clone, aten.scaled_dot_product_attention (the exporter keeps it
-//    whole; it runs as oomlab's attention, fused with --attention fused; no dropout, no
-//    causal mask, scale 1/sqrt(head dim), a mask only if constant and all-true);
+//    whole; it runs as oomlab's attention, fused with --attention fused; no dropout, scale
+//    1/sqrt(head dim), a mask only if constant and all-true or causal, or built from the
+//    attention-mask input as a key padding mask: graph_has_mask_input);
 //  * integer constants folded on the host when built (graph_constants.cpp): aten.arange,
 //    slice, expand, gather, unsqueeze, view, ge.Scalar and add over integer buffers whose
 //    values the file holds (position and token-type ids) and over each other.
@@ -52,6 +53,12 @@
 namespace oomlab {
 
 std::vector<std::string> graph_missing_ops(const ModelGraph& g);
+// A second input beside int64 token ids [B, T] of their shape and dtype: Hugging Face's
+// attention_mask (export_model.py --attention-mask). The importer derives it from the ids (id 0
+// = padding, as the zoo's BERT) and runs the mask the graph builds from it as a key padding
+// mask of its attention nodes (with the causal one where the graph also has it); any other
+// use of that input is a NotImplementedError naming the node.
+bool graph_has_mask_input(const ModelGraph& g);
 // `--model graph:FILE`: is `name` such a model, and its graph (read once per path, then kept).
 bool is_graph_model(const std::string& name);
 const ModelGraph& graph_of_model(const std::string& name);

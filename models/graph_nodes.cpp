@@ -41,7 +41,9 @@ const std::set<std::string>& supported_ops() {
       "aten.full.default", "aten.cumsum.default", "aten.index.Tensor", "aten.ne.Scalar", "aten.ne.Tensor",
       "aten.eq.Scalar", "aten.eq.Tensor", "aten.le.Scalar", "aten.le.Tensor", "aten.lt.Scalar", "aten.lt.Tensor",
       "aten.gt.Scalar", "aten.gt.Tensor", "aten.bitwise_and.Tensor", "aten.logical_and.default",
-      "aten._assert_tensor_metadata.default"};
+      "aten._assert_tensor_metadata.default",
+      // the attention-mask input's conversion, folded with the mask it builds
+      "aten._to_copy.default"};
   return ops;
 }
 
@@ -64,6 +66,7 @@ Tensor NodeCtx::tensor(size_t i) const {
   const Value* v = value(i);
   if (!v) return Tensor();
   if (v->transposed_of.defined()) unsupported("a permuted weight used other than by addmm");
+  if (v->mask) unsupported("the attention-mask input used other than as a key padding mask of attention");
   if (v->outs.empty() && v->constant) return to_device(*v->constant, m.config().device);
   if (v->outs.empty() || !v->outs[0].defined()) unsupported(str_cat("argument ", i, " (an output oomlab does not compute)"));
   return v->outs[0];
@@ -257,7 +260,7 @@ Value transformer_node(const NodeCtx& c) {
 
 // A constant boolean attention mask [..., Tq, Tk]: true everywhere (Hugging Face's mask for
 // unpadded input), exactly key <= query in every leading slice (a causal decoder's), or other.
-enum class MaskKind { all_true, causal, other };
+enum class MaskKind { all_true, causal, other, padding, padding_causal };
 MaskKind mask_kind(const HostValue& m) {
   if (std::all_of(m.v.begin(), m.v.end(), [](int64_t x) { return x != 0; })) return MaskKind::all_true;
   if (m.shape.size() < 2) return MaskKind::other;
@@ -269,9 +272,26 @@ MaskKind mask_kind(const HostValue& m) {
   return MaskKind::causal;
 }
 
+// A mask built from the attention-mask input [B, T]: [B, 1 or heads, Tq, T] whose element
+// [b, h, i, j] reads mask[b, j] (key padding), its constant part all-true or causal.
+MaskKind mask_expr_kind(const MaskExpr& e, int64_t batch) {
+  const Shape& s = e.cst.shape;
+  if (s.size() != 4 || s[0] != batch || e.src.shape != s) return MaskKind::other;
+  const int64_t tq = s[2], tk = s[3];
+  bool all = true, causal = true;
+  for (size_t k = 0; k < e.cst.v.size(); ++k) {
+    const int64_t b = int64_t(k) / (s[1] * tq * tk), i = int64_t(k) / tk % tq, j = int64_t(k) % tk;
+    if (e.src.v[k] != b * tk + j) return MaskKind::other;
+    all = all && e.cst.v[k] != 0;
+    causal = causal && (e.cst.v[k] != 0) == (j <= i);
+  }
+  return all ? MaskKind::padding : (causal ? MaskKind::padding_causal : MaskKind::other);
+}
+
 // aten.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0, is_causal=False,
 // scale=None): oomlab's attention, eager or fused (--attention); the mask may only be a
-// constant that masks nothing or exactly the causal one (is_causal=True does the same).
+// constant that masks nothing or exactly the causal one (is_causal=True does the same), or
+// the attention-mask input's key padding (with or without the causal one).
 Value attention_node(const NodeCtx& c) {
   auto kw = [&](const char* name, size_t pos) -> json {
     if (c.n.kwargs.contains(name)) return c.n.kwargs[name];
@@ -281,23 +301,28 @@ Value attention_node(const NodeCtx& c) {
   const json mask = kw("attn_mask", 3);
   const json p = kw("dropout_p", 4), causal_arg = kw("is_causal", 5), sc = kw("scale", 6);
   bool causal = causal_arg.is_boolean() && causal_arg.get<bool>();
+  Tensor padding;   // key padding (uint8 [B, Tk], 1 = padded), from the attention-mask input
   if (mask.is_object()) {
     const Value* mv = &c.env.at(mask["ref"].get<std::string>());
     MaskKind kind = MaskKind::other;
-    if (mv->outs.empty() && mv->constant) {   // classified once per fold: every layer shares the mask
-      auto [it, fresh] = c.m.mask_kinds.emplace(mv->constant, 0);
-      if (fresh) it->second = int(mask_kind(*mv->constant));
+    const HostValue* key = mv->mask ? &mv->mask->cst : (mv->outs.empty() ? mv->constant : nullptr);
+    if (key) {   // classified once per fold: every layer shares the mask
+      auto [it, fresh] = c.m.mask_kinds.emplace(key, 0);
+      if (fresh) it->second = int(mv->mask ? mask_expr_kind(*mv->mask, c.m.batch) : mask_kind(*mv->constant));
       kind = MaskKind(it->second);
     }
-    if (kind == MaskKind::other) c.unsupported("an attention mask other than a constant all-true or causal one");
-    causal = causal || kind == MaskKind::causal;
+    if (kind == MaskKind::other)
+      c.unsupported("an attention mask other than a constant all-true or causal one, or the attention-mask input's "
+                    "key padding");
+    causal = causal || kind == MaskKind::causal || kind == MaskKind::padding_causal;
+    if (kind == MaskKind::padding || kind == MaskKind::padding_causal) padding = c.m.key_padding();
   }
   if (p.is_number() && p.get<double>() != 0.0) c.unsupported("attention dropout in the exported graph");
   const double want = 1.0 / std::sqrt(double(q.size(q.dim() - 1)));
   if (sc.is_number() && std::abs(sc.get<double>() - want) > 1e-9 * want) c.unsupported("an attention scale other than 1/sqrt(head dim)");
   const bool training = c.m.is_training();
-  return {{c.m.config().fused_attention ? fused_scaled_dot_product_attention(q, k, v, Tensor(), 0.0, training, nullptr, causal)
-                                        : scaled_dot_product_attention(q, k, v, Tensor(), 0.0, training, nullptr, causal)},
+  return {{c.m.config().fused_attention ? fused_scaled_dot_product_attention(q, k, v, padding, 0.0, training, nullptr, causal)
+                                        : scaled_dot_product_attention(q, k, v, padding, 0.0, training, nullptr, causal)},
           {}, {}};
 }
 }  // namespace

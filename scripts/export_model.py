@@ -9,7 +9,7 @@ oomlab lacks is exported anyway: the importer names each missing op and where it
 Usage:
   export_model.py MODEL --input-shape 1,3,224,224 --out FILE.json
                   [--input-dtype float32|int64] [--mode train|eval] [--weights FILE.safetensors]
-                  [--static-batch]
+                  [--static-batch] [--attention-mask]
 MODEL is one of
   torchvision:NAME   torchvision.models.NAME(weights=None), e.g. torchvision:resnet50
   hf:NAME            a Hugging Face config built offline: hf:bert (BertConfig(), bert-base's
@@ -25,6 +25,10 @@ decompositions save more than eager PyTorch does). The batch dim is exported sym
 (torch.export.Dim.AUTO; "dynamic_batch": true in the file): sizes that follow the batch are
 size nodes (aten.sym_size.int, _operator.mul ...) the importer evaluates for the running batch;
 --static-batch writes every size as the example's.
+--attention-mask (int64 token inputs): the model is called as model(input_ids,
+attention_mask=...), so the graph has a second input and builds the attention mask from it, as
+a fine-tuned model gets padded batches; the importer derives that input from the ids (id 0 =
+padding, as oomlab's BERT) and runs the mask as a key padding mask.
 A parameter tied to another (GPT-2's transformer.wte.weight is lm_head.weight) is written
 once, under the name the graph uses; "exporter": {"tied": {other: used}} records the pair.
 Writes FILE.json atomically; --weights also writes the state_dict as safetensors (needs the
@@ -58,6 +62,8 @@ def parse_args(argv):
     p.add_argument("--weights")
     p.add_argument("--static-batch", action="store_true",
                    help="export every size as the example's (default: the batch dim stays symbolic)")
+    p.add_argument("--attention-mask", action="store_true",
+                   help="a second input, attention_mask [batch, seq] (int64 token models only)")
     a = p.parse_args(argv)
     try:
         a.shape = [int(s) for s in a.input_shape.split(",")]
@@ -65,6 +71,8 @@ def parse_args(argv):
         die(f"--input-shape {a.input_shape!r}: expected comma-separated integers such as 1,3,224,224")
     if not a.shape or any(s <= 0 for s in a.shape):
         die(f"--input-shape {a.input_shape!r}: every size must be positive")
+    if a.attention_mask and (a.input_dtype != "int64" or len(a.shape) != 2):
+        die("--attention-mask needs token ids: --input-dtype int64 and --input-shape BATCH,SEQ")
     return a
 
 
@@ -235,9 +243,15 @@ def main(argv):
         example = torch.ones(args.shape, dtype=torch.int64)
     else:
         example = torch.randn(args.shape)
-    dynamic = None if args.static_batch else ({0: torch.export.Dim.AUTO},)
+    kwargs, dynamic = {}, None if args.static_batch else ({0: torch.export.Dim.AUTO},)
+    if args.attention_mask:
+        kwargs = {"attention_mask": torch.ones(args.shape, dtype=torch.int64)}
+        if not args.static_batch:   # one batch symbol for both inputs
+            batch = torch.export.Dim("batch")
+            dynamic = {"input_ids": {0: batch}, "attention_mask": {0: batch}}
     try:
-        ep = torch.export.export(model, (example,), dynamic_shapes=dynamic).run_decompositions(decomposition_table())
+        ep = torch.export.export(model, (example,), kwargs, dynamic_shapes=dynamic).run_decompositions(
+            decomposition_table())
     except Exception as e:   # torch.export's own errors: unsupported Python, data-dependent control flow
         die(f"torch.export failed for {args.model}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     write_json_atomic(args.out, graph_of(ep, args.model, args))

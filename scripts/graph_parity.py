@@ -21,7 +21,8 @@ says whether oomlab's float32 is as close to the exact gradient as PyTorch's.
 
 Runs where torch, torchvision, transformers, safetensors and numpy import; elsewhere it prints
 `graph_parity: skipped: ...` and exits 0, so CI stays torch-free.
-Usage: python3 scripts/graph_parity.py [--oomlab build/oomlab] [--models resnet50,bert,vit_b_16,gpt2]
+bert_padded is bert exported with --attention-mask, on a right-padded batch.
+Usage: python3 scripts/graph_parity.py [--oomlab build/oomlab] [--models resnet50,bert,bert_padded,vit_b_16,gpt2]
          [--dtypes float32,float64] [--threads 2] [--json reports/benchmarks/graph_parity_cpu.json]
 Exit: 0 when every point meets its bar (or skipped), 1 when one does not, 2 on bad usage.
 """
@@ -46,6 +47,9 @@ CASES = {
     "resnet50": ("torchvision:resnet50", "2,3,96,96", 8, (3, 96, 96)),
     "vit_b_16": ("torchvision:vit_b_16", "2,3,224,224", 3, (3, 224, 224)),
     "bert": ("hf:bert", "2,32", 4, ("tokens", 32, 30522)),
+    # exported with --attention-mask; row i of the batch ends in 5 * i padding ids (id 0), which
+    # PyTorch gets as attention_mask = ids != 0 and oomlab derives from the ids
+    "bert_padded": ("hf:bert", "2,32", 4, ("tokens", 32, 30522)),
     "gpt2": ("hf:gpt2", "2,32", 3, ("tokens", 32, 50257)),
 }
 
@@ -53,7 +57,7 @@ CASES = {
 def build(mods, name):
     """The PyTorch model, dropout 0 (oomlab's import of an eval export has none)."""
     torch, tv, tf = mods["torch"], mods["torchvision"], mods["transformers"]
-    if name == "bert":
+    if name in ("bert", "bert_padded"):
         return tf.BertForSequenceClassification(tf.BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                                                attn_implementation="sdpa"))
     if name == "gpt2":
@@ -70,10 +74,12 @@ def build(mods, name):
     return model
 
 
-def export(spec, shape, tokens, out):
+def export(spec, shape, tokens, out, mask=False):
     cmd = [sys.executable, str(HERE / "export_model.py"), spec, "--input-shape", shape, "--out", str(out)]
     if tokens:
         cmd += ["--input-dtype", "int64"]
+    if mask:
+        cmd += ["--attention-mask"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(HERE)))
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-400:]}")
@@ -90,6 +96,9 @@ def torch_step(torch, model, name, x, labels):
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
     elif name == "bert":
         logits = model(input_ids=x).logits
+        loss = F.cross_entropy(logits, labels)
+    elif name == "bert_padded":
+        logits = model(input_ids=x, attention_mask=(x != 0).long()).logits
         loss = F.cross_entropy(logits, labels)
     else:
         logits = model(x)
@@ -112,7 +121,7 @@ def run_case(mods, oomlab, name, dtype_name, seed, work):
     torch.manual_seed(seed)
     model = build(mods, name)
     graph = work / "graph.json"
-    export(spec, shape, inp[0] == "tokens", graph)
+    export(spec, shape, inp[0] == "tokens", graph, mask=name == "bert_padded")
     model = model.to(dtype)
     names = graph_names(graph)
     tied = json.loads(graph.read_text())["exporter"].get("tied", {})
@@ -125,6 +134,9 @@ def run_case(mods, oomlab, name, dtype_name, seed, work):
     labels = rng.integers(0, classes, size=batch, dtype=np.int64)
     if inp[0] == "tokens":
         arr = rng.integers(1, inp[2], size=(batch, inp[1]), dtype=np.int64)
+        if name == "bert_padded":
+            for i in range(batch):
+                arr[i, inp[1] - 5 * i:] = 0
         x = torch.from_numpy(arr)
     else:
         arr = rng.standard_normal(size=(batch,) + tuple(inp)).astype(np.float32)

@@ -6,15 +6,17 @@
 // step memory is the zoo's without dropout; the
 // Hugging Face BERT-base export (BertForSequenceClassification, attention kept as
 // scaled_dot_product_attention) has the zoo bert-base's parameters and, with the zoo's
-// weights and unpadded input, the same logits and gradients, bit for bit.
+// weights and unpadded input, the same logits and gradients, bit for bit; exported with an
+// attention_mask input (bert_padded.json), the same on padded input too.
 // Inference (summary's forward-only peak) frees values as eager PyTorch does, and that is one
 // tensor less than the zoo's C++ forward holds (see ForwardOnlyPeakFollowsPython).
 // ctest tier: models
-// ctest slow: GraphImportZoo.BertBaseStepEqualsTheZoos
+// ctest slow: GraphImportZoo.BertBaseStepEqualsTheZoos:GraphImportZoo.BertPaddedGraphStepEqualsTheZoosOnPaddedBatches
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -138,43 +140,107 @@ TEST(GraphImportZoo, BertBaseParametersAreTheZoos) {
   expect_same_names_and_shapes(imported->named_parameters(), zoo->named_parameters(), /*dtypes=*/false);
 }
 
-// With the zoo's weights copied in and no padding token (the zoo masks id 0, the export's
-// graph masks nothing), a training step at another batch than the export's gives the zoo's
-// logits and every gradient bit for bit, eager and fused attention.
-TEST(GraphImportZoo, BertBaseStepEqualsTheZoos) {
-  for (bool fused : {false, true}) {
-    ModelConfig cfg = bert_base_config();
-    cfg.fused_attention = fused;
-    nn::ModulePtr zoo = build_model("bert-base", cfg);
-    ModelGraph g = read_model_graph(kGraphs + "bert.json");
-    nn::ModulePtr imported = build_graph_model(g, cfg);
-    auto theirs = imported->named_parameters();
-    int copied = 0;
-    for (auto& [name, t] : zoo->named_parameters()) {
-      for (auto& [n2, t2] : theirs) {
-        if (n2 != name) continue;
+// The zoo bert-base and the graph `file` with the zoo's weights copied in, one training step
+// on `ids` [2, 128]: whether the logits and every gradient are the zoo's, bit for bit.
+bool bert_step_equals_the_zoos(const std::string& file, const std::vector<int64_t>& ids, bool fused) {
+  ModelConfig cfg = bert_base_config();
+  cfg.fused_attention = fused;
+  nn::ModulePtr zoo = build_model("bert-base", cfg);
+  nn::ModulePtr imported = build_graph_model(read_model_graph(kGraphs + file), cfg);
+  auto theirs = imported->named_parameters();
+  int copied = 0;
+  for (auto& [name, t] : zoo->named_parameters())
+    for (auto& [n2, t2] : theirs)
+      if (n2 == name) {
         Tensor dst = t2;
         dst.copy_(t);
         ++copied;
       }
-    }
-    ASSERT_EQ(copied, int(zoo->named_parameters().size()));
-    Generator gen{7, 0};
-    std::vector<int64_t> ids(2 * 128);
-    for (int64_t& id : ids) id = 1 + int64_t(gen.next_below(30000));
-    const Tensor x = Tensor::from_vector_i64(ids, {2, 128});
-    const Tensor y = Tensor::from_vector_i64({0, 1}, {2});
-    Tensor la = (*zoo)(x), lb = (*imported)(x);
-    ASSERT_EQ(tensor_bytes(la), tensor_bytes(lb)) << "fused " << fused;
-    cross_entropy(la, y).backward();
-    cross_entropy(lb, y).backward();
-    for (auto& [name, t] : zoo->named_parameters()) {
-      for (auto& [n2, t2] : theirs) {
-        if (n2 == name) {
-          EXPECT_EQ(tensor_bytes(t.grad()), tensor_bytes(t2.grad())) << name << " fused " << fused;
-        }
+  EXPECT_EQ(copied, int(zoo->named_parameters().size()));
+  const Tensor x = Tensor::from_vector_i64(ids, {2, 128});
+  const Tensor y = Tensor::from_vector_i64({0, 1}, {2});
+  Tensor la = (*zoo)(x), lb = (*imported)(x);
+  if (tensor_bytes(la) != tensor_bytes(lb)) return false;
+  cross_entropy(la, y).backward();
+  cross_entropy(lb, y).backward();
+  bool same = true;
+  for (auto& [name, t] : zoo->named_parameters())
+    for (auto& [n2, t2] : theirs)
+      if (n2 == name && tensor_bytes(t.grad()) != tensor_bytes(t2.grad())) {
+        ADD_FAILURE() << file << ": gradient of " << name << " differs (fused " << fused << ")";
+        same = false;
       }
+  return same;
+}
+
+std::vector<int64_t> random_ids(uint64_t seed) {   // 2 x 128 ids, none 0 (the padding id)
+  Generator gen{seed, 0};
+  std::vector<int64_t> ids(2 * 128);
+  for (int64_t& id : ids) id = 1 + int64_t(gen.next_below(30000));
+  return ids;
+}
+
+// With the zoo's weights copied in and no padding token (the zoo masks id 0, the export's
+// graph masks nothing), a training step at another batch than the export's gives the zoo's
+// logits and every gradient bit for bit, eager and fused attention.
+TEST(GraphImportZoo, BertBaseStepEqualsTheZoos) {
+  for (bool fused : {false, true}) EXPECT_TRUE(bert_step_equals_the_zoos("bert.json", random_ids(7), fused)) << fused;
+}
+
+// The export called with an attention_mask (bert_padded.json: a second input, the mask built
+// from it) on a padded batch (sample 1 ends in 40 padding ids): the importer derives the mask
+// from the ids and runs it as the key padding mask, so the step is the zoo's bit for bit, eager
+// and fused; the export without that input attends to the padding and differs.
+TEST(GraphImportZoo, BertPaddedGraphStepEqualsTheZoosOnPaddedBatches) {
+  std::vector<int64_t> ids = random_ids(8);
+  std::fill(ids.begin() + 128 + 88, ids.end(), 0);
+  for (bool fused : {false, true})
+    EXPECT_TRUE(bert_step_equals_the_zoos("bert_padded.json", ids, fused)) << fused;
+  ModelConfig cfg = bert_base_config();
+  nn::ModulePtr zoo = build_model("bert-base", cfg), unmasked = build_graph_model(read_model_graph(kGraphs + "bert.json"), cfg);
+  auto theirs = unmasked->named_parameters();
+  for (auto& [name, t] : zoo->named_parameters())
+    for (auto& [n2, t2] : theirs)
+      if (n2 == name) {
+        Tensor dst = t2;
+        dst.copy_(t);
+      }
+  const Tensor x = Tensor::from_vector_i64(ids, {2, 128});
+  EXPECT_NE(tensor_bytes((*zoo)(x)), tensor_bytes((*unmasked)(x)));
+}
+
+// From the CLI: the padded export trains on synthetic-seq batches of 40..128 tokens (each
+// batch padded with id 0 to the exported 128, the padding masked); the unpadded export keeps
+// every sample at 128 whatever --seq-min-len says (config records the flag).
+TEST(GraphImportZoo, BertPaddedGraphTrainsOnPaddedBatches) {
+  for (const char* file : {"bert_padded.json", "bert.json"}) {
+    json j = run_json("train --model graph:" + kGraphs + file +
+                      " --dataset synthetic-seq --seq-len 128 --seq-min-len 40 --batch 2 --steps 2 --synthetic-size 4"
+                      " --eval-batches 0 --quiet");
+    ASSERT_TRUE(j.is_object()) << file;
+    EXPECT_EQ(j["config"]["seq_min_len"], 40) << file;
+    EXPECT_TRUE(std::isfinite(j["metrics"]["history"]["train_loss"].back().get<double>())) << file;
+  }
+}
+
+// Any other use of the attention-mask input is refused naming the node: here attention reads
+// the [B, T] mask itself instead of the [B, 1, T, T] one built from it.
+TEST(GraphImportZoo, OtherUsesOfTheMaskInputAreRefusedNamingTheNode) {
+  ModelGraph g = read_model_graph(kGraphs + "bert_padded.json");
+  for (GraphNode& n : g.nodes)
+    if (n.op == "aten.scaled_dot_product_attention.default") {
+      n.args[3] = json{{"ref", "_to_copy"}};
+      n.refs[3] = "_to_copy";
     }
+  ModelConfig cfg = bert_base_config();
+  cfg.device = meta_device();
+  nn::ModulePtr m = build_graph_model(g, cfg);
+  try {
+    (void)(*m)(Tensor::empty({2, 128}, DType::i64, meta_device()));
+    ADD_FAILURE() << "no error";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'scaled_dot_product_attention' "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("key padding"), std::string::npos) << e.what();
   }
 }
 

@@ -127,7 +127,8 @@ Datasets make_datasets(const TrainConfig& c) {
     SyntheticSeqOptions o;
     o.size = c.synthetic_size + test_size;
     o.max_len = c.seq_len;
-    o.min_len = is_graph_model(c.model) ? c.seq_len : c.seq_min_len;   // a graph's shapes are the export's
+    // a graph's shapes are the export's: padding only where it takes an attention mask
+    o.min_len = is_graph_model(c.model) && !graph_has_mask_input(graph_of_model(c.model)) ? c.seq_len : c.seq_min_len;
     o.long_prob = c.long_seq_prob;
     o.long_len = c.long_seq_len;
     o.seed = c.seed + 1;
