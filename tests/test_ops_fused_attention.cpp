@@ -3,7 +3,8 @@
 // from a reset generator, Tq != Tk, Dv != D, permuted inputs); equal to eager attention
 // within float32 rounding, dropout included (the same generator state draws the same mask),
 // forward and backward; bitwise the same at 1 and 2 threads; on meta it saves its output
-// and one log-sum-exp per row, never the Tq x Tk probabilities; causal masking (GPT-2) on both.
+// and one log-sum-exp per row, never the Tq x Tk probabilities, and 16-bit inputs in 16 bits
+// (as PyTorch's SDPA); causal masking (GPT-2) on both.
 // ctest tier: ops
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/autograd/autocast.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
@@ -111,6 +113,47 @@ TEST(FusedAttention, MetaSavesNoSequenceSquaredTensors) {
   const int64_t out = 2 * 4 * 256 * 16 * 4, lse = 2 * 4 * 256 * 4;
   EXPECT_EQ(fast, out + lse);
   EXPECT_GE(eager - fast, int64_t(2) * 4 * 256 * 256 * 9 - out);
+}
+
+// 16-bit q, k, v (a --half model; under autocast also float32 ones, cast to its dtype) are
+// saved as they are, as PyTorch's SDPA saves them: on meta the op leaves only its 16-bit
+// output and a float32 log-sum-exp allocated (its float32 working copies are freed), under
+// autocast the same plus the 16-bit casts of q, k, v; values and gradients in the inputs'
+// dtype, equal to the float32 op's within that dtype's rounding.
+TEST(FusedAttention, SixteenBitInputsAreSavedIn16BitsAndMatchFloat32) {
+  const Device meta{DeviceType::meta, 0};
+  const int64_t n = 2 * 4 * 64 * 16, rows = 2 * 4 * 64;
+  for (DType low : {DType::f16, DType::bf16}) {
+    for (bool autocast : {false, true}) {
+      CachingAllocator& alloc = allocator_for(meta);
+      std::vector<Tensor> in;
+      for (int i = 0; i < 3; ++i) in.push_back(leaf(Tensor::empty({2, 4, 64, 16}, autocast ? DType::f32 : low, meta)));
+      const int64_t before = alloc.stats().at("allocated_bytes.all.current");
+      AutocastGuard amp(autocast ? std::optional<DType>(low) : std::nullopt);
+      Tensor y = fused_scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), 0.0, true);
+      EXPECT_EQ(y.dtype(), low);
+      const int64_t casts = autocast ? 3 * n * 2 : 0;
+      EXPECT_EQ(alloc.stats().at("allocated_bytes.all.current") - before, casts + n * 2 + rows * 4)
+          << dtype_name(low) << " autocast " << autocast;
+    }
+    std::vector<Tensor> f32, half;
+    for (int i = 0; i < 3; ++i) {
+      Tensor t = random_f64({2, 3, 7, 8}, -1, 1, uint64_t(40 + i)).to(low);   // values a 16-bit tensor holds
+      half.push_back(leaf(t.detach()));
+      f32.push_back(leaf(t.to(DType::f32).detach()));
+    }
+    const Tensor g = random_f64({2, 3, 7, 8}, -1, 1, 50).to(low);
+    Tensor yh = fused_scaled_dot_product_attention(half[0], half[1], half[2], Tensor(), 0.0, true);
+    Tensor yf = fused_scaled_dot_product_attention(f32[0], f32[1], f32[2], Tensor(), 0.0, true);
+    sum_all(mul(yh, g)).backward();
+    sum_all(mul(yf, g.to(DType::f32))).backward();
+    const double tol = low == DType::f16 ? 4e-3 : 3e-2;   // a few of the type's ulps at magnitude ~1
+    expect_near(yh.to(DType::f64).to_vector(), yf.to(DType::f64).to_vector(), tol);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(half[size_t(i)].grad().dtype(), low);
+      expect_near(half[size_t(i)].grad().to(DType::f64).to_vector(), f32[size_t(i)].grad().to(DType::f64).to_vector(), tol);
+    }
+  }
 }
 
 TEST(FusedAttention, BadInputsAreClearErrors) {

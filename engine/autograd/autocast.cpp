@@ -77,8 +77,9 @@ const std::vector<AutocastRule>& autocast_rules() {
       {"softmax", CastPolicy::fp32, "exp and row sums overflow half: float32 in and out"},
       {"log_softmax", CastPolicy::fp32, "float32 in and out"},
       {"masked_softmax", CastPolicy::fp32, "attention probabilities in float32"},
-      {"fused_attention", CastPolicy::fp32,
-       "q, k, v in float32, float32 output (the CPU kernels; tensor-core kernels would take the autocast dtype)"},
+      {"fused_attention", CastPolicy::lower,
+       "q, k, v in the autocast dtype and saved in it, as PyTorch's scaled_dot_product_attention; the kernels "
+       "compute in float32 on copies made for the call (float32 log-sum-exp); output in the autocast dtype"},
       {"layer_norm", CastPolicy::fp32, "mean / variance in float32, float32 output"},
       {"group_norm", CastPolicy::fp32, "group mean / variance in float32, float32 output"},
       {"cross_entropy", CastPolicy::fp32, "logits cast to float32, float32 loss"},

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "engine/autograd/autocast.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "engine/core/error.h"
@@ -31,15 +32,42 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op
                  " do not match (expected [B, NH, Tq, D], [B, NH, Tk, D], [B, NH, Tk, Dv])");
 }
 
-// Float32 compute for 16-bit inputs: under autocast (as masked_softmax), else cast here and
-// the output cast back (a --half model).
-Tensor to_compute_dtype(const Tensor& t, bool& cast_back) {
-  Tensor u = autocast_fp32(t, "fused_attention");
-  if (u.dtype() == DType::f16 || u.dtype() == DType::bf16) {
-    cast_back = true;
-    u = u.to(DType::f32);
-  }
-  return u;
+// 16-bit q, k, v (autocast's dtype, or a --half model) are saved as they are, as PyTorch's
+// scaled_dot_product_attention saves its 16-bit inputs; the kernels (float32 and float64)
+// compute on float32 copies made for the call and freed after it. No autograd on these
+// copies: the op's own backward returns gradients in the inputs' dtype.
+bool is_low(DType t) { return t == DType::f16 || t == DType::bf16; }
+Tensor compute_copy(const Tensor& t) {
+  if (!is_low(t.dtype())) return t;
+  NoGradGuard no_grad;
+  return t.to(DType::f32);
+}
+Tensor to_dtype(const Tensor& t, DType dt) {
+  if (t.dtype() == dt) return t;
+  NoGradGuard no_grad;
+  return t.to(dt);
+}
+
+// Backward of the fused op: float32 copies of the saved 16-bit tensors, the kernel, the
+// gradients cast to the inputs' dtype.
+BackwardFn fused_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const Tensor& mask, const FusedAttentionArgs& a) {
+  SavedTensor sq(q, "fused_attention"), sk(k, "fused_attention"), sv(v, "fused_attention");
+  SavedTensor so(out, "fused_attention"), sl(lse, "fused_attention");
+  const DType io = q.dtype();
+  return [sq, sk, sv, so, sl, mask, a, io](const Tensor& g0, const std::vector<bool>&) {
+    Tensor q = compute_copy(sq.unpack()), k = compute_copy(sk.unpack()), v = compute_copy(sv.unpack());
+    Tensor out = compute_copy(so.unpack()), lse = sl.unpack(), g = compute_copy(g0.contiguous());
+    Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());
+    Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
+    Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
+    FusedAttentionArgs b = a;
+    b.q = q.raw_data(); b.k = k.raw_data(); b.v = v.raw_data(); b.out = out.raw_data(); b.lse = lse.raw_data();
+    b.mask = mask.defined() ? mask.data<uint8_t>() : nullptr;
+    b.dout = g.raw_data(); b.dq = dq.raw_data(); b.dk = dk.raw_data(); b.dv = dv.raw_data();
+    fused_attention_backward_kernels().launch(q.device(), q.dtype(), b);
+    return std::vector<Tensor>{to_dtype(dq, io), to_dtype(dk, io), to_dtype(dv, io)};
+  };
 }
 
 }  // namespace
@@ -58,40 +86,28 @@ Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, co
                    dtype_name(mask0.dtype()));
     mask = mask0.contiguous();
   }
-  bool cast_back = false;
-  const DType in_dtype = q0.dtype();
-  const Tensor q = to_compute_dtype(q0, cast_back).reshape({B * NH, Tq, D}).contiguous();
-  const Tensor k = to_compute_dtype(k0, cast_back).reshape({B * NH, Tk, D}).contiguous();
-  const Tensor v = to_compute_dtype(v0, cast_back).reshape({B * NH, Tk, Dv}).contiguous();
+  // PyTorch's dtype rule: under autocast q, k, v in the autocast dtype, else their own
+  const Tensor q = autocast_lower(q0, "fused_attention").reshape({B * NH, Tq, D}).contiguous();
+  const Tensor k = autocast_lower(k0, "fused_attention").reshape({B * NH, Tk, D}).contiguous();
+  const Tensor v = autocast_lower(v0, "fused_attention").reshape({B * NH, Tk, Dv}).contiguous();
+  OOMLAB_CHECK_T(DTypeError, q.dtype() == k.dtype() && q.dtype() == v.dtype(), "fused attention: q, k and v are ",
+                 dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()), ": one dtype expected");
   const double p = training ? dropout_p : 0.0;
   const auto [seed, base] = p > 0 ? reserve_draws(gen, q.device(), uint64_t(B * NH * Tq * Tk)) : std::pair<uint64_t, uint64_t>{0, 0};
-  FusedAttentionArgs a{q.raw_data(), k.raw_data(), v.raw_data(), mask.defined() ? mask.data<uint8_t>() : nullptr,
+  FusedAttentionArgs a{nullptr, nullptr, nullptr, mask.defined() ? mask.data<uint8_t>() : nullptr,
                        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                        B * NH, NH, Tq, Tk, D, Dv, D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0, p, seed, base, causal};
-  Tensor out = Tensor::empty({B * NH, Tq, Dv}, q.dtype(), q.device());
-  Tensor lse = Tensor::empty({B * NH, Tq}, q.dtype(), q.device());
-  a.out = out.raw_data();
-  a.lse = lse.raw_data();
-  fused_attention_forward_kernels().launch(q.device(), q.dtype(), a);
-  out = attach_grad_fn(out, "fused_attention", {q, k, v}, [&]() -> BackwardFn {
-    SavedTensor sq(q, "fused_attention"), sk(k, "fused_attention"), sv(v, "fused_attention");
-    SavedTensor so(out, "fused_attention"), sl(lse, "fused_attention");
-    return [sq, sk, sv, so, sl, mask, a](const Tensor& g0, const std::vector<bool>&) {
-      Tensor q = sq.unpack(), k = sk.unpack(), v = sv.unpack(), out = so.unpack(), lse = sl.unpack();
-      Tensor g = g0.contiguous();
-      Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());
-      Tensor dk = Tensor::empty(k.shape(), k.dtype(), k.device());
-      Tensor dv = Tensor::empty(v.shape(), v.dtype(), v.device());
-      FusedAttentionArgs b = a;
-      b.q = q.raw_data(); b.k = k.raw_data(); b.v = v.raw_data(); b.out = out.raw_data(); b.lse = lse.raw_data();
-      b.mask = mask.defined() ? mask.data<uint8_t>() : nullptr;
-      b.dout = g.raw_data(); b.dq = dq.raw_data(); b.dk = dk.raw_data(); b.dv = dv.raw_data();
-      fused_attention_backward_kernels().launch(q.device(), q.dtype(), b);
-      return std::vector<Tensor>{dq, dk, dv};
-    };
-  });
-  out = out.reshape({B, NH, Tq, Dv});
-  return cast_back ? out.to(in_dtype) : out;
+  Tensor out, lse;
+  {
+    const Tensor qc = compute_copy(q), kc = compute_copy(k), vc = compute_copy(v);
+    Tensor oc = Tensor::empty({B * NH, Tq, Dv}, qc.dtype(), qc.device());
+    lse = Tensor::empty({B * NH, Tq}, qc.dtype(), qc.device());   // float32 for 16-bit inputs
+    a.q = qc.raw_data(); a.k = kc.raw_data(); a.v = vc.raw_data(); a.out = oc.raw_data(); a.lse = lse.raw_data();
+    fused_attention_forward_kernels().launch(qc.device(), qc.dtype(), a);
+    out = to_dtype(oc, q.dtype());
+  }
+  out = attach_grad_fn(out, "fused_attention", {q, k, v}, [&]() { return fused_backward(q, k, v, out, lse, mask, a); });
+  return out.reshape({B, NH, Tq, Dv});
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,

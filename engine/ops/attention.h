@@ -12,9 +12,13 @@
 // query row -- never the Tq x Tk probabilities -- and recomputes the scores in backward;
 // dropout is replayed from the generator state it reserved, which is the draw eager's
 // dropout makes over the [B, NH, Tq, Tk] probabilities, so both give the same mask.
-// float16 / bfloat16 inputs compute in float32 (under autocast, as masked_softmax; else
-// cast, and the output cast back). Allocation order (identical on meta): forward: the
-// contiguous copies if any, out, lse; backward: contiguous(g) if needed, dq, dk, dv.
+// dtypes as PyTorch's SDPA: under autocast q, k, v are cast to the autocast dtype (float32
+// ones; autocast policy "lower"); float16 / bfloat16 q, k, v and the output are saved in
+// their 16 bits, the log-sum-exp in float32, and the kernels compute in float32 on copies
+// made for the call (freed after it), the output and the gradients cast back.
+// Allocation order (identical on meta): forward: the autocast casts and contiguous copies if
+// any, the float32 copies (16-bit inputs), out (float32), lse, the 16-bit output; backward:
+// contiguous(g) if needed, the float32 copies, dq, dk, dv, their 16-bit casts.
 #pragma once
 #include "engine/core/rng.h"
 #include "engine/core/tensor.h"
