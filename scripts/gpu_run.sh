@@ -115,6 +115,7 @@ declare -A FLAGS=(
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_flash]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
+  [bert384_fused_bf16]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
   [r50_tf32_next]="--model resnet50 --batch 128 --allow-tf32 all --fuse-relu on"
   [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
   [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
@@ -144,9 +145,9 @@ declare -A ENVS=([r50_tf32_next]="$NEXT"
                  [bert384_fused_flash]="$FLASH")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_tf32_graph r50_bf16 r50_bf16_next r50_bf16_graph r50_fp16 r50_fp16_graph
        r50_tf32_bench r50_tf32_bench_graph vgg16_tf32 bert_fp32 bert_tf32
-       bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_flash
+       bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_flash bert384_fused_bf16
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
-TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa)
+TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
   local f=${FLAGS[$1]} model batch seq
   model=$(sed -n 's/.*--model \([^ ]*\).*/\1/p' <<<"$f"); batch=$(sed -n 's/.*--batch \([0-9]*\).*/\1/p' <<<"$f")

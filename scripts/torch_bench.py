@@ -48,6 +48,7 @@ CONFIGS = {
     "bert384_none": ("bert-base", 24, 384, "tf32", "adamw", "eager", False, False),
     "bert384_all": ("bert-base", 24, 384, "tf32", "adamw", "eager", True, False),
     "bert384_none_sdpa": ("bert-base", 24, 384, "tf32", "adamw", "sdpa", False, False),
+    "bert384_bf16_sdpa": ("bert-base", 24, 384, "bf16", "adamw", "sdpa", False, False),   # beside bert384_fused_bf16
     # the twins of gpu_run.sh's graph_* pairs: models/graphs/'s exports as PyTorch runs them
     # (1000 classes, no dropout, BERT without an attention mask; GPT-2's next-token loss)
     "graph_r50_tf32": ("resnet50-export", 64, 0, "tf32", "sgd", "", False, False),
