@@ -18,7 +18,7 @@
 // the same draws as every other attention kernel.
 // The kernel bodies live in attention_flash.cuh, written for an executor context, so that CPU
 // CI runs them on emulated thread blocks against the CPU kernels
-// (kernels/cuda/check/flash_attention_check.cu); this file holds the GPU's entry points.
+// (kernels/cuda/check/attention_kernels_check.cu); this file holds the GPU's entry points.
 #include <cmath>
 
 #include "kernels/attention.h"

@@ -1,7 +1,7 @@
 // attention_flash.cuh — the bodies of the register-tiled float32 fused-attention kernels
 // (attention_flash.cu, which describes the algorithm), written once for two executors: the
 // GPU (DeviceCtx: threadIdx / blockIdx, __syncthreads, warp shuffles over a row group's 8
-// lanes) and a host emulation of a block (kernels/cuda/check/flash_attention_check.cu: 128
+// lanes) and a host emulation of a block (kernels/cuda/check/attention_kernels_check.cu: 128
 // host threads, a barrier, an exchange array), so that CPU CI runs the very index arithmetic,
 // tiling and masking the GPU runs against the CPU kernels. A context provides tid(), bx(),
 // by(), sync(), group_max(v), group_sum(v) (over lanes tid & ~7 .. + 7); every thread of a
@@ -12,9 +12,11 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_keep.cuh"
+#include "kernels/cuda/block_ctx.cuh"
 
 namespace oomlab::flash {
 using cuda::AttentionKeep;
+using cuda::DeviceCtx;
 constexpr int kD = 64;         // head dim of q, k and v
 constexpr int kBlock = 64;     // rows a block owns (queries: forward, dQ; keys: dK / dV)
 constexpr int kTile = 32;      // rows of the other side per step
@@ -306,48 +308,5 @@ template <class Ctx> __host__ __device__ void dkv_body(const Ctx& x, const Fused
   }
 }
 
-// The GPU's executor.
-struct DeviceCtx {
-  __host__ __device__ int tid() const {
-#ifdef __CUDA_ARCH__
-    return int(threadIdx.x);
-#else
-    return 0;
-#endif
-  }
-  __host__ __device__ int64_t bx() const {
-#ifdef __CUDA_ARCH__
-    return int64_t(blockIdx.x);
-#else
-    return 0;
-#endif
-  }
-  __host__ __device__ int64_t by() const {
-#ifdef __CUDA_ARCH__
-    return int64_t(blockIdx.y);
-#else
-    return 0;
-#endif
-  }
-  __host__ __device__ void sync() const {
-#ifdef __CUDA_ARCH__
-    __syncthreads();
-#endif
-  }
-  __host__ __device__ float group_sum(float v) const {
-#ifdef __CUDA_ARCH__
-#pragma unroll
-    for (int o = 1; o < 8; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-#endif
-    return v;
-  }
-  __host__ __device__ float group_max(float v) const {
-#ifdef __CUDA_ARCH__
-#pragma unroll
-    for (int o = 1; o < 8; o <<= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-#endif
-    return v;
-  }
-};
 
 }  // namespace oomlab::flash
