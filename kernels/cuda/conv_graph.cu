@@ -259,7 +259,13 @@ cudnnStatus_t try_execute(cudnnHandle_t h, const Engine& e, std::array<void*, 3>
 // An execution plan for `cfg` when the rules accept it, it finalizes and its workspace is
 // within `limit`; otherwise nullopt and *skipped says why (the last reason is kept).
 std::optional<Engine> make_engine(cudnnHandle_t h, Desc cfg, DType t, bool tf32, size_t limit, std::string* skipped) {
-  const EngineInfo info = engine_info(cfg);
+  EngineInfo info;
+  try {
+    info = engine_info(cfg);
+  } catch (const Refused& r) {   // one configuration cuDNN will not describe: the next one
+    *skipped = r.why;
+    return std::nullopt;
+  }
   if (const char* refusal = cudnn_graph::engine_refusal(info.notes, t, tf32)) {
     *skipped = str_cat(info.tag, " ", refusal);
     return std::nullopt;
@@ -273,8 +279,12 @@ std::optional<Engine> make_engine(cudnnHandle_t h, Desc cfg, DType t, bool tf32,
     return std::nullopt;
   }
   int64_t ws = 0, n = 0;
-  step(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws),
-       "plan workspace");
+  if (const cudnnStatus_t st =
+          cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
+      st != CUDNN_STATUS_SUCCESS) {
+    *skipped = str_cat(info.tag, " workspace query: ", cudnnGetErrorString(st));
+    return std::nullopt;
+  }
   if (ws < 0 || size_t(ws) > limit) {
     *skipped = str_cat(info.tag, " workspace ", ws, " B over the limit");
     return std::nullopt;
