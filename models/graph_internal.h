@@ -73,6 +73,7 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   CheckpointPlan plan_checkpoints(const CheckpointPolicy& policy) override;
   void apply_checkpoint_plan(const CheckpointPlan& plan) override;
   std::vector<std::vector<std::string>> checkpoint_chains() override;
+  int64_t applied_segments() const override { return int64_t(segments_.size()); }
   const ModelGraph& graph() const { return g_; }
   const ModelConfig& config() const { return cfg_; }
   bool last_use(const std::string& name, size_t node) const {

@@ -223,6 +223,16 @@ TEST(GraphImportZoo, BertPaddedGraphTrainsOnPaddedBatches) {
   }
 }
 
+// A graph plans its own checkpoint segments (CheckpointPlanner): train's results record how
+// many it runs with, as for the zoo (BERT's 12 layers under sqrt: 3 segments of 4, the last
+// not checkpointed), not 0.
+TEST(GraphImportZoo, TrainRecordsAGraphsCheckpointSegments) {
+  json j = run_json("train --model graph:" + kGraphs + "bert_padded.json --checkpoint sqrt --device meta"
+                    " --dataset synthetic-seq --seq-len 128 --batch 2 --steps 1 --synthetic-size 4 --eval-batches 0 --quiet");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["config"]["checkpoint_segments"], 2);
+}
+
 // Any other use of the attention-mask input is refused naming the node: here attention reads
 // the [B, T] mask itself instead of the [B, 1, T, T] one built from it.
 TEST(GraphImportZoo, OtherUsesOfTheMaskInputAreRefusedNamingTheNode) {

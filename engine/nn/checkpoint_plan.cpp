@@ -177,6 +177,13 @@ CheckpointPlan plan_checkpoints(nn::Module& model, const Tensor& sample, const C
   return plan;
 }
 
+int64_t applied_checkpoint_segments(nn::Module& model) {
+  if (auto* own = dynamic_cast<CheckpointPlanner*>(&model)) return own->applied_segments();
+  int64_t segments = 0;
+  for (auto& [name, sub] : model.named_modules()) segments = std::max(segments, sub->checkpoint_role().segment + 1);
+  return segments;
+}
+
 void apply_checkpoint_plan(nn::Module& model, const CheckpointPlan& plan) {
   if (auto* own = dynamic_cast<CheckpointPlanner*>(&model)) return own->apply_checkpoint_plan(plan);
   for (auto& [name, m] : model.named_modules()) m->set_checkpoint_role({});

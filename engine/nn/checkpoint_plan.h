@@ -67,7 +67,12 @@ class CheckpointPlanner {
   virtual CheckpointPlan plan_checkpoints(const CheckpointPolicy& policy) = 0;
   virtual std::vector<std::vector<std::string>> checkpoint_chains() = 0;   // block names per chain
   virtual void apply_checkpoint_plan(const CheckpointPlan& plan) = 0;
+  virtual int64_t applied_segments() const = 0;   // segments of the plan applied last (0: none)
 };
+
+// The number of checkpointed segments `model` runs with (results' config.checkpoint_segments):
+// its modules' roles, or what a CheckpointPlanner applied.
+int64_t applied_checkpoint_segments(nn::Module& model);
 
 // Plans segments for `policy`; ValueError when the policy has nothing to checkpoint in
 // this model (e.g. selective:attention on a ResNet), naming what the model has, or is a

@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/core/thread_budget.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/nn/checkpoint_plan.h"
 #include "engine/parallel/comm_queue.h"
 #include "engine/parallel/comm_registry.h"
 #include "engine/parallel/data_parallel.h"
@@ -23,11 +24,7 @@ using json = nlohmann::json;
 
 namespace {
 // The activation-checkpointing segments the model was planned with (results config).
-void record_segments(TrainerConfig& t, nn::Module& m) {
-  int64_t segments = 0;
-  for (auto& [name, sub] : m.named_modules()) segments = std::max(segments, sub->checkpoint_role().segment + 1);
-  t.config["checkpoint_segments"] = segments;
-}
+void record_segments(TrainerConfig& t, nn::Module& m) { t.config["checkpoint_segments"] = applied_checkpoint_segments(m); }
 
 bool under_launcher() { return discover_rank({}, current_environment()).source != "single"; }
 
