@@ -115,6 +115,7 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   std::map<std::string, HostValue> buffer_constants_;  // integer buffers with values
   std::map<std::string, HostValue> constants_;         // those and the nodes folded for folded_for_
   std::string mask_input_;                             // the attention-mask input's name ("" if none)
+  bool classifier_output_ = false;                     // the output is [batch, classes]
   std::map<std::string, MaskExpr> mask_exprs_;         // it and the nodes folded from it, for folded_for_
   Tensor key_padding_;
   Shape folded_for_;                                   // the input shape constants_ were folded for

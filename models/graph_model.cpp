@@ -87,6 +87,9 @@ Tensor key_padding_of(const Tensor& ids) {
 
 GraphModel::GraphModel(ModelGraph g, const ModelConfig& cfg) : GraphLeaf("GraphModel"), g_(std::move(g)), cfg_(cfg) {
   if (g_.inputs.size() == 2) mask_input_ = g_.inputs[1].name;   // build_graph_model checked its shape
+  classifier_output_ = std::any_of(g_.nodes.begin(), g_.nodes.end(), [&](const GraphNode& n) {
+    return n.name == g_.outputs[0] && n.outputs.at(0).shape.size() == 2;
+  });
   build_tree();
   fold_constants(g_.inputs[0].shape);
   plan_lifetimes();
@@ -236,11 +239,7 @@ std::map<std::string, Value> GraphModel::base_env() {
 Tensor GraphModel::padded_to_export(const Tensor& x) const {
   const GraphTensor& in = g_.inputs[0];
   if (mask_input_.empty() || x.dim() != 2 || x.size(1) >= in.shape[1]) return x;
-  const std::string& out = g_.outputs[0];
-  const bool classifier = std::any_of(g_.nodes.begin(), g_.nodes.end(), [&](const GraphNode& n) {
-    return n.name == out && n.outputs.at(0).shape.size() == 2;
-  });
-  OOMLAB_CHECK_T(ShapeError, classifier, "graph ", g_.file, ": token ids of length ", x.size(1), " for a model exported at ",
+  OOMLAB_CHECK_T(ShapeError, classifier_output_, "graph ", g_.file, ": token ids of length ", x.size(1), " for a model exported at ",
                  in.shape[1], " whose output is not [batch, classes]: pad the batches to ", in.shape[1]);
   return cat({x, Tensor::zeros({x.size(0), in.shape[1] - x.size(1)}, DType::i64, x.device())}, 1);
 }

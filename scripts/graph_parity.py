@@ -94,11 +94,9 @@ def torch_step(torch, model, name, x, labels):
         logits = model(input_ids=x).logits
         target = torch.cat([x[:, 1:], torch.full((x.shape[0], 1), -100, dtype=torch.int64)], 1)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
-    elif name == "bert":
-        logits = model(input_ids=x).logits
-        loss = F.cross_entropy(logits, labels)
-    elif name == "bert_padded":
-        logits = model(input_ids=x, attention_mask=(x != 0).long()).logits
+    elif name in ("bert", "bert_padded"):
+        mask = (x != 0).long() if name == "bert_padded" else None
+        logits = model(input_ids=x, attention_mask=mask).logits
         loss = F.cross_entropy(logits, labels)
     else:
         logits = model(x)

@@ -48,6 +48,20 @@ __host__ __device__ __forceinline__ float4 ld4(const float* p) { return *reinter
 __host__ __device__ __forceinline__ void unpack(float4 v, float* out) {
   out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
 }
+// acc[r][c] += sum over d < kD of a[d * lda + r] * b[d * ldb + c]: a 4 x 4 micro-tile of the
+// product of two transposed tiles (a and b point at the tile's first row and column).
+__host__ __device__ __forceinline__ void product4x4(float (&acc)[4][4], const float* a, int lda, const float* b, int ldb) {
+  for (int d = 0; d < kD; ++d) {
+    float av[4], bv[4];
+    unpack(ld4(a + d * lda), av);
+    unpack(ld4(b + d * ldb), bv);
+    #pragma unroll
+    for (int r = 0; r < 4; ++r)
+      #pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+  }
+}
+
 // Rows [r0, r0 + n) of a [rows, kD] matrix: transposed into dst[kD][ld] and/or (row) plain
 // into plain[n][kD]; zeros past `rows`.
 __host__ __device__ inline void stage_rows(int tid, const float* src, int64_t r0, int64_t rows, int n, float* dst_t, int ld,
@@ -99,15 +113,7 @@ template <class Ctx> __host__ __device__ void fwd_body(const Ctx& x, const Fused
     stage_rows(tid, v, t0, a.Tk, kTile, nullptr, 0, &s.v[0][0]);
     x.sync();
     float sc[4][4] = {};
-    for (int d = 0; d < kD; ++d) {
-      float qv[4], kv[4];
-      unpack(ld4(&s.qt[d][rg * 4]), qv);
-      unpack(ld4(&s.kt[d][cg * 4]), kv);
-      #pragma unroll
-      for (int r = 0; r < 4; ++r)
-        #pragma unroll
-        for (int c = 0; c < 4; ++c) sc[r][c] = fmaf(qv[r], kv[c], sc[r][c]);
-    }
+    product4x4(sc, &s.qt[0][rg * 4], kBlock + kPad, &s.kt[0][cg * 4], kTile + kPad);
     #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int64_t i = i0 + rg * 4 + r;
@@ -174,20 +180,8 @@ template <class Ctx> __host__ __device__ void dq_body(const Ctx& x, const FusedA
     stage_rows(tid, static_cast<const float*>(a.v) + bh * a.Tk * kD, t0, a.Tk, kTile, &s.vt[0][0], kTile + kPad, nullptr);
     x.sync();
     float sc[4][4] = {}, dp[4][4] = {};
-    for (int d = 0; d < kD; ++d) {
-      float qv[4], kv[4], gv[4], vv[4];
-      unpack(ld4(&s.qt[d][rg * 4]), qv);
-      unpack(ld4(&s.kt[d][cg * 4]), kv);
-      unpack(ld4(&s.got[d][rg * 4]), gv);
-      unpack(ld4(&s.vt[d][cg * 4]), vv);
-      #pragma unroll
-      for (int r = 0; r < 4; ++r)
-        #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          sc[r][c] = fmaf(qv[r], kv[c], sc[r][c]);
-          dp[r][c] = fmaf(gv[r], vv[c], dp[r][c]);
-        }
-    }
+    product4x4(sc, &s.qt[0][rg * 4], kBlock + kPad, &s.kt[0][cg * 4], kTile + kPad);    // Q K^T
+    product4x4(dp, &s.got[0][rg * 4], kBlock + kPad, &s.vt[0][cg * 4], kTile + kPad);   // dO V^T
     #pragma unroll
     for (int r = 0; r < 4; ++r)
       #pragma unroll
@@ -227,20 +221,8 @@ __host__ __device__ inline void dkv_scores(int tid, const FusedAttentionArgs& a,
                                            int64_t j0, int64_t t0, AttentionKeep& keep) {
   const int kg = tid / 8, qg = tid % 8;
   float sc[4][4] = {}, dp[4][4] = {};
-  for (int d = 0; d < kD; ++d) {
-    float kv[4], qv[4], vv[4], gv[4];
-    unpack(ld4(&s.kt[d][kg * 4]), kv);
-    unpack(ld4(&s.qt[d][qg * 4]), qv);
-    unpack(ld4(&s.vt[d][kg * 4]), vv);
-    unpack(ld4(&s.got[d][qg * 4]), gv);
-    #pragma unroll
-    for (int r = 0; r < 4; ++r)
-      #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        sc[r][c] = fmaf(kv[r], qv[c], sc[r][c]);
-        dp[r][c] = fmaf(vv[r], gv[c], dp[r][c]);
-      }
-  }
+  product4x4(sc, &s.kt[0][kg * 4], kBlock + kPad, &s.qt[0][qg * 4], kTile + kPad);    // K Q^T
+  product4x4(dp, &s.vt[0][kg * 4], kBlock + kPad, &s.got[0][qg * 4], kTile + kPad);   // V dO^T
   const float scale = float(a.scale);
   #pragma unroll
   for (int r = 0; r < 4; ++r)

@@ -46,9 +46,7 @@ namespace oomlab {
 namespace {
 
 enum Kind : int { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
-const char* kind_op(Kind k) {
-  return k == kFwd ? "conv2d_forward" : (k == kBwdData ? "conv2d_backward_data" : "conv2d_backward_weight");
-}
+const char* kind_op(Kind k) { return conv_op_name(int(k)); }
 
 struct Types { cudnnDataType_t data, compute; cudnnMathType_t base_math; bool strict_fp32; };
 Types conv_types(DType t, bool tf32) {

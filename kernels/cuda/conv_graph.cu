@@ -37,9 +37,6 @@ using namespace cudnn_graph;
 constexpr size_t kHeuristicPlans = 2;
 constexpr size_t kBenchmarkPlans = 8;
 
-const char* kind_op(int k) {
-  return k == 0 ? "conv2d_forward" : (k == 1 ? "conv2d_backward_data" : "conv2d_backward_weight");
-}
 
 // The heuristics' engine configurations for `graph` under `mode` (none when it has none).
 std::vector<Desc> engine_configs(const Desc& graph, cudnnBackendHeurMode_t mode) {
@@ -315,9 +312,9 @@ bool conv_graph_run(cudnnHandle_t h, const Conv2dArgs& a, DType t, int kind, int
       last = str_cat(e.tag, ": ", refusal.empty() ? cudnnGetErrorString(st) : refusal);   // nothing ran
       continue;
     }
-    if (st != CUDNN_STATUS_SUCCESS) cuda::throw_cudnn_error(st, kind_op(kind), __FILE__, __LINE__);
+    if (st != CUDNN_STATUS_SUCCESS) cuda::throw_cudnn_error(st, conv_op_name(kind), __FILE__, __LINE__);
     if (cuda::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize());
-    note_kernel_choice(kind_op(kind), str_cat("cuDNN graph ", e.tag, ", workspace ", e.ws, " B (",
+    note_kernel_choice(conv_op_name(kind), str_cat("cuDNN graph ", e.tag, ", workspace ", e.ws, " B (",
                                               plan->from_find ? "find" : "heuristics", ")"));
     return true;
   }

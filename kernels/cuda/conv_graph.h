@@ -19,6 +19,12 @@
 
 namespace oomlab {
 
+// The op name of a convolution kind (0 forward, 1 backward data, 2 backward weight), for
+// messages and kernel choices (conv.cu's and this path's).
+inline const char* conv_op_name(int kind) {
+  return kind == 0 ? "conv2d_forward" : (kind == 1 ? "conv2d_backward_data" : "conv2d_backward_weight");
+}
+
 bool conv_graph_run(cudnnHandle_t h, const Conv2dArgs& a, DType t, int kind, int device, std::string* why);
 void clear_cudnn_graph_plans();
 

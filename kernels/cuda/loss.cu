@@ -42,7 +42,9 @@ __global__ void nll_fwd_kernel(const T* lp, const int64_t* target, T* loss, int6
   if (threadIdx.x == 0) *loss = st<T>(compute_t<T>(-total / double(count)));  // count 0 -> NaN, as PyTorch
 }
 // Every block counts the kept rows itself (N cached reads) so no scratch memory is needed.
-template <class T>
+// Vec (the switch cuda_vectorized(), d 16-byte aligned): 16 bytes per store (vector_map.cuh's
+// Pack), the same values bit for bit; else one element per store.
+template <class T, bool Vec>
 __global__ void nll_bwd_kernel(const int64_t* target, const T* dloss, T* d, int64_t N, int64_t C, int64_t ignore) {
   __shared__ T w_sh;
   long long cnt = 0;
@@ -50,29 +52,13 @@ __global__ void nll_bwd_kernel(const int64_t* target, const T* dloss, T* d, int6
   const long long count = block_sum(cnt);
   if (threadIdx.x == 0) w_sh = st<T>(compute_t<T>(-double(ld(*dloss)) / double(count)));
   __syncthreads();
-  const T w = w_sh;
-  for (int64_t i = gtid(); i < N * C; i += gstride()) {
-    const int64_t r = i / C, c = i - r * C, t = target[r];
-    d[i] = (c == t && nll_kept(t, C, ignore)) ? w : st<T>(compute_t<T>(0));
-  }
-}
-// As nll_bwd_kernel, 16 bytes per store (vector_map.cuh's Pack; the switch
-// cuda_vectorized(), d 16-byte aligned): the same values, bit for bit.
-template <class T>
-__global__ void nll_bwd_vec_kernel(const int64_t* target, const T* dloss, T* d, int64_t N, int64_t C, int64_t ignore) {
-  __shared__ T w_sh;
-  long long cnt = 0;
-  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) cnt += nll_kept(target[i], C, ignore) ? 1 : 0;
-  const long long count = block_sum(cnt);
-  if (threadIdx.x == 0) w_sh = st<T>(compute_t<T>(-double(ld(*dloss)) / double(count)));
-  __syncthreads();
   const T w = w_sh, zero = st<T>(compute_t<T>(0));
-  constexpr int V = kVecOf<T>;
-  const int64_t n = N * C, nv = n / V;
   auto value = [&](int64_t i) {
     const int64_t r = i / C, c = i - r * C, t = target[r];
     return (c == t && nll_kept(t, C, ignore)) ? w : zero;
   };
+  constexpr int V = Vec ? kVecOf<T> : 1;
+  const int64_t n = N * C, nv = Vec ? n / V : 0;
   for (int64_t j = gtid(); j < nv; j += gstride()) {
     Pack<T> y;
 #pragma unroll
@@ -90,14 +76,11 @@ template <class T> void nll_forward_cuda(const NllArgs& a) {
 template <class T> void nll_backward_cuda(const NllArgs& a) {
   if (a.N * a.C == 0) return;
   const Launch L("nll_loss_backward");
-  if (cuda_vectorized() && aligned16(a.dlogp)) {
-    nll_bwd_vec_kernel<T><<<std::min(grid_for(a.N * a.C / kVecOf<T> + 1), 1024), kThreads, 0, L.stream>>>(
-        a.target, static_cast<const T*>(a.dloss), static_cast<T*>(a.dlogp), a.N, a.C, a.ignore_index);
-    CUDA_LAUNCH_CHECK();
-    return;
-  }
-  nll_bwd_kernel<T><<<std::min(grid_for(a.N * a.C), 1024), kThreads, 0, L.stream>>>(
-      a.target, static_cast<const T*>(a.dloss), static_cast<T*>(a.dlogp), a.N, a.C, a.ignore_index);
+  const bool vec = cuda_vectorized() && aligned16(a.dlogp);
+  const int blocks = std::min(grid_for(vec ? a.N * a.C / kVecOf<T> + 1 : a.N * a.C), 1024);
+  auto kernel = vec ? nll_bwd_kernel<T, true> : nll_bwd_kernel<T, false>;
+  kernel<<<blocks, kThreads, 0, L.stream>>>(a.target, static_cast<const T*>(a.dloss), static_cast<T*>(a.dlogp), a.N,
+                                            a.C, a.ignore_index);
   CUDA_LAUNCH_CHECK();
 }
 // ---- pixel cross-entropy ------------------------------------------------------------------
