@@ -152,14 +152,15 @@ TEST(CachingAllocator, EmptyCacheReleasesOnlyFullyFreeSegments) {
 TEST(CachingAllocator, StatsKeysAndBalance) {
   auto a = make_meta();
   auto s0 = a.stats();
-  EXPECT_EQ(s0.size(), 10u * 3 * 4 + 5);
+  EXPECT_EQ(s0.size(), 10u * 3 * 4 + 7);
   for (const char* k : {"allocation", "segment", "active", "inactive_split", "allocated_bytes",
                         "reserved_bytes", "active_bytes", "inactive_split_bytes",
                         "requested_bytes", "workspace_bytes"})
     for (const char* p : {"all", "small_pool", "large_pool"})
       for (const char* s : {"current", "peak", "allocated", "freed"})
         EXPECT_EQ(s0.count(std::string(k) + "." + p + "." + s), 1u) << k << p << s;
-  for (const char* k : {"num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free", "num_invalid_frees"})
+  for (const char* k : {"num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free", "num_invalid_frees",
+                        "num_graph_pools", "graph_pools_reserved_bytes"})
     EXPECT_EQ(s0.at(k), 0);
   EXPECT_THROW(a.stat("allocated_bytes.all.bogus"), ValueError);
 

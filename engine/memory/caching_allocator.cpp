@@ -9,17 +9,13 @@
 // (PyTorch's device_free). Trace times share the process-wide trace_clock_us() origin.
 #include "engine/memory/caching_allocator.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
-#include <unordered_map>
+#include <string_view>
 
-#include "engine/core/error.h"
+#include "engine/memory/caching_allocator_impl.h"
 
 namespace oomlab {
 
@@ -30,59 +26,7 @@ int64_t trace_clock_us() {  // declared in memory_export.h; shared with OpSpanSc
 }
 
 namespace {
-
-enum StatKind { kAllocation, kSegment, kActive, kInactiveSplit, kAllocatedBytes, kReservedBytes,
-                kActiveBytes, kInactiveSplitBytes, kRequestedBytes, kWorkspaceBytes, kNumKinds };
-const char* const kKindNames[kNumKinds] = {
-    "allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
-    "active_bytes", "inactive_split_bytes", "requested_bytes", "workspace_bytes"};
-const char* const kPoolNames[3] = {"all", "small_pool", "large_pool"};
-
-// current and peak stay below kMaxAccountedBytes (new_segment); the lifetime totals
-// saturate at INT64_MAX rather than wrap.
-struct Stat {
-  int64_t current = 0, peak = 0, allocated = 0, freed = 0;
-  int64_t window_peak = 0;   // the peak since reset_window_peaks (never reported in stats())
-  static void saturating_add(int64_t& total, int64_t n) {
-    if (__builtin_add_overflow(total, n, &total)) total = INT64_MAX;
-  }
-  void increase(int64_t n) {
-    current += n;
-    peak = std::max(peak, current);
-    window_peak = std::max(window_peak, current);
-    saturating_add(allocated, n);
-  }
-  void decrease(int64_t n) { current -= n; saturating_add(freed, n); OOMLAB_ASSERT(current >= 0); }
-};
-
-// The most a device may reserve in all (4 EiB): beyond it sums of byte counts could wrap,
-// so a larger request is an out-of-memory error even where capacity is unlimited (meta).
-constexpr uint64_t kMaxAccountedBytes = uint64_t(1) << 62;
-
-struct Segment;
-struct Block {
-  Segment* seg = nullptr;
-  uint64_t seg_id = 0;      // copy of seg->id for the pool ordering
-  size_t offset = 0, size = 0, requested = 0;
-  bool allocated = false, workspace = false;
-  Block* prev = nullptr;    // neighbours inside the same segment
-  Block* next = nullptr;
-  std::string frame;
-  bool is_split() const { return prev != nullptr || next != nullptr; }
-};
-struct Segment { uint64_t id = 0; void* base = nullptr; size_t size = 0; bool small = false;
-                 Block* head = nullptr; };
-
-uint64_t addr_of(const Block* b) { return reinterpret_cast<uint64_t>(b->seg->base) + b->offset; }
-
-struct BlockLess {  // best fit: smallest size, then oldest segment, then lowest offset
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->size != b->size) return a->size < b->size;
-    if (a->seg_id != b->seg_id) return a->seg_id < b->seg_id;
-    return a->offset < b->offset;
-  }
-};
-using Pool = std::set<Block*, BlockLess>;
+using namespace alloc_detail;
 
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 size_t round_size(size_t n) { return n < kMinBlockSize ? kMinBlockSize : round_up(n, kMinBlockSize); }
@@ -101,208 +45,228 @@ std::string format_size(uint64_t bytes) {  // PyTorch-style: B / KiB / MiB / GiB
   return buf;
 }
 
-thread_local std::string t_frame;  // MemoryContext::current()
-
+bool no_caching_from_env() {   // OOMLAB_NO_CACHING=1: one exact segment per block (header)
+  const char* v = std::getenv("OOMLAB_NO_CACHING");
+  return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+}
 }  // namespace
 
-struct CachingAllocator::Impl {
-  Device device;
-  std::unique_ptr<RawMemory> raw;
-  mutable std::mutex mu;
-  Pool small_free, large_free;
-  std::unordered_map<uint64_t, Block*> active;   // address -> allocated block
-  std::map<uint64_t, Segment*> segments;         // id (creation order) -> segment
-  uint64_t next_segment_id = 1;
-  Stat st[kNumKinds][3];
-  int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
-  int64_t num_invalid_frees = 0;   // frees of pointers allocate() never returned (a bug)
-  size_t capacity = 0;
-  bool recording = false;
-  size_t max_entries = 1 << 20;
-  std::deque<TraceEvent> events;
+CachingAllocator::Impl::Impl(Device d, std::unique_ptr<RawMemory> r)
+    : device(d), raw(std::move(r)), no_caching(no_caching_from_env()) {}
+CachingAllocator::Impl::~Impl() { for (auto& [id, seg] : segments) release_raw(seg); }
 
-  const bool no_caching = [] {   // OOMLAB_NO_CACHING=1: one exact segment per block (header)
-    const char* v = std::getenv("OOMLAB_NO_CACHING");
-    return v != nullptr && *v != '\0' && std::string_view(v) != "0";
-  }();
+// Net change of the inactive_split stats over one operation (PyTorch applies the net).
+void CachingAllocator::Impl::apply_split_delta(bool small, int64_t d_count, int64_t d_bytes) {
+  if (d_count > 0) inc(kInactiveSplit, small, d_count);
+  if (d_count < 0) dec(kInactiveSplit, small, -d_count);
+  if (d_bytes > 0) inc(kInactiveSplitBytes, small, d_bytes);
+  if (d_bytes < 0) dec(kInactiveSplitBytes, small, -d_bytes);
+}
 
-  Impl(Device d, std::unique_ptr<RawMemory> r) : device(d), raw(std::move(r)) {}
-  ~Impl() { for (auto& [id, seg] : segments) release_raw(seg); }
+// Per-request stats of one allocated block: up on allocate, down on free.
+void CachingAllocator::Impl::account(const Block* b, bool small, bool up) {
+  auto f = [&](StatKind k, int64_t n) { up ? inc(k, small, n) : dec(k, small, n); };
+  f(kAllocation, 1); f(kActive, 1); f(kRequestedBytes, int64_t(b->requested));
+  f(kAllocatedBytes, int64_t(b->size)); f(kActiveBytes, int64_t(b->size));
+  if (b->workspace) f(kWorkspaceBytes, int64_t(b->size));
+}
 
-  Pool& pool_of(bool small) { return small ? small_free : large_free; }
-  void inc(StatKind k, bool small, int64_t n) { st[k][0].increase(n); st[k][small ? 1 : 2].increase(n); }
-  void dec(StatKind k, bool small, int64_t n) { st[k][0].decrease(n); st[k][small ? 1 : 2].decrease(n); }
-  // Net change of the inactive_split stats over one operation (PyTorch applies the net).
-  void apply_split_delta(bool small, int64_t d_count, int64_t d_bytes) {
-    if (d_count > 0) inc(kInactiveSplit, small, d_count);
-    if (d_count < 0) dec(kInactiveSplit, small, -d_count);
-    if (d_bytes > 0) inc(kInactiveSplitBytes, small, d_bytes);
-    if (d_bytes < 0) dec(kInactiveSplitBytes, small, -d_bytes);
+void CachingAllocator::Impl::record(const char* action, uint64_t addr, size_t size, bool workspace) {
+  if (!recording) return;
+  events.push_back(TraceEvent{action, addr, size, current_frame(), workspace ? "workspace" : "",
+                              trace_clock_us()});
+  while (events.size() > max_entries) events.pop_front();
+}
+
+// One raw allocation under the capacity limit; returns the segment's single free block.
+// The segment belongs to the active pool.
+alloc_detail::Block* CachingAllocator::Impl::new_segment(size_t seg_size, bool small) {
+  uint64_t reserved = st[kReservedBytes][0].current;
+  if (seg_size > kMaxAccountedBytes - reserved) return nullptr;
+  if (capacity != 0 && reserved + seg_size > capacity) return nullptr;
+  void* base = raw->alloc(seg_size);
+  if (base == nullptr) return nullptr;
+  ++num_device_alloc;
+  auto* seg = new Segment{next_segment_id++, base, seg_size, small, nullptr, active_pool};
+  auto* b = new Block;
+  b->seg = seg; b->seg_id = seg->id; b->size = seg_size;
+  seg->head = b;
+  segments.emplace(seg->id, seg);
+  inc(kSegment, small, 1);
+  inc(kReservedBytes, small, int64_t(seg_size));
+  record("segment_alloc", reinterpret_cast<uint64_t>(base), seg_size, false);
+  return b;
+}
+
+void CachingAllocator::Impl::release_raw(Segment* seg) {
+  for (Block* b = seg->head; b != nullptr;) { Block* n = b->next; delete b; b = n; }
+  raw->free(seg->base, seg->size);
+  delete seg;
+}
+
+// Releases every fully free segment (PyTorch's release_cached_blocks), oldest first,
+// except those of a live graph pool (a captured graph still writes into them).
+void CachingAllocator::Impl::release_cached() {
+  for (auto it = segments.begin(); it != segments.end();) {
+    Segment* seg = it->second;
+    Block* head = seg->head;
+    if (head->allocated || head->next != nullptr || live_graph_pools.count(seg->pool)) { ++it; continue; }
+    pool_of(seg).erase(head);
+    record("segment_free", reinterpret_cast<uint64_t>(seg->base), seg->size, false);
+    dec(kSegment, seg->small, 1);
+    dec(kReservedBytes, seg->small, int64_t(seg->size));
+    ++num_device_free;
+    it = segments.erase(it);
+    release_raw(seg);
   }
-  // Per-request stats of one allocated block: up on allocate, down on free.
-  void account(const Block* b, bool small, bool up) {
-    auto f = [&](StatKind k, int64_t n) { up ? inc(k, small, n) : dec(k, small, n); };
-    f(kAllocation, 1); f(kActive, 1); f(kRequestedBytes, int64_t(b->requested));
-    f(kAllocatedBytes, int64_t(b->size)); f(kActiveBytes, int64_t(b->size));
-    if (b->workspace) f(kWorkspaceBytes, int64_t(b->size));
-  }
+}
 
-  void record(const char* action, uint64_t addr, size_t size, bool workspace) {
-    if (!recording) return;
-    events.push_back(TraceEvent{action, addr, size, t_frame, workspace ? "workspace" : "",
-                                trace_clock_us()});
-    while (events.size() > max_entries) events.pop_front();
-  }
+void CachingAllocator::Impl::throw_oom(size_t nbytes) {
+  uint64_t allocated = st[kAllocatedBytes][0].current, reserved = st[kReservedBytes][0].current;
+  uint64_t free_bytes = raw->free_bytes();
+  if (capacity != 0) free_bytes = std::min<uint64_t>(free_bytes, capacity > reserved ? capacity - reserved : 0);
+  ++num_ooms;
+  record("oom", free_bytes == SIZE_MAX ? 0 : free_bytes, nbytes, false);
+  std::string msg = str_cat(
+      "oomlab: ", device.str(), " out of memory: tried to allocate ", format_size(nbytes),
+      " (capacity ", capacity == 0 ? std::string("unlimited, but at most 4 EiB can be accounted") : format_size(capacity), "; ",
+      format_size(allocated), " allocated, ", format_size(reserved), " reserved by oomlab; ",
+      free_bytes == SIZE_MAX ? std::string("unknown") : format_size(free_bytes), " free)");
+  if (reserved > allocated && reserved - allocated >= (reserved >> 2))
+    msg += str_cat(". ", format_size(reserved - allocated),
+                   " is reserved but unallocated (fragmentation): smaller or fewer distinct "
+                   "tensor sizes may help");
+  if (active_pool != 0) msg += " (while capturing a graph into a private pool)";
+  throw OutOfMemoryError(msg);
+}
 
-  // One raw allocation under the capacity limit; returns the segment's single free block.
-  Block* new_segment(size_t seg_size, bool small) {
-    uint64_t reserved = st[kReservedBytes][0].current;
-    if (seg_size > kMaxAccountedBytes - reserved) return nullptr;
-    if (capacity != 0 && reserved + seg_size > capacity) return nullptr;
-    void* base = raw->alloc(seg_size);
-    if (base == nullptr) return nullptr;
-    ++num_device_alloc;
-    auto* seg = new Segment{next_segment_id++, base, seg_size, small, nullptr};
-    auto* b = new Block;
-    b->seg = seg; b->seg_id = seg->id; b->size = seg_size;
-    seg->head = b;
-    segments.emplace(seg->id, seg);
-    inc(kSegment, small, 1);
-    inc(kReservedBytes, small, int64_t(seg_size));
-    record("segment_alloc", reinterpret_cast<uint64_t>(base), seg_size, false);
-    return b;
-  }
-
-  void release_raw(Segment* seg) {
-    for (Block* b = seg->head; b != nullptr;) { Block* n = b->next; delete b; b = n; }
-    raw->free(seg->base, seg->size);
-    delete seg;
-  }
-
-  // Releases every fully free segment (PyTorch's release_cached_blocks), oldest first.
-  void release_cached() {
-    for (auto it = segments.begin(); it != segments.end();) {
-      Segment* seg = it->second;
-      Block* head = seg->head;
-      if (head->allocated || head->next != nullptr) { ++it; continue; }
-      pool_of(seg->small).erase(head);
-      record("segment_free", reinterpret_cast<uint64_t>(seg->base), seg->size, false);
-      dec(kSegment, seg->small, 1);
-      dec(kReservedBytes, seg->small, int64_t(seg->size));
-      ++num_device_free;
-      it = segments.erase(it);
-      release_raw(seg);
+// A free block of at least `size` from the active pool (best fit), or a new segment's,
+// out of its pool; throws OutOfMemoryError after one release-and-retry.
+alloc_detail::Block* CachingAllocator::Impl::take_block(size_t size, bool small, size_t nbytes) {
+  Pool& pool = pool_of(active_pool, small);
+  Block key; key.size = size;
+  if (!no_caching)
+    if (auto it = pool.lower_bound(&key); it != pool.end()) {
+      Block* block = *it;
+      pool.erase(it);
+      return block;
     }
+  const size_t seg_size = no_caching ? size : segment_size_for(size);
+  Block* block = new_segment(seg_size, small);
+  if (block == nullptr) {
+    release_cached();
+    ++num_alloc_retries;
+    block = new_segment(seg_size, small);
+    if (block == nullptr) throw_oom(nbytes);
   }
+  return block;
+}
 
-  [[noreturn]] void throw_oom(size_t nbytes) {
-    uint64_t allocated = st[kAllocatedBytes][0].current, reserved = st[kReservedBytes][0].current;
-    uint64_t free_bytes = raw->free_bytes();
-    if (capacity != 0) free_bytes = std::min<uint64_t>(free_bytes, capacity > reserved ? capacity - reserved : 0);
-    ++num_ooms;
-    record("oom", free_bytes == SIZE_MAX ? 0 : free_bytes, nbytes, false);
-    std::string msg = str_cat(
-        "oomlab: ", device.str(), " out of memory: tried to allocate ", format_size(nbytes),
-        " (capacity ", capacity == 0 ? std::string("unlimited, but at most 4 EiB can be accounted") : format_size(capacity), "; ",
-        format_size(allocated), " allocated, ", format_size(reserved), " reserved by oomlab; ",
-        free_bytes == SIZE_MAX ? std::string("unknown") : format_size(free_bytes), " free)");
-    if (reserved > allocated && reserved - allocated >= (reserved >> 2))
-      msg += str_cat(". ", format_size(reserved - allocated),
-                     " is reserved but unallocated (fragmentation): smaller or fewer distinct "
-                     "tensor sizes may help");
-    throw OutOfMemoryError(msg);
+void* CachingAllocator::Impl::allocate(size_t nbytes, const char* tag) {
+  if (nbytes > (SIZE_MAX >> 2)) throw_oom(nbytes);  // guards the rounding arithmetic
+  const size_t size = round_size(nbytes);
+  const bool small = size <= kSmallSize;
+  Block* block = take_block(size, small, nbytes);
+  // block is free and out of its pool: carve `size` from its front.
+  int64_t d_count = 0, d_bytes = 0;
+  if (block->is_split()) { d_count -= 1; d_bytes -= int64_t(block->size); }
+  const size_t remainder = block->size - size;
+  if (small ? remainder >= kMinBlockSize : remainder > kSmallSize) {
+    auto* rest = new Block;
+    rest->seg = block->seg; rest->seg_id = block->seg_id;
+    rest->offset = block->offset + size; rest->size = remainder;
+    rest->prev = block; rest->next = block->next;
+    if (block->next != nullptr) block->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    pool_of(block->seg).insert(rest);
+    d_count += 1; d_bytes += int64_t(remainder);
   }
+  apply_split_delta(small, d_count, d_bytes);
+  block->allocated = true;
+  block->requested = nbytes;
+  block->workspace = tag != nullptr && std::string_view(tag) == "workspace";
+  block->frame = current_frame();
+  account(block, small, true);
+  const uint64_t addr = addr_of(block);
+  active.emplace(addr, block);
+  record("alloc", addr, block->size, block->workspace);
+  return reinterpret_cast<void*>(addr);
+}
 
-  void* allocate(size_t nbytes, const char* tag) {
-    if (nbytes > (SIZE_MAX >> 2)) throw_oom(nbytes);  // guards the rounding arithmetic
-    const size_t size = round_size(nbytes);
-    const bool small = size <= kSmallSize;
-    Pool& pool = pool_of(small);
-    Block key; key.size = size;
-    Block* block = nullptr;
-    if (!no_caching)
-      if (auto it = pool.lower_bound(&key); it != pool.end()) block = *it;
-    if (block == nullptr) {
-      const size_t seg_size = no_caching ? size : segment_size_for(size);
-      block = new_segment(seg_size, small);
-      if (block == nullptr) {
-        release_cached();
-        ++num_alloc_retries;
-        block = new_segment(seg_size, small);
-        if (block == nullptr) throw_oom(nbytes);
-      }
-    } else {
-      pool.erase(block);
-    }
-    // block is free and out of the pool: carve `size` from its front.
-    int64_t d_count = 0, d_bytes = 0;
-    if (block->is_split()) { d_count -= 1; d_bytes -= int64_t(block->size); }
-    const size_t remainder = block->size - size;
-    if (small ? remainder >= kMinBlockSize : remainder > kSmallSize) {
-      auto* rest = new Block;
-      rest->seg = block->seg; rest->seg_id = block->seg_id;
-      rest->offset = block->offset + size; rest->size = remainder;
-      rest->prev = block; rest->next = block->next;
-      if (block->next != nullptr) block->next->prev = rest;
-      block->next = rest;
-      block->size = size;
-      pool.insert(rest);
-      d_count += 1; d_bytes += int64_t(remainder);
-    }
-    apply_split_delta(small, d_count, d_bytes);
-    block->allocated = true;
-    block->requested = nbytes;
-    block->workspace = tag != nullptr && std::string_view(tag) == "workspace";
-    block->frame = t_frame;
-    account(block, small, true);
-    const uint64_t addr = addr_of(block);
-    active.emplace(addr, block);
-    record("alloc", addr, block->size, block->workspace);
-    return reinterpret_cast<void*>(addr);
+void CachingAllocator::Impl::merge_free_neighbours(Block* block, Pool& pool, int64_t* d_count, int64_t* d_bytes) {
+  if (Block* p = block->prev; p != nullptr && !p->allocated) {
+    pool.erase(p);
+    *d_count -= 1; *d_bytes -= int64_t(p->size);
+    block->offset = p->offset; block->size += p->size;
+    block->prev = p->prev;
+    if (p->prev != nullptr) p->prev->next = block; else block->seg->head = block;
+    delete p;
   }
+  if (Block* n = block->next; n != nullptr && !n->allocated) {
+    pool.erase(n);
+    *d_count -= 1; *d_bytes -= int64_t(n->size);
+    block->size += n->size;
+    block->next = n->next;
+    if (n->next != nullptr) n->next->prev = block;
+    delete n;
+  }
+}
 
-  void free(void* ptr) {
-    auto it = active.find(reinterpret_cast<uint64_t>(ptr));
-    if (it == active.end()) {   // reported once per allocator, counted always; never thrown
-      if (num_invalid_frees++ == 0)
-        std::fprintf(stderr, "oomlab: internal error: CachingAllocator(%s)::free: pointer %p was not returned "
-                     "by allocate (double free?)\n", device.str().c_str(), ptr);
-      return;
-    }
-    Block* block = it->second;
-    active.erase(it);
-    const bool small = block->seg->small;
-    const uint64_t addr = addr_of(block);
-    record("free_requested", addr, block->size, block->workspace);
-    account(block, small, false);
-    record("free_completed", addr, block->size, block->workspace);
-    block->allocated = false; block->workspace = false; block->requested = 0;
-    block->frame.clear();
-    // Merge with free neighbours of the same segment.
-    Pool& pool = pool_of(small);
-    int64_t d_count = 0, d_bytes = 0;
-    if (Block* p = block->prev; p != nullptr && !p->allocated) {
-      pool.erase(p);
-      d_count -= 1; d_bytes -= int64_t(p->size);
-      block->offset = p->offset; block->size += p->size;
-      block->prev = p->prev;
-      if (p->prev != nullptr) p->prev->next = block; else block->seg->head = block;
-      delete p;
-    }
-    if (Block* n = block->next; n != nullptr && !n->allocated) {
-      pool.erase(n);
-      d_count -= 1; d_bytes -= int64_t(n->size);
-      block->size += n->size;
-      block->next = n->next;
-      if (n->next != nullptr) n->next->prev = block;
-      delete n;
-    }
-    if (block->is_split()) { d_count += 1; d_bytes += int64_t(block->size); }
-    apply_split_delta(small, d_count, d_bytes);
-    pool.insert(block);
-    if (no_caching) release_cached();
+void CachingAllocator::Impl::free(void* ptr) {
+  auto it = active.find(reinterpret_cast<uint64_t>(ptr));
+  if (it == active.end()) {   // reported once per allocator, counted always; never thrown
+    if (num_invalid_frees++ == 0)
+      std::fprintf(stderr, "oomlab: internal error: CachingAllocator(%s)::free: pointer %p was not returned "
+                   "by allocate (double free?)\n", device.str().c_str(), ptr);
+    return;
   }
-};
+  Block* block = it->second;
+  active.erase(it);
+  const bool small = block->seg->small;
+  const uint64_t addr = addr_of(block);
+  record("free_requested", addr, block->size, block->workspace);
+  account(block, small, false);
+  record("free_completed", addr, block->size, block->workspace);
+  block->allocated = false; block->workspace = false; block->requested = 0;
+  block->frame.clear();
+  Pool& pool = pool_of(block->seg);   // the segment's pool, whichever is active
+  int64_t d_count = 0, d_bytes = 0;
+  merge_free_neighbours(block, pool, &d_count, &d_bytes);
+  if (block->is_split()) { d_count += 1; d_bytes += int64_t(block->size); }
+  apply_split_delta(small, d_count, d_bytes);
+  pool.insert(block);
+  if (no_caching) release_cached();
+}
+
+uint64_t CachingAllocator::Impl::begin_graph_pool() {
+  OOMLAB_CHECK(active_pool == 0, "CachingAllocator(", device.str(), "): a graph pool (", active_pool,
+               ") is already active; captures do not nest");
+  active_pool = next_pool_id++;
+  live_graph_pools.insert(active_pool);
+  return active_pool;
+}
+
+// The pool's segments join the default pool (their free blocks become reusable by
+// anyone; blocks still allocated return there when freed).
+void CachingAllocator::Impl::release_graph_pool(uint64_t pool) {
+  if (active_pool == pool) active_pool = 0;
+  if (live_graph_pools.erase(pool) == 0) return;
+  auto freed = free_pools.find(pool);
+  for (auto& [id, seg] : segments)
+    if (seg->pool == pool) seg->pool = 0;
+  if (freed == free_pools.end()) return;
+  for (Block* b : freed->second.small) pool_of(0, true).insert(b);
+  for (Block* b : freed->second.large) pool_of(0, false).insert(b);
+  free_pools.erase(freed);
+}
+
+int64_t CachingAllocator::Impl::graph_pools_reserved_bytes() const {
+  int64_t total = 0;
+  for (const auto& [id, seg] : segments)
+    if (seg->pool != 0) total += int64_t(seg->size);
+  return total;
+}
 
 CachingAllocator::CachingAllocator(Device device, std::unique_ptr<RawMemory> raw)
     : impl_(std::make_unique<Impl>(device, std::move(raw))), device_(device) {
@@ -341,95 +305,19 @@ size_t CachingAllocator::capacity() const {
   return impl_->capacity;
 }
 
-std::map<std::string, int64_t> CachingAllocator::stats() const {
+
+uint64_t CachingAllocator::begin_graph_pool() {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  std::map<std::string, int64_t> out;
-  for (int k = 0; k < kNumKinds; ++k)
-    for (int p = 0; p < 3; ++p) {
-      const std::string prefix = std::string(kKindNames[k]) + "." + kPoolNames[p] + ".";
-      const Stat& s = impl_->st[k][p];
-      out[prefix + "current"] = s.current;
-      out[prefix + "peak"] = s.peak;
-      out[prefix + "allocated"] = s.allocated;
-      out[prefix + "freed"] = s.freed;
-    }
-  out["num_alloc_retries"] = impl_->num_alloc_retries;
-  out["num_ooms"] = impl_->num_ooms;
-  out["num_device_alloc"] = impl_->num_device_alloc;
-  out["num_device_free"] = impl_->num_device_free;
-  out["num_invalid_frees"] = impl_->num_invalid_frees;
-  return out;
+  return impl_->begin_graph_pool();
 }
 
-int64_t CachingAllocator::stat(const std::string& key) const {
-  auto all = stats();
-  auto it = all.find(key);
-  OOMLAB_CHECK(it != all.end(), "unknown allocator stat '", key,
-               "' (expected e.g. allocated_bytes.all.peak or num_ooms)");
-  return it->second;
-}
-
-void CachingAllocator::reset_peak_stats() {
+void CachingAllocator::end_graph_pool() {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  for (auto& row : impl_->st)
-    for (auto& s : row) s.peak = s.current;
+  impl_->active_pool = 0;
 }
 
-void CachingAllocator::reset_window_peaks() {
+void CachingAllocator::release_graph_pool(uint64_t pool) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  for (auto& row : impl_->st)
-    for (auto& s : row) s.window_peak = s.current;
+  impl_->release_graph_pool(pool);
 }
-
-int64_t CachingAllocator::window_peak(const std::string& stat) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  for (int k = 0; k < kNumKinds; ++k)
-    for (int p = 0; p < 3; ++p)
-      if (stat == std::string(kKindNames[k]) + "." + kPoolNames[p]) return impl_->st[k][p].window_peak;
-  throw ValueError(str_cat("unknown allocator stat '", stat, "' (expected e.g. allocated_bytes.all)"));
-}
-
-void CachingAllocator::reset_accumulated_stats() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  for (auto& row : impl_->st)
-    for (auto& s : row) s.allocated = s.freed = 0;
-  impl_->num_alloc_retries = impl_->num_ooms = impl_->num_device_alloc = impl_->num_device_free = 0;
-}
-
-void CachingAllocator::record_history(bool enabled, size_t max_entries) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->recording = enabled;
-  impl_->max_entries = std::max<size_t>(max_entries, 1);
-  while (impl_->events.size() > impl_->max_entries) impl_->events.pop_front();
-}
-
-std::vector<TraceEvent> CachingAllocator::trace() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return {impl_->events.begin(), impl_->events.end()};
-}
-
-void CachingAllocator::clear_trace() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->events.clear();
-}
-
-std::vector<SegmentInfo> CachingAllocator::segments() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  std::vector<SegmentInfo> out;
-  out.reserve(impl_->segments.size());
-  for (const auto& [id, seg] : impl_->segments) {
-    SegmentInfo info{reinterpret_cast<uint64_t>(seg->base), seg->size, seg->small, {}};
-    for (const Block* b = seg->head; b != nullptr; b = b->next)
-      info.blocks.push_back(BlockInfo{addr_of(b), b->size, b->requested, b->allocated, b->frame});
-    out.push_back(std::move(info));
-  }
-  return out;
-}
-
-MemoryContext::MemoryContext(const std::string& layer, const char* phase) : saved_(t_frame) {
-  t_frame = layer + "/" + (phase != nullptr ? phase : "");
-}
-MemoryContext::~MemoryContext() { t_frame.swap(saved_); }
-std::string MemoryContext::current() { return t_frame; }
-
 }  // namespace oomlab

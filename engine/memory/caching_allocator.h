@@ -69,7 +69,8 @@ struct TraceEvent {
 
 // Public view of one segment for snapshots.
 struct BlockInfo { uint64_t addr; size_t size; size_t requested; bool allocated; std::string frame; };
-struct SegmentInfo { uint64_t addr; size_t total_size; bool small_pool; std::vector<BlockInfo> blocks; };
+struct SegmentInfo { uint64_t addr; size_t total_size; bool small_pool; std::vector<BlockInfo> blocks;
+                     uint64_t pool_id = 0; };   // 0: the default pool; else a graph pool
 
 class CachingAllocator {
  public:
@@ -87,6 +88,17 @@ class CachingAllocator {
   void free(void* ptr) noexcept;
   void empty_cache();                // release all fully free segments to RawMemory
 
+  // Graph pools (PyTorch's private memory pool of a CUDA-graph capture, torch.cuda.graph's
+  // `pool`): between begin_graph_pool() and end_graph_pool() every allocation is carved from
+  // a pool of its own, in segments allocated for it (a capture never reuses blocks cached
+  // by eager work); frees return blocks to their segment's pool whenever they happen. After
+  // end_graph_pool() the pool's blocks serve nobody else (a replay writes into them) and
+  // empty_cache() keeps its segments, until release_graph_pool(id) (the graph is
+  // destroyed) hands them to the default pool. One pool active at a time (no nesting).
+  uint64_t begin_graph_pool();
+  void end_graph_pool();
+  void release_graph_pool(uint64_t pool);
+
   void set_capacity(size_t bytes);   // 0 = unlimited; counts reserved (segment) bytes
   size_t capacity() const;
   Device device() const { return device_; }
@@ -96,7 +108,8 @@ class CachingAllocator {
   // workspace_bytes} x P in {all, small_pool, large_pool} x K in {current, peak,
   // allocated, freed}: key "S.P.K"; plus num_alloc_retries, num_ooms,
   // num_device_alloc, num_device_free and num_invalid_frees (oomlab's: frees of unknown
-  // pointers, always 0 unless there is a bug).
+  // pointers, always 0 unless there is a bug), num_graph_pools (live graph pools) and
+  // graph_pools_reserved_bytes (bytes of the segments they own; also in reserved_bytes).
   std::map<std::string, int64_t> stats() const;
   int64_t stat(const std::string& key) const;   // throws ValueError for an unknown key
   void reset_peak_stats();                       // peaks := current

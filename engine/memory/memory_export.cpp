@@ -60,7 +60,7 @@ json memory_snapshot_json(const CachingAllocator& alloc) {
                         {"requested_size", requested},
                         {"stream", 0},
                         {"segment_type", seg.small_pool ? "small" : "large"},
-                        {"segment_pool_id", json::array({0, 0})},
+                        {"segment_pool_id", json::array({0, seg.pool_id})},
                         {"is_expandable", false},
                         {"frames", json::array()},
                         {"blocks", std::move(blocks)}});
