@@ -52,8 +52,9 @@ def dump(obj):
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # gpu_run.sh tags of a switched path run beside their default (the tag without the suffix):
 # *_next (its NEXT switches), *_graph (OOMLAB_CUDNN_GRAPH=1), *_flash
-# (OOMLAB_CUDA_FLASH_ATTENTION=1). Ratios are "next over default".
-SWITCHED_SUFFIXES = ("_next", "_graph", "_flash")
+# (OOMLAB_CUDA_FLASH_ATTENTION=1), *_cudagraphs (--cuda-graphs). Ratios are "next over
+# default"; "next over torch" divides by the default's PyTorch eager twin.
+SWITCHED_SUFFIXES = ("_next", "_graph", "_flash", "_cudagraphs")
 
 
 def run_date(res):
@@ -237,6 +238,9 @@ def points(work):
             row["default_tag"] = tag[:-len(suffix)]
             row["time_ratio_next_over_default"] = ratio(row["oomlab"]["median_ms"], base["oomlab"]["median_ms"])
             row["peak_ratio_next_over_default"] = ratio(row["oomlab"]["peak_allocated"], base["oomlab"]["peak_allocated"])
+            twin = base.get("torch") or {}
+            if "error" not in twin:
+                row["time_ratio_next_over_torch"] = ratio(row["oomlab"]["median_ms"], twin.get("median_ms"))
     return rows
 
 
@@ -246,13 +250,14 @@ def next_lines(pts):
     ab = {t: r for t, r in pts.items() if r.get("default_tag")}
     if not ab:
         return []
-    lines = ["## New GPU paths beside the default (same call; gpu_run.sh NEXT, GRAPH and FLASH switches)", "",
-             "| config | default ms | next ms | next / default | default peak GB | next peak GB | "
-             "default final loss | next final loss |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["## New GPU paths beside the default (same call; gpu_run.sh NEXT, GRAPH, FLASH and --cuda-graphs)", "",
+             "| config | default ms | next ms | next / default | next / PyTorch eager | default peak GB | next peak GB | "
+             "default final loss | next final loss |", "|---|---|---|---|---|---|---|---|---|"]
     for tag, r in ab.items():
         d, n = pts[r["default_tag"]]["oomlab"], r["oomlab"]
         lines.append(f"| {tag} | {fmt(d.get('median_ms'))} | {fmt(n.get('median_ms'))} | "
                      f"{fmt(r.get('time_ratio_next_over_default'), '.3f')} | "
+                     f"{fmt(r.get('time_ratio_next_over_torch'), '.3f')} | "
                      f"{fmt(d.get('peak_allocated') and d['peak_allocated'] / 1e9, '.3f')} | "
                      f"{fmt(n.get('peak_allocated') and n['peak_allocated'] / 1e9, '.3f')} | "
                      f"{fmt(d.get('final_train_loss'), '.5f')} | {fmt(n.get('final_train_loss'), '.5f')} |")

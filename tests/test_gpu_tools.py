@@ -109,6 +109,7 @@ class GpuReport(unittest.TestCase):
             faster = json.loads(ours.read_text())   # a *_graph row (gpu_run.sh GRAPH) beside its default
             faster["metrics"]["step_time_s"]["median"] *= 0.8
             (work / "res" / "oomlab_mlp_graph.json").write_text(json.dumps(faster))
+            (work / "res" / "oomlab_mlp_cudagraphs.json").write_text(json.dumps(faster))   # --cuda-graphs
             (work / "res" / "torch.jsonl").write_text("\n".join(json.dumps(r) for r in (
                 {"tag": "_versions", "torch": "2.11"}, {"tag": "mlp", "median_ms": 2 * step_ms, "peak_allocated": 4 * peak},
                 {"tag": "bert_tf32_sdpa", "median_ms": 30.0, "peak_allocated": 1 << 30},
@@ -134,6 +135,8 @@ class GpuReport(unittest.TestCase):
             self.assertAlmostEqual(pts["mlp_next"]["peak_ratio_next_over_default"], 1.0)
             self.assertEqual(pts["mlp_graph"]["default_tag"], "mlp")
             self.assertAlmostEqual(pts["mlp_graph"]["time_ratio_next_over_default"], 0.8)
+            self.assertAlmostEqual(pts["mlp_cudagraphs"]["time_ratio_next_over_default"], 0.8)
+            self.assertAlmostEqual(pts["mlp_cudagraphs"]["time_ratio_next_over_torch"], 0.4)   # the default's twin
             self.assertNotIn("default_tag", pts["mlp"])
             self.assertIn("error", pts["vgg16_tf32"]["torch"])               # a failure is kept, not dropped
             t = json.loads((out / "tests.json").read_text())
@@ -144,7 +147,7 @@ class GpuReport(unittest.TestCase):
             readme = (out / "README.md").read_text()
             for text in ("NVIDIA H100 80GB HBM3", "Suite.F0", "par_dp (budget)", "0.50",
                          "- mlp: conv2d_forward: cuDNN GEMM FMA_MATH x5", "New GPU paths beside the default",
-                         "| mlp_next | ", "| mlp_graph | "):
+                         "| mlp_next | ", "| mlp_graph | ", "| mlp_cudagraphs | "):
                 self.assertIn(text, readme)
             self.assertEqual(json.loads((out / "provenance.json").read_text())["machine"]["compute_capability"], "9.0")
 
@@ -313,6 +316,10 @@ class GpuKit(unittest.TestCase):
             self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")
             self.assertIn("test_cuda_parity_flash", t["binaries"])
             self.assertEqual(pts["bert384_fused_flash"]["default_tag"], "bert384_fused")
+            # --cuda-graphs beside its default (on meta: warm-up, capture, replays all ran)
+            self.assertEqual(pts["r50_bf16_cudagraphs"]["default_tag"], "r50_bf16")
+            self.assertIsNotNone(pts["r50_bf16_cudagraphs"]["time_ratio_next_over_default"])
+            self.assertIn("test_cuda_graphs", t["binaries"])
 
 
 class ExportModel(unittest.TestCase):

@@ -43,6 +43,15 @@ struct BackendHooks {
   // A copy from pageable host memory straight into device memory, queued on the device's
   // compute stream; it returns once the source may be reused (cudaMemcpyAsync's rule).
   void (*copy_from_host)(void* device_dst, const void* host_src, size_t bytes, int device_index) = nullptr;
+  // Graph capture and replay (CUDA graphs; engine/memory/device_graph.h); all five or none.
+  // graph_prepare moves the device's work to a stream that can be captured (from then on);
+  // graph_capture_end returns the instantiated graph, or nullptr (keep == false: the
+  // capture is abandoned, its work discarded).
+  void (*graph_prepare)(int device_index) = nullptr;
+  void (*graph_capture_begin)(int device_index) = nullptr;
+  void* (*graph_capture_end)(int device_index, bool keep) = nullptr;
+  void (*graph_replay)(void* graph, int device_index) = nullptr;
+  void (*graph_destroy)(void* graph) = nullptr;
 };
 
 void register_backend_hooks(DeviceType type, const BackendHooks& hooks);

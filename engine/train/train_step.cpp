@@ -103,6 +103,7 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
   auto peak = [&] { return al.window_peak("allocated_bytes.all"); };   // the phase's; stats() keep the run's
   StepOutput out;
   out.micro_batches = micro_count;
+  out.correct_counted = count_correct_;
   StepMemory& m = out.memory;
   const int64_t batch = x.size(0);
   zero_grad();
@@ -116,7 +117,7 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
     start += len;
     *phase = "forward";
     for (StepStrategy* s : strategies_) s->before_forward(k, micro_count);
-    Tensor loss = forward_loss(xk, yk, &out.correct);
+    Tensor loss = forward_loss(xk, yk, count_correct_ ? &out.correct : nullptr);
     for (StepStrategy* s : strategies_) s->after_forward(k, micro_count);
     // Each micro-batch's mean loss weighted by its share of the samples (1/K for K equal
     // ones): the gradients add up to those of the whole batch's mean loss.
@@ -243,6 +244,36 @@ Tensor batch_target_to_device(const HostBatch& b, Device device) {
                        b.target_shape.size() <= 1 ? Shape{b.n} : b.target_shape, DType::i64, device);
   return b.target_shape.size() <= 1 ? labels_to_device(b.labels.data(), b.n, device)
                                     : masks_to_device(b.masks.data(), b.target_shape, device);
+}
+
+namespace {
+// `bytes` of host memory into the existing device tensor dst (pinned: one asynchronous
+// copy; pageable: the backend's direct copy, or a staged one); nothing on meta.
+void upload_into(Tensor dst, const void* host, size_t bytes, bool pinned) {
+  OOMLAB_CHECK_T(InternalError, dst.nbytes() == bytes && dst.is_contiguous(), "upload_into: ", bytes,
+                 " bytes for ", dst.str());
+  const Device d = dst.device();
+  if (d.is_meta() || bytes == 0) return;
+  if (d.is_cpu()) { std::memcpy(dst.raw_data(), host, bytes); return; }
+  if (pinned) { copy_from_pinned(d, dst.raw_data(), host, bytes); return; }
+  if (copy_host_to_device(d, dst.raw_data(), host, bytes)) return;
+  Tensor staged = Tensor::empty(dst.shape(), dst.dtype(), cpu_device());
+  std::memcpy(staged.raw_data(), host, bytes);
+  dst.copy_(staged);
+}
+}  // namespace
+
+void batch_into(const HostBatch& b, const Tensor& x, const Tensor& y) {
+  MemoryContext ctx("input", "data");
+  OOMLAB_CHECK_T(InternalError, x.shape() == b.shape && y.numel() == int64_t(b.targets().size()),
+                 "batch_into: a batch of shape ", shape_str(b.shape), " into ", x.str(), " and ", y.str());
+  const bool pinned = use_pinned(b, x.device());
+  const char* base = pinned ? static_cast<const char*>(b.pinned.get()) : nullptr;
+  const void* input = pinned ? static_cast<const void*>(base)
+                             : b.is_tokens() ? static_cast<const void*>(b.tokens.data()) : b.images.data();
+  upload_into(x, input, b.input_bytes(), pinned);
+  upload_into(y, pinned ? base + b.pinned_target_offset : static_cast<const void*>(b.targets().data()),
+              b.target_bytes(), pinned);
 }
 
 Tensor next_token_targets(const Tensor& ids) {

@@ -54,6 +54,7 @@ struct StepMemory {
 struct StepOutput {
   Tensor loss;            // scalar (value readable on cpu); undefined when skipped
   int64_t correct = 0;    // argmax hits in the batch: samples or pixels (0 on meta)
+  bool correct_counted = true;   // false: `correct` was not counted (TrainStep::set_count_correct)
   StepMemory memory;
   bool skipped = false;   // an OOM was handled by a strategy: no update happened
   std::string skip_reason, skip_phase;   // skip_phase: forward | backward | optimizer (| input: trainer)
@@ -103,6 +104,9 @@ class TrainStep {
   // Runs the phases; with track_memory, resets the allocator's peak first so
   // memory.step_peak is this step's.
   StepOutput run(const Tensor& x, const Tensor& y, bool track_memory = true);
+  // Off: steps do not count argmax hits (it reads the logits on the host, which a graph
+  // capture cannot do); their StepOutput says correct_counted = false.
+  void set_count_correct(bool on) { count_correct_ = on; }
 
   // The phases, for strategies and tests that drive them one by one.
   void zero_grad();                                                            // "step/zero_grad"
@@ -117,6 +121,7 @@ class TrainStep {
   nn::Module& model_;
   Optimizer& opt_;
   std::vector<StepStrategy*> strategies_;
+  bool count_correct_ = true;
 };
 
 // TrainStep(model, opt).run(x, y, track_memory): a plain step.
@@ -146,5 +151,8 @@ Tensor masks_to_device(const int64_t* data, const Shape& shape, Device device);
 // A HostBatch's input (images or tokens) and target (labels or masks) on `device`.
 Tensor batch_input_to_device(const HostBatch& b, Device device);
 Tensor batch_target_to_device(const HostBatch& b, Device device);
+// The same batch into existing tensors of its shapes (graph mode's static inputs): the
+// input into x, the target into y, with the same copies; InternalError on a shape mismatch.
+void batch_into(const HostBatch& b, const Tensor& x, const Tensor& y);
 
 }  // namespace oomlab

@@ -142,6 +142,7 @@ void TrainingRun::assemble_strategies() {
   oom_recovery_ = std::make_unique<OomRecovery>(c_.on_oom);
   strategies_.push_back(oom_recovery_.get());
   train_step_ = std::make_unique<TrainStep>(*forward_model_, *opt_, strategies_);
+  if (c_.cuda_graphs) graphed_ = std::make_unique<GraphedStep>(*train_step_, c_.device);
 }
 
 json TrainingRun::run() {
@@ -194,6 +195,7 @@ json TrainingRun::results() {
     metrics["stopped_on_nan"] = c_.stop_on_nan;
   }
   if (c_.ddp) metrics["ddp"] = ddp_metrics();
+  if (graphed_) metrics["cuda_graphs"] = graphed_->metrics();
   const std::vector<Device> devices = c_.devices.empty() ? std::vector<Device>{c_.device} : c_.devices;
   return make_results("train", devices, run_cfg_, metrics, "the whole run");
 }

@@ -116,6 +116,13 @@ struct TrainerConfig {
   // a barrier. A checkpoint resumes on another world size at the same global batch (batch x
   // world: the loader's cursor then counts the same global batches). --on-oom must be raise.
   DistributedDataParallel* ddp = nullptr;
+  // CUDA graphs (graphed_step.h): after GraphedStep::kWarmupSteps eager steps the step is
+  // captured once and replayed; device cuda (or meta: the graph's memory). The caller keeps
+  // what a replay would freeze constant: one device, no accumulation, on_oom raise, a
+  // constant schedule, SGD, no loss scaling. Train accuracy is not counted (null);
+  // metrics.cuda_graphs holds warmup_steps, captured_at_step, replays and
+  // graph_pool_reserved_bytes.
+  bool cuda_graphs = false;
   nlohmann::json config = nlohmann::json::object();   // the run's description (results, checkpoints)
   std::vector<std::string> resume_keys;               // keys of `config` a checkpoint must match
 };

@@ -59,7 +59,7 @@ void TrainingRun::resume() {
   epoch_loss_ = st.epoch_loss;
   epoch_correct_ = st.epoch_correct;
   epoch_samples_ = st.epoch_samples;
-  epoch_scored_ = checked_mul(epoch_samples_, train_set_.target_numel(), "resume: epoch_sums.samples");
+  epoch_scored_ = c_.cuda_graphs ? 0 : checked_mul(epoch_samples_, train_set_.target_numel(), "resume: epoch_sums.samples");
   if (!quiet_) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step_);
 }
 
@@ -117,7 +117,9 @@ bool TrainingRun::copy_batch(Tensor& x, Tensor& y, StepOutput& out) {
 void TrainingRun::train_batch() {
   const auto t0 = std::chrono::steady_clock::now();
   StepOutput out;
-  {
+  if (graphed_) {   // static inputs, no OOM policy but raise (graphed_step.h)
+    out = graphed_->run(batch_);
+  } else {
     Tensor x, y;
     if (copy_batch(x, y, out)) {
       try {
@@ -183,9 +185,11 @@ void TrainingRun::record_step(const StepOutput& out, double loss, double seconds
   const bool has_value = std::isfinite(loss) && !c_.device.is_meta();
   if (has_value) {
     epoch_loss_ += loss * double(batch_.n);
-    epoch_correct_ += out.correct;
     epoch_samples_ += batch_.n;
-    epoch_scored_ += batch_.n * train_set_.target_numel();
+    if (out.correct_counted) {
+      epoch_correct_ += out.correct;
+      epoch_scored_ += batch_.n * train_set_.target_numel();
+    }
   }
   history_["train_loss"].push_back(has_value ? json(loss) : json());
   history_["lr"].push_back(opt_->param_groups()[0].lr);

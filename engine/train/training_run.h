@@ -20,6 +20,7 @@
 #include "engine/train/accumulation.h"
 #include "engine/train/ddp_strategy.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/graphed_step.h"
 #include "engine/train/half_mode.h"
 #include "engine/train/trainer.h"
 #include "engine/train/trainer_state.h"
@@ -86,6 +87,7 @@ class TrainingRun {
   std::optional<GradScaler> scaler_;
   std::unique_ptr<OomRecovery> oom_recovery_;
   std::unique_ptr<TrainStep> train_step_;
+  std::unique_ptr<GraphedStep> graphed_;   // cuda_graphs: the step captured and replayed
   // progress (checkpointed)
   int64_t step_ = 0;
   nlohmann::json divergence_;   // {"step", "loss"} of the first non-finite loss, once there was one

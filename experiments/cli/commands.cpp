@@ -167,6 +167,7 @@ TrainConfig train_config(const CliArgs& a) {
   c.on_oom = a.get("on-oom");
   c.workers = int(a.get_int("workers"));
   c.pin_memory = a.flag("pin-memory");
+  c.cuda_graphs = a.flag("cuda-graphs");
   c.stop_on_nan = a.get("on-nan") == "stop";
   return c;
 }

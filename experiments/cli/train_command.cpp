@@ -167,10 +167,26 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
             {"accumulate", c.accumulate}, {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
-            {"on_oom", c.on_oom}, {"workers", c.workers}, {"pin_memory", c.pin_memory},
+            {"on_oom", c.on_oom}, {"workers", c.workers}, {"pin_memory", c.pin_memory}, {"cuda_graphs", c.cuda_graphs},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
   return j;
+}
+
+// --cuda-graphs: a replay repeats the captured step's host-side values, so none of them
+// may change between steps (engine/train/graphed_step.h). The table rules out
+// --parallel, --devices, --accumulate and --on-oom; here the rules that need the recipe.
+void check_cuda_graphs(const TrainConfig& c, const Recipe& r) {
+  OOMLAB_CHECK(c.device.type == DeviceType::cuda || c.device.is_meta(), "--cuda-graphs needs --device cuda[:N] ",
+               "(or meta, to count the graph's memory); this run has --device ", c.device.str());
+  OOMLAB_CHECK(model_input_kind(c.model) == InputKind::image, "--cuda-graphs replays one batch shape: ", c.model,
+               " takes token batches, padded to their longest sample, so their length varies from batch to batch");
+  OOMLAB_CHECK(r.optimizer == "sgd", "--cuda-graphs needs --optimizer sgd: ", r.optimizer, "'s bias correction ",
+               "changes every step on the host, and a replay repeats the captured step's");
+  OOMLAB_CHECK(r.schedule == "constant", "--cuda-graphs needs --schedule constant: a replay repeats the captured ",
+               "step's learning rate (this run's schedule: ", r.schedule, ")");
+  OOMLAB_CHECK(c.loss_scale == "none", "--cuda-graphs needs a run without loss scaling (--amp bf16, or --loss-scale ",
+               "none): the scaler checks the gradients on the host every step (this run: --loss-scale ", c.loss_scale, ")");
 }
 }  // namespace
 
@@ -193,6 +209,7 @@ void check_train_config(const TrainConfig& c) {
                r.optimizer, ")");
   OOMLAB_CHECK(!c.nesterov || r.momentum > 0, "--nesterov needs a momentum > 0 (as torch.optim.SGD)");
   with_flag_name("schedule", [&] { return parse_lr_schedule(resolve_schedule(r.schedule, 100)); });   // named now
+  if (c.cuda_graphs) check_cuda_graphs(c, r);
   parse_lr_groups(c.lr_groups);
   OOMLAB_CHECK(c.tta == "none" || model_input_kind(c.model) == InputKind::image,
                "--tta flip applies to image classification models (", c.model, " does not take images)");
@@ -340,6 +357,7 @@ TrainerConfig trainer_config(const TrainConfig& c, const Recipe& recipe, const j
   t.on_oom = parse_on_oom(c.on_oom);
   t.workers = c.workers;
   t.pin_memory = c.pin_memory;
+  t.cuda_graphs = c.cuda_graphs;
   t.shuffle = c.shuffle;
   t.config = config;
   t.resume_keys = resume_keys(c);

@@ -58,6 +58,7 @@ DeviceProperties properties(int device) {
           {"bn_one_pass", cuda_bn_one_pass() ? "true" : "false"},
           {"foreach_optimizer", cuda_foreach() ? "true" : "false"},
           {"cudnn_graph_api", cudnn_graph_api() ? "true" : "false"},
+          {"compute_stream", uses_own_compute_stream(device) ? "own" : "legacy default"},
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
 }
 
@@ -94,6 +95,7 @@ void register_cuda_backend_hooks() {
   h.pinned_free = &pinned_free;
   h.copy_from_pinned = &copy_from_pinned;
   h.copy_from_host = &copy_from_host;
+  add_graph_hooks(h);
   register_backend_hooks(DeviceType::cuda, h);
 }
 }  // namespace oomlab::cuda

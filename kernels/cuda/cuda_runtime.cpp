@@ -45,7 +45,14 @@ class CudaRawMemory final : public RawMemory {
   void* alloc(size_t nbytes) override {
     DeviceGuard guard(device_);
     void* p = nullptr;
+    // Under graph capture (device_graph.h) a cudaMalloc is not recorded and the strict
+    // capture modes forbid it; the allocator's new segment is fine to make there (its
+    // memory outlives every replay), so this thread relaxes the rule around the call, as
+    // PyTorch's allocator does.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     cudaError_t err = cudaMalloc(&p, nbytes);
+    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     if (err == cudaErrorMemoryAllocation) { (void)cudaGetLastError(); return nullptr; }
     if (err != cudaSuccess) throw_cuda_error(err, "cudaMalloc", __FILE__, __LINE__);
     return p;

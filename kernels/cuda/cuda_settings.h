@@ -29,7 +29,8 @@
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1, OOMLAB_CUDA_FOREACH=0|1,
-// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1. Setters are thread-safe (atomics); cached
+// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
+// the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
 #pragma once

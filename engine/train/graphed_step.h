@@ -1,0 +1,55 @@
+// graphed_step.h — a training step captured once and replayed (CUDA graphs: PyTorch's
+// whole-network capture, torch.cuda.graph / torch.compile(mode="reduce-overhead")).
+// The run, as PyTorch's documentation recommends:
+//   1. kWarmupSteps eager steps from static input buffers, on the stream the capture will
+//      use (lazy library state, cuDNN plans, optimizer buffers and the allocator's cache
+//      exist before the capture);
+//   2. the next step is captured whole (zero_grad, forward, loss, backward, optimizer step)
+//      into a DeviceGraph (engine/memory/device_graph.h: private memory pool), then replayed
+//      once for its batch;
+//   3. every later step copies its batch into the static buffers and replays.
+// Contracts:
+//  * Every batch has the shape of the first (the trainer's loader drops the last partial
+//    batch); InternalError otherwise.
+//  * A replay repeats the captured step's host-side values: learning rate, momentum and
+//    weight decay, loss scale, random numbers. The caller keeps the schedule constant and
+//    the optimizer free of per-step host state (SGD); a captured step that drew random
+//    numbers from the device generator (dropout) is refused at capture with a ValueError
+//    saying so. Argmax hits are not counted (StepOutput.correct_counted = false): counting
+//    reads the logits on the host.
+//  * Memory: the static inputs are allocated once (before warm-up); the capture's
+//    allocations live in the graph's pool (reserved in addition to what warm-up cached, as
+//    in PyTorch); a replay allocates nothing. metrics() reports the warm-up, the capture's
+//    step and the pool's bytes.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "engine/data/dataloader.h"
+#include "engine/memory/device_graph.h"
+#include "engine/train/train_step.h"
+
+namespace oomlab {
+
+class GraphedStep {
+ public:
+  static constexpr int64_t kWarmupSteps = 3;   // PyTorch's examples and make_graphed_callables
+  GraphedStep(TrainStep& step, Device device);
+  // One optimizer step on `batch` (warm-up, capture + replay, or replay).
+  StepOutput run(const HostBatch& batch);
+  nlohmann::json metrics() const;
+
+ private:
+  void capture();
+
+  TrainStep& step_;
+  Device device_;
+  Tensor x_, y_;            // static inputs
+  Tensor loss_;             // the captured step's loss (a static output)
+  std::unique_ptr<DeviceGraph> graph_;
+  int64_t steps_ = 0, replays_ = 0, captured_at_ = 0;
+  int64_t pool_reserved_bytes_ = 0;
+};
+
+}  // namespace oomlab
