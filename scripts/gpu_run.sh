@@ -22,7 +22,7 @@
 # switches, its convolutions under GRAPH, its attention under FLASH); oomlab / PyTorch pairs
 # (alternating, one PyTorch process), each *_next row (the NEXT switches on), *_graph row
 # (cuDNN's graph API), *_flash row (attention_flash.cu) and *_cudagraphs row (--cuda-graphs: the
-# step captured after 3 warm-up steps and replayed; constant lr) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
+# step captured after 3 warm-up steps and replayed) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
 # two logical devices; the host CPU's attention forward + backward, oomlab eager / fused
 # beside PyTorch SDPA; torch.export graphs of ResNet-50 and BERT-base (scripts/export_model.py).
 # The graph_* pairs (issue 32, experiment 16's GPU points): models/graphs/ exports trained by
@@ -123,7 +123,7 @@ declare -A FLAGS=(
   [r50_fp16_graph]="--model resnet50 --batch 128 --amp fp16"
   [r50_tf32_bench_graph]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
   [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
-  [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs --schedule constant"
+  [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
   [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
   [graph_bert_tf32]="--model graph:$kit/models/graphs/bert.json --batch 32 --seq-len 128 --allow-tf32 all"

@@ -3,13 +3,15 @@
 //  * on any machine: DeviceGraph refuses the cpu; on meta a capture runs its work for the
 //    allocations only, in a private pool released with the graph, and a failed capture
 //    releases it too; a graphed training run on meta warms up 3 steps, captures the 4th
-//    and replays the rest, with the eager run's allocated peak; the capture starts from an
+//    and replays the rest, with the eager run's allocated peak (plus the 1 MiB of the
+//    optimizer's constants); the capture starts from an
 //    emptied cache, so its pool replaces what warm-up cached; a step that draws
-//    random numbers (dropout) is refused at capture; train accuracy is not counted;
+//    random numbers (dropout) is refused at capture; train accuracy is not counted; each
+//    replay runs the optimizer's host side (its step count advances) and allocates nothing;
 //  * on a GPU (skipped without one): a captured kernel replays on new input; a capture
 //    that syncs with the host fails with CUDA's error and leaves the device usable; a
 //    graphed run's losses equal the eager run's (warm-up bit for bit, replays within
-//    float32 rounding).
+//    float32 rounding), with SGD at a constant lr and AdamW under a cosine schedule.
 // ctest tier: cli gpu
 #include <gtest/gtest.h>
 
@@ -17,7 +19,10 @@
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/device_graph.h"
+#include "engine/nn/layers.h"
 #include "engine/ops/elementwise.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/graphed_step.h"
 #include "experiments/cli/train_command.h"
 
 using namespace oomlab;
@@ -68,7 +73,7 @@ TEST(DeviceGraph, MetaCapturesAllocationsIntoAPoolReleasedWithTheGraph) {
     });
     EXPECT_TRUE(g.captured());
     EXPECT_EQ(al.stat("num_graph_pools"), 1);
-    EXPECT_EQ(al.stat("graph_pools_reserved_bytes"), int64_t(20) << 20);
+    EXPECT_EQ(al.stat("graph_pools_reserved_bytes"), (int64_t(20) << 20) + (int64_t(2) << 20));   // + the constants' block
     EXPECT_THROW(g.capture([] {}), ValueError);
     const int64_t allocs = al.stat("allocation.all.allocated");
     g.replay();   // a replay allocates nothing
@@ -103,7 +108,9 @@ TEST(GraphedTraining, MetaRunKeepsTheEagerPeakAndItsPoolReplacesTheCache) {
   EXPECT_EQ(g["replays"], 4);
   EXPECT_EQ(graphed["config"]["cuda_graphs"], true);
   const nlohmann::json &se = stats_of(eager, "meta:0"), &sg = stats_of(graphed, "meta:0");
-  EXPECT_EQ(sg["allocated_bytes.all.peak"], se["allocated_bytes.all.peak"]);
+  // The eager peak plus the block of the optimizer's constants (device_graph.h).
+  EXPECT_EQ(sg["allocated_bytes.all.peak"].get<int64_t>(),
+            se["allocated_bytes.all.peak"].get<int64_t>() + int64_t(DeviceGraph::kConstBytes));
   EXPECT_GT(g["graph_pool_reserved_bytes"].get<int64_t>(), 0);
   // The capture starts from an emptied cache (torch.cuda.graph's empty_cache): the pool takes
   // the place of what warm-up had cached instead of adding to it.
@@ -112,6 +119,40 @@ TEST(GraphedTraining, MetaRunKeepsTheEagerPeakAndItsPoolReplacesTheCache) {
   EXPECT_GT(sg["reserved_bytes.all.peak"].get<int64_t>(), pool);
   EXPECT_EQ(sg["num_graph_pools"], 1);
   EXPECT_TRUE(graphed["metrics"]["history"]["epochs"][0]["train_accuracy"].is_null());
+}
+
+// A replay runs the optimizer's host side (step counts advance as in eager training) and
+// allocates nothing; the batch must keep the captured shape.
+TEST(GraphedTraining, ReplaysRunTheOptimizersHostSideAndAllocateNothing) {
+  reset_allocators();
+  nn::LayerOptions o;
+  o.device = kMeta;
+  nn::Sequential model({std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(12, 3, true, o)});
+  ParamGroup g;
+  g.params = model.named_parameters();
+  auto opt = make_optimizer("adamw", {g});
+  TrainStep step(model, *opt);
+  GraphedStep graphed(step, kMeta);
+  HostBatch b;
+  b.n = 4;
+  b.shape = {4, 3, 2, 2};
+  b.target_shape = {4};
+  b.images.assign(48, 0.5f);
+  b.labels.assign(4, 1);
+  CachingAllocator& al = allocator_for(kMeta);
+  for (int i = 1; i <= 7; ++i) {
+    const int64_t allocs = al.stat("allocation.all.allocated");
+    const StepOutput out = graphed.run(b);
+    EXPECT_FALSE(out.correct_counted);
+    EXPECT_EQ(opt->step_count(), i);
+    if (i > 4) {
+      EXPECT_EQ(al.stat("allocation.all.allocated"), allocs) << "replay " << i;
+    }
+  }
+  EXPECT_EQ(graphed.metrics()["replays"], 4);
+  b.shape = {4, 12, 1, 1};
+  b.images.assign(48, 0.5f);
+  EXPECT_THROW(graphed.run(b), ValueError);   // another shape than the captured one
 }
 
 TEST(GraphedTraining, AStepThatDrawsRandomNumbersIsRefusedAtCapture) {
@@ -136,12 +177,6 @@ TEST(GraphedTraining, TheCliRefusesWhatAReplayWouldFreeze) {
     }
   };
   refused(image_run(cpu_device()), "--cuda-graphs needs --device cuda");
-  TrainConfig adam = image_run(kMeta);
-  adam.optimizer = "adam";
-  refused(adam, "--cuda-graphs needs --optimizer sgd");
-  TrainConfig cosine = image_run(kMeta);
-  cosine.schedule = "cosine";
-  refused(cosine, "--cuda-graphs needs --schedule constant");
   TrainConfig scaled = image_run(kMeta);
   scaled.amp = "fp16";
   scaled.loss_scale = "dynamic";
@@ -149,7 +184,7 @@ TEST(GraphedTraining, TheCliRefusesWhatAReplayWouldFreeze) {
   TrainConfig tokens = image_run(kMeta, "bert-tiny");
   tokens.dataset = "synthetic-seq";
   tokens.input = {};
-  refused(tokens, "replays one batch shape");
+  refused(tokens, "builds on the host");
 }
 
 TEST(CudaGraphs, ACapturedKernelReplaysOnNewInput) {
@@ -175,10 +210,20 @@ TEST(CudaGraphs, ACaptureThatSyncsWithTheHostFailsAndLeavesTheDeviceUsable) {
   EXPECT_EQ(values(scale(x, 2.0)), (std::vector<double>{2, 4}));
 }
 
-TEST(CudaGraphs, AGraphedRunsLossesEqualTheEagerRuns) {
+// SGD at a constant lr, then AdamW under a warm-up + cosine schedule (each replay with its
+// step's lr and bias corrections: graph_consts.h).
+class CudaGraphsRecipe : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Recipes, CudaGraphsRecipe, ::testing::Values("sgd/constant", "adamw/warmup-cosine"));
+
+TEST_P(CudaGraphsRecipe, AGraphedRunsLossesEqualTheEagerRuns) {
   OOMLAB_REQUIRE_CUDA();
-  const nlohmann::json eager = train(image_run(cuda0()))["metrics"];
-  TrainConfig c = image_run(cuda0());
+  const std::string recipe = GetParam();
+  TrainConfig base = image_run(cuda0());
+  base.optimizer = recipe.substr(0, recipe.find('/'));
+  base.schedule = recipe.substr(recipe.find('/') + 1);
+  if (base.optimizer == "adamw") base.lr = 1e-3;
+  const nlohmann::json eager = train(base)["metrics"];
+  TrainConfig c = base;
   c.cuda_graphs = true;
   const nlohmann::json graphed = train(c)["metrics"];
   EXPECT_EQ(graphed["cuda_graphs"]["replays"], 4);

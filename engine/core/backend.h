@@ -52,6 +52,14 @@ struct BackendHooks {
   void* (*graph_capture_end)(int device_index, bool keep) = nullptr;
   void (*graph_replay)(void* graph, int device_index) = nullptr;
   void (*graph_destroy)(void* graph) = nullptr;
+  // Per-launch constants of a graph in device memory (kernels/cuda/graph_consts.h): a pass
+  // begins on this thread with mode 1 (record, during the capture; arena nullptr creates
+  // one over the caller's device block of `bytes`, returned) or 2 (refresh, before a
+  // replay) and ends with graph_consts_end (the slots copied into the block on the compute
+  // stream; nullptr only closes the pass); graph_consts_free with the graph (not the block).
+  void* (*graph_consts_begin)(int device_index, void* arena, int mode, void* device_block, size_t bytes) = nullptr;
+  void (*graph_consts_end)(void* arena) = nullptr;
+  void (*graph_consts_free)(void* arena) = nullptr;
 };
 
 void register_backend_hooks(DeviceType type, const BackendHooks& hooks);

@@ -9,7 +9,8 @@
 namespace oomlab {
 namespace {
 bool has_graph_hooks(const BackendHooks& h) {
-  return h.graph_prepare && h.graph_capture_begin && h.graph_capture_end && h.graph_replay && h.graph_destroy;
+  return h.graph_prepare && h.graph_capture_begin && h.graph_capture_end && h.graph_replay && h.graph_destroy &&
+         h.graph_consts_begin && h.graph_consts_end && h.graph_consts_free;
 }
 }  // namespace
 
@@ -20,6 +21,8 @@ DeviceGraph::DeviceGraph(Device device) : device_(device) {
 
 DeviceGraph::~DeviceGraph() {
   if (graph_ != nullptr) backend_hooks(device_.type).graph_destroy(graph_);
+  if (consts_ != nullptr) backend_hooks(device_.type).graph_consts_free(consts_);
+  if (consts_block_ != nullptr) allocator_for(device_).free(consts_block_);
   if (pool_ != 0) allocator_for(device_).release_graph_pool(pool_);
 }
 
@@ -41,16 +44,31 @@ void DeviceGraph::capture(const std::function<void()>& work) {
   alloc.empty_cache();   // as torch.cuda.graph does: the graph's pool gets what eager work cached
   pool_ = alloc.begin_graph_pool();
   try {
-    if (!device_.is_meta()) h.graph_capture_begin(device_.index);
+    {
+      MemoryContext ctx("graph", "consts");
+      consts_block_ = alloc.allocate(kConstBytes, "graph_consts");   // in the pool, on meta too
+    }
+    if (!device_.is_meta()) {
+      h.graph_capture_begin(device_.index);
+      consts_ = h.graph_consts_begin(device_.index, nullptr, /*record*/ 1, consts_block_, kConstBytes);
+    }
     try {
       work();
     } catch (...) {
-      if (!device_.is_meta()) h.graph_capture_end(device_.index, /*keep=*/false);
+      if (!device_.is_meta()) {
+        h.graph_capture_end(device_.index, /*keep=*/false);
+        h.graph_consts_end(nullptr);   // closes the pass; nothing to copy
+      }
       throw;
     }
-    if (!device_.is_meta()) graph_ = h.graph_capture_end(device_.index, /*keep=*/true);
+    if (!device_.is_meta()) {
+      graph_ = h.graph_capture_end(device_.index, /*keep=*/true);
+      h.graph_consts_end(consts_);   // after the capture: the copy is real work, not captured
+    }
   } catch (...) {
     alloc.end_graph_pool();
+    alloc.free(consts_block_);
+    consts_block_ = nullptr;
     alloc.release_graph_pool(pool_);
     pool_ = 0;
     throw;
@@ -59,9 +77,24 @@ void DeviceGraph::capture(const std::function<void()>& work) {
   captured_ = true;
 }
 
-void DeviceGraph::replay() {
+void DeviceGraph::replay(const std::function<void()>& refresh) {
   OOMLAB_CHECK(captured_, "DeviceGraph::replay: nothing was captured");
-  if (!device_.is_meta()) backend_hooks(device_.type).graph_replay(graph_, device_.index);
+  if (device_.is_meta()) {   // no kernels: the refresh is the host's bookkeeping only
+    if (refresh) refresh();
+    return;
+  }
+  const BackendHooks h = backend_hooks(device_.type);
+  if (refresh) {
+    h.graph_consts_begin(device_.index, consts_, /*refresh*/ 2, nullptr, 0);
+    try {
+      refresh();
+    } catch (...) {
+      h.graph_consts_end(nullptr);
+      throw;
+    }
+    h.graph_consts_end(consts_);
+  }
+  h.graph_replay(graph_, device_.index);
 }
 
 }  // namespace oomlab

@@ -17,12 +17,17 @@
 //    into the same addresses) until the DeviceGraph dies. Tensors created in the capture
 //    and kept (the step's loss, the gradients) are the graph's static outputs: a replay
 //    overwrites them in place.
-//  * Arguments passed by value to kernels (learning rate, random seeds and offsets, loop
-//    bounds) are frozen at capture: a replay repeats them. Callers keep them constant
-//    (see engine/train/graphed_step.h).
+//  * Arguments passed by value to kernels (random seeds and offsets, loop bounds) are
+//    frozen at capture: a replay repeats them. The optimizer launches are the exception
+//    (kernels/cuda/graph_consts.h): their constants (learning rate, bias corrections) are
+//    read from device memory, recorded at capture and rewritten before each replay by
+//    replay(refresh): `refresh` runs the optimizer's step again on the host, which updates
+//    its bookkeeping and writes each launch's constants without launching anything (the
+//    same launches in the same order as at capture, or a ValueError).
 //  * If `work` throws, the capture is abandoned (nothing was executed), the pool released,
 //    and the exception propagates; the DeviceGraph stays empty (replay() is an error).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -32,6 +37,10 @@ namespace oomlab {
 
 class DeviceGraph {
  public:
+  // Device memory for the optimizer launches' constants (graph_consts.h), allocated in the
+  // graph's pool at capture on every device (meta counts it too): 1 MiB holds ~14,000
+  // launches' float64 Adam constants.
+  static constexpr size_t kConstBytes = size_t(1) << 20;
   explicit DeviceGraph(Device device);   // ValueError where graphs cannot run
   ~DeviceGraph();
   DeviceGraph(const DeviceGraph&) = delete;
@@ -41,13 +50,16 @@ class DeviceGraph {
   // runs where the capture will); capture() does it too.
   static void prepare(Device device);
   void capture(const std::function<void()>& work);   // once per DeviceGraph
-  void replay();
+  void replay(const std::function<void()>& refresh = {});
   bool captured() const { return captured_; }
   uint64_t pool_id() const { return pool_; }
 
  private:
   Device device_;
   void* graph_ = nullptr;   // the backend's instantiated graph (cuda); nullptr on meta
+  void* consts_ = nullptr;  // the graph's constant arena (cuda)
+  void* consts_block_ = nullptr;   // its device memory: kConstBytes from the graph's pool
+
   uint64_t pool_ = 0;
   bool captured_ = false;
 };

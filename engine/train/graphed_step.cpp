@@ -27,8 +27,15 @@ StepOutput GraphedStep::run(const HostBatch& batch) {
   batch_into(batch, x_, y_);
   ++steps_;
   if (steps_ <= kWarmupSteps) return step_.run(x_, y_, /*track_memory=*/false);
-  if (!graph_) capture();
-  graph_->replay();
+  if (!graph_) {
+    capture();
+    graph_->replay();   // the captured step's own constants were recorded at capture
+  } else {
+    // The optimizer's host side for this step (step counts, the schedule's lr): its
+    // launches write their constants and launch nothing (device_graph.h).
+    Optimizer& opt = step_.optimizer();
+    graph_->replay([&opt] { opt.step(); });
+  }
   ++replays_;
   StepOutput out;
   out.loss = loss_;

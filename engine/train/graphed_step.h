@@ -11,12 +11,14 @@
 // Contracts:
 //  * Every batch has the shape of the first (the trainer's loader drops the last partial
 //    batch); InternalError otherwise.
-//  * A replay repeats the captured step's host-side values: learning rate, momentum and
-//    weight decay, loss scale, random numbers. The caller keeps the schedule constant and
-//    the optimizer free of per-step host state (SGD); a captured step that drew random
-//    numbers from the device generator (dropout) is refused at capture with a ValueError
-//    saying so. Argmax hits are not counted (StepOutput.correct_counted = false): counting
-//    reads the logits on the host.
+//  * Before each replay after the first, the optimizer's step runs again on the host
+//    (device_graph.h, replay's refresh): its bookkeeping advances (Adam's step counts) and
+//    its launches' constants (the schedule's learning rate, bias corrections) are written
+//    to device memory, so schedules, SGD, Adam and AdamW replay as they run eagerly. Every
+//    other host-side value is frozen: loss scaling (the caller refuses it) and random
+//    numbers — a captured step that drew from the device generator (dropout) is refused
+//    at capture with a ValueError saying so. Argmax hits are not counted
+//    (StepOutput.correct_counted = false): counting reads the logits on the host.
 //  * Memory: the static inputs are allocated once (before warm-up); the capture's
 //    allocations live in the graph's pool (reserved in addition to what warm-up cached, as
 //    in PyTorch); a replay allocates nothing. metrics() reports the warm-up, the capture's

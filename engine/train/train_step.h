@@ -107,6 +107,7 @@ class TrainStep {
   // Off: steps do not count argmax hits (it reads the logits on the host, which a graph
   // capture cannot do); their StepOutput says correct_counted = false.
   void set_count_correct(bool on) { count_correct_ = on; }
+  Optimizer& optimizer() { return opt_; }
 
   // The phases, for strategies and tests that drive them one by one.
   void zero_grad();                                                            // "step/zero_grad"

@@ -2,18 +2,21 @@
 // (engine/core/backend.h, engine/memory/device_graph.h): capture on the device's own
 // stream in thread-local mode (this thread's capture-unsafe calls fail the capture; the
 // allocator's cudaMalloc relaxes it, cuda_runtime.cpp), instantiate, replay with
-// cudaGraphLaunch on the same stream.
+// cudaGraphLaunch on the same stream; and the constant arena of graph_consts.h.
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string_view>
+#include <vector>
 
 #include "engine/core/backend.h"
 #include "engine/core/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_stream.h"
+#include "kernels/cuda/graph_consts.h"
 
 namespace oomlab::cuda {
 namespace {
@@ -62,6 +65,77 @@ cudaStream_t compute_stream(int device) {
     s = g_streams[gpu].load(std::memory_order_acquire);
   }
   return s;
+}
+
+// ---- the constant arena (graph_consts.h) ------------------------------------------------
+namespace {
+constexpr size_t kSlotAlign = 16;
+
+struct Arena {
+  int device = 0;
+  void* dev = nullptr;            // `capacity` bytes of device memory (DeviceGraph's block)
+  size_t capacity = 0;
+  std::vector<char> host;         // the slots' bytes, copied to `dev` at end()
+  std::vector<size_t> recorded;   // each slot's size, in record order
+  size_t cursor = 0;              // slots filled in the current pass
+  size_t bytes = 0;
+};
+thread_local ConstMode t_mode = ConstMode::by_value;
+thread_local Arena* t_arena = nullptr;
+
+void* consts_begin(int device, void* arena, int mode, void* device_block, size_t bytes) {
+  auto* a = static_cast<Arena*>(arena);
+  if (a == nullptr) {
+    OOMLAB_CHECK(device_block != nullptr && bytes > 0, "graph constants: no device block for a new arena");
+    a = new Arena;
+    a->device = device;
+    a->dev = device_block;
+    a->capacity = bytes;
+    a->host.resize(bytes);
+  }
+  OOMLAB_CHECK(t_arena == nullptr, "graph constants: a pass is already open on this thread");
+  a->cursor = 0;
+  a->bytes = 0;
+  t_arena = a;
+  t_mode = mode == 1 ? ConstMode::record : ConstMode::refresh;
+  return a;
+}
+
+void consts_end(void* arena) {
+  auto* a = static_cast<Arena*>(arena);
+  const bool refreshed = t_mode == ConstMode::refresh;
+  t_arena = nullptr;
+  t_mode = ConstMode::by_value;
+  if (a == nullptr) return;
+  OOMLAB_CHECK(!refreshed || a->cursor == a->recorded.size(), "graph constants: the optimizer made ", a->cursor,
+               " launches before this replay, ", a->recorded.size(), " when the step was captured");
+  if (a->bytes == 0) return;
+  DeviceGuard guard(a->device);
+  CUDA_CHECK(cudaMemcpyAsync(a->dev, a->host.data(), a->bytes, cudaMemcpyHostToDevice, compute_stream(a->device)));
+}
+
+void consts_free(void* arena) { delete static_cast<Arena*>(arena); }   // the device block is the caller's
+}  // namespace
+
+ConstMode const_mode() { return t_mode; }
+
+const void* next_const_slot(const void* value, size_t bytes) {
+  Arena* a = t_arena;
+  if (a == nullptr || t_mode == ConstMode::by_value) return nullptr;
+  const size_t at = (a->bytes + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  OOMLAB_CHECK(at + bytes <= a->capacity, "graph constants: the step's optimizer launches need more than ",
+               a->capacity, " bytes of constants");
+  if (t_mode == ConstMode::record) {
+    a->recorded.push_back(bytes);
+  } else {
+    OOMLAB_CHECK(a->cursor < a->recorded.size() && a->recorded[a->cursor] == bytes, "graph constants: launch ",
+                 a->cursor + 1, " of the optimizer differs from the captured step's (",
+                 a->cursor < a->recorded.size() ? a->recorded[a->cursor] : 0, " bytes recorded, ", bytes, " now)");
+  }
+  ++a->cursor;
+  std::memcpy(a->host.data() + at, value, bytes);
+  a->bytes = at + bytes;
+  return t_mode == ConstMode::record ? static_cast<const char*>(a->dev) + at : nullptr;
 }
 
 namespace {
@@ -116,5 +190,8 @@ void add_graph_hooks(BackendHooks& h) {
   h.graph_capture_end = &graph_capture_end;
   h.graph_replay = &graph_replay;
   h.graph_destroy = &graph_destroy;
+  h.graph_consts_begin = &consts_begin;
+  h.graph_consts_end = &consts_end;
+  h.graph_consts_free = &consts_free;
 }
 }  // namespace oomlab::cuda

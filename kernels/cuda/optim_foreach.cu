@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_settings.h"
+#include "kernels/cuda/graph_consts.h"
 #include "kernels/cuda/multi_tensor_plan.h"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/optim.h"
@@ -50,7 +51,9 @@ template <class T> struct AdamList {
   BlockMap map;
 };
 
-template <class T, class C = compute_t<T>> __global__ void sgd_list_kernel(SgdList<T> L, SgdConst<C> k) {
+template <class T, class C = compute_t<T>>
+__global__ void sgd_list_kernel(SgdList<T> L, SgdConst<C> k, const SgdConst<C>* kp) {
+  if (kp) k = *kp;
   const int s = L.map.slot[blockIdx.x];
   int64_t i0, i1;
   L.map.range(L.n[s], i0, i1);
@@ -62,7 +65,8 @@ template <class T, class C = compute_t<T>> __global__ void sgd_list_kernel(SgdLi
 }
 
 template <class T, bool Decay, bool Decoupled, bool LerpLow, class C = compute_t<T>>
-__global__ void adam_list_kernel(AdamList<T> L, AdamConst<C> k) {
+__global__ void adam_list_kernel(AdamList<T> L, AdamConst<C> k, const AdamConst<C>* kp) {
+  if (kp) k = *kp;
   const int s = L.map.slot[blockIdx.x];
   int64_t i0, i1;
   L.map.range(L.n[s], i0, i1);
@@ -112,6 +116,8 @@ template <class T> void sgd_foreach_cuda(const SgdForeachArgs& a) {
   const Launch L("sgd_foreach");
   for_each_run(a, same_sgd, [&](int64_t first, int64_t count) {
     const SgdConst<C> k = make_sgd_const<C>(a.items[first]);   // k.first: per tensor, in the list
+    const SgdConst<C>* kp = const_slot(k);
+    if (const_mode() == ConstMode::refresh) return;
     launch_lists<SgdList<T>>(a, first, count,
         [](SgdList<T>& l, int s, const SgdArgs& x) {
           l.p[s] = static_cast<T*>(x.param);
@@ -121,7 +127,7 @@ template <class T> void sgd_foreach_cuda(const SgdForeachArgs& a) {
           l.first[s] = x.first_step;
         },
         [&](const SgdList<T>& l, unsigned blocks) {
-          sgd_list_kernel<T><<<blocks, kThreads, 0, L.stream>>>(l, k);
+          sgd_list_kernel<T><<<blocks, kThreads, 0, L.stream>>>(l, k, kp);
           CUDA_LAUNCH_CHECK();
         });
   });
@@ -129,7 +135,7 @@ template <class T> void sgd_foreach_cuda(const SgdForeachArgs& a) {
 
 template <class T, bool Decay, bool Decoupled, bool LerpLow>
 void adam_lists(const AdamForeachArgs& a, int64_t first, int64_t count, const AdamConst<compute_t<T>>& k,
-                cudaStream_t stream) {
+                const AdamConst<compute_t<T>>* kp, cudaStream_t stream) {
   launch_lists<AdamList<T>>(a, first, count,
       [](AdamList<T>& l, int s, const AdamArgs& x) {
         l.p[s] = static_cast<T*>(x.param);
@@ -139,7 +145,7 @@ void adam_lists(const AdamForeachArgs& a, int64_t first, int64_t count, const Ad
         l.n[s] = x.n;
       },
       [&](const AdamList<T>& l, unsigned blocks) {
-        adam_list_kernel<T, Decay, Decoupled, LerpLow><<<blocks, kThreads, 0, stream>>>(l, k);
+        adam_list_kernel<T, Decay, Decoupled, LerpLow><<<blocks, kThreads, 0, stream>>>(l, k, kp);
         CUDA_LAUNCH_CHECK();
       });
 }
@@ -151,16 +157,18 @@ template <class T> void adam_foreach_cuda(const AdamForeachArgs& a) {
   for_each_run(a, same_adam, [&](int64_t first, int64_t count) {
     const AdamArgs& x = a.items[first];
     const AdamConst<C> k = make_adam_const<C>(x);
+    const AdamConst<C>* kp = const_slot(k);
+    if (const_mode() == ConstMode::refresh) return;
     const bool decay = x.weight_decay != 0, low = (1.0 - x.beta1) < 0.5;
     if (!decay)
-      low ? adam_lists<T, false, false, true>(a, first, count, k, L.stream)
-          : adam_lists<T, false, false, false>(a, first, count, k, L.stream);
+      low ? adam_lists<T, false, false, true>(a, first, count, k, kp, L.stream)
+          : adam_lists<T, false, false, false>(a, first, count, k, kp, L.stream);
     else if (x.decoupled)
-      low ? adam_lists<T, true, true, true>(a, first, count, k, L.stream)
-          : adam_lists<T, true, true, false>(a, first, count, k, L.stream);
+      low ? adam_lists<T, true, true, true>(a, first, count, k, kp, L.stream)
+          : adam_lists<T, true, true, false>(a, first, count, k, kp, L.stream);
     else
-      low ? adam_lists<T, true, false, true>(a, first, count, k, L.stream)
-          : adam_lists<T, true, false, false>(a, first, count, k, L.stream);
+      low ? adam_lists<T, true, false, true>(a, first, count, k, kp, L.stream)
+          : adam_lists<T, true, false, false>(a, first, count, k, kp, L.stream);
   });
 }
 }  // namespace
