@@ -6,17 +6,20 @@
 //    and replays the rest, with the eager run's allocated peak (plus the 1 MiB of the
 //    optimizer's constants); the capture starts from an
 //    emptied cache, so its pool replaces what warm-up cached; a step that draws
-//    random numbers (dropout) is refused at capture; train accuracy is not counted; each
-//    replay runs the optimizer's host side (its step count advances) and allocates nothing;
+//    random numbers it cannot redraw is refused at capture (dropout redraws: the generator
+//    advances as in the eager run); train accuracy is not counted; each replay runs the
+//    optimizer's host side (its step count advances) and allocates nothing;
 //  * on a GPU (skipped without one): a captured kernel replays on new input; a capture
 //    that syncs with the host fails with CUDA's error and leaves the device usable; a
 //    graphed run's losses equal the eager run's (warm-up bit for bit, replays within
-//    float32 rounding), with SGD at a constant lr and AdamW under a cosine schedule.
+//    float32 rounding), with SGD at a constant lr, AdamW under a cosine schedule, and VGG's
+//    dropout.
 // ctest tier: cli gpu
 #include <gtest/gtest.h>
 
 #include "cuda_test_util.h"
 #include "engine/core/error.h"
+#include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/device_graph.h"
 #include "engine/nn/layers.h"
@@ -155,15 +158,52 @@ TEST(GraphedTraining, ReplaysRunTheOptimizersHostSideAndAllocateNothing) {
   EXPECT_THROW(graphed.run(b), ValueError);   // another shape than the captured one
 }
 
-TEST(GraphedTraining, AStepThatDrawsRandomNumbersIsRefusedAtCapture) {
-  TrainConfig c = image_run(kMeta, "vgg11");
-  c.cuda_graphs = true;
+// Dropout under graphs draws what the eager run draws: the device generator ends where the
+// eager run's ends (and on a GPU the losses match: CudaGraphs below).
+TEST(GraphedTraining, DropoutAdvancesTheGeneratorAsTheEagerRunDoes) {
+  auto run = [](bool graphs) {
+    reset_allocators();
+    manual_seed(11);
+    nn::LayerOptions o;
+    o.device = kMeta;
+    nn::Sequential model({std::make_shared<nn::Flatten>(), std::make_shared<nn::Dropout>(0.3),
+                          std::make_shared<nn::Linear>(12, 3, true, o)});
+    ParamGroup g;
+    g.params = model.named_parameters();
+    auto opt = make_optimizer("sgd", {g});
+    TrainStep step(model, *opt);
+    std::unique_ptr<GraphedStep> graphed = graphs ? std::make_unique<GraphedStep>(step, kMeta) : nullptr;
+    HostBatch b;
+    b.n = 4;
+    b.shape = {4, 3, 2, 2};
+    b.target_shape = {4};
+    b.images.assign(48, 0.5f);
+    b.labels.assign(4, 1);
+    const Tensor x = Tensor::empty(b.shape, DType::f32, kMeta), y = Tensor::empty({4}, DType::i64, kMeta);
+    for (int i = 0; i < 7; ++i) graphs ? (void)graphed->run(b) : (void)step.run(x, y, false);
+    return device_generator(kMeta).get_state().offset;
+  };
+  const uint64_t eager = run(false);
+  EXPECT_GT(eager, 0u);
+  EXPECT_EQ(run(true), eager);
+}
+
+// An op that cannot redraw its numbers on replay (fused attention's dropout) fails the
+// capture, naming itself; the pool is released and eager draws work again afterwards.
+TEST(DeviceGraph, ADrawThatCannotBeReplayedFailsTheCapture) {
+  reset_allocators();
+  DeviceGraph g(kMeta);
   try {
-    train(c);
+    g.capture([] { reserve_draws(nullptr, kMeta, 64, "fused attention's dropout"); });
     FAIL() << "expected a ValueError";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("draws random numbers"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fused attention's dropout draws random numbers"), std::string::npos)
+        << e.what();
   }
+  EXPECT_EQ(allocator_for(kMeta).stat("num_graph_pools"), 0);
+  EXPECT_NO_THROW(reserve_draws(nullptr, kMeta, 64, "eager"));
+  DeviceGraph ok(kMeta);
+  EXPECT_NO_THROW(ok.capture([] { reserve_draws(nullptr, kMeta, 64, "dropout", /*graph_safe=*/true); }));
 }
 
 TEST(GraphedTraining, TheCliRefusesWhatAReplayWouldFreeze) {
@@ -235,4 +275,20 @@ TEST_P(CudaGraphsRecipe, AGraphedRunsLossesEqualTheEagerRuns) {
     if (i < 3) EXPECT_EQ(lg[i], le[i]);
     else EXPECT_NEAR(lg[i].get<double>(), le[i].get<double>(), 1e-5 * std::abs(le[i].get<double>()) + 1e-6);
   }
+}
+
+// VGG's classifier dropout under graphs: every replay draws fresh masks, the eager run's.
+TEST(CudaGraphs, DropoutReplaysMatchTheEagerRun) {
+  OOMLAB_REQUIRE_CUDA();
+  TrainConfig base = image_run(cuda0(), "vgg11");
+  base.steps = 6;
+  const nlohmann::json eager = train(base)["metrics"];
+  TrainConfig c = base;
+  c.cuda_graphs = true;
+  const nlohmann::json graphed = train(c)["metrics"];
+  const auto& le = eager["history"]["train_loss"];
+  const auto& lg = graphed["history"]["train_loss"];
+  ASSERT_EQ(le.size(), lg.size());
+  for (size_t i = 0; i < le.size(); ++i)
+    EXPECT_NEAR(lg[i].get<double>(), le[i].get<double>(), 1e-5 * std::abs(le[i].get<double>()) + 1e-6) << i;
 }

@@ -57,7 +57,11 @@ struct BackendHooks {
   // one over the caller's device block of `bytes`, returned) or 2 (refresh, before a
   // replay) and ends with graph_consts_end (the slots copied into the block on the compute
   // stream; nullptr only closes the pass); graph_consts_free with the graph (not the block).
-  void* (*graph_consts_begin)(int device_index, void* arena, int mode, void* device_block, size_t bytes) = nullptr;
+  // The pass's first slot holds rng_delta, the offset graph-safe random kernels add to their
+  // captured Philox base (engine/core/rng.h): 0 at capture, the generator's advance since
+  // the capture before each replay.
+  void* (*graph_consts_begin)(int device_index, void* arena, int mode, void* device_block, size_t bytes,
+                              uint64_t rng_delta) = nullptr;
   void (*graph_consts_end)(void* arena) = nullptr;
   void (*graph_consts_free)(void* arena) = nullptr;
 };

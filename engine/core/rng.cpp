@@ -2,6 +2,8 @@
 // created on first use, never destroyed (tensors of static objects may draw at exit).
 #include "engine/core/rng.h"
 
+#include "engine/core/error.h"
+
 #include <map>
 #include <memory>
 
@@ -45,7 +47,22 @@ void manual_seed(uint64_t seed) {
   for (auto& [key, g] : gs.by_device) g->set_state(Generator{seed, 0});
 }
 
-std::pair<uint64_t, uint64_t> reserve_draws(Generator* gen, const Device& device, uint64_t n) {
+namespace {
+thread_local bool t_capturing = false;
+thread_local Device t_capture_device;
+}  // namespace
+
+void begin_rng_capture(const Device& device) {
+  t_capturing = true;
+  t_capture_device = device;
+}
+void end_rng_capture() { t_capturing = false; }
+
+std::pair<uint64_t, uint64_t> reserve_draws(Generator* gen, const Device& device, uint64_t n, const char* op,
+                                            bool graph_safe) {
+  OOMLAB_CHECK(!t_capturing || !(device == t_capture_device) || (graph_safe && gen == nullptr), "graph capture: ", op,
+               " draws random numbers it cannot draw afresh on each replay (every replay would repeat the captured "
+               "ones); run it without graphs, or without its randomness (dropout 0)");
   uint64_t seed = 0;
   if (gen) {
     seed = gen->seed;

@@ -80,7 +80,15 @@ DeviceGenerator& device_generator(const Device& device);
 // (seed, base) of n draws for an op on `device`: reserved from `gen` when given, else from the
 // device's generator (atomically: other device threads draw too). Dropout and fused attention
 // use it, so both draw the same blocks from the same state.
-std::pair<uint64_t, uint64_t> reserve_draws(Generator* gen, const Device& device, uint64_t n);
+// Under graph capture on `device` (this thread, begin_rng_capture) only graph-safe ops may
+// draw, from the device's generator: their kernels add the replay's offset delta to `base`
+// (engine/memory/device_graph.h), so every replay draws the blocks the same step would draw
+// eagerly. Any other draw is a ValueError naming `op` (its numbers would repeat each replay).
+std::pair<uint64_t, uint64_t> reserve_draws(Generator* gen, const Device& device, uint64_t n,
+                                            const char* op = "an op", bool graph_safe = false);
+// The capture of device's draws on this thread (DeviceGraph::capture); one at a time.
+void begin_rng_capture(const Device& device);
+void end_rng_capture();
 void manual_seed(uint64_t seed);
 
 }  // namespace oomlab

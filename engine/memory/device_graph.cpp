@@ -4,6 +4,7 @@
 
 #include "engine/core/backend.h"
 #include "engine/core/error.h"
+#include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
 
 namespace oomlab {
@@ -36,35 +37,19 @@ void DeviceGraph::prepare(Device device) {
 void DeviceGraph::capture(const std::function<void()>& work) {
   OOMLAB_CHECK(!captured_ && pool_ == 0, "DeviceGraph::capture: this graph was captured already");
   CachingAllocator& alloc = allocator_for(device_);
-  const BackendHooks h = device_.is_meta() ? BackendHooks{} : backend_hooks(device_.type);
   if (!device_.is_meta()) {
-    h.graph_prepare(device_.index);
+    backend_hooks(device_.type).graph_prepare(device_.index);
     device_synchronize(device_);   // eager work before the capture has finished
   }
   alloc.empty_cache();   // as torch.cuda.graph does: the graph's pool gets what eager work cached
   pool_ = alloc.begin_graph_pool();
+  rng_at_capture_ = device_generator(device_).get_state().offset;
   try {
     {
       MemoryContext ctx("graph", "consts");
       consts_block_ = alloc.allocate(kConstBytes, "graph_consts");   // in the pool, on meta too
     }
-    if (!device_.is_meta()) {
-      h.graph_capture_begin(device_.index);
-      consts_ = h.graph_consts_begin(device_.index, nullptr, /*record*/ 1, consts_block_, kConstBytes);
-    }
-    try {
-      work();
-    } catch (...) {
-      if (!device_.is_meta()) {
-        h.graph_capture_end(device_.index, /*keep=*/false);
-        h.graph_consts_end(nullptr);   // closes the pass; nothing to copy
-      }
-      throw;
-    }
-    if (!device_.is_meta()) {
-      graph_ = h.graph_capture_end(device_.index, /*keep=*/true);
-      h.graph_consts_end(consts_);   // after the capture: the copy is real work, not captured
-    }
+    record(work);
   } catch (...) {
     alloc.end_graph_pool();
     alloc.free(consts_block_);
@@ -74,27 +59,63 @@ void DeviceGraph::capture(const std::function<void()>& work) {
     throw;
   }
   alloc.end_graph_pool();
+  rng_blocks_per_replay_ = device_generator(device_).get_state().offset - rng_at_capture_;
   captured_ = true;
+  replayed_ = false;
+}
+
+// The capture proper: the backend's stream capture and the record pass of the constants
+// around `work`, with this thread's random draws limited to graph-safe ops.
+void DeviceGraph::record(const std::function<void()>& work) {
+  const BackendHooks h = device_.is_meta() ? BackendHooks{} : backend_hooks(device_.type);
+  if (!device_.is_meta()) {
+    h.graph_capture_begin(device_.index);
+    consts_ = h.graph_consts_begin(device_.index, nullptr, /*record*/ 1, consts_block_, kConstBytes, 0);
+  }
+  begin_rng_capture(device_);
+  try {
+    work();
+  } catch (...) {
+    end_rng_capture();
+    if (!device_.is_meta()) {
+      h.graph_capture_end(device_.index, /*keep=*/false);
+      h.graph_consts_end(nullptr);   // closes the pass; nothing to copy
+    }
+    throw;
+  }
+  end_rng_capture();
+  if (!device_.is_meta()) {
+    graph_ = h.graph_capture_end(device_.index, /*keep=*/true);
+    h.graph_consts_end(consts_);   // after the capture: the copy is real work, not captured
+  }
 }
 
 void DeviceGraph::replay(const std::function<void()>& refresh) {
   OOMLAB_CHECK(captured_, "DeviceGraph::replay: nothing was captured");
+  // The first replay runs the captured step with what the capture recorded (its draws are
+  // already reserved); each later one is a new step: its own draws and constants.
+  if (replayed_) refresh_pass(refresh);
+  replayed_ = true;
+  if (!device_.is_meta()) backend_hooks(device_.type).graph_replay(graph_, device_.index);
+}
+
+void DeviceGraph::refresh_pass(const std::function<void()>& refresh) {
+  DeviceGenerator& gen = device_generator(device_);
+  const uint64_t delta = gen.get_state().offset - rng_at_capture_;
+  gen.with([&](Generator& g) { g.offset += rng_blocks_per_replay_; });   // this replay's draws
   if (device_.is_meta()) {   // no kernels: the refresh is the host's bookkeeping only
     if (refresh) refresh();
     return;
   }
   const BackendHooks h = backend_hooks(device_.type);
-  if (refresh) {
-    h.graph_consts_begin(device_.index, consts_, /*refresh*/ 2, nullptr, 0);
-    try {
-      refresh();
-    } catch (...) {
-      h.graph_consts_end(nullptr);
-      throw;
-    }
-    h.graph_consts_end(consts_);
+  h.graph_consts_begin(device_.index, consts_, /*refresh*/ 2, nullptr, 0, delta);
+  try {
+    if (refresh) refresh();
+  } catch (...) {
+    h.graph_consts_end(nullptr);
+    throw;
   }
-  h.graph_replay(graph_, device_.index);
+  h.graph_consts_end(consts_);
 }
 
 }  // namespace oomlab

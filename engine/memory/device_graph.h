@@ -17,13 +17,19 @@
 //    into the same addresses) until the DeviceGraph dies. Tensors created in the capture
 //    and kept (the step's loss, the gradients) are the graph's static outputs: a replay
 //    overwrites them in place.
-//  * Arguments passed by value to kernels (random seeds and offsets, loop bounds) are
-//    frozen at capture: a replay repeats them. The optimizer launches are the exception
-//    (kernels/cuda/graph_consts.h): their constants (learning rate, bias corrections) are
-//    read from device memory, recorded at capture and rewritten before each replay by
-//    replay(refresh): `refresh` runs the optimizer's step again on the host, which updates
-//    its bookkeeping and writes each launch's constants without launching anything (the
-//    same launches in the same order as at capture, or a ValueError).
+//  * Arguments passed by value to kernels (loop bounds, scales) are frozen at capture: a
+//    replay repeats them. Two exceptions (kernels/cuda/graph_consts.h), through a block of
+//    device memory the captured kernels read:
+//    - the optimizer launches' constants (learning rate, bias corrections), recorded at
+//      capture and rewritten before each replay but the first by `refresh`, which runs the
+//      optimizer's step again on the host: its bookkeeping advances and each launch writes
+//      its constants without launching anything (the same launches in the same order as
+//      at capture, or a ValueError);
+//    - random numbers: during the capture only graph-safe ops may draw from the device's
+//      generator (dropout; others are a ValueError, engine/core/rng.h); each replay but the
+//      first advances the generator by the capture's draws and hands the kernels the
+//      offset they add to their captured base, so every replay draws exactly the numbers
+//      the same step would draw eagerly.
 //  * If `work` throws, the capture is abandoned (nothing was executed), the pool released,
 //    and the exception propagates; the DeviceGraph stays empty (replay() is an error).
 #pragma once
@@ -50,6 +56,8 @@ class DeviceGraph {
   // runs where the capture will); capture() does it too.
   static void prepare(Device device);
   void capture(const std::function<void()>& work);   // once per DeviceGraph
+  // The first replay after the capture runs the captured step as recorded; later ones run
+  // `refresh` first (see above) and draw the next random numbers.
   void replay(const std::function<void()>& refresh = {});
   bool captured() const { return captured_; }
   uint64_t pool_id() const { return pool_; }
@@ -61,7 +69,12 @@ class DeviceGraph {
   void* consts_block_ = nullptr;   // its device memory: kConstBytes from the graph's pool
 
   uint64_t pool_ = 0;
-  bool captured_ = false;
+  bool captured_ = false, replayed_ = false;
+  uint64_t rng_at_capture_ = 0;          // the device generator's offset when the capture began
+  uint64_t rng_blocks_per_replay_ = 0;   // Philox blocks the captured work reserved
+
+  void record(const std::function<void()>& work);
+  void refresh_pass(const std::function<void()>& refresh);
 };
 
 }  // namespace oomlab

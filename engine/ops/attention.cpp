@@ -93,7 +93,7 @@ Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, co
   OOMLAB_CHECK_T(DTypeError, q.dtype() == k.dtype() && q.dtype() == v.dtype(), "fused attention: q, k and v are ",
                  dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()), ": one dtype expected");
   const double p = training ? dropout_p : 0.0;
-  const auto [seed, base] = p > 0 ? reserve_draws(gen, q.device(), uint64_t(B * NH * Tq * Tk)) : std::pair<uint64_t, uint64_t>{0, 0};
+  const auto [seed, base] = p > 0 ? reserve_draws(gen, q.device(), uint64_t(B * NH * Tq * Tk), "fused attention's dropout") : std::pair<uint64_t, uint64_t>{0, 0};
   FusedAttentionArgs a{nullptr, nullptr, nullptr, mask.defined() ? mask.data<uint8_t>() : nullptr,
                        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                        B * NH, NH, Tq, Tk, D, Dv, D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0, p, seed, base, causal};

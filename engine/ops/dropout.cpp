@@ -31,7 +31,7 @@ Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
   // Output then mask, as PyTorch's native_dropout allocates them.
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mask = Tensor::empty(x.shape(), DType::u8, x.device());
-  const auto [seed, base] = reserve_draws(gen, x.device(), uint64_t(n));
+  const auto [seed, base] = reserve_draws(gen, x.device(), uint64_t(n), "dropout", /*graph_safe=*/true);
   dropout_forward_kernels().launch(x.device(), x.dtype(),
                                    DropoutArgs{x.raw_data(), y.raw_data(), mask.data<uint8_t>(), nullptr,
                                                nullptr, n, p, seed, base});

@@ -10,19 +10,20 @@
 //   3. every later step copies its batch into the static buffers and replays.
 // Contracts:
 //  * Every batch has the shape of the first (the trainer's loader drops the last partial
-//    batch); InternalError otherwise.
+//    batch); a ValueError otherwise.
 //  * Before each replay after the first, the optimizer's step runs again on the host
 //    (device_graph.h, replay's refresh): its bookkeeping advances (Adam's step counts) and
 //    its launches' constants (the schedule's learning rate, bias corrections) are written
-//    to device memory, so schedules, SGD, Adam and AdamW replay as they run eagerly. Every
-//    other host-side value is frozen: loss scaling (the caller refuses it) and random
-//    numbers — a captured step that drew from the device generator (dropout) is refused
-//    at capture with a ValueError saying so. Argmax hits are not counted
-//    (StepOutput.correct_counted = false): counting reads the logits on the host.
-//  * Memory: the static inputs are allocated once (before warm-up); the capture's
-//    allocations live in the graph's pool (reserved in addition to what warm-up cached, as
-//    in PyTorch); a replay allocates nothing. metrics() reports the warm-up, the capture's
-//    step and the pool's bytes.
+//    to device memory, so schedules, SGD, Adam and AdamW replay as they run eagerly; and
+//    dropout draws the numbers the eager step would (the generator advances per replay).
+//    Every other host-side value is frozen: loss scaling (the caller refuses it), and
+//    random numbers of ops that cannot redraw them (fused attention's dropout: a ValueError
+//    at capture). Argmax hits are not counted (StepOutput.correct_counted = false):
+//    counting reads the logits on the host.
+//  * Memory: the static inputs are allocated once (before warm-up); the capture empties the
+//    cache, then its allocations live in the graph's pool (with the optimizer's 1 MiB of
+//    constants); a replay allocates nothing. metrics() reports the warm-up, the captured
+//    step, the replays and the pool's bytes.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -78,12 +78,13 @@ struct Arena {
   std::vector<char> host;         // the slots' bytes, copied to `dev` at end()
   std::vector<size_t> recorded;   // each slot's size, in record order
   size_t cursor = 0;              // slots filled in the current pass
+  const uint64_t* rng_delta = nullptr;   // slot 0's device address (record passes)
   size_t bytes = 0;
 };
 thread_local ConstMode t_mode = ConstMode::by_value;
 thread_local Arena* t_arena = nullptr;
 
-void* consts_begin(int device, void* arena, int mode, void* device_block, size_t bytes) {
+void* consts_begin(int device, void* arena, int mode, void* device_block, size_t bytes, uint64_t rng_delta) {
   auto* a = static_cast<Arena*>(arena);
   if (a == nullptr) {
     OOMLAB_CHECK(device_block != nullptr && bytes > 0, "graph constants: no device block for a new arena");
@@ -98,6 +99,7 @@ void* consts_begin(int device, void* arena, int mode, void* device_block, size_t
   a->bytes = 0;
   t_arena = a;
   t_mode = mode == 1 ? ConstMode::record : ConstMode::refresh;
+  a->rng_delta = static_cast<const uint64_t*>(next_const_slot(&rng_delta, sizeof rng_delta));   // slot 0
   return a;
 }
 
@@ -118,6 +120,9 @@ void consts_free(void* arena) { delete static_cast<Arena*>(arena); }   // the de
 }  // namespace
 
 ConstMode const_mode() { return t_mode; }
+const uint64_t* graph_rng_delta() {
+  return t_arena != nullptr && t_mode == ConstMode::record ? t_arena->rng_delta : nullptr;
+}
 
 const void* next_const_slot(const void* value, size_t bytes) {
   Arena* a = t_arena;

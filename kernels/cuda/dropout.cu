@@ -2,9 +2,11 @@
 // float16 and bfloat16 (half types compute in float, one rounding at the store).
 // Bit-identical to kernels/cpu/dropout_cpu.cpp: the keep-mask is the same Philox stream
 // (element i keeps iff (block(seed, base + i/4)[i%4] >> 8) >= ceil(p 2^24)) and y / dx are
-// the same products. The backward overwrites dx.
+// the same products. The backward overwrites dx. Under graph capture the forward adds the
+// replay's offset delta to its base (graph_consts.h), so replays draw fresh masks.
 #include <cmath>
 
+#include "kernels/cuda/graph_consts.h"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/dropout.h"
 
@@ -14,9 +16,12 @@ using namespace cuda;
 
 // ---- dropout ----------------------------------------------------------------------------
 // One thread per Philox block (4 elements).
+// delta (graph_consts.h): a captured launch's replay offset, added to base; null eagerly.
 template <class T> __global__ void dropout_fwd_kernel(const T* x, T* y, uint8_t* mask, int64_t n, uint32_t thr,
-                                                      compute_t<T> scale, uint64_t seed, uint64_t base) {
+                                                      compute_t<T> scale, uint64_t seed, uint64_t base,
+                                                      const uint64_t* delta) {
   using C = compute_t<T>;
+  if (delta) base += *delta;
   const int64_t nblocks = (n + 3) / 4;
   for (int64_t b = gtid(); b < nblocks; b += gstride()) {
     const U4 w = philox_block(seed, base + uint64_t(b));
@@ -41,7 +46,7 @@ template <class T> void dropout_forward_cuda(const DropoutArgs& a) {
   const uint32_t thr = uint32_t(std::ceil(a.p * 16777216.0));  // as the CPU kernel
   const compute_t<T> scale = compute_t<T>(1.0 / (1.0 - a.p));
   dropout_fwd_kernel<T><<<grid_for((a.n + 3) / 4), kThreads, 0, L.stream>>>(
-      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.mask, a.n, thr, scale, a.seed, a.base);
+      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.mask, a.n, thr, scale, a.seed, a.base, graph_rng_delta());
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void dropout_backward_cuda(const DropoutArgs& a) {

@@ -13,6 +13,7 @@
 //     same launches); the arena is then copied to the device and the graph replayed.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace oomlab::cuda {
 
@@ -22,5 +23,8 @@ ConstMode const_mode();
 // record mode, nullptr in refresh mode (the caller launches nothing). by_value: nullptr.
 const void* next_const_slot(const void* value, size_t bytes);
 template <class K> const K* const_slot(const K& k) { return static_cast<const K*>(next_const_slot(&k, sizeof(K))); }
+// Graph-safe random kernels (dropout): in record mode, the device address of the replay's
+// Philox offset delta (slot 0), to add to the captured base; nullptr otherwise.
+const uint64_t* graph_rng_delta();
 
 }  // namespace oomlab::cuda
