@@ -1,5 +1,6 @@
 // embedding.h — kernel argument struct and tables of the embedding family
-// (engine/ops/embedding.h): a row gather and its scatter-add backward, contiguous
+// (engine/ops/embedding.h): a row gather and its scatter-add backward (and a token batch's
+// positions, types and padding mask: token_inputs), contiguous
 // row-major buffers, explicit dims. Deterministic (no atomics; the result does not depend
 // on the thread count). CPU kernels: kernels/cpu/embedding_cpu.cpp; CUDA:
 // kernels/cuda/embedding.cu.
@@ -21,5 +22,14 @@ struct EmbeddingArgs {
 
 OOMLAB_KERNEL_TABLE(embedding_forward, EmbeddingArgs, "embedding")
 OOMLAB_KERNEL_TABLE(embedding_backward, EmbeddingArgs, "embedding_backward")
+
+// A BERT batch's index tensors from its token ids [B, T] (0 = padding), on the ids' device:
+// positions[b, t] = t, types[b, t] = 0, padding[b, t] = (ids[b, t] == 0); a null output is
+// skipped. Indexed by int64 (the ids' dtype).
+struct TokenInputsArgs {
+  const int64_t* ids; int64_t* positions; int64_t* types; uint8_t* padding;
+  int64_t B, T;
+};
+OOMLAB_KERNEL_TABLE(token_inputs, TokenInputsArgs, "token_inputs")
 
 }  // namespace oomlab

@@ -21,6 +21,7 @@
 #include "engine/core/rng.h"
 #include "engine/nn/transformer_layers.h"
 #include "engine/ops/dropout.h"
+#include "engine/ops/embedding.h"
 #include "engine/ops/elementwise.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
@@ -71,16 +72,6 @@ std::shared_ptr<nn::LayerNorm> ln(int64_t h, const LayerOptions& o) {
   return std::make_shared<nn::LayerNorm>(h, 1e-12, o);
 }
 std::shared_ptr<nn::Dropout> drop(double p) { return std::make_shared<nn::Dropout>(p); }
-
-// Host int64 / uint8 tensor -> device. On cpu:0 and meta the "host" tensor was made on
-// `dev` already (meta: allocation only) and is returned as is; another logical cpu device
-// (cpu:1, a DataParallel replica or DDP rank) gets a copy.
-Tensor to_device(const Tensor& host, Device dev) {
-  if (host.device() == dev) return host;
-  Tensor t = Tensor::empty(host.shape(), host.dtype(), dev);
-  if (!dev.is_meta()) t.copy_(host);
-  return t;
-}
 
 class BertEmbeddings : public nn::Module {
  public:
@@ -264,34 +255,17 @@ class BertModel : public nn::Module {
                    ids.str());
     OOMLAB_CHECK_T(ShapeError, ids.dim() == 2 && ids.size(1) > 0, model,
                    ": expects token ids [batch, seq_len], got ", shape_str(ids.shape()));
-    const int64_t B = ids.size(0), T = ids.size(1);
+    const int64_t T = ids.size(1);
     OOMLAB_CHECK_T(ValueError, T <= s.max_positions, model, ": sequence length ", T, " exceeds max_positions ",
                    s.max_positions);
-    const Device dev = ids.device();
-    // Per-batch index tensors, made in one order on every device (positions, token types,
-    // mask) so that the device allocator sees the same sequence on meta, cpu:0 and devices
-    // that take copies (cpu:N, cuda:N): filled in host memory through the allocator (a
-    // batch too large is an OutOfMemoryError there, never a std::vector of B*T elements),
-    // then copied to the device in that order; on meta and cpu:0 the host tensor is the
-    // device tensor.
-    const Device host = (dev.is_meta() || dev == cpu_device()) ? dev : cpu_device();
-    Tensor pos_host = Tensor::empty({B, T}, DType::i64, host), types_host = Tensor::empty({B, T}, DType::i64, host);
-    Tensor mask_host = Tensor::empty({B, T}, DType::u8, host);
-    if (!dev.is_meta()) {
-      int64_t* p = pos_host.data<int64_t>();
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t < T; ++t) p[b * T + t] = t;
-      types_host.fill_(0.0);
-      const bool readable = dev.is_cpu() && ids.is_contiguous();
-      Tensor ids_host = readable ? ids : Tensor::empty(ids.shape(), DType::i64, cpu_device());
-      if (!readable) ids_host.copy_(ids);
-      const int64_t* q = ids_host.data<int64_t>();
-      uint8_t* m = mask_host.data<uint8_t>();
-      for (int64_t i = 0; i < B * T; ++i) m[i] = q[i] == 0 ? 1 : 0;
-    }
-    embeddings->position_ids = to_device(pos_host, dev);
-    embeddings->token_type_ids = to_device(types_host, dev);
-    Tensor mask = to_device(mask_host, dev);
+    // Per-batch index tensors (positions, token types, padding mask), made in this order on
+    // the ids' device by one kernel: the device allocator sees the same sequence on every
+    // device, and nothing waits for the host (a CUDA graph can capture the step).
+    TokenInputs ti = token_inputs(ids, /*positions_and_types=*/true, /*padding=*/true);
+    embeddings->position_ids = ti.positions;
+    embeddings->token_type_ids = ti.types;
+    Tensor mask = ti.padding;
+    ti = TokenInputs{};
     Tensor h = (*embeddings)(ids);
     embeddings->position_ids = embeddings->token_type_ids = Tensor();
     encoder->mask = mask;

@@ -15,6 +15,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/ops/concat.h"
+#include "engine/ops/embedding.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
@@ -65,23 +66,12 @@ std::vector<std::string> module_and_ancestors(const std::string& path) {
   if (!path.empty()) out.push_back(path);
   return out;
 }
-// uint8 [B, T], 1 where the id is 0 (padding), as the zoo's BERT derives its mask: filled in
-// host memory through the allocator, then copied to the device (meta: allocation only).
+// uint8 [B, T], 1 where the id is 0 (padding), as the zoo's BERT derives its mask (on the
+// ids' device: token_inputs).
 Tensor key_padding_of(const Tensor& ids) {
   OOMLAB_CHECK_T(DTypeError, ids.dtype() == DType::i64, "a graph with an attention-mask input takes int64 token ids, got ",
                  ids.str());
-  const Device dev = ids.device();
-  const Device host = (dev.is_meta() || dev == cpu_device()) ? dev : cpu_device();
-  Tensor m = Tensor::empty(ids.shape(), DType::u8, host);
-  if (!dev.is_meta()) {
-    const bool readable = dev.is_cpu() && ids.is_contiguous();
-    Tensor h = readable ? ids : Tensor::empty(ids.shape(), DType::i64, cpu_device());
-    if (!readable) h.copy_(ids);
-    const int64_t* q = h.data<int64_t>();
-    uint8_t* p = m.data<uint8_t>();
-    for (int64_t i = 0; i < ids.numel(); ++i) p[i] = q[i] == 0 ? 1 : 0;
-  }
-  return host == dev ? m : copy_to_device(m, dev);
+  return token_inputs(ids, /*positions_and_types=*/false, /*padding=*/true).padding;
 }
 }  // namespace
 

@@ -124,6 +124,7 @@ declare -A FLAGS=(
   [r50_tf32_bench_graph]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
   [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
   [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
+  [bert_bf16_cudagraphs]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --cuda-graphs"
   [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
   [graph_bert_tf32]="--model graph:$kit/models/graphs/bert.json --batch 32 --seq-len 128 --allow-tf32 all"
@@ -134,7 +135,7 @@ declare -A FLAGS=(
 # NEXT: the GPU paths written since the last lease, default off until measured (issue 31);
 # each *_next tag runs its base tag's flags with them on (ResNets also --fuse-relu on),
 # right after the base pair, and test_cuda_parity runs once more with them on.
-NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1 OOMLAB_CUDA_FOREACH=1"
+NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1 OOMLAB_CUDA_FOREACH=1 OOMLAB_CUDA_TOKEN_INPUTS=1"
 # GRAPH: convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), alone, so that
 # its effect is not mixed with NEXT's: *_graph tags, and test_cuda_parity's conv rows under it.
 GRAPH="OOMLAB_CUDNN_GRAPH=1"
@@ -147,7 +148,7 @@ declare -A ENVS=([r50_tf32_next]="$NEXT"
                  [bert384_fused_flash]="$FLASH")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_tf32_graph r50_bf16 r50_bf16_next r50_bf16_graph r50_bf16_cudagraphs r50_fp16 r50_fp16_graph
        r50_tf32_bench r50_tf32_bench_graph vgg16_tf32 bert_fp32 bert_tf32
-       bert_tf32_next bert_bf16 bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_flash bert384_fused_bf16
+       bert_tf32_next bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_flash bert384_fused_bf16
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json

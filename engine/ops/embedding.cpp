@@ -4,7 +4,7 @@
 // == padding_idx get zero gradient; padding_idx < 0 means none). Saves the ids only.
 // ids are range-checked on the host for cpu tensors (ValueError naming the id); meta has
 // no data and a cuda check would synchronise. Allocations: forward contiguous copies if
-// any, out; backward contiguous(g) if any, dweight [V, H].
+// any, out; backward contiguous(g) if any, dweight [V, H]. token_inputs: embedding.h.
 #include "engine/ops/embedding.h"
 
 #include "engine/autograd/node.h"
@@ -54,6 +54,27 @@ Tensor embedding(const Tensor& weight0, const Tensor& ids0, int64_t padding_idx)
       return std::vector<Tensor>{dw};
     };
   });
+}
+
+TokenInputs token_inputs(const Tensor& ids0, bool positions_and_types, bool padding) {
+  OOMLAB_CHECK_T(DTypeError, ids0.defined() && ids0.dtype() == DType::i64 && ids0.dim() == 2,
+                 "token_inputs: token ids must be int64 [batch, seq_len], got ",
+                 ids0.defined() ? ids0.str() : std::string("undefined"));
+  const Tensor ids = ids0.contiguous();
+  const int64_t B = ids.size(0), T = ids.size(1);
+  const Device dev = ids.device();
+  TokenInputs out;
+  if (positions_and_types) {
+    out.positions = Tensor::empty({B, T}, DType::i64, dev);
+    out.types = Tensor::empty({B, T}, DType::i64, dev);
+  }
+  if (padding) out.padding = Tensor::empty({B, T}, DType::u8, dev);
+  auto ptr = [](const Tensor& t) -> void* { return t.defined() ? t.raw_data() : nullptr; };
+  token_inputs_kernels().launch(dev, DType::i64,
+                                TokenInputsArgs{ids.data<int64_t>(), static_cast<int64_t*>(ptr(out.positions)),
+                                                static_cast<int64_t*>(ptr(out.types)),
+                                                static_cast<uint8_t*>(ptr(out.padding)), B, T});
+  return out;
 }
 
 }  // namespace oomlab

@@ -11,4 +11,12 @@ namespace oomlab {
 
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
 
+// A token batch's per-batch index tensors for ids int64 [B, T] (0 = padding), made on the
+// ids' device by one kernel (no host round trip: a CUDA graph can capture it), allocated in
+// this order: positions (int64 [B, T], 0..T-1 per row) and token types (int64 zeros) when
+// `positions_and_types`, then the padding mask (uint8, 1 where the id is 0) when `padding`.
+// No autograd.
+struct TokenInputs { Tensor positions, types, padding; };
+TokenInputs token_inputs(const Tensor& ids, bool positions_and_types, bool padding);
+
 }  // namespace oomlab

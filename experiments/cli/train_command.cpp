@@ -181,9 +181,14 @@ void check_cuda_graphs(const TrainConfig& c) {
                "(or meta, to count the graph's memory); this run has --device ", c.device.str());
   OOMLAB_CHECK(c.loss_scale == "none", "--cuda-graphs needs a run without loss scaling (--amp bf16, or --loss-scale ",
                "none): the scaler checks the gradients on the host every step (this run: --loss-scale ", c.loss_scale, ")");
-  OOMLAB_CHECK(model_input_kind(c.model) == InputKind::image, "--cuda-graphs: ", c.model, " takes token batches, ",
-               "whose position ids and padding mask it builds on the host from each batch's ids (a device-to-host ",
-               "copy), which a captured step cannot hold; graphs work for the image models");
+  if (model_input_kind(c.model) != InputKind::tokens) return;
+  OOMLAB_CHECK(!is_graph_model(c.model), "--cuda-graphs: ", c.model, " is an imported token model, whose integer ",
+               "constants are copied from the host every step, which a captured step cannot hold; the zoo's bert-* ",
+               "models and the image models can be graphed");
+  const int64_t shortest = c.seq_min_len != 0 ? c.seq_min_len : c.seq_len / 2;
+  OOMLAB_CHECK(c.dataset != "synthetic-seq" || (shortest == c.seq_len && c.long_seq_prob == 0), "--cuda-graphs ",
+               "replays one batch shape, and synthetic-seq batches are padded to their longest sample: give ",
+               "--seq-min-len ", c.seq_len, " (every sequence --seq-len long) and no --long-seq-prob");
 }
 }  // namespace
 

@@ -58,6 +58,16 @@ template <DType H, bool Backward> void embedding_half(const EmbeddingArgs& a) {
   w.narrow();
 }
 
+void token_inputs_cpu(const TokenInputsArgs& a) {
+  for (int64_t b = 0; b < a.B; ++b)
+    for (int64_t t = 0; t < a.T; ++t) {
+      const int64_t i = b * a.T + t;
+      if (a.positions) a.positions[i] = t;
+      if (a.types) a.types[i] = 0;
+      if (a.padding) a.padding[i] = a.ids[i] == 0 ? 1 : 0;
+    }
+}
+
 template <DType H> void register_embedding_half() {
   const DeviceType cpu = DeviceType::cpu;
   set_kernel<&embedding_half<H, false>>(embedding_forward_kernels(), cpu, H);
@@ -70,6 +80,7 @@ void register_embedding_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(embedding_backward_kernels(), embedding_backward_cpu);
   register_embedding_half<DType::f16>();
   register_embedding_half<DType::bf16>();
+  set_kernel<&token_inputs_cpu>(token_inputs_kernels(), DeviceType::cpu, DType::i64);
 }
 
 }  // namespace oomlab

@@ -59,6 +59,7 @@ DeviceProperties properties(int device) {
           {"foreach_optimizer", cuda_foreach() ? "true" : "false"},
           {"cudnn_graph_api", cudnn_graph_api() ? "true" : "false"},
           {"compute_stream", uses_own_compute_stream(device) ? "own" : "legacy default"},
+          {"token_inputs_on_device", cuda_token_inputs_on_device() ? "true" : "false"},
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
 }
 

@@ -34,6 +34,7 @@ struct Settings {
   std::atomic<bool> foreach_step{env_flag("OOMLAB_CUDA_FOREACH", false)};
   std::atomic<bool> cudnn_graph{env_flag("OOMLAB_CUDNN_GRAPH", false)};
   std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", false)};
+  std::atomic<bool> token_inputs{env_flag("OOMLAB_CUDA_TOKEN_INPUTS", false)};
 };
 
 Settings& settings() {
@@ -68,5 +69,7 @@ void set_cudnn_graph_api(bool on) { settings().cudnn_graph.store(on); }
 bool cudnn_graph_api() { return settings().cudnn_graph.load(); }
 void set_cuda_flash_attention(bool on) { settings().flash_attention.store(on); }
 bool cuda_flash_attention() { return settings().flash_attention.load(); }
+void set_cuda_token_inputs_on_device(bool on) { settings().token_inputs.store(on); }
+bool cuda_token_inputs_on_device() { return settings().token_inputs.load(); }
 
 }  // namespace oomlab

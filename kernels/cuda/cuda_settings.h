@@ -24,12 +24,15 @@
 //     cuDNN's graph (backend) API heuristics (conv_graph.cu: engines the legacy _v7 queries
 //     cannot return, as PyTorch's cuDNN v8 API path; the legacy plan when none is offered),
 //     and register-tiled float32 fused attention for head dims of 64 (attention_flash.cu:
-//     score and output tiles as small matrix products, 4 x 4 / 4 x 8 per thread).
+//     score and output tiles as small matrix products, 4 x 4 / 4 x 8 per thread), and BERT's
+//     per-batch positions, token types and padding mask made by one device kernel
+//     (embedding.cu token_inputs) instead of from a host copy of the ids (a stall every
+//     step; under graph capture the device kernel runs whatever the switch says).
 // Initial values may be overridden by the environment (read once, at first use):
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1, OOMLAB_CUDA_FOREACH=0|1,
-// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
+// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_TOKEN_INPUTS=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
@@ -61,6 +64,8 @@ void set_cudnn_graph_api(bool on);
 bool cudnn_graph_api();
 void set_cuda_flash_attention(bool on);
 bool cuda_flash_attention();
+void set_cuda_token_inputs_on_device(bool on);
+bool cuda_token_inputs_on_device();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

@@ -220,7 +220,8 @@ def switched_paths(cfg, props):
     """The issue-31 paths a run switched on (gpu_run.sh's NEXT and GRAPH), so that a switched
     row is not labelled as its default."""
     names = [("vectorized_elementwise", "vectorized"), ("bn_one_pass", "one-pass BN"),
-             ("foreach_optimizer", "foreach optimizer"), ("cudnn_graph_api", "cuDNN graph API")]
+             ("foreach_optimizer", "foreach optimizer"), ("cudnn_graph_api", "cuDNN graph API"),
+             ("token_inputs_on_device", "device token inputs")]
     return [text for key, text in names if props.get(key) == "true"] + (["fused ReLU"] if cfg.get("fuse_relu") else [])
 
 
