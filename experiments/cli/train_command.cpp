@@ -28,6 +28,7 @@
 #include "engine/train/trainer.h"
 #include "experiments/cli/parallel_train.h"
 #include "experiments/cli/recipes.h"
+#include "experiments/cli/train_checks.h"
 #include "models/model_zoo.h"
 #include "models/graph_model.h"
 
@@ -36,47 +37,8 @@ using json = nlohmann::json;
 
 namespace {
 
-// --lr-groups "NAME_PREFIX=FACTOR,...": each a parameter-name prefix (e.g. "fc." or
-// "layer4.") and its lr factor (> 0, finite); prefixes unique. Empty text: no groups.
-std::vector<std::pair<std::string, double>> parse_lr_groups(const std::string& text) {
-  std::vector<std::pair<std::string, double>> out;
-  if (text.empty()) return out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const size_t eq = item.find('=');
-    OOMLAB_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "--lr-groups: '", item,
-                 "' is not NAME_PREFIX=FACTOR (e.g. fc.=10)");
-    const std::string prefix = item.substr(0, eq), num = item.substr(eq + 1);
-    char* end = nullptr;
-    const double f = std::strtod(num.c_str(), &end);
-    OOMLAB_CHECK(end && *end == '\0' && std::isfinite(f) && f > 0, "--lr-groups: the factor of '", prefix,
-                 "' must be a positive number (got '", num, "')");
-    for (const auto& [p, unused] : out) OOMLAB_CHECK(p != prefix, "--lr-groups: '", prefix, "' is given twice");
-    out.push_back({prefix, f});
-  }
-  OOMLAB_CHECK(!out.empty() && text.back() != ',', "--lr-groups: an empty group in '", text, "'");
-  return out;
-}
 struct Datasets { std::shared_ptr<Dataset> train, test; };
 
-// What each dataset feeds: fashion-mnist/synthetic image classification, synthetic-seq
-// token classification, synthetic-seg image segmentation. A model of another kind is a
-// usage error named up front (not a shape error deep in the first forward).
-void check_model_fits_dataset(const std::string& model, const std::string& dataset) {
-  const InputKind in = model_input_kind(model);   // also rejects unknown models
-  const TaskKind task = model_task_kind(model);
-  if (dataset == "npy") return;   // its kind is known once loaded: check_model_fits_npy
-  const char* want = nullptr;
-  if (in == InputKind::tokens) want = "synthetic-seq";
-  else if (task == TaskKind::segmentation) want = "synthetic-seg";
-  // Unknown dataset names pass here and are reported by make_datasets.
-  const bool ok = want ? dataset == want : dataset != "synthetic-seq" && dataset != "synthetic-seg";
-  OOMLAB_CHECK(ok, "--model ", model, " cannot train on --dataset ", dataset, ": ", model, " takes ",
-               in == InputKind::tokens ? "token ids" : "images", " for ",
-               task == TaskKind::segmentation ? "segmentation" : "classification", "; use --dataset ",
-               want ? want : "fashion-mnist or synthetic");
-}
 
 // --dataset npy: the files decide the kind (token ids or images; class labels or masks).
 void check_model_fits_npy(const std::string& model, const Dataset& d) {
@@ -173,74 +135,8 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
   return j;
 }
 
-// --cuda-graphs: a replay repeats the captured step's host-side values but the optimizer's
-// constants (engine/train/graphed_step.h), so nothing else may change between steps. The
-// table rules out --parallel, --devices, --accumulate and --on-oom; here the rest.
-void check_cuda_graphs(const TrainConfig& c) {
-  OOMLAB_CHECK(c.device.type == DeviceType::cuda || c.device.is_meta(), "--cuda-graphs needs --device cuda[:N] ",
-               "(or meta, to count the graph's memory); this run has --device ", c.device.str());
-  OOMLAB_CHECK(c.loss_scale == "none", "--cuda-graphs needs a run without loss scaling (--amp bf16, or --loss-scale ",
-               "none): the scaler checks the gradients on the host every step (this run: --loss-scale ", c.loss_scale, ")");
-  if (model_input_kind(c.model) != InputKind::tokens) return;
-  OOMLAB_CHECK(!is_graph_model(c.model), "--cuda-graphs: ", c.model, " is an imported token model, whose integer ",
-               "constants are copied from the host every step, which a captured step cannot hold; the zoo's bert-* ",
-               "models and the image models can be graphed");
-  const int64_t shortest = c.seq_min_len != 0 ? c.seq_min_len : c.seq_len / 2;
-  OOMLAB_CHECK(c.dataset != "synthetic-seq" || (shortest == c.seq_len && c.long_seq_prob == 0), "--cuda-graphs ",
-               "replays one batch shape, and synthetic-seq batches are padded to their longest sample: give ",
-               "--seq-min-len ", c.seq_len, " (every sequence --seq-len long) and no --long-seq-prob");
-}
 }  // namespace
 
-void check_train_config(const TrainConfig& c) {
-  check_model_fits_dataset(c.model, c.dataset);
-  c.arch.check_fits(c.model);
-  if (model_input_kind(c.model) == InputKind::tokens) {   // the position table is never enlarged silently
-    const int64_t exported = is_graph_model(c.model) ? graph_token_shape(c.model).seq_len : 0;
-    OOMLAB_CHECK(!exported || (c.seq_len == exported && c.long_seq_prob == 0), c.model, " was exported for ",
-                 exported, "-token sequences: train it with --seq-len ", exported,
-                 " and without --long-seq-prob, or export it again with --input-shape N,T");
-    check_seq_fits(c.model, c.arch, c.seq_len, "--seq-len");
-    if (c.long_seq_prob > 0) check_seq_fits(c.model, c.arch, c.long_seq_len, "--long-seq-len");
-  }
-  // The flags' ranges and choices are the table's; here the rules that need the recipe.
-  const Recipe r = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay});
-  OOMLAB_CHECK(!c.momentum || r.optimizer == "sgd", "--momentum has no effect with --optimizer ", r.optimizer,
-               " (Adam's betas are fixed at 0.9, 0.999)");
-  OOMLAB_CHECK(!c.nesterov || r.optimizer == "sgd", "--nesterov applies to --optimizer sgd only (this run uses ",
-               r.optimizer, ")");
-  OOMLAB_CHECK(!c.nesterov || r.momentum > 0, "--nesterov needs a momentum > 0 (as torch.optim.SGD)");
-  with_flag_name("schedule", [&] { return parse_lr_schedule(resolve_schedule(r.schedule, 100)); });   // named now
-  if (c.cuda_graphs) check_cuda_graphs(c);
-  parse_lr_groups(c.lr_groups);
-  OOMLAB_CHECK(c.tta == "none" || model_input_kind(c.model) == InputKind::image,
-               "--tta flip applies to image classification models (", c.model, " does not take images)");
-  OOMLAB_CHECK(c.tta == "none" || model_task_kind(c.model) == TaskKind::classification,
-               "--tta flip applies to classification models (", c.model, " segments: its mirrored output would need "
-               "flipping back)");
-  if (c.dataset != "npy") {   // npy: checked once the files are loaded (train())
-    int64_t train_size = c.synthetic_size;
-    if (c.dataset == "fashion-mnist") {
-      with_flag_name("data-dir", [&] { return find_fashion_mnist_dir(c.data_dir); });
-      train_size = 60000;
-    }
-    check_batch_fits(c.batch, c.accumulate, c.dataset, train_size);
-  } else {
-    std::error_code ec;   // a path the OS refuses (too long, ...) is "not a directory", never an exception
-    OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(c.data_dir, ec), "--data-dir ", c.data_dir, " is not a directory");
-  }
-  std::error_code ec;   // error_code overloads: an unusable path is reported, never thrown as filesystem_error
-  OOMLAB_CHECK_T(IoError, c.init.empty() || std::filesystem::is_regular_file(c.init, ec), "--init: ", c.init,
-                 " is not a file");
-  if (!c.input.empty()) {
-    OOMLAB_CHECK_T(ShapeError, c.input.size() == 3, "--input must be C,H,W (got ", shape_str(c.input), ")");
-    checked_numel(c.input, "--input");
-  }
-  if (!c.save_dir.empty()) check_output_dir(c.save_dir, "--save");
-  check_parallel_config(c);
-  OOMLAB_CHECK_T(IoError, c.resume_dir.empty() || std::filesystem::exists(c.resume_dir, ec), "--resume: ", c.resume_dir,
-                 " does not exist");
-}
 
 namespace {
 // This run's step as the meta probes see it (pre-flight, budget planning).

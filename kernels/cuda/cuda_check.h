@@ -8,7 +8,7 @@
 
 namespace oomlab::cuda {
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* stmt, const char* file, int line);
-bool sync_after_launch();   // reads OOMLAB_CUDA_SYNC once
+bool sync_after_launch();   // reads OOMLAB_CUDA_SYNC once; false while this thread captures a graph
 }  // namespace oomlab::cuda
 
 #define CUDA_CHECK(stmt)                                                              \

@@ -10,6 +10,7 @@
 #include "engine/memory/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/graph_consts.h"
 
 namespace oomlab::cuda {
 
@@ -20,7 +21,7 @@ void throw_cuda_error(cudaError_t err, const char* stmt, const char* file, int l
 
 bool sync_after_launch() {
   static const bool on = [] { const char* v = std::getenv("OOMLAB_CUDA_SYNC"); return v && std::strcmp(v, "0") != 0; }();
-  return on;
+  return on && const_mode() != ConstMode::record;   // a capture records launches: nothing to wait for
 }
 
 namespace {
