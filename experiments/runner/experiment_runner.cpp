@@ -85,7 +85,8 @@ std::string fmt_seconds(double s) {
 
 // A point's memory in the experiment results: each device's headline stats (the standalone
 // command's --json keeps all of them): bytes allocated / reserved / active / requested /
-// workspace (all pools, current and peak), peak segments, retries, OOMs and capacity.
+// workspace (all pools, current and peak), peak segments, retries, OOMs and capacity, the
+// number of allocations made, and the bytes graph pools hold (--cuda-graphs).
 json headline_memory(const json& mem) {
   if (!mem.is_object() || !mem.contains("devices")) return json::object();
   static const char* const keys[] = {
@@ -93,7 +94,8 @@ json headline_memory(const json& mem) {
       "reserved_bytes.all.peak",     "active_bytes.all.current",  "active_bytes.all.peak",
       "requested_bytes.all.current", "requested_bytes.all.peak",  "workspace_bytes.all.current",
       "workspace_bytes.all.peak",    "segment.all.peak",          "num_alloc_retries",
-      "num_ooms",                    "capacity_bytes"};
+      "num_ooms",                    "capacity_bytes",            "allocation.all.allocated",
+      "graph_pools_reserved_bytes"};
   auto pick = [](const json& stats) {
     json out = json::object();
     for (const char* k : keys)

@@ -1,0 +1,61 @@
+"""report.py — the report section of experiment 17_cuda_graphs: per model, eager against
+graphed training on the meta device (allocations per step, allocated and reserved peaks, the
+graph's private pool) in one table, and one figure (the peaks and the pool per model).
+
+Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
+paths relative to out_dir) and draws exactly FIGURES."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from oomlab_report.atomic import save_fig_atomic  # noqa: E402
+from oomlab_report.fmt import md_table  # noqa: E402
+
+FIG = "figures/17_cuda_graphs.png"
+
+
+def gib(b):
+    return f"{b / 2**30:.3f}"
+
+
+def plot_17(doc, path):
+    rows = doc["summary"]["models"]
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    width = 0.2
+    bars = [("eager", "peak_bytes", "allocated peak, eager"), ("graphs", "peak_bytes", "allocated peak, graphs"),
+            ("eager", "reserved_bytes", "reserved peak, eager"), ("graphs", "reserved_bytes", "reserved peak, graphs")]
+    for k, (mode, key, label) in enumerate(bars):
+        xs = [i + (k - 1.5) * width for i in range(len(rows))]
+        ax.bar(xs, [r[mode][key] / 2**30 for r in rows], width, label=label)
+    ax.scatter(range(len(rows)), [r["graphs"]["pool_bytes"] / 2**30 for r in rows], marker="_", s=400, c="k",
+               zorder=3, label="graph's private pool")
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([r["model"] for r in rows])
+    ax.set_ylabel("GiB (exact, meta device)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+    fig.suptitle(f"{doc['experiment']}: one training step eager and captured", fontsize=10)
+    fig.tight_layout()
+    save_fig_atomic(fig, path)
+
+
+def render(doc, out_dir):
+    s = doc["summary"]
+    parts = ["### Source\n", f"{doc['source'].get('citation', '')}\n",
+             "\n### Ours (exact, meta device; 3 warm-up steps, the 4th captured, then replays)\n"]
+    table = []
+    for r in s["models"]:
+        e, g = r["eager"], r["graphs"]
+        table.append([r["model"], f"{e['allocations_per_step']:g}", f"{g['allocations_per_step']:g}",
+                      gib(e["peak_bytes"]), gib(g["peak_bytes"]), gib(e["reserved_bytes"]), gib(g["reserved_bytes"]),
+                      gib(g["pool_bytes"])])
+    parts.append(md_table(["model", "allocs / eager step", "allocs / replay", "peak GiB eager", "peak GiB graphs",
+                           "reserved GiB eager", "reserved GiB graphs", "graph pool GiB"], table,
+                          right=set(range(1, 8))))
+    plot_17(doc, out_dir / FIG)
+    parts.append(f"\n![{doc['experiment']}]({FIG})\n")
+    return "\n".join(parts), [FIG]
+
+
+FIGURES = [FIG]
