@@ -9,6 +9,7 @@
 //    random numbers it cannot redraw is refused at capture (dropout redraws: the generator
 //    advances as in the eager run); train accuracy is not counted; each replay runs the
 //    optimizer's host side (its step count advances) and allocates nothing;
+//  * `estimate --cuda-graphs` counts the capture's pool: no larger batch fits than eagerly;
 //  * on a GPU (skipped without one): a captured kernel replays on new input; a capture
 //    that syncs with the host fails with CUDA's error and leaves the device usable; a
 //    graphed run's losses equal the eager run's (warm-up bit for bit, replays within
@@ -26,6 +27,9 @@
 #include "engine/ops/elementwise.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/graphed_step.h"
+#include "experiments/cli/largest_batch.h"
+#include "experiments/cli/memory_report.h"
+#include "experiments/cli/train_checks.h"
 #include "experiments/cli/train_command.h"
 
 using namespace oomlab;
@@ -241,6 +245,34 @@ TEST(GraphedTraining, TheCliRefusesWhatAReplayWouldFreeze) {
   refused(tokens, "give --seq-min-len 32");   // lengths vary from batch to batch
   tokens.seq_min_len = tokens.seq_len;
   EXPECT_NO_THROW(check_train_config([&] { TrainConfig t = tokens; t.cuda_graphs = true; return t; }()));
+}
+
+// `estimate --cuda-graphs`: the capture after the eager steps, on meta: its pool and its
+// reserved peak count, so no larger batch fits a card than eagerly.
+TEST(GraphedEstimate, CountsThePoolAndFitsNoLargerBatch) {
+  ModelSpec s;
+  s.model = "resnet20";
+  s.input = {3, 32, 32};
+  const MemoryEstimate eager = estimate_memory(s, 64, "sgd");
+  ModelSpec sg = s;
+  sg.cuda_graphs = true;
+  const MemoryEstimate g = estimate_memory(sg, 64, "sgd");
+  EXPECT_EQ(eager.graph_pool_bytes, -1);
+  EXPECT_FALSE(eager.to_json().contains("cuda_graphs"));
+  EXPECT_GT(g.graph_pool_bytes, 0);
+  EXPECT_EQ(g.to_json()["cuda_graphs"]["pool_bytes"], g.graph_pool_bytes);
+  EXPECT_EQ(g.peak_allocated_bytes, eager.peak_allocated_bytes);   // the eager steps are the same
+  EXPECT_LE(g.graph_capture_peak_bytes, eager.peak_allocated_bytes + int64_t(DeviceGraph::kConstBytes));
+  EXPECT_GT(g.graph_reserved_peak_bytes, g.graph_pool_bytes);
+  const uint64_t card = uint64_t(g.graph_reserved_peak_bytes) - 1;   // the graphed step at 64 just misses it
+  EXPECT_GE(largest_batch_under(s, "sgd", card).batch, 64);
+  EXPECT_LT(largest_batch_under(sg, "sgd", card).batch, 64);
+}
+
+TEST(GraphedEstimate, TheModelRulesAreTrainsToo) {
+  EXPECT_NO_THROW(check_cuda_graphs_model("resnet50", "none"));
+  EXPECT_NO_THROW(check_cuda_graphs_model("bert-base", "none"));
+  EXPECT_THROW(check_cuda_graphs_model("resnet50", "dynamic"), ValueError);
 }
 
 TEST(CudaGraphs, ACapturedKernelReplaysOnNewInput) {

@@ -27,6 +27,7 @@
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/flag_table.h"
 #include "experiments/cli/largest_batch.h"
+#include "experiments/cli/train_checks.h"
 #include "experiments/cli/memory_report.h"
 #include "engine/train/results.h"
 #include "experiments/cli/parallel_train.h"
@@ -95,6 +96,8 @@ ModelSpec model_spec(const CliArgs& a) {
   s.master_weights = p.master_weights;
   s.loss_scale = p.loss_scale;
   if (a.has("momentum")) s.sgd_momentum = a.get_double("momentum");   // estimate only
+  s.cuda_graphs = a.has("cuda-graphs") && a.flag("cuda-graphs");      // estimate only
+  if (s.cuda_graphs) check_cuda_graphs_model(s.model, s.loss_scale);
   return s;
 }
 
@@ -355,6 +358,11 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("transient over fwd", e.transient_bytes, "-", -1);
   row("PEAK allocated", e.peak_allocated_bytes, "TOTAL", e.formula_bytes);
   row("peak reserved", e.peak_reserved_bytes, "-", -1);
+  if (spec.cuda_graphs) {
+    row("graph: capture peak", e.graph_capture_peak_bytes, "-", -1);
+    row("graph: private pool", e.graph_pool_bytes, "-", -1);
+    row("graph: peak reserved", e.graph_reserved_peak_bytes, "-", -1);
+  }
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
   nlohmann::json metrics = e.to_json();
   if (cap > 0) {   // what batch fits the card (exact meta steps under the cap)
@@ -365,7 +373,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
   }
   nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"momentum", opt == "sgd" ? spec.sgd_momentum : 0.0}, {"device_memory", cap},
                         {"checkpoint", spec.checkpoint}, {"amp", spec.amp}, {"half", spec.half},
-                        {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale}};
+                        {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale},
+                        {"cuda_graphs", spec.cuda_graphs}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, metrics,

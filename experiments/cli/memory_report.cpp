@@ -23,6 +23,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/saved_tensor.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/device_graph.h"
 #include "engine/memory/memory_export.h"
 #include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/forward_observer.h"
@@ -206,7 +207,7 @@ ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
 }
 
 nlohmann::json MemoryEstimate::to_json() const {
-  return {{"model", model}, {"optimizer", optimizer}, {"batch", batch}, {"params", params},
+  nlohmann::json j = {{"model", model}, {"optimizer", optimizer}, {"batch", batch}, {"params", params},
           {"outputs_per_sample", outputs_per_sample},
           {"exact", {{"params_bytes", params_bytes}, {"buffers_bytes", buffers_bytes},
                      {"grads_bytes", grads_bytes}, {"optimizer_state_bytes", optimizer_state_bytes},
@@ -217,6 +218,10 @@ nlohmann::json MemoryEstimate::to_json() const {
           {"formula", {{"params_bytes", formula_params_bytes}, {"activation_bytes", formula_activation_bytes},
                        {"input_bytes", formula_input_bytes}, {"total_bytes", formula_bytes}}},
           {"formula_error_pct", formula_error_pct}};
+  if (graph_pool_bytes >= 0)
+    j["cuda_graphs"] = {{"pool_bytes", graph_pool_bytes}, {"capture_peak_allocated_bytes", graph_capture_peak_bytes},
+                        {"peak_reserved_bytes", graph_reserved_peak_bytes}};
+  return j;
 }
 
 nlohmann::json CheckpointBudgetChoice::to_json() const {
@@ -267,6 +272,22 @@ CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t b
                            "reaches is ", format_bytes(double(best)), " (", best, " bytes, --checkpoint ", best_policy,
                            "); give at least that, or a smaller --batch"));
 }
+
+namespace {
+// --cuda-graphs: the next step captured on meta as GraphedStep captures it (DeviceGraph:
+// empty_cache, then a private pool). An out-of-memory error here is the capture's: the
+// graphed run does not fit where the eager one does.
+void estimate_graph(TrainStep& step, const Tensor& x, const Tensor& y, StepOutput& last, MemoryEstimate& e) {
+  last = StepOutput{};   // the trainer holds no step's loss when it captures
+  CachingAllocator& al = allocator_for(meta_device());
+  al.reset_window_peaks();
+  DeviceGraph graph(meta_device());
+  graph.capture([&] { step.run(x, y, /*track_memory=*/false); });
+  e.graph_pool_bytes = al.stat("graph_pools_reserved_bytes");
+  e.graph_capture_peak_bytes = al.window_peak("allocated_bytes.all");
+  e.graph_reserved_peak_bytes = al.stat("reserved_bytes.all.peak");
+}
+}  // namespace
 
 MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
                                uint64_t device_memory, bool record) {
@@ -344,6 +365,7 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   e.formula_bytes = e.formula_params_bytes + e.formula_activation_bytes + e.formula_input_bytes;
   if (record) OpProfiler::enable(false);
   e.formula_error_pct = 100.0 * double(e.formula_bytes - e.peak_allocated_bytes) / double(e.peak_allocated_bytes);
+  if (spec.cuda_graphs) estimate_graph(step, x, y, s2, e);
   return e;
 }
 

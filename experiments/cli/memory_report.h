@@ -77,6 +77,7 @@ struct ModelSpec {
   bool half = false;                 // estimate: --half (engine/train/half_mode.h)
   bool master_weights = false;       // estimate: --master-weights
   double sgd_momentum = 0.9;         // estimate: --momentum (0: plain SGD keeps no state)
+  bool cuda_graphs = false;          // estimate: --cuda-graphs (the step captured after the eager ones)
 };
 
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch);
@@ -91,6 +92,10 @@ struct MemoryEstimate {
   int64_t params_bytes = 0, buffers_bytes = 0, grads_bytes = 0, optimizer_state_bytes = 0, master_weights_bytes = 0,
           input_bytes = 0, activation_bytes = 0, transient_bytes = 0, peak_allocated_bytes = 0,
           peak_reserved_bytes = 0;
+  // --cuda-graphs: the third step captured as the trainer captures it (engine/train/
+  // graphed_step.h) after the two eager ones: its private pool, its allocated peak, and
+  // the reserved peak over the whole estimate (what the card must hold); -1 without.
+  int64_t graph_pool_bytes = -1, graph_capture_peak_bytes = -1, graph_reserved_peak_bytes = -1;
   // the source's formula
   int64_t formula_params_bytes = 0, formula_activation_bytes = 0, formula_input_bytes = 0,
           formula_bytes = 0;

@@ -44,6 +44,14 @@ std::vector<std::pair<std::string, double>> parse_lr_groups(const std::string& t
   return out;
 }
 
+void check_cuda_graphs_model(const std::string& model, const std::string& loss_scale) {
+  OOMLAB_CHECK(loss_scale == "none", "--cuda-graphs needs a run without loss scaling (--amp bf16, or --loss-scale ",
+               "none): the scaler checks the gradients on the host every step (this run: --loss-scale ", loss_scale, ")");
+  OOMLAB_CHECK(model_input_kind(model) != InputKind::tokens || !is_graph_model(model), "--cuda-graphs: ", model,
+               " is an imported token model, whose integer constants are copied from the host every step, which a ",
+               "captured step cannot hold; the zoo's bert-* models and the image models can be graphed");
+}
+
 namespace {
 
 // What each dataset feeds: fashion-mnist/synthetic image classification, synthetic-seq
@@ -65,17 +73,14 @@ void check_model_fits_dataset(const std::string& model, const std::string& datas
 }
 
 // --cuda-graphs: a replay repeats the captured step's host-side values but the optimizer's
-// constants (engine/train/graphed_step.h), so nothing else may change between steps. The
-// table rules out --parallel, --devices, --accumulate and --on-oom; here the rest.
+// constants and dropout's offset (engine/train/graphed_step.h), so nothing else may change
+// between steps. The table rules out --parallel, --devices, --accumulate and --on-oom; here
+// the rest (the device and the data: train only).
 void check_cuda_graphs(const TrainConfig& c) {
   OOMLAB_CHECK(c.device.type == DeviceType::cuda || c.device.is_meta(), "--cuda-graphs needs --device cuda[:N] ",
                "(or meta, to count the graph's memory); this run has --device ", c.device.str());
-  OOMLAB_CHECK(c.loss_scale == "none", "--cuda-graphs needs a run without loss scaling (--amp bf16, or --loss-scale ",
-               "none): the scaler checks the gradients on the host every step (this run: --loss-scale ", c.loss_scale, ")");
+  check_cuda_graphs_model(c.model, c.loss_scale);
   if (model_input_kind(c.model) != InputKind::tokens) return;
-  OOMLAB_CHECK(!is_graph_model(c.model), "--cuda-graphs: ", c.model, " is an imported token model, whose integer ",
-               "constants are copied from the host every step, which a captured step cannot hold; the zoo's bert-* ",
-               "models and the image models can be graphed");
   const int64_t shortest = c.seq_min_len != 0 ? c.seq_min_len : c.seq_len / 2;
   OOMLAB_CHECK(c.dataset != "synthetic-seq" || (shortest == c.seq_len && c.long_seq_prob == 0), "--cuda-graphs ",
                "replays one batch shape, and synthetic-seq batches are padded to their longest sample: give ",
