@@ -237,8 +237,8 @@ for tag in "${ORDER[@]}"; do
   env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_next || $tag == *_graph || $tag == *_cudagraphs ]] &&
-    continue   # PyTorch: none / SDPA below; a switched row's twin is its default's
+  [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_next || $tag == *_graph || $tag == bert*_cudagraphs ]] &&
+    continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)
   log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"
 done
 for tag in "${TORCH_ONLY[@]}"; do

@@ -4,7 +4,8 @@
 Each config is a tag (CONFIGS below): model (torchvision resnet50 / vgg16, Hugging Face
 BertForSequenceClassification at bert-base size with eager or sdpa attention), batch,
 sequence length, precision (fp32 strict | tf32 | bf16 | fp16 autocast with GradScaler),
-optimizer, gradient checkpointing, cudnn.benchmark. A step is what `oomlab train` times:
+optimizer, gradient checkpointing, cudnn.benchmark; the GRAPHED tags capture the step whole
+with torch.cuda.graph and replay it (build_graphed). A step is what `oomlab train` times:
 host batch copied to the device, forward, cross-entropy, backward, optimizer step,
 loss.item(); `--warmup` untimed steps, then `--steps` timed ones, each between
 torch.cuda.synchronize() calls. Peak: torch.cuda.max_memory_allocated() after a reset
@@ -54,7 +55,12 @@ CONFIGS = {
     "graph_r50_tf32": ("resnet50-export", 64, 0, "tf32", "sgd", "", False, False),
     "graph_bert_tf32": ("bert-export", 32, 128, "tf32", "adamw", "sdpa", False, False),
     "graph_gpt2_tf32": ("gpt2-export", 8, 128, "tf32", "adamw", "sdpa", False, False),
+    # gpu_run.sh's --cuda-graphs row: the same step captured whole with torch.cuda.graph
+    "r50_bf16_cudagraphs": ("resnet50", 128, 0, "bf16", "sgd", "", False, False),
 }
+# Tags whose step PyTorch captures whole and replays (build_graphed): PyTorch's CUDA-graphs
+# notes' whole-network capture, as --cuda-graphs does it.
+GRAPHED = {"r50_bf16_cudagraphs"}
 
 
 class BenchError(Exception):
@@ -85,7 +91,58 @@ def build_export_twin(torch, name, batch, seq, attn, dev):
     return model, fwd
 
 
+def build_graphed(torch, tag):
+    """A torchvision model's SGD step captured whole with torch.cuda.graph, as PyTorch's CUDA
+    graphs notes capture a training step: 3 warm-up steps on a side stream from static input
+    and target, zero_grad(set_to_none=True) before the capture, autocast without its weight
+    cache inside it. Each timed step copies the host batch into the static tensors, replays,
+    and reads the loss (loss.item()), as the eager step does."""
+    model_name, batch, seq, prec, opt_name, attn, gc, bench = CONFIGS[tag]
+    if model_name not in ("resnet50", "vgg16") or opt_name != "sgd" or prec == "fp16":
+        raise BenchError(f"{tag}: graphs are set up for torchvision models with SGD without GradScaler")
+    import torchvision
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+    torch.backends.cudnn.allow_tf32 = prec != "fp32"
+    torch.backends.cudnn.benchmark = bench
+    dev = torch.device("cuda")
+    model = getattr(torchvision.models, model_name)(weights=None, num_classes=10).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    amp = {"bf16": torch.bfloat16}.get(prec)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = torch.randn(batch, 3, 224, 224), torch.randint(0, 10, (batch,))
+    static_x, static_y = x.to(dev), y.to(dev)
+
+    def forward_backward_step():
+        with torch.autocast("cuda", dtype=amp, enabled=amp is not None, cache_enabled=False):
+            loss = loss_fn(model(static_x).float(), static_y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            forward_backward_step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = forward_backward_step()
+
+    def step():
+        static_x.copy_(x)
+        static_y.copy_(y)
+        graph.replay()
+        static_loss.item()
+    return model, opt, step
+
+
 def build(torch, tag):
+    if tag in GRAPHED:
+        return build_graphed(torch, tag)
     model_name, batch, seq, prec, opt_name, attn, gc, bench = CONFIGS[tag]
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
