@@ -126,27 +126,30 @@ TEST(Verdict16, FormulaActivationsAndTechniques) {
 
 // 17: a summary built here: two models, eager and graphed, the replays' allocations and the
 // graphed peak's excess over the eager one.
-json summary_17(double per_replay, double peak_over) {
+json summary_17(double per_replay, double peak_over, int64_t batch_change) {
   json models = json::array();
   for (const char* m : {"net_a", "net_b"}) {
-    const json eager = {{"allocations_per_step", 600.0}, {"peak_bytes", 3e9}, {"reserved_bytes", 3.2e9}, {"pool_bytes", 0}};
+    const json eager = {{"allocations_per_step", 600.0}, {"peak_bytes", 3e9}, {"reserved_bytes", 3.2e9},
+                        {"pool_bytes", 0}, {"largest_batch", 300}};
     const json graphs = {{"allocations_per_step", per_replay}, {"peak_bytes", 3e9 + peak_over},
-                         {"reserved_bytes", 3.5e9}, {"pool_bytes", 3.1e9}};
+                         {"reserved_bytes", 3.5e9}, {"pool_bytes", 3.1e9}, {"largest_batch", 300 + batch_change}};
     models.push_back({{"model", m}, {"eager", eager}, {"graphs", graphs}});
   }
-  return {{"models", models}, {"profile", "full"}};
+  return {{"models", models}, {"card", "24GiB"}, {"profile", "full"}};
 }
 
-TEST(Verdict17, ReplaysAllocateNothingAndThePeakHolds) {
+TEST(Verdict17, ReplaysAllocateNothingThePeakAndTheFit) {
   const double block = 1048576;
-  EXPECT_EQ(status("17_cuda_graphs", summary_17(0, 0)), "pending GPU");           // both hold; the speed needs a GPU
-  EXPECT_EQ(status("17_cuda_graphs", summary_17(3, 0)), "depends");               // replays allocate
-  EXPECT_EQ(status("17_cuda_graphs", summary_17(0, 5e8)), "depends");             // the graph needs more memory
-  EXPECT_EQ(status("17_cuda_graphs", summary_17(1, 5e8)), "refuted");             // every judged claim fails
-  EXPECT_EQ(status("17_cuda_graphs", summary_17(0, block)), "pending GPU");       // exact: at the bar holds
-  EXPECT_EQ(status("17_cuda_graphs", summary_17(0, block + 1)), "depends");       // just above it
-  EXPECT_NE(reason("17_cuda_graphs", summary_17(0, 0)).find("net_a: 600 allocations per eager step, 0 per replay"),
+  EXPECT_EQ(status("17_cuda_graphs", summary_17(0, 0, 0)), "pending GPU");        // all hold; the speed needs a GPU
+  EXPECT_EQ(status("17_cuda_graphs", summary_17(3, 0, 0)), "depends");            // replays allocate
+  EXPECT_EQ(status("17_cuda_graphs", summary_17(0, 5e8, 0)), "depends");          // the graph needs more memory
+  EXPECT_EQ(status("17_cuda_graphs", summary_17(0, 0, -1)), "depends");           // a smaller batch fits the card
+  EXPECT_EQ(status("17_cuda_graphs", summary_17(1, 5e8, -50)), "refuted");        // every judged claim fails
+  EXPECT_EQ(status("17_cuda_graphs", summary_17(0, block, 0)), "pending GPU");    // exact: at the bar holds
+  EXPECT_EQ(status("17_cuda_graphs", summary_17(0, block + 1, 0)), "depends");    // just above it
+  EXPECT_NE(reason("17_cuda_graphs", summary_17(0, 0, 0)).find("net_a: 600 allocations per eager step, 0 per replay"),
             std::string::npos);
+  EXPECT_NE(reason("17_cuda_graphs", summary_17(0, 0, -40)).find("net_a 300 eager / 260 graphed"), std::string::npos);
 }
 
 }  // namespace

@@ -43,6 +43,9 @@ StepOutput GraphedStep::run(const HostBatch& batch) {
 }
 
 void GraphedStep::capture() {
+  // As PyTorch's whole-network capture does: the last warm-up step's gradients go before the
+  // capture, so the capture's empty_cache() can release their segments to the graph's pool.
+  step_.zero_grad();
   auto graph = std::make_unique<DeviceGraph>(device_);
   graph->capture([&] {
     StepOutput out = step_.run(x_, y_, /*track_memory=*/false);

@@ -1,6 +1,7 @@
 """report.py — the report section of experiment 17_cuda_graphs: per model, eager against
 graphed training on the meta device (allocations per step, allocated and reserved peaks, the
-graph's private pool) in one table, and one figure (the peaks and the pool per model).
+graph's private pool, the largest batch on the card eager and graphed) in one table, and
+one figure (the peaks and the pool per model).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
@@ -50,10 +51,12 @@ def render(doc, out_dir):
         e, g = r["eager"], r["graphs"]
         table.append([r["model"], f"{e['allocations_per_step']:g}", f"{g['allocations_per_step']:g}",
                       gib(e["peak_bytes"]), gib(g["peak_bytes"]), gib(e["reserved_bytes"]), gib(g["reserved_bytes"]),
-                      gib(g["pool_bytes"])])
+                      gib(g["pool_bytes"]), str(e.get("largest_batch", "-")), str(g.get("largest_batch", "-"))])
+    card = s.get("card", "")
     parts.append(md_table(["model", "allocs / eager step", "allocs / replay", "peak GiB eager", "peak GiB graphs",
-                           "reserved GiB eager", "reserved GiB graphs", "graph pool GiB"], table,
-                          right=set(range(1, 8))))
+                           "reserved GiB eager", "reserved GiB graphs", "graph pool GiB",
+                           f"largest batch {card} eager", f"largest batch {card} graphs"], table,
+                          right=set(range(1, 10))))
     plot_17(doc, out_dir / FIG)
     parts.append(f"\n![{doc['experiment']}]({FIG})\n")
     return "\n".join(parts), [FIG]

@@ -279,6 +279,7 @@ namespace {
 // graphed run does not fit where the eager one does.
 void estimate_graph(TrainStep& step, const Tensor& x, const Tensor& y, StepOutput& last, MemoryEstimate& e) {
   last = StepOutput{};   // the trainer holds no step's loss when it captures
+  step.zero_grad();      // nor gradients (GraphedStep::capture)
   CachingAllocator& al = allocator_for(meta_device());
   al.reset_window_peaks();
   DeviceGraph graph(meta_device());
