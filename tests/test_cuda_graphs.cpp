@@ -192,6 +192,17 @@ TEST(GraphedTraining, DropoutAdvancesTheGeneratorAsTheEagerRunDoes) {
   EXPECT_EQ(run(true), eager);
 }
 
+// Gradient accumulation is captured whole (the micro-batches' loss summed on the device):
+// the step's loss is the eager run's (meta: no values; the warm-up, capture and replays run).
+TEST(GraphedTraining, AccumulationIsCapturedWhole) {
+  TrainConfig c = image_run(kMeta);
+  c.accumulate = 2;
+  c.cuda_graphs = true;
+  EXPECT_NO_THROW(check_train_config(c));
+  const nlohmann::json res = train(c);
+  EXPECT_EQ(res["metrics"]["cuda_graphs"]["replays"], 4);
+}
+
 // BERT's step is capturable (positions and padding mask made on the device: token_inputs),
 // dropout included: on meta it warms up, captures and replays like the CNNs.
 TEST(GraphedTraining, BertTrainsGraphedWithFixedLengthBatches) {
@@ -351,6 +362,24 @@ TEST(CudaGraphs, BertReplaysMatchTheEagerRun) {
   base.seq_min_len = base.seq_len;
   base.optimizer = "adamw";
   base.lr = 1e-3;
+  const nlohmann::json eager = train(base)["metrics"];
+  TrainConfig c = base;
+  c.cuda_graphs = true;
+  const nlohmann::json graphed = train(c)["metrics"];
+  const auto& le = eager["history"]["train_loss"];
+  const auto& lg = graphed["history"]["train_loss"];
+  ASSERT_EQ(le.size(), lg.size());
+  for (size_t i = 0; i < le.size(); ++i)
+    EXPECT_NEAR(lg[i].get<double>(), le[i].get<double>(), 1e-5 * std::abs(le[i].get<double>()) + 1e-6) << i;
+}
+
+// Accumulation under graphs: the loss is summed on the device; the eager run's losses
+// within float32 rounding (the reported loss also within an ulp of the host's division).
+TEST(CudaGraphs, AccumulatedReplaysMatchTheEagerRun) {
+  OOMLAB_REQUIRE_CUDA();
+  TrainConfig base = image_run(cuda0());
+  base.accumulate = 2;
+  base.batch = 4;
   const nlohmann::json eager = train(base)["metrics"];
   TrainConfig c = base;
   c.cuda_graphs = true;

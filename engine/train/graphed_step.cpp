@@ -11,6 +11,7 @@ GraphedStep::GraphedStep(TrainStep& step, Device device) : step_(step), device_(
                "graph's memory); this run is on ", device.str());
   DeviceGraph::prepare(device);   // warm-up runs on the stream the capture will use
   step_.set_count_correct(false);
+  step_.set_device_loss(true);   // gradient accumulation's loss sum stays on the device
 }
 
 StepOutput GraphedStep::run(const HostBatch& batch) {

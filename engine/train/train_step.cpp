@@ -109,7 +109,7 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
   zero_grad();
   if (track_memory) { al.reset_window_peaks(); m.start_allocated = cur(); }
   double loss_sum = 0;
-  Tensor loss_total;
+  Tensor loss_total, loss_acc;   // loss_acc: the micro-batches' weighted sum on the device (device_loss_)
   for (int64_t k = 0, start = 0; k < micro_count; ++k) {
     const int64_t len = batch / micro_count + (k < batch % micro_count ? 1 : 0);
     const Tensor xk = micro_count == 1 ? x : x.narrow(0, start, len);
@@ -141,8 +141,14 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
       al.reset_window_peaks();
     }
     loss = loss.detach();
-    if (micro_count == 1) loss_total = loss;
-    else if (!loss.device().is_meta()) loss_sum += loss.item() * double(len);
+    if (micro_count == 1) {
+      loss_total = loss;
+    } else if (device_loss_) {   // no host read: a graph capture holds the sum as device work
+      Tensor weighted = scale(loss.to(DType::f64), double(len));
+      loss_acc = loss_acc.defined() ? add(loss_acc, weighted) : weighted;
+    } else if (!loss.device().is_meta()) {
+      loss_sum += loss.item() * double(len);
+    }
   }
   *phase = "optimizer";
   optimizer_step();
@@ -151,7 +157,9 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
     m.step_peak = std::max({m.forward_peak, m.backward_peak, peak()});
     m.reserved_peak = std::max(m.reserved_peak, al.window_peak("reserved_bytes.all"));
   }
-  out.loss = micro_count == 1 ? loss_total : Tensor::full({}, loss_sum / double(batch), DType::f64, cpu_device());
+  if (micro_count == 1) out.loss = loss_total;
+  else if (device_loss_) out.loss = scale(loss_acc, 1.0 / double(batch));
+  else out.loss = Tensor::full({}, loss_sum / double(batch), DType::f64, cpu_device());
   return out;
 }
 

@@ -107,6 +107,11 @@ class TrainStep {
   // Off: steps do not count argmax hits (it reads the logits on the host, which a graph
   // capture cannot do); their StepOutput says correct_counted = false.
   void set_count_correct(bool on) { count_correct_ = on; }
+  // On: the micro-batches' loss is summed on the loss's device (float64: their losses
+  // weighted by their sizes, then times 1 / batch; within an ulp of the host's division)
+  // instead of read to the host after each one, so a graph capture can hold an accumulating
+  // step; StepOutput.loss is then that device scalar.
+  void set_device_loss(bool on) { device_loss_ = on; }
   Optimizer& optimizer() { return opt_; }
 
   // The phases, for strategies and tests that drive them one by one.
@@ -123,6 +128,7 @@ class TrainStep {
   Optimizer& opt_;
   std::vector<StepStrategy*> strategies_;
   bool count_correct_ = true;
+  bool device_loss_ = false;
 };
 
 // TrainStep(model, opt).run(x, y, track_memory): a plain step.

@@ -118,7 +118,7 @@ struct TrainerConfig {
   DistributedDataParallel* ddp = nullptr;
   // CUDA graphs (graphed_step.h): after GraphedStep::kWarmupSteps eager steps the step is
   // captured once and replayed; device cuda (or meta: the graph's memory). The caller keeps
-  // what a replay would freeze constant: one device, no accumulation, on_oom raise, no loss
+  // what a replay would freeze constant: one device, on_oom raise, no loss
   // scaling, batches of one shape (schedules and SGD / Adam / AdamW replay with each step's
   // constants: graphed_step.h). Train accuracy is not counted (null);
   // metrics.cuda_graphs holds warmup_steps, captured_at_step, replays and

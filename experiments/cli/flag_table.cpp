@@ -135,8 +135,7 @@ void rows_state_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("workers", kTrain, "DataLoader worker threads (0: load in the training thread)").integer("N", 0, 64).def("1").s);
   t.push_back(F("pin-memory", kTrain, "stage batches in pinned host memory").sw().s);
   t.push_back(F("cuda-graphs", kTrain, "capture the step after 3 warm-up steps, then replay it (meta: its memory)")
-                  .sw().applies("parallel", {"none"}).applies("devices", {"1"}).applies("accumulate", {"1"})
-                  .applies("on-oom", {"raise"}).s);
+                  .sw().applies("parallel", {"none"}).applies("devices", {"1"}).applies("on-oom", {"raise"}).s);
   t.push_back(F("cuda-graphs", kEstimate, "also capture the step as --cuda-graphs training does: its pool counts").sw().s);
   t.push_back(F("checkpoint", {"train", "summary", "estimate"}, "activation checkpointing")
                   .text("none|all|every:K|sqrt|selective[:KINDS]|budget:SIZE").def("none").s);

@@ -74,7 +74,7 @@ void check_model_fits_dataset(const std::string& model, const std::string& datas
 
 // --cuda-graphs: a replay repeats the captured step's host-side values but the optimizer's
 // constants and dropout's offset (engine/train/graphed_step.h), so nothing else may change
-// between steps. The table rules out --parallel, --devices, --accumulate and --on-oom; here
+// between steps. The table rules out --parallel, --devices and --on-oom; here
 // the rest (the device and the data: train only).
 void check_cuda_graphs(const TrainConfig& c) {
   OOMLAB_CHECK(c.device.type == DeviceType::cuda || c.device.is_meta(), "--cuda-graphs needs --device cuda[:N] ",
