@@ -56,6 +56,21 @@ TrainConfig image_run(Device device, const std::string& model = "resnet20") {
   return c;
 }
 const nlohmann::json& stats_of(const nlohmann::json& res, const std::string& dev) { return res["memory"]["devices"][dev]; }
+
+// `base` trained eagerly and with --cuda-graphs: the graphed run's losses equal the eager
+// run's within float32 rounding (relative 1e-5); returns the graphed run's metrics.
+nlohmann::json expect_graphed_losses_match(const TrainConfig& base) {
+  const nlohmann::json eager = train(base)["metrics"];
+  TrainConfig c = base;
+  c.cuda_graphs = true;
+  nlohmann::json graphed = train(c)["metrics"];
+  const auto& le = eager["history"]["train_loss"];
+  const auto& lg = graphed["history"]["train_loss"];
+  EXPECT_EQ(le.size(), lg.size());
+  for (size_t i = 0; i < std::min(le.size(), lg.size()); ++i)
+    EXPECT_NEAR(lg[i].get<double>(), le[i].get<double>(), 1e-5 * std::abs(le[i].get<double>()) + 1e-6) << i;
+  return graphed;
+}
 }  // namespace
 
 TEST(DeviceGraph, TheCpuHasNoGraphs) {
@@ -341,15 +356,7 @@ TEST(CudaGraphs, DropoutReplaysMatchTheEagerRun) {
   OOMLAB_REQUIRE_CUDA();
   TrainConfig base = image_run(cuda0(), "vgg11");
   base.steps = 6;
-  const nlohmann::json eager = train(base)["metrics"];
-  TrainConfig c = base;
-  c.cuda_graphs = true;
-  const nlohmann::json graphed = train(c)["metrics"];
-  const auto& le = eager["history"]["train_loss"];
-  const auto& lg = graphed["history"]["train_loss"];
-  ASSERT_EQ(le.size(), lg.size());
-  for (size_t i = 0; i < le.size(); ++i)
-    EXPECT_NEAR(lg[i].get<double>(), le[i].get<double>(), 1e-5 * std::abs(le[i].get<double>()) + 1e-6) << i;
+  expect_graphed_losses_match(base);
 }
 
 // BERT (token_inputs on the device, dropout redrawn per replay) under graphs: the eager
@@ -362,15 +369,7 @@ TEST(CudaGraphs, BertReplaysMatchTheEagerRun) {
   base.seq_min_len = base.seq_len;
   base.optimizer = "adamw";
   base.lr = 1e-3;
-  const nlohmann::json eager = train(base)["metrics"];
-  TrainConfig c = base;
-  c.cuda_graphs = true;
-  const nlohmann::json graphed = train(c)["metrics"];
-  const auto& le = eager["history"]["train_loss"];
-  const auto& lg = graphed["history"]["train_loss"];
-  ASSERT_EQ(le.size(), lg.size());
-  for (size_t i = 0; i < le.size(); ++i)
-    EXPECT_NEAR(lg[i].get<double>(), le[i].get<double>(), 1e-5 * std::abs(le[i].get<double>()) + 1e-6) << i;
+  expect_graphed_losses_match(base);
 }
 
 // Accumulation under graphs: the loss is summed on the device; the eager run's losses
@@ -380,13 +379,5 @@ TEST(CudaGraphs, AccumulatedReplaysMatchTheEagerRun) {
   TrainConfig base = image_run(cuda0());
   base.accumulate = 2;
   base.batch = 4;
-  const nlohmann::json eager = train(base)["metrics"];
-  TrainConfig c = base;
-  c.cuda_graphs = true;
-  const nlohmann::json graphed = train(c)["metrics"];
-  const auto& le = eager["history"]["train_loss"];
-  const auto& lg = graphed["history"]["train_loss"];
-  ASSERT_EQ(le.size(), lg.size());
-  for (size_t i = 0; i < le.size(); ++i)
-    EXPECT_NEAR(lg[i].get<double>(), le[i].get<double>(), 1e-5 * std::abs(le[i].get<double>()) + 1e-6) << i;
+  expect_graphed_losses_match(base);
 }

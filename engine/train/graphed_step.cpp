@@ -18,8 +18,7 @@ StepOutput GraphedStep::run(const HostBatch& batch) {
   if (!x_.defined()) {
     MemoryContext ctx("input", "data");
     x_ = Tensor::empty(batch.shape, batch.input_dtype, device_, "static_input");
-    y_ = Tensor::empty(batch.target_shape.size() <= 1 ? Shape{batch.n} : batch.target_shape, DType::i64, device_,
-                       "static_target");
+    y_ = Tensor::empty(batch_target_shape(batch), DType::i64, device_, "static_target");
   }
   OOMLAB_CHECK(batch.shape == x_.shape() && int64_t(batch.targets().size()) == y_.numel(), "CUDA graphs replay ",
                "one shape: this batch's input is ", shape_str(batch.shape), ", the captured step's ",
@@ -43,16 +42,22 @@ StepOutput GraphedStep::run(const HostBatch& batch) {
   return out;
 }
 
-void GraphedStep::capture() {
-  // As PyTorch's whole-network capture does: the last warm-up step's gradients go before the
+Tensor capture_training_step(DeviceGraph& graph, TrainStep& step, const Tensor& x, const Tensor& y) {
+  // As PyTorch's whole-network capture does: the last eager step's gradients go before the
   // capture, so the capture's empty_cache() can release their segments to the graph's pool.
-  step_.zero_grad();
-  auto graph = std::make_unique<DeviceGraph>(device_);
-  graph->capture([&] {
-    StepOutput out = step_.run(x_, y_, /*track_memory=*/false);
+  step.zero_grad();
+  Tensor loss;
+  graph.capture([&] {
+    StepOutput out = step.run(x, y, /*track_memory=*/false);
     OOMLAB_CHECK_T(InternalError, !out.skipped && out.loss.defined(), "the captured step did not run whole");
-    loss_ = out.loss;
+    loss = out.loss;
   });
+  return loss;
+}
+
+void GraphedStep::capture() {
+  auto graph = std::make_unique<DeviceGraph>(device_);
+  loss_ = capture_training_step(*graph, step_, x_, y_);
   graph_ = std::move(graph);
   captured_at_ = steps_;
   pool_reserved_bytes_ = allocator_for(device_).stat("graph_pools_reserved_bytes");

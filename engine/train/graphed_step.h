@@ -35,6 +35,11 @@
 
 namespace oomlab {
 
+// One training step of `step` on the static x, y captured into `graph` (its gradients
+// dropped first, as PyTorch's whole-network capture does); returns the step's loss, a static
+// output. GraphedStep's capture, and estimate's (experiments/cli/memory_report.cpp).
+Tensor capture_training_step(DeviceGraph& graph, TrainStep& step, const Tensor& x, const Tensor& y);
+
 class GraphedStep {
  public:
   static constexpr int64_t kWarmupSteps = 3;   // PyTorch's examples and make_graphed_callables

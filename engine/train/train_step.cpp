@@ -246,10 +246,11 @@ Tensor batch_input_to_device(const HostBatch& b, Device device) {
                        : images_to_device(b.images.data(), b.shape, device);
 }
 
+Shape batch_target_shape(const HostBatch& b) { return b.target_shape.size() <= 1 ? Shape{b.n} : b.target_shape; }
+
 Tensor batch_target_to_device(const HostBatch& b, Device device) {
   if (use_pinned(b, device))
-    return from_pinned(b, b.pinned_target_offset, b.target_bytes(),
-                       b.target_shape.size() <= 1 ? Shape{b.n} : b.target_shape, DType::i64, device);
+    return from_pinned(b, b.pinned_target_offset, b.target_bytes(), batch_target_shape(b), DType::i64, device);
   return b.target_shape.size() <= 1 ? labels_to_device(b.labels.data(), b.n, device)
                                     : masks_to_device(b.masks.data(), b.target_shape, device);
 }

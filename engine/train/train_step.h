@@ -161,5 +161,7 @@ Tensor batch_target_to_device(const HostBatch& b, Device device);
 // The same batch into existing tensors of its shapes (graph mode's static inputs): the
 // input into x, the target into y, with the same copies; InternalError on a shape mismatch.
 void batch_into(const HostBatch& b, const Tensor& x, const Tensor& y);
+// The target's shape on the device: [n] for class labels, target_shape for masks.
+Shape batch_target_shape(const HostBatch& b);
 
 }  // namespace oomlab

@@ -24,6 +24,7 @@
 #include "engine/autograd/saved_tensor.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/device_graph.h"
+#include "engine/train/graphed_step.h"
 #include "engine/memory/memory_export.h"
 #include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/forward_observer.h"
@@ -279,11 +280,10 @@ namespace {
 // graphed run does not fit where the eager one does.
 void estimate_graph(TrainStep& step, const Tensor& x, const Tensor& y, StepOutput& last, MemoryEstimate& e) {
   last = StepOutput{};   // the trainer holds no step's loss when it captures
-  step.zero_grad();      // nor gradients (GraphedStep::capture)
   CachingAllocator& al = allocator_for(meta_device());
   al.reset_window_peaks();
   DeviceGraph graph(meta_device());
-  graph.capture([&] { step.run(x, y, /*track_memory=*/false); });
+  capture_training_step(graph, step, x, y);
   e.graph_pool_bytes = al.stat("graph_pools_reserved_bytes");
   e.graph_capture_peak_bytes = al.window_peak("allocated_bytes.all");
   e.graph_reserved_peak_bytes = al.stat("reserved_bytes.all.peak");

@@ -146,8 +146,7 @@ const void* next_const_slot(const void* value, size_t bytes) {
 namespace {
 void graph_prepare(int device) { use_own_compute_stream(device); }
 
-void graph_capture_begin(int device) {
-  use_own_compute_stream(device);
+void graph_capture_begin(int device) {   // after graph_prepare: the stream is the device's own
   DeviceGuard guard(device);
   CUDA_CHECK(cudaStreamBeginCapture(compute_stream(device), cudaStreamCaptureModeThreadLocal));
 }
