@@ -20,6 +20,9 @@ struct BatchNormArgs {
   // torch.relu); backward reads y (the forward's output) and uses dy where y > 0 and 0
   // elsewhere (relu's backward) in place of dy. Bit-identical to batch_norm then relu.
   bool relu = false;
+  // channels_last input (engine/ops/batchnorm.cpp): x is [N*H*W, C] rows, passed as N = N*H*W,
+  // HW = 1; kernels may walk it row by row (same statistics, another summation order).
+  bool channels_last = false;
 };
 
 OOMLAB_KERNEL_TABLE(batch_norm_forward, BatchNormArgs, "batch_norm")

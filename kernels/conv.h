@@ -1,8 +1,9 @@
 // conv.h — kernel argument structs and tables of the conv family (engine/ops/conv.h:
 // conv2d, and conv_transpose2d, which runs conv2d's kernels with the roles of x and dy
 // swapped): 2-D convolution forward / backward data / backward weight and the NCHW
-// channel-bias add / grad. All pointers are contiguous NCHW / KCRS; backward kernels
-// overwrite their output. CPU kernels: kernels/cpu/conv_cpu.cpp (+ conv_direct_cpu.cpp);
+// channel-bias add / grad. All pointers are contiguous NCHW / KCRS, or with `channels_last`
+// NHWC / KRSC (torch.channels_last: x, w, y, dy, dx, dw all in it); backward kernels
+// overwrite their output. The bias kernels take NHWC as [N*H*W, K, 1]. CPU kernels: kernels/cpu/conv_cpu.cpp (+ conv_direct_cpu.cpp);
 // CUDA: kernels/cuda/conv.cu (cuDNN) and conv_bias.cu.
 #pragma once
 #include <cstdint>
@@ -21,6 +22,7 @@ struct Conv2dArgs {
   const void* x; const void* w; void* y;      // forward: y = conv(x, w)        (no bias)
   const void* dy; void* dx; void* dw;         // backward_data: dx = conv^T(dy, w) (overwrite)
                                               // backward_weight: dw = corr(x, dy) (overwrite)
+  bool channels_last = false;                 // NHWC / KRSC buffers (--channels-last)
 };
 // NCHW bias: y[n,k,:,:] += b[k]; grad: db[k] = sum_{n,p,q} dy[n,k,p,q] (overwrite)
 struct ChannelBiasArgs { void* y; const void* b; const void* dy; void* db; int64_t N, K, HW; };

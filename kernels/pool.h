@@ -1,6 +1,8 @@
 // pool.h — kernel argument struct and tables of the pool family (engine/ops/pool.h):
 // max_pool2d, avg_pool2d and adaptive_avg_pool2d (the avg tables with `adaptive`), forward
-// and backward, on contiguous NCHW buffers; backward kernels overwrite dx. CPU kernels:
+// and backward, on contiguous NCHW buffers, or NHWC ones with `channels_last` (x, y, the
+// indices, dy and dx all so; an index is still flat h*W+w within its channel's plane);
+// backward kernels overwrite dx. CPU kernels:
 // kernels/cpu/pool_cpu.cpp; CUDA: kernels/cuda/pool.cu.
 #pragma once
 #include <cstdint>
@@ -15,6 +17,7 @@ struct Pool2dArgs {
   int64_t N, C, H, W, P, Q;
   Pool2dParams p;
   bool adaptive;                    // avg: adaptive bins (PyTorch's start/end formula)
+  bool channels_last = false;       // NHWC buffers (--channels-last)
   const void* x; void* y; int64_t* indices;   // forward (indices: max only; flat h*W+w)
   const void* dy; void* dx;                   // backward (dx overwritten)
 };

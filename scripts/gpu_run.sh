@@ -21,8 +21,9 @@
 # sanitizers + meta predictions (concurrently; test_cuda_parity also under the NEXT
 # switches, its convolutions under GRAPH, its attention under FLASH); oomlab / PyTorch pairs
 # (alternating, one PyTorch process), each *_next row (the NEXT switches on), *_graph row
-# (cuDNN's graph API), *_flash row (attention_flash.cu) and *_cudagraphs row (--cuda-graphs: the
-# step captured after 3 warm-up steps and replayed) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
+# (cuDNN's graph API), *_flash row (attention_flash.cu), *_cudagraphs row (--cuda-graphs: the
+# step captured after 3 warm-up steps and replayed) and *_cl row (--channels-last, beside
+# PyTorch's channels_last twin) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
 # two logical devices; the host CPU's attention forward + backward, oomlab eager / fused
 # beside PyTorch SDPA; torch.export graphs of ResNet-50 and BERT-base (scripts/export_model.py).
 # The graph_* pairs (issue 32, experiment 16's GPU points): models/graphs/ exports trained by
@@ -124,6 +125,8 @@ declare -A FLAGS=(
   [r50_tf32_bench_graph]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
   [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
   [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
+  [r50_tf32_cl]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
+  [r50_bf16_cl]="--model resnet50 --batch 128 --amp bf16 --channels-last"
   [bert_bf16_cudagraphs]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --cuda-graphs"
   [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
@@ -146,7 +149,8 @@ declare -A ENVS=([r50_tf32_next]="$NEXT"
                  [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT" [r50_tf32_graph]="$GRAPH"
                  [r50_bf16_graph]="$GRAPH" [r50_fp16_graph]="$GRAPH" [r50_tf32_bench_graph]="$GRAPH"
                  [bert384_fused_flash]="$FLASH")
-ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_tf32_graph r50_bf16 r50_bf16_next r50_bf16_graph r50_bf16_cudagraphs r50_fp16 r50_fp16_graph
+ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_tf32_graph r50_tf32_cl r50_bf16 r50_bf16_next r50_bf16_graph r50_bf16_cudagraphs
+       r50_bf16_cl r50_fp16 r50_fp16_graph
        r50_tf32_bench r50_tf32_bench_graph vgg16_tf32 bert_fp32 bert_tf32
        bert_tf32_next bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_flash bert384_fused_bf16
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)

@@ -5,7 +5,8 @@ Each config is a tag (CONFIGS below): model (torchvision resnet50 / vgg16, Huggi
 BertForSequenceClassification at bert-base size with eager or sdpa attention), batch,
 sequence length, precision (fp32 strict | tf32 | bf16 | fp16 autocast with GradScaler),
 optimizer, gradient checkpointing, cudnn.benchmark; the GRAPHED tags capture the step whole
-with torch.cuda.graph and replay it (build_graphed). A step is what `oomlab train` times:
+with torch.cuda.graph and replay it (build_graphed); the CHANNELS_LAST tags run model and
+input in torch.channels_last. A step is what `oomlab train` times:
 host batch copied to the device, forward, cross-entropy, backward, optimizer step,
 loss.item(); `--warmup` untimed steps, then `--steps` timed ones, each between
 torch.cuda.synchronize() calls. Peak: torch.cuda.max_memory_allocated() after a reset
@@ -57,10 +58,16 @@ CONFIGS = {
     "graph_gpt2_tf32": ("gpt2-export", 8, 128, "tf32", "adamw", "sdpa", False, False),
     # gpu_run.sh's --cuda-graphs row: the same step captured whole with torch.cuda.graph
     "r50_bf16_cudagraphs": ("resnet50", 128, 0, "bf16", "sgd", "", False, False),
+    # gpu_run.sh's --channels-last rows: model and input in torch.channels_last
+    "r50_tf32_cl": ("resnet50", 128, 0, "tf32", "sgd", "", False, False),
+    "r50_bf16_cl": ("resnet50", 128, 0, "bf16", "sgd", "", False, False),
 }
 # Tags whose step PyTorch captures whole and replays (build_graphed): PyTorch's CUDA-graphs
 # notes' whole-network capture, as --cuda-graphs does it.
 GRAPHED = {"r50_bf16_cudagraphs"}
+# Tags run in torch.channels_last (model.to(memory_format=...) and each batch copied to the
+# device in it: PyTorch's recipe, as --channels-last does it).
+CHANNELS_LAST = {"r50_tf32_cl", "r50_bf16_cl"}
 
 
 class BenchError(Exception):
@@ -170,9 +177,11 @@ def build(torch, tag):
         model = getattr(torchvision.models, model_name)(weights=None, num_classes=10).to(dev)
         x = torch.randn(batch, 3, 224, 224)
         y = torch.randint(0, 10, (batch,))
+        fmt = torch.channels_last if tag in CHANNELS_LAST else torch.contiguous_format
+        model = model.to(memory_format=fmt)
 
         def fwd():
-            return model(x.to(dev)), y.to(dev)
+            return model(x.to(dev, memory_format=fmt)), y.to(dev)
     if opt_name == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     else:

@@ -25,6 +25,17 @@ inline Tensor random_f64(const Shape& shape, double lo = -1.0, double hi = 1.0, 
   return Tensor::from_vector(v, shape, DType::f64);
 }
 
+// Offset from t's first element of its logical (row-major) element i, whatever its strides
+// (channels_last inputs: memory order is not the logical order).
+inline int64_t memory_offset(const Tensor& t, int64_t i) {
+  int64_t off = 0;
+  for (int64_t d = t.dim() - 1; d >= 0; --d) {
+    off += (i % t.shape()[size_t(d)]) * t.strides()[size_t(d)];
+    i /= t.shape()[size_t(d)];
+  }
+  return off;
+}
+
 inline ::testing::AssertionResult gradcheck(const GradFn& f, std::vector<Tensor> inputs,
                                             double eps = 1e-6, double atol = 1e-6,
                                             double rtol = 1e-5) {
@@ -48,14 +59,15 @@ inline ::testing::AssertionResult gradcheck(const GradFn& f, std::vector<Tensor>
     if (!t.requires_grad()) continue;
     if (!t.grad().defined()) return ::testing::AssertionFailure() << "input " << k << " got no gradient";
     std::vector<double> analytic = t.grad().to_vector();
-    double* p = t.data<double>();
+    double* base = t.data<double>();
     for (int64_t i = 0; i < t.numel(); ++i) {
-      double orig = p[i];
-      p[i] = orig + eps;
+      double* p = base + memory_offset(t, i);   // logical element i (to_vector's order)
+      double orig = *p;
+      *p = orig + eps;
       double lp = loss_value();
-      p[i] = orig - eps;
+      *p = orig - eps;
       double lm = loss_value();
-      p[i] = orig;
+      *p = orig;
       double numeric = (lp - lm) / (2 * eps);
       if (std::fabs(analytic[size_t(i)] - numeric) > atol + rtol * std::fabs(numeric))
         return ::testing::AssertionFailure() << "input " << k << " element " << i << ": analytic "

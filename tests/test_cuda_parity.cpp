@@ -56,6 +56,16 @@ OpCase pool_case(const std::string& name, Shape x, std::function<Tensor(const Te
   return {name, {F(x)}, [f](V& v) { return f(v[0]); }, N};
 }
 
+// --channels-last: the op on channels_last copies of its 4-D inputs (NHWC cuDNN descriptors,
+// pool.cu's NHWC indexing, batch_norm's [N*HW, C, 1] view); compared in logical order.
+Tensor cl(const Tensor& t) { return t.contiguous(MemoryFormat::channels_last); }
+
+OpCase conv_cl_case(const std::string& name, Shape x, Shape w, bool bias, Conv2dParams p) {
+  OpCase c = conv_case(name, x, w, bias, p);
+  c.fn = [=](V& v) { return conv2d(cl(v[0]), cl(v[1]), bias ? v[2] : Tensor(), p); };
+  return c;
+}
+
 std::vector<int64_t> with(std::vector<int64_t> v, std::initializer_list<std::pair<size_t, int64_t>> set) {
   for (auto [i, x] : set) v[i] = x;
   return v;
@@ -175,6 +185,20 @@ const std::vector<OpCase>& op_cases() {
     c.push_back(pool_case("adaptive_avg_1x1", {2, 5, 7, 7}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 1, 1); }));
     c.push_back(pool_case("adaptive_avg_7x7", {2, 3, 10, 9}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 7, 7); }));
     c.push_back(pool_case("adaptive_avg_upsampling", {1, 2, 3, 2}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 7, 7); }));
+    // ---- channels_last (--channels-last) ----
+    c.push_back(conv_cl_case("conv_cl_stem_7x7_s2", {2, 3, 32, 32}, {8, 3, 7, 7}, false, {2, 2, 3, 3, 1, 1, 1}));
+    c.push_back(conv_cl_case("conv_cl_3x3_bias", {2, 8, 12, 12}, {16, 8, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1}));
+    c.push_back(conv_cl_case("conv_cl_1x1_s2", {2, 16, 9, 9}, {32, 16, 1, 1}, false, {2, 2, 0, 0, 1, 1, 1}));
+    c.push_back(conv_cl_case("conv_cl_groups2", {2, 8, 10, 10}, {8, 4, 3, 3}, true, {1, 1, 1, 1, 1, 1, 2}));
+    c.push_back({"batch_norm_cl_train_split", {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) { V w = v; w[0] = cl(v[0]); return bn_call(w, true); }, N, bn_types});
+    c.push_back({"batch_norm_relu_cl_eval", {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
+                 [](V& v) { V w = v; w[0] = cl(v[0]); return bn_call(w, false, true); }, N, bn_types});
+    c.push_back(pool_case("max_pool_cl_3x3_s2_p1", {2, 5, 9, 9}, [](const Tensor& x) { return max_pool2d(cl(x), {3, 3, 2, 2, 1, 1}); }));
+    c.push_back(pool_case("avg_pool_cl_3x3_s1_p1", {2, 3, 7, 6}, [](const Tensor& x) { return avg_pool2d(cl(x), {3, 3, 1, 1, 1, 1}); }));
+    c.push_back(pool_case("adaptive_avg_cl_7x7", {2, 3, 10, 9}, [](const Tensor& x) { return adaptive_avg_pool2d(cl(x), 7, 7); }));
+    c.push_back({"add_relu_cl", {F({2, 6, 5, 7}), F({2, 6, 5, 7})},
+                 [](V& v) { Tensor y = cl(scale(v[0], 1.0)); return add_relu_(y, cl(v[1])); }, P});
     // ---- transformer ops ----
     auto ids = with(random_ints(21, 0, 50, 7), {{0, 0}, {5, 0}, {6, 13}, {7, 13}, {8, 13}});
     c.push_back({"embedding_padding_idx", {F({50, 16}), Idx({3, 7}, ids)}, [](V& v) { return embedding(v[0], v[1], 0); }, N});

@@ -26,7 +26,13 @@ std::string layer_of(const std::string& frame) {
 }
 
 bool uniquely_owned(const Tensor& t) {
-  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous();
+  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_dense();
+}
+
+// b laid out as a (dense): the two are then summed element by element in memory order.
+Tensor laid_out_like(const Tensor& b, const Tensor& a) {
+  const MemoryFormat f = a.memory_format();
+  return b.is_contiguous(f) ? b : b.contiguous(f);
 }
 
 // Gradient sums as ops' add / add_inplace compute them (the same kernel, the same
@@ -42,16 +48,17 @@ void check_gradient_pair(const Tensor& a, const Tensor& b) {
 
 Tensor sum_of(const Tensor& a0, const Tensor& b0) {
   check_gradient_pair(a0, b0);
-  Tensor a = a0.contiguous(), b = b0.contiguous();
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  // Both in a0's memory format when it is dense (channels_last gradients stay so).
+  Tensor a = a0.is_dense() ? a0 : a0.contiguous(), b = laid_out_like(b0, a);
+  Tensor out = empty_like(a);
   axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{out.raw_data(), a.raw_data(), b.raw_data(), 1.0, 1.0, 0.0, a.numel()});
   return out;
 }
 
 void add_into(Tensor& a, const Tensor& b) {
   check_gradient_pair(a, b);
-  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "autograd: gradient buffer ", a.str(), " must be contiguous");
-  Tensor bc = b.contiguous();
+  OOMLAB_CHECK_T(ShapeError, a.is_dense(), "autograd: gradient buffer ", a.str(), " must be dense");
+  Tensor bc = laid_out_like(b, a);
   a.bump_version();
   axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{a.raw_data(), a.raw_data(), bc.raw_data(), 1.0, 1.0, 0.0, a.numel()});
 }
@@ -70,8 +77,14 @@ void accumulate_leaf(TensorImpl* leaf, Tensor g) {
                  "' has shape ", shape_str(g.shape()), " but the tensor has ",
                  shape_str(leaf->shape));
   if (!leaf->grad) {
-    // Steal the buffer when nobody else sees it (PyTorch's AccumulateGrad does the same).
-    if (!uniquely_owned(g)) g = g.clone();
+    // Steal the buffer when nobody else sees it and it is laid out like the leaf (PyTorch's
+    // AccumulateGrad: a dense leaf's gradient has the leaf's strides); else copy it so.
+    const MemoryFormat f = suggest_memory_format(leaf->shape, leaf->strides);
+    if (!uniquely_owned(g) || !g.is_contiguous(f)) {
+      Tensor c = Tensor::empty_format(g.shape(), g.dtype(), g.device(), f);
+      c.copy_(g);
+      g = c;
+    }
     leaf->grad = g.impl_ptr();
     return;
   }

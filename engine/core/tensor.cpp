@@ -30,6 +30,19 @@ Shape contiguous_strides(const Shape& shape) {
   return st;
 }
 
+const char* memory_format_name(MemoryFormat f) {
+  return f == MemoryFormat::channels_last ? "channels_last" : "contiguous";
+}
+
+Shape format_strides(const Shape& shape, MemoryFormat f) {
+  if (f == MemoryFormat::contiguous) return contiguous_strides(shape);
+  OOMLAB_CHECK_T(ShapeError, shape.size() == 4, "channels_last needs a 4-D [N, C, H, W] shape, got ",
+                 shape_str(shape));
+  auto m = [](int64_t d) { return std::max<int64_t>(d, 1); };
+  const int64_t C = m(shape[1]), H = m(shape[2]), W = m(shape[3]);
+  return {H * W * C, 1, W * C, C};
+}
+
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();
@@ -47,15 +60,37 @@ int64_t Tensor::size(int64_t d) const {
   return impl_->shape[d];
 }
 
-bool Tensor::is_contiguous() const {
-  if (numel() == 0) return true;   // as PyTorch: no element is out of place
-  int64_t acc = 1;
-  for (int64_t i = dim() - 1; i >= 0; --i) {
-    if (impl_->shape[i] != 1 && impl_->strides[i] != acc) return false;
-    acc *= impl_->shape[i];
+bool strides_contiguous(const Shape& shape, const Shape& strides, MemoryFormat f) {
+  if (shape_numel(shape) == 0) return f == MemoryFormat::contiguous || shape.size() == 4;   // as PyTorch
+  int64_t expected = 1;
+  auto step = [&](size_t d) {
+    if (shape[d] != 1 && strides[d] != expected) return false;
+    expected *= shape[d];
+    return true;
+  };
+  if (f == MemoryFormat::contiguous) {
+    for (size_t i = shape.size(); i-- > 0;)
+      if (!step(i)) return false;
+    return true;
   }
+  if (shape.size() != 4) return false;
+  for (size_t d : {1, 3, 2, 0})   // C innermost, then W, H, N (torch's channels-last check)
+    if (!step(d)) return false;
   return true;
 }
+
+MemoryFormat suggest_memory_format(const Shape& shape, const Shape& strides) {
+  return !strides_contiguous(shape, strides, MemoryFormat::contiguous) &&
+                 strides_contiguous(shape, strides, MemoryFormat::channels_last)
+             ? MemoryFormat::channels_last
+             : MemoryFormat::contiguous;
+}
+
+bool Tensor::is_contiguous() const { return strides_contiguous(impl_->shape, impl_->strides, MemoryFormat::contiguous); }
+
+bool Tensor::is_contiguous(MemoryFormat f) const { return strides_contiguous(impl_->shape, impl_->strides, f); }
+
+MemoryFormat Tensor::memory_format() const { return suggest_memory_format(impl_->shape, impl_->strides); }
 
 std::string Tensor::str() const {
   if (!defined()) return "undefined tensor";

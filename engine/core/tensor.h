@@ -8,6 +8,11 @@
 //  * The version counter lives in Storage: every in-place op bumps it, so saved tensors
 //    detect modification (see autograd/saved_tensor.h).
 //  * On the meta device data() is a fake address that must never be dereferenced.
+//  * Memory formats (PyTorch's torch.contiguous_format / torch.channels_last): a 4-D
+//    [N, C, H, W] tensor in channels_last has strides [H*W*C, 1, W*C, C] (NHWC in memory).
+//    A dense tensor (contiguous in either format) spans numel() elements from raw_data(),
+//    so layout-blind kernels (elementwise, optimizers, collectives) may walk it linearly,
+//    pairing elements of tensors whose strides are equal.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -24,6 +29,14 @@ namespace oomlab {
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);   // "[2, 3, 4]"
 int64_t shape_numel(const Shape& s);
+
+enum class MemoryFormat { contiguous, channels_last };
+const char* memory_format_name(MemoryFormat f);   // "contiguous", "channels_last"
+// The dense strides of `shape` in format f (channels_last: 4-D shapes only).
+Shape format_strides(const Shape& shape, MemoryFormat f);
+// Whether (shape, strides) is contiguous in format f; the format a dense layout suggests.
+bool strides_contiguous(const Shape& shape, const Shape& strides, MemoryFormat f);
+MemoryFormat suggest_memory_format(const Shape& shape, const Shape& strides);
 
 class CachingAllocator;
 struct Node;
@@ -65,6 +78,8 @@ class Tensor {
   // ---- factories (allocate through the device's allocator) ----
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = cpu_device(),
                       const char* tag = "");
+  // empty() in memory format f (the same allocation; only the strides differ).
+  static Tensor empty_format(const Shape& shape, DType dtype, Device device, MemoryFormat f);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = cpu_device());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
                      Device device = cpu_device());
@@ -93,6 +108,11 @@ class Tensor {
   DType dtype() const { return impl_->dtype; }
   Device device() const { return impl_->storage->device; }
   bool is_contiguous() const;
+  bool is_contiguous(MemoryFormat f) const;  // as torch's is_contiguous(memory_format=f)
+  bool is_dense() const { return is_contiguous() || is_contiguous(MemoryFormat::channels_last); }
+  // channels_last when this 4-D tensor is channels_last-contiguous but not contiguous
+  // (PyTorch's suggest_memory_format on dense tensors); contiguous otherwise.
+  MemoryFormat memory_format() const;
   int64_t offset() const { return impl_->offset; }
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -113,6 +133,7 @@ class Tensor {
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor contiguous() const;
+  Tensor contiguous(MemoryFormat f) const;   // a copy in format f unless already; grad passes through
   Tensor clone() const;
   Tensor to(DType dtype) const;
   Tensor detach() const;                     // shares storage, no autograd history
@@ -139,6 +160,11 @@ class Tensor {
 };
 
 Shape contiguous_strides(const Shape& shape);
+// An uninitialised tensor shaped and laid out like t (PyTorch's empty_like, preserve_format
+// for dense tensors; a non-dense t gives a contiguous tensor).
+Tensor empty_like(const Tensor& t);
+Tensor empty_like(const Tensor& t, DType dtype);
+Tensor zeros_like(const Tensor& t);
 // A new tensor viewing `base`'s storage with the given geometry (no autograd meta).
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
 

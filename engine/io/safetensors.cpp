@@ -277,8 +277,8 @@ LoadReport load_into(const std::string& path, const NamedTensors& targets, bool 
     if (src.dtype() != t.dtype())
       problems.push_back(str_cat("dtype mismatch for '", name, "': file has ", dtype_name(src.dtype()),
                                  ", target has ", dtype_name(t.dtype())));
-    if (!t.is_contiguous())
-      problems.push_back(str_cat("target '", name, "' (", t.str(), ") is not contiguous"));
+    if (!t.is_dense())
+      problems.push_back(str_cat("target '", name, "' (", t.str(), ") is not dense"));
   }
   for (const auto& [name, t] : file.tensors) {
     auto alias = aliases.find(name);

@@ -41,6 +41,25 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char*
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::empty_format(const Shape& shape, DType dtype, Device device, MemoryFormat f) {
+  const Shape strides = format_strides(shape, f);   // checks the rank before allocating
+  Tensor t = empty(shape, dtype, device);
+  t.impl()->strides = strides;
+  return t;
+}
+
+Tensor empty_like(const Tensor& t, DType dtype) {
+  return Tensor::empty_format(t.shape(), dtype, t.device(), t.is_dense() ? t.memory_format() : MemoryFormat::contiguous);
+}
+
+Tensor empty_like(const Tensor& t) { return empty_like(t, t.dtype()); }
+
+Tensor zeros_like(const Tensor& t) {
+  Tensor z = empty_like(t);
+  z.fill_(0.0);
+  return z;
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
@@ -137,7 +156,7 @@ double Tensor::item() const {
 }
 
 void Tensor::fill_(double value) {
-  OOMLAB_CHECK_T(ShapeError, is_contiguous(), "fill_: ", str(), " must be contiguous");
+  OOMLAB_CHECK_T(ShapeError, is_dense(), "fill_: ", str(), " must be dense (contiguous or channels_last)");
   bump_version();
   if (dtype() == DType::i64 || dtype() == DType::u8) {
     if (device().is_meta()) return;
@@ -158,7 +177,7 @@ void Tensor::fill_(double value) {
 void Tensor::copy_(const Tensor& src) {
   OOMLAB_CHECK_T(ShapeError, src.shape() == shape(), "copy_: source ", src.str(), " and destination ",
                  str(), " differ in shape");
-  OOMLAB_CHECK_T(ShapeError, is_contiguous(), "copy_: destination ", str(), " must be contiguous");
+  OOMLAB_CHECK_T(ShapeError, is_dense(), "copy_: destination ", str(), " must be dense (contiguous or channels_last)");
   OOMLAB_CHECK_T(ShapeError, dim() <= 8, "copy_: rank ", dim(), " > 8 is not supported");
   OOMLAB_CHECK_T(DeviceError, src.device().type == device().type || src.device().is_cpu() || device().is_cpu() ||
                  src.device().is_meta() || device().is_meta(),
@@ -168,8 +187,7 @@ void Tensor::copy_(const Tensor& src) {
   CopyArgs a{};
   a.out = raw_data(); a.out_dtype = dtype(); a.in = src.raw_data(); a.in_dtype = src.dtype();
   a.ndim = int(dim());
-  Shape ost = contiguous_strides(shape());
-  for (int i = 0; i < a.ndim; ++i) { a.shape[i] = shape()[i]; a.in_strides[i] = src.strides()[i]; a.out_strides[i] = ost[i]; }
+  for (int i = 0; i < a.ndim; ++i) { a.shape[i] = shape()[i]; a.in_strides[i] = src.strides()[i]; a.out_strides[i] = strides()[i]; }
   if (a.ndim == 0) { a.ndim = 1; a.shape[0] = 1; a.in_strides[0] = 1; a.out_strides[0] = 1; }
   // Cross-device copies are run by the non-cpu side's kernel (it knows both memories).
   Device kdev = src.device().is_cpu() ? device() : src.device();

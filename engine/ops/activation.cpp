@@ -5,7 +5,8 @@
 // relu_ rebases x's history: x gets a new "relu_" node whose single edge is x's previous
 // grad_fn, and its version is bumped, so anything that saved x earlier fails in backward
 // (PyTorch). Allocation order (identical on meta): forward: contiguous(x) if needed, y;
-// backward: contiguous(g) if needed, dx. add_relu_ is add_ and relu_ in one pass: its node
+// backward: contiguous(g) if needed, dx. A dense input (contiguous or channels_last) keeps its
+// layout; y, g and dx follow it (engine/ops/layout.h). add_relu_ is add_ and relu_ in one pass: its node
 // "add_relu_" has edges to a's previous history and b, saves the result and hands relu's
 // dx to both.
 #include "engine/ops/activation.h"
@@ -14,6 +15,7 @@
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/layout.h"
 #include "kernels/activation.h"
 
 namespace oomlab {
@@ -24,9 +26,9 @@ namespace {
 BackwardFn relu_backward_fn(const Tensor& y, const char* op, size_t inputs = 1) {
   SavedTensor sy(y, op);
   return [sy, inputs](const Tensor& g0, const std::vector<bool>&) {
-    Tensor y = sy.unpack();
-    Tensor g = g0.contiguous();
-    Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+    Tensor y = dense(sy.unpack());
+    Tensor g = laid_out_like(g0, y);
+    Tensor dx = empty_like(y);
     relu_backward_kernels().launch(y.device(), y.dtype(),
                                    ReluArgs{y.raw_data(), y.raw_data(), g.raw_data(), dx.raw_data(), y.numel()});
     return std::vector<Tensor>(inputs, dx);
@@ -35,8 +37,8 @@ BackwardFn relu_backward_fn(const Tensor& y, const char* op, size_t inputs = 1) 
 }  // namespace
 
 Tensor relu(const Tensor& x0) {
-  Tensor x = x0.contiguous();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor x = dense(x0);
+  Tensor y = empty_like(x);
   relu_forward_kernels().launch(x.device(), x.dtype(),
                                 ReluArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, x.numel()});
   return attach_grad_fn(y, "relu", {x0}, [y]() { return relu_backward_fn(y, "relu"); });
@@ -46,7 +48,7 @@ Tensor& add_relu_(Tensor& a, const Tensor& b_in) {
   const Tensor b = inplace_operand(a, b_in, "add_relu_");
   const bool track = any_requires_grad({a, b});
   Tensor before = inplace_history(a);
-  Tensor bc = b.contiguous();
+  Tensor bc = laid_out_like(b, a);
   a.bump_version();
   add_relu_kernels().launch(a.device(), a.dtype(), AddReluArgs{a.raw_data(), bc.raw_data(), a.raw_data(), a.numel()});
   if (!track) return a;
@@ -60,7 +62,7 @@ Tensor relu_(Tensor& x) {
   OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && x.is_leaf() && x.requires_grad()),
                  "relu_: a leaf Variable that requires grad (", x.str(),
                  ") is being used in an in-place operation");
-  OOMLAB_CHECK_T(ShapeError, x.is_contiguous(), "relu_: in-place relu needs a contiguous tensor, got ",
+  OOMLAB_CHECK_T(ShapeError, x.is_dense(), "relu_: in-place relu needs a dense (contiguous or channels_last) tensor, got ",
                  x.str(), " with strides ", shape_str(x.strides()));
   x.bump_version();
   relu_forward_kernels().launch(x.device(), x.dtype(),
@@ -87,16 +89,16 @@ Tensor sigmoid(const Tensor& x0) {
   OOMLAB_CHECK_T(ValueError, x0.defined(), "sigmoid: undefined input");
   OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()), "sigmoid: input must be floating point, got ",
                  dtype_name(x0.dtype()));
-  Tensor x = x0.contiguous();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor x = dense(x0);
+  Tensor y = empty_like(x);
   sigmoid_forward_kernels().launch(x.device(), x.dtype(),
                                    SigmoidArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, x.numel()});
   return attach_grad_fn(y, "sigmoid", {x0}, [y]() -> BackwardFn {
     SavedTensor sy(y, "sigmoid");
     return [sy](const Tensor& g0, const std::vector<bool>&) {
       Tensor y = sy.unpack();
-      Tensor g = g0.contiguous();
-      Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+      Tensor g = laid_out_like(g0, y);
+      Tensor dx = empty_like(y);
       sigmoid_backward_kernels().launch(y.device(), y.dtype(),
                                         SigmoidArgs{nullptr, y.raw_data(), g.raw_data(), dx.raw_data(), y.numel()});
       return std::vector<Tensor>{dx};
@@ -113,16 +115,16 @@ Tensor gelu(const Tensor& x0, const std::string& approximate) {
   OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()), "gelu: input must be floating point, got ",
                  dtype_name(x0.dtype()));
   const bool tanh_approx = approximate == "tanh";
-  Tensor x = x0.contiguous();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor x = dense(x0);
+  Tensor y = empty_like(x);
   gelu_forward_kernels().launch(x.device(), x.dtype(),
                                 GeluArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, x.numel(), tanh_approx});
   return attach_grad_fn(y, "gelu", {x0}, [&]() -> BackwardFn {
     SavedTensor sx(x, "gelu");
     return [sx, tanh_approx](const Tensor& g0, const std::vector<bool>&) {
       Tensor x = sx.unpack();
-      Tensor g = g0.contiguous();
-      Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      Tensor g = laid_out_like(g0, x);
+      Tensor dx = empty_like(x);
       gelu_backward_kernels().launch(x.device(), x.dtype(),
                                      GeluArgs{x.raw_data(), nullptr, g.raw_data(), dx.raw_data(), x.numel(),
                                               tanh_approx});
@@ -138,15 +140,15 @@ Tensor input_saving_activation(const Tensor& x0, const char* op, KernelTable<Act
   OOMLAB_CHECK_T(ValueError, x0.defined(), op, ": undefined input");
   OOMLAB_CHECK_T(DTypeError, dtype_is_floating(x0.dtype()), op, ": input must be floating point, got ",
                  dtype_name(x0.dtype()));
-  Tensor x = x0.contiguous();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor x = dense(x0);
+  Tensor y = empty_like(x);
   fwd().launch(x.device(), x.dtype(), ActArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, x.numel()});
   return attach_grad_fn(y, op, {x0}, [&]() -> BackwardFn {
     SavedTensor sx(x, op);
     return [sx, bwd](const Tensor& g0, const std::vector<bool>&) {
       Tensor x = sx.unpack();
-      Tensor g = g0.contiguous();
-      Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      Tensor g = laid_out_like(g0, x);
+      Tensor dx = empty_like(x);
       bwd().launch(x.device(), x.dtype(), ActArgs{x.raw_data(), nullptr, g.raw_data(), dx.raw_data(), x.numel()});
       return std::vector<Tensor>{dx};
     };

@@ -1,5 +1,6 @@
 // batchnorm.cpp — batch_norm (torch.nn.functional.batch_norm semantics) with autograd.
-// Inputs [N, C] or [N, C, H, W], viewed as [N, C, HW]; weight/bias [C] or undefined
+// Inputs [N, C] or [N, C, H, W], viewed as [N, C, HW] (channels_last: [N*H*W, C, 1], y and
+// dx channels_last too); weight/bias [C] or undefined
 // (affine=false); running_mean/var [C] buffers (may be undefined in training only).
 // Training: allocates y, save_mean[C], save_invstd[C] (in that order; stats are f32, or
 // f64 for f64 inputs) and updates the running stats in place (no autograd, version
@@ -88,13 +89,16 @@ Tensor batch_norm_impl(const Tensor& x0, const Tensor& weight, const Tensor& bia
                        Tensor& running_var, bool training, double momentum, double eps, bool relu) {
   const DType pdt = check_batch_norm(x0, weight, bias, running_mean, running_var, training, eps);
   autocast_note(x0, "batch_norm");   // fp32_compute: 16-bit input kept, float32 parameters and math
-  const int64_t N = x0.size(0), C = x0.size(1);
-  const int64_t HW = x0.dim() == 4 ? x0.size(2) * x0.size(3) : 1;
+  // channels_last [N, C, H, W] is [N*H*W, C] in memory: the kernels see it as [N*HW, C, 1].
+  const MemoryFormat f = x0.memory_format();
+  const bool nhwc = f == MemoryFormat::channels_last;
+  const int64_t C = x0.size(1), HW = x0.dim() == 4 ? x0.size(2) * x0.size(3) : 1;
+  const int64_t N = nhwc ? x0.size(0) * HW : x0.size(0), kHW = nhwc ? 1 : HW;
   const Device dev = x0.device();
-  Tensor x = x0.contiguous();
+  Tensor x = x0.contiguous(f);
   Tensor w = weight.defined() ? weight.contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), dev);
+  Tensor y = Tensor::empty_format(x.shape(), x.dtype(), dev, f);
   Tensor save_mean, save_invstd;
   if (training) {
     save_mean = Tensor::empty({C}, param_dtype_for(x.dtype()), dev);
@@ -106,13 +110,14 @@ Tensor batch_norm_impl(const Tensor& x0, const Tensor& weight, const Tensor& bia
     running_var.bump_version();
   }
   BatchNormArgs a{};
-  a.N = N; a.C = C; a.HW = HW; a.momentum = momentum; a.eps = eps; a.training = training;
+  a.N = N; a.C = C; a.HW = kHW; a.momentum = momentum; a.eps = eps; a.training = training;
   a.x = x.raw_data(); a.weight = ptr_or_null(w); a.bias = ptr_or_null(b); a.y = y.raw_data();
   a.running_mean = (update_stats || !training) ? running_mean.raw_data() : nullptr;
   a.running_var = (update_stats || !training) ? running_var.raw_data() : nullptr;
   a.save_mean = mut_ptr_or_null(save_mean);
   a.save_invstd = mut_ptr_or_null(save_invstd);
   a.relu = relu;
+  a.channels_last = nhwc;
   batch_norm_forward_kernels().launch(dev, x.dtype(), a);
 
   const bool need_x = x0.requires_grad(), need_w = w.defined() && weight.requires_grad();
@@ -125,20 +130,23 @@ Tensor batch_norm_impl(const Tensor& x0, const Tensor& weight, const Tensor& bia
     SavedTensor sstat(keep_x ? (training ? save_invstd : rv) : Tensor(), "batch_norm");
     SavedTensor sy(relu ? y : Tensor(), "batch_norm_relu");   // relu's mask: the output, as relu saves it
     return [=](const Tensor& g0, const std::vector<bool>& needs) {
-      Tensor g = g0.contiguous();
+      Tensor g = g0.contiguous(f);
       Tensor xs = sx.unpack(), ws = sw.unpack(), m = smean.unpack(), s = sstat.unpack(), ys = sy.unpack();
+      if (xs.defined()) xs = xs.contiguous(f);   // a saved-tensor hook may have repacked them
+      if (ys.defined()) ys = ys.contiguous(f);
       const Device d = g.device();
-      Tensor dx = needs[0] ? Tensor::empty(g.shape(), g.dtype(), d) : Tensor();
+      Tensor dx = needs[0] ? Tensor::empty_format(g.shape(), g.dtype(), d, f) : Tensor();
       Tensor dw = needs[1] ? Tensor::empty({C}, pdt, d) : Tensor();
       Tensor db = needs[2] ? Tensor::empty({C}, pdt, d) : Tensor();
       BatchNormArgs k{};
-      k.N = N; k.C = C; k.HW = HW; k.momentum = momentum; k.eps = eps; k.training = training;
+      k.N = N; k.C = C; k.HW = kHW; k.momentum = momentum; k.eps = eps; k.training = training;
       k.x = ptr_or_null(xs); k.weight = ptr_or_null(ws);
       if (training) { k.save_mean = mut_ptr_or_null(m); k.save_invstd = mut_ptr_or_null(s); }
       else { k.running_mean = mut_ptr_or_null(m); k.running_var = mut_ptr_or_null(s); }
       k.dy = g.raw_data(); k.dx = mut_ptr_or_null(dx); k.dweight = mut_ptr_or_null(dw);
       k.dbias = mut_ptr_or_null(db);
       k.relu = relu;
+      k.channels_last = nhwc;
       k.y = mut_ptr_or_null(ys);
       batch_norm_backward_kernels().launch(d, g.dtype(), k);
       return std::vector<Tensor>{dx, dw, db};

@@ -1,4 +1,4 @@
-// conv.cpp — conv2d and conv_transpose2d (NCHW) with autograd, on the conv2d_* and
+// conv.cpp — conv2d (NCHW or channels_last) and conv_transpose2d (NCHW) with autograd, on the conv2d_* and
 // channel_bias_* tables of kernels/conv.h. conv_transpose2d has no kernels of its own: it
 // is the adjoint of conv2d(z [N, K, Ho, Wo], weight) -> [N, C, H, W], so
 //   forward y = conv2d_backward_data(dy := x, w); grad x dx = conv2d_forward(x := g, w);
@@ -6,6 +6,8 @@
 // Saved for backward: x only if the weight needs grad, w only if x needs grad; the bias
 // gradient needs nothing. Allocation order (identical on meta): forward: contiguous
 // copies of x/w(/b) if needed, y; backward: contiguous(g) if needed, dx, dw, db.
+// conv2d runs channels_last (NHWC activations, KRSC weights) when its input or weight is
+// (torch's rule), with the output and gradients in it; the other operand is copied to it.
 // Errors: ShapeError naming the op and the input and weight shapes; ValueError for bad
 // stride/padding/dilation/output_padding/groups.
 #include "engine/ops/conv.h"
@@ -41,6 +43,65 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
   return {N, K, (hp - eff_h) / p.stride_h + 1, (wp - eff_w) / p.stride_w + 1};
 }
 
+namespace {
+// PyTorch's cudnn rule: channels_last when the input or the weight is; both are then laid
+// out so, and the output and every gradient are too.
+MemoryFormat conv_memory_format(const Tensor& x, const Tensor& w) {
+  return x.memory_format() == MemoryFormat::channels_last || w.memory_format() == MemoryFormat::channels_last
+             ? MemoryFormat::channels_last
+             : MemoryFormat::contiguous;
+}
+
+// The bias kernels' view of y [N, K, P, Q]: NCHW as [N, K, P*Q], NHWC as [N*P*Q, K, 1].
+ChannelBiasArgs bias_args(const Conv2dArgs& a) {
+  ChannelBiasArgs b{};
+  b.N = a.channels_last ? a.N * a.P * a.Q : a.N;
+  b.K = a.K;
+  b.HW = a.channels_last ? 1 : a.P * a.Q;
+  return b;
+}
+
+BackwardFn conv2d_backward(const SavedTensor& sx, const SavedTensor& sw, const Conv2dArgs& a,
+                           const Shape& x_shape, const Shape& w_shape, MemoryFormat f) {
+  return [sx, sw, a, x_shape, w_shape, f](const Tensor& g0, const std::vector<bool>& needs) {
+    Tensor g = g0.contiguous(f);
+    Conv2dArgs k = a;
+    k.x = k.w = nullptr; k.y = nullptr;
+    k.dy = g.raw_data();
+    Tensor gx, gw, gb;
+    if (needs[0]) {
+      Tensor w = sw.unpack().contiguous(f);   // a saved-tensor hook may have repacked it
+      gx = Tensor::empty_format(x_shape, g.dtype(), g.device(), f);
+      k.w = w.raw_data(); k.dx = gx.raw_data();
+      conv2d_backward_data_kernels().launch(g.device(), g.dtype(), k);
+    }
+    if (needs[1]) {
+      Tensor x = sx.unpack().contiguous(f);
+      gw = Tensor::empty_format(w_shape, g.dtype(), g.device(), f);
+      k.x = x.raw_data(); k.dw = gw.raw_data();
+      conv2d_backward_weight_kernels().launch(g.device(), g.dtype(), k);
+    }
+    if (needs.size() > 2 && needs[2]) {
+      gb = Tensor::empty({a.K}, g.dtype(), g.device());
+      ChannelBiasArgs b = bias_args(a);
+      b.dy = g.raw_data(); b.db = gb.raw_data();
+      channel_bias_grad_kernels().launch(g.device(), g.dtype(), b);
+    }
+    return std::vector<Tensor>{gx, gw, gb};
+  };
+}
+
+void check_conv_bias(const Tensor& b0, const Tensor& x0, const Tensor& w0) {
+  OOMLAB_CHECK_T(ShapeError, b0.dim() == 1 && b0.size(0) == w0.size(0), "conv2d: bias ",
+                 shape_str(b0.shape()), " does not match weight ", shape_str(w0.shape()),
+                 " (input ", shape_str(x0.shape()), ")");
+  OOMLAB_CHECK_T(DTypeError, b0.dtype() == x0.dtype(), "conv2d: bias dtype ",
+                 dtype_name(b0.dtype()), " differs from input dtype ", dtype_name(x0.dtype()));
+  OOMLAB_CHECK_T(DeviceError, b0.device() == x0.device(), "conv2d: bias on ", b0.device().str(),
+                 " and input on ", x0.device().str());
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dParams& p) {
   const Tensor x0 = autocast_lower(x_in, "conv2d"), w0 = autocast_lower(w_in, "conv2d"),
                b0 = autocast_lower(b_in, "conv2d");
@@ -51,58 +112,29 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   OOMLAB_CHECK_T(DeviceError, x0.device() == w0.device(), "conv2d: input on ", x0.device().str(),
                  " and weight on ", w0.device().str());
   const bool has_bias = b0.defined();
-  if (has_bias) {
-    OOMLAB_CHECK_T(ShapeError, b0.dim() == 1 && b0.size(0) == w0.size(0), "conv2d: bias ",
-                   shape_str(b0.shape()), " does not match weight ", shape_str(w0.shape()),
-                   " (input ", shape_str(x0.shape()), ")");
-    OOMLAB_CHECK_T(DTypeError, b0.dtype() == x0.dtype(), "conv2d: bias dtype ",
-                   dtype_name(b0.dtype()), " differs from input dtype ", dtype_name(x0.dtype()));
-    OOMLAB_CHECK_T(DeviceError, b0.device() == x0.device(), "conv2d: bias on ", b0.device().str(),
-                   " and input on ", x0.device().str());
-  }
-  Tensor x = x0.contiguous(), w = w0.contiguous();
+  if (has_bias) check_conv_bias(b0, x0, w0);
+  const MemoryFormat f = conv_memory_format(x0, w0);
+  Tensor x = x0.contiguous(f), w = w0.contiguous(f);
   Tensor b = has_bias ? b0.contiguous() : Tensor();
   Conv2dArgs a{};
   a.N = x.size(0); a.C = x.size(1); a.H = x.size(2); a.W = x.size(3);
   a.K = w.size(0); a.R = w.size(2); a.S = w.size(3); a.P = y_shape[2]; a.Q = y_shape[3];
   a.p = p;
-  Tensor y = Tensor::empty(y_shape, x.dtype(), x.device());
+  a.channels_last = f == MemoryFormat::channels_last;
+  Tensor y = Tensor::empty_format(y_shape, x.dtype(), x.device(), f);
   a.x = x.raw_data(); a.w = w.raw_data(); a.y = y.raw_data();
   conv2d_forward_kernels().launch(x.device(), x.dtype(), a);
-  if (has_bias)
-    channel_bias_add_kernels().launch(y.device(), y.dtype(),
-                                      ChannelBiasArgs{y.raw_data(), b.raw_data(), nullptr, nullptr,
-                                                      a.N, a.K, a.P * a.Q});
+  if (has_bias) {
+    ChannelBiasArgs ba = bias_args(a);
+    ba.y = y.raw_data(); ba.b = b.raw_data();
+    channel_bias_add_kernels().launch(y.device(), y.dtype(), ba);
+  }
   return attach_grad_fn(y, "conv2d", {x0, w0, b0}, [&]() -> BackwardFn {
     SavedTensor sx(w0.requires_grad() ? x : Tensor(), "conv2d");
     SavedTensor sw(x0.requires_grad() ? w : Tensor(), "conv2d");
-    Shape x_shape = x.shape(), w_shape = w.shape();
-    return [sx, sw, a, x_shape, w_shape](const Tensor& g0, const std::vector<bool>& needs) {
-      Tensor g = g0.contiguous();
-      Conv2dArgs k = a;
-      k.x = k.w = nullptr; k.y = nullptr;
-      k.dy = g.raw_data();
-      Tensor gx, gw, gb;
-      if (needs[0]) {
-        Tensor w = sw.unpack();
-        gx = Tensor::empty(x_shape, g.dtype(), g.device());
-        k.w = w.raw_data(); k.dx = gx.raw_data();
-        conv2d_backward_data_kernels().launch(g.device(), g.dtype(), k);
-      }
-      if (needs[1]) {
-        Tensor x = sx.unpack();
-        gw = Tensor::empty(w_shape, g.dtype(), g.device());
-        k.x = x.raw_data(); k.dw = gw.raw_data();
-        conv2d_backward_weight_kernels().launch(g.device(), g.dtype(), k);
-      }
-      if (needs.size() > 2 && needs[2]) {
-        gb = Tensor::empty({a.K}, g.dtype(), g.device());
-        channel_bias_grad_kernels().launch(g.device(), g.dtype(),
-                                           ChannelBiasArgs{nullptr, nullptr, g.raw_data(),
-                                                           gb.raw_data(), a.N, a.K, a.P * a.Q});
-      }
-      return std::vector<Tensor>{gx, gw, gb};
-    };
+    Conv2dArgs k = a;
+    k.x = k.w = k.y = nullptr;
+    return conv2d_backward(sx, sw, k, x.shape(), w.shape(), f);
   });
 }
 

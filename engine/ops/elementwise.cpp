@@ -8,6 +8,7 @@
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "engine/ops/broadcast.h"
+#include "engine/ops/layout.h"
 #include "kernels/elementwise.h"
 
 namespace oomlab {
@@ -23,9 +24,9 @@ void check_same(const Tensor& a, const Tensor& b, const char* op) {
 }
 
 Tensor axpby(const Tensor& a0, const Tensor& b0, double alpha, double beta, double gamma) {
-  Tensor a = a0.contiguous();
-  Tensor b = b0.defined() ? b0.contiguous() : Tensor();
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  Tensor a = dense(a0);
+  Tensor b = b0.defined() ? laid_out_like(b0, a) : Tensor();
+  Tensor out = empty_like(a);
   axpby_kernels().launch(a.device(), a.dtype(),
                          AxpbyArgs{out.raw_data(), a.raw_data(), b.defined() ? b.raw_data() : nullptr,
                                    alpha, beta, gamma, a.numel()});
@@ -62,8 +63,8 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   autocast_promote(a0, b0, "mul");
   if (a0.shape() != b0.shape()) return broadcast_binary(BinaryOp::mul, a0, b0);
   check_same(a0, b0, "mul");
-  Tensor a = a0.contiguous(), b = b0.contiguous();
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  Tensor a = dense(a0), b = laid_out_like(b0, a);
+  Tensor out = empty_like(a);
   mul_kernels().launch(a.device(), a.dtype(), MulArgs{out.raw_data(), a.raw_data(), b.raw_data(), 1.0, a.numel()});
   bool need_a = a0.requires_grad(), need_b = b0.requires_grad();
   return attach_grad_fn(out, "mul", {a0, b0}, [=]() -> BackwardFn {
@@ -117,7 +118,7 @@ Tensor inplace_operand(const Tensor& a, const Tensor& b_in, const char* op) {
   OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && a.is_leaf() && a.requires_grad()),
                  op, ": a leaf Variable that requires grad (", a.str(), ") is being used in an in-place operation");
   check_same(a, b, op);
-  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), op, ": destination ", a.str(), " must be contiguous");
+  OOMLAB_CHECK_T(ShapeError, a.is_dense(), op, ": destination ", a.str(), " must be dense (contiguous or channels_last)");
   return b;
 }
 
@@ -142,15 +143,15 @@ Tensor& add_(Tensor& a, const Tensor& b_in) {
 
 void add_inplace(Tensor& a, const Tensor& b, double alpha) {
   check_same(a, b, "add_");
-  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "add_: destination ", a.str(), " must be contiguous");
-  Tensor bc = b.contiguous();
+  OOMLAB_CHECK_T(ShapeError, a.is_dense(), "add_: destination ", a.str(), " must be dense (contiguous or channels_last)");
+  Tensor bc = laid_out_like(b, a);
   a.bump_version();
   axpby_kernels().launch(a.device(), a.dtype(),
                          AxpbyArgs{a.raw_data(), a.raw_data(), bc.raw_data(), 1.0, alpha, 0.0, a.numel()});
 }
 
 void add_scalar_inplace(Tensor& a, double value) {
-  OOMLAB_CHECK_T(ShapeError, a.is_contiguous(), "add_: destination ", a.str(), " must be contiguous");
+  OOMLAB_CHECK_T(ShapeError, a.is_dense(), "add_: destination ", a.str(), " must be dense (contiguous or channels_last)");
   a.bump_version();
   axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{a.raw_data(), a.raw_data(), nullptr, 1.0, 0.0, value, a.numel()});
 }

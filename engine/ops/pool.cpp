@@ -1,4 +1,5 @@
-// pool.cpp — max_pool2d, avg_pool2d, adaptive_avg_pool2d on NCHW with autograd
+// pool.cpp — max_pool2d, avg_pool2d, adaptive_avg_pool2d on NCHW or channels_last (output,
+// indices and dx in the input's format) with autograd
 // (torch.nn.functional semantics: floor output size, dilation 1, pad <= kernel/2,
 // avg counts padding; adaptive bins start=floor(i*H/P), end=ceil((i+1)*H/P)).
 // Allocation order: forward y, then (max_pool2d, only when x needs grad) the int64
@@ -43,20 +44,22 @@ Pool2dArgs make_args(const Tensor& x, int64_t P, int64_t Q, const Pool2dParams& 
   Pool2dArgs a{};
   a.N = x.size(0); a.C = x.size(1); a.H = x.size(2); a.W = x.size(3); a.P = P; a.Q = Q;
   a.p = p; a.adaptive = adaptive;
+  a.channels_last = x.memory_format() == MemoryFormat::channels_last;
   return a;
 }
 
 // Shared by avg_pool2d and adaptive_avg_pool2d: nothing saved but shapes.
 Tensor avg_pool_impl(const Tensor& x0, const Pool2dArgs& args, const char* op) {
-  Tensor x = x0.contiguous();
-  Tensor y = Tensor::empty({args.N, args.C, args.P, args.Q}, x.dtype(), x.device());
+  const MemoryFormat f = args.channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  Tensor x = x0.contiguous(f);
+  Tensor y = Tensor::empty_format({args.N, args.C, args.P, args.Q}, x.dtype(), x.device(), f);
   Pool2dArgs a = args;
   a.x = x.raw_data(); a.y = y.raw_data();
   avg_pool2d_forward_kernels().launch(x.device(), x.dtype(), a);
-  return attach_grad_fn(y, op, {x0}, [args]() -> BackwardFn {
-    return [args](const Tensor& g0, const std::vector<bool>&) {
-      Tensor g = g0.contiguous();
-      Tensor dx = Tensor::empty({args.N, args.C, args.H, args.W}, g.dtype(), g.device());
+  return attach_grad_fn(y, op, {x0}, [args, f]() -> BackwardFn {
+    return [args, f](const Tensor& g0, const std::vector<bool>&) {
+      Tensor g = g0.contiguous(f);
+      Tensor dx = Tensor::empty_format({args.N, args.C, args.H, args.W}, g.dtype(), g.device(), f);
       Pool2dArgs b = args;
       b.dy = g.raw_data(); b.dx = dx.raw_data();
       avg_pool2d_backward_kernels().launch(g.device(), g.dtype(), b);
@@ -68,12 +71,13 @@ Tensor avg_pool_impl(const Tensor& x0, const Pool2dArgs& args, const char* op) {
 
 Tensor max_pool2d(const Tensor& x0, const Pool2dParams& p) {
   auto [P, Q] = pooled_size(x0, p, "max_pool2d");
-  Tensor x = x0.contiguous();
+  const MemoryFormat f = x0.memory_format();
+  Tensor x = x0.contiguous(f);
   const Device dev = x.device();
-  Tensor y = Tensor::empty({x.size(0), x.size(1), P, Q}, x.dtype(), dev);
+  Tensor y = Tensor::empty_format({x.size(0), x.size(1), P, Q}, x.dtype(), dev, f);
   // Indices are only needed by backward: skip them when no gradient will flow.
   const bool need_grad = any_requires_grad({x0});
-  Tensor idx = need_grad ? Tensor::empty({x.size(0), x.size(1), P, Q}, DType::i64, dev) : Tensor();
+  Tensor idx = need_grad ? Tensor::empty_format({x.size(0), x.size(1), P, Q}, DType::i64, dev, f) : Tensor();
   Pool2dArgs a = make_args(x, P, Q, p, false);
   a.x = x.raw_data(); a.y = y.raw_data();
   a.indices = idx.defined() ? idx.data<int64_t>() : nullptr;
@@ -81,10 +85,10 @@ Tensor max_pool2d(const Tensor& x0, const Pool2dParams& p) {
   Pool2dArgs args = make_args(x, P, Q, p, false);
   return attach_grad_fn(y, "max_pool2d", {x0}, [&]() -> BackwardFn {
     SavedTensor sx(x, "max_pool2d"), si(idx, "max_pool2d");
-    return [sx, si, args](const Tensor& g0, const std::vector<bool>&) {
-      Tensor g = g0.contiguous();
-      Tensor xs = sx.unpack(), is = si.unpack();   // x: kept alive as PyTorch does; shape only
-      Tensor dx = Tensor::empty(xs.shape(), g.dtype(), g.device());
+    return [sx, si, args, f](const Tensor& g0, const std::vector<bool>&) {
+      Tensor g = g0.contiguous(f);
+      Tensor xs = sx.unpack(), is = si.unpack().contiguous(f);   // x: kept alive as PyTorch does; shape only
+      Tensor dx = Tensor::empty_format(xs.shape(), g.dtype(), g.device(), f);
       Pool2dArgs b = args;
       b.indices = is.data<int64_t>(); b.dy = g.raw_data(); b.dx = dx.raw_data();
       max_pool2d_backward_kernels().launch(g.device(), g.dtype(), b);

@@ -123,6 +123,16 @@ Tensor Tensor::contiguous() const {
   return clone();
 }
 
+Tensor Tensor::contiguous(MemoryFormat f) const {
+  if (is_contiguous(f)) return *this;
+  Tensor out = Tensor::empty_format(shape(), dtype(), device(), f);
+  out.copy_(*this);
+  out.impl()->storage->version = 0;
+  return attach_grad_fn(out, "contiguous", {*this}, []() -> BackwardFn {
+    return [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; };
+  });
+}
+
 Tensor Tensor::clone() const {
   Tensor out = Tensor::empty(shape(), dtype(), device());
   out.copy_(*this);
@@ -140,7 +150,7 @@ Tensor Tensor::detach() const {
 
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
-  Tensor out = Tensor::empty(shape(), dt, device());
+  Tensor out = empty_like(*this, dt);   // a dense tensor keeps its memory format (torch's .to)
   out.copy_(*this);
   out.impl()->storage->version = 0;
   DType src = dtype();

@@ -31,8 +31,8 @@ class Adam final : public Optimizer {
                  " (need 0 <= beta2 < 1)");
   }
   void init_state(const ParamGroup&, const Tensor& p, ParamState& s) override {
-    if (!s.tensors[0].defined()) s.tensors[0] = Tensor::zeros(p.shape(), p.dtype(), p.device());
-    if (!s.tensors[1].defined()) s.tensors[1] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    if (!s.tensors[0].defined()) s.tensors[0] = zeros_like(p);
+    if (!s.tensors[1].defined()) s.tensors[1] = zeros_like(p);
   }
   void update_group(const ParamGroup& g, const std::vector<UpdateItem>& items) override {
     std::vector<AdamArgs> args;

@@ -55,10 +55,12 @@ void Optimizer::step() {
                      dtype_name(grad.dtype()), " but the parameter is ", dtype_name(p_ref.dtype()));
       OOMLAB_CHECK_T(DeviceError, grad.device() == p_ref.device(), name_, ": grad of '", pname, "' is on ",
                      grad.device().str(), " but the parameter is on ", p_ref.device().str());
-      OOMLAB_CHECK_T(ShapeError, p_ref.is_contiguous(), name_, ": parameter '", pname,
-                     "' must be contiguous for the fused update");
+      OOMLAB_CHECK_T(ShapeError, p_ref.is_dense(), name_, ": parameter '", pname,
+                     "' must be dense (contiguous or channels_last) for the fused update");
       MemoryContext ctx(pname, "optim");
-      work.push_back({&g, &pname, p_ref, grad.is_contiguous() ? grad : grad.contiguous(), nullptr});
+      // The update walks parameter, gradient and state in memory order: one layout for all.
+      const MemoryFormat f = p_ref.memory_format();
+      work.push_back({&g, &pname, p_ref, grad.is_contiguous(f) ? grad : grad.contiguous(f), nullptr});
     }
   }
   // 2. Create the state every update needs before any update begins: an OutOfMemoryError
@@ -262,7 +264,7 @@ void Optimizer::commit_state(LoadedJson loaded, const GivenTensors& given) {
       if (auto git = given.find(pname); git != given.end())
         for (size_t k = 0; k < kinds; ++k) {
           if (!git->second[k]) continue;
-          s.tensors[k] = Tensor::empty(p.shape(), p.dtype(), p.device());
+          s.tensors[k] = empty_like(p);
           s.tensors[k].copy_(*git->second[k]);
         }
       new_state.emplace(pname, std::move(s));

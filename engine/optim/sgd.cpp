@@ -29,7 +29,7 @@ class Sgd final : public Optimizer {
   }
   void init_state(const ParamGroup& g, const Tensor& p, ParamState& s) override {
     if (g.momentum != 0 && !s.tensors[0].defined()) {
-      s.tensors[0] = Tensor::empty(p.shape(), p.dtype(), p.device());
+      s.tensors[0] = empty_like(p);   // laid out as p (the update walks memory order)
       s.fresh = true;   // the kernel fills it with the first (weight-decayed) grad
     }
   }

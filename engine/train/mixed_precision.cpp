@@ -65,7 +65,7 @@ bool GradScaler::before_optimizer_step(Optimizer& opt) {
         Tensor grad = p.grad();
         if (!grad.defined()) continue;
         if (!flag.defined()) flag = Tensor::zeros({1}, DType::f32, grad.device());
-        OOMLAB_CHECK_T(ShapeError, grad.is_contiguous(), "GradScaler: the gradient of ", name, " is not contiguous");
+        OOMLAB_CHECK_T(ShapeError, grad.is_dense(), "GradScaler: the gradient of ", name, " is not dense");
         grad.bump_version();
         amp_unscale_kernels().launch(grad.device(), grad.dtype(),
                                      UnscaleArgs{grad.raw_data(), flag.device().is_meta() ? nullptr : flag.data<float>(),

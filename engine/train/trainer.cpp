@@ -22,6 +22,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/accumulation.h"
+#include "engine/train/channels_last.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/ddp_strategy.h"
 #include "engine/train/evaluation.h"
@@ -71,6 +72,7 @@ TrainingRun::TrainingRun(nn::Module& model, const Dataset& train_set, const Data
   else manual_seed(c.seed);
   model_->train();
   set_up_precision();
+  if (c.channels_last) channels_last_model(*model_);
   make_optimizer();
   make_loader_and_schedule();
   if (c.ema_decay > 0) ema_ = std::make_unique<WeightEma>(parameters_and_buffers(*model_), c.ema_decay);

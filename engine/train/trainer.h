@@ -94,6 +94,9 @@ struct TrainerConfig {
   // half excludes amp.
   bool half = false;
   bool master_weights = false;
+  // --channels-last (channels_last.h): the model's 4-D parameters and buffers re-laid out as
+  // channels_last after any --half conversion and before the optimizer exists.
+  bool channels_last = false;
   // --on-oom (oom_recovery.h): skipped batches go into history.skipped ({after_step, phase,
   // samples, reason}), split ones into history.oom_splits ({step, micro_batches}); metrics.oom
   // sums them (skipped_batches, samples_lost, samples_lost_pct, split_batches). An OOM that

@@ -97,6 +97,8 @@ ModelSpec model_spec(const CliArgs& a) {
   s.loss_scale = p.loss_scale;
   if (a.has("momentum")) s.sgd_momentum = a.get_double("momentum");   // estimate only
   s.cuda_graphs = a.has("cuda-graphs") && a.flag("cuda-graphs");      // estimate only
+  s.channels_last = a.has("channels-last") && a.flag("channels-last");   // estimate only
+  if (s.channels_last) check_channels_last_model(s.model);
   if (s.cuda_graphs) check_cuda_graphs_model(s.model, s.loss_scale);
   return s;
 }
@@ -171,6 +173,7 @@ TrainConfig train_config(const CliArgs& a) {
   c.workers = int(a.get_int("workers"));
   c.pin_memory = a.flag("pin-memory");
   c.cuda_graphs = a.flag("cuda-graphs");
+  c.channels_last = a.flag("channels-last");
   c.stop_on_nan = a.get("on-nan") == "stop";
   return c;
 }
@@ -374,7 +377,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"momentum", opt == "sgd" ? spec.sgd_momentum : 0.0}, {"device_memory", cap},
                         {"checkpoint", spec.checkpoint}, {"amp", spec.amp}, {"half", spec.half},
                         {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale},
-                        {"cuda_graphs", spec.cuda_graphs}};
+                        {"cuda_graphs", spec.cuda_graphs}, {"channels_last", spec.channels_last}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, metrics,

@@ -146,6 +146,8 @@ void rows_precision_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("amp", amp_cmds, "autocast to float16 or bfloat16").choice({"off", "fp16", "bf16"}).def("off").s);
   t.push_back(F("half", half_cmds, "model.half(): float16 weights, BatchNorm float32").sw().applies("amp", {"off"}).s);
   t.push_back(F("master-weights", half_cmds, "with --half: float32 master weights for the update").sw().needs("half").s);
+  t.push_back(F("channels-last", half_cmds, "torch.channels_last: NHWC convolutions, BatchNorm, pooling (image models)")
+                  .sw().s);
   t.push_back(F("loss-scale", half_cmds, "loss scaling (auto: dynamic for fp16 and --master-weights)")
                   .text("auto|dynamic|static:S|none").def("auto").s);
 }

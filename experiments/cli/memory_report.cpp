@@ -29,6 +29,7 @@
 #include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/forward_observer.h"
 #include "engine/optim/optimizer.h"
+#include "engine/train/channels_last.h"
 #include "engine/train/half_mode.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
@@ -312,6 +313,7 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
     half_io.emplace(DType::f16, spec.master_weights);
     if (spec.master_weights) masters.emplace(*b.model);
   }
+  if (spec.channels_last) channels_last_model(*b.model);   // as the trainer, after --half
   MemoryEstimate e;
   e.model = spec.model;
   e.optimizer = optimizer;

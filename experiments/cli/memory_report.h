@@ -78,6 +78,7 @@ struct ModelSpec {
   bool master_weights = false;       // estimate: --master-weights
   double sgd_momentum = 0.9;         // estimate: --momentum (0: plain SGD keeps no state)
   bool cuda_graphs = false;          // estimate: --cuda-graphs (the step captured after the eager ones)
+  bool channels_last = false;        // estimate: --channels-last (engine/train/channels_last.h)
 };
 
 ModelSummary summarize_model(const ModelSpec& spec, int64_t batch);

@@ -16,6 +16,7 @@
 #include "engine/parallel/local_comm.h"
 #include "engine/parallel/rank_env.h"
 #include "engine/parallel/sync_batchnorm.h"
+#include "engine/train/channels_last.h"
 #include "engine/train/results.h"
 #include "experiments/cli/rank_launcher.h"
 
@@ -111,6 +112,8 @@ json train_dp(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build, 
   record_segments(t, *model);
   std::vector<nn::ModulePtr> replicas;
   for (size_t i = 1; i < devices.size(); ++i) replicas.push_back(build(devices[i]));
+  if (c.channels_last)   // the replicas laid out as the module (the trainer converts the module)
+    for (nn::ModulePtr& r : replicas) channels_last_model(*r);
   const int64_t gpu0 = c.parallel == "bdp" ? c.gpu0_bsz / c.accumulate : -1;   // per micro-batch
   DataParallel dp(model, replicas, devices, gpu0);
   t.device = devices[0];

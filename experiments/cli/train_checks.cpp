@@ -52,6 +52,11 @@ void check_cuda_graphs_model(const std::string& model, const std::string& loss_s
                "captured step cannot hold; the zoo's bert-* models and the image models can be graphed");
 }
 
+void check_channels_last_model(const std::string& model) {
+  OOMLAB_CHECK(model_input_kind(model) != InputKind::tokens, "--channels-last: ", model,
+               " is a token model, which has no 4-D [N, C, H, W] tensor to lay out; use it with an image model");
+}
+
 namespace {
 
 // What each dataset feeds: fashion-mnist/synthetic image classification, synthetic-seq
@@ -108,6 +113,7 @@ void check_train_config(const TrainConfig& c) {
   OOMLAB_CHECK(!c.nesterov || r.momentum > 0, "--nesterov needs a momentum > 0 (as torch.optim.SGD)");
   with_flag_name("schedule", [&] { return parse_lr_schedule(resolve_schedule(r.schedule, 100)); });   // named now
   if (c.cuda_graphs) check_cuda_graphs(c);
+  if (c.channels_last) check_channels_last_model(c.model);
   parse_lr_groups(c.lr_groups);
   OOMLAB_CHECK(c.tta == "none" || model_input_kind(c.model) == InputKind::image,
                "--tta flip applies to image classification models (", c.model, " does not take images)");

@@ -18,4 +18,8 @@ std::vector<std::pair<std::string, double>> parse_lr_groups(const std::string& t
 // integer constants come from the host every step). ValueError in the flags' words.
 void check_cuda_graphs_model(const std::string& model, const std::string& loss_scale);
 
+// --channels-last: image models only (a token model has no 4-D tensor to lay out), for train
+// and estimate alike. ValueError naming the model.
+void check_channels_last_model(const std::string& model);
+
 }  // namespace oomlab

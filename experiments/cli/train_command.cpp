@@ -130,6 +130,7 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
             {"accumulate", c.accumulate}, {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
             {"on_oom", c.on_oom}, {"workers", c.workers}, {"pin_memory", c.pin_memory}, {"cuda_graphs", c.cuda_graphs},
+            {"channels_last", c.channels_last},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
   return j;
@@ -256,6 +257,7 @@ TrainerConfig trainer_config(const TrainConfig& c, const Recipe& recipe, const j
   t.workers = c.workers;
   t.pin_memory = c.pin_memory;
   t.cuda_graphs = c.cuda_graphs;
+  t.channels_last = c.channels_last;
   t.shuffle = c.shuffle;
   t.config = config;
   t.resume_keys = resume_keys(c);

@@ -75,6 +75,7 @@ struct TrainConfig {
   int workers = 1;                         // --workers N (DataLoader threads; 0: synchronous)
   bool pin_memory = false;                 // --pin-memory (page-locked batches on accelerators)
   bool cuda_graphs = false;                // --cuda-graphs (engine/train/graphed_step.h)
+  bool channels_last = false;              // --channels-last (engine/train/channels_last.h)
   // Data parallelism (parallel_train.h): --parallel none|dp|bdp|ddp over --devices N logical
   // devices from --device's index on (meta:0..N-1 for --device meta); --gpu0-bsz for bdp
   // (per optimizer step); --bucket-cap and --sync-bn for ddp; --backend for ddp processes

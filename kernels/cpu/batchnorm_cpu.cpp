@@ -4,11 +4,13 @@
 // fixed order (n, then hw; SIMD lanes fixed at compile time) with double accumulators,
 // so results do not depend on the thread count. Statistics use two passes (mean, then
 // the sum of squared deviations). With a.relu (fused BatchNorm + ReLU) forward applies
-// relu to y and backward reads dy through the saved output's mask.
+// relu to y and backward reads dy through the saved output's mask. channels_last inputs
+// take batchnorm_rows_cpu.cpp's row-order kernels.
 #include <cmath>
 #include <vector>
 
 #include "kernels/batchnorm.h"
+#include "kernels/cpu/batchnorm_rows_cpu.h"
 #include "kernels/cpu/half_widen.h"
 
 namespace oomlab {
@@ -20,6 +22,7 @@ template <class T> void relu_row(T* q, int64_t n) {
 }
 
 template <class T> void batch_norm_forward_cpu(const BatchNormArgs& a) {
+  if (a.channels_last) return batch_norm_forward_rows<T>(a);   // batchnorm_rows_cpu.cpp
   const int64_t N = a.N, C = a.C, HW = a.HW, M = N * HW;
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.weight);
@@ -155,6 +158,7 @@ template <class T, bool Relu> void batch_norm_backward_loops(const BatchNormArgs
   }
 }
 template <class T> void batch_norm_backward_cpu(const BatchNormArgs& a) {
+  if (a.channels_last) return batch_norm_backward_rows<T>(a);
   if (a.relu) return batch_norm_backward_loops<T, true>(a);
   batch_norm_backward_loops<T, false>(a);
 }

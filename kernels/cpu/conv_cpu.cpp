@@ -10,7 +10,7 @@
 //                    slice sums the tiles in tile order: bitwise independent of threads)
 // Float 3x3 convs with small channel counts (conv_direct_applies: the ResNet-20 shapes)
 // take the direct kernels of conv_direct_cpu.cpp instead; the choice depends on the
-// shapes only. Threading is one level: OpenMP outside, single-threaded OpenBLAS inside (set for the
+// shapes only. channels_last buffers go to conv_nhwc_cpu.cpp. Threading is one level: OpenMP outside, single-threaded OpenBLAS inside (set for the
 // call, restored after). Scratch panels are thread-local host buffers (kernel-private,
 // not device memory; grow-only).
 #include <cblas.h>
@@ -28,6 +28,7 @@
 #include "kernels/conv.h"
 #include "kernels/cpu/half_widen.h"
 #include "kernels/cpu/conv_direct_cpu.h"
+#include "kernels/cpu/conv_nhwc_cpu.h"
 #include "kernels/cpu/sgemm_avx512.h"
 
 extern "C" char* openblas_get_corename(void);
@@ -305,6 +306,7 @@ template <class T> void gather_dy(const Geom& g, const T* dy, const Tile& t, T* 
 }
 
 template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
+  if (a.channels_last) return conv2d_forward_nhwc<T>(a);   // kernels/cpu/conv_nhwc_cpu.cpp
   if constexpr (std::is_same_v<T, float>)
     if (conv_direct_applies(a)) {
       note_path<T>("conv2d_forward", true);
@@ -351,6 +353,7 @@ template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
 }
 
 template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
+  if (a.channels_last) return conv2d_backward_data_nhwc<T>(a);   // kernels/cpu/conv_nhwc_cpu.cpp
   if constexpr (std::is_same_v<T, float>)
     if (conv_direct_applies(a)) {
       note_path<T>("conv2d_backward_data", true);
@@ -403,6 +406,7 @@ template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
 }
 
 template <class T> void conv2d_backward_weight_cpu(const Conv2dArgs& a) {
+  if (a.channels_last) return conv2d_backward_weight_nhwc<T>(a);   // kernels/cpu/conv_nhwc_cpu.cpp
   if constexpr (std::is_same_v<T, float>)
     if (conv_direct_applies(a)) {
       note_path<T>("conv2d_backward_weight", true);
@@ -522,6 +526,16 @@ template <DType H> void register_conv_half() {
   set_kernel<&channel_bias_grad_half<H>>(channel_bias_grad_kernels(), cpu, H);
 }
 }  // namespace
+
+// The NHWC kernels' GEMM (conv_nhwc_cpu.h): the tiles' own GEMM choice, single-threaded.
+void conv_tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                    int64_t ldb, float beta, float* C, int64_t ldc) {
+  blas_gemm<float>(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+void conv_tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+                    int64_t ldb, double beta, double* C, int64_t ldc) {
+  blas_gemm<double>(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
 
 void register_conv_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(conv2d_forward_kernels(), conv2d_forward_cpu);

@@ -4,7 +4,8 @@
 // Max: first maximum wins ties, NaN propagates (as PyTorch); indices are flat h*W+w in the
 // plane (may be null when backward is not needed). Avg sums in double; divisor counts
 // padding (count_include_pad); adaptive bins are [floor(i*H/P), ceil((i+1)*H/P)).
-// Backward kernels overwrite dx (zero, then scatter-add per plane).
+// Backward kernels overwrite dx (zero, then scatter-add per plane). channels_last (NHWC)
+// buffers take the *_nhwc kernels, bit-identical to the NCHW ones.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -72,7 +73,111 @@ inline void max_pool_row(const T* xp, T* m, int64_t* mi, int64_t W, int64_t Q, c
   }
 }
 
+// ---- channels_last (NHWC) ---------------------------------------------------------------
+// The same arithmetic as the NCHW kernels above, element for element and in the same order
+// (window rows then columns; backward scatters in output order), with the C channels of a
+// pixel in the innermost loop: results are bit-identical to NCHW's.
+template <class T> void max_pool2d_forward_nhwc(const Pool2dArgs& a) {
+  const int64_t C = a.C, H = a.H, W = a.W, P = a.P, Q = a.Q;
+  const auto wh = windows(H, P, a.p.kernel_h, a.p.stride_h, a.p.pad_h, false);
+  const auto ww = windows(W, Q, a.p.kernel_w, a.p.stride_w, a.p.pad_w, false);
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+#pragma omp parallel for schedule(static)
+  for (int64_t np = 0; np < a.N * P; ++np) {
+    const int64_t n = np / P, oh = np % P;
+    const Window& h = wh[size_t(oh)];
+    for (int64_t ow = 0; ow < Q; ++ow) {
+      const Window& w = ww[size_t(ow)];
+      T* m = y + (np * Q + ow) * C;
+      int64_t* mi = a.indices ? a.indices + (np * Q + ow) * C : nullptr;
+      for (int64_t c = 0; c < C; ++c) m[c] = -std::numeric_limits<T>::infinity();
+      if (mi) std::fill(mi, mi + C, h.start * W + w.start);
+      for (int64_t ih = h.start; ih < h.end; ++ih)
+        for (int64_t iw = w.start; iw < w.end; ++iw) {
+          const T* px = x + ((n * H + ih) * W + iw) * C;
+          for (int64_t c = 0; c < C; ++c) {
+            const T v = px[c];
+            const bool take = (v > m[c]) | (v != v);
+            m[c] = take ? v : m[c];
+            if (mi && take) mi[c] = ih * W + iw;
+          }
+        }
+    }
+  }
+}
+
+template <class T> void max_pool2d_backward_nhwc(const Pool2dArgs& a) {
+  const int64_t C = a.C, HW = a.H * a.W, PQ = a.P * a.Q;
+  const T* dy = static_cast<const T*>(a.dy);
+  T* dx = static_cast<T*>(a.dx);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < a.N; ++n) {
+    T* dxp = dx + n * HW * C;
+    std::fill(dxp, dxp + HW * C, T(0));
+    for (int64_t j = 0; j < PQ; ++j) {
+      const T* g = dy + (n * PQ + j) * C;
+      const int64_t* ip = a.indices + (n * PQ + j) * C;
+      for (int64_t c = 0; c < C; ++c) dxp[ip[c] * C + c] += g[c];
+    }
+  }
+}
+
+template <class T> void avg_pool2d_forward_nhwc(const Pool2dArgs& a) {
+  const int64_t C = a.C, H = a.H, W = a.W, P = a.P, Q = a.Q;
+  const auto wh = windows(H, P, a.p.kernel_h, a.p.stride_h, a.p.pad_h, a.adaptive);
+  const auto ww = windows(W, Q, a.p.kernel_w, a.p.stride_w, a.p.pad_w, a.adaptive);
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+#pragma omp parallel for schedule(static)
+  for (int64_t np = 0; np < a.N * P; ++np) {
+    const int64_t n = np / P, oh = np % P;
+    const Window& h = wh[size_t(oh)];
+    std::vector<double> s(size_t(C), 0.0);
+    for (int64_t ow = 0; ow < Q; ++ow) {
+      const Window& w = ww[size_t(ow)];
+      std::fill(s.begin(), s.end(), 0.0);
+      for (int64_t ih = h.start; ih < h.end; ++ih)
+        for (int64_t iw = w.start; iw < w.end; ++iw) {
+          const T* px = x + ((n * H + ih) * W + iw) * C;
+          for (int64_t c = 0; c < C; ++c) s[size_t(c)] += double(px[c]);
+        }
+      T* py = y + (np * Q + ow) * C;
+      const double div = double(h.extent * w.extent);
+      for (int64_t c = 0; c < C; ++c) py[c] = T(s[size_t(c)] / div);
+    }
+  }
+}
+
+template <class T> void avg_pool2d_backward_nhwc(const Pool2dArgs& a) {
+  const int64_t C = a.C, H = a.H, W = a.W, P = a.P, Q = a.Q;
+  const auto wh = windows(H, P, a.p.kernel_h, a.p.stride_h, a.p.pad_h, a.adaptive);
+  const auto ww = windows(W, Q, a.p.kernel_w, a.p.stride_w, a.p.pad_w, a.adaptive);
+  const T* dy = static_cast<const T*>(a.dy);
+  T* dx = static_cast<T*>(a.dx);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < a.N; ++n) {
+    T* dxp = dx + n * H * W * C;
+    std::fill(dxp, dxp + H * W * C, T(0));
+    std::vector<T> v(static_cast<size_t>(C));
+    for (int64_t oh = 0; oh < P; ++oh) {
+      const Window& h = wh[size_t(oh)];
+      for (int64_t ow = 0; ow < Q; ++ow) {
+        const Window& w = ww[size_t(ow)];
+        const T* g = dy + ((n * P + oh) * Q + ow) * C;
+        for (int64_t c = 0; c < C; ++c) v[size_t(c)] = T(double(g[c]) / double(h.extent * w.extent));
+        for (int64_t ih = h.start; ih < h.end; ++ih)
+          for (int64_t iw = w.start; iw < w.end; ++iw) {
+            T* px = dxp + (ih * W + iw) * C;
+            for (int64_t c = 0; c < C; ++c) px[c] += v[size_t(c)];
+          }
+      }
+    }
+  }
+}
+
 template <class T> void max_pool2d_forward_cpu(const Pool2dArgs& a) {
+  if (a.channels_last) return max_pool2d_forward_nhwc<T>(a);
   const int64_t H = a.H, W = a.W, P = a.P, Q = a.Q;
   const auto wh = windows(H, P, a.p.kernel_h, a.p.stride_h, a.p.pad_h, false);
   const auto ww = windows(W, Q, a.p.kernel_w, a.p.stride_w, a.p.pad_w, false);
@@ -94,6 +199,7 @@ template <class T> void max_pool2d_forward_cpu(const Pool2dArgs& a) {
 }
 
 template <class T> void max_pool2d_backward_cpu(const Pool2dArgs& a) {
+  if (a.channels_last) return max_pool2d_backward_nhwc<T>(a);
   const int64_t HW = a.H * a.W, PQ = a.P * a.Q;
   const T* dy = static_cast<const T*>(a.dy);
   T* dx = static_cast<T*>(a.dx);
@@ -108,6 +214,7 @@ template <class T> void max_pool2d_backward_cpu(const Pool2dArgs& a) {
 }
 
 template <class T> void avg_pool2d_forward_cpu(const Pool2dArgs& a) {
+  if (a.channels_last) return avg_pool2d_forward_nhwc<T>(a);
   const int64_t H = a.H, W = a.W, P = a.P, Q = a.Q;
   const auto wh = windows(H, P, a.p.kernel_h, a.p.stride_h, a.p.pad_h, a.adaptive);
   const auto ww = windows(W, Q, a.p.kernel_w, a.p.stride_w, a.p.pad_w, a.adaptive);
@@ -131,6 +238,7 @@ template <class T> void avg_pool2d_forward_cpu(const Pool2dArgs& a) {
 }
 
 template <class T> void avg_pool2d_backward_cpu(const Pool2dArgs& a) {
+  if (a.channels_last) return avg_pool2d_backward_nhwc<T>(a);
   const int64_t H = a.H, W = a.W, P = a.P, Q = a.Q;
   const auto wh = windows(H, P, a.p.kernel_h, a.p.stride_h, a.p.pad_h, a.adaptive);
   const auto ww = windows(W, Q, a.p.kernel_w, a.p.stride_w, a.p.pad_w, a.adaptive);

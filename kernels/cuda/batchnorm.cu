@@ -29,10 +29,12 @@
 //   eval backward, dx only: one pass.
 //   fused BatchNorm + ReLU (a.relu): every forward stores relu(y); every backward reads dy
 //     through the mask of the saved output a.y (bn_out / masked_dy).
+// channels_last inputs (a.channels_last, [M, C] rows) take batchnorm_nhwc.cu's kernels.
 #include <cmath>
 #include <type_traits>
 
 #include "kernels/batchnorm.h"
+#include "kernels/cuda/batchnorm_nhwc.h"
 #include "kernels/cuda/bn_math.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
@@ -268,7 +270,15 @@ __global__ void bn_eval_dx_kernel(const T* __restrict__ dy, T* __restrict__ dx, 
   }
 }
 
+template <class T> constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::f32;
+  else if constexpr (std::is_same_v<T, double>) return DType::f64;
+  else if constexpr (std::is_same_v<T, __half>) return DType::f16;
+  else return DType::bf16;
+}
+
 template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
+  if (a.channels_last) return batch_norm_forward_nhwc_cuda(a, dtype_of<T>());   // batchnorm_nhwc.cu
   using P = compute_t<T>;
   const int64_t C = a.C, HW = a.HW, M = a.N * HW;
   if (M * C == 0) return;
@@ -314,6 +324,7 @@ template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
 }
 
 template <class T> void batch_norm_backward_cuda(const BatchNormArgs& a) {
+  if (a.channels_last) return batch_norm_backward_nhwc_cuda(a, dtype_of<T>());
   using P = compute_t<T>;
   const int64_t C = a.C, HW = a.HW, M = a.N * HW;
   if (C == 0) return;

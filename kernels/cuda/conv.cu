@@ -2,7 +2,8 @@
 // conv2d_backward_data / conv2d_backward_weight on cuDNN 9's legacy convolution API, for
 // float32, float64, float16 and bfloat16 (half types compute in float: cuDNN's
 // PSEUDO_HALF / PSEUDO_BFLOAT16 configurations).
-// Contracts (as the CPU kernels): NCHW / KCRS contiguous, cross-correlation, stride,
+// Contracts (as the CPU kernels): NCHW / KCRS contiguous, or NHWC / KRSC with channels_last
+// (cuDNN's CUDNN_TENSOR_NHWC descriptors; the layout is part of the plan key), cross-correlation, stride,
 // padding, dilation, groups; every output (y, dx, dw) is overwritten (beta = 0). An empty
 // reduction (C == 0 forward, K == 0 backward data, N == 0 backward weight) writes zeros.
 // Plans: per (device, dtype, direction, shape, parameters, TF32 / benchmark / workspace
@@ -226,11 +227,13 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, ty.data, to_int(a.N, k, "N"), to_int(a.C, k, "C"),
+  // channels_last: NHWC tensors and a KRSC filter (cuDNN's NHWC format, its tensor-core layout)
+  const cudnnTensorFormat_t fmt = a.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x, fmt, ty.data, to_int(a.N, k, "N"), to_int(a.C, k, "C"),
                                          to_int(a.H, k, "H"), to_int(a.W, k, "W")));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, ty.data, to_int(a.N, k, "N"), to_int(a.K, k, "K"),
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y, fmt, ty.data, to_int(a.N, k, "N"), to_int(a.K, k, "K"),
                                          to_int(a.P, k, "P"), to_int(a.Q, k, "Q")));
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, ty.data, CUDNN_TENSOR_NCHW, to_int(a.K, k, "K"),
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w, ty.data, fmt, to_int(a.K, k, "K"),
                                          to_int(a.C / a.p.groups, k, "C/groups"), to_int(a.R, k, "R"),
                                          to_int(a.S, k, "S")));
   cudnnConvolutionDescriptor_t base = conv_desc(p, a, ty, ty.base_math, k);
@@ -277,7 +280,7 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
   return plan;
 }
 
-using Key = std::array<int64_t, 22>;
+using Key = std::array<int64_t, 23>;
 struct PlanCache {
   std::mutex mu;
   std::map<Key, std::shared_ptr<const ConvPlan>> plans;
@@ -290,7 +293,8 @@ std::shared_ptr<const ConvPlan> get_plan(cudnnHandle_t h, const Conv2dArgs& a, D
   const bool tf32 = t == DType::f32 && cudnn_allow_tf32();
   const Key key{device, int64_t(t), int64_t(k), a.N, a.C, a.H, a.W, a.K, a.R, a.S, a.P, a.Q,
                 a.p.stride_h, a.p.stride_w, a.p.pad_h, a.p.pad_w, a.p.dil_h, a.p.dil_w, a.p.groups,
-                tf32, bench, limit == SIZE_MAX ? -1 : int64_t(std::min<size_t>(limit, size_t(INT64_MAX)))};
+                tf32, bench, limit == SIZE_MAX ? -1 : int64_t(std::min<size_t>(limit, size_t(INT64_MAX))),
+                a.channels_last};
   PlanCache& c = plan_cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.plans.find(key);

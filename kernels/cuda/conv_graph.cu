@@ -244,9 +244,10 @@ std::shared_ptr<GraphPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DTyp
   GraphPlan& p = *plan;
   p.from_find = bench;
   try {
-    p.keep.push_back(tensor(1, t, {a.N, a.C, a.H, a.W}, cudnn_graph::pointer_alignment(ptrs[0])));
-    p.keep.push_back(tensor(2, t, {a.K, a.C / a.p.groups, a.R, a.S}, cudnn_graph::pointer_alignment(ptrs[1])));
-    p.keep.push_back(tensor(3, t, {a.N, a.K, a.P, a.Q}, cudnn_graph::pointer_alignment(ptrs[2])));
+    p.keep.push_back(tensor(1, t, {a.N, a.C, a.H, a.W}, cudnn_graph::pointer_alignment(ptrs[0]), a.channels_last));
+    p.keep.push_back(tensor(2, t, {a.K, a.C / a.p.groups, a.R, a.S}, cudnn_graph::pointer_alignment(ptrs[1]),
+                            a.channels_last));
+    p.keep.push_back(tensor(3, t, {a.N, a.K, a.P, a.Q}, cudnn_graph::pointer_alignment(ptrs[2]), a.channels_last));
     p.keep.push_back(convolution(a, t));
     p.keep.push_back(operation(kind, p.keep[0], p.keep[1], p.keep[2], p.keep[3], t));
     Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -265,7 +266,7 @@ std::shared_ptr<GraphPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DTyp
   return plan;
 }
 
-using Key = std::array<int64_t, 26>;
+using Key = std::array<int64_t, 27>;
 struct GraphPlanCache {
   std::mutex mu;
   std::map<Key, std::shared_ptr<const GraphPlan>> plans;
@@ -281,7 +282,7 @@ std::shared_ptr<const GraphPlan> get_plan(cudnnHandle_t h, const Conv2dArgs& a, 
                 a.Q, a.p.stride_h, a.p.stride_w, a.p.pad_h, a.p.pad_w, a.p.dil_h, a.p.dil_w, a.p.groups, tf32, bench,
                 limit == SIZE_MAX ? -1 : int64_t(std::min<size_t>(limit, size_t(INT64_MAX))),
                 cudnn_graph::pointer_alignment(ptrs[0]), cudnn_graph::pointer_alignment(ptrs[1]),
-                cudnn_graph::pointer_alignment(ptrs[2]), device};
+                cudnn_graph::pointer_alignment(ptrs[2]), device, a.channels_last};
   GraphPlanCache& c = graph_cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.plans.find(key);

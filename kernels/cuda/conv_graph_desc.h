@@ -55,10 +55,13 @@ inline cudnnDataType_t data_type(DType t) {
   }
 }
 
-// NCHW / KCRS contiguous, identified by uid (1: x or dx, 2: w or dw, 3: y or dy).
-inline Desc tensor(int64_t uid, DType t, std::array<int64_t, 4> dims, int64_t align) {
+// NCHW / KCRS contiguous, or NHWC / KRSC (channels_last: the same logical dims, channel
+// stride 1), identified by uid (1: x or dx, 2: w or dw, 3: y or dy).
+inline Desc tensor(int64_t uid, DType t, std::array<int64_t, 4> dims, int64_t align, bool channels_last = false) {
   Desc d(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const std::array<int64_t, 4> strides{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+  const std::array<int64_t, 4> strides =
+      channels_last ? std::array<int64_t, 4>{dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1], dims[1]}
+                    : std::array<int64_t, 4>{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
   const cudnnDataType_t dt = data_type(t);
   d.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "tensor data type");
   d.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data(), "tensor dimensions");

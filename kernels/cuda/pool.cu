@@ -3,6 +3,7 @@
 // Max takes the first maximum in row-major window order (NaN propagates; the last NaN
 // wins, as the CPU kernel's compare), indices flat h*W+w. Avg sums in double and divides by
 // the padded extent (count_include_pad); adaptive bins [floor(i*H/P), ceil((i+1)*H/P)).
+// channels_last (NHWC) buffers: the same per-element arithmetic, indexed through locate().
 // Backward kernels gather per input element over the outputs whose window holds it, in
 // row-major output order — the order in which the CPU kernels scatter — so dx is
 // overwritten without atomics and float/double results match the CPU.
@@ -49,25 +50,47 @@ __device__ __forceinline__ void out_range(int64_t i, int64_t in, int64_t out, in
   if (hi > out - 1) hi = out - 1;
 }
 
-struct PoolDims { int64_t H, W, P, Q, kh, kw, sh, sw, ph, pw; bool adaptive; };
+struct PoolDims { int64_t C, H, W, P, Q, kh, kw, sh, sw, ph, pw; bool adaptive, nhwc; };
 
 PoolDims pool_dims(const Pool2dArgs& a) {
-  return {a.H, a.W, a.P, a.Q, a.p.kernel_h, a.p.kernel_w, a.p.stride_h, a.p.stride_w, a.p.pad_h, a.p.pad_w,
-          a.adaptive};
+  return {a.C, a.H, a.W, a.P, a.Q, a.p.kernel_h, a.p.kernel_w, a.p.stride_h, a.p.stride_w, a.p.pad_h, a.p.pad_w,
+          a.adaptive, a.channels_last};
+}
+
+// A channel's plane inside an NCHW or NHWC buffer: element (h, w) of a plane with `width`
+// columns sits at base + (h * width + w) * step.
+struct Plane { int64_t base, step; };
+
+// Element i of a buffer of [N, C, rows, cols] (in d's layout) -> its (r, col) and the plane
+// of the same (n, c) in a buffer of [N, C, prows, pcols] (the other side of the pool).
+__device__ __forceinline__ Plane locate(int64_t i, const PoolDims& d, int64_t rows, int64_t cols, int64_t prows,
+                                        int64_t pcols, int64_t& r, int64_t& col) {
+  if (!d.nhwc) {
+    col = i % cols;
+    const int64_t t = i / cols;
+    r = t % rows;
+    return {(t / rows) * prows * pcols, 1};
+  }
+  const int64_t c = i % d.C;
+  int64_t t = i / d.C;
+  col = t % cols;
+  t /= cols;
+  r = t % rows;
+  return {(t / rows) * prows * pcols * d.C + c, d.C};
 }
 
 template <class T> __global__ void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, PoolDims d, int64_t n) {
   using C = typename Num<T>::C;
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < n; o += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ow = o % d.Q, t = o / d.Q, oh = t % d.P, nc = t / d.P;
+    int64_t oh, ow;
+    const Plane xp = locate(o, d, d.P, d.Q, d.H, d.W, oh, ow);
     const Win wh = window(oh, d.H, d.P, d.kh, d.sh, d.ph, false);
     const Win ww = window(ow, d.W, d.Q, d.kw, d.sw, d.pw, false);
-    const T* xp = x + nc * d.H * d.W;
     C m = C(-INFINITY);
     int64_t mi = wh.start * d.W + ww.start;
     for (int64_t ih = wh.start; ih < wh.end; ++ih)
       for (int64_t iw = ww.start; iw < ww.end; ++iw) {
-        const C v = Num<T>::to(xp[ih * d.W + iw]);
+        const C v = Num<T>::to(x[xp.base + (ih * d.W + iw) * xp.step]);
         if ((v > m) || (v != v)) { m = v; mi = ih * d.W + iw; }
       }
     y[o] = Num<T>::from(m);
@@ -79,15 +102,16 @@ template <class T>
 __global__ void max_pool_backward_kernel(const T* dy, const int64_t* idx, T* dx, PoolDims d, int64_t n) {
   using C = typename Num<T>::C;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t iw = e % d.W, t = e / d.W, ih = t % d.H, nc = t / d.H;
+    int64_t ih, iw;
+    const Plane yp = locate(e, d, d.H, d.W, d.P, d.Q, ih, iw);
     int64_t oh0, oh1, ow0, ow1;
     out_range(ih, d.H, d.P, d.kh, d.sh, d.ph, false, oh0, oh1);
     out_range(iw, d.W, d.Q, d.kw, d.sw, d.pw, false, ow0, ow1);
-    const int64_t me = ih * d.W + iw, base = nc * d.P * d.Q;
+    const int64_t me = ih * d.W + iw;
     C acc = C(0);
     for (int64_t oh = oh0; oh <= oh1; ++oh)
       for (int64_t ow = ow0; ow <= ow1; ++ow) {
-        const int64_t j = base + oh * d.Q + ow;
+        const int64_t j = yp.base + (oh * d.Q + ow) * yp.step;
         if (idx[j] == me) acc += Num<T>::to(dy[j]);
       }
     dx[e] = Num<T>::from(acc);
@@ -97,13 +121,14 @@ __global__ void max_pool_backward_kernel(const T* dy, const int64_t* idx, T* dx,
 template <class T> __global__ void avg_pool_forward_kernel(const T* x, T* y, PoolDims d, int64_t n) {
   using C = typename Num<T>::C;
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < n; o += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ow = o % d.Q, t = o / d.Q, oh = t % d.P, nc = t / d.P;
+    int64_t oh, ow;
+    const Plane xp = locate(o, d, d.P, d.Q, d.H, d.W, oh, ow);
     const Win wh = window(oh, d.H, d.P, d.kh, d.sh, d.ph, d.adaptive);
     const Win ww = window(ow, d.W, d.Q, d.kw, d.sw, d.pw, d.adaptive);
-    const T* xp = x + nc * d.H * d.W;
     double s = 0.0;
     for (int64_t ih = wh.start; ih < wh.end; ++ih)
-      for (int64_t iw = ww.start; iw < ww.end; ++iw) s += double(Num<T>::to(xp[ih * d.W + iw]));
+      for (int64_t iw = ww.start; iw < ww.end; ++iw)
+        s += double(Num<T>::to(x[xp.base + (ih * d.W + iw) * xp.step]));
     y[o] = Num<T>::from(C(s / double(wh.extent * ww.extent)));
   }
 }
@@ -111,11 +136,11 @@ template <class T> __global__ void avg_pool_forward_kernel(const T* x, T* y, Poo
 template <class T> __global__ void avg_pool_backward_kernel(const T* dy, T* dx, PoolDims d, int64_t n) {
   using C = typename Num<T>::C;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t iw = e % d.W, t = e / d.W, ih = t % d.H, nc = t / d.H;
+    int64_t ih, iw;
+    const Plane gp = locate(e, d, d.H, d.W, d.P, d.Q, ih, iw);
     int64_t oh0, oh1, ow0, ow1;
     out_range(ih, d.H, d.P, d.kh, d.sh, d.ph, d.adaptive, oh0, oh1);
     out_range(iw, d.W, d.Q, d.kw, d.sw, d.pw, d.adaptive, ow0, ow1);
-    const T* g = dy + nc * d.P * d.Q;
     C acc = C(0);
     for (int64_t oh = oh0; oh <= oh1; ++oh) {
       const Win wh = window(oh, d.H, d.P, d.kh, d.sh, d.ph, d.adaptive);
@@ -123,7 +148,7 @@ template <class T> __global__ void avg_pool_backward_kernel(const T* dy, T* dx, 
       for (int64_t ow = ow0; ow <= ow1; ++ow) {
         const Win ww = window(ow, d.W, d.Q, d.kw, d.sw, d.pw, d.adaptive);
         if (iw < ww.start || iw >= ww.end) continue;
-        acc += C(double(Num<T>::to(g[oh * d.Q + ow])) / double(wh.extent * ww.extent));
+        acc += C(double(Num<T>::to(dy[gp.base + (oh * d.Q + ow) * gp.step])) / double(wh.extent * ww.extent));
       }
     }
     dx[e] = Num<T>::from(acc);

@@ -1,0 +1,173 @@
+// conv_nhwc_cpu.cpp — CPU conv2d on channels_last buffers (kernels/conv.h with
+// channels_last: x [N, H, W, C], w [K, R, S, C/groups], y [N, P, Q, K]; float, double) by
+// im2col + GEMM in the layout's own orientation: an output pixel is a row, so
+//   forward:         y[m, k_g] = col_g[m, :] . w_g[k, :]       (col_g [pixels, R*S*Cg])
+//   backward data:   dcol_g = dy_g * w_g; col2im-add into dx   (per image: no write races)
+//   backward weight: dw_g += dy_g^T * col_g, tiles in order     (K rows split across threads)
+// 1x1 / stride 1 / pad 0 / one group convs use x (or dx) as the col matrix directly.
+// Tiles are kTileRows pixels fixed by the shapes alone, every GEMM is conv_cpu.cpp's
+// single-threaded tile GEMM (BlasThreadsGuard), and every output element sums in an order that does not
+// depend on the thread count: results are independent of OMP_NUM_THREADS.
+#include "kernels/cpu/conv_nhwc_cpu.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "engine/core/thread_budget.h"
+
+namespace oomlab {
+namespace {
+
+constexpr int64_t kTileRows = 256;   // output pixels per im2col panel
+constexpr int64_t kSliceRows = 32;   // weight-gradient rows (filters) per parallel slice
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+          T beta, T* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  conv_tile_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+struct Shape2 {
+  int64_t N, C, H, W, K, R, S, P, Q, G, Cg, Kg, RSC, M;
+  Conv2dParams p;
+  bool pointwise;   // 1x1, stride 1, no padding, one group: x is the col matrix
+};
+
+Shape2 shape_of(const Conv2dArgs& a) {
+  Shape2 s{};
+  s.N = a.N; s.C = a.C; s.H = a.H; s.W = a.W; s.K = a.K; s.R = a.R; s.S = a.S; s.P = a.P; s.Q = a.Q;
+  s.p = a.p;
+  s.G = std::max<int64_t>(a.p.groups, 1);
+  s.Cg = s.C / s.G; s.Kg = s.K / s.G; s.RSC = s.R * s.S * s.Cg; s.M = s.N * s.P * s.Q;
+  s.pointwise = s.R == 1 && s.S == 1 && s.G == 1 && a.p.stride_h == 1 && a.p.stride_w == 1 && a.p.pad_h == 0 &&
+                a.p.pad_w == 0;
+  return s;
+}
+
+template <class T> std::vector<T>& panel() {
+  thread_local std::vector<T> buf;
+  return buf;
+}
+
+// Input row/column of tap (r, s) for output pixel (p, q); false when it falls in the padding.
+inline bool tap(const Shape2& s, int64_t p, int64_t q, int64_t r, int64_t t, int64_t& ih, int64_t& iw) {
+  ih = p * s.p.stride_h - s.p.pad_h + r * s.p.dil_h;
+  iw = q * s.p.stride_w - s.p.pad_w + t * s.p.dil_w;
+  return ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
+}
+
+// col[i, (r*S+t)*Cg + c] = x[n, ih, iw, g*Cg + c] for the pixels m0 + i (0 in the padding).
+template <class T> void im2col(const Shape2& s, const T* x, int64_t g, int64_t m0, int64_t rows, T* col) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t m = m0 + i, q = m % s.Q, p = (m / s.Q) % s.P, n = m / (s.P * s.Q);
+    T* dst = col + i * s.RSC;
+    for (int64_t r = 0; r < s.R; ++r)
+      for (int64_t t = 0; t < s.S; ++t, dst += s.Cg) {
+        int64_t ih, iw;
+        if (tap(s, p, q, r, t, ih, iw)) std::memcpy(dst, x + ((n * s.H + ih) * s.W + iw) * s.C + g * s.Cg, size_t(s.Cg) * sizeof(T));
+        else std::fill(dst, dst + s.Cg, T(0));
+      }
+  }
+}
+
+// dx[n, ih, iw, g*Cg + c] += dcol[i, (r*S+t)*Cg + c], rows in order.
+template <class T> void col2im_add(const Shape2& s, const T* dcol, int64_t g, int64_t m0, int64_t rows, T* dx) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t m = m0 + i, q = m % s.Q, p = (m / s.Q) % s.P, n = m / (s.P * s.Q);
+    const T* src = dcol + i * s.RSC;
+    for (int64_t r = 0; r < s.R; ++r)
+      for (int64_t t = 0; t < s.S; ++t, src += s.Cg) {
+        int64_t ih, iw;
+        if (!tap(s, p, q, r, t, ih, iw)) continue;
+        T* d = dx + ((n * s.H + ih) * s.W + iw) * s.C + g * s.Cg;
+        for (int64_t c = 0; c < s.Cg; ++c) d[c] += src[c];
+      }
+  }
+}
+
+template <class T> void forward(const Conv2dArgs& a) {
+  const Shape2 s = shape_of(a);
+  const T* x = static_cast<const T*>(a.x);
+  const T* w = static_cast<const T*>(a.w);
+  T* y = static_cast<T*>(a.y);
+  BlasThreadsGuard serial{1};
+  const int64_t tiles = (s.M + kTileRows - 1) / kTileRows;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t ti = 0; ti < tiles; ++ti) {
+    const int64_t m0 = ti * kTileRows, rows = std::min(kTileRows, s.M - m0);
+    if (s.pointwise) { gemm<T>(false, true, rows, s.K, s.C, x + m0 * s.C, s.C, w, s.C, T(0), y + m0 * s.K, s.K); continue; }
+    std::vector<T>& col = panel<T>();
+    col.resize(size_t(rows * s.RSC));
+    for (int64_t g = 0; g < s.G; ++g) {
+      im2col(s, x, g, m0, rows, col.data());
+      gemm<T>(false, true, rows, s.Kg, s.RSC, col.data(), s.RSC, w + g * s.Kg * s.RSC, s.RSC, T(0),
+              y + m0 * s.K + g * s.Kg, s.K);
+    }
+  }
+}
+
+template <class T> void backward_data(const Conv2dArgs& a) {
+  const Shape2 s = shape_of(a);
+  const T* dy = static_cast<const T*>(a.dy);
+  const T* w = static_cast<const T*>(a.w);
+  T* dx = static_cast<T*>(a.dx);
+  BlasThreadsGuard serial{1};
+  const int64_t PQ = s.P * s.Q;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t n = 0; n < s.N; ++n) {
+    if (s.pointwise) {
+      for (int64_t m0 = n * PQ; m0 < (n + 1) * PQ; m0 += kTileRows)
+        gemm<T>(false, false, std::min(kTileRows, (n + 1) * PQ - m0), s.C, s.K, dy + m0 * s.K, s.K, w, s.C, T(0),
+                dx + m0 * s.C, s.C);
+      continue;
+    }
+    std::fill(dx + n * s.H * s.W * s.C, dx + (n + 1) * s.H * s.W * s.C, T(0));
+    std::vector<T>& dcol = panel<T>();
+    for (int64_t m0 = n * PQ; m0 < (n + 1) * PQ; m0 += kTileRows) {
+      const int64_t rows = std::min(kTileRows, (n + 1) * PQ - m0);
+      dcol.resize(size_t(rows * s.RSC));
+      for (int64_t g = 0; g < s.G; ++g) {
+        gemm<T>(false, false, rows, s.RSC, s.Kg, dy + m0 * s.K + g * s.Kg, s.K, w + g * s.Kg * s.RSC, s.RSC, T(0),
+                dcol.data(), s.RSC);
+        col2im_add(s, dcol.data(), g, m0, rows, dx);
+      }
+    }
+  }
+}
+
+template <class T> void backward_weight(const Conv2dArgs& a) {
+  const Shape2 s = shape_of(a);
+  const T* x = static_cast<const T*>(a.x);
+  const T* dy = static_cast<const T*>(a.dy);
+  T* dw = static_cast<T*>(a.dw);
+  BlasThreadsGuard serial{1};
+  std::fill(dw, dw + s.K * s.RSC, T(0));
+  std::vector<T> col(s.pointwise ? 0 : size_t(std::min(kTileRows, s.M) * s.RSC));
+  const int64_t slices = (s.Kg + kSliceRows - 1) / kSliceRows;
+  for (int64_t m0 = 0; m0 < s.M; m0 += kTileRows) {   // tiles in order: every dw element sums alike
+    const int64_t rows = std::min(kTileRows, s.M - m0);
+    for (int64_t g = 0; g < s.G; ++g) {
+      const T* c = x + m0 * s.C;
+      if (!s.pointwise) { im2col(s, x, g, m0, rows, col.data()); c = col.data(); }
+#pragma omp parallel for schedule(static)
+      for (int64_t sl = 0; sl < slices; ++sl) {
+        const int64_t k0 = sl * kSliceRows, kn = std::min(kSliceRows, s.Kg - k0);
+        gemm<T>(true, false, kn, s.RSC, rows, dy + m0 * s.K + g * s.Kg + k0, s.K, c, s.pointwise ? s.C : s.RSC,
+                T(1), dw + (g * s.Kg + k0) * s.RSC, s.RSC);
+      }
+    }
+  }
+}
+}  // namespace
+
+void conv2d_forward_nhwc_f32(const Conv2dArgs& a) { forward<float>(a); }
+void conv2d_forward_nhwc_f64(const Conv2dArgs& a) { forward<double>(a); }
+void conv2d_backward_data_nhwc_f32(const Conv2dArgs& a) { backward_data<float>(a); }
+void conv2d_backward_data_nhwc_f64(const Conv2dArgs& a) { backward_data<double>(a); }
+void conv2d_backward_weight_nhwc_f32(const Conv2dArgs& a) { backward_weight<float>(a); }
+void conv2d_backward_weight_nhwc_f64(const Conv2dArgs& a) { backward_weight<double>(a); }
+
+}  // namespace oomlab
