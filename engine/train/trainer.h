@@ -95,7 +95,9 @@ struct TrainerConfig {
   bool half = false;
   bool master_weights = false;
   // --channels-last (channels_last.h): the model's 4-D parameters and buffers re-laid out as
-  // channels_last after any --half conversion and before the optimizer exists.
+  // channels_last after any --half conversion and before the optimizer exists, and each 4-D
+  // training batch re-laid out on the device before its step (the NCHW copy freed first;
+  // under cuda_graphs the static input stays NCHW and the first convolution lays it out).
   bool channels_last = false;
   // --on-oom (oom_recovery.h): skipped batches go into history.skipped ({after_step, phase,
   // samples, reason}), split ones into history.oom_splits ({step, micro_batches}); metrics.oom

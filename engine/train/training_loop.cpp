@@ -11,6 +11,7 @@
 #include "engine/core/checked_math.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
+#include "engine/memory/caching_allocator.h"
 #include "engine/train/evaluation.h"
 #include "engine/train/training_run.h"
 
@@ -103,6 +104,13 @@ void TrainingRun::train_epochs() {
 bool TrainingRun::copy_batch(Tensor& x, Tensor& y, StepOutput& out) {
   try {
     x = batch_input_to_device(batch_, c_.device);
+    // --channels-last: the batch laid out so on the device and its NCHW copy freed before the
+    // step, as PyTorch's recipe `x.to(device, memory_format=torch.channels_last)`: the first
+    // convolution then saves this batch itself, not a channels_last copy of it.
+    if (c_.channels_last && x.dim() == 4) {
+      MemoryContext ctx("input", "channels_last");
+      x = x.contiguous(MemoryFormat::channels_last);
+    }
     y = batch_target_to_device(batch_, c_.device);
     return true;
   } catch (const OutOfMemoryError& e) {   // the step handles its own phases; this is the copy

@@ -329,6 +329,7 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   if (optimizer == "sgd") g.momentum = spec.sgd_momentum;
   auto opt = make_optimizer(optimizer, {g});
   Tensor x = make_input(b, batch);
+  if (spec.channels_last && x.dim() == 4) x = x.contiguous(MemoryFormat::channels_last);   // as the trainer's batches
   Tensor y = make_target(b, batch);
   e.input_bytes = int64_t(x.nbytes() + y.nbytes());
   // The run's mixed precision: autocast and the loss scaler are part of the step.
