@@ -98,9 +98,11 @@ Built build_on_meta(const ModelSpec& spec) {
 }
 
 // The batch's input on meta (token ids are never read there, so their values do not matter).
-Tensor make_input(const Built& b, int64_t batch) {
-  return Tensor::empty(model_input_shape(b.model_name, b.cfg, batch), b.tokens ? DType::i64 : DType::f32,
-                       meta_device());
+// The batch as the trainer hands it to the step (--channels-last: laid out so, 4-D inputs).
+Tensor make_input(const Built& b, int64_t batch, bool channels_last = false) {
+  const Shape shape = model_input_shape(b.model_name, b.cfg, batch);
+  const MemoryFormat f = channels_last && shape.size() == 4 ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  return Tensor::empty_format(shape, b.tokens ? DType::i64 : DType::f32, meta_device(), f);
 }
 
 Tensor make_target(const Built& b, int64_t batch) {
@@ -328,8 +330,7 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
   if (optimizer == "sgd") g.momentum = spec.sgd_momentum;
   auto opt = make_optimizer(optimizer, {g});
-  Tensor x = make_input(b, batch);
-  if (spec.channels_last && x.dim() == 4) x = x.contiguous(MemoryFormat::channels_last);   // as the trainer's batches
+  Tensor x = make_input(b, batch, spec.channels_last);
   Tensor y = make_target(b, batch);
   e.input_bytes = int64_t(x.nbytes() + y.nbytes());
   // The run's mixed precision: autocast and the loss scaler are part of the step.
