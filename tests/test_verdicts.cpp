@@ -152,5 +152,29 @@ TEST(Verdict17, ReplaysAllocateNothingThePeakAndTheFit) {
   EXPECT_NE(reason("17_cuda_graphs", summary_17(0, 0, -40)).find("net_a 300 eager / 260 graphed"), std::string::npos);
 }
 
+// 18: a summary built here: two models in both layouts, the channels_last peak's difference
+// from NCHW's and the change of the largest batch on the card.
+json summary_18(double peak_diff, int64_t batch_change) {
+  json models = json::array();
+  for (const char* m : {"net_a", "net_b"}) {
+    const json nchw = {{"peak_bytes", 3e9}, {"reserved_bytes", 3.2e9}, {"largest_batch", 300}};
+    const json cl = {{"peak_bytes", 3e9 + peak_diff}, {"reserved_bytes", 3.2e9}, {"largest_batch", 300 + batch_change}};
+    models.push_back({{"model", m}, {"nchw", nchw}, {"channels_last", cl}});
+  }
+  return {{"models", models}, {"card", "24GiB"}, {"profile", "full"}};
+}
+
+TEST(Verdict18, ThePeakWithinBlockRoundingAndTheFit) {
+  const double rounding = 2097152;
+  EXPECT_EQ(status("18_channels_last", summary_18(0, 0)), "pending GPU");              // both hold; speed needs a GPU
+  EXPECT_EQ(status("18_channels_last", summary_18(19267584, 0)), "depends");           // an input batch's copy kept
+  EXPECT_EQ(status("18_channels_last", summary_18(0, -2)), "depends");                 // a smaller batch fits
+  EXPECT_EQ(status("18_channels_last", summary_18(5e8, -40)), "refuted");              // every judged claim fails
+  EXPECT_EQ(status("18_channels_last", summary_18(-rounding, 3)), "pending GPU");      // exact: at the bar holds
+  EXPECT_EQ(status("18_channels_last", summary_18(rounding + 1, 0)), "depends");       // just above it
+  EXPECT_NE(reason("18_channels_last", summary_18(0, -2)).find("net_a 300 NCHW / 298 channels_last (2 fewer, 0.7%)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace oomlab
