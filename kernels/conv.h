@@ -24,8 +24,13 @@ struct Conv2dArgs {
                                               // backward_weight: dw = corr(x, dy) (overwrite)
   bool channels_last = false;                 // NHWC / KRSC buffers (--channels-last)
 };
-// NCHW bias: y[n,k,:,:] += b[k]; grad: db[k] = sum_{n,p,q} dy[n,k,p,q] (overwrite)
-struct ChannelBiasArgs { void* y; const void* b; const void* dy; void* db; int64_t N, K, HW; };
+// NCHW bias: y[n,k,:,:] += b[k]; grad: db[k] = sum_{n,p,q} dy[n,k,p,q] (overwrite).
+// channels_last: y / dy are [N*P*Q, K] rows, passed as N = N*P*Q, HW = 1 (kernels may walk
+// them row by row).
+struct ChannelBiasArgs {
+  void* y; const void* b; const void* dy; void* db; int64_t N, K, HW;
+  bool channels_last = false;
+};
 
 OOMLAB_KERNEL_TABLE(conv2d_forward, Conv2dArgs, "conv2d_forward")
 OOMLAB_KERNEL_TABLE(conv2d_backward_data, Conv2dArgs, "conv2d_backward_data")

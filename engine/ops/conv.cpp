@@ -58,6 +58,7 @@ ChannelBiasArgs bias_args(const Conv2dArgs& a) {
   b.N = a.channels_last ? a.N * a.P * a.Q : a.N;
   b.K = a.K;
   b.HW = a.channels_last ? 1 : a.P * a.Q;
+  b.channels_last = a.channels_last;
   return b;
 }
 

@@ -466,6 +466,7 @@ template <class T> void channel_bias_add_cpu(const ChannelBiasArgs& a) {
 }
 
 template <class T> void channel_bias_grad_cpu(const ChannelBiasArgs& a) {
+  if (a.channels_last) return channel_bias_grad_rows<T>(a);   // conv_nhwc_cpu.cpp
   const T* dy = static_cast<const T*>(a.dy);
   T* db = static_cast<T*>(a.db);
 #pragma omp parallel for schedule(static) if (a.N * a.K * a.HW > 32768)

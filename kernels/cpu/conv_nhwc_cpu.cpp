@@ -4,6 +4,7 @@
 //   forward:         y[m, k_g] = col_g[m, :] . w_g[k, :]       (col_g [pixels, R*S*Cg])
 //   backward data:   dcol_g = dy_g * w_g; col2im-add into dx   (per image: no write races)
 //   backward weight: dw_g += dy_g^T * col_g, tiles in order     (K rows split across threads)
+//   bias gradient:   db = column sums of dy [pixels, K], chunks of rows in order
 // 1x1 / stride 1 / pad 0 / one group convs use x (or dx) as the col matrix directly.
 // Tiles are kTileRows pixels fixed by the shapes alone, every GEMM is conv_cpu.cpp's
 // single-threaded tile GEMM (BlasThreadsGuard), and every output element sums in an order that does not
@@ -161,7 +162,29 @@ template <class T> void backward_weight(const Conv2dArgs& a) {
     }
   }
 }
+// db[k] = sum over the rows of dy [M, K]: per chunk of kTileRows rows a row of double
+// accumulators (OpenMP over chunks), the chunks added in order: independent of threads.
+template <class T> void bias_grad_rows(const ChannelBiasArgs& a) {
+  const int64_t M = a.N * a.HW, K = a.K, chunks = (M + kTileRows - 1) / kTileRows;
+  const T* dy = static_cast<const T*>(a.dy);
+  std::vector<double> part(size_t(chunks * K), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    double* acc = part.data() + c * K;
+    for (int64_t m = c * kTileRows; m < std::min(M, (c + 1) * kTileRows); ++m)
+      for (int64_t k = 0; k < K; ++k) acc[k] += double(dy[m * K + k]);
+  }
+  T* db = static_cast<T*>(a.db);
+  for (int64_t k = 0; k < K; ++k) {
+    double s = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) s += part[size_t(c * K + k)];
+    db[k] = T(s);
+  }
+}
 }  // namespace
+
+void channel_bias_grad_rows_f32(const ChannelBiasArgs& a) { bias_grad_rows<float>(a); }
+void channel_bias_grad_rows_f64(const ChannelBiasArgs& a) { bias_grad_rows<double>(a); }
 
 void conv2d_forward_nhwc_f32(const Conv2dArgs& a) { forward<float>(a); }
 void conv2d_forward_nhwc_f64(const Conv2dArgs& a) { forward<double>(a); }

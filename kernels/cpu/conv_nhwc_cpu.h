@@ -19,6 +19,13 @@ void conv2d_backward_data_nhwc_f64(const Conv2dArgs& a);
 void conv2d_backward_weight_nhwc_f32(const Conv2dArgs& a);
 void conv2d_backward_weight_nhwc_f64(const Conv2dArgs& a);
 
+// The bias gradient of channels_last outputs ([N*P*Q, K] rows).
+void channel_bias_grad_rows_f32(const ChannelBiasArgs& a);
+void channel_bias_grad_rows_f64(const ChannelBiasArgs& a);
+template <class T> void channel_bias_grad_rows(const ChannelBiasArgs& a) {
+  if constexpr (sizeof(T) == 4) channel_bias_grad_rows_f32(a); else channel_bias_grad_rows_f64(a);
+}
+
 template <class T> void conv2d_forward_nhwc(const Conv2dArgs& a) {
   if constexpr (sizeof(T) == 4) conv2d_forward_nhwc_f32(a); else conv2d_forward_nhwc_f64(a);
 }

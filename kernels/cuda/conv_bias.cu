@@ -6,7 +6,12 @@
 // reduction accumulates in double (the CPU kernel's accumulator) in a fixed,
 // shape-determined order (dense_common.cuh): a (splits, channels) grid whose per-block
 // partials (workspace-tagged scratch, [K][S] doubles) are added in split order.
+// channels_last ([N*P*Q, K] rows): the partial sums are batchnorm_nhwc.cuh's coalesced
+// 32-channel x 8-row blocks (sum_body, checked on emulated blocks by cuda_bn_nhwc_check),
+// the same [K][S] partials and finish.
 #include "kernels/conv.h"
+#include "kernels/cuda/batchnorm_nhwc.cuh"
+#include "kernels/cuda/block_ctx.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_stream.h"
@@ -39,6 +44,17 @@ __global__ void channel_partial_sum_kernel(const T* __restrict__ dy, int64_t K, 
   }
 }
 
+template <class T> struct RowsIO {   // batchnorm_nhwc.cuh's loads, through Num
+  using C = typename Num<T>::C;
+  __device__ static C ld(T v) { return Num<T>::to(v); }
+  __device__ static T st(C v) { return Num<T>::from(v); }
+};
+
+template <class T> __global__ void rows_partial_sum_kernel(bn_nhwc::Split sp, const T* __restrict__ dy, double* part) {
+  __shared__ bn_nhwc::Smem sm;
+  bn_nhwc::sum_body<RowsIO<T>>(cuda::DeviceCtx{}, sp, dy, part, sm);
+}
+
 template <class T>
 __global__ void channel_sum_finish_kernel(const double* __restrict__ part, int64_t K, int64_t S, T* __restrict__ db) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < K; k += int64_t(gridDim.x) * blockDim.x) {
@@ -66,6 +82,17 @@ template <class T> void channel_bias_grad_cuda(const ChannelBiasArgs& a) {
   T* db = static_cast<T*>(a.db);
   if (a.N * a.HW == 0) {   // empty sum
     CUDA_CHECK(cudaMemsetAsync(db, 0, size_t(a.K) * sizeof(T), stream));
+    return;
+  }
+  if (a.channels_last) {   // [N*P*Q, K] rows: coalesced partials over 32 channels at a time
+    const bn_nhwc::Split rs = bn_nhwc::split_for(a.N * a.HW, a.K);
+    cuda::DeviceBuffer scratch(dev, size_t(a.K * rs.S) * sizeof(double));
+    double* part = static_cast<double*>(scratch.get());
+    rows_partial_sum_kernel<T><<<dim3{unsigned(rs.S), unsigned(rs.tiles)}, bn_nhwc::kThreads, 0, stream>>>(
+        rs, static_cast<const T*>(a.dy), part);
+    CUDA_LAUNCH_CHECK();
+    channel_sum_finish_kernel<T><<<dense::grid_for(a.K), kBlock, 0, stream>>>(part, a.K, rs.S, db);
+    CUDA_LAUNCH_CHECK();
     return;
   }
   const dense::ChannelSplit sp(a.N * a.HW, a.K);
