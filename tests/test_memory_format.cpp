@@ -86,6 +86,8 @@ TEST(MemoryFormat, ConvMatchesNchwForwardAndBackward) {
       {{3, 8, 6, 5}, {4, 8, 1, 1}, {}, false},                     // pointwise
       {{2, 8, 7, 7}, {6, 8, 1, 1}, {2, 2, 0, 0, 1, 1, 1}, true},  // 1x1 stride 2 (ResNet shortcut)
       {{2, 6, 8, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 2}, true},  // groups
+      {{2, 8, 9, 7}, {8, 1, 3, 3}, {2, 2, 1, 1, 1, 1, 8}, true},  // depthwise, stride 2
+      {{2, 5, 6, 6}, {5, 1, 5, 5}, {1, 1, 2, 2, 1, 1, 5}, false},  // depthwise 5x5
       {{1, 3, 10, 10}, {5, 3, 3, 3}, {1, 1, 2, 2, 2, 2, 1}, false},  // dilation
       {{2, 3, 20, 20}, {4, 3, 7, 7}, {2, 2, 3, 3, 1, 1, 1}, false},  // the ResNet stem
   };
@@ -124,6 +126,9 @@ TEST(MemoryFormat, ConvGradcheckFloat64) {
   std::vector<Tensor> in = {leaf(cl(random_f64({2, 4, 5, 4}, -1, 1, 10))), leaf(cl(random_f64({6, 2, 3, 2}, -1, 1, 11))),
                             leaf(random_f64({6}, -1, 1, 12))};
   EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], p); }, in));
+  const Conv2dParams dw{1, 2, 1, 1, 1, 1, 3};   // depthwise
+  std::vector<Tensor> in2 = {leaf(cl(random_f64({2, 3, 5, 6}, -1, 1, 13))), leaf(cl(random_f64({3, 1, 3, 3}, -1, 1, 14)))};
+  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], Tensor(), dw); }, in2));
 }
 
 TEST(MemoryFormat, BatchNormMatchesNchwAndKeepsTheFormat) {

@@ -5,7 +5,8 @@
 //   backward data:   dcol_g = dy_g * w_g; col2im-add into dx   (per image: no write races)
 //   backward weight: dw_g += dy_g^T * col_g, tiles in order     (K rows split across threads)
 //   bias gradient:   db = column sums of dy [pixels, K], chunks of rows in order
-// 1x1 / stride 1 / pad 0 / one group convs use x (or dx) as the col matrix directly.
+// 1x1 / stride 1 / pad 0 / one group convs use x (or dx) as the col matrix directly;
+// depthwise convs (groups == C == K) run direct loops over the channels (no GEMM).
 // Tiles are kTileRows pixels fixed by the shapes alone, every GEMM is conv_cpu.cpp's
 // single-threaded tile GEMM (BlasThreadsGuard), and every output element sums in an order that does not
 // depend on the thread count: results are independent of OMP_NUM_THREADS.
@@ -89,11 +90,64 @@ template <class T> void col2im_add(const Shape2& s, const T* dcol, int64_t g, in
   }
 }
 
+// ---- depthwise (groups == C == K): each channel its own R x S filter, channels innermost --
+// y[n, p, q, c] = sum_{r, s} x[n, ih, iw, c] * w[c, r, s]: no GEMM (one output channel per
+// group would make it a matrix-vector product per pixel); the channel loop vectorises.
+bool depthwise(const Shape2& s) { return s.G > 1 && s.Cg == 1 && s.Kg == 1; }
+
+template <class T> void depthwise_forward(const Shape2& s, const T* x, const T* w, T* y) {
+#pragma omp parallel for schedule(static)
+  for (int64_t m = 0; m < s.M; ++m) {
+    const int64_t q = m % s.Q, p = (m / s.Q) % s.P, n = m / (s.P * s.Q);
+    T* out = y + m * s.C;
+    std::fill(out, out + s.C, T(0));
+    for (int64_t r = 0; r < s.R; ++r)
+      for (int64_t t = 0; t < s.S; ++t) {
+        int64_t ih, iw;
+        if (!tap(s, p, q, r, t, ih, iw)) continue;
+        const T* in = x + ((n * s.H + ih) * s.W + iw) * s.C;
+        const T* wt = w + r * s.S + t;
+        for (int64_t c = 0; c < s.C; ++c) out[c] += in[c] * wt[c * s.R * s.S];
+      }
+  }
+}
+
+// dx per image (its pixels in order: no write races); dw per image into its own row of
+// partials, the images then added in order.
+template <class T> void depthwise_backward(const Shape2& s, const T* x, const T* w, const T* dy, T* dx, T* dw) {
+  const int64_t PQ = s.P * s.Q, RS = s.R * s.S;
+  std::vector<T> part(dw ? size_t(s.N * s.C * RS) : 0);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < s.N; ++n) {
+    if (dx) std::fill(dx + n * s.H * s.W * s.C, dx + (n + 1) * s.H * s.W * s.C, T(0));
+    T* pw = dw ? part.data() + n * s.C * RS : nullptr;
+    for (int64_t m = n * PQ; m < (n + 1) * PQ; ++m) {
+      const int64_t q = m % s.Q, p = (m / s.Q) % s.P;
+      const T* g = dy + m * s.C;
+      for (int64_t r = 0; r < s.R; ++r)
+        for (int64_t t = 0; t < s.S; ++t) {
+          int64_t ih, iw;
+          if (!tap(s, p, q, r, t, ih, iw)) continue;
+          const int64_t off = ((n * s.H + ih) * s.W + iw) * s.C, k = r * s.S + t;
+          if (dx)
+            for (int64_t c = 0; c < s.C; ++c) dx[off + c] += g[c] * w[c * RS + k];
+          if (pw)
+            for (int64_t c = 0; c < s.C; ++c) pw[c * RS + k] += g[c] * x[off + c];
+        }
+    }
+  }
+  if (!dw) return;
+  std::fill(dw, dw + s.C * RS, T(0));
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t i = 0; i < s.C * RS; ++i) dw[i] += part[size_t(n * s.C * RS + i)];
+}
+
 template <class T> void forward(const Conv2dArgs& a) {
   const Shape2 s = shape_of(a);
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.w);
   T* y = static_cast<T*>(a.y);
+  if (depthwise(s)) return depthwise_forward(s, x, w, y);
   BlasThreadsGuard serial{1};
   const int64_t tiles = (s.M + kTileRows - 1) / kTileRows;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -115,6 +169,7 @@ template <class T> void backward_data(const Conv2dArgs& a) {
   const T* dy = static_cast<const T*>(a.dy);
   const T* w = static_cast<const T*>(a.w);
   T* dx = static_cast<T*>(a.dx);
+  if (depthwise(s)) return depthwise_backward<T>(s, nullptr, w, dy, dx, nullptr);
   BlasThreadsGuard serial{1};
   const int64_t PQ = s.P * s.Q;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -144,6 +199,7 @@ template <class T> void backward_weight(const Conv2dArgs& a) {
   const T* x = static_cast<const T*>(a.x);
   const T* dy = static_cast<const T*>(a.dy);
   T* dw = static_cast<T*>(a.dw);
+  if (depthwise(s)) return depthwise_backward<T>(s, x, nullptr, dy, nullptr, dw);
   BlasThreadsGuard serial{1};
   std::fill(dw, dw + s.K * s.RSC, T(0));
   std::vector<T> col(s.pointwise ? 0 : size_t(std::min(kTileRows, s.M) * s.RSC));
