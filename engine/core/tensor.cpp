@@ -39,8 +39,8 @@ Shape format_strides(const Shape& shape, MemoryFormat f) {
   OOMLAB_CHECK_T(ShapeError, shape.size() == 4, "channels_last needs a 4-D [N, C, H, W] shape, got ",
                  shape_str(shape));
   auto m = [](int64_t d) { return std::max<int64_t>(d, 1); };
-  const int64_t C = m(shape[1]), H = m(shape[2]), W = m(shape[3]);
-  return {H * W * C, 1, W * C, C};
+  const int64_t C = m(shape[1]), WC = checked_mul(m(shape[3]), C, "channels_last strides");
+  return {checked_mul(m(shape[2]), WC, "channels_last strides"), 1, WC, C};
 }
 
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {

@@ -42,9 +42,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char*
 }
 
 Tensor Tensor::empty_format(const Shape& shape, DType dtype, Device device, MemoryFormat f) {
-  const Shape strides = format_strides(shape, f);   // checks the rank before allocating
-  Tensor t = empty(shape, dtype, device);
-  t.impl()->strides = strides;
+  OOMLAB_CHECK_T(ShapeError, f == MemoryFormat::contiguous || shape.size() == 4,
+                 "channels_last needs a 4-D [N, C, H, W] shape, got ", shape_str(shape));
+  Tensor t = empty(shape, dtype, device);   // checks the size (and the dimensions' signs) first
+  if (f != MemoryFormat::contiguous) t.impl()->strides = format_strides(shape, f);
   return t;
 }
 
