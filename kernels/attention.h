@@ -29,6 +29,9 @@ struct FusedAttentionArgs {
   double scale, p;
   uint64_t seed, base;
   bool causal = false;   // keys j > query i masked too (torch's is_causal, top-left aligned)
+  // q, k, v (and dout) are float32 copies of float16 / bfloat16 tensors: their values fit
+  // TF32 exactly, so tensor-core kernels may round to TF32 without changing them.
+  bool from_16bit = false;
 };
 
 OOMLAB_KERNEL_TABLE(fused_attention_forward, FusedAttentionArgs, "fused_attention")

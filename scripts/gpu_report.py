@@ -52,10 +52,10 @@ def dump(obj):
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # gpu_run.sh tags of a switched path run beside their default (the tag without the suffix):
 # *_next (its NEXT switches), *_graph (OOMLAB_CUDNN_GRAPH=1), *_flash
-# (OOMLAB_CUDA_FLASH_ATTENTION=1), *_cudagraphs (--cuda-graphs), *_cl (--channels-last; its
+# (OOMLAB_CUDA_FLASH_ATTENTION=1), *_tc (OOMLAB_CUDA_TC_ATTENTION=1), *_cudagraphs (--cuda-graphs), *_cl (--channels-last; its
 # own twin is PyTorch in channels_last). Ratios are "next over default"; "next over torch"
 # divides by the default's PyTorch eager twin.
-SWITCHED_SUFFIXES = ("_next", "_graph", "_flash", "_cudagraphs", "_cl")
+SWITCHED_SUFFIXES = ("_next", "_graph", "_flash", "_cudagraphs", "_cl", "_tc")
 
 
 def run_date(res):

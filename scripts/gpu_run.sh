@@ -19,7 +19,7 @@
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
 # default 420 s: a step that would not fit is skipped and named): preflight; tests +
 # sanitizers + meta predictions (concurrently; test_cuda_parity also under the NEXT
-# switches, its convolutions under GRAPH, its attention under FLASH); oomlab / PyTorch pairs
+# switches, its convolutions under GRAPH, its attention under FLASH and under TC); oomlab / PyTorch pairs
 # (alternating, one PyTorch process), each *_next row (the NEXT switches on), *_graph row
 # (cuDNN's graph API), *_flash row (attention_flash.cu), *_cudagraphs row (--cuda-graphs: the
 # step captured after 3 warm-up steps and replayed) and *_cl row (--channels-last, beside
@@ -118,6 +118,7 @@ declare -A FLAGS=(
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_flash]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_bf16]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
+  [bert384_fused_bf16_tc]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
   [r50_tf32_next]="--model resnet50 --batch 128 --allow-tf32 all --fuse-relu on"
   [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
   [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
@@ -145,14 +146,18 @@ GRAPH="OOMLAB_CUDNN_GRAPH=1"
 # FLASH: register-tiled float32 fused attention for head dims of 64 (attention_flash.cu), alone:
 # the *_flash tag, and test_cuda_parity's attention rows under it.
 FLASH="OOMLAB_CUDA_FLASH_ATTENTION=1"
+# TC: tensor-core fused attention (attention_tc.cu: TF32 WMMA tiles; float32 copies of 16-bit
+# inputs, head dims of 64), alone: the *_tc tag, and test_cuda_parity's attention rows under it.
+TC="OOMLAB_CUDA_TC_ATTENTION=1"
 declare -A ENVS=([r50_tf32_next]="$NEXT"
                  [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT" [r50_tf32_graph]="$GRAPH"
                  [r50_bf16_graph]="$GRAPH" [r50_fp16_graph]="$GRAPH" [r50_tf32_bench_graph]="$GRAPH"
-                 [bert384_fused_flash]="$FLASH")
+                 [bert384_fused_flash]="$FLASH" [bert384_fused_bf16_tc]="$TC")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_tf32_graph r50_tf32_cl r50_bf16 r50_bf16_next r50_bf16_graph r50_bf16_cudagraphs
        r50_bf16_cl r50_fp16 r50_fp16_graph
        r50_tf32_bench r50_tf32_bench_graph vgg16_tf32 bert_fp32 bert_tf32
        bert_tf32_next bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_flash bert384_fused_bf16
+       bert384_fused_bf16_tc
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
@@ -201,6 +206,9 @@ run_tests() {
     ( s=$SECONDS; env $FLASH timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*attention*' \
         --gtest_output="json:$work/tests/test_cuda_parity_flash.json" > "$work/logs/test_cuda_parity_flash.log" 2>&1
       echo "test_cuda_parity_flash rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
+    ( s=$SECONDS; env $TC timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*attention*' \
+        --gtest_output="json:$work/tests/test_cuda_parity_tc.json" > "$work/logs/test_cuda_parity_tc.log" 2>&1
+      echo "test_cuda_parity_tc rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
   fi
   ( for tag in "${ORDER[@]}"; do
       # shellcheck disable=SC2046  # train_args is a word list

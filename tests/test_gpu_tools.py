@@ -320,6 +320,11 @@ class GpuKit(unittest.TestCase):
             self.assertEqual(pts["r50_bf16_cudagraphs"]["default_tag"], "r50_bf16")
             self.assertIsNotNone(pts["r50_bf16_cudagraphs"]["time_ratio_next_over_default"])
             self.assertIn("test_cuda_graphs", t["binaries"])
+            # --channels-last and tensor-core attention beside their defaults
+            self.assertEqual(pts["r50_bf16_cl"]["default_tag"], "r50_bf16")
+            self.assertEqual(pts["r50_tf32_cl"]["default_tag"], "r50_tf32")
+            self.assertEqual(pts["bert384_fused_bf16_tc"]["default_tag"], "bert384_fused_bf16")
+            self.assertIn("test_cuda_parity_tc", t["binaries"])
 
 
 class ExportModel(unittest.TestCase):

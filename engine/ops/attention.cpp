@@ -96,7 +96,8 @@ Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, co
   const auto [seed, base] = p > 0 ? reserve_draws(gen, q.device(), uint64_t(B * NH * Tq * Tk), "fused attention's dropout") : std::pair<uint64_t, uint64_t>{0, 0};
   FusedAttentionArgs a{nullptr, nullptr, nullptr, mask.defined() ? mask.data<uint8_t>() : nullptr,
                        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                       B * NH, NH, Tq, Tk, D, Dv, D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0, p, seed, base, causal};
+                       B * NH, NH, Tq, Tk, D, Dv, D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0, p, seed, base, causal,
+                       is_low(q.dtype())};
   Tensor out, lse;
   {
     const Tensor qc = compute_copy(q), kc = compute_copy(k), vc = compute_copy(v);

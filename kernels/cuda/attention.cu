@@ -14,6 +14,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_flash.h"
+#include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/attention_tiled.h"
 #include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/launch_utils.cuh"
@@ -146,7 +147,13 @@ template <class T> bool flash(const FusedAttentionArgs& a) {
   return std::is_same_v<T, float> && cuda_flash_attention() && flash_attention_fits(a);
 }
 
+// float32 buffers TF32 may round, head dims of 64, under the tensor-core switch: attention_tc.cu.
+template <class T> bool tensor_cores(const FusedAttentionArgs& a) {
+  return std::is_same_v<T, float> && tc_attention_applies(a);
+}
+
 template <class T> void fused_attention_forward_cuda(const FusedAttentionArgs& a) {
+  if (tensor_cores<T>(a)) return tc_attention_forward(a, Launch("fused_attention").stream);
   if (flash<T>(a)) return flash_attention_forward(a, Launch("fused_attention").stream);
   if (tiled<T>(a)) return tiled_attention_forward(a, Launch("fused_attention").stream);
   check_dims(a);
@@ -156,6 +163,7 @@ template <class T> void fused_attention_forward_cuda(const FusedAttentionArgs& a
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void fused_attention_backward_cuda(const FusedAttentionArgs& a) {
+  if (tensor_cores<T>(a)) return tc_attention_backward(a, Launch("fused_attention_backward").stream);
   if (flash<T>(a)) return flash_attention_backward(a, Launch("fused_attention_backward").stream);
   if (tiled<T>(a)) return tiled_attention_backward(a, Launch("fused_attention_backward").stream);
   check_dims(a);

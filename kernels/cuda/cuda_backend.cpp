@@ -54,6 +54,7 @@ DeviceProperties properties(int device) {
           {"cudnn_benchmark", cudnn_benchmark() ? "true" : "false"},
           {"tiled_attention", cuda_tiled_attention() ? "true" : "false"},
           {"flash_attention", cuda_flash_attention() ? "true" : "false"},
+          {"tc_attention", cuda_tc_attention() ? "true" : "false"},
           {"vectorized_elementwise", cuda_vectorized() ? "true" : "false"},
           {"bn_one_pass", cuda_bn_one_pass() ? "true" : "false"},
           {"foreach_optimizer", cuda_foreach() ? "true" : "false"},

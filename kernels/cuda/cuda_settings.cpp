@@ -35,6 +35,7 @@ struct Settings {
   std::atomic<bool> cudnn_graph{env_flag("OOMLAB_CUDNN_GRAPH", false)};
   std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", false)};
   std::atomic<bool> token_inputs{env_flag("OOMLAB_CUDA_TOKEN_INPUTS", false)};
+  std::atomic<bool> tc_attention{env_flag("OOMLAB_CUDA_TC_ATTENTION", false)};
 };
 
 Settings& settings() {
@@ -71,5 +72,7 @@ void set_cuda_flash_attention(bool on) { settings().flash_attention.store(on); }
 bool cuda_flash_attention() { return settings().flash_attention.load(); }
 void set_cuda_token_inputs_on_device(bool on) { settings().token_inputs.store(on); }
 bool cuda_token_inputs_on_device() { return settings().token_inputs.load(); }
+void set_cuda_tc_attention(bool on) { settings().tc_attention.store(on); }
+bool cuda_tc_attention() { return settings().tc_attention.load(); }
 
 }  // namespace oomlab

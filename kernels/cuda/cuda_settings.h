@@ -32,7 +32,8 @@
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1, OOMLAB_CUDA_FOREACH=0|1,
-// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_TOKEN_INPUTS=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
+// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_TOKEN_INPUTS=0|1,
+// OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
@@ -66,6 +67,11 @@ void set_cuda_flash_attention(bool on);
 bool cuda_flash_attention();
 void set_cuda_token_inputs_on_device(bool on);
 bool cuda_token_inputs_on_device();
+// Tensor-core fused attention (attention_tc.cu, head dims of 64): TF32 matrix products for
+// the float32 copies of 16-bit inputs (exact: float16 and bfloat16 fit TF32), and for float32
+// inputs when cuda_matmul_allow_tf32(). Default off until a GPU run measures it.
+void set_cuda_tc_attention(bool on);
+bool cuda_tc_attention();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.
