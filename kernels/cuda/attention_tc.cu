@@ -81,13 +81,10 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkv(FusedAttentionArgs a, uin
 uint32_t threshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); }   // as the dropout kernels
 dim3 grid(int64_t rows, int64_t slices) { return dim3(unsigned((rows + kRows - 1) / kRows), unsigned(slices)); }
 
-// Above 48 KiB a kernel's dynamic shared memory must be allowed explicitly (once per kernel).
+// Above 48 KiB a kernel's dynamic shared memory must be allowed explicitly, per device (so
+// at every launch: the attribute is host-side state, cheap to set).
 template <class Smem, class K> void launch(K kernel, int64_t rows, const FusedAttentionArgs& a, cudaStream_t stream) {
-  static const bool allowed = [&] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Smem))));
-    return true;
-  }();
-  (void)allowed;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Smem))));
   kernel<<<grid(rows, a.BH), kThreads, sizeof(Smem), stream>>>(a, threshold(a.p));
   CUDA_LAUNCH_CHECK();
 }
