@@ -208,7 +208,13 @@ template <class T> void backward_weight(const Conv2dArgs& a) {
     const int64_t rows = std::min(kTileRows, s.M - m0);
     for (int64_t g = 0; g < s.G; ++g) {
       const T* c = x + m0 * s.C;
-      if (!s.pointwise) { im2col(s, x, g, m0, rows, col.data()); c = col.data(); }
+      if (!s.pointwise) {   // the panel in row chunks across the threads (a copy: no order to keep)
+        constexpr int64_t kChunk = 32;
+#pragma omp parallel for schedule(static)
+        for (int64_t r0 = 0; r0 < rows; r0 += kChunk)
+          im2col(s, x, g, m0 + r0, std::min(kChunk, rows - r0), col.data() + r0 * s.RSC);
+        c = col.data();
+      }
 #pragma omp parallel for schedule(static)
       for (int64_t sl = 0; sl < slices; ++sl) {
         const int64_t k0 = sl * kSliceRows, kn = std::min(kSliceRows, s.Kg - k0);
