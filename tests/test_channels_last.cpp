@@ -7,6 +7,8 @@
 //  * a checkpoint written by a channels_last run resumes without it (logical values);
 //  * on meta the step's allocated peak is NCHW's, give or take 2 MiB of block rounding (the
 //    batch is laid out before the step and its NCHW copy freed);
+//  * every convolution of a run takes the NHWC kernels (results' kernel_choices), the stem
+//    of one-channel images included;
 //  * the CLI refuses it for token models.
 // ctest tier: cli
 #include <gtest/gtest.h>
@@ -77,7 +79,7 @@ TEST(ChannelsLast, ConvertsTheFourDimensionalParametersInPlace) {
   for (auto& [name, t] : m->named_parameters()) {
     EXPECT_EQ(t.impl(), before[i].impl()) << name;   // the same tensor, re-laid out
     EXPECT_EQ(t.to_vector(), values[i]) << name;      // the same logical values
-    if (t.dim() == 4 && t.size(1) > 1 && t.size(2) * t.size(3) > 1) EXPECT_EQ(t.memory_format(), MemoryFormat::channels_last) << name;
+    if (t.dim() == 4) EXPECT_EQ(t.memory_format(), MemoryFormat::channels_last) << name;   // 1x1 weights too
     if (t.dim() != 4) EXPECT_TRUE(t.is_contiguous()) << name;
     ++i;
   }
@@ -110,6 +112,25 @@ TEST(ChannelsLast, TrainingFollowsTheNchwRun) {
   ddp.parallel = "ddp";
   ddp.devices = 2;
   expect_follows_nchw(ddp, 1e-4, "ddp");
+}
+
+TEST(ChannelsLast, EveryConvolutionRunsChannelsLast) {
+  // resnet20 on one-channel 28x28 images: the stem's [16, 1, 3, 3] weight and the batch are
+  // restrided (torch's to(memory_format)), so the stem runs NHWC too, not only the blocks
+  for (const Shape& input : {Shape{1, 28, 28}, Shape{3, 32, 32}}) {
+    TrainConfig c = image_run();
+    c.input = input;
+    c.steps = 2;
+    c.channels_last = true;
+    const nlohmann::json r = train(c);
+    int convs = 0;
+    for (const auto& k : r["kernel_choices"]) {
+      if (k["op"].get<std::string>().rfind("conv2d", 0) != 0) continue;
+      ++convs;
+      EXPECT_EQ(k["choice"].get<std::string>().rfind("NHWC", 0), 0u) << k.dump();
+    }
+    EXPECT_GT(convs, 0);
+  }
 }
 
 TEST(ChannelsLast, ACheckpointResumesWithoutIt) {

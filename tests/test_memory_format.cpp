@@ -72,6 +72,17 @@ TEST(MemoryFormat, StridesChecksAndConversions) {
   Tensor one = cl(rand_t({2, 5, 1, 1}, 2));
   EXPECT_TRUE(one.is_contiguous());
   EXPECT_EQ(one.memory_format(), MemoryFormat::contiguous);
+  // torch's to(memory_format=...): size-1 dimensions restrided in place of a copy, and then
+  // judged channels_last by the strides' order (is_channels_last_strides_2d)
+  for (const Shape& shape : {Shape{2, 1, 4, 5}, Shape{2, 5, 1, 1}}) {
+    Tensor t = rand_t(shape, 3);
+    Tensor v = to_memory_format(t, kCL);
+    EXPECT_EQ(v.memory_format(), kCL) << shape_str(shape);
+    EXPECT_EQ(v.storage().get(), t.storage().get()) << "a view, not a copy";
+    EXPECT_EQ(v.to_vector(), t.to_vector());
+    EXPECT_EQ(empty_like(v).strides(), v.strides());
+  }
+  EXPECT_EQ(Tensor::empty({3, 1, 1, 1}).memory_format(), MemoryFormat::contiguous);   // N111: NCHW by default
   // copy_ into a channels_last destination writes logical positions
   Tensor d = Tensor::empty_format({2, 3, 4, 5}, DType::f32, cpu_device(), kCL);
   d.copy_(x);

@@ -79,11 +79,19 @@ bool strides_contiguous(const Shape& shape, const Shape& strides, MemoryFormat f
   return true;
 }
 
+// Dense channels_last strides, judged by their order as torch's is_channels_last_strides_2d
+// does, so that layouts size-1 dimensions make ambiguous follow the strides they were made
+// with: [N, 1, H, W] at (HW, 1, W, 1) is channels_last, at (HW, HW, W, 1) contiguous.
 MemoryFormat suggest_memory_format(const Shape& shape, const Shape& strides) {
-  return !strides_contiguous(shape, strides, MemoryFormat::contiguous) &&
-                 strides_contiguous(shape, strides, MemoryFormat::channels_last)
-             ? MemoryFormat::channels_last
-             : MemoryFormat::contiguous;
+  if (shape.size() != 4 || !strides_contiguous(shape, strides, MemoryFormat::channels_last) || strides[1] == 0)
+    return MemoryFormat::contiguous;
+  int64_t min = 0;
+  for (size_t d : {1, 3, 2, 0}) {
+    if (shape[d] == 0 || strides[d] < min) return MemoryFormat::contiguous;
+    if (d == 0 && min == strides[1]) return MemoryFormat::contiguous;   // N111: torch's NCHW default
+    min = shape[d] > 1 ? strides[d] * shape[d] : strides[d];
+  }
+  return MemoryFormat::channels_last;
 }
 
 bool Tensor::is_contiguous() const { return strides_contiguous(impl_->shape, impl_->strides, MemoryFormat::contiguous); }

@@ -34,7 +34,9 @@ enum class MemoryFormat { contiguous, channels_last };
 const char* memory_format_name(MemoryFormat f);   // "contiguous", "channels_last"
 // The dense strides of `shape` in format f (channels_last: 4-D shapes only).
 Shape format_strides(const Shape& shape, MemoryFormat f);
-// Whether (shape, strides) is contiguous in format f; the format a dense layout suggests.
+// Whether (shape, strides) is contiguous in format f; the format a dense layout suggests
+// (torch's suggest_memory_format: channels_last for dense channels_last strides, ambiguous
+// ones, where size-1 dimensions make both formats hold, judged by the strides' order).
 bool strides_contiguous(const Shape& shape, const Shape& strides, MemoryFormat f);
 MemoryFormat suggest_memory_format(const Shape& shape, const Shape& strides);
 
@@ -110,8 +112,8 @@ class Tensor {
   bool is_contiguous() const;
   bool is_contiguous(MemoryFormat f) const;  // as torch's is_contiguous(memory_format=f)
   bool is_dense() const { return is_contiguous() || is_contiguous(MemoryFormat::channels_last); }
-  // channels_last when this 4-D tensor is channels_last-contiguous but not contiguous
-  // (PyTorch's suggest_memory_format on dense tensors); contiguous otherwise.
+  // channels_last when this 4-D tensor has dense channels_last strides (PyTorch's
+  // suggest_memory_format; see suggest_memory_format below); contiguous otherwise.
   MemoryFormat memory_format() const;
   int64_t offset() const { return impl_->offset; }
   TensorImpl* impl() const { return impl_.get(); }
@@ -165,6 +167,10 @@ Shape contiguous_strides(const Shape& shape);
 Tensor empty_like(const Tensor& t);
 Tensor empty_like(const Tensor& t, DType dtype);
 Tensor zeros_like(const Tensor& t);
+// torch's t.to(memory_format=f) without autograd (batches, parameters): t when it suggests f;
+// a view with f's strides when t's elements are already in f's order (size-1 dimensions:
+// [N, 1, H, W], [N, C, 1, 1]); else contiguous(f), a copy.
+Tensor to_memory_format(const Tensor& t, MemoryFormat f);
 // A new tensor viewing `base`'s storage with the given geometry (no autograd meta).
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
 

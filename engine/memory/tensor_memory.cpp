@@ -55,6 +55,12 @@ Tensor empty_like(const Tensor& t, DType dtype) {
 
 Tensor empty_like(const Tensor& t) { return empty_like(t, t.dtype()); }
 
+Tensor to_memory_format(const Tensor& t, MemoryFormat f) {
+  if (t.memory_format() == f) return t;
+  if (t.is_contiguous(f)) return make_view(t, t.shape(), format_strides(t.shape(), f), t.offset());
+  return t.contiguous(f);
+}
+
 Tensor zeros_like(const Tensor& t) {
   Tensor z = empty_like(t);
   z.fill_(0.0);

@@ -9,10 +9,12 @@ namespace oomlab {
 
 namespace {
 bool convert_in_place(Tensor& t) {
-  if (t.dim() != 4 || !dtype_is_floating(t.dtype()) || t.is_contiguous(MemoryFormat::channels_last)) return false;
+  if (t.dim() != 4 || !dtype_is_floating(t.dtype()) || t.memory_format() == MemoryFormat::channels_last) return false;
   OOMLAB_CHECK(!t.grad().defined(), "channels_last_model: ", t.name(),
                " already has a gradient (convert before training)");
-  Tensor c = t.detach().contiguous(MemoryFormat::channels_last);
+  // torch's .to(memory_format=...): a copy, or only new strides where the elements already
+  // lie in channels_last order (a [K, 1, R, S] or [K, C, 1, 1] weight)
+  Tensor c = to_memory_format(t.detach(), MemoryFormat::channels_last);
   TensorImpl* impl = t.impl();
   impl->storage = c.storage();
   impl->strides = c.strides();

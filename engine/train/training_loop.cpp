@@ -109,7 +109,7 @@ bool TrainingRun::copy_batch(Tensor& x, Tensor& y, StepOutput& out) {
     // convolution then saves this batch itself, not a channels_last copy of it.
     if (c_.channels_last && x.dim() == 4) {
       MemoryContext ctx("input", "channels_last");
-      x = x.contiguous(MemoryFormat::channels_last);
+      x = to_memory_format(x, MemoryFormat::channels_last);
     }
     y = batch_target_to_device(batch_, c_.device);
     return true;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/core/thread_budget.h"
+#include "engine/memory/kernel_choices.h"
 
 namespace oomlab {
 namespace {
@@ -37,6 +38,11 @@ struct Shape2 {
   Conv2dParams p;
   bool pointwise;   // 1x1, stride 1, no padding, one group: x is the col matrix
 };
+
+// The path a call takes, for kernel_choices.h (results' kernel_choices).
+void note_nhwc(const char* op, bool depthwise, bool pointwise) {
+  note_kernel_choice(op, depthwise ? "NHWC depthwise loops" : pointwise ? "NHWC 1x1 GEMM on x" : "NHWC im2col + GEMM");
+}
 
 Shape2 shape_of(const Conv2dArgs& a) {
   Shape2 s{};
@@ -147,6 +153,7 @@ template <class T> void forward(const Conv2dArgs& a) {
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.w);
   T* y = static_cast<T*>(a.y);
+  note_nhwc("conv2d_forward", depthwise(s), s.pointwise);
   if (depthwise(s)) return depthwise_forward(s, x, w, y);
   BlasThreadsGuard serial{1};
   const int64_t tiles = (s.M + kTileRows - 1) / kTileRows;
@@ -169,6 +176,7 @@ template <class T> void backward_data(const Conv2dArgs& a) {
   const T* dy = static_cast<const T*>(a.dy);
   const T* w = static_cast<const T*>(a.w);
   T* dx = static_cast<T*>(a.dx);
+  note_nhwc("conv2d_backward_data", depthwise(s), s.pointwise);
   if (depthwise(s)) return depthwise_backward<T>(s, nullptr, w, dy, dx, nullptr);
   BlasThreadsGuard serial{1};
   const int64_t PQ = s.P * s.Q;
@@ -199,6 +207,7 @@ template <class T> void backward_weight(const Conv2dArgs& a) {
   const T* x = static_cast<const T*>(a.x);
   const T* dy = static_cast<const T*>(a.dy);
   T* dw = static_cast<T*>(a.dw);
+  note_nhwc("conv2d_backward_weight", depthwise(s), s.pointwise);
   if (depthwise(s)) return depthwise_backward<T>(s, x, nullptr, dy, nullptr, dw);
   BlasThreadsGuard serial{1};
   std::fill(dw, dw + s.K * s.RSC, T(0));
