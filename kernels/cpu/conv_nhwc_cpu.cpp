@@ -3,7 +3,7 @@
 // im2col + GEMM in the layout's own orientation: an output pixel is a row, so
 //   forward:         y[m, k_g] = col_g[m, :] . w_g[k, :]       (col_g [pixels, R*S*Cg])
 //   backward data:   dcol_g = dy_g * w_g; col2im-add into dx   (per image: no write races)
-//   backward weight: dw_g += dy_g^T * col_g, tiles in order     (K rows split across threads)
+//   backward weight: dw_g += dy_g^T * col_g, tiles in order     (dw's columns split by taps)
 //   bias gradient:   db = column sums of dy [pixels, K], chunks of rows in order
 // 1x1 / stride 1 / pad 0 / one group convs use x (or dx) as the col matrix directly;
 // depthwise convs (groups == C == K) run direct loops over the channels (no GEMM).
@@ -202,6 +202,26 @@ template <class T> void backward_data(const Conv2dArgs& a) {
   }
 }
 
+// col[i, t*Cg + c] for the taps [t0, t1) only (t = r*S + s): a slice of im2col's columns.
+template <class T>
+void im2col_taps(const Shape2& s, const T* x, int64_t g, int64_t m0, int64_t rows, int64_t t0, int64_t t1, T* col) {
+  const int64_t width = (t1 - t0) * s.Cg;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t m = m0 + i, q = m % s.Q, p = (m / s.Q) % s.P, n = m / (s.P * s.Q);
+    T* dst = col + i * width;
+    for (int64_t t = t0; t < t1; ++t, dst += s.Cg) {
+      int64_t ih, iw;
+      if (tap(s, p, q, t / s.S, t % s.S, ih, iw))
+        std::memcpy(dst, x + ((n * s.H + ih) * s.W + iw) * s.C + g * s.Cg, size_t(s.Cg) * sizeof(T));
+      else std::fill(dst, dst + s.Cg, T(0));
+    }
+  }
+}
+
+// One OpenMP region per call: the work is cut into column slices of dw fixed by the shapes
+// (groups of taps of >= 64 columns; 1x1 convolutions: slices of kSliceRows filters), and
+// each slice walks every tile in order, so every dw element sums alike whatever the threads,
+// and each im2col column is built once (by the slice that owns its tap).
 template <class T> void backward_weight(const Conv2dArgs& a) {
   const Shape2 s = shape_of(a);
   const T* x = static_cast<const T*>(a.x);
@@ -211,25 +231,26 @@ template <class T> void backward_weight(const Conv2dArgs& a) {
   if (depthwise(s)) return depthwise_backward<T>(s, x, nullptr, dy, nullptr, dw);
   BlasThreadsGuard serial{1};
   std::fill(dw, dw + s.K * s.RSC, T(0));
-  std::vector<T> col(s.pointwise ? 0 : size_t(std::min(kTileRows, s.M) * s.RSC));
-  const int64_t slices = (s.Kg + kSliceRows - 1) / kSliceRows;
-  for (int64_t m0 = 0; m0 < s.M; m0 += kTileRows) {   // tiles in order: every dw element sums alike
-    const int64_t rows = std::min(kTileRows, s.M - m0);
-    for (int64_t g = 0; g < s.G; ++g) {
-      const T* c = x + m0 * s.C;
-      if (!s.pointwise) {   // the panel in row chunks across the threads (a copy: no order to keep)
-        constexpr int64_t kChunk = 32;
-#pragma omp parallel for schedule(static)
-        for (int64_t r0 = 0; r0 < rows; r0 += kChunk)
-          im2col(s, x, g, m0 + r0, std::min(kChunk, rows - r0), col.data() + r0 * s.RSC);
-        c = col.data();
-      }
-#pragma omp parallel for schedule(static)
-      for (int64_t sl = 0; sl < slices; ++sl) {
+  const int64_t taps = s.R * s.S, per = std::max<int64_t>(1, (64 + s.Cg - 1) / s.Cg);
+  const int64_t tap_groups = (taps + per - 1) / per, k_slices = (s.Kg + kSliceRows - 1) / kSliceRows;
+  const int64_t work = s.G * (s.pointwise ? k_slices : tap_groups);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t item = 0; item < work; ++item) {
+    const int64_t g = item / (s.pointwise ? k_slices : tap_groups), sl = item % (s.pointwise ? k_slices : tap_groups);
+    std::vector<T>& col = panel<T>();
+    for (int64_t m0 = 0; m0 < s.M; m0 += kTileRows) {   // tiles in order
+      const int64_t rows = std::min(kTileRows, s.M - m0);
+      const T* dyg = dy + m0 * s.K + g * s.Kg;
+      if (s.pointwise) {
         const int64_t k0 = sl * kSliceRows, kn = std::min(kSliceRows, s.Kg - k0);
-        gemm<T>(true, false, kn, s.RSC, rows, dy + m0 * s.K + g * s.Kg + k0, s.K, c, s.pointwise ? s.C : s.RSC,
-                T(1), dw + (g * s.Kg + k0) * s.RSC, s.RSC);
+        gemm<T>(true, false, kn, s.C, rows, dyg + k0, s.K, x + m0 * s.C, s.C, T(1), dw + k0 * s.RSC, s.RSC);
+        continue;
       }
+      const int64_t t0 = sl * per, t1 = std::min(taps, t0 + per), width = (t1 - t0) * s.Cg;
+      col.resize(size_t(rows * width));
+      im2col_taps(s, x, g, m0, rows, t0, t1, col.data());
+      gemm<T>(true, false, s.Kg, width, rows, dyg, s.K, col.data(), width, T(1), dw + g * s.Kg * s.RSC + t0 * s.Cg,
+              s.RSC);
     }
   }
 }
