@@ -2,10 +2,12 @@
 // the format's strides and checks, contiguous(format), empty_like / to() keeping it; conv2d,
 // batch_norm, the pools, add / relu / add_relu_ equal to their NCHW results (pools and the
 // elementwise ops bit for bit, conv and batch_norm within float32 rounding), outputs and
-// gradients in channels_last, float64 gradchecks on channels_last inputs, the gradient
-// layout contract of leaves, and the meta device allocating the same bytes as NCHW.
+// gradients in channels_last, float64 gradchecks on channels_last inputs, results
+// independent of the thread count, the gradient layout contract of leaves, and the meta
+// device allocating the same bytes as NCHW.
 // ctest tier: ops
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <vector>
@@ -119,6 +121,27 @@ TEST(MemoryFormat, ConvMatchesNchwForwardAndBackward) {
     EXPECT_TRUE(wc.grad().is_contiguous(kCL));
     if (c.bias) expect_close(bc.grad(), b.grad(), 1e-5, "conv db");
   }
+}
+
+TEST(MemoryFormat, ChannelsLastOpsDoNotDependOnTheThreadCount) {
+  // conv (3x3, 1x1, depthwise), batch_norm and the pools in channels_last, forward and
+  // backward: bit-identical with 1 and 3 threads (the kernels' work splits follow the shapes)
+  auto run = [](int threads) {
+    const int prev = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Tensor x = leaf(cl(rand_t({4, 16, 12, 12}, 30)));
+    Tensor w3 = leaf(cl(rand_t({32, 16, 3, 3}, 31))), w1 = leaf(cl(rand_t({16, 32, 1, 1}, 32)));
+    Tensor wd = leaf(cl(rand_t({16, 1, 3, 3}, 33)));
+    Tensor rm = Tensor::zeros({32}), rv = Tensor::ones({32});
+    Tensor h = relu(batch_norm(conv2d(x, w3, Tensor(), {1, 1, 1, 1, 1, 1, 1}), Tensor(), Tensor(), rm, rv, true, 0.1, 1e-5));
+    Tensor y = max_pool2d(conv2d(conv2d(h, w1, Tensor(), {}), wd, Tensor(), {1, 1, 1, 1, 1, 1, 16}), {2, 2, 2, 2});
+    y.backward(cl(rand_t(y.shape(), 34)));
+    std::vector<std::vector<double>> out = {y.to_vector(), x.grad().to_vector(), w3.grad().to_vector(),
+                                            w1.grad().to_vector(), wd.grad().to_vector()};
+    omp_set_num_threads(prev);
+    return out;
+  };
+  EXPECT_EQ(run(1), run(3));
 }
 
 TEST(MemoryFormat, ChannelsLastWeightMakesTheConvChannelsLastAndLeafGradsKeepTheirLayout) {
