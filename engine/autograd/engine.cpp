@@ -12,6 +12,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/error.h"
+#include "engine/core/layout.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
 #include "kernels/elementwise.h"
@@ -29,12 +30,6 @@ bool uniquely_owned(const Tensor& t) {
   return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_dense();
 }
 
-// b laid out as a (dense): the two are then summed element by element in memory order.
-Tensor laid_out_like(const Tensor& b, const Tensor& a) {
-  const MemoryFormat f = a.memory_format();
-  return b.is_contiguous(f) ? b : b.contiguous(f);
-}
-
 // Gradient sums as ops' add / add_inplace compute them (the same kernel, the same
 // allocations), without autograd: this layer sits below ops. Gradients into one place share
 // shape (checked by the callers), dtype and device; autocast is off in backward
@@ -49,7 +44,7 @@ void check_gradient_pair(const Tensor& a, const Tensor& b) {
 Tensor sum_of(const Tensor& a0, const Tensor& b0) {
   check_gradient_pair(a0, b0);
   // Both in a0's memory format when it is dense (channels_last gradients stay so).
-  Tensor a = a0.is_dense() ? a0 : a0.contiguous(), b = laid_out_like(b0, a);
+  Tensor a = dense(a0), b = laid_out_like(b0, a);
   Tensor out = empty_like(a);
   axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{out.raw_data(), a.raw_data(), b.raw_data(), 1.0, 1.0, 0.0, a.numel()});
   return out;

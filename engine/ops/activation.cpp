@@ -6,7 +6,7 @@
 // grad_fn, and its version is bumped, so anything that saved x earlier fails in backward
 // (PyTorch). Allocation order (identical on meta): forward: contiguous(x) if needed, y;
 // backward: contiguous(g) if needed, dx. A dense input (contiguous or channels_last) keeps its
-// layout; y, g and dx follow it (engine/ops/layout.h). add_relu_ is add_ and relu_ in one pass: its node
+// layout; y, g and dx follow it (engine/core/layout.h). add_relu_ is add_ and relu_ in one pass: its node
 // "add_relu_" has edges to a's previous history and b, saves the result and hands relu's
 // dx to both.
 #include "engine/ops/activation.h"
@@ -14,8 +14,8 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "engine/core/layout.h"
 #include "engine/ops/elementwise.h"
-#include "engine/ops/layout.h"
 #include "kernels/activation.h"
 
 namespace oomlab {

@@ -7,8 +7,8 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "engine/core/layout.h"
 #include "engine/ops/broadcast.h"
-#include "engine/ops/layout.h"
 #include "kernels/elementwise.h"
 
 namespace oomlab {
