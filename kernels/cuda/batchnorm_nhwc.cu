@@ -38,12 +38,7 @@ namespace bn = bn_nhwc;
 using cuda::compute_t;
 using cuda::DeviceCtx;
 
-// Storage <-> compute conversions of batchnorm.cu (launch_utils.cuh's ld / st).
-template <class T> struct DeviceIO {
-  using C = compute_t<T>;
-  __device__ static C ld(T v) { return cuda::ld(v); }
-  __device__ static T st(C v) { return cuda::st<T>(v); }
-};
+using bn::DeviceIO;
 
 template <class T> __global__ void sum_kernel(bn::Split sp, const T* x, double* part1) {
   __shared__ bn::Smem sm;

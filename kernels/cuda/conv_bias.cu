@@ -44,15 +44,9 @@ __global__ void channel_partial_sum_kernel(const T* __restrict__ dy, int64_t K, 
   }
 }
 
-template <class T> struct RowsIO {   // batchnorm_nhwc.cuh's loads, through Num
-  using C = typename Num<T>::C;
-  __device__ static C ld(T v) { return Num<T>::to(v); }
-  __device__ static T st(C v) { return Num<T>::from(v); }
-};
-
 template <class T> __global__ void rows_partial_sum_kernel(bn_nhwc::Split sp, const T* __restrict__ dy, double* part) {
   __shared__ bn_nhwc::Smem sm;
-  bn_nhwc::sum_body<RowsIO<T>>(cuda::DeviceCtx{}, sp, dy, part, sm);
+  bn_nhwc::sum_body<bn_nhwc::DeviceIO<T>>(cuda::DeviceCtx{}, sp, dy, part, sm);
 }
 
 template <class T>
