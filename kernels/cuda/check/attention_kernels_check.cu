@@ -23,6 +23,7 @@
 
 #include "engine/core/dispatch.h"
 #include "kernels/attention.h"
+#include "kernels/cuda/check/attention_check_util.h"
 #include "kernels/cuda/attention_flash.cuh"
 #include "kernels/cuda/attention_tiled.cuh"
 
@@ -30,7 +31,9 @@ using namespace oomlab;
 using namespace oomlab::flash;
 
 namespace {
-int failures = 0;
+using attention_check::expect_close;
+using attention_check::failures;
+using attention_check::padded_tail;
 
 struct HostBlock {
   explicit HostBlock(int threads) : bar(threads), xchg(size_t(threads)) {}
@@ -84,22 +87,6 @@ struct Buffers {
   }
 };
 
-void expect_close(const std::string& what, const char* name, const std::vector<float>& got,
-                  const std::vector<float>& want) {
-  double scale = 1e-30, worst = 0;
-  size_t at = 0;
-  for (float w : want)
-    if (std::isfinite(w)) scale = std::max(scale, double(std::fabs(w)));
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool same_inf = std::isinf(want[i]) && got[i] == want[i];
-    const double err = same_inf ? 0.0 : std::fabs(double(got[i]) - double(want[i])) / scale;
-    if (!(err <= worst)) worst = err, at = i;   // NaN counts as the worst
-  }
-  const bool ok = worst <= 2e-5;
-  if (!ok) ++failures;
-  printf("%s %-36s %-3s worst %.3g at %zu (got %.9g want %.9g)\n", ok ? "ok  " : "FAIL", what.c_str(), name, worst, at,
-         double(got[at]), double(want[at]));
-}
 
 struct Case {
   std::string name;
@@ -152,20 +139,14 @@ void check(const Case& c) {
     got.point(e);
     std::string(set) == "flash" ? run_flash(e, thr) : run_tiled(e, thr);
     const std::string what = std::string(set) + ": " + c.name;
-    expect_close(what, "out", got.out, want.out);
-    expect_close(what, "lse", got.lse, want.lse);
-    expect_close(what, "dq", got.dq, want.dq);
-    expect_close(what, "dk", got.dk, want.dk);
-    expect_close(what, "dv", got.dv, want.dv);
+    expect_close(what, "out", got.out, want.out, 2e-5);
+    expect_close(what, "lse", got.lse, want.lse, 2e-5);
+    expect_close(what, "dq", got.dq, want.dq, 2e-5);
+    expect_close(what, "dk", got.dk, want.dk, 2e-5);
+    expect_close(what, "dv", got.dv, want.dv, 2e-5);
   }
 }
 
-std::vector<uint8_t> padded_tail(int64_t B, int64_t Tk, const std::vector<int64_t>& kept) {
-  std::vector<uint8_t> m(size_t(B * Tk), 0);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = kept[size_t(b)]; j < Tk; ++j) m[size_t(b * Tk + j)] = 1;
-  return m;
-}
 }  // namespace
 
 int main() {

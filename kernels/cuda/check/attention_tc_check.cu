@@ -26,13 +26,16 @@
 
 #include "engine/core/dispatch.h"
 #include "kernels/attention.h"
+#include "kernels/cuda/check/attention_check_util.h"
 #include "kernels/cuda/attention_tc.cuh"
 
 using namespace oomlab;
 using namespace oomlab::tc;
 
 namespace {
-int failures = 0;
+using attention_check::expect_close;
+using attention_check::failures;
+using attention_check::padded_tail;
 
 float tf32(float v) {   // cvt.rna.tf32.f32: 10 mantissa bits, round to nearest, ties away from zero
   if (!std::isfinite(v)) return v;
@@ -90,22 +93,6 @@ template <class Smem, class Body> void run_grid(int64_t gx, int64_t gy, Body bod
 
 int64_t blocks(int64_t rows) { return (rows + kRows - 1) / kRows; }
 
-void expect_close(const std::string& what, const char* name, const std::vector<float>& got, const std::vector<float>& want,
-                  double bar) {
-  double scale = 1e-30, worst = 0;
-  size_t at = 0;
-  for (float w : want)
-    if (std::isfinite(w)) scale = std::max(scale, double(std::fabs(w)));
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool same_inf = std::isinf(want[i]) && got[i] == want[i];
-    const double err = same_inf ? 0.0 : std::fabs(double(got[i]) - double(want[i])) / scale;
-    if (!(err <= worst)) worst = err, at = i;
-  }
-  const bool ok = worst <= bar;
-  if (!ok) ++failures;
-  printf("%s %-40s %-3s worst %.3g at %zu (got %.9g want %.9g)\n", ok ? "ok  " : "FAIL", what.c_str(), name, worst, at,
-         double(got[at]), double(want[at]));
-}
 
 struct Case {
   std::string name;
@@ -155,12 +142,6 @@ void check(const Case& c) {
   for (int t = 0; t < 5; ++t) expect_close("tc: " + c.name, names[t], got[size_t(t)], want[size_t(t)], t == 1 ? 1e-5 : 3e-3);
 }
 
-std::vector<uint8_t> padded_tail(int64_t B, int64_t Tk, const std::vector<int64_t>& kept) {
-  std::vector<uint8_t> m(size_t(B * Tk), 0);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = kept[size_t(b)]; j < Tk; ++j) m[size_t(b * Tk + j)] = 1;
-  return m;
-}
 }  // namespace
 
 int main() {
