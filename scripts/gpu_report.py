@@ -51,11 +51,13 @@ def dump(obj):
 
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # gpu_run.sh tags of a switched path run beside their default (the tag without the suffix):
-# *_next (its NEXT switches), *_graph (OOMLAB_CUDNN_GRAPH=1), *_flash
-# (OOMLAB_CUDA_FLASH_ATTENTION=1), *_tc (OOMLAB_CUDA_TC_ATTENTION=1), *_cudagraphs (--cuda-graphs), *_cl (--channels-last; its
-# own twin is PyTorch in channels_last). Ratios are "next over default"; "next over torch"
+# *_prev (the old paths the defaults replaced), *_fuse (--fuse-relu on), *_graph
+# (OOMLAB_CUDNN_GRAPH=1), *_notc / *_tiled (fused attention without the tensor-core / flash
+# kernels), *_cudagraphs (--cuda-graphs), *_cl (--channels-last; its own twin is PyTorch in
+# channels_last); older records: *_next, *_flash, *_tc (paths then switched on). Ratios are
+# "switched over default" (the fields keep their first name, *_next_over_*); "over torch"
 # divides by the default's PyTorch eager twin.
-SWITCHED_SUFFIXES = ("_next", "_graph", "_flash", "_cudagraphs", "_cl", "_tc")
+SWITCHED_SUFFIXES = ("_next", "_graph", "_flash", "_cudagraphs", "_cl", "_tc", "_prev", "_fuse", "_notc", "_tiled")
 
 
 def run_date(res):
@@ -246,14 +248,14 @@ def points(work):
 
 
 def next_lines(pts):
-    """The README's A/B table: each switched row (*_next: NEXT's paths; *_graph: cuDNN's graph
-    API; *_flash: register-tiled attention) beside its default."""
+    """The README's A/B table: each switched row (SWITCHED_SUFFIXES) beside its default."""
     ab = {t: r for t, r in pts.items() if r.get("default_tag")}
     if not ab:
         return []
-    lines = ["## New GPU paths beside the default (same call; gpu_run.sh NEXT, GRAPH, FLASH and --cuda-graphs)", "",
-             "| config | default ms | next ms | next / default | next / PyTorch eager | default peak GB | next peak GB | "
-             "default final loss | next final loss |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["## Switched GPU paths beside the default (same call; gpu_run.sh's *_prev, *_fuse, *_graph, *_notc, "
+             "*_tiled, *_cudagraphs and *_cl rows)", "",
+             "| config | default ms | switched ms | switched / default | switched / PyTorch eager | default peak GB | "
+             "switched peak GB | default final loss | switched final loss |", "|---|---|---|---|---|---|---|---|---|"]
     for tag, r in ab.items():
         d, n = pts[r["default_tag"]]["oomlab"], r["oomlab"]
         lines.append(f"| {tag} | {fmt(d.get('median_ms'))} | {fmt(n.get('median_ms'))} | "

@@ -18,10 +18,11 @@
 #                    the host CPU's attention, oomlab beside PyTorch SDPA, in README.md too)
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
 # default 420 s: a step that would not fit is skipped and named): preflight; tests +
-# sanitizers + meta predictions (concurrently; test_cuda_parity also under the NEXT
-# switches, its convolutions under GRAPH, its attention under FLASH and under TC); oomlab / PyTorch pairs
-# (alternating, one PyTorch process), each *_next row (the NEXT switches on), *_graph row
-# (cuDNN's graph API), *_flash row (attention_flash.cu), *_cudagraphs row (--cuda-graphs: the
+# sanitizers + meta predictions (concurrently; test_cuda_parity also on the old paths (PREV),
+# its convolutions under GRAPH, its attention on the reference kernels); oomlab / PyTorch pairs
+# (alternating, one PyTorch process), each *_prev row (the paths the defaults replaced), *_fuse
+# row (--fuse-relu on), *_graph row (cuDNN's graph API), *_notc / *_tiled row (fused attention
+# without the tensor-core / flash kernels), *_cudagraphs row (--cuda-graphs: the
 # step captured after 3 warm-up steps and replayed) and *_cl row (--channels-last, beside
 # PyTorch's channels_last twin) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
 # two logical devices; the host CPU's attention forward + backward, oomlab eager / fused
@@ -43,6 +44,7 @@ mkdir -p "$out" || { echo "gpu_run: error: cannot create $out" >&2; exit 2; }
 out=$(cd "$out" && pwd)
 work=$(mktemp -d)
 mkdir -p "$work/logs" "$work/res" "$work/tests"
+touch "$work/tests/rc.txt"
 date -u +%Y-%m-%dT%H:%M:%SZ > "$work/res/started_at"   # the run's date in provenance.json (gpu_report.py)
 t0=$SECONDS
 dry=${OOMLAB_KIT_DRY_RUN:-0}
@@ -51,6 +53,11 @@ device=cuda
 budget=${OOMLAB_KIT_BUDGET_S:-420}
 steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTorch's 15 + 5 warm-up
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
+# A follow-up lease may run a part of the kit: OOMLAB_KIT_TAGS (pair tags, par_*, cpu_attention,
+# graph_export_<model>) and OOMLAB_KIT_TESTS (test runs by name, or none) list what runs;
+# unset, everything does. OOMLAB_KIT_BREAKDOWN: the tags traced per op (default r50_tf32 bert_tf32).
+wanted() { [[ -z ${OOMLAB_KIT_TAGS:-} || " $OOMLAB_KIT_TAGS " == *" $1 "* ]]; }
+wanted_test() { [[ -z ${OOMLAB_KIT_TESTS:-} || " $OOMLAB_KIT_TESTS " == *" $1 "* ]]; }
 left() { echo $((budget - (SECONDS - t0))); }
 
 finish() {   # the output folder, whatever happened
@@ -116,48 +123,49 @@ declare -A FLAGS=(
   [bert384_all]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint all"
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
-  [bert384_fused_flash]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
+  [bert384_fused_notc]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_bf16]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
-  [bert384_fused_bf16_tc]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
-  [r50_tf32_next]="--model resnet50 --batch 128 --allow-tf32 all --fuse-relu on"
+  [bert384_fused_bf16_tiled]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
+  [r50_tf32_prev]="--model resnet50 --batch 128 --allow-tf32 all"
+  [r50_tf32_fuse]="--model resnet50 --batch 128 --allow-tf32 all --fuse-relu on"
   [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
   [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
-  [r50_fp16_graph]="--model resnet50 --batch 128 --amp fp16"
   [r50_tf32_bench_graph]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
-  [r50_bf16_next]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
+  [r50_bf16_prev]="--model resnet50 --batch 128 --amp bf16"
+  [r50_bf16_fuse]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
   [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
   [r50_tf32_cl]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
   [r50_bf16_cl]="--model resnet50 --batch 128 --amp bf16 --channels-last"
   [bert_bf16_cudagraphs]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --cuda-graphs"
-  [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
+  [bert_tf32_prev]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
   [graph_bert_tf32]="--model graph:$kit/models/graphs/bert.json --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_gpt2_tf32]="--model graph:$kit/models/graphs/gpt2.json --batch 8 --seq-len 128 --allow-tf32 all"
 )
 # Environment per tag: a GPU path's switch (cuda_settings.h), so the default runs beside the
 # path it replaced, or a new path beside the default, in the same call (DESIGN.md section 10).
-# NEXT: the GPU paths written since the last lease, default off until measured (issue 31);
-# each *_next tag runs its base tag's flags with them on (ResNets also --fuse-relu on),
-# right after the base pair, and test_cuda_parity runs once more with them on.
-NEXT="OOMLAB_CUDA_VECTORIZED=1 OOMLAB_CUDA_BN_ONE_PASS=1 OOMLAB_CUDA_FOREACH=1 OOMLAB_CUDA_TOKEN_INPUTS=1"
-# GRAPH: convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), alone, so that
-# its effect is not mixed with NEXT's: *_graph tags, and test_cuda_parity's conv rows under it.
+# PREV: the paths issue 31 replaced, as they were the defaults before the H200 kit run of
+# cbc8729 measured the new ones (vectorized elementwise, one-pass BN, foreach optimizers,
+# device token inputs): each *_prev tag runs its base tag's flags on the old paths, and
+# test_cuda_parity runs once more under PREV (with the tiled attention kernels: no flash, no
+# tensor cores). *_fuse: --fuse-relu on (off by default: it changes the model's ops).
+PREV="OOMLAB_CUDA_VECTORIZED=0 OOMLAB_CUDA_BN_ONE_PASS=0 OOMLAB_CUDA_FOREACH=0 OOMLAB_CUDA_TOKEN_INPUTS=0"
+# GRAPH: convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), off by default
+# (within noise of the legacy heuristics on the H200): *_graph tags, and test_cuda_parity's
+# conv rows under it.
 GRAPH="OOMLAB_CUDNN_GRAPH=1"
-# FLASH: register-tiled float32 fused attention for head dims of 64 (attention_flash.cu), alone:
-# the *_flash tag, and test_cuda_parity's attention rows under it.
-FLASH="OOMLAB_CUDA_FLASH_ATTENTION=1"
-# TC: tensor-core fused attention (attention_tc.cu: TF32 WMMA tiles; float32 copies of 16-bit
-# inputs, head dims of 64), alone: the *_tc tag, and test_cuda_parity's attention rows under it.
-TC="OOMLAB_CUDA_TC_ATTENTION=1"
-declare -A ENVS=([r50_tf32_next]="$NEXT"
-                 [r50_bf16_next]="$NEXT" [bert_tf32_next]="$NEXT" [r50_tf32_graph]="$GRAPH"
-                 [r50_bf16_graph]="$GRAPH" [r50_fp16_graph]="$GRAPH" [r50_tf32_bench_graph]="$GRAPH"
-                 [bert384_fused_flash]="$FLASH" [bert384_fused_bf16_tc]="$TC")
-ORDER=(r50_fp32 r50_tf32 r50_tf32_next r50_tf32_graph r50_tf32_cl r50_bf16 r50_bf16_next r50_bf16_graph r50_bf16_cudagraphs
-       r50_bf16_cl r50_fp16 r50_fp16_graph
-       r50_tf32_bench r50_tf32_bench_graph vgg16_tf32 bert_fp32 bert_tf32
-       bert_tf32_next bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all bert384_selective bert384_fused bert384_fused_flash bert384_fused_bf16
-       bert384_fused_bf16_tc
+# NOTC: fused attention without the tensor-core kernels (attention_tc.cu): float32 runs the
+# register-tiled flash kernels (attention_flash.cu): *_notc. TILED: the shared-memory tiled
+# kernels alone (the fused-attention default before the flash and tensor-core kernels): *_tiled.
+NOTC="OOMLAB_CUDA_TC_ATTENTION=0"
+TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
+declare -A ENVS=([r50_tf32_prev]="$PREV" [r50_bf16_prev]="$PREV" [bert_tf32_prev]="$PREV"
+                 [r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_graph]="$GRAPH"
+                 [bert384_fused_notc]="$NOTC" [bert384_fused_bf16_tiled]="$TILED")
+ORDER=(r50_fp32 r50_tf32 r50_tf32_prev r50_tf32_fuse r50_tf32_graph r50_tf32_cl r50_bf16 r50_bf16_prev r50_bf16_fuse
+       r50_bf16_graph r50_bf16_cudagraphs r50_bf16_cl r50_fp16 r50_tf32_bench r50_tf32_bench_graph vgg16_tf32
+       bert_fp32 bert_tf32 bert_tf32_prev bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all
+       bert384_selective bert384_fused bert384_fused_notc bert384_fused_bf16 bert384_fused_bf16_tiled
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
@@ -172,45 +180,46 @@ train_args() {   # tag -> the whole oomlab train argument list but --device / --
 }
 
 # ---- tests, sanitizers and meta predictions, concurrently ----------------------------------
+test_job() {   # name seconds env-words... -- command... : one test run in the background
+  local name=$1 secs=$2; shift 2
+  local envs=()
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  shift
+  wanted_test "$name" || return 0
+  ( s=$SECONDS; env "${envs[@]}" timeout "$secs" "$@" > "$work/logs/$name.log" 2>&1
+    echo "$name rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
+}
 run_tests() {
-  local b
+  local b n parity=$kit/bin/test_cuda_parity
   for b in "$kit"/bin/test_*; do
-    local n; n=$(basename "$b")
-    ( s=$SECONDS; timeout 150 "$b" --gtest_output="json:$work/tests/$n.json" > "$work/logs/$n.log" 2>&1
-      echo "$n rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
+    n=$(basename "$b")
+    # test_cuda_models steps every zoo model on the CPU too: 106 s alone, 150+ s beside the rest
+    test_job "$n" "$([[ $n == test_cuda_models ]] && echo 210 || echo 150)" -- "$b" --gtest_output="json:$work/tests/$n.json"
   done
-  local san
+  local san tool
   san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
-  if [[ -n $san && -x $kit/bin/test_cuda_parity ]]; then
-    local tool
+  if [[ -n $san && -x $parity ]]; then
     for tool in memcheck racecheck; do
-      ( s=$SECONDS; OOMLAB_NO_CACHING=1 timeout 170 "$san" --tool "$tool" --error-exitcode 9 "$kit/bin/test_cuda_parity" \
-          > "$work/logs/sanitizer_$tool.log" 2>&1
-        echo "sanitizer_$tool rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
+      test_job "sanitizer_$tool" 170 OOMLAB_NO_CACHING=1 -- "$san" --tool "$tool" --error-exitcode 9 "$parity"
     done
   else
     echo "sanitizer not found" >> "$work/tests/rc.txt"
   fi
-  if [[ -x $kit/bin/test_cuda_parity ]]; then   # the reference attention kernels against the CPU too
-    ( s=$SECONDS; OOMLAB_CUDA_TILED_ATTENTION=0 timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*attention*' \
-        --gtest_output="json:$work/tests/test_cuda_parity_reference_attention.json" > "$work/logs/test_cuda_parity_reference_attention.log" 2>&1
-      echo "test_cuda_parity_reference_attention rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
-  fi
-  if [[ -x $kit/bin/test_cuda_parity ]]; then   # the NEXT paths against the CPU
-    ( s=$SECONDS; env $NEXT timeout 150 "$kit/bin/test_cuda_parity" \
-        --gtest_output="json:$work/tests/test_cuda_parity_next.json" > "$work/logs/test_cuda_parity_next.log" 2>&1
-      echo "test_cuda_parity_next rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
-    ( s=$SECONDS; env $GRAPH timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*conv*' \
-        --gtest_output="json:$work/tests/test_cuda_parity_graph.json" > "$work/logs/test_cuda_parity_graph.log" 2>&1
-      echo "test_cuda_parity_graph rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
-    ( s=$SECONDS; env $FLASH timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*attention*' \
-        --gtest_output="json:$work/tests/test_cuda_parity_flash.json" > "$work/logs/test_cuda_parity_flash.log" 2>&1
-      echo "test_cuda_parity_flash rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
-    ( s=$SECONDS; env $TC timeout 150 "$kit/bin/test_cuda_parity" --gtest_filter='*attention*' \
-        --gtest_output="json:$work/tests/test_cuda_parity_tc.json" > "$work/logs/test_cuda_parity_tc.log" 2>&1
-      echo "test_cuda_parity_tc rc=$? $((SECONDS - s))s" >> "$work/tests/rc.txt" ) &
-  fi
+  [[ -x $parity ]] || return 0
+  # the old paths (PREV, and the tiled attention kernels), the graph API's convolutions and the
+  # reference attention kernels against the CPU too
+  # shellcheck disable=SC2086  # PREV / TILED / GRAPH are word lists
+  test_job test_cuda_parity_prev 150 $PREV $TILED -- "$parity" --gtest_output="json:$work/tests/test_cuda_parity_prev.json"
+  # shellcheck disable=SC2086
+  test_job test_cuda_parity_graph 150 $GRAPH -- "$parity" --gtest_filter='*conv*' \
+    --gtest_output="json:$work/tests/test_cuda_parity_graph.json"
+  # shellcheck disable=SC2086
+  test_job test_cuda_parity_reference_attention 150 $TILED OOMLAB_CUDA_TILED_ATTENTION=0 -- "$parity" \
+    --gtest_filter='*attention*' --gtest_output="json:$work/tests/test_cuda_parity_reference_attention.json"
+}
+run_meta() {   # the meta device's prediction of each pair's peak; then waits for the tests too
   ( for tag in "${ORDER[@]}"; do
+      wanted "$tag" || continue
       # shellcheck disable=SC2046  # train_args is a word list
       timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device meta --steps 2 \
         --json "$work/res/meta_$tag.json" > "$work/logs/meta_$tag.log" 2>&1
@@ -220,6 +229,7 @@ run_tests() {
 if (($(left) > 200)); then
   log "tests, compute-sanitizer and meta predictions"
   run_tests
+  run_meta
   log "tests done: $(tr '\n' ';' < "$work/tests/rc.txt")"
 else
   log "skipped: tests (budget)"
@@ -244,22 +254,25 @@ torch_ask() {   # command seconds -> the answer
 }
 torch_read 120 > "$work/res/torch_versions.json"   # printed once PyTorch is imported
 for tag in "${ORDER[@]}"; do
+  wanted "$tag" || continue
   (($(left) > 40)) || { log "skipped: $tag and later pairs (budget)"; break; }
   # shellcheck disable=SC2046
   env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_next || $tag == *_graph || $tag == bert*_cudagraphs ]] &&
+  [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_prev || $tag == *_fuse || $tag == *_graph ||
+     $tag == bert*_cudagraphs ]] &&
     continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)
   log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"
 done
 for tag in "${TORCH_ONLY[@]}"; do
+  wanted "$tag" || continue
   (($(left) > 30)) || { log "skipped: torch $tag (budget)"; continue; }
   log "torch $tag: $(torch_ask "run $tag" 60 | cut -c1-160)"
 done
 
 # ---- per-op time: synchronized traces of oomlab, PyTorch's profiler beside them -----------
-for tag in r50_tf32 bert_tf32; do
+for tag in ${OOMLAB_KIT_BREAKDOWN:-r50_tf32 bert_tf32}; do
   (($(left) > 35)) || { log "skipped: breakdown $tag (budget)"; continue; }
   # shellcheck disable=SC2046
   OOMLAB_CUDA_SYNC=1 timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps 4 \
@@ -280,6 +293,7 @@ declare -A PAR=(
   [par_ddp_syncbn]="--parallel ddp --devices 2 --batch 64 --sync-bn"
 )
 for tag in par_dp par_bdp par_ddp par_ddp_syncbn; do
+  wanted "$tag" || continue
   (($(left) > 25)) || { log "skipped: $tag (budget)"; continue; }
   # shellcheck disable=SC2086
   timeout 60 "$kit/bin/oomlab" train --model resnet50 --dataset synthetic --allow-tf32 all --optimizer sgd --lr 0.01 \
@@ -289,7 +303,9 @@ for tag in par_dp par_bdp par_ddp par_ddp_syncbn; do
 done
 
 # ---- the host CPU's attention: oomlab eager / fused beside PyTorch SDPA (issue 31) ---------
-if (($(left) > 60)); then
+if ! wanted cpu_attention; then
+  :
+elif (($(left) > 60)); then
   timeout 90 python3 "$kit/scripts/attention_vs_torch.py" --bench "$kit/bin/bench_attention" --seqs 512,1024 \
     --rounds 2 --iters 3 --json "$work/res/attention_cpu.json" > "$work/logs/attention_cpu.log" 2>&1
   log "cpu attention rc=$?: $(tail -1 "$work/logs/attention_cpu.log" | cut -c1-160)"
@@ -301,6 +317,7 @@ fi
 # (the files land in logs.tar.gz: res/graph_*.json, fixtures for the C++ importer's tests)
 for spec in "torchvision:resnet50 1,3,224,224 float32 resnet50" "hf:bert 1,128 int64 bert_base"; do
   read -r model shape dtype tag <<<"$spec"
+  wanted "graph_export_$tag" || continue
   (($(left) > 30)) || { log "skipped: graph export $tag (budget)"; continue; }
   timeout 90 python3 "$kit/scripts/export_model.py" "$model" --input-shape "$shape" --input-dtype "$dtype" \
     --out "$work/res/graph_$tag.json" > "$work/logs/graph_$tag.log" 2>&1

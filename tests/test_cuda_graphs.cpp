@@ -13,12 +13,13 @@
 //  * on a GPU (skipped without one): a captured kernel replays on new input; a capture
 //    that syncs with the host fails with CUDA's error and leaves the device usable; a
 //    graphed run's losses equal the eager run's (warm-up bit for bit, replays within
-//    float32 rounding), with SGD at a constant lr, AdamW under a cosine schedule, and VGG's
+//    float32 rounding; both runs with deterministic cuDNN algorithms), with SGD at a constant lr, AdamW under a cosine schedule, and VGG's
 //    dropout.
 // ctest tier: cli gpu
 #include <gtest/gtest.h>
 
 #include "cuda_test_util.h"
+#include "engine/core/backend.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/memory/caching_allocator.h"
@@ -57,9 +58,18 @@ TrainConfig image_run(Device device, const std::string& model = "resnet20") {
 }
 const nlohmann::json& stats_of(const nlohmann::json& res, const std::string& dev) { return res["memory"]["devices"][dev]; }
 
+// Deterministic cuDNN algorithms for the scope (torch.backends.cudnn.deterministic): runs
+// compared bit for bit must not take nondeterministic (atomic) convolution algorithms, or two
+// eager runs already differ (they did on an H200, from ResNet-20's third step).
+struct DeterministicCudnn {
+  DeterministicCudnn() { set_backend_options({.cudnn_deterministic = true}); }
+  ~DeterministicCudnn() { set_backend_options({.cudnn_deterministic = false}); }
+};
+
 // `base` trained eagerly and with --cuda-graphs: the graphed run's losses equal the eager
 // run's within float32 rounding (relative 1e-5); returns the graphed run's metrics.
 nlohmann::json expect_graphed_losses_match(const TrainConfig& base) {
+  const DeterministicCudnn deterministic;
   const nlohmann::json eager = train(base)["metrics"];
   TrainConfig c = base;
   c.cuda_graphs = true;
@@ -336,6 +346,7 @@ TEST_P(CudaGraphsRecipe, AGraphedRunsLossesEqualTheEagerRuns) {
   base.optimizer = recipe.substr(0, recipe.find('/'));
   base.schedule = recipe.substr(recipe.find('/') + 1);
   if (base.optimizer == "adamw") base.lr = 1e-3;
+  const DeterministicCudnn deterministic;
   const nlohmann::json eager = train(base)["metrics"];
   TrainConfig c = base;
   c.cuda_graphs = true;

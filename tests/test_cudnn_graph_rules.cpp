@@ -1,7 +1,7 @@
 // test_cudnn_graph_rules.cpp — the host-side rules of the cuDNN graph-API convolution path
 // (kernels/cuda/conv_graph_rules.h), which CPU CI can check though the path itself runs only
 // on a GPU: which engine configurations are refused (PyTorch's filter for its cuDNN v8
-// convolutions), the alignment a tensor descriptor promises, and how an engine is named in
+// convolutions, and nondeterministic engines under cuDNN deterministic), the alignment a tensor descriptor promises, and how an engine is named in
 // results and traces.
 // ctest tier: unit
 #include <gtest/gtest.h>
@@ -15,7 +15,8 @@ using cudnn_graph::EngineNotes;
 
 TEST(CudnnGraphRules, EngineRefusalFollowsPyTorchsFilter) {
   struct Row { EngineNotes notes; DType t; bool tf32; bool refused; };
-  const EngineNotes none{}, tc{true, false, false}, down{false, true, false}, reduced{false, false, true};
+  const EngineNotes none{}, tc{true, false, false, false}, down{false, true, false, false},
+      reduced{false, false, true, false};
   const Row rows[] = {
       {none, DType::f32, false, false},    {none, DType::f16, false, false},
       {tc, DType::f32, true, false},       // TF32 allowed: tensor-core float32 engines run
@@ -26,12 +27,24 @@ TEST(CudnnGraphRules, EngineRefusalFollowsPyTorchsFilter) {
       {reduced, DType::f16, true, true},   {reduced, DType::bf16, false, true},
   };
   for (const Row& r : rows) {
-    const char* why = cudnn_graph::engine_refusal(r.notes, r.t, r.tf32);
+    const char* why = cudnn_graph::engine_refusal(r.notes, r.t, r.tf32, false);
     EXPECT_EQ(why != nullptr, r.refused) << dtype_name(r.t) << " tf32=" << r.tf32 << " tc=" << r.notes.tensor_core
                                          << " down=" << r.notes.down_convert_inputs
                                          << " reduced=" << r.notes.reduced_precision_reduction;
   }
-  EXPECT_STREQ(cudnn_graph::engine_refusal(tc, DType::f32, false), "tensor-core math on float32 with TF32 off");
+  EXPECT_STREQ(cudnn_graph::engine_refusal(tc, DType::f32, false, false), "tensor-core math on float32 with TF32 off");
+}
+
+// torch.backends.cudnn.deterministic: engines with the NONDETERMINISTIC note (atomics) are
+// refused only under the switch; deterministic ones run either way.
+TEST(CudnnGraphRules, DeterministicRefusesOnlyNondeterministicEngines) {
+  const EngineNotes atomics{false, false, false, true}, tc_atomics{true, false, false, true}, plain{};
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    EXPECT_EQ(cudnn_graph::engine_refusal(atomics, t, true, false), nullptr) << dtype_name(t);
+    EXPECT_EQ(cudnn_graph::engine_refusal(tc_atomics, t, true, false), nullptr) << dtype_name(t);
+    EXPECT_STREQ(cudnn_graph::engine_refusal(atomics, t, true, true), "is nondeterministic (cuDNN deterministic is on)");
+    EXPECT_EQ(cudnn_graph::engine_refusal(plain, t, true, true), nullptr) << dtype_name(t);
+  }
 }
 
 TEST(CudnnGraphRules, PointerAlignmentIsTheLargestPowerOfTwoUpTo16) {

@@ -146,7 +146,7 @@ class GpuReport(unittest.TestCase):
             self.assertEqual(t["sanitizers"]["memcheck"]["summary"], "ERROR SUMMARY: 0 errors")
             readme = (out / "README.md").read_text()
             for text in ("NVIDIA H100 80GB HBM3", "Suite.F0", "par_dp (budget)", "0.50",
-                         "- mlp: conv2d_forward: cuDNN GEMM FMA_MATH x5", "New GPU paths beside the default",
+                         "- mlp: conv2d_forward: cuDNN GEMM FMA_MATH x5", "Switched GPU paths beside the default",
                          "| mlp_next | ", "| mlp_graph | ", "| mlp_cudagraphs | "):
                 self.assertIn(text, readme)
             self.assertEqual(json.loads((out / "provenance.json").read_text())["machine"]["compute_capability"], "9.0")
@@ -308,23 +308,34 @@ class GpuKit(unittest.TestCase):
             self.assertTrue(t["binaries"])
             self.assertTrue(all(b.get("failed") == 0 for b in t["binaries"].values()), t)
             self.assertIn("DRY RUN", (dry / "README.md").read_text())
-            # the NEXT switches: *_next rows beside their defaults, the parity suite under them
-            self.assertEqual(pts["r50_tf32_next"]["default_tag"], "r50_tf32")
-            self.assertIsNotNone(pts["bert_tf32_next"]["time_ratio_next_over_default"])
-            self.assertIn("test_cuda_parity_next", t["binaries"])
+            # the old paths (PREV): *_prev rows beside their defaults, the parity suite on them
+            self.assertEqual(pts["r50_tf32_prev"]["default_tag"], "r50_tf32")
+            self.assertIsNotNone(pts["bert_tf32_prev"]["time_ratio_next_over_default"])
+            self.assertEqual(pts["r50_tf32_fuse"]["default_tag"], "r50_tf32")
+            self.assertIn("test_cuda_parity_prev", t["binaries"])
             self.assertIn("test_cuda_parity_graph", t["binaries"])
+            self.assertIn("test_cuda_parity_reference_attention", t["binaries"])
             self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")
-            self.assertIn("test_cuda_parity_flash", t["binaries"])
-            self.assertEqual(pts["bert384_fused_flash"]["default_tag"], "bert384_fused")
+            self.assertEqual(pts["bert384_fused_notc"]["default_tag"], "bert384_fused")
             # --cuda-graphs beside its default (on meta: warm-up, capture, replays all ran)
             self.assertEqual(pts["r50_bf16_cudagraphs"]["default_tag"], "r50_bf16")
             self.assertIsNotNone(pts["r50_bf16_cudagraphs"]["time_ratio_next_over_default"])
             self.assertIn("test_cuda_graphs", t["binaries"])
-            # --channels-last and tensor-core attention beside their defaults
+            # --channels-last, and the fused-attention kernels the defaults replaced, beside their defaults
             self.assertEqual(pts["r50_bf16_cl"]["default_tag"], "r50_bf16")
             self.assertEqual(pts["r50_tf32_cl"]["default_tag"], "r50_tf32")
-            self.assertEqual(pts["bert384_fused_bf16_tc"]["default_tag"], "bert384_fused_bf16")
-            self.assertIn("test_cuda_parity_tc", t["binaries"])
+            self.assertEqual(pts["bert384_fused_bf16_tiled"]["default_tag"], "bert384_fused_bf16")
+            # a follow-up lease runs a part: the listed pairs, tests and breakdowns alone
+            part = Path(tmp) / "part"
+            r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", part], capture_output=True, text=True,
+                               env=dict(env, OOMLAB_KIT_DRY_RUN="1", OOMLAB_KIT_TAGS="r50_fp32 r50_tf32_cl",
+                                        OOMLAB_KIT_TESTS="test_cuda_graphs", OOMLAB_KIT_BREAKDOWN="r50_tf32_cl"),
+                               timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            pts = json.loads((part / "points.json").read_text())
+            self.assertEqual(sorted(t for t, p in pts.items() if p.get("oomlab")), ["r50_fp32", "r50_tf32_cl"])
+            self.assertEqual(list(json.loads((part / "tests.json").read_text())["binaries"]), ["test_cuda_graphs"])
+            self.assertIn("r50_tf32_cl", (part / "breakdown.txt").read_text())
 
 
 class ExportModel(unittest.TestCase):

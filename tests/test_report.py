@@ -382,18 +382,26 @@ class GpuKitSection(unittest.TestCase):
 
 @unittest.skipUnless(GPU_RECORD.is_dir(), f"{GPU_RECORD} not committed")
 class GpuLabels(unittest.TestCase):
-    """A switched row (gpu_run.sh NEXT / GRAPH / FLASH) is labelled by what it switched on, so
-    the report never shows it under its default's label."""
+    """A switched row (gpu_run.sh's PREV / GRAPH / NOTC / TILED rows, --channels-last,
+    --cuda-graphs) is labelled by what it switched, so the report never shows it under its
+    default's label."""
 
     def test_switched_paths_are_named(self):
         from oomlab_report.gpu_record import describe_oomlab, label
         base = {"config": {"model": "resnet50", "batch": 128, "amp": "bf16"}, "context": {"device_properties": {}}}
         self.assertEqual(label(describe_oomlab(base)), "ResNet-50 b128 AMP bf16")
         props = {"vectorized_elementwise": "true", "bn_one_pass": "true", "foreach_optimizer": "true",
-                 "cudnn_graph_api": "false"}
-        nxt = {"config": dict(base["config"], fuse_relu=True), "context": {"device_properties": props}}
-        self.assertEqual(label(describe_oomlab(nxt)),
-                         "ResNet-50 b128 AMP bf16, vectorized, one-pass BN, foreach optimizer, fused ReLU")
+                 "token_inputs_on_device": "true", "cudnn_graph_api": "false"}
+        today = {"config": dict(base["config"], fuse_relu=True), "context": {"device_properties": props}}
+        self.assertEqual(label(describe_oomlab(today)), "ResNet-50 b128 AMP bf16, fused ReLU")
+        prev = {k: "false" if k != "cudnn_graph_api" else v for k, v in props.items()}
+        old = {"config": base["config"], "context": {"device_properties": prev}}
+        self.assertEqual(label(describe_oomlab(old)), "ResNet-50 b128 AMP bf16, issue-31 paths off")
+        one = {"config": base["config"], "context": {"device_properties": dict(props, bn_one_pass="false")}}
+        self.assertEqual(label(describe_oomlab(one)), "ResNet-50 b128 AMP bf16, three-pass BN")
+        cl = {"config": dict(base["config"], channels_last=True, cuda_graphs=True),
+              "context": {"device_properties": props}}
+        self.assertEqual(label(describe_oomlab(cl)), "ResNet-50 b128 AMP bf16, channels_last, CUDA graphs")
         graph = {"config": base["config"], "context": {"device_properties": {"cudnn_graph_api": "true"}}}
         self.assertEqual(label(describe_oomlab(graph)), "ResNet-50 b128 AMP bf16, cuDNN graph API")
         bert = {"config": {"model": "bert-base", "batch": 24, "seq_len": 384, "attention": "fused"},
@@ -401,6 +409,10 @@ class GpuLabels(unittest.TestCase):
         self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))
         bert["context"]["device_properties"]["flash_attention"] = "false"
         self.assertIn("fused attention (tiled kernels)", label(describe_oomlab(bert)))
+        bert["context"]["device_properties"].update(tc_attention="true", flash_attention="true")
+        self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))   # fp32 without TF32
+        bert["config"]["amp"] = "bf16"
+        self.assertIn("fused attention (tensor-core kernels)", label(describe_oomlab(bert)))
 
 
 class GpuProvenance(unittest.TestCase):

@@ -21,11 +21,12 @@ namespace oomlab {
 // Numerics / autotuning switches of an accelerator backend. A field left unset keeps the
 // backend's current value: PyTorch's defaults (torch.backends.cuda.matmul.allow_tf32 =
 // false, torch.backends.cudnn.allow_tf32 = true, torch.backends.cudnn.benchmark = false,
-// no cuDNN workspace limit) or what the OOMLAB_* environment set.
+// torch.backends.cudnn.deterministic = false, no cuDNN workspace limit) or what the OOMLAB_* environment set.
 struct BackendOptions {
   std::optional<bool> matmul_allow_tf32;
   std::optional<bool> cudnn_allow_tf32;
   std::optional<bool> cudnn_benchmark;
+  std::optional<bool> cudnn_deterministic;
   std::optional<size_t> cudnn_workspace_limit;   // 0 = unlimited
 };
 

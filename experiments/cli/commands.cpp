@@ -225,7 +225,7 @@ template <class F> auto with_traces_on_oom(const CliArgs& a, const Device& dev, 
 }
 
 // --allow-tf32 none|cudnn|all (PyTorch's default: cudnn), --cudnn-benchmark on|off,
-// --cudnn-workspace-limit SIZE: numerics switches of accelerator backends, each applied
+// --cudnn-deterministic on|off, --cudnn-workspace-limit SIZE: numerics switches of accelerator backends, each applied
 // only when given (the others keep the backend's defaults / OOMLAB_* environment); the
 // switches in force are recorded in results under context.device_properties.
 BackendOptions backend_options(const CliArgs& a) {
@@ -236,6 +236,7 @@ BackendOptions backend_options(const CliArgs& a) {
     o.cudnn_allow_tf32 = tf32 != "none";
   }
   if (a.has("cudnn-benchmark")) o.cudnn_benchmark = a.get("cudnn-benchmark") == "on";
+  if (a.has("cudnn-deterministic")) o.cudnn_deterministic = a.get("cudnn-deterministic") == "on";
   if (a.has("cudnn-workspace-limit")) o.cudnn_workspace_limit = parse_size(a.get("cudnn-workspace-limit"));
   return o;
 }

@@ -195,6 +195,8 @@ void rows_backend_option_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("allow-tf32", kTrain, "TF32 for matmuls and/or cuDNN convolutions (PyTorch's default: cudnn)")
                   .choice({"none", "cudnn", "all"}).s);
   t.push_back(F("cudnn-benchmark", kTrain, "cuDNN autotuning (torch.backends.cudnn.benchmark)").choice({"on", "off"}).s);
+  t.push_back(F("cudnn-deterministic", kTrain, "deterministic cuDNN algorithms only (torch.backends.cudnn.deterministic)")
+                  .choice({"on", "off"}).s);
   t.push_back(F("cudnn-workspace-limit", kTrain, "the largest cuDNN workspace an algorithm may use").size().s);
 }
 

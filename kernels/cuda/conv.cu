@@ -11,7 +11,8 @@
 // algorithm candidates in preference order. Candidates come from
 //   * cudnnGet*Algorithm_v7 (heuristics) by default, or
 //   * cudnnFind*AlgorithmEx (timed on the call's own buffers) when cudnn_benchmark();
-// those with a workspace above cudnn_workspace_limit() are dropped (none at all:
+// those with a workspace above cudnn_workspace_limit(), or nondeterministic ones under
+// cudnn_deterministic(), are dropped (none at all:
 // NotImplementedError, as a missing kernel; none within the limit: DeviceError). Math type: float32
 // uses CUDNN_DEFAULT_MATH (TF32 permitted) when cudnn_allow_tf32(), else CUDNN_FMA_MATH
 // (strict fp32, forced over any algorithm's own math type); half types start from
@@ -69,7 +70,7 @@ int to_int(int64_t v, Kind k, const char* what) {
 }
 
 struct Candidate { int algo; cudnnMathType_t math; size_t ws; };
-struct Perf { int algo; cudnnStatus_t status; size_t memory; cudnnMathType_t math; };
+struct Perf { int algo; cudnnStatus_t status; size_t memory; cudnnMathType_t math; bool deterministic; };
 
 struct ConvPlan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;      // x: [N,C,H,W], y: [N,K,P,Q]
@@ -111,7 +112,8 @@ cudnnConvolutionDescriptor_t conv_desc(ConvPlan& plan, const Conv2dArgs& a, cons
 template <class P> std::vector<Perf> to_perf(const std::vector<P>& v, int n) {
   std::vector<Perf> out;
   for (int i = 0; i < n && i < int(v.size()); ++i)
-    out.push_back({int(v[size_t(i)].algo), v[size_t(i)].status, v[size_t(i)].memory, v[size_t(i)].mathType});
+    out.push_back({int(v[size_t(i)].algo), v[size_t(i)].status, v[size_t(i)].memory, v[size_t(i)].mathType,
+                   v[size_t(i)].determinism == CUDNN_DETERMINISTIC});
   return out;
 }
 
@@ -219,7 +221,7 @@ std::vector<Perf> find(cudnnHandle_t h, const ConvPlan& p, Kind k, cudnnConvolut
 }
 
 std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType t, Kind k, int device, bool tf32,
-                                     bool bench, size_t limit) {
+                                     bool bench, bool deterministic, size_t limit) {
   const Types ty = conv_types(t, tf32);
   auto plan = std::make_shared<ConvPlan>();
   ConvPlan& p = *plan;
@@ -245,11 +247,16 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
 
   const std::vector<Perf> perfs = bench ? find(h, p, k, base, a, device, limit) : heuristics(h, p, k, base);
   bool any_supported = false;   // some algorithm exists, whatever its workspace
+  bool nondeterministic_only = false;   // an algorithm left out for cudnn_deterministic()
   cudnnStatus_t first_refusal = CUDNN_STATUS_SUCCESS;   // for the message
   for (const Perf& r : perfs) {
     if (environment_failure(r.status)) cuda::throw_cudnn_error(r.status, kind_op(k), __FILE__, __LINE__);
     if (r.status != CUDNN_STATUS_SUCCESS) {
       if (first_refusal == CUDNN_STATUS_SUCCESS) first_refusal = r.status;
+      continue;
+    }
+    if (deterministic && !r.deterministic) {
+      nondeterministic_only = true;
       continue;
     }
     const cudnnMathType_t math = (ty.strict_fp32 || int(r.math) < 0 || int(r.math) > 3) ? ty.base_math : r.math;
@@ -267,7 +274,11 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
     const std::string what = str_cat("input [", a.N, ", ", a.C, ", ", a.H, ", ", a.W, "] and weight [", a.K, ", ",
                                      a.C / a.p.groups, ", ", a.R, ", ", a.S, "]");
     // No algorithm at all: this cuDNN does not implement the dtype/configuration (as a
-    // missing kernel-table entry); algorithms only over the limit: a settings problem.
+    // missing kernel-table entry); algorithms only over the limit, or only nondeterministic
+    // ones under cudnn_deterministic(): a settings problem.
+    if (!any_supported && nondeterministic_only)
+      throw DeviceError(str_cat("op '", kind_op(k), "' on cuda: cuDNN offers no deterministic ", dtype_name(t),
+                                " algorithm for ", what, " (cuDNN deterministic is on)"));
     if (!any_supported)
       throw NotImplementedError(str_cat("op '", kind_op(k), "' has no cuda/", dtype_name(t),
                                         " cuDNN algorithm for ", what, " (", perfs.size(), " candidates; cuDNN: ",
@@ -280,7 +291,7 @@ std::shared_ptr<ConvPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType
   return plan;
 }
 
-using Key = std::array<int64_t, 23>;
+using Key = std::array<int64_t, 24>;
 struct PlanCache {
   std::mutex mu;
   std::map<Key, std::shared_ptr<const ConvPlan>> plans;
@@ -289,17 +300,18 @@ PlanCache& plan_cache() { static auto* c = new PlanCache; return *c; }   // leak
 
 std::shared_ptr<const ConvPlan> get_plan(cudnnHandle_t h, const Conv2dArgs& a, DType t, Kind k, int device) {
   const bool bench = cudnn_benchmark();
+  const bool deterministic = cudnn_deterministic();
   const size_t limit = cudnn_workspace_limit();
   const bool tf32 = t == DType::f32 && cudnn_allow_tf32();
   const Key key{device, int64_t(t), int64_t(k), a.N, a.C, a.H, a.W, a.K, a.R, a.S, a.P, a.Q,
                 a.p.stride_h, a.p.stride_w, a.p.pad_h, a.p.pad_w, a.p.dil_h, a.p.dil_w, a.p.groups,
                 tf32, bench, limit == SIZE_MAX ? -1 : int64_t(std::min<size_t>(limit, size_t(INT64_MAX))),
-                a.channels_last};
+                a.channels_last, deterministic};
   PlanCache& c = plan_cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.plans.find(key);
   if (it != c.plans.end()) return it->second;
-  std::shared_ptr<const ConvPlan> plan = build_plan(h, a, t, k, device, tf32, bench, limit);
+  std::shared_ptr<const ConvPlan> plan = build_plan(h, a, t, k, device, tf32, bench, deterministic, limit);
   c.plans.emplace(key, plan);
   return plan;
 }

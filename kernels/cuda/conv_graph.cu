@@ -3,7 +3,7 @@
 // configurations from the heuristics (mode A, then the fallback list), filtered by
 // conv_graph_rules.h, finalized into execution plans and cached.
 // Plans: per (handle, dtype, direction, shape, parameters, the three pointers' alignments,
-// TF32 / benchmark / workspace settings) one cached GraphPlan holds every descriptor and the
+// TF32 / benchmark / deterministic / workspace settings) one cached GraphPlan holds every descriptor and the
 // usable execution plans in preference order: the heuristics' order, the first
 // kHeuristicPlans of them (a spare for a workspace that cannot be allocated), or, with
 // cudnn_benchmark(), up to kBenchmarkPlans timed on the call's own buffers (fastest first;
@@ -36,6 +36,12 @@ using namespace cudnn_graph;
 
 constexpr size_t kHeuristicPlans = 2;
 constexpr size_t kBenchmarkPlans = 8;
+
+// The cuda_settings.h switches a plan is built under (all part of its cache key).
+struct Settings {
+  bool tf32, bench, deterministic;
+  size_t limit;
+};
 
 
 // The heuristics' engine configurations for `graph` under `mode` (none when it has none).
@@ -83,6 +89,7 @@ EngineInfo engine_info(const Desc& cfg) {
     info.notes.tensor_core |= notes[size_t(i)] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
     info.notes.down_convert_inputs |= notes[size_t(i)] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
     info.notes.reduced_precision_reduction |= notes[size_t(i)] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
+    info.notes.nondeterministic |= notes[size_t(i)] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
   }
   int64_t index = -1;
   step(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index), "engine index");
@@ -149,8 +156,8 @@ cudnnStatus_t try_execute(cudnnHandle_t h, const Engine& e, std::array<void*, 3>
 }
 
 // An execution plan for `cfg` when the rules accept it, it finalizes and its workspace is
-// within `limit`; otherwise nullopt and *skipped says why (the last reason is kept).
-std::optional<Engine> make_engine(cudnnHandle_t h, Desc cfg, DType t, bool tf32, size_t limit, std::string* skipped) {
+// within the workspace limit; otherwise nullopt and *skipped says why (the last reason is kept).
+std::optional<Engine> make_engine(cudnnHandle_t h, Desc cfg, DType t, const Settings& set, std::string* skipped) {
   EngineInfo info;
   try {
     info = engine_info(cfg);
@@ -158,7 +165,7 @@ std::optional<Engine> make_engine(cudnnHandle_t h, Desc cfg, DType t, bool tf32,
     *skipped = r.why;
     return std::nullopt;
   }
-  if (const char* refusal = cudnn_graph::engine_refusal(info.notes, t, tf32)) {
+  if (const char* refusal = cudnn_graph::engine_refusal(info.notes, t, set.tf32, set.deterministic)) {
     *skipped = str_cat(info.tag, " ", refusal);
     return std::nullopt;
   }
@@ -177,7 +184,7 @@ std::optional<Engine> make_engine(cudnnHandle_t h, Desc cfg, DType t, bool tf32,
     *skipped = str_cat(info.tag, " workspace query: ", cudnnGetErrorString(st));
     return std::nullopt;
   }
-  if (ws < 0 || size_t(ws) > limit) {
+  if (ws < 0 || size_t(ws) > set.limit) {
     *skipped = str_cat(info.tag, " workspace ", ws, " B over the limit");
     return std::nullopt;
   }
@@ -225,13 +232,13 @@ void order_by_time(GraphPlan& p, cudnnHandle_t h, std::array<void*, 3> ptrs, int
   p.engines = std::move(ordered);
 }
 
-void build_engines(GraphPlan& p, cudnnHandle_t h, const Desc& graph, DType t, bool tf32, bool bench, size_t limit) {
-  const size_t wanted = bench ? kBenchmarkPlans : kHeuristicPlans;
+void build_engines(GraphPlan& p, cudnnHandle_t h, const Desc& graph, DType t, const Settings& set) {
+  const size_t wanted = set.bench ? kBenchmarkPlans : kHeuristicPlans;
   std::string skipped = "the heuristics offered no engine";
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     for (Desc& cfg : engine_configs(graph, mode)) {
       if (p.engines.size() >= wanted) return;
-      if (auto e = make_engine(h, std::move(cfg), t, tf32, limit, &skipped)) p.engines.push_back(std::move(*e));
+      if (auto e = make_engine(h, std::move(cfg), t, set, &skipped)) p.engines.push_back(std::move(*e));
     }
     if (!p.engines.empty()) return;   // the fallback list only when mode A gave nothing usable
   }
@@ -239,10 +246,10 @@ void build_engines(GraphPlan& p, cudnnHandle_t h, const Desc& graph, DType t, bo
 }
 
 std::shared_ptr<GraphPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DType t, int kind, int device,
-                                      std::array<void*, 3> ptrs, bool tf32, bool bench, size_t limit) {
+                                      std::array<void*, 3> ptrs, const Settings& set) {
   auto plan = std::make_shared<GraphPlan>();
   GraphPlan& p = *plan;
-  p.from_find = bench;
+  p.from_find = set.bench;
   try {
     p.keep.push_back(tensor(1, t, {a.N, a.C, a.H, a.W}, cudnn_graph::pointer_alignment(ptrs[0]), a.channels_last));
     p.keep.push_back(tensor(2, t, {a.K, a.C / a.p.groups, a.R, a.S}, cudnn_graph::pointer_alignment(ptrs[1]),
@@ -256,17 +263,17 @@ std::shared_ptr<GraphPlan> build_plan(cudnnHandle_t h, const Conv2dArgs& a, DTyp
     graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "graph handle");
     graph.finalize("operation graph");
     p.keep.push_back(std::move(graph));
-    build_engines(p, h, p.keep.back(), t, tf32, bench, limit);
+    build_engines(p, h, p.keep.back(), t, set);
   } catch (const Refused& r) {
     p.engines.clear();
     p.why = r.why;
   }
-  if (bench && !p.engines.empty()) order_by_time(p, h, ptrs, device);
+  if (set.bench && !p.engines.empty()) order_by_time(p, h, ptrs, device);
   if (p.engines.empty() && p.why.empty()) p.why = "no engine ran in the benchmark";
   return plan;
 }
 
-using Key = std::array<int64_t, 27>;
+using Key = std::array<int64_t, 28>;
 struct GraphPlanCache {
   std::mutex mu;
   std::map<Key, std::shared_ptr<const GraphPlan>> plans;
@@ -275,19 +282,18 @@ GraphPlanCache& graph_cache() { static auto* c = new GraphPlanCache; return *c; 
 
 std::shared_ptr<const GraphPlan> get_plan(cudnnHandle_t h, const Conv2dArgs& a, DType t, int kind, int device,
                                           std::array<void*, 3> ptrs) {
-  const bool bench = cudnn_benchmark();
-  const size_t limit = cudnn_workspace_limit();
-  const bool tf32 = t == DType::f32 && cudnn_allow_tf32();
+  const Settings set{t == DType::f32 && cudnn_allow_tf32(), cudnn_benchmark(), cudnn_deterministic(),
+                     cudnn_workspace_limit()};
   const Key key{int64_t(reinterpret_cast<uintptr_t>(h)), int64_t(t), kind, a.N, a.C, a.H, a.W, a.K, a.R, a.S, a.P,
-                a.Q, a.p.stride_h, a.p.stride_w, a.p.pad_h, a.p.pad_w, a.p.dil_h, a.p.dil_w, a.p.groups, tf32, bench,
-                limit == SIZE_MAX ? -1 : int64_t(std::min<size_t>(limit, size_t(INT64_MAX))),
+                a.Q, a.p.stride_h, a.p.stride_w, a.p.pad_h, a.p.pad_w, a.p.dil_h, a.p.dil_w, a.p.groups, set.tf32,
+                set.bench, set.limit == SIZE_MAX ? -1 : int64_t(std::min<size_t>(set.limit, size_t(INT64_MAX))),
                 cudnn_graph::pointer_alignment(ptrs[0]), cudnn_graph::pointer_alignment(ptrs[1]),
-                cudnn_graph::pointer_alignment(ptrs[2]), device, a.channels_last};
+                cudnn_graph::pointer_alignment(ptrs[2]), device, a.channels_last, set.deterministic};
   GraphPlanCache& c = graph_cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.plans.find(key);
   if (it != c.plans.end()) return it->second;
-  std::shared_ptr<const GraphPlan> plan = build_plan(h, a, t, kind, device, ptrs, tf32, bench, limit);
+  std::shared_ptr<const GraphPlan> plan = build_plan(h, a, t, kind, device, ptrs, set);
   c.plans.emplace(key, plan);
   return plan;
 }

@@ -1,12 +1,13 @@
 // conv_graph_rules.h — the host-side rules of the cuDNN graph-API convolution path
 // (conv_graph.cu), plain C++ (no CUDA header) so that CPU CI tests them
 // (tests/test_cudnn_graph_rules.cpp):
-//   * engine_refusal(notes, dtype, tf32): why an engine configuration that cuDNN's
+//   * engine_refusal(notes, dtype, tf32, deterministic): why an engine configuration that cuDNN's
 //     heuristics offer is not used, or nullptr when it is usable. PyTorch's filter for its
 //     cuDNN v8 convolutions (aten/src/ATen/native/cudnn/Conv_v8.cpp): engines that
 //     down-convert their inputs, or reduce in a precision below the compute type, never
 //     run; float32 engines with tensor-core math only when TF32 is allowed (that is how
-//     the graph API encodes strict fp32: the legacy API's CUDNN_FMA_MATH).
+//     the graph API encodes strict fp32: the legacy API's CUDNN_FMA_MATH); under cuDNN
+//     deterministic (torch.backends.cudnn.deterministic), none with the NONDETERMINISTIC note.
 //   * pointer_alignment(p): the byte alignment a tensor descriptor promises cuDNN: the
 //     largest power of two dividing the address, at most 16 (an engine planned for
 //     16-byte vector loads must not get a less aligned view); it is part of the plan key.
@@ -27,9 +28,11 @@ struct EngineNotes {
   bool tensor_core = false;                    // CUDNN_NUMERICAL_NOTE_TENSOR_CORE
   bool down_convert_inputs = false;            // CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS
   bool reduced_precision_reduction = false;    // CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION
+  bool nondeterministic = false;               // CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
 };
 
-inline const char* engine_refusal(const EngineNotes& n, DType t, bool tf32) {
+inline const char* engine_refusal(const EngineNotes& n, DType t, bool tf32, bool deterministic) {
+  if (deterministic && n.nondeterministic) return "is nondeterministic (cuDNN deterministic is on)";
   if (n.down_convert_inputs) return "down-converts its inputs";
   if (n.reduced_precision_reduction) return "reduces in reduced precision";
   if (t == DType::f32 && !tf32 && n.tensor_core) return "tensor-core math on float32 with TF32 off";

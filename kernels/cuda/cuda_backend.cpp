@@ -52,6 +52,7 @@ DeviceProperties properties(int device) {
           {"matmul_allow_tf32", cuda_matmul_allow_tf32() ? "true" : "false"},
           {"cudnn_allow_tf32", cudnn_allow_tf32() ? "true" : "false"},
           {"cudnn_benchmark", cudnn_benchmark() ? "true" : "false"},
+          {"cudnn_deterministic", cudnn_deterministic() ? "true" : "false"},
           {"tiled_attention", cuda_tiled_attention() ? "true" : "false"},
           {"flash_attention", cuda_flash_attention() ? "true" : "false"},
           {"tc_attention", cuda_tc_attention() ? "true" : "false"},
@@ -75,6 +76,7 @@ void set_options(const BackendOptions& o) {   // unset fields keep their current
   set_cuda_allow_tf32(o.matmul_allow_tf32.value_or(cuda_matmul_allow_tf32()),
                       o.cudnn_allow_tf32.value_or(cudnn_allow_tf32()));
   if (o.cudnn_benchmark) set_cudnn_benchmark(*o.cudnn_benchmark);
+  if (o.cudnn_deterministic) set_cudnn_deterministic(*o.cudnn_deterministic);
   if (o.cudnn_workspace_limit)
     set_cudnn_workspace_limit(*o.cudnn_workspace_limit == 0 ? SIZE_MAX : *o.cudnn_workspace_limit);
 }

@@ -27,15 +27,16 @@ struct Settings {
   std::atomic<bool> matmul_tf32{env_flag("OOMLAB_MATMUL_TF32", false)};
   std::atomic<bool> cudnn_tf32{env_flag("OOMLAB_CUDNN_TF32", true)};
   std::atomic<bool> benchmark{env_flag("OOMLAB_CUDNN_BENCHMARK", false)};
+  std::atomic<bool> deterministic{env_flag("OOMLAB_CUDNN_DETERMINISTIC", false)};
   std::atomic<size_t> ws_limit{env_size("OOMLAB_CUDNN_WORKSPACE_LIMIT", SIZE_MAX)};
   std::atomic<bool> tiled_attention{env_flag("OOMLAB_CUDA_TILED_ATTENTION", true)};
-  std::atomic<bool> vectorized{env_flag("OOMLAB_CUDA_VECTORIZED", false)};
-  std::atomic<bool> bn_one_pass{env_flag("OOMLAB_CUDA_BN_ONE_PASS", false)};
-  std::atomic<bool> foreach_step{env_flag("OOMLAB_CUDA_FOREACH", false)};
+  std::atomic<bool> vectorized{env_flag("OOMLAB_CUDA_VECTORIZED", true)};
+  std::atomic<bool> bn_one_pass{env_flag("OOMLAB_CUDA_BN_ONE_PASS", true)};
+  std::atomic<bool> foreach_step{env_flag("OOMLAB_CUDA_FOREACH", true)};
   std::atomic<bool> cudnn_graph{env_flag("OOMLAB_CUDNN_GRAPH", false)};
-  std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", false)};
-  std::atomic<bool> token_inputs{env_flag("OOMLAB_CUDA_TOKEN_INPUTS", false)};
-  std::atomic<bool> tc_attention{env_flag("OOMLAB_CUDA_TC_ATTENTION", false)};
+  std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", true)};
+  std::atomic<bool> token_inputs{env_flag("OOMLAB_CUDA_TOKEN_INPUTS", true)};
+  std::atomic<bool> tc_attention{env_flag("OOMLAB_CUDA_TC_ATTENTION", true)};
 };
 
 Settings& settings() {
@@ -53,6 +54,8 @@ bool cudnn_allow_tf32() { return settings().cudnn_tf32.load(); }
 
 void set_cudnn_benchmark(bool on) { settings().benchmark.store(on); }
 bool cudnn_benchmark() { return settings().benchmark.load(); }
+void set_cudnn_deterministic(bool on) { settings().deterministic.store(on); }
+bool cudnn_deterministic() { return settings().deterministic.load(); }
 
 void set_cudnn_workspace_limit(size_t bytes) { settings().ws_limit.store(bytes); }
 size_t cudnn_workspace_limit() { return settings().ws_limit.load(); }

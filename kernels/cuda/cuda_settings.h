@@ -7,6 +7,11 @@
 //     CUDNN_FMA_MATH;
 //   * cuDNN benchmark (torch.backends.cudnn.benchmark): default false — algorithms come
 //     from cuDNN's heuristics; true runs cudnnFind*AlgorithmEx once per shape (autotune);
+//   * cuDNN deterministic (torch.backends.cudnn.deterministic): default false — any
+//     algorithm; true keeps only those cuDNN reports deterministic (no atomics: the legacy
+//     API's CUDNN_DETERMINISTIC, the graph API's engines without the NONDETERMINISTIC note),
+//     so that two runs of one build on one GPU give the same bits (without it, two ResNet-20
+//     runs on an H200 differed from their third step: test_cuda_graphs, kit run of cbc8729);
 //   * cuDNN workspace limit: the largest workspace (bytes) a convolution algorithm may
 //     use; default unlimited (SIZE_MAX). Algorithms over the limit are skipped;
 //   * tiled fused attention: default true — float32 fused attention runs the shared-memory
@@ -14,22 +19,26 @@
 //     and took 206.7 ms per BERT-base b24 s384 step against 1377.5 ms, reports/results/gpu/
 //     h200-2026-11-26-ab-attention); false runs the correctness-first kernels of
 //     kernels/cuda/attention.cu (the reference the kit times beside them);
-//   * paths of issue 31 not yet run on a GPU, each default false (the measured path) until
-//     the kit's parity suite and A/B (scripts/gpu_run.sh, tags *_next) show them correct
-//     and faster: vectorized elementwise (16-byte loads and stores in the pointwise maps,
-//     vector_map.cuh, and nll's backward in loss.cu; results bit-identical) and one-pass BatchNorm training statistics
-//     (batchnorm.cu, bn_math.cuh: two reads of x instead of three; within 1 float32 ulp),
-//     foreach optimizer steps (optim_foreach.cu: multi-tensor launches per parameter group
-//     instead of one launch per parameter; bit-identical), and convolutions planned with
-//     cuDNN's graph (backend) API heuristics (conv_graph.cu: engines the legacy _v7 queries
-//     cannot return, as PyTorch's cuDNN v8 API path; the legacy plan when none is offered),
-//     and register-tiled float32 fused attention for head dims of 64 (attention_flash.cu:
-//     score and output tiles as small matrix products, 4 x 4 / 4 x 8 per thread), and BERT's
-//     per-batch positions, token types and padding mask made by one device kernel
-//     (embedding.cu token_inputs) instead of from a host copy of the ids (a stall every
-//     step; under graph capture the device kernel runs whatever the switch says).
+//   * paths of issue 31, default true since the H200 kit run of cbc8729 (reports/results/gpu/
+//     h200-2026-11-27-kit3: each passed test_cuda_parity under its switch, and its A/B row beside
+//     the old path in the same call was faster; false runs the old path): vectorized elementwise
+//     (16-byte loads and stores in the pointwise maps, vector_map.cuh, and nll's backward in
+//     loss.cu; bit-identical), one-pass BatchNorm training statistics (batchnorm.cu,
+//     bn_math.cuh: two reads of x instead of three; within 1 float32 ulp), foreach optimizer
+//     steps (optim_foreach.cu: multi-tensor launches per parameter group; bit-identical) and
+//     BERT's positions, token types and padding mask made by one device kernel (embedding.cu
+//     token_inputs) instead of from a host copy of the ids: together (with --fuse-relu on)
+//     ResNet-50 b128 TF32 71.5 ms against 79.2, bf16 61.6 against 69.7, BERT-base b32 s128
+//     TF32 29.5 against 29.6; register-tiled float32 fused attention for head dims of 64
+//     (attention_flash.cu: 4 x 4 / 4 x 8 tiles per thread): BERT-base b24 s384 97.9 ms against
+//     the tiled kernels' 195.5; tensor-core fused attention (below): the same in AMP bf16 106.6 ms
+//     against 198.2;
+//   * cuDNN's graph (backend) API for convolutions (conv_graph.cu: engines the legacy _v7
+//     queries cannot return, as PyTorch's cuDNN v8 API path; the legacy plan when none is
+//     offered): default false; it passed the parity rows on the H200 but its A/B rows were
+//     within noise of the legacy heuristics (0.98-1.00x), so the measured path stays.
 // Initial values may be overridden by the environment (read once, at first use):
-// OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1,
+// OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1, OOMLAB_CUDNN_DETERMINISTIC=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1, OOMLAB_CUDA_FOREACH=0|1,
 // OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_TOKEN_INPUTS=0|1,
@@ -48,6 +57,9 @@ bool cudnn_allow_tf32();
 
 void set_cudnn_benchmark(bool on);
 bool cudnn_benchmark();
+
+void set_cudnn_deterministic(bool on);
+bool cudnn_deterministic();
 
 void set_cudnn_workspace_limit(size_t bytes);   // SIZE_MAX = unlimited
 size_t cudnn_workspace_limit();
@@ -69,7 +81,7 @@ void set_cuda_token_inputs_on_device(bool on);
 bool cuda_token_inputs_on_device();
 // Tensor-core fused attention (attention_tc.cu, head dims of 64): TF32 matrix products for
 // the float32 copies of 16-bit inputs (exact: float16 and bfloat16 fit TF32), and for float32
-// inputs when cuda_matmul_allow_tf32(). Default off until a GPU run measures it.
+// inputs when cuda_matmul_allow_tf32(). Default on (measured in AMP bf16, above).
 void set_cuda_tc_attention(bool on);
 bool cuda_tc_attention();
 

@@ -198,8 +198,11 @@ def describe_oomlab(doc):
     par = cfg.get("parallel")
     variant = [f"{par.upper()} on {cfg.get('devices')} devices" + (" + SyncBN" if cfg.get("sync_bn") else "")
                if isinstance(par, str) and par not in ("none", "single") else "",
-               fused_attention_kernels(props) if cfg.get("attention") == "fused" else "",
+               fused_attention_kernels(props, cfg.get("amp") in ("bf16", "fp16") or bool(cfg.get("half")))
+               if cfg.get("attention") == "fused" else "",
                "cuDNN benchmark" if props.get("cudnn_benchmark") == "true" else "",
+               "channels_last" if cfg.get("channels_last") else "",
+               "CUDA graphs" if cfg.get("cuda_graphs") else "",
                *switched_paths(cfg, props)]
     return {"model": model, "batch": cfg.get("batch"),
             "seq": cfg.get("seq_len") if str(model).startswith("bert") else None,
@@ -207,22 +210,34 @@ def describe_oomlab(doc):
             "device": cfg.get("device"), "variant": ", ".join(v for v in variant if v) or None}
 
 
-def fused_attention_kernels(props):
-    """Which CUDA kernels ran --attention fused (cuda_settings.h's switches). No tiled_attention
-    property: a run from before the tiled kernels existed."""
+def fused_attention_kernels(props, cfg_16bit):
+    """Which CUDA kernels ran --attention fused (cuda_settings.h's switches; the tensor-core
+    kernels take 16-bit inputs, and float32 ones when TF32 matmuls are allowed). No
+    tiled_attention property: a run from before the tiled kernels existed."""
+    if props.get("tc_attention") == "true" and (cfg_16bit or props.get("matmul_allow_tf32") == "true"):
+        return "fused attention (tensor-core kernels)"
     if props.get("flash_attention") == "true":
         return "fused attention (flash kernels)"
     return "fused attention (tiled kernels)" if props.get("tiled_attention") == "true" \
         else "fused attention (reference kernels)"
 
 
+# cuda_settings.h's issue-31 switches, their defaults since the H200 kit run of cbc8729, and
+# how a row that ran the other way is labelled.
+ISSUE31_PATHS = [("vectorized_elementwise", "true", "scalar elementwise"), ("bn_one_pass", "true", "three-pass BN"),
+                 ("foreach_optimizer", "true", "per-tensor optimizer"),
+                 ("token_inputs_on_device", "true", "host token inputs")]
+
+
 def switched_paths(cfg, props):
-    """The issue-31 paths a run switched on (gpu_run.sh's NEXT and GRAPH), so that a switched
-    row is not labelled as its default."""
-    names = [("vectorized_elementwise", "vectorized"), ("bn_one_pass", "one-pass BN"),
-             ("foreach_optimizer", "foreach optimizer"), ("cudnn_graph_api", "cuDNN graph API"),
-             ("token_inputs_on_device", "device token inputs")]
-    return [text for key, text in names if props.get(key) == "true"] + (["fused ReLU"] if cfg.get("fuse_relu") else [])
+    """The paths a run took other than today's defaults (cuda_settings.h), so that a switched
+    row is not labelled as its default: records from before the flip name all four old paths
+    as one, "issue-31 paths off"."""
+    off = [text for key, dflt, text in ISSUE31_PATHS if props.get(key) not in (None, dflt)]
+    names = ["issue-31 paths off"] if len(off) == len(ISSUE31_PATHS) else off
+    if props.get("cudnn_graph_api") == "true":
+        names.append("cuDNN graph API")
+    return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])
 
 
 def describe_torch(line):
