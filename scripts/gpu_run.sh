@@ -21,8 +21,8 @@
 # sanitizers + meta predictions (concurrently; test_cuda_parity also on the old paths (PREV),
 # its convolutions under GRAPH, its attention on the reference kernels); oomlab / PyTorch pairs
 # (alternating, one PyTorch process), each *_prev row (the paths the defaults replaced), *_fuse
-# row (--fuse-relu on), *_graph row (cuDNN's graph API), *_notc / *_tiled row (fused attention
-# without the tensor-core / flash kernels), *_cudagraphs row (--cuda-graphs: the
+# row (--fuse-relu on), *_graph row (cuDNN's graph API), *_tiled row (fused attention on the
+# kernels the flash / tensor-core ones replaced), *_cudagraphs row (--cuda-graphs: the
 # step captured after 3 warm-up steps and replayed) and *_cl row (--channels-last, beside
 # PyTorch's channels_last twin) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
 # two logical devices; the host CPU's attention forward + backward, oomlab eager / fused
@@ -55,7 +55,7 @@ steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTo
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
 # A follow-up lease may run a part of the kit: OOMLAB_KIT_TAGS (pair tags, par_*, cpu_attention,
 # graph_export_<model>) and OOMLAB_KIT_TESTS (test runs by name, or none) list what runs;
-# unset, everything does. OOMLAB_KIT_BREAKDOWN: the tags traced per op (default r50_tf32 bert_tf32).
+# unset, everything does. OOMLAB_KIT_BREAKDOWN: the tags traced per op (unset: r50_tf32 bert_tf32).
 wanted() { [[ -z ${OOMLAB_KIT_TAGS:-} || " $OOMLAB_KIT_TAGS " == *" $1 "* ]]; }
 wanted_test() { [[ -z ${OOMLAB_KIT_TESTS:-} || " $OOMLAB_KIT_TESTS " == *" $1 "* ]]; }
 left() { echo $((budget - (SECONDS - t0))); }
@@ -123,7 +123,6 @@ declare -A FLAGS=(
   [bert384_all]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint all"
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
-  [bert384_fused_notc]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_bf16]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
   [bert384_fused_bf16_tiled]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
   [r50_tf32_prev]="--model resnet50 --batch 128 --allow-tf32 all"
@@ -154,18 +153,16 @@ PREV="OOMLAB_CUDA_VECTORIZED=0 OOMLAB_CUDA_BN_ONE_PASS=0 OOMLAB_CUDA_FOREACH=0 O
 # (within noise of the legacy heuristics on the H200): *_graph tags, and test_cuda_parity's
 # conv rows under it.
 GRAPH="OOMLAB_CUDNN_GRAPH=1"
-# NOTC: fused attention without the tensor-core kernels (attention_tc.cu): float32 runs the
-# register-tiled flash kernels (attention_flash.cu): *_notc. TILED: the shared-memory tiled
-# kernels alone (the fused-attention default before the flash and tensor-core kernels): *_tiled.
-NOTC="OOMLAB_CUDA_TC_ATTENTION=0"
+# TILED: the shared-memory tiled attention kernels alone (the fused-attention default before
+# the flash (float32) and tensor-core (16-bit) kernels): *_tiled.
 TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 declare -A ENVS=([r50_tf32_prev]="$PREV" [r50_bf16_prev]="$PREV" [bert_tf32_prev]="$PREV"
                  [r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_graph]="$GRAPH"
-                 [bert384_fused_notc]="$NOTC" [bert384_fused_bf16_tiled]="$TILED")
+                 [bert384_fused_bf16_tiled]="$TILED")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_prev r50_tf32_fuse r50_tf32_graph r50_tf32_cl r50_bf16 r50_bf16_prev r50_bf16_fuse
        r50_bf16_graph r50_bf16_cudagraphs r50_bf16_cl r50_fp16 r50_tf32_bench r50_tf32_bench_graph vgg16_tf32
        bert_fp32 bert_tf32 bert_tf32_prev bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all
-       bert384_selective bert384_fused bert384_fused_notc bert384_fused_bf16 bert384_fused_bf16_tiled
+       bert384_selective bert384_fused bert384_fused_bf16 bert384_fused_bf16_tiled
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
@@ -272,7 +269,7 @@ for tag in "${TORCH_ONLY[@]}"; do
 done
 
 # ---- per-op time: synchronized traces of oomlab, PyTorch's profiler beside them -----------
-for tag in ${OOMLAB_KIT_BREAKDOWN:-r50_tf32 bert_tf32}; do
+for tag in ${OOMLAB_KIT_BREAKDOWN-r50_tf32 bert_tf32}; do   # set but empty: none
   (($(left) > 35)) || { log "skipped: breakdown $tag (budget)"; continue; }
   # shellcheck disable=SC2046
   OOMLAB_CUDA_SYNC=1 timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps 4 \

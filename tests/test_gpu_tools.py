@@ -316,7 +316,6 @@ class GpuKit(unittest.TestCase):
             self.assertIn("test_cuda_parity_graph", t["binaries"])
             self.assertIn("test_cuda_parity_reference_attention", t["binaries"])
             self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")
-            self.assertEqual(pts["bert384_fused_notc"]["default_tag"], "bert384_fused")
             # --cuda-graphs beside its default (on meta: warm-up, capture, replays all ran)
             self.assertEqual(pts["r50_bf16_cudagraphs"]["default_tag"], "r50_bf16")
             self.assertIsNotNone(pts["r50_bf16_cudagraphs"]["time_ratio_next_over_default"])

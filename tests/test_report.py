@@ -382,7 +382,7 @@ class GpuKitSection(unittest.TestCase):
 
 @unittest.skipUnless(GPU_RECORD.is_dir(), f"{GPU_RECORD} not committed")
 class GpuLabels(unittest.TestCase):
-    """A switched row (gpu_run.sh's PREV / GRAPH / NOTC / TILED rows, --channels-last,
+    """A switched row (gpu_run.sh's PREV / GRAPH / TILED rows, --channels-last,
     --cuda-graphs) is labelled by what it switched, so the report never shows it under its
     default's label."""
 
@@ -411,6 +411,10 @@ class GpuLabels(unittest.TestCase):
         self.assertIn("fused attention (tiled kernels)", label(describe_oomlab(bert)))
         bert["context"]["device_properties"].update(tc_attention="true", flash_attention="true")
         self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))   # fp32 without TF32
+        bert["context"]["device_properties"]["matmul_allow_tf32"] = "true"   # afbeb1e: TF32 float32 on tensor cores
+        self.assertIn("fused attention (tensor-core kernels)", label(describe_oomlab(bert)))
+        bert["context"]["device_properties"]["tc_attention_inputs"] = "16-bit"   # since: float32 runs flash
+        self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))
         bert["config"]["amp"] = "bf16"
         self.assertIn("fused attention (tensor-core kernels)", label(describe_oomlab(bert)))
 

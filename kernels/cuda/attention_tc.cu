@@ -1,5 +1,5 @@
 // attention_tc.cu — tensor-core fused attention (kernels/attention.h) for head dims of 64,
-// behind OOMLAB_CUDA_TC_ATTENTION (cuda_settings.h; off until a GPU run of the kit measures
+// behind OOMLAB_CUDA_TC_ATTENTION (cuda_settings.h; on since an H200 run of the kit measured
 // it): FlashAttention-2's loop order with its matrix products on TF32 tensor cores through
 // WMMA 16x16x8 tiles (float32 accumulation), the online softmax, masks and dropout as
 // attention_tiled.cu's. The bodies live in attention_tc.cuh (run on emulated thread blocks
@@ -7,7 +7,8 @@
 // WMMA loads from shared memory, TF32 rounding with __float_to_tf32, lane-pair shuffles),
 // the launches (4 warps per 64 rows; 58-104 KiB of dynamic shared memory) and the rule of
 // when it applies: float32 buffers that are copies of 16-bit inputs (TF32 holds them
-// exactly), or float32 inputs when matmul TF32 is allowed; D = Dv = 64.
+// exactly); D = Dv = 64. Float32 inputs run the flash kernels even with matmul TF32 allowed:
+// on an H200 BERT-base b24 s384 took 101.7 ms a step here against their 96.1 (kit run of afbeb1e).
 // Not yet run on a GPU (no device when written): the kit's bert384_fused_tc row and the
 // attention parity rows under the switch measure and check it.
 #include "kernels/cuda/attention_tc.h"
@@ -91,8 +92,7 @@ template <class Smem, class K> void launch(K kernel, int64_t rows, const FusedAt
 }  // namespace
 
 bool tc_attention_applies(const FusedAttentionArgs& a) {
-  return cuda_tc_attention() && a.D == kD && a.Dv == kD && a.BH <= 65535 &&
-         (a.from_16bit || cuda_matmul_allow_tf32());
+  return cuda_tc_attention() && a.D == kD && a.Dv == kD && a.BH <= 65535 && a.from_16bit;
 }
 
 void tc_attention_forward(const FusedAttentionArgs& a, cudaStream_t stream) {

@@ -1,7 +1,7 @@
 // attention_tc.h — the tensor-core fused-attention kernels (kernels/cuda/attention_tc.cu),
 // called by kernels/cuda/attention.cu under OOMLAB_CUDA_TC_ATTENTION (cuda_settings.h) for
-// head dims of 64, on float32 buffers whose values TF32 may round: copies of 16-bit inputs
-// (FusedAttentionArgs::from_16bit), or float32 inputs when matmul TF32 is allowed.
+// head dims of 64, on the float32 copies of 16-bit inputs (FusedAttentionArgs::from_16bit),
+// whose values TF32 holds exactly.
 #pragma once
 #include <cuda_runtime_api.h>
 

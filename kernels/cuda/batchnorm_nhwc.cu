@@ -7,16 +7,18 @@
 // grid of about 2048 blocks. Block (s, tile) sums its rows of its 32 channels in double
 // (thread (lane, r) takes rows m0 + r, m0 + r + 8, ...), adds the 8 row lanes in order
 // r = 0..7 and writes one partial per channel into a workspace-tagged [C][S] scratch array;
-// the next pass adds a channel's S partials in split order (thread (lane, 0)). Splits and
-// orders depend on the shapes only: bitwise reproducible run to run, no atomics.
+// a totals kernel (one thread a channel) adds each channel's S partials once, in split
+// order, for the next pass (which used to add them in every block: 3x the NCHW kernels'
+// time on an H200). Splits and orders depend on the shapes only: bitwise reproducible run
+// to run, no atomics.
 //   training forward: sum(x) -> mean; sum((x-mean)^2) -> var; y = x * P(w*invstd) +
 //     P(b - mean*w*invstd), split 0 writing save_mean/invstd and the running stats.
 //   eval forward and eval dx-only backward: one elementwise pass (c = index mod C).
 //   backward with sums: {sum dy, sum dy*(x-mean)}; then dbias/dweight (split 0) and dx.
 //   relu (fused BatchNorm + ReLU): relu on the store, dy read through the output's mask.
 // The split kernels' bodies live in batchnorm_nhwc.cuh, so that CPU CI runs them on emulated
-// blocks (kernels/cuda/check/bn_nhwc_check.cu). Not yet run on a GPU (no device at the time
-// of writing): the kit's parity rows batch_norm_cl_* check it against the CPU.
+// blocks (kernels/cuda/check/bn_nhwc_check.cu). On an H200 (kit runs of cbc8729 and afbeb1e)
+// the parity rows batch_norm_cl_* passed; the totals kernel has not run on a GPU yet.
 #include "kernels/cuda/batchnorm_nhwc.h"
 
 #include <algorithm>
@@ -44,15 +46,23 @@ template <class T> __global__ void sum_kernel(bn::Split sp, const T* x, double* 
   __shared__ bn::Smem sm;
   bn::sum_body<DeviceIO<T>>(DeviceCtx{}, sp, x, part1, sm);
 }
-template <class T> __global__ void sqdev_kernel(bn::Split sp, const T* x, const double* part1, double* part2) {
+template <class T> __global__ void sqdev_kernel(bn::Split sp, const T* x, const double* tot1, double* part2) {
   __shared__ bn::Smem sm;
-  bn::sqdev_body<DeviceIO<T>>(DeviceCtx{}, sp, x, part1, part2, sm);
+  bn::sqdev_body<DeviceIO<T>>(DeviceCtx{}, sp, x, tot1, part2, sm);
 }
 template <class T, class P = compute_t<T>>
-__global__ void train_apply_kernel(bn::Split sp, const T* x, T* y, const double* part1, const double* part2,
+__global__ void train_apply_kernel(bn::Split sp, const T* x, T* y, const double* tot1, const double* tot2,
                                    bn::Stats st, const P* w, const P* b, P* rm, P* rv, P* smean, P* sinv) {
-  __shared__ bn::Smem sm;
-  bn::train_apply_body<DeviceIO<T>>(DeviceCtx{}, sp, x, y, part1, part2, st, w, b, rm, rv, smean, sinv, sm);
+  bn::train_apply_body<DeviceIO<T>>(DeviceCtx{}, sp, x, y, tot1, tot2, st, w, b, rm, rv, smean, sinv);
+}
+// One thread a channel: its S partials in split order (bn::channel_total).
+template <int NV> __global__ void totals_kernel(bn::Split sp, const double* part, double* tot) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c < sp.C) bn::channel_total<NV>(sp, part, c, tot);
+}
+template <int NV> void launch_totals(const bn::Split& sp, const double* part, double* tot, cudaStream_t stream) {
+  totals_kernel<NV><<<unsigned((sp.C + 127) / 128), 128, 0, stream>>>(sp, part, tot);
+  CUDA_LAUNCH_CHECK();
 }
 template <class T, class P = compute_t<T>>
 __global__ void backward_sums_kernel(bn::Split sp, const T* dy, const T* x, bn::BackwardSrc<P> src, double* part,
@@ -62,9 +72,8 @@ __global__ void backward_sums_kernel(bn::Split sp, const T* dy, const T* x, bn::
 }
 template <class T, class P = compute_t<T>>
 __global__ void backward_apply_kernel(bn::Split sp, const T* dy, const T* x, T* dx, bn::BackwardSrc<P> src, const P* w,
-                                      const double* part, P* dw, P* db, const T* ym) {
-  __shared__ bn::Smem sm;
-  bn::backward_apply_body<DeviceIO<T>>(DeviceCtx{}, sp, dy, x, dx, src, w, part, dw, db, ym, sm);
+                                      const double* tot2, P* dw, P* db, const T* ym) {
+  bn::backward_apply_body<DeviceIO<T>>(DeviceCtx{}, sp, dy, x, dx, src, w, tot2, dw, db, ym);
 }
 
 // Eval forward and eval dx-only backward: one elementwise pass over the M*C elements.
@@ -113,15 +122,20 @@ template <class T> void forward(const BatchNormArgs& a) {
     return;
   }
   const bn::Split sp = bn::split_for(M, C);
-  cuda::DeviceBuffer scratch(dev, size_t(2 * C * sp.S) * sizeof(double));   // freed on return (stream-ordered reuse)
+  // freed on return (stream-ordered reuse): two [C][S] partial arrays, two [C] totals
+  cuda::DeviceBuffer scratch(dev, size_t(2 * C * sp.S + 2 * C) * sizeof(double));
   double* part1 = static_cast<double*>(scratch.get());
   double* part2 = part1 + C * sp.S;
+  double* tot1 = part2 + C * sp.S;
+  double* tot2 = tot1 + C;
   sum_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, x, part1);
   CUDA_LAUNCH_CHECK();
-  sqdev_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, x, part1, part2);
+  launch_totals<1>(sp, part1, tot1, stream);
+  sqdev_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, x, tot1, part2);
   CUDA_LAUNCH_CHECK();
+  launch_totals<1>(sp, part2, tot2, stream);
   train_apply_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(
-      sp, x, y, part1, part2, bn::Stats{a.eps, a.momentum, a.relu}, w, b, static_cast<P*>(a.running_mean),
+      sp, x, y, tot1, tot2, bn::Stats{a.eps, a.momentum, a.relu}, w, b, static_cast<P*>(a.running_mean),
       static_cast<P*>(a.running_var), static_cast<P*>(a.save_mean), static_cast<P*>(a.save_invstd));
   CUDA_LAUNCH_CHECK();
 }
@@ -149,11 +163,13 @@ template <class T> void backward(const BatchNormArgs& a) {
     return;
   }
   const bn::Split sp = bn::split_for(M, C);
-  cuda::DeviceBuffer scratch(dev, size_t(2 * C * sp.S) * sizeof(double));
+  cuda::DeviceBuffer scratch(dev, size_t(2 * C * sp.S + 2 * C) * sizeof(double));   // [C][S][2] partials, [C][2] totals
   double* part = static_cast<double*>(scratch.get());
+  double* tot = part + 2 * C * sp.S;
   backward_sums_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, dy, x, src, part, ym);
   CUDA_LAUNCH_CHECK();
-  backward_apply_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, dy, x, static_cast<T*>(a.dx), src, w, part,
+  launch_totals<2>(sp, part, tot, stream);
+  backward_apply_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, dy, x, static_cast<T*>(a.dx), src, w, tot,
                                                                     static_cast<P*>(a.dweight),
                                                                     static_cast<P*>(a.dbias), ym);
   CUDA_LAUNCH_CHECK();

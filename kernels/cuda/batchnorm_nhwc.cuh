@@ -7,8 +7,8 @@
 // t / 32 (a warp: 32 adjacent channels of one row, coalesced); block (bx, by) owns rows
 // [bx*chunk, (bx+1)*chunk) of channels [by*32, by*32 + 32). Partials: each thread sums its
 // rows (m0 + row lane, then + 8, ...) in double; the 8 row lanes are added in order 0..7 and
-// lane (c, 0) writes part[(c*S + bx)*NV + k]; totals add a channel's S partials in split
-// order. Every thread of a block reaches each sync() the same number of times.
+// lane (c, 0) writes part[(c*S + bx)*NV + k]; channel_total adds a channel's S partials in
+// split order, once per channel, into the [C][NV] totals the next pass reads. Every thread of a block reaches each sync() the same number of times.
 // IO<T> converts between storage and compute types (ld / st), as batchnorm.cu's loads.
 #pragma once
 #include <cmath>
@@ -29,7 +29,6 @@ constexpr int kLanes = 32, kRows = 8, kThreads = kLanes * kRows;
 
 struct Smem {
   double part[kRows][kLanes][2];
-  double tot[kLanes][2];
 };
 
 // Row splits S and their length: about 2048 blocks in all, >= 8 rows per thread; shapes only.
@@ -70,20 +69,16 @@ __host__ __device__ void block_partials(const Ctx& x, const Split& sp, double* p
   x.sync();   // sm.part is free again
 }
 
-// This thread's channel's totals over its S partials (lane (c, 0) adds them in split order).
-template <int NV, class Ctx>
-__host__ __device__ void channel_totals(const Ctx& x, const Split& sp, const double* part, Smem& sm, double* tot) {
-  const int lane = x.tid() % kLanes, row = x.tid() / kLanes;
-  const int64_t c = channel_of(x);
-  if (row == 0 && c < sp.C)
-    for (int k = 0; k < NV; ++k) {
-      double t = 0.0;
-      for (int64_t s = 0; s < sp.S; ++s) t += part[(c * sp.S + s) * NV + k];
-      sm.tot[lane][k] = t;
-    }
-  x.sync();
-  for (int k = 0; k < NV; ++k) tot[k] = c < sp.C ? sm.tot[lane][k] : 0.0;
-  x.sync();   // sm.tot is free again
+// Channel c's totals: its S partials added in split order into tot[c*NV + k]. Run once per
+// channel (totals kernel: one thread a channel) between a partials pass and the pass that
+// reads the totals; each block used to add them itself, a serial loop of S strided loads
+// repeated in all S x tiles blocks (3x the NCHW kernels' time on an H200, kit run of afbeb1e).
+template <int NV> __host__ __device__ void channel_total(const Split& sp, const double* part, int64_t c, double* tot) {
+  for (int k = 0; k < NV; ++k) {
+    double t = 0.0;
+    for (int64_t s = 0; s < sp.S; ++s) t += part[(c * sp.S + s) * NV + k];
+    tot[c * NV + k] = t;
+  }
 }
 
 // f(o) for this thread's elements of its channel in the block's rows.
@@ -113,11 +108,10 @@ __host__ __device__ void sum_body(const Ctx& x, const Split& sp, const T* in, do
   block_partials<1>(x, sp, part1, sm, [&](int64_t o, double* acc) { acc[0] += double(IO::ld(in[o])); });
 }
 template <class IO, class T, class Ctx>
-__host__ __device__ void sqdev_body(const Ctx& x, const Split& sp, const T* in, const double* part1, double* part2,
+__host__ __device__ void sqdev_body(const Ctx& x, const Split& sp, const T* in, const double* tot1, double* part2,
                                     Smem& sm) {
-  double s[1];
-  channel_totals<1>(x, sp, part1, sm, s);
-  const double mean = s[0] / double(sp.M);
+  const int64_t c = channel_of(x);
+  const double mean = c < sp.C ? tot1[c] / double(sp.M) : 0.0;
   block_partials<1>(x, sp, part2, sm, [&](int64_t o, double* acc) {
     const double d = double(IO::ld(in[o])) - mean;
     acc[0] += d * d;
@@ -126,14 +120,12 @@ __host__ __device__ void sqdev_body(const Ctx& x, const Split& sp, const T* in, 
 
 // Training forward, pass 3: statistics, y; split 0 writes saved and running statistics.
 template <class IO, class T, class P, class Ctx>
-__host__ __device__ void train_apply_body(const Ctx& x, const Split& sp, const T* in, T* y, const double* part1,
-                                          const double* part2, Stats st, const P* w, const P* b, P* rm, P* rv,
-                                          P* sm_out, P* si_out, Smem& sm) {
-  double s[1], ss[1];
-  channel_totals<1>(x, sp, part1, sm, s);
-  channel_totals<1>(x, sp, part2, sm, ss);
+__host__ __device__ void train_apply_body(const Ctx& x, const Split& sp, const T* in, T* y, const double* tot1,
+                                          const double* tot2, Stats st, const P* w, const P* b, P* rm, P* rv,
+                                          P* sm_out, P* si_out) {
   const int64_t c = channel_of(x);
   if (c >= sp.C) return;
+  const double s[1] = {tot1[c]}, ss[1] = {tot2[c]};
   const double mean = s[0] / double(sp.M), invstd = 1.0 / sqrt(ss[0] / double(sp.M) + st.eps);
   if (x.bx() == 0 && x.tid() / kLanes == 0) {
     if (sm_out) sm_out[c] = P(mean);
@@ -183,12 +175,11 @@ __host__ __device__ void backward_sums_body(const Ctx& x, const Split& sp, const
 // Backward, pass 2: dbias / dweight (split 0) and dx, batchnorm.cu's formulas.
 template <class IO, class T, class P, class Ctx>
 __host__ __device__ void backward_apply_body(const Ctx& x, const Split& sp, const T* dy, const T* in, T* dx,
-                                             BackwardSrc<P> src, const P* w, const double* part, P* dw, P* db,
-                                             const T* ym, Smem& sm) {
-  double tot[2];
-  channel_totals<2>(x, sp, part, sm, tot);
+                                             BackwardSrc<P> src, const P* w, const double* tot2, P* dw, P* db,
+                                             const T* ym) {
   const int64_t c = channel_of(x);
   if (c >= sp.C) return;
+  const double tot[2] = {tot2[c * 2], tot2[c * 2 + 1]};
   double mean, invstd;
   src.stats(c, mean, invstd);
   if (x.bx() == 0 && x.tid() / kLanes == 0) {

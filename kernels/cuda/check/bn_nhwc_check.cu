@@ -48,6 +48,11 @@ struct HostCtx {
   void sync() const { bar->arrive_and_wait(); }
 };
 
+// The totals kernel's work: channel_total for every channel (one GPU thread each).
+template <int NV> void totals(const bn::Split& sp, const std::vector<double>& part, std::vector<double>& tot) {
+  for (int64_t c = 0; c < sp.C; ++c) bn::channel_total<NV>(sp, part.data(), c, tot.data());
+}
+
 // body(ctx, smem) for every block of the split's grid: kThreads host threads walk the blocks
 // in order together, meeting at a barrier after each (the block's shared memory is then free).
 template <class Body> void run_grid(const bn::Split& sp, Body body) {
@@ -107,14 +112,17 @@ void check_training(const Case& k) {
   // the kernels' bodies on emulated blocks
   const bn::Split sp = bn::split_for(M, C);
   std::vector<double> part1(size_t(C * sp.S)), part2(size_t(C * sp.S)), part(size_t(2 * C * sp.S));
+  std::vector<double> tot1(static_cast<size_t>(C)), tot2(static_cast<size_t>(C)), tot(size_t(2 * C));
   std::vector<float> ey(x.size()), erm(size_t(C), 0.1f), erv(size_t(C), 0.9f), esm(static_cast<size_t>(C)), esi(static_cast<size_t>(C));
   run_grid(sp, [&](const HostCtx& c, bn::Smem& s) { bn::sum_body<HostIO>(c, sp, x.data(), part1.data(), s); });
+  totals<1>(sp, part1, tot1);
   run_grid(sp, [&](const HostCtx& c, bn::Smem& s) {
-    bn::sqdev_body<HostIO>(c, sp, x.data(), part1.data(), part2.data(), s);
+    bn::sqdev_body<HostIO>(c, sp, x.data(), tot1.data(), part2.data(), s);
   });
-  run_grid(sp, [&](const HostCtx& c, bn::Smem& s) {
-    bn::train_apply_body<HostIO>(c, sp, x.data(), ey.data(), part1.data(), part2.data(), bn::Stats{1e-5, 0.1, k.relu},
-                                 w.data(), b.data(), erm.data(), erv.data(), esm.data(), esi.data(), s);
+  totals<1>(sp, part2, tot2);
+  run_grid(sp, [&](const HostCtx& c, bn::Smem&) {
+    bn::train_apply_body<HostIO>(c, sp, x.data(), ey.data(), tot1.data(), tot2.data(), bn::Stats{1e-5, 0.1, k.relu},
+                                 w.data(), b.data(), erm.data(), erv.data(), esm.data(), esi.data());
   });
   expect_close(ey, y, name + " y");
   expect_close(esm, sm, name + " save_mean");
@@ -127,9 +135,10 @@ void check_training(const Case& k) {
   run_grid(sp, [&](const HostCtx& c, bn::Smem& s) {
     bn::backward_sums_body<HostIO>(c, sp, dy.data(), x.data(), src, part.data(), ym, s);
   });
-  run_grid(sp, [&](const HostCtx& c, bn::Smem& s) {
-    bn::backward_apply_body<HostIO>(c, sp, dy.data(), x.data(), edx.data(), src, w.data(), part.data(), edw.data(),
-                                    edb.data(), ym, s);
+  totals<2>(sp, part, tot);
+  run_grid(sp, [&](const HostCtx& c, bn::Smem&) {
+    bn::backward_apply_body<HostIO>(c, sp, dy.data(), x.data(), edx.data(), src, w.data(), tot.data(), edw.data(),
+                                    edb.data(), ym);
   });
   expect_close(edx, dx, name + " dx");
   expect_close(edw, dw, name + " dweight");
@@ -148,15 +157,16 @@ void check_eval_weight_grad(int64_t M, int64_t C) {
   g.dbias = db.data();
   batch_norm_backward_kernels().launch(cpu_device(), DType::f32, g);
   const bn::Split sp = bn::split_for(M, C);
-  std::vector<double> part(size_t(2 * C * sp.S));
+  std::vector<double> part(size_t(2 * C * sp.S)), tot(size_t(2 * C));
   const bn::BackwardSrc<float> src{false, true, 1e-5, rm.data(), rv.data(), nullptr, nullptr};
   std::vector<float> edx(x.size()), edw(static_cast<size_t>(C)), edb(static_cast<size_t>(C));
   run_grid(sp, [&](const HostCtx& c, bn::Smem& s) {
     bn::backward_sums_body<HostIO>(c, sp, dy.data(), x.data(), src, part.data(), static_cast<const float*>(nullptr), s);
   });
-  run_grid(sp, [&](const HostCtx& c, bn::Smem& s) {
-    bn::backward_apply_body<HostIO>(c, sp, dy.data(), x.data(), edx.data(), src, w.data(), part.data(), edw.data(),
-                                    edb.data(), static_cast<const float*>(nullptr), s);
+  totals<2>(sp, part, tot);
+  run_grid(sp, [&](const HostCtx& c, bn::Smem&) {
+    bn::backward_apply_body<HostIO>(c, sp, dy.data(), x.data(), edx.data(), src, w.data(), tot.data(), edw.data(),
+                                    edb.data(), static_cast<const float*>(nullptr));
   });
   const std::string name = "eval M=" + std::to_string(M) + " C=" + std::to_string(C);
   expect_close(edx, dx, name + " dx");
