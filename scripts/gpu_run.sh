@@ -135,6 +135,8 @@ declare -A FLAGS=(
   [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
   [r50_tf32_cl]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
   [r50_bf16_cl]="--model resnet50 --batch 128 --amp bf16 --channels-last"
+  [r50_tf32_cl_graph]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
+  [r50_bf16_cl_graph]="--model resnet50 --batch 128 --amp bf16 --channels-last"
   [bert_bf16_cudagraphs]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --cuda-graphs"
   [bert_tf32_prev]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
@@ -150,17 +152,20 @@ declare -A FLAGS=(
 # tensor cores). *_fuse: --fuse-relu on (off by default: it changes the model's ops).
 PREV="OOMLAB_CUDA_VECTORIZED=0 OOMLAB_CUDA_BN_ONE_PASS=0 OOMLAB_CUDA_FOREACH=0 OOMLAB_CUDA_TOKEN_INPUTS=0"
 # GRAPH: convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), off by default
-# (within noise of the legacy heuristics on the H200): *_graph tags, and test_cuda_parity's
-# conv rows under it.
+# (within noise of the legacy heuristics on the H200 for NCHW): *_graph tags, and
+# test_cuda_parity's conv rows under it. r50_*_cl_graph: NHWC, where PyTorch's v8-API
+# convolutions ran Hopper's sm90_xmma kernels (its profiler: 15.3 ms forward, 38.5 backward
+# over 3 TF32 steps, against 51.6 and 94.3 in oomlab's synchronized trace; kit run of afbeb1e).
 GRAPH="OOMLAB_CUDNN_GRAPH=1"
 # TILED: the shared-memory tiled attention kernels alone (the fused-attention default before
 # the flash (float32) and tensor-core (16-bit) kernels): *_tiled.
 TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 declare -A ENVS=([r50_tf32_prev]="$PREV" [r50_bf16_prev]="$PREV" [bert_tf32_prev]="$PREV"
                  [r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_graph]="$GRAPH"
+                 [r50_tf32_cl_graph]="$GRAPH" [r50_bf16_cl_graph]="$GRAPH"
                  [bert384_fused_bf16_tiled]="$TILED")
-ORDER=(r50_fp32 r50_tf32 r50_tf32_prev r50_tf32_fuse r50_tf32_graph r50_tf32_cl r50_bf16 r50_bf16_prev r50_bf16_fuse
-       r50_bf16_graph r50_bf16_cudagraphs r50_bf16_cl r50_fp16 r50_tf32_bench r50_tf32_bench_graph vgg16_tf32
+ORDER=(r50_fp32 r50_tf32 r50_tf32_prev r50_tf32_fuse r50_tf32_graph r50_tf32_cl r50_tf32_cl_graph r50_bf16 r50_bf16_prev
+       r50_bf16_fuse r50_bf16_graph r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_graph r50_fp16 r50_tf32_bench r50_tf32_bench_graph vgg16_tf32
        bert_fp32 bert_tf32 bert_tf32_prev bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all
        bert384_selective bert384_fused bert384_fused_bf16 bert384_fused_bf16_tiled
        graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)

@@ -323,6 +323,7 @@ class GpuKit(unittest.TestCase):
             # --channels-last, and the fused-attention kernels the defaults replaced, beside their defaults
             self.assertEqual(pts["r50_bf16_cl"]["default_tag"], "r50_bf16")
             self.assertEqual(pts["r50_tf32_cl"]["default_tag"], "r50_tf32")
+            self.assertEqual(pts["r50_bf16_cl_graph"]["default_tag"], "r50_bf16_cl")
             self.assertEqual(pts["bert384_fused_bf16_tiled"]["default_tag"], "bert384_fused_bf16")
             # a follow-up lease runs a part: the listed pairs, tests and breakdowns alone
             part = Path(tmp) / "part"
