@@ -52,12 +52,15 @@ def dump(obj):
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # gpu_run.sh tags of a switched path run beside their default (the tag without the suffix):
 # *_prev (the old paths the defaults replaced), *_fuse (--fuse-relu on), *_graph
-# (OOMLAB_CUDNN_GRAPH=1), *_tiled (fused attention on the tiled kernels), *_notc (afbeb1e's
+# (OOMLAB_CUDNN_GRAPH=1), *_legacy (OOMLAB_CUDNN_GRAPH=0 under benchmark), *_argmax
+# (OOMLAB_CUDA_DEVICE_ARGMAX=1), *_tiled (fused
+# attention on the tiled kernels), *_notc (afbeb1e's
 # kit: float32 fused attention without the tensor-core kernels), *_cudagraphs (--cuda-graphs), *_cl (--channels-last; its own twin is PyTorch in
 # channels_last); older records: *_next, *_flash, *_tc (paths then switched on). Ratios are
 # "switched over default" (the fields keep their first name, *_next_over_*); "over torch"
 # divides by the default's PyTorch eager twin.
-SWITCHED_SUFFIXES = ("_next", "_graph", "_flash", "_cudagraphs", "_cl", "_tc", "_prev", "_fuse", "_notc", "_tiled")
+SWITCHED_SUFFIXES = ("_next", "_graph", "_flash", "_cudagraphs", "_cl", "_tc", "_prev", "_fuse", "_notc", "_tiled",
+                     "_legacy", "_argmax")
 
 
 def run_date(res):
@@ -253,7 +256,7 @@ def next_lines(pts):
     if not ab:
         return []
     lines = ["## Switched GPU paths beside the default (same call; gpu_run.sh's *_prev, *_fuse, *_graph, "
-             "*_tiled, *_cudagraphs and *_cl rows)", "",
+             "*_legacy, *_argmax, *_tiled, *_cudagraphs and *_cl rows)", "",
              "| config | default ms | switched ms | switched / default | switched / PyTorch eager | default peak GB | "
              "switched peak GB | default final loss | switched final loss |", "|---|---|---|---|---|---|---|---|---|"]
     for tag, r in ab.items():

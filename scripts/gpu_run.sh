@@ -21,7 +21,8 @@
 # sanitizers + meta predictions (concurrently; test_cuda_parity also on the old paths (PREV),
 # its convolutions under GRAPH, its attention on the reference kernels); oomlab / PyTorch pairs
 # (alternating, one PyTorch process), each *_prev row (the paths the defaults replaced), *_fuse
-# row (--fuse-relu on), *_graph row (cuDNN's graph API), *_tiled row (fused attention on the
+# row (--fuse-relu on), *_graph row (cuDNN's graph API), *_legacy row (the legacy Find under
+# benchmark), *_argmax row (accuracy counted on the device), *_tiled row (fused attention on the
 # kernels the flash / tensor-core ones replaced), *_cudagraphs row (--cuda-graphs: the
 # step captured after 3 warm-up steps and replayed) and *_cl row (--channels-last, beside
 # PyTorch's channels_last twin) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
@@ -129,7 +130,7 @@ declare -A FLAGS=(
   [r50_tf32_fuse]="--model resnet50 --batch 128 --allow-tf32 all --fuse-relu on"
   [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
   [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
-  [r50_tf32_bench_graph]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
+  [r50_tf32_bench_legacy]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
   [r50_bf16_prev]="--model resnet50 --batch 128 --amp bf16"
   [r50_bf16_fuse]="--model resnet50 --batch 128 --amp bf16 --fuse-relu on"
   [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
@@ -142,6 +143,7 @@ declare -A FLAGS=(
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
   [graph_bert_tf32]="--model graph:$kit/models/graphs/bert.json --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_gpt2_tf32]="--model graph:$kit/models/graphs/gpt2.json --batch 8 --seq-len 128 --allow-tf32 all"
+  [graph_gpt2_tf32_argmax]="--model graph:$kit/models/graphs/gpt2.json --batch 8 --seq-len 128 --allow-tf32 all"
 )
 # Environment per tag: a GPU path's switch (cuda_settings.h), so the default runs beside the
 # path it replaced, or a new path beside the default, in the same call (DESIGN.md section 10).
@@ -157,18 +159,24 @@ PREV="OOMLAB_CUDA_VECTORIZED=0 OOMLAB_CUDA_BN_ONE_PASS=0 OOMLAB_CUDA_FOREACH=0 O
 # convolutions ran Hopper's sm90_xmma kernels (its profiler: 15.3 ms forward, 38.5 backward
 # over 3 TF32 steps, against 51.6 and 94.3 in oomlab's synchronized trace; kit run of afbeb1e).
 GRAPH="OOMLAB_CUDNN_GRAPH=1"
+# LEGACY: under --cudnn-benchmark on, the legacy API's Find instead of the graph API's timed
+# plans (the default there since the H200 run of cbc8729): *_legacy.
+LEGACY="OOMLAB_CUDNN_GRAPH=0"
+# ARGMAX: training accuracy's count on the device (loss.cu) instead of the logits copied to the
+# host: *_argmax (GPT-2's 50257-wide logits, where the copy is 206 MB a step).
+ARGMAX="OOMLAB_CUDA_DEVICE_ARGMAX=1"
 # TILED: the shared-memory tiled attention kernels alone (the fused-attention default before
 # the flash (float32) and tensor-core (16-bit) kernels): *_tiled.
 TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 declare -A ENVS=([r50_tf32_prev]="$PREV" [r50_bf16_prev]="$PREV" [bert_tf32_prev]="$PREV"
-                 [r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_graph]="$GRAPH"
+                 [r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
                  [r50_tf32_cl_graph]="$GRAPH" [r50_bf16_cl_graph]="$GRAPH"
-                 [bert384_fused_bf16_tiled]="$TILED")
+                 [bert384_fused_bf16_tiled]="$TILED" [graph_gpt2_tf32_argmax]="$ARGMAX")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_prev r50_tf32_fuse r50_tf32_graph r50_tf32_cl r50_tf32_cl_graph r50_bf16 r50_bf16_prev
-       r50_bf16_fuse r50_bf16_graph r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_graph r50_fp16 r50_tf32_bench r50_tf32_bench_graph vgg16_tf32
+       r50_bf16_fuse r50_bf16_graph r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_graph r50_fp16 r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
        bert_fp32 bert_tf32 bert_tf32_prev bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all
        bert384_selective bert384_fused bert384_fused_bf16 bert384_fused_bf16_tiled
-       graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
+       graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32 graph_gpt2_tf32_argmax)
 TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
   local f=${FLAGS[$1]} model batch seq
@@ -263,6 +271,7 @@ for tag in "${ORDER[@]}"; do
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
   [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_prev || $tag == *_fuse || $tag == *_graph ||
+     $tag == *_legacy || $tag == *_argmax ||
      $tag == bert*_cudagraphs ]] &&
     continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)
   log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"

@@ -14,6 +14,7 @@
 // ctest tier: gpu
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -173,11 +174,47 @@ TEST(CudaTensor, FactoriesFillAndHostReads) {
   EXPECT_EQ(x.transpose(0, 1).to_vector(), (std::vector<double>{1, 4, 2, 5, 3, 6}));   // strided host read
 }
 
+// count_correct's CUDA kernel (host path and, under the switch, the device argmax) against
+// the CPU: random rows, GPT-2-wide rows (even rows labelled with their argmax), ties (the
+// first maximal index), NaN (the maximum, the first NaN), +-inf, a strided view (the op's host
+// copy), every float type.
 TEST(CudaTensor, ArgmaxCountsMatchCpu) {
   OOMLAB_REQUIRE_CUDA();
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  Tensor special = Tensor::from_vector({1, 3, 3, 0, nan, 2, nan, 5, -inf, inf, 7, inf, 0, -0.0, 0, 0,
+                                        -inf, -inf, -inf, -inf}, {5, 4});
+  Tensor special_labels = Tensor::from_vector_i64({1, 0, 1, 0, 0}, {5});   // each row's torch.argmax: 1, 0, 1, 0, 0
+  EXPECT_EQ(count_correct(special, special_labels), 5);
+  // even rows labelled with their own argmax, odd rows at random: matches and misses both counted
+  auto labelled = [](const Tensor& x, uint64_t seed) {
+    const int64_t N = x.size(0), C = x.size(1);
+    const std::vector<double> v = x.to_vector();
+    std::vector<int64_t> lab = random_ints(N, 0, C, seed);
+    for (int64_t i = 0; i < N; i += 2)
+      lab[size_t(i)] = std::max_element(v.begin() + i * C, v.begin() + (i + 1) * C) - (v.begin() + i * C);
+    return std::make_pair(x, Tensor::from_vector_i64(lab, {N}));
+  };
+  const std::vector<std::pair<Tensor, Tensor>> cases = {labelled(random_tensor({33, 10}, -1, 1, 21, DType::f32), 22),
+                                                        labelled(random_tensor({70, 50257}, -1, 1, 25, DType::f32), 26),
+                                                        {special, special_labels}};
+  for (bool device_argmax : {false, true}) {
+    set_cuda_device_argmax(device_argmax);
+    for (const auto& [logits, labels] : cases)
+      for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+        const Tensor lt = logits.to(t);
+        const int64_t mine = count_correct(lt, labels);
+        if (t == DType::f32) EXPECT_GE(mine, (logits.size(0) + 1) / 2);
+        EXPECT_EQ(count_correct(to_device(lt, cuda0()), to_device(labels, cuda0())), mine)
+            << dtype_name(t) << " " << shape_str(lt.shape()) << " device_argmax=" << device_argmax;
+      }
+    Tensor wide = to_device(random_tensor({12, 7}, -1, 1, 27, DType::f32), cuda0());
+    Tensor lab = Tensor::from_vector_i64(random_ints(7, 0, 12, 28), {7});
+    EXPECT_EQ(count_correct(wide.transpose(0, 1), to_device(lab, cuda0())),
+              count_correct(random_tensor({12, 7}, -1, 1, 27, DType::f32).transpose(0, 1), lab));
+  }
+  set_cuda_device_argmax(false);
   Tensor logits = random_tensor({33, 10}, -1, 1, 21, DType::f32);
   Tensor labels = Tensor::from_vector_i64(random_ints(33, 0, 10, 22), {33});
-  EXPECT_EQ(count_correct(to_device(logits, cuda0()), to_device(labels, cuda0())), count_correct(logits, labels));
   Tensor seg = random_tensor({2, 4, 6, 5}, -1, 1, 23, DType::f32);
   Tensor masks = Tensor::from_vector_i64(random_ints(60, 0, 4, 24), {2, 6, 5});
   std::vector<int64_t> conf_cpu(16, 0), conf_dev(16, 0);

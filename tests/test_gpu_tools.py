@@ -316,6 +316,8 @@ class GpuKit(unittest.TestCase):
             self.assertIn("test_cuda_parity_graph", t["binaries"])
             self.assertIn("test_cuda_parity_reference_attention", t["binaries"])
             self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")
+            self.assertEqual(pts["r50_tf32_bench_legacy"]["default_tag"], "r50_tf32_bench")
+            self.assertEqual(pts["graph_gpt2_tf32_argmax"]["default_tag"], "graph_gpt2_tf32")
             # --cuda-graphs beside its default (on meta: warm-up, capture, replays all ran)
             self.assertEqual(pts["r50_bf16_cudagraphs"]["default_tag"], "r50_bf16")
             self.assertIsNotNone(pts["r50_bf16_cudagraphs"]["time_ratio_next_over_default"])

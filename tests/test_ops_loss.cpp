@@ -94,6 +94,15 @@ TEST(Loss, CountCorrect) {
   EXPECT_EQ(count_correct(x.transpose(0, 1), Tensor::from_vector_i64({1, 0, 0}, {3})), 2);  // strided
   EXPECT_EQ(count_correct(Tensor::empty({3, 3}, DType::f32, meta_device()),
                           Tensor::empty({3}, DType::i64, meta_device())), 0);
+  // torch.argmax's order: NaN above every number (the first NaN), +-inf, signed zeros equal;
+  // each row's argmax: 1, 0, 1, 0, 0; in every float type (the CPU kernel of each)
+  const double nan = std::nan(""), inf = INFINITY;
+  Tensor special = Tensor::from_vector({1, 3, 3, 0, nan, 2, nan, 5, -inf, inf, 7, inf, 0, -0.0, 0, 0,
+                                        -inf, -inf, -inf, -inf}, {5, 4});
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    EXPECT_EQ(count_correct(special.to(t), Tensor::from_vector_i64({1, 0, 1, 0, 0}, {5})), 5) << dtype_name(t);
+    EXPECT_EQ(count_correct(special.to(t), Tensor::from_vector_i64({3, 2, 3, 1, 3}, {5})), 0) << dtype_name(t);
+  }
 }
 
 namespace {

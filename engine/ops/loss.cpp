@@ -4,8 +4,9 @@
 // int64 target (and the shapes), so cross_entropy keeps log_softmax(x) + target;
 // pixel_cross_entropy saves the log-probabilities [N, C, H, W] and the target (as PyTorch's
 // log_softmax + nll_loss2d). Target ranges are validated on the host for cpu tensors only
-// (meta has no data; on cuda a host read would synchronise). count_correct reads data on
-// the host, no allocation on cpu (so cpu and meta allocation sequences stay identical).
+// (meta has no data; on cuda a host read would synchronise). count_correct (kernels/loss.h's
+// table) allocates nothing on any device (so cpu, meta and cuda allocation sequences stay
+// identical); it returns 0 on meta.
 #include "engine/ops/loss.h"
 
 #include <cmath>
@@ -81,44 +82,23 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target) {
   return nll_loss(log_softmax(logits), target);
 }
 
-namespace {
-double host_value(const void* base, DType dt, int64_t i) {
-  switch (dt) {
-    case DType::f32: return double(static_cast<const float*>(base)[i]);
-    case DType::f64: return static_cast<const double*>(base)[i];
-    case DType::f16: return double(half_to_float(static_cast<const uint16_t*>(base)[i]));
-    case DType::bf16: return double(bf16_to_float(static_cast<const uint16_t*>(base)[i]));
-    default: throw DTypeError(str_cat("count_correct: unsupported logits dtype ", dtype_name(dt)));
-  }
-}
-}  // namespace
-
 int64_t count_correct(const Tensor& logits, const Tensor& target) {
   check_2d(logits, "count_correct", "logits");
   check_target(logits, target, "count_correct", false);
   if (logits.device().is_meta()) return 0;
-  if (!logits.device().is_cpu()) {   // accelerator: copy both to host (cpu allocator only)
+  if (!logits.device().is_cpu() && !(logits.is_contiguous() && target.is_contiguous())) {
+    // a strided accelerator tensor: copy both to host (cpu allocator only)
     Tensor hl = Tensor::empty(logits.shape(), logits.dtype(), cpu_device());
     Tensor ht = Tensor::empty(target.shape(), DType::i64, cpu_device());
     hl.copy_(logits);
     ht.copy_(target);
     return count_correct(hl, ht);
   }
-  const int64_t N = logits.size(0), C = logits.size(1);
-  const int64_t s0 = logits.strides()[0], s1 = logits.strides()[1], ts = target.strides()[0];
-  const void* base = logits.raw_data();
-  const int64_t* t = target.data<int64_t>();
   int64_t correct = 0;
-  for (int64_t i = 0; i < N; ++i) {
-    // torch.argmax: first maximal index; NaN counts as the maximum.
-    int64_t best = 0;
-    double bv = C > 0 ? host_value(base, logits.dtype(), i * s0) : 0.0;
-    for (int64_t j = 1; j < C && !std::isnan(bv); ++j) {
-      double v = host_value(base, logits.dtype(), i * s0 + j * s1);
-      if (v > bv || std::isnan(v)) { bv = v; best = j; }
-    }
-    if (C > 0 && best == t[i * ts]) ++correct;
-  }
+  count_correct_kernels().launch(logits.device(), logits.dtype(),
+                                 CountCorrectArgs{logits.raw_data(), target.data<int64_t>(), logits.size(0),
+                                                  logits.size(1), logits.strides()[0], logits.strides()[1],
+                                                  target.strides()[0], &correct});
   return correct;
 }
 

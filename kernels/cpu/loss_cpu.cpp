@@ -4,7 +4,8 @@
 // are skipped; the mean is over the rest (count 0 -> NaN). Deterministic: the nll sum runs
 // in row order on one thread; the pixel loss sums per fixed pixel block in double, blocks
 // combined in order; backward kernels write each element once (OpenMP, static schedule).
-// float exps use exp_f32 (fast_math.h), double exps std::exp.
+// float exps use exp_f32 (fast_math.h), double exps std::exp. count_correct: the host rule of
+// kernels/loss.h (count_correct_rows) over the four float types.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -139,6 +140,16 @@ template <DType H, bool Backward> void pixel_ce_half(const PixelCrossEntropyArgs
   w.narrow();
 }
 
+// ---- count_correct ----------------------------------------------------------------------
+template <DType D> void count_correct_cpu(const CountCorrectArgs& a) {
+  *a.correct = count_correct_rows(a.N, a.C, a.s0, a.s1, a.target, a.ts, [&](int64_t k) -> double {
+    if constexpr (D == DType::f32) return double(static_cast<const float*>(a.logits)[k]);
+    else if constexpr (D == DType::f64) return static_cast<const double*>(a.logits)[k];
+    else if constexpr (D == DType::f16) return double(half_to_float(static_cast<const uint16_t*>(a.logits)[k]));
+    else return double(bf16_to_float(static_cast<const uint16_t*>(a.logits)[k]));
+  });
+}
+
 template <DType H> void register_loss_half() {
   const DeviceType cpu = DeviceType::cpu;
   set_kernel<&nll_half<H, false>>(nll_forward_kernels(), cpu, H);
@@ -155,6 +166,10 @@ void register_loss_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(pixel_cross_entropy_backward_kernels(), pixel_cross_entropy_backward_cpu);
   register_loss_half<DType::f16>();
   register_loss_half<DType::bf16>();
+  set_kernel<&count_correct_cpu<DType::f32>>(count_correct_kernels(), DeviceType::cpu, DType::f32);
+  set_kernel<&count_correct_cpu<DType::f64>>(count_correct_kernels(), DeviceType::cpu, DType::f64);
+  set_kernel<&count_correct_cpu<DType::f16>>(count_correct_kernels(), DeviceType::cpu, DType::f16);
+  set_kernel<&count_correct_cpu<DType::bf16>>(count_correct_kernels(), DeviceType::cpu, DType::bf16);
 }
 
 }  // namespace oomlab

@@ -23,8 +23,8 @@
 // a candidate that cuDNN refuses at execution (NOT_SUPPORTED category) gives way to the next.
 // The plan cache is process-wide (mutex; plans are immutable once built and shared);
 // clear_cudnn_plan_cache() drops it (and conv_graph.cu's).
-// With cudnn_graph_api() on (OOMLAB_CUDNN_GRAPH=1), each call first tries cuDNN's graph API
-// (conv_graph.cu); a problem it has no usable engine for runs here, and the kernel choice
+// With cudnn_graph_api() in effect (under cuDNN benchmark, or OOMLAB_CUDNN_GRAPH=1), each call
+// first tries cuDNN's graph API (conv_graph.cu); a problem it has no usable engine for runs here, and the kernel choice
 // then names the legacy algorithm and the graph API's answer.
 #include <algorithm>
 #include <array>

@@ -8,6 +8,8 @@
 //     run; float32 engines with tensor-core math only when TF32 is allowed (that is how
 //     the graph API encodes strict fp32: the legacy API's CUDNN_FMA_MATH); under cuDNN
 //     deterministic (torch.backends.cudnn.deterministic), none with the NONDETERMINISTIC note.
+//   * graph_api_in_effect(setting, benchmark): whether the graph API plans convolutions
+//     (auto: under cuDNN benchmark only, as measured).
 //   * pointer_alignment(p): the byte alignment a tensor descriptor promises cuDNN: the
 //     largest power of two dividing the address, at most 16 (an engine planned for
 //     16-byte vector loads must not get a less aligned view); it is part of the plan key.
@@ -38,6 +40,14 @@ inline const char* engine_refusal(const EngineNotes& n, DType t, bool tf32, bool
   if (t == DType::f32 && !tf32 && n.tensor_core) return "tensor-core math on float32 with TF32 off";
   return nullptr;
 }
+
+// Whether convolutions plan with the graph API: `setting` 1 / 0 (set_cudnn_graph_api, or
+// OOMLAB_CUDNN_GRAPH=1 / 0), or -1 (neither: auto) = under cuDNN benchmark only. On an H200
+// (kit run of cbc8729) ResNet-50 b128 TF32 under --cudnn-benchmark on took 78.5 ms with the
+// graph API's timed plans against the legacy Find's 82.8, and peaked at 11.29 GB against
+// 16.90 GB (Find allocates the largest workspace of every algorithm at once; PyTorch 11.51);
+// without benchmark the two were within noise (0.98-1.00x), so the legacy heuristics stay.
+inline bool graph_api_in_effect(int setting, bool benchmark) { return setting < 0 ? benchmark : setting != 0; }
 
 inline int64_t pointer_alignment(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);

@@ -56,7 +56,8 @@ DeviceProperties properties(int device) {
           {"tiled_attention", cuda_tiled_attention() ? "true" : "false"},
           {"flash_attention", cuda_flash_attention() ? "true" : "false"},
           {"tc_attention", cuda_tc_attention() ? "true" : "false"},
-          {"tc_attention_inputs", "16-bit"},   // float32 inputs run the flash kernels, TF32 or not
+          {"tc_attention_inputs", "16-bit"},
+          {"device_argmax", cuda_device_argmax() ? "true" : "false"},   // float32 inputs run the flash kernels, TF32 or not
           {"vectorized_elementwise", cuda_vectorized() ? "true" : "false"},
           {"bn_one_pass", cuda_bn_one_pass() ? "true" : "false"},
           {"foreach_optimizer", cuda_foreach() ? "true" : "false"},

@@ -2,6 +2,8 @@
 // atomics initialised once from the environment, then changed only by the setters.
 #include "kernels/cuda/cuda_settings.h"
 
+#include "kernels/cuda/conv_graph_rules.h"
+
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +15,13 @@ bool env_flag(const char* name, bool dflt) {
   const char* v = std::getenv(name);
   if (!v || !*v) return dflt;
   return std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 && std::strcmp(v, "off") != 0;
+}
+
+// 1 or 0 when the variable says so (as env_flag), -1 when it is unset or empty (auto).
+int env_tristate(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return -1;
+  return env_flag(name, false) ? 1 : 0;
 }
 
 size_t env_size(const char* name, size_t dflt) {
@@ -33,10 +42,11 @@ struct Settings {
   std::atomic<bool> vectorized{env_flag("OOMLAB_CUDA_VECTORIZED", true)};
   std::atomic<bool> bn_one_pass{env_flag("OOMLAB_CUDA_BN_ONE_PASS", true)};
   std::atomic<bool> foreach_step{env_flag("OOMLAB_CUDA_FOREACH", true)};
-  std::atomic<bool> cudnn_graph{env_flag("OOMLAB_CUDNN_GRAPH", false)};
+  std::atomic<int> cudnn_graph{env_tristate("OOMLAB_CUDNN_GRAPH")};   // -1: auto
   std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", true)};
   std::atomic<bool> token_inputs{env_flag("OOMLAB_CUDA_TOKEN_INPUTS", true)};
   std::atomic<bool> tc_attention{env_flag("OOMLAB_CUDA_TC_ATTENTION", true)};
+  std::atomic<bool> device_argmax{env_flag("OOMLAB_CUDA_DEVICE_ARGMAX", false)};
 };
 
 Settings& settings() {
@@ -69,13 +79,15 @@ void set_cuda_bn_one_pass(bool on) { settings().bn_one_pass.store(on); }
 bool cuda_bn_one_pass() { return settings().bn_one_pass.load(); }
 void set_cuda_foreach(bool on) { settings().foreach_step.store(on); }
 bool cuda_foreach() { return settings().foreach_step.load(); }
-void set_cudnn_graph_api(bool on) { settings().cudnn_graph.store(on); }
-bool cudnn_graph_api() { return settings().cudnn_graph.load(); }
+void set_cudnn_graph_api(bool on) { settings().cudnn_graph.store(on ? 1 : 0); }
+bool cudnn_graph_api() { return cudnn_graph::graph_api_in_effect(settings().cudnn_graph.load(), cudnn_benchmark()); }
 void set_cuda_flash_attention(bool on) { settings().flash_attention.store(on); }
 bool cuda_flash_attention() { return settings().flash_attention.load(); }
 void set_cuda_token_inputs_on_device(bool on) { settings().token_inputs.store(on); }
 bool cuda_token_inputs_on_device() { return settings().token_inputs.load(); }
 void set_cuda_tc_attention(bool on) { settings().tc_attention.store(on); }
 bool cuda_tc_attention() { return settings().tc_attention.load(); }
+void set_cuda_device_argmax(bool on) { settings().device_argmax.store(on); }
+bool cuda_device_argmax() { return settings().device_argmax.load(); }
 
 }  // namespace oomlab

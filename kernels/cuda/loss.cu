@@ -11,9 +11,15 @@
 // block. Its backward needs the kept-pixel count before writing: a one-block kernel stores
 // w = dloss / count in dlogits[0], the main kernel reads it and writes every element but
 // that one, and a last one-thread kernel writes element 0. nll's backward stores 16 bytes at a
-// time under the vectorized switch (cuda_settings.h; the same values).
+// time under the vectorized switch (cuda_settings.h; the same values). count_correct: by
+// default the logits and targets copied to the host and kernels/loss.h's rule run there (what
+// every GPU record measured: for GPT-2's [1024, 50257] logits a 206 MB copy each step); under
+// cuda_device_argmax() one warp a row on the device, the count read from host-mapped memory.
 #include <algorithm>
+#include <type_traits>
+#include <vector>
 
+#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/cuda/vector_map.cuh"
 #include "kernels/loss.h"
@@ -174,6 +180,77 @@ template <class T> void pixel_cross_entropy_backward_cuda(const PixelCrossEntrop
   pixel_grad_first_kernel<T><<<1, 1, 0, L.stream>>>(lp, a.target, d, a.C, a.HW, a.ignore_index);
   CUDA_LAUNCH_CHECK();
 }
+// ---- count_correct ------------------------------------------------------------------------
+// Whether (v, j) beats the best so far (bv, bj) under torch.argmax's order: NaN above every
+// number, the first index among equals (and among NaNs).
+__device__ __forceinline__ bool beats(double v, long long j, double bv, long long bj) {
+  const bool vn = v != v, bn = bv != bv;
+  if (vn || bn) return vn && (!bn || j < bj);
+  return v > bv || (v == bv && j < bj);
+}
+// One warp a row: lane l scans j = l, l + 32, ... keeping its first maximum, then the lanes
+// meet in a shuffle tree; block b writes its rows' count to part[b] (host-mapped memory, one
+// plain store; the host adds the blocks once the stream has synchronised). bj = -1: none.
+template <class T>
+__global__ void count_correct_kernel(const T* x, const int64_t* target, int64_t N, int64_t C, long long* part) {
+  const int lane = threadIdx.x & 31, warps = int(blockDim.x >> 5);
+  long long mine = 0;
+  for (int64_t r = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); r < N; r += int64_t(gridDim.x) * warps) {
+    double bv = 0.0;
+    long long bj = -1;
+    for (int64_t j = lane; j < C; j += 32) {
+      const double v = double(ld(x[r * C + j]));
+      if (bj < 0 || beats(v, j, bv, bj)) { bv = v; bj = j; }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const double ov = __shfl_down_sync(0xffffffffu, bv, o);
+      const long long oj = __shfl_down_sync(0xffffffffu, bj, o);
+      if (oj >= 0 && (bj < 0 || beats(ov, oj, bv, bj))) { bv = ov; bj = oj; }
+    }
+    if (lane == 0 && bj >= 0 && bj == target[r]) ++mine;
+  }
+  const long long total = block_sum(mine);
+  if (threadIdx.x == 0) part[blockIdx.x] = total;
+}
+
+constexpr int kCountBlocks = 1024;
+long long* mapped_counts() {   // this thread's host-mapped block counts (kept for the process)
+  thread_local long long* p = nullptr;
+  if (!p) CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&p), kCountBlocks * sizeof(long long),
+                                   cudaHostAllocMapped | cudaHostAllocPortable));
+  return p;
+}
+
+template <class T> double host_double(T v) {
+  if constexpr (std::is_same_v<T, __half>) return double(__half2float(v));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return double(__bfloat162float(v));
+  else return double(v);
+}
+
+template <class T> void count_correct_cuda(const CountCorrectArgs& a) {
+  OOMLAB_ASSERT(a.s1 == 1 && a.s0 == a.C && a.ts == 1);   // the op passes contiguous tensors
+  *a.correct = 0;
+  if (a.N == 0 || a.C == 0) return;
+  const Launch L("count_correct");
+  if (!cuda_device_argmax()) {   // the measured path: both to the host
+    std::vector<T> x(size_t(a.N * a.C));
+    std::vector<int64_t> t(static_cast<size_t>(a.N));
+    CUDA_CHECK(cudaMemcpyAsync(x.data(), a.logits, x.size() * sizeof(T), cudaMemcpyDeviceToHost, L.stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.data(), a.target, t.size() * sizeof(int64_t), cudaMemcpyDeviceToHost, L.stream));
+    CUDA_CHECK(cudaStreamSynchronize(L.stream));
+    *a.correct = count_correct_rows(a.N, a.C, a.C, 1, t.data(), 1, [&](int64_t k) { return host_double(x[size_t(k)]); });
+    return;
+  }
+  long long* part = mapped_counts();
+  long long* dpart = nullptr;
+  CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dpart), part, 0));
+  const int blocks = int(std::min<int64_t>((a.N + 7) / 8, kCountBlocks));
+  count_correct_kernel<T><<<blocks, kThreads, 0, L.stream>>>(static_cast<const T*>(a.logits), a.target, a.N, a.C,
+                                                            dpart);
+  CUDA_LAUNCH_CHECK();
+  CUDA_CHECK(cudaStreamSynchronize(L.stream));
+  for (int b = 0; b < blocks; ++b) *a.correct += part[b];
+}
 }  // namespace
 
 void register_loss_cuda_kernels() {
@@ -181,6 +258,7 @@ void register_loss_cuda_kernels() {
   OOMLAB_REGISTER_FLOAT_HALF_CUDA(nll_backward_kernels(), nll_backward_cuda);
   OOMLAB_REGISTER_FLOAT_CUDA(pixel_cross_entropy_forward_kernels(), pixel_cross_entropy_forward_cuda);
   OOMLAB_REGISTER_FLOAT_CUDA(pixel_cross_entropy_backward_kernels(), pixel_cross_entropy_backward_cuda);
+  OOMLAB_REGISTER_FLOAT_HALF_CUDA(count_correct_kernels(), count_correct_cuda);
 }
 
 }  // namespace oomlab

@@ -239,6 +239,8 @@ def switched_paths(cfg, props):
     names = ["issue-31 paths off"] if len(off) == len(ISSUE31_PATHS) else off
     if props.get("cudnn_graph_api") == "true":
         names.append("cuDNN graph API")
+    if props.get("device_argmax") == "true":
+        names.append("device argmax")
     return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])
 
 
