@@ -171,7 +171,7 @@ ORDER=(r50_fp32 r50_tf32 r50_tf32_graph r50_tf32_cl r50_tf32_cl_graph r50_bf16 r
        r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_graph r50_fp16 r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
        bert_fp32 bert_tf32 bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all bert384_selective
        bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32 graph_gpt2_tf32_argmax)
-TORCH_ONLY=(bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
+TORCH_ONLY=(bert_fp32_sdpa bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
   local f=${FLAGS[$1]} model batch seq
   model=$(sed -n 's/.*--model \([^ ]*\).*/\1/p' <<<"$f"); batch=$(sed -n 's/.*--batch \([0-9]*\).*/\1/p' <<<"$f")

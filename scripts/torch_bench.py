@@ -45,6 +45,7 @@ CONFIGS = {
     "bert_tf32": ("bert-base", 32, 128, "tf32", "adamw", "eager", False, False),
     "bert_bf16": ("bert-base", 32, 128, "bf16", "adamw", "eager", False, False),
     "bert_fp16": ("bert-base", 32, 128, "fp16", "adamw", "eager", False, False),
+    "bert_fp32_sdpa": ("bert-base", 32, 128, "fp32", "adamw", "sdpa", False, False),   # issue 31's fp32 bar
     "bert_tf32_sdpa": ("bert-base", 32, 128, "tf32", "adamw", "sdpa", False, False),
     "bert_bf16_sdpa": ("bert-base", 32, 128, "bf16", "adamw", "sdpa", False, False),
     "bert384_none": ("bert-base", 24, 384, "tf32", "adamw", "eager", False, False),
