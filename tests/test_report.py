@@ -380,6 +380,38 @@ class GpuKitSection(unittest.TestCase):
         self.assertIn("#### oomlab vs PyTorch eager, same call", md)
 
 
+class GpuPoints(unittest.TestCase):
+    """An experiment's GPU points (oomlab_report/gpu_points.py) come from one call: the newest
+    kit record holding every tag the table needs; none, and the table is left out."""
+
+    @staticmethod
+    def record(top, name, date, points):
+        d = Path(top) / name
+        d.mkdir(parents=True)
+        (d / "points.json").write_text(json.dumps(points))
+        (d / "provenance.json").write_text(json.dumps({"date": date, "commit": "abcdef1234567890",
+                                                       "machine": {"gpu": "NVIDIA H200"}}))
+
+    def test_the_newest_record_with_every_tag_in_one_call(self):
+        from oomlab_report.gpu_points import gpu_table, one_call
+        pt = lambda o, t=None: {"oomlab": {"median_ms": o, "peak_allocated": 2e9},  # noqa: E731
+                                "torch": None if t is None else {"median_ms": t, "peak_allocated": 3e9}}
+        with tempfile.TemporaryDirectory() as top:
+            self.assertEqual(gpu_table([("r", "a", "b")], gpu_dir=top), "")
+            self.record(top, "old", "2026-11-26", {"a": pt(10, 20), "b": pt(5, 10)})
+            self.record(top, "new", "2026-11-27", {"a": pt(8, 16)})   # lacks b: not one call for the table
+            self.record(top, "broken", "2026-11-28", {})
+            (Path(top) / "broken" / "points.json").write_text("{not json")
+            self.assertEqual(one_call(["a"], top)[0], "new")
+            self.assertEqual(one_call(["a", "b"], top)[0], "old")
+            md = gpu_table([("row", "a", "b")], gpu_dir=top, base="eager", other="fused", peaks=True)
+            self.assertIn("| row | 10.0 | 5.0 | 0.50 | 20.0 | 10.0 | 0.50 | 2.000 | 2.000 | 1.000 | 3.000 | 3.000 | 1.000 |",
+                          md)
+            self.assertIn("`old`", md)
+            self.assertIn("NVIDIA H200, the kit at `abcdef123456`", md)
+            self.assertIn("inconclusive", md)
+
+
 @unittest.skipUnless(GPU_RECORD.is_dir(), f"{GPU_RECORD} not committed")
 class GpuLabels(unittest.TestCase):
     """A switched row (gpu_run.sh's PREV / GRAPH / TILED rows, --channels-last,

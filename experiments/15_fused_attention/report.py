@@ -1,7 +1,8 @@
 """report.py — the report section of experiment 15_fused_attention: the source's claims
 (Dao et al. 2022, and PyTorch's SDPA on the H100 record), one table per sequence length
 (per-sample and fixed bytes, the quadratic share, the largest batch under 11 GiB, eager
-against fused) and one figure (per-sample bytes and the largest batch against the length).
+against fused) and one figure (per-sample bytes and the largest batch against the length). The GPU
+side: the newest GPU kit record with eager and flash fused attention (oomlab_report/gpu_points.py).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
@@ -12,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from oomlab_report.atomic import save_fig_atomic  # noqa: E402
 from oomlab_report.fmt import md_table  # noqa: E402
+from oomlab_report.gpu_points import gpu_table  # noqa: E402
 
 FIG = "figures/15_fused_attention.png"
 
@@ -56,6 +58,11 @@ def render(doc, out_dir):
     if "eager" in a and "fused" in a:
         parts.append(f"\nBERT-base b24 s384 (the H100 record's configuration): eager {a['eager'] / 1e9:.2f} GB, "
                      f"fused {a['fused'] / 1e9:.2f} GB (GB = 10^9 B; PyTorch on the H100: eager 11.87, SDPA 7.35).\n")
+    gpu = gpu_table([("BERT-base b24 s384 TF32 (oomlab fused: the flash kernels; PyTorch: SDPA)", "bert384_none",
+                      "bert384_fused_flash", "bert384_none", "bert384_none_sdpa")],
+                    base="eager", other="fused", peaks=True)
+    if gpu:
+        parts += ["\n### On a GPU (the GPU kit)\n", gpu]
     plot_15(doc, out_dir / FIG)
     parts.append(f"\n![{doc['experiment']}]({FIG})\n")
     return "\n".join(parts), [FIG]

@@ -1,7 +1,8 @@
 """report.py — the report section of experiment 17_cuda_graphs: per model, eager against
 graphed training on the meta device (allocations per step, allocated and reserved peaks, the
 graph's private pool, the largest batch on the card eager and graphed) in one table, and
-one figure (the peaks and the pool per model).
+one figure (the peaks and the pool per model). The GPU
+side: the newest GPU kit record holding the graphed rows (oomlab_report/gpu_points.py).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
@@ -12,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from oomlab_report.atomic import save_fig_atomic  # noqa: E402
 from oomlab_report.fmt import md_table  # noqa: E402
+from oomlab_report.gpu_points import gpu_table  # noqa: E402
 
 FIG = "figures/17_cuda_graphs.png"
 
@@ -57,6 +59,11 @@ def render(doc, out_dir):
                            "reserved GiB eager", "reserved GiB graphs", "graph pool GiB",
                            f"largest batch {card} eager", f"largest batch {card} graphs"], table,
                           right=set(range(1, 10))))
+    gpu = gpu_table([("ResNet-50 b128 AMP bf16", "r50_bf16", "r50_bf16_cudagraphs"),
+                     ("BERT-base b32 s128 AMP bf16", "bert_bf16", "bert_bf16_cudagraphs")],
+                    base="eager", other="graphed", peaks=True)
+    if gpu:
+        parts += ["\n### On a GPU (the GPU kit; PyTorch's graphed step: torch.cuda.graph, where it ran one)\n", gpu]
     plot_17(doc, out_dir / FIG)
     parts.append(f"\n![{doc['experiment']}]({FIG})\n")
     return "\n".join(parts), [FIG]

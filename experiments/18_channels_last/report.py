@@ -1,6 +1,7 @@
 """report.py — the report section of experiment 18_channels_last: per model, the NCHW and
 channels_last training runs on the meta device (allocated and reserved peaks, the largest
-batch on the card) in one table, and one figure (the allocated peaks per model and layout).
+batch on the card) in one table, and one figure (the allocated peaks per model and layout). The claim's GPU
+side: the newest GPU kit record's channels_last rows (oomlab_report/gpu_points.py), beside NCHW.
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
@@ -11,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from oomlab_report.atomic import save_fig_atomic  # noqa: E402
 from oomlab_report.fmt import md_table  # noqa: E402
+from oomlab_report.gpu_points import gpu_table  # noqa: E402
 
 FIG = "figures/18_channels_last.png"
 
@@ -51,6 +53,10 @@ def render(doc, out_dir):
     parts.append(md_table(["model", "peak GiB NCHW", "peak GiB channels_last", "difference KiB",
                            "reserved GiB NCHW", "reserved GiB channels_last", f"largest batch {card} NCHW",
                            f"largest batch {card} channels_last"], table, right=set(range(1, 8))))
+    gpu = gpu_table([("ResNet-50 b128 TF32", "r50_tf32", "r50_tf32_cl"),
+                     ("ResNet-50 b128 AMP bf16", "r50_bf16", "r50_bf16_cl")], base="NCHW", other="channels_last")
+    if gpu:
+        parts += ["\n### On a GPU (the GPU kit; each side's channels_last beside its NCHW)\n", gpu]
     plot_18(doc, out_dir / FIG)
     parts.append(f"\n![{doc['experiment']}]({FIG})\n")
     return "\n".join(parts), [FIG]
