@@ -133,6 +133,7 @@ declare -A FLAGS=(
   [r50_bf16_cl]="--model resnet50 --batch 128 --amp bf16 --channels-last"
   [r50_tf32_cl_graph]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
   [r50_bf16_cl_graph]="--model resnet50 --batch 128 --amp bf16 --channels-last"
+  [r50_bf16_cl_graph_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --channels-last --cuda-graphs"
   [bert_bf16_cudagraphs]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --cuda-graphs"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
   [graph_bert_tf32]="--model graph:$kit/models/graphs/bert.json --batch 32 --seq-len 128 --allow-tf32 all"
@@ -152,7 +153,9 @@ PREV="OOMLAB_CUDA_VECTORIZED=0 OOMLAB_CUDA_BN_ONE_PASS=0 OOMLAB_CUDA_FOREACH=0 O
 # (within noise of the legacy heuristics on the H200 for NCHW): *_graph tags, and
 # test_cuda_parity's conv rows under it. r50_*_cl_graph: NHWC, where PyTorch's v8-API
 # convolutions ran Hopper's sm90_xmma kernels (its profiler: 15.3 ms forward, 38.5 backward
-# over 3 TF32 steps, against 51.6 and 94.3 in oomlab's synchronized trace; kit run of afbeb1e).
+# over 3 TF32 steps, against 51.6 and 94.3 in oomlab's synchronized trace; kit run of afbeb1e);
+# r50_bf16_cl_graph_cudagraphs adds --cuda-graphs (issue 31's 0.80x bar: PyTorch's channels_last
+# bf16 step was 0.66x its NCHW one).
 GRAPH="OOMLAB_CUDNN_GRAPH=1"
 # LEGACY: under --cudnn-benchmark on, the legacy API's Find instead of the graph API's timed
 # plans (the default there since the H200 run of cbc8729): *_legacy.
@@ -165,10 +168,10 @@ ARGMAX="OOMLAB_CUDA_DEVICE_ARGMAX=1"
 TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 declare -A ENVS=([r50_bf16_prev]="$PREV"
                  [r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
-                 [r50_tf32_cl_graph]="$GRAPH" [r50_bf16_cl_graph]="$GRAPH"
+                 [r50_tf32_cl_graph]="$GRAPH" [r50_bf16_cl_graph]="$GRAPH" [r50_bf16_cl_graph_cudagraphs]="$GRAPH"
                  [graph_gpt2_tf32_argmax]="$ARGMAX")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_graph r50_tf32_cl r50_tf32_cl_graph r50_bf16 r50_bf16_prev r50_bf16_graph
-       r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_graph r50_fp16 r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
+       r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_graph r50_bf16_cl_graph_cudagraphs r50_fp16 r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
        bert_fp32 bert_tf32 bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all bert384_selective
        bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32 graph_gpt2_tf32_argmax)
 TORCH_ONLY=(bert_fp32_sdpa bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
@@ -265,7 +268,7 @@ for tag in "${ORDER[@]}"; do
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
   [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_prev || $tag == *_graph ||
-     $tag == *_legacy || $tag == *_argmax ||
+     $tag == *_legacy || $tag == *_argmax || $tag == *_graph_cudagraphs ||
      $tag == bert*_cudagraphs ]] &&
     continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)
   log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"

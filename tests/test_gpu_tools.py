@@ -325,6 +325,7 @@ class GpuKit(unittest.TestCase):
             self.assertEqual(pts["r50_bf16_cl"]["default_tag"], "r50_bf16")
             self.assertEqual(pts["r50_tf32_cl"]["default_tag"], "r50_tf32")
             self.assertEqual(pts["r50_bf16_cl_graph"]["default_tag"], "r50_bf16_cl")
+            self.assertEqual(pts["r50_bf16_cl_graph_cudagraphs"]["default_tag"], "r50_bf16_cl_graph")
             # a follow-up lease runs a part: the listed pairs, tests and breakdowns alone
             part = Path(tmp) / "part"
             r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", part], capture_output=True, text=True,
