@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cuda/argmax_row.cuh"
 #include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/cuda/vector_map.cuh"
@@ -181,33 +182,19 @@ template <class T> void pixel_cross_entropy_backward_cuda(const PixelCrossEntrop
   CUDA_LAUNCH_CHECK();
 }
 // ---- count_correct ------------------------------------------------------------------------
-// Whether (v, j) beats the best so far (bv, bj) under torch.argmax's order: NaN above every
-// number, the first index among equals (and among NaNs).
-__device__ __forceinline__ bool beats(double v, long long j, double bv, long long bj) {
-  const bool vn = v != v, bn = bv != bv;
-  if (vn || bn) return vn && (!bn || j < bj);
-  return v > bv || (v == bv && j < bj);
-}
-// One warp a row: lane l scans j = l, l + 32, ... keeping its first maximum, then the lanes
-// meet in a shuffle tree; block b writes its rows' count to part[b] (host-mapped memory, one
-// plain store; the host adds the blocks once the stream has synchronised). bj = -1: none.
+// One warp a row (argmax_row.cuh: each lane's first maximum, then a shuffle tree); block b
+// writes its rows' count to part[b] (host-mapped memory, one plain store; the host adds the
+// blocks once the stream has synchronised).
 template <class T>
 __global__ void count_correct_kernel(const T* x, const int64_t* target, int64_t N, int64_t C, long long* part) {
+  namespace am = argmax_row;
   const int lane = threadIdx.x & 31, warps = int(blockDim.x >> 5);
   long long mine = 0;
   for (int64_t r = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5); r < N; r += int64_t(gridDim.x) * warps) {
-    double bv = 0.0;
-    long long bj = -1;
-    for (int64_t j = lane; j < C; j += 32) {
-      const double v = double(ld(x[r * C + j]));
-      if (bj < 0 || beats(v, j, bv, bj)) { bv = v; bj = j; }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const double ov = __shfl_down_sync(0xffffffffu, bv, o);
-      const long long oj = __shfl_down_sync(0xffffffffu, bj, o);
-      if (oj >= 0 && (bj < 0 || beats(ov, oj, bv, bj))) { bv = ov; bj = oj; }
-    }
-    if (lane == 0 && bj >= 0 && bj == target[r]) ++mine;
+    am::Best b = am::lane_best(lane, C, [&](int64_t j) { return double(ld(x[r * C + j])); });
+    for (int o = 16; o > 0; o >>= 1)
+      b = am::merge(b, am::Best{__shfl_down_sync(0xffffffffu, b.v, o), __shfl_down_sync(0xffffffffu, b.j, o)});
+    if (lane == 0 && b.j >= 0 && b.j == target[r]) ++mine;
   }
   const long long total = block_sum(mine);
   if (threadIdx.x == 0) part[blockIdx.x] = total;
