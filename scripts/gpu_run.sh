@@ -17,7 +17,7 @@
 #   logs.tar.gz      every log, results JSON, trace and profiler table (with attention_cpu.json:
 #                    the host CPU's attention, oomlab beside PyTorch SDPA, in README.md too)
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
-# default 420 s: a step that would not fit is skipped and named): preflight; tests +
+# default 480 s: a step that would not fit is skipped and named): preflight; tests +
 # sanitizers + meta predictions (concurrently; test_cuda_parity also on the old paths (PREV),
 # its convolutions under GRAPH, its attention on the reference kernels); oomlab / PyTorch pairs
 # (alternating, one PyTorch process), each *_prev row (the paths the defaults replaced),
@@ -50,7 +50,7 @@ t0=$SECONDS
 dry=${OOMLAB_KIT_DRY_RUN:-0}
 device=cuda
 [[ $dry == 1 ]] && device=meta
-budget=${OOMLAB_KIT_BUDGET_S:-420}
+budget=${OOMLAB_KIT_BUDGET_S:-480}   # a 540-s call leaves a 15-min lease time for a partial second one
 steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTorch's 15 + 5 warm-up
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
 # A follow-up lease may run a part of the kit: OOMLAB_KIT_TAGS (pair tags, par_*, cpu_attention,
