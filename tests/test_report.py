@@ -347,6 +347,18 @@ class GpuKitSection(unittest.TestCase):
         from oomlab_report.gpu_section import render_gpu_section
         return render_gpu_section(gpu_dir, ROOT / "experiments", "reports/results")
 
+    def test_a_part_of_the_kit_without_pairs_says_so(self):
+        part = KIT_RECORD.parent / "h200-2026-11-27-kit5-models"   # OOMLAB_KIT_TESTS=test_cuda_models alone
+        if not part.is_dir():
+            self.skipTest(f"{part} not committed")
+        with tempfile.TemporaryDirectory() as top:
+            shutil.copytree(part, Path(top) / "gpu" / part.name)
+            md = self.render(Path(top) / "gpu")
+        self.assertIn("This record holds no oomlab / PyTorch pairs", md)
+        self.assertNotIn("#### oomlab vs PyTorch eager, same call", md)
+        self.assertNotIn("Meta peaks of the benchmark configurations", md)
+        self.assertIn("| test_cuda_models | 39 | 0 | 0 | 0 |", md)
+
     def test_rows_are_the_archives_figures(self):
         with tempfile.TemporaryDirectory() as top:
             shutil.copytree(KIT_RECORD, Path(top) / "gpu" / KIT_RECORD.name)

@@ -243,6 +243,8 @@ def meta_part(rec):
     readme = meta_from_readme(rec)
     if rec.meta:
         out += meta_json_part(rec)
+    elif not rec.oomlab and not rec.problems:
+        pass   # every file read and no benchmark configuration ran: nothing to predict
     elif readme is None:
         out.append(f"Meta peaks of the benchmark configurations: {MISSING} (no meta-prediction table in "
                    "the record's README).\n")
@@ -377,6 +379,10 @@ def render_gpu_section(gpu_dir, experiments_dir, shown_dir="reports/results"):
             parts += t3_part(rec, anchors)
         if has([t for _, t in T4_ROWS if t != "bert384_none"]):
             parts += t4_part(rec, anchors)
-        parts += comparison_part(rec)
+        if rec.oomlab or rec.problems:   # a file it cannot read renders "missing"
+            parts += comparison_part(rec)
+        else:   # every file read, and no pair: a part of the kit (OOMLAB_KIT_TAGS / _TESTS)
+            parts.append("This record holds no oomlab / PyTorch pairs (a part of the GPU kit: its tests "
+                         "and traces; the record's README has them).\n")
         parts += meta_part(rec) + repeats
     return "\n".join(parts)
