@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from oomlab_report.fmt import md_table
+from oomlab_report.gpu_section import f_ratio
 from oomlab_report.results import REPO_ROOT
 
 GPU_DIR = REPO_ROOT / "reports" / "results" / "gpu"
@@ -54,12 +55,8 @@ def ms(point, side):
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _f(v):
-    return "—" if v is None else f"{v:.1f}"
-
-
-def _ratio(a, b):
-    return "—" if a is None or not b else f"{a / b:.2f}"
+def _f(v, digits=1):   # "—": PyTorch ran none (gpu_section's f_ms says "missing", for a lost file)
+    return "—" if v is None else f"{v:.{digits}f}"
 
 
 def peak_gb(point, side):
@@ -80,11 +77,11 @@ def gpu_table(rows, gpu_dir=GPU_DIR, base="default", other="switched", peaks=Fal
     table = []
     for label, a, b, ta, tb in rows:
         oa, ob, pa, pb = ms(pts[a], "oomlab"), ms(pts[b], "oomlab"), ms(pts[ta], "torch"), ms(pts[tb], "torch")
-        row = [label, _f(oa), _f(ob), _ratio(ob, oa), _f(pa), _f(pb), _ratio(pb, pa)]
+        row = [label, _f(oa), _f(ob), f_ratio(ob, oa), _f(pa), _f(pb), f_ratio(pb, pa)]
         if peaks:
             ga, gb, qa, qb = (peak_gb(pts[a], "oomlab"), peak_gb(pts[b], "oomlab"), peak_gb(pts[ta], "torch"),
                               peak_gb(pts[tb], "torch"))
-            row += [_f3(ga), _f3(gb), _ratio3(gb, ga), _f3(qa), _f3(qb), _ratio3(qb, qa)]
+            row += [_f(ga, 3), _f(gb, 3), f_ratio(gb, ga, 3), _f(qa, 3), _f(qb, 3), f_ratio(qb, qa, 3)]
         table.append(row)
     head = ["configuration", f"oomlab {base} ms", f"oomlab {other} ms", f"oomlab {other} / {base}",
             f"PyTorch {base} ms", f"PyTorch {other} ms", f"PyTorch {other} / {base}"]
@@ -96,10 +93,3 @@ def gpu_table(rows, gpu_dir=GPU_DIR, base="default", other="switched", peaks=Fal
             "section 11); peaks are deterministic. The verdict below is the driver's and reads none of these.\n")
     return md_table(head, table, right=set(range(1, len(head)))) + "\n" + note
 
-
-def _f3(v):
-    return "—" if v is None else f"{v:.3f}"
-
-
-def _ratio3(a, b):
-    return "—" if a is None or not b else f"{a / b:.3f}"
