@@ -52,8 +52,9 @@ def dump(obj):
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # gpu_run.sh tags of a switched path run beside their default (the tag without the suffix):
 # *_prev (the old paths the defaults replaced), *_fuse (--fuse-relu on), *_graph
-# (OOMLAB_CUDNN_GRAPH=1), *_legacy (OOMLAB_CUDNN_GRAPH=0 under benchmark), *_argmax
-# (OOMLAB_CUDA_DEVICE_ARGMAX=1), *_tiled (fused
+# (OOMLAB_CUDNN_GRAPH=1), *_legacy (OOMLAB_CUDNN_GRAPH=0 where the graph API is the default:
+# under benchmark, on channels_last), *_argmax (older records: OOMLAB_CUDA_DEVICE_ARGMAX=1,
+# before the device count became the only path), *_tiled (fused
 # attention on the tiled kernels), *_notc (afbeb1e's
 # kit: float32 fused attention without the tensor-core kernels), *_cudagraphs (--cuda-graphs), *_cl (--channels-last; its own twin is PyTorch in
 # channels_last); older records: *_next, *_flash, *_tc (paths then switched on). Ratios are

@@ -21,8 +21,8 @@
 # sanitizers + meta predictions (concurrently; test_cuda_parity also on the old paths (PREV),
 # its convolutions under GRAPH, its attention on the reference kernels); oomlab / PyTorch pairs
 # (alternating, one PyTorch process), each *_prev row (the paths the defaults replaced),
-# *_graph row (cuDNN's graph API), *_legacy row (the legacy Find under benchmark), *_argmax row
-# (accuracy counted on the device), *_cudagraphs row (--cuda-graphs: the
+# *_graph row (cuDNN's graph API on NCHW), *_legacy row (the legacy API where the graph API is
+# the default: Find under benchmark, heuristics on channels_last), *_cudagraphs row (--cuda-graphs: the
 # step captured after 3 warm-up steps and replayed) and *_cl row (--channels-last, beside
 # PyTorch's channels_last twin) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
 # two logical devices; the host CPU's attention forward + backward, oomlab eager / fused
@@ -122,6 +122,9 @@ declare -A FLAGS=(
   [bert384_none]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all"
   [bert384_all]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint all"
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
+  [bert_fp32_fused]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 none --attention fused"
+  [bert_tf32_fused]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all --attention fused"
+  [bert_bf16_fused]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --attention fused"
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_bf16]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
   [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
@@ -131,14 +134,13 @@ declare -A FLAGS=(
   [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
   [r50_tf32_cl]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
   [r50_bf16_cl]="--model resnet50 --batch 128 --amp bf16 --channels-last"
-  [r50_tf32_cl_graph]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
-  [r50_bf16_cl_graph]="--model resnet50 --batch 128 --amp bf16 --channels-last"
-  [r50_bf16_cl_graph_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --channels-last --cuda-graphs"
+  [r50_tf32_cl_legacy]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
+  [r50_bf16_cl_legacy]="--model resnet50 --batch 128 --amp bf16 --channels-last"
+  [r50_bf16_cl_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --channels-last --cuda-graphs"
   [bert_bf16_cudagraphs]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --cuda-graphs"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
   [graph_bert_tf32]="--model graph:$kit/models/graphs/bert.json --batch 32 --seq-len 128 --allow-tf32 all"
   [graph_gpt2_tf32]="--model graph:$kit/models/graphs/gpt2.json --batch 8 --seq-len 128 --allow-tf32 all"
-  [graph_gpt2_tf32_argmax]="--model graph:$kit/models/graphs/gpt2.json --batch 8 --seq-len 128 --allow-tf32 all"
 )
 # Environment per tag: a GPU path's switch (cuda_settings.h), so the default runs beside the
 # path it replaced, or a new path beside the default, in the same call (DESIGN.md section 10).
@@ -149,31 +151,26 @@ declare -A FLAGS=(
 # record are left out now that they are measured), and test_cuda_parity runs once more under
 # PREV with the tiled attention kernels (no flash, no tensor cores).
 PREV="OOMLAB_CUDA_VECTORIZED=0 OOMLAB_CUDA_BN_ONE_PASS=0 OOMLAB_CUDA_FOREACH=0 OOMLAB_CUDA_TOKEN_INPUTS=0"
-# GRAPH: convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), off by default
-# (within noise of the legacy heuristics on the H200 for NCHW): *_graph tags, and
-# test_cuda_parity's conv rows under it. r50_*_cl_graph: NHWC, where PyTorch's v8-API
-# convolutions ran Hopper's sm90_xmma kernels (its profiler: 15.3 ms forward, 38.5 backward
-# over 3 TF32 steps, against 51.6 and 94.3 in oomlab's synchronized trace; kit run of afbeb1e);
-# r50_bf16_cl_graph_cudagraphs adds --cuda-graphs (issue 31's 0.80x bar: PyTorch's channels_last
-# bf16 step was 0.66x its NCHW one).
+# GRAPH: NCHW convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), off by
+# default there (within noise of the legacy heuristics on the H200 and the H100): *_graph tags,
+# and test_cuda_parity's conv rows under it.
 GRAPH="OOMLAB_CUDNN_GRAPH=1"
-# LEGACY: under --cudnn-benchmark on, the legacy API's Find instead of the graph API's timed
-# plans (the default there since the H200 run of cbc8729): *_legacy.
+# LEGACY: the legacy API where the graph API is the default (conv_graph_rules.h): under
+# --cudnn-benchmark on, its Find instead of the graph API's timed plans (since the H200 run of
+# cbc8729); on channels_last tensors, its heuristics (since the H100 run of aa21f01, where the
+# graph API's NHWC step was 0.87x theirs in bf16, 0.98x in TF32): *_legacy.
+# r50_bf16_cl_cudagraphs adds --cuda-graphs to channels_last (issue 31's 0.80x bar).
 LEGACY="OOMLAB_CUDNN_GRAPH=0"
-# ARGMAX: training accuracy's count on the device (loss.cu) instead of the logits copied to the
-# host: *_argmax (GPT-2's 50257-wide logits, where the copy is 206 MB a step).
-ARGMAX="OOMLAB_CUDA_DEVICE_ARGMAX=1"
 # TILED: the shared-memory tiled attention kernels alone (the fused-attention default before
 # the flash (float32) and tensor-core (16-bit) kernels), for test_cuda_parity_prev.
 TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 declare -A ENVS=([r50_bf16_prev]="$PREV"
                  [r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
-                 [r50_tf32_cl_graph]="$GRAPH" [r50_bf16_cl_graph]="$GRAPH" [r50_bf16_cl_graph_cudagraphs]="$GRAPH"
-                 [graph_gpt2_tf32_argmax]="$ARGMAX")
-ORDER=(r50_fp32 r50_tf32 r50_tf32_graph r50_tf32_cl r50_tf32_cl_graph r50_bf16 r50_bf16_prev r50_bf16_graph
-       r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_graph r50_bf16_cl_graph_cudagraphs r50_fp16 r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
-       bert_fp32 bert_tf32 bert_bf16 bert_bf16_cudagraphs bert_fp16 bert384_none bert384_all bert384_selective
-       bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32 graph_gpt2_tf32_argmax)
+                 [r50_tf32_cl_legacy]="$LEGACY" [r50_bf16_cl_legacy]="$LEGACY")
+ORDER=(r50_fp32 r50_tf32 r50_tf32_graph r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r50_bf16_prev r50_bf16_graph
+       r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_legacy r50_bf16_cl_cudagraphs r50_fp16 r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
+       bert_fp32 bert_tf32 bert_bf16 bert_bf16_cudagraphs bert_fp16 bert_fp32_fused bert_tf32_fused bert_bf16_fused bert384_none bert384_all bert384_selective
+       bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_fp32_sdpa bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
   local f=${FLAGS[$1]} model batch seq
@@ -267,8 +264,8 @@ for tag in "${ORDER[@]}"; do
   env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective || $tag == bert384_fused* || $tag == *_prev || $tag == *_graph ||
-     $tag == *_legacy || $tag == *_argmax || $tag == *_graph_cudagraphs ||
+  [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_prev || $tag == *_graph ||
+     $tag == *_legacy || $tag == *_cl_cudagraphs ||
      $tag == bert*_cudagraphs ]] &&
     continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)
   log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"

@@ -197,22 +197,19 @@ TEST(CudaTensor, ArgmaxCountsMatchCpu) {
   const std::vector<std::pair<Tensor, Tensor>> cases = {labelled(random_tensor({33, 10}, -1, 1, 21, DType::f32), 22),
                                                         labelled(random_tensor({70, 50257}, -1, 1, 25, DType::f32), 26),
                                                         {special, special_labels}};
-  for (bool device_argmax : {false, true}) {
-    set_cuda_device_argmax(device_argmax);
-    for (const auto& [logits, labels] : cases)
-      for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
-        const Tensor lt = logits.to(t);
-        const int64_t mine = count_correct(lt, labels);
-        if (t == DType::f32) EXPECT_GE(mine, (logits.size(0) + 1) / 2);
-        EXPECT_EQ(count_correct(to_device(lt, cuda0()), to_device(labels, cuda0())), mine)
-            << dtype_name(t) << " " << shape_str(lt.shape()) << " device_argmax=" << device_argmax;
-      }
-    Tensor wide = to_device(random_tensor({12, 7}, -1, 1, 27, DType::f32), cuda0());
-    Tensor lab = Tensor::from_vector_i64(random_ints(7, 0, 12, 28), {7});
-    EXPECT_EQ(count_correct(wide.transpose(0, 1), to_device(lab, cuda0())),
-              count_correct(random_tensor({12, 7}, -1, 1, 27, DType::f32).transpose(0, 1), lab));
+  for (const auto& [logits, labels] : cases) {
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+      const Tensor lt = logits.to(t);
+      const int64_t mine = count_correct(lt, labels);
+      if (t == DType::f32) { EXPECT_GE(mine, (logits.size(0) + 1) / 2); }
+      EXPECT_EQ(count_correct(to_device(lt, cuda0()), to_device(labels, cuda0())), mine)
+          << dtype_name(t) << " " << shape_str(lt.shape());
+    }
   }
-  set_cuda_device_argmax(false);
+  Tensor wide = to_device(random_tensor({12, 7}, -1, 1, 27, DType::f32), cuda0());
+  Tensor lab = Tensor::from_vector_i64(random_ints(7, 0, 12, 28), {7});
+  EXPECT_EQ(count_correct(wide.transpose(0, 1), to_device(lab, cuda0())),
+            count_correct(random_tensor({12, 7}, -1, 1, 27, DType::f32).transpose(0, 1), lab));
   Tensor logits = random_tensor({33, 10}, -1, 1, 21, DType::f32);
   Tensor labels = Tensor::from_vector_i64(random_ints(33, 0, 10, 22), {33});
   Tensor seg = random_tensor({2, 4, 6, 5}, -1, 1, 23, DType::f32);

@@ -63,11 +63,14 @@ TEST(CudnnGraphRules, EngineTagNamesIndexAndKnobs) {
   EXPECT_EQ(cudnn_graph::engine_tag(0, {{2, 1}, {3, 0}, {19, 64}}), "eng0 k2=1 k3=0 k19=64");
 }
 
-// OOMLAB_CUDNN_GRAPH / set_cudnn_graph_api win when set; unset, the graph API plans only
-// under cuDNN benchmark (where it was faster and peaked lower than the legacy Find on an H200).
-TEST(CudnnGraphRules, TheGraphApiIsAutoUnderBenchmarkUnlessSet) {
-  EXPECT_FALSE(cudnn_graph::graph_api_in_effect(-1, false));
-  EXPECT_TRUE(cudnn_graph::graph_api_in_effect(-1, true));
-  EXPECT_TRUE(cudnn_graph::graph_api_in_effect(1, false));
-  EXPECT_FALSE(cudnn_graph::graph_api_in_effect(0, true));
+// OOMLAB_CUDNN_GRAPH / set_cudnn_graph_api win when set; unset, the graph API plans under
+// cuDNN benchmark (faster and lower-peaked than the legacy Find on an H200) and channels_last
+// convolutions (faster than the legacy heuristics on an H100), NCHW ones otherwise not.
+TEST(CudnnGraphRules, TheGraphApiIsAutoUnderBenchmarkOrChannelsLastUnlessSet) {
+  EXPECT_FALSE(cudnn_graph::graph_api_in_effect(-1, false, false));
+  EXPECT_TRUE(cudnn_graph::graph_api_in_effect(-1, true, false));
+  EXPECT_TRUE(cudnn_graph::graph_api_in_effect(-1, false, true));
+  EXPECT_TRUE(cudnn_graph::graph_api_in_effect(1, false, false));
+  EXPECT_FALSE(cudnn_graph::graph_api_in_effect(0, true, true));
+  EXPECT_FALSE(cudnn_graph::graph_api_in_effect(0, false, true));
 }

@@ -316,16 +316,15 @@ class GpuKit(unittest.TestCase):
             self.assertIn("test_cuda_parity_reference_attention", t["binaries"])
             self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")
             self.assertEqual(pts["r50_tf32_bench_legacy"]["default_tag"], "r50_tf32_bench")
-            self.assertEqual(pts["graph_gpt2_tf32_argmax"]["default_tag"], "graph_gpt2_tf32")
             # --cuda-graphs beside its default (on meta: warm-up, capture, replays all ran)
             self.assertEqual(pts["r50_bf16_cudagraphs"]["default_tag"], "r50_bf16")
             self.assertIsNotNone(pts["r50_bf16_cudagraphs"]["time_ratio_next_over_default"])
             self.assertIn("test_cuda_graphs", t["binaries"])
-            # --channels-last (NCHW's default beside it, and NHWC planned by the graph API)
+            # --channels-last (NCHW's default beside it, and NHWC on the legacy heuristics)
             self.assertEqual(pts["r50_bf16_cl"]["default_tag"], "r50_bf16")
             self.assertEqual(pts["r50_tf32_cl"]["default_tag"], "r50_tf32")
-            self.assertEqual(pts["r50_bf16_cl_graph"]["default_tag"], "r50_bf16_cl")
-            self.assertEqual(pts["r50_bf16_cl_graph_cudagraphs"]["default_tag"], "r50_bf16_cl_graph")
+            self.assertEqual(pts["r50_bf16_cl_legacy"]["default_tag"], "r50_bf16_cl")
+            self.assertEqual(pts["r50_bf16_cl_cudagraphs"]["default_tag"], "r50_bf16_cl")
             # a follow-up lease runs a part: the listed pairs, tests and breakdowns alone
             part = Path(tmp) / "part"
             r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", part], capture_output=True, text=True,

@@ -448,6 +448,12 @@ class GpuLabels(unittest.TestCase):
         self.assertEqual(label(describe_oomlab(cl)), "ResNet-50 b128 AMP bf16, channels_last, CUDA graphs")
         graph = {"config": base["config"], "context": {"device_properties": {"cudnn_graph_api": "true"}}}
         self.assertEqual(label(describe_oomlab(graph)), "ResNet-50 b128 AMP bf16, cuDNN graph API")
+        # since aa21f01's H100 run the graph API is auto on channels_last: named where it ran
+        auto = {"vectorized_elementwise": "true", "cudnn_graph_api": "channels_last"}
+        cl_auto = {"config": dict(base["config"], channels_last=True), "context": {"device_properties": auto}}
+        self.assertEqual(label(describe_oomlab(cl_auto)), "ResNet-50 b128 AMP bf16, channels_last, cuDNN graph API")
+        nchw_auto = {"config": base["config"], "context": {"device_properties": auto}}
+        self.assertEqual(label(describe_oomlab(nchw_auto)), "ResNet-50 b128 AMP bf16")
         bert = {"config": {"model": "bert-base", "batch": 24, "seq_len": 384, "attention": "fused"},
                 "context": {"device_properties": {"tiled_attention": "true", "flash_attention": "true"}}}
         self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))

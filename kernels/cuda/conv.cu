@@ -23,7 +23,7 @@
 // a candidate that cuDNN refuses at execution (NOT_SUPPORTED category) gives way to the next.
 // The plan cache is process-wide (mutex; plans are immutable once built and shared);
 // clear_cudnn_plan_cache() drops it (and conv_graph.cu's).
-// With cudnn_graph_api() in effect (under cuDNN benchmark, or OOMLAB_CUDNN_GRAPH=1), each call
+// With cudnn_graph_api() in effect (under cuDNN benchmark, channels_last, or OOMLAB_CUDNN_GRAPH=1), each call
 // first tries cuDNN's graph API (conv_graph.cu); a problem it has no usable engine for runs here, and the kernel choice
 // then names the legacy algorithm and the graph API's answer.
 #include <algorithm>
@@ -369,7 +369,7 @@ void conv_cuda(const Conv2dArgs& a, DType t, Kind k) {
   }
   cudnnHandle_t h = cuda::cudnn_handle(device);
   std::string graph_why;   // why the graph API did not run it (switch on only)
-  if (cudnn_graph_api() && conv_graph_run(h, a, t, int(k), device, &graph_why)) return;
+  if (cudnn_graph_api(a.channels_last) && conv_graph_run(h, a, t, int(k), device, &graph_why)) return;
   const std::shared_ptr<const ConvPlan> plan = get_plan(h, a, t, k, device);
   size_t failed_ws = SIZE_MAX;   // smallest workspace that could not be allocated
   cudnnStatus_t last_refusal = CUDNN_STATUS_SUCCESS;   // the last refusal at execution, if any

@@ -8,8 +8,8 @@
 //     run; float32 engines with tensor-core math only when TF32 is allowed (that is how
 //     the graph API encodes strict fp32: the legacy API's CUDNN_FMA_MATH); under cuDNN
 //     deterministic (torch.backends.cudnn.deterministic), none with the NONDETERMINISTIC note.
-//   * graph_api_in_effect(setting, benchmark): whether the graph API plans convolutions
-//     (auto: under cuDNN benchmark only, as measured).
+//   * graph_api_in_effect(setting, benchmark, channels_last): whether the graph API plans a
+//     convolution (auto: under cuDNN benchmark, and for channels_last tensors, as measured).
 //   * pointer_alignment(p): the byte alignment a tensor descriptor promises cuDNN: the
 //     largest power of two dividing the address, at most 16 (an engine planned for
 //     16-byte vector loads must not get a less aligned view); it is part of the plan key.
@@ -41,13 +41,18 @@ inline const char* engine_refusal(const EngineNotes& n, DType t, bool tf32, bool
   return nullptr;
 }
 
-// Whether convolutions plan with the graph API: `setting` 1 / 0 (set_cudnn_graph_api, or
-// OOMLAB_CUDNN_GRAPH=1 / 0), or -1 (neither: auto) = under cuDNN benchmark only. On an H200
-// (kit run of cbc8729) ResNet-50 b128 TF32 under --cudnn-benchmark on took 78.5 ms with the
-// graph API's timed plans against the legacy Find's 82.8, and peaked at 11.29 GB against
-// 16.90 GB (Find allocates the largest workspace of every algorithm at once; PyTorch 11.51);
-// without benchmark the two were within noise (0.98-1.00x), so the legacy heuristics stay.
-inline bool graph_api_in_effect(int setting, bool benchmark) { return setting < 0 ? benchmark : setting != 0; }
+// Whether a convolution plans with the graph API: `setting` 1 / 0 (set_cudnn_graph_api, or
+// OOMLAB_CUDNN_GRAPH=1 / 0), or -1 (neither: auto) = under cuDNN benchmark, or when its tensors
+// are channels_last (NHWC). On an H200 (kit run of cbc8729) ResNet-50 b128 TF32 under
+// --cudnn-benchmark on took 78.5 ms with the graph API's timed plans against the legacy Find's
+// 82.8, and peaked at 11.29 GB against 16.90 GB (Find allocates the largest workspace of every
+// algorithm at once; PyTorch 11.51). On an H100 (kit run of aa21f01) channels_last ResNet-50
+// b128 took 58.0 ms with it against the legacy heuristics' 67.0 in AMP bf16 and 81.2 against
+// 82.8 in TF32, the same losses (its parity rows passed). NCHW without benchmark stays on the
+// legacy heuristics: within noise on both GPUs (0.98-1.01x).
+inline bool graph_api_in_effect(int setting, bool benchmark, bool channels_last) {
+  return setting < 0 ? benchmark || channels_last : setting != 0;
+}
 
 inline int64_t pointer_alignment(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);

@@ -46,7 +46,6 @@ struct Settings {
   std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", true)};
   std::atomic<bool> token_inputs{env_flag("OOMLAB_CUDA_TOKEN_INPUTS", true)};
   std::atomic<bool> tc_attention{env_flag("OOMLAB_CUDA_TC_ATTENTION", true)};
-  std::atomic<bool> device_argmax{env_flag("OOMLAB_CUDA_DEVICE_ARGMAX", false)};
 };
 
 Settings& settings() {
@@ -80,14 +79,18 @@ bool cuda_bn_one_pass() { return settings().bn_one_pass.load(); }
 void set_cuda_foreach(bool on) { settings().foreach_step.store(on); }
 bool cuda_foreach() { return settings().foreach_step.load(); }
 void set_cudnn_graph_api(bool on) { settings().cudnn_graph.store(on ? 1 : 0); }
-bool cudnn_graph_api() { return cudnn_graph::graph_api_in_effect(settings().cudnn_graph.load(), cudnn_benchmark()); }
+bool cudnn_graph_api(bool channels_last) {
+  return cudnn_graph::graph_api_in_effect(settings().cudnn_graph.load(), cudnn_benchmark(), channels_last);
+}
+std::string cudnn_graph_api_setting() {
+  if (cudnn_graph_api(false)) return "true";
+  return cudnn_graph_api(true) ? "channels_last" : "false";
+}
 void set_cuda_flash_attention(bool on) { settings().flash_attention.store(on); }
 bool cuda_flash_attention() { return settings().flash_attention.load(); }
 void set_cuda_token_inputs_on_device(bool on) { settings().token_inputs.store(on); }
 bool cuda_token_inputs_on_device() { return settings().token_inputs.load(); }
 void set_cuda_tc_attention(bool on) { settings().tc_attention.store(on); }
 bool cuda_tc_attention() { return settings().tc_attention.load(); }
-void set_cuda_device_argmax(bool on) { settings().device_argmax.store(on); }
-bool cuda_device_argmax() { return settings().device_argmax.load(); }
 
 }  // namespace oomlab

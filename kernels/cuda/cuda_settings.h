@@ -35,21 +35,23 @@
 //     against 198.2;
 //   * cuDNN's graph (backend) API for convolutions (conv_graph.cu: engines the legacy _v7
 //     queries cannot return, as PyTorch's cuDNN v8 API path; the legacy plan when none is
-//     offered): default auto, on under cuDNN benchmark only (conv_graph_rules.h's
-//     graph_api_in_effect: it passed the parity rows on the H200; with benchmark it was
-//     faster and peaked 5.6 GB lower than the legacy Find, without it within noise of the
-//     legacy heuristics, 0.98-1.00x); set_cudnn_graph_api / OOMLAB_CUDNN_GRAPH=0|1 force it.
+//     offered): default auto, on under cuDNN benchmark and for channels_last convolutions
+//     (conv_graph_rules.h's graph_api_in_effect: it passed the parity rows on the H200 and the
+//     H100; with benchmark it was faster and peaked 5.6 GB lower than the legacy Find, on NHWC
+//     tensors faster than the legacy heuristics (H100: ResNet-50 bf16 0.87x, TF32 0.98x), on NCHW
+//     ones within noise, 0.98-1.01x); set_cudnn_graph_api / OOMLAB_CUDNN_GRAPH=0|1 force it.
 // Initial values may be overridden by the environment (read once, at first use):
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1, OOMLAB_CUDNN_DETERMINISTIC=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1, OOMLAB_CUDA_FOREACH=0|1,
 // OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_TOKEN_INPUTS=0|1,
-// OOMLAB_CUDA_TC_ATTENTION=0|1, OOMLAB_CUDA_DEVICE_ARGMAX=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
+// OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
 #pragma once
 #include <cstddef>
+#include <string>
 
 namespace oomlab {
 
@@ -76,7 +78,8 @@ bool cuda_bn_one_pass();
 void set_cuda_foreach(bool on);
 bool cuda_foreach();
 void set_cudnn_graph_api(bool on);
-bool cudnn_graph_api();
+bool cudnn_graph_api(bool channels_last);   // whether a convolution on such tensors uses it
+std::string cudnn_graph_api_setting();     // "true", "false" or "channels_last" (auto, no benchmark)
 void set_cuda_flash_attention(bool on);
 bool cuda_flash_attention();
 void set_cuda_token_inputs_on_device(bool on);
@@ -87,12 +90,6 @@ bool cuda_token_inputs_on_device();
 // them on tensor cores BERT-base b24 s384 took 101.7 ms against 96.1 (H200, afbeb1e).
 void set_cuda_tc_attention(bool on);
 bool cuda_tc_attention();
-// Training accuracy's count_correct (loss.cu) on the device: one warp a row's argmax, the
-// count read back from host-mapped memory, instead of the logits copied to the host (206 MB
-// a step for GPT-2's vocabulary at b8 s128). Default off until a GPU run measures it (the
-// kit's graph_gpt2_tf32_argmax row).
-void set_cuda_device_argmax(bool on);
-bool cuda_device_argmax();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

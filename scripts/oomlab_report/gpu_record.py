@@ -237,7 +237,8 @@ def switched_paths(cfg, props):
     as one, "issue-31 paths off"."""
     off = [text for key, dflt, text in ISSUE31_PATHS if props.get(key) not in (None, dflt)]
     names = ["issue-31 paths off"] if len(off) == len(ISSUE31_PATHS) else off
-    if props.get("cudnn_graph_api") == "true":
+    graph = props.get("cudnn_graph_api")   # "channels_last": auto since aa21f01's H100 run
+    if graph == "true" or (graph == "channels_last" and cfg.get("channels_last")):
         names.append("cuDNN graph API")
     if props.get("device_argmax") == "true":
         names.append("device argmax")
