@@ -55,9 +55,8 @@ OOMLAB_KERNEL_TABLE(adam, AdamArgs, "adam_step")
 
 // The updates of one parameter group (torch.optim's foreach form): `count` items of one
 // dtype on one device, each as its single-parameter kernel defines it, in order. CPU: the
-// single-parameter kernels one after another (foreach_per_item). CUDA: the same unless the
-// foreach switch is on (cuda_settings.h), then one launch per list of up to 24 tensors
-// (kernels/cuda/optim_foreach.cu); results are bit-identical either way.
+// single-parameter kernels one after another (foreach_per_item). CUDA: one launch per list of
+// up to 24 tensors (kernels/cuda/optim_foreach.cu), bit-identical to the per-item kernels.
 template <class Args> struct ForeachArgs {
   const Args* items;
   int64_t count;

@@ -51,7 +51,8 @@ def dump(obj):
 
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # gpu_run.sh tags of a switched path run beside their default (the tag without the suffix):
-# *_prev (the old paths the defaults replaced), *_fuse (--fuse-relu on), *_graph
+# *_prev (older records: the old paths the defaults replaced, deleted after aa21f01's H100 run),
+# *_fuse (--fuse-relu on), *_graph
 # (OOMLAB_CUDNN_GRAPH=1), *_legacy (OOMLAB_CUDNN_GRAPH=0 where the graph API is the default:
 # under benchmark, on channels_last), *_argmax (older records: OOMLAB_CUDA_DEVICE_ARGMAX=1,
 # before the device count became the only path), *_tiled (fused

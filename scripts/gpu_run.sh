@@ -18,10 +18,10 @@
 #                    the host CPU's attention, oomlab beside PyTorch SDPA, in README.md too)
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
 # default 480 s: a step that would not fit is skipped and named): preflight; tests +
-# sanitizers + meta predictions (concurrently; test_cuda_parity also on the old paths (PREV),
-# its convolutions under GRAPH, its attention on the reference kernels); oomlab / PyTorch pairs
-# (alternating, one PyTorch process), each *_prev row (the paths the defaults replaced),
-# *_graph row (cuDNN's graph API on NCHW), *_legacy row (the legacy API where the graph API is
+# sanitizers + meta predictions (concurrently; test_cuda_parity's attention rows also on the
+# tiled kernels (TILED) and the reference kernels, its convolutions under GRAPH); oomlab /
+# PyTorch pairs (alternating, one PyTorch process), each *_fused row (fused attention, beside
+# PyTorch's SDPA), *_graph row (cuDNN's graph API on NCHW), *_legacy row (the legacy API where the graph API is
 # the default: Find under benchmark, heuristics on channels_last), *_cudagraphs row (--cuda-graphs: the
 # step captured after 3 warm-up steps and replayed) and *_cl row (--channels-last, beside
 # PyTorch's channels_last twin) right after its default; per-op breakdowns; DP / BDP / DDP / SyncBN on
@@ -130,7 +130,6 @@ declare -A FLAGS=(
   [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
   [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
   [r50_tf32_bench_legacy]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
-  [r50_bf16_prev]="--model resnet50 --batch 128 --amp bf16"
   [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
   [r50_tf32_cl]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
   [r50_bf16_cl]="--model resnet50 --batch 128 --amp bf16 --channels-last"
@@ -144,13 +143,6 @@ declare -A FLAGS=(
 )
 # Environment per tag: a GPU path's switch (cuda_settings.h), so the default runs beside the
 # path it replaced, or a new path beside the default, in the same call (DESIGN.md section 10).
-# PREV: the paths issue 31 replaced, as they were the defaults before the H200 kit run of
-# cbc8729 measured the new ones (vectorized elementwise, one-pass BN, foreach optimizers,
-# device token inputs): r50_bf16_prev runs its base tag's flags on the old paths (the H200
-# measured them 1.09-1.14x slower; the *_fuse and the other *_prev / *_tiled rows of the afbeb1e
-# record are left out now that they are measured), and test_cuda_parity runs once more under
-# PREV with the tiled attention kernels (no flash, no tensor cores).
-PREV="OOMLAB_CUDA_VECTORIZED=0 OOMLAB_CUDA_BN_ONE_PASS=0 OOMLAB_CUDA_FOREACH=0 OOMLAB_CUDA_TOKEN_INPUTS=0"
 # GRAPH: NCHW convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), off by
 # default there (within noise of the legacy heuristics on the H200 and the H100): *_graph tags,
 # and test_cuda_parity's conv rows under it.
@@ -162,12 +154,12 @@ GRAPH="OOMLAB_CUDNN_GRAPH=1"
 # r50_bf16_cl_cudagraphs adds --cuda-graphs to channels_last (issue 31's 0.80x bar).
 LEGACY="OOMLAB_CUDNN_GRAPH=0"
 # TILED: the shared-memory tiled attention kernels alone (the fused-attention default before
-# the flash (float32) and tensor-core (16-bit) kernels), for test_cuda_parity_prev.
+# the flash (float32) and tensor-core (16-bit) kernels; still what other head dims run), for
+# test_cuda_parity_tiled.
 TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
-declare -A ENVS=([r50_bf16_prev]="$PREV"
-                 [r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
+declare -A ENVS=([r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
                  [r50_tf32_cl_legacy]="$LEGACY" [r50_bf16_cl_legacy]="$LEGACY")
-ORDER=(r50_fp32 r50_tf32 r50_tf32_graph r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r50_bf16_prev r50_bf16_graph
+ORDER=(r50_fp32 r50_tf32 r50_tf32_graph r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r50_bf16_graph
        r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_legacy r50_bf16_cl_cudagraphs r50_fp16 r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
        bert_fp32 bert_tf32 bert_bf16 bert_bf16_cudagraphs bert_fp16 bert_fp32_fused bert_tf32_fused bert_bf16_fused bert384_none bert384_all bert384_selective
        bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
@@ -210,10 +202,11 @@ run_tests() {
     echo "sanitizer not found" >> "$work/tests/rc.txt"
   fi
   [[ -x $parity ]] || return 0
-  # the old paths (PREV, and the tiled attention kernels), the graph API's convolutions and the
-  # reference attention kernels against the CPU too
-  # shellcheck disable=SC2086  # PREV / TILED / GRAPH are word lists
-  test_job test_cuda_parity_prev 150 $PREV $TILED -- "$parity" --gtest_output="json:$work/tests/test_cuda_parity_prev.json"
+  # the tiled attention kernels, the graph API's NCHW convolutions and the reference attention
+  # kernels against the CPU too
+  # shellcheck disable=SC2086  # TILED / GRAPH are word lists
+  test_job test_cuda_parity_tiled 150 $TILED -- "$parity" --gtest_filter='*attention*' \
+    --gtest_output="json:$work/tests/test_cuda_parity_tiled.json"
   # shellcheck disable=SC2086
   test_job test_cuda_parity_graph 150 $GRAPH -- "$parity" --gtest_filter='*conv*' \
     --gtest_output="json:$work/tests/test_cuda_parity_graph.json"
@@ -264,7 +257,7 @@ for tag in "${ORDER[@]}"; do
   env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_prev || $tag == *_graph ||
+  [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_graph ||
      $tag == *_legacy || $tag == *_cl_cudagraphs ||
      $tag == bert*_cudagraphs ]] &&
     continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "cuda_test_util.h"
@@ -30,6 +31,7 @@
 #include "engine/optim/ema.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
+#include "kernels/optim.h"
 #include "kernels/cuda/cuda_settings.h"
 #include "tests/gradcheck.h"
 
@@ -272,13 +274,46 @@ TEST(CudaOptim, StepsMatchCpu) {
     }
 }
 
-// The foreach switch (optim_foreach.cu): multi-tensor launches give the single-tensor
-// kernels' bits. 30 parameters (more than a launch's 24) and one of 150000 elements (three
-// 65536-element chunks), four steps, every optimizer and dtype.
+// The foreach kernels (optim_foreach.cu): multi-tensor launches give the single-tensor
+// kernels' bits. The per-item form (kernels/optim.h foreach_per_item, what the CPU registers)
+// is put in the CUDA tables for the reference run, through a test-only friend, and the
+// multi-tensor kernels restored after it. 30 parameters (more than a launch's 24) and one of
+// 150000 elements (three 65536-element chunks), four steps, every optimizer and dtype.
+namespace oomlab {
+struct KernelTableBypassForTest {
+  template <class Args> static auto& slot(KernelTable<Args>& t, DType dt) {
+    ensure_kernels_registered();
+    return t.fns_[int(DeviceType::cuda)][int(dt)];
+  }
+};
+}  // namespace oomlab
+
+namespace {
+class PerItemOptimizersOnCuda {   // while alive, the CUDA foreach tables of `t` run per item
+ public:
+  explicit PerItemOptimizersOnCuda(DType t)
+      : t_(t), sgd_(KernelTableBypassForTest::slot(sgd_foreach_kernels(), t)),
+        adam_(KernelTableBypassForTest::slot(adam_foreach_kernels(), t)) {
+    set_kernel<&foreach_per_item<SgdArgs, &sgd_kernels>>(sgd_foreach_kernels(), DeviceType::cuda, t);
+    set_kernel<&foreach_per_item<AdamArgs, &adam_kernels>>(adam_foreach_kernels(), DeviceType::cuda, t);
+  }
+  ~PerItemOptimizersOnCuda() {
+    KernelTableBypassForTest::slot(sgd_foreach_kernels(), t_) = sgd_;
+    KernelTableBypassForTest::slot(adam_foreach_kernels(), t_) = adam_;
+  }
+
+ private:
+  DType t_;
+  KernelTable<SgdForeachArgs>::Fn sgd_;
+  KernelTable<AdamForeachArgs>::Fn adam_;
+};
+}  // namespace
+
 TEST(CudaOptim, ForeachStepsEqualSingleTensorStepsBitForBit) {
   OOMLAB_REQUIRE_CUDA();
   auto run = [](const char* opt, DType t, bool foreach_on) {
-    set_cuda_foreach(foreach_on);
+    std::optional<PerItemOptimizersOnCuda> per_item;
+    if (!foreach_on) per_item.emplace(t);
     NamedTensors params;
     for (int i = 0; i < 30; ++i) {
       Tensor p = to_device(random_tensor({i == 7 ? int64_t(150000) : int64_t(1 + 13 * i)}, -1, 1, 300 + i, t), cuda0());
@@ -298,7 +333,6 @@ TEST(CudaOptim, ForeachStepsEqualSingleTensorStepsBitForBit) {
     std::vector<std::vector<double>> out;
     for (auto& [n, p] : params) out.push_back(values(p));
     for (auto& [n, st] : o->state_tensors()) out.push_back(values(st));
-    set_cuda_foreach(false);
     return out;
   };
   for (const char* opt : {"sgd", "adam", "adamw"})

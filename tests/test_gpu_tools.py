@@ -308,10 +308,11 @@ class GpuKit(unittest.TestCase):
             self.assertTrue(t["binaries"])
             self.assertTrue(all(b.get("failed") == 0 for b in t["binaries"].values()), t)
             self.assertIn("DRY RUN", (dry / "README.md").read_text())
-            # the old paths (PREV): *_prev rows beside their defaults, the parity suite on them
-            self.assertEqual(pts["r50_bf16_prev"]["default_tag"], "r50_bf16")
-            self.assertIsNotNone(pts["r50_bf16_prev"]["time_ratio_next_over_default"])
-            self.assertIn("test_cuda_parity_prev", t["binaries"])
+            # the parity suite's attention rows on the tiled kernels too; graph-API rows beside
+            # their defaults; fused attention beside PyTorch's SDPA (the torch-only *_sdpa rows)
+            self.assertIn("test_cuda_parity_tiled", t["binaries"])
+            self.assertIsNotNone(pts["bert_tf32_fused"]["oomlab"])
+            self.assertIsNotNone(pts["r50_bf16_graph"]["time_ratio_next_over_default"])
             self.assertIn("test_cuda_parity_graph", t["binaries"])
             self.assertIn("test_cuda_parity_reference_attention", t["binaries"])
             self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")

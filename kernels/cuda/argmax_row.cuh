@@ -1,4 +1,4 @@
-// argmax_row.cuh — the row argmax of loss.cu's count_correct kernel (OOMLAB_CUDA_DEVICE_ARGMAX),
+// argmax_row.cuh — the row argmax of loss.cu's count_correct kernel (training accuracy on CUDA),
 // written for two executors: the GPU (one warp a row, the lanes' bests merged by
 // __shfl_down_sync) and kernels/cuda/check/argmax_check.cu, which runs the same scan and merge
 // for 32 emulated lanes on the host against kernels/loss.h's count_correct_rows.

@@ -10,16 +10,16 @@
 // into a workspace-tagged [C][S] scratch array, and the next pass adds the S partials of
 // its channel in order s = 0, 1, ... (thread 0; every block gets the same value). Results
 // depend on the shapes only: bitwise reproducible run to run, no atomics.
-//   training forward: pass 1 sum(x) -> mean; pass 2 sum((x-mean)^2) -> biased var,
+//   training forward, float64: pass 1 sum(x) -> mean; pass 2 sum((x-mean)^2) -> biased var,
 //     invstd = 1/sqrt(var + eps); pass 3 y = x * T(w*invstd) + T(b - mean*w*invstd), and
 //     block s = 0 writes save_mean/save_invstd and the running stats (momentum; running_var
 //     from the unbiased variance). Two passes over x for the statistics, as the CPU.
-//   training forward under the one-pass switch (cuda_bn_one_pass(), default off until a
-//     GPU run of the kit measures it): pass 1 shifted sums {sum(x-K), sum((x-K)^2)}, K the
-//     channel's first element (bn_math.cuh); pass 2 as pass 3 above with those statistics.
-//     Two reads of x instead of three; mean and var agree with the two-pass ones to about
-//     1e-16 relative, within 1 float32 ulp (kernels/cuda/check/bn_stats_check.cu); float64
-//     inputs keep the two-pass kernels.
+//   training forward, float32 and 16-bit (one pass for the statistics, issue 31; it passed
+//     the parity rows on the H200 and the H100): pass 1 shifted sums {sum(x-K), sum((x-K)^2)},
+//     K the channel's first element (bn_math.cuh); pass 2 as pass 3 above with those
+//     statistics. Two reads of x instead of three; mean and var agree with the two-pass ones
+//     to about 1e-16 relative, within 1 float32 ulp (kernels/cuda/check/bn_stats_check.cu);
+//     float64 keeps two passes: a shift far from the mean costs digits it would show.
 //   eval forward: the running stats, one pass.
 //   backward with sums (training, or eval with dweight/dbias): pass 1 sum(dy) and
 //     sum(dy*(x-mean)); pass 2 dbias/dweight (block s = 0) and dx: training dx = (dy -
@@ -38,7 +38,6 @@
 #include "kernels/cuda/bn_math.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
-#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/dense_common.cuh"
 
@@ -306,7 +305,7 @@ template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
   double* part2 = part1 + C * sp.S;
   P* sm = static_cast<P*>(a.save_mean);
   P* si = static_cast<P*>(a.save_invstd);
-  if (cuda_bn_one_pass() && !std::is_same_v<T, double>) {   // float64: two-pass digits (bn_math.cuh)
+  if constexpr (!std::is_same_v<T, double>) {   // float64: two-pass digits (bn_math.cuh)
     bn_shifted_sums_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1);
     CUDA_LAUNCH_CHECK();
     bn_train_apply_kernel<T, true><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, nullptr, a.eps,

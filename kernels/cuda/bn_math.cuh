@@ -1,5 +1,5 @@
 // bn_math.cuh — the per-channel statistics of batchnorm.cu's one-pass training forward
-// (issue 31; switch cuda_bn_one_pass(), cuda_settings.h), host and device, so
+// (issue 31; float32 and 16-bit inputs), host and device, so
 // kernels/cuda/check/formula_check.cu can hold it against the CPU's two-pass statistics.
 // One read of x gives shifted sums s1 = sum(x - K), s2 = sum((x - K)^2) in double, K the
 // channel's first element (every block reads the same one); then

@@ -57,12 +57,8 @@ DeviceProperties properties(int device) {
           {"flash_attention", cuda_flash_attention() ? "true" : "false"},
           {"tc_attention", cuda_tc_attention() ? "true" : "false"},
           {"tc_attention_inputs", "16-bit"},   // float32 inputs run the flash kernels, TF32 or not
-          {"vectorized_elementwise", cuda_vectorized() ? "true" : "false"},
-          {"bn_one_pass", cuda_bn_one_pass() ? "true" : "false"},
-          {"foreach_optimizer", cuda_foreach() ? "true" : "false"},
           {"cudnn_graph_api", cudnn_graph_api_setting()},
           {"compute_stream", uses_own_compute_stream(device) ? "own" : "legacy default"},
-          {"token_inputs_on_device", cuda_token_inputs_on_device() ? "true" : "false"},
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
 }
 

@@ -39,12 +39,8 @@ struct Settings {
   std::atomic<bool> deterministic{env_flag("OOMLAB_CUDNN_DETERMINISTIC", false)};
   std::atomic<size_t> ws_limit{env_size("OOMLAB_CUDNN_WORKSPACE_LIMIT", SIZE_MAX)};
   std::atomic<bool> tiled_attention{env_flag("OOMLAB_CUDA_TILED_ATTENTION", true)};
-  std::atomic<bool> vectorized{env_flag("OOMLAB_CUDA_VECTORIZED", true)};
-  std::atomic<bool> bn_one_pass{env_flag("OOMLAB_CUDA_BN_ONE_PASS", true)};
-  std::atomic<bool> foreach_step{env_flag("OOMLAB_CUDA_FOREACH", true)};
   std::atomic<int> cudnn_graph{env_tristate("OOMLAB_CUDNN_GRAPH")};   // -1: auto
   std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", true)};
-  std::atomic<bool> token_inputs{env_flag("OOMLAB_CUDA_TOKEN_INPUTS", true)};
   std::atomic<bool> tc_attention{env_flag("OOMLAB_CUDA_TC_ATTENTION", true)};
 };
 
@@ -72,12 +68,6 @@ size_t cudnn_workspace_limit() { return settings().ws_limit.load(); }
 void set_cuda_tiled_attention(bool on) { settings().tiled_attention.store(on); }
 bool cuda_tiled_attention() { return settings().tiled_attention.load(); }
 
-void set_cuda_vectorized(bool on) { settings().vectorized.store(on); }
-bool cuda_vectorized() { return settings().vectorized.load(); }
-void set_cuda_bn_one_pass(bool on) { settings().bn_one_pass.store(on); }
-bool cuda_bn_one_pass() { return settings().bn_one_pass.load(); }
-void set_cuda_foreach(bool on) { settings().foreach_step.store(on); }
-bool cuda_foreach() { return settings().foreach_step.load(); }
 void set_cudnn_graph_api(bool on) { settings().cudnn_graph.store(on ? 1 : 0); }
 bool cudnn_graph_api(bool channels_last) {
   return cudnn_graph::graph_api_in_effect(settings().cudnn_graph.load(), cudnn_benchmark(), channels_last);
@@ -88,8 +78,6 @@ std::string cudnn_graph_api_setting() {
 }
 void set_cuda_flash_attention(bool on) { settings().flash_attention.store(on); }
 bool cuda_flash_attention() { return settings().flash_attention.load(); }
-void set_cuda_token_inputs_on_device(bool on) { settings().token_inputs.store(on); }
-bool cuda_token_inputs_on_device() { return settings().token_inputs.load(); }
 void set_cuda_tc_attention(bool on) { settings().tc_attention.store(on); }
 bool cuda_tc_attention() { return settings().tc_attention.load(); }
 

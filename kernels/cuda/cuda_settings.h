@@ -19,20 +19,10 @@
 //     and took 206.7 ms per BERT-base b24 s384 step against 1377.5 ms, reports/results/gpu/
 //     h200-2026-11-26-ab-attention); false runs the correctness-first kernels of
 //     kernels/cuda/attention.cu (the reference the kit times beside them);
-//   * paths of issue 31, default true since the H200 kit run of cbc8729 (reports/results/gpu/
-//     h200-2026-11-27-kit3: each passed test_cuda_parity under its switch, and its A/B row beside
-//     the old path in the same call was faster; false runs the old path): vectorized elementwise
-//     (16-byte loads and stores in the pointwise maps, vector_map.cuh, and nll's backward in
-//     loss.cu; bit-identical), one-pass BatchNorm training statistics (batchnorm.cu,
-//     bn_math.cuh: two reads of x instead of three; within 1 float32 ulp), foreach optimizer
-//     steps (optim_foreach.cu: multi-tensor launches per parameter group; bit-identical) and
-//     BERT's positions, token types and padding mask made by one device kernel (embedding.cu
-//     token_inputs) instead of from a host copy of the ids: together (with --fuse-relu on)
-//     ResNet-50 b128 TF32 71.5 ms against 79.2, bf16 61.6 against 69.7, BERT-base b32 s128
-//     TF32 29.5 against 29.6; register-tiled float32 fused attention for head dims of 64
-//     (attention_flash.cu: 4 x 4 / 4 x 8 tiles per thread): BERT-base b24 s384 97.9 ms against
-//     the tiled kernels' 195.5; tensor-core fused attention (below): the same in AMP bf16 106.6 ms
-//     against 198.2;
+//   * register-tiled float32 fused attention for head dims of 64 (attention_flash.cu: 4 x 4 /
+//     4 x 8 tiles per thread): BERT-base b24 s384 97.9 ms against the tiled kernels' 195.5
+//     (H200, kit run of cbc8729); tensor-core fused attention (below): the same in AMP bf16
+//     106.6 ms against 198.2;
 //   * cuDNN's graph (backend) API for convolutions (conv_graph.cu: engines the legacy _v7
 //     queries cannot return, as PyTorch's cuDNN v8 API path; the legacy plan when none is
 //     offered): default auto, on under cuDNN benchmark and for channels_last convolutions
@@ -43,8 +33,7 @@
 // Initial values may be overridden by the environment (read once, at first use):
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1, OOMLAB_CUDNN_DETERMINISTIC=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
-// OOMLAB_CUDA_VECTORIZED=0|1, OOMLAB_CUDA_BN_ONE_PASS=0|1, OOMLAB_CUDA_FOREACH=0|1,
-// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_TOKEN_INPUTS=0|1,
+// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1,
 // OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
@@ -71,19 +60,11 @@ size_t cudnn_workspace_limit();
 void set_cuda_tiled_attention(bool on);
 bool cuda_tiled_attention();
 
-void set_cuda_vectorized(bool on);
-bool cuda_vectorized();
-void set_cuda_bn_one_pass(bool on);
-bool cuda_bn_one_pass();
-void set_cuda_foreach(bool on);
-bool cuda_foreach();
 void set_cudnn_graph_api(bool on);
 bool cudnn_graph_api(bool channels_last);   // whether a convolution on such tensors uses it
 std::string cudnn_graph_api_setting();     // "true", "false" or "channels_last" (auto, no benchmark)
 void set_cuda_flash_attention(bool on);
 bool cuda_flash_attention();
-void set_cuda_token_inputs_on_device(bool on);
-bool cuda_token_inputs_on_device();
 // Tensor-core fused attention (attention_tc.cu, head dims of 64): TF32 matrix products for
 // the float32 copies of 16-bit inputs (exact: float16 and bfloat16 fit TF32). Default on
 // (measured in AMP bf16, above). Float32 inputs keep the flash kernels, TF32 or not: with

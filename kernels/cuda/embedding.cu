@@ -6,13 +6,11 @@
 // shared memory) and writes the row once. Float32/float64 accumulate in T in the CPU's
 // order, so dweight is bit-identical to kernels/cpu/embedding_cpu.cpp's; half types
 // accumulate in float. Cost grows as N^2 / 256 id reads (the first-occurrence scans) plus
-// N * H gradient reads. token_inputs: by default through a host copy of the ids (the
-// measured path); with OOMLAB_CUDA_TOKEN_INPUTS=1 (cuda_settings.h), and always under graph
-// capture, one thread per position on the device, as the CPU kernel.
+// N * H gradient reads. token_inputs: one thread per position on the device, as the CPU
+// kernel (a host copy of the ids before it stalled each BERT step; removed after the H200 and
+// H100 kit runs of cbc8729 and aa21f01 measured this kernel).
 #include <algorithm>
-#include <vector>
 
-#include "kernels/cuda/cuda_settings.h"
 
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/embedding.h"
@@ -96,30 +94,9 @@ __global__ void token_inputs_kernel(TokenInputsArgs a) {
     if (a.padding) a.padding[i] = a.ids[i] == 0 ? 1 : 0;
   }
 }
-// The measured path (every GPU record so far): the ids copied to the host (a stall), the
-// outputs built there and copied up. No allocator memory: the device traces stay meta's.
-void token_inputs_via_host(const TokenInputsArgs& a, cudaStream_t stream) {
-  const size_t n = size_t(a.B * a.T);
-  std::vector<int64_t> ids(n), pos(n), types(n, 0);
-  std::vector<uint8_t> pad(n);
-  CUDA_CHECK(cudaMemcpyAsync(ids.data(), a.ids, n * 8, cudaMemcpyDeviceToHost, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (size_t i = 0; i < n; ++i) {
-    pos[i] = int64_t(i % size_t(a.T));
-    pad[i] = ids[i] == 0 ? 1 : 0;
-  }
-  if (a.positions) CUDA_CHECK(cudaMemcpyAsync(a.positions, pos.data(), n * 8, cudaMemcpyHostToDevice, stream));
-  if (a.types) CUDA_CHECK(cudaMemcpyAsync(a.types, types.data(), n * 8, cudaMemcpyHostToDevice, stream));
-  if (a.padding) CUDA_CHECK(cudaMemcpyAsync(a.padding, pad.data(), n, cudaMemcpyHostToDevice, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));   // the host vectors die on return
-}
 void token_inputs_cuda(const TokenInputsArgs& a) {
   if (a.B * a.T == 0) return;
   const Launch L("token_inputs");
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(L.stream, &capturing));
-  if (!cuda_token_inputs_on_device() && capturing == cudaStreamCaptureStatusNone)
-    return token_inputs_via_host(a, L.stream);
   token_inputs_kernel<<<grid_for(a.B * a.T), kThreads, 0, L.stream>>>(a);
   CUDA_LAUNCH_CHECK();
 }

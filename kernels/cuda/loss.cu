@@ -11,7 +11,7 @@
 // block. Its backward needs the kept-pixel count before writing: a one-block kernel stores
 // w = dloss / count in dlogits[0], the main kernel reads it and writes every element but
 // that one, and a last one-thread kernel writes element 0. nll's backward stores 16 bytes at a
-// time under the vectorized switch (cuda_settings.h; the same values). count_correct: one warp a row
+// time where aligned (the same values). count_correct: one warp a row
 // runs kernels/loss.h's argmax rule on the device (argmax_row.cuh), the count read back from
 // host-mapped memory. Copying the logits to the host instead (the path before) cost GPT-2's
 // [1024, 50257] logits a 206 MB copy a step: on the H100 (kit run of aa21f01) the graph_gpt2
@@ -19,7 +19,6 @@
 #include <algorithm>
 
 #include "kernels/cuda/argmax_row.cuh"
-#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/cuda/vector_map.cuh"
 #include "kernels/loss.h"
@@ -48,7 +47,7 @@ __global__ void nll_fwd_kernel(const T* lp, const int64_t* target, T* loss, int6
   if (threadIdx.x == 0) *loss = st<T>(compute_t<T>(-total / double(count)));  // count 0 -> NaN, as PyTorch
 }
 // Every block counts the kept rows itself (N cached reads) so no scratch memory is needed.
-// Vec (the switch cuda_vectorized(), d 16-byte aligned): 16 bytes per store (vector_map.cuh's
+// Vec (d 16-byte aligned): 16 bytes per store (vector_map.cuh's
 // Pack), the same values bit for bit; else one element per store.
 template <class T, bool Vec>
 __global__ void nll_bwd_kernel(const int64_t* target, const T* dloss, T* d, int64_t N, int64_t C, int64_t ignore) {
@@ -82,7 +81,7 @@ template <class T> void nll_forward_cuda(const NllArgs& a) {
 template <class T> void nll_backward_cuda(const NllArgs& a) {
   if (a.N * a.C == 0) return;
   const Launch L("nll_loss_backward");
-  const bool vec = cuda_vectorized() && aligned16(a.dlogp);
+  const bool vec = aligned16(a.dlogp);
   const int blocks = std::min(grid_for(vec ? a.N * a.C / kVecOf<T> + 1 : a.N * a.C), 1024);
   auto kernel = vec ? nll_bwd_kernel<T, true> : nll_bwd_kernel<T, false>;
   kernel<<<blocks, kThreads, 0, L.stream>>>(a.target, static_cast<const T*>(a.dloss), static_cast<T*>(a.dlogp), a.N,

@@ -1,9 +1,8 @@
 // optim_foreach.cu — a parameter group's optimizer updates on CUDA (kernels/optim.h:
 // sgd_foreach, adam_foreach), float32, float64 and 16-bit.
-//   * default (the measured path): the single-parameter kernels of optim.cu one after
-//     another (foreach_per_item), one launch per parameter;
-//   * foreach switch on (cuda_foreach(), OOMLAB_CUDA_FOREACH=1, cuda_settings.h; issue 31,
-//     not yet run on a GPU): multi-tensor launches, as torch.optim's foreach / fused forms:
+//   Multi-tensor launches (issue 31; on the H200 and the H100 they passed the parity rows, and
+//   replaced one launch per parameter: kit runs of cbc8729 and aa21f01), as torch.optim's
+//   foreach / fused forms:
 //     the list is cut by plan_multi_tensor (multi_tensor_plan.h) into launches of at most
 //     kListTensors tensors and kListBlocks blocks, a block per chunk of kListChunk elements,
 //     the pointers and sizes passed by value in the launch's argument struct (under 4 KiB).
@@ -12,7 +11,6 @@
 //     single-parameter kernel would use, so results are bit-identical to it.
 #include <vector>
 
-#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/graph_consts.h"
 #include "kernels/cuda/multi_tensor_plan.h"
 #include "kernels/cuda/pointwise_math.cuh"
@@ -111,7 +109,6 @@ void launch_lists(const ForeachArgs<Args>& a, int64_t first, int64_t count, Fill
 }
 
 template <class T> void sgd_foreach_cuda(const SgdForeachArgs& a) {
-  if (!cuda_foreach()) return foreach_per_item<SgdArgs, &sgd_kernels>(a);
   using C = compute_t<T>;
   const Launch L("sgd_foreach");
   for_each_run(a, same_sgd, [&](int64_t first, int64_t count) {
@@ -151,7 +148,6 @@ void adam_lists(const AdamForeachArgs& a, int64_t first, int64_t count, const Ad
 }
 
 template <class T> void adam_foreach_cuda(const AdamForeachArgs& a) {
-  if (!cuda_foreach()) return foreach_per_item<AdamArgs, &adam_kernels>(a);
   using C = compute_t<T>;
   const Launch L("adam_foreach");
   for_each_run(a, same_adam, [&](int64_t first, int64_t count) {

@@ -2,18 +2,18 @@
 // elementwise.cu): out[i] = op(a[i]) or op(a[i], b[i]) over n elements of storage type T,
 // op taking and returning T (it loads / rounds itself with ld / st).
 // Two loops, the same op per element, so their results are bit-identical:
-//   * scalar: the grid-stride loop the kernels always had (the default);
-//   * vectorized (issue 31): with the switch cuda_vectorized() on (OOMLAB_CUDA_VECTORIZED=1,
-//     cuda_settings.h) and every pointer 16-byte aligned, each thread moves 16 bytes per
-//     load and store (Pack<T>: 4 floats, 2 doubles, 8 halves), as PyTorch's
+//   * vectorized (issue 31), when every pointer is 16-byte aligned: each thread moves 16
+//     bytes per load and store (Pack<T>: 4 floats, 2 doubles, 8 halves), as PyTorch's
 //     vectorized_elementwise_kernel does; vector j covers elements [j*V, j*V + V), and the
-//     n % V tail runs scalar after the vectors. A misaligned view runs the scalar loop.
+//     n % V tail runs scalar after the vectors (on the H200 and the H100 it passed the
+//     parity rows, and with the other issue-31 paths made ResNet-50 b128 steps 0.88-0.92x
+//     of the scalar ones: kit runs of cbc8729 and aa21f01);
+//   * scalar: the grid-stride loop, for a misaligned view.
 // out may equal a or b (in-place ops such as relu_): each element is read before it is
 // written, by the same thread, so no __restrict__ here.
 #pragma once
 #include <cstdint>
 
-#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/launch_utils.cuh"
 
 namespace oomlab::cuda {
@@ -63,7 +63,7 @@ template <class T, class Op> __global__ void map2_vec_kernel(T* out, const T* a,
 // out[i] = op(a[i]) on the launch's stream; n == 0 launches nothing.
 template <class T, class Op> void map1(const Launch& L, T* out, const T* a, int64_t n, Op op) {
   if (n == 0) return;
-  if (cuda_vectorized() && aligned16(out) && aligned16(a))
+  if (aligned16(out) && aligned16(a))
     map1_vec_kernel<T, Op><<<grid_for(n / kVecOf<T> + 1), kThreads, 0, L.stream>>>(out, a, n, op);
   else
     map1_kernel<T, Op><<<grid_for(n), kThreads, 0, L.stream>>>(out, a, n, op);
@@ -72,7 +72,7 @@ template <class T, class Op> void map1(const Launch& L, T* out, const T* a, int6
 // out[i] = op(a[i], b[i]).
 template <class T, class Op> void map2(const Launch& L, T* out, const T* a, const T* b, int64_t n, Op op) {
   if (n == 0) return;
-  if (cuda_vectorized() && aligned16(out) && aligned16(a) && aligned16(b))
+  if (aligned16(out) && aligned16(a) && aligned16(b))
     map2_vec_kernel<T, Op><<<grid_for(n / kVecOf<T> + 1), kThreads, 0, L.stream>>>(out, a, b, n, op);
   else
     map2_kernel<T, Op><<<grid_for(n), kThreads, 0, L.stream>>>(out, a, b, n, op);

@@ -224,8 +224,9 @@ def fused_attention_kernels(props, cfg_16bit):
         else "fused attention (reference kernels)"
 
 
-# cuda_settings.h's issue-31 switches, their defaults since the H200 kit run of cbc8729, and
-# how a row that ran the other way is labelled.
+# The issue-31 switches of older records (cuda_settings.h from cbc8729 to aa21f01; the old paths
+# were deleted after aa21f01's H100 run, so newer records name none), their defaults, and how a
+# row that ran the other way is labelled.
 ISSUE31_PATHS = [("vectorized_elementwise", "true", "scalar elementwise"), ("bn_one_pass", "true", "three-pass BN"),
                  ("foreach_optimizer", "true", "per-tensor optimizer"),
                  ("token_inputs_on_device", "true", "host token inputs")]

@@ -1,5 +1,5 @@
 // argmax_check.cu — a CPU-only run of loss.cu's row argmax (argmax_row.cuh, the count_correct
-// kernel under OOMLAB_CUDA_DEVICE_ARGMAX): 32 emulated lanes scan a row as the warp does, then
+// kernel): 32 emulated lanes scan a row as the warp does, then
 // the shuffle tree merges them with __shfl_down_sync's rule (a lane whose partner is past lane
 // 31 gets its own value back), and lane 0's index must be the host rule's (kernels/loss.h
 // count_correct_rows: torch.argmax, NaN the maximum, the first index among equals). Rows: random,

@@ -1,5 +1,5 @@
 // bn_stats_check.cu — a CPU-only check of batchnorm.cu's one-pass training statistics
-// (bn_math.cuh, behind the switch cuda_bn_one_pass()): the one-pass algorithm, emulated on
+// (bn_math.cuh, float32 and 16-bit inputs): the one-pass algorithm, emulated on
 // the host with the kernel's split structure (channel_splits: per-split shifted sums in
 // double, added in split order, then stats_from_shifted_sums), against the CPU kernel's
 // two-pass statistics (kernels/cpu/batchnorm_cpu.cpp) on float32 data, including hostile
