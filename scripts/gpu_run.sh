@@ -12,7 +12,7 @@
 #                    compute-sanitizer memcheck and racecheck of test_cuda_parity
 #   points.json      oomlab beside PyTorch eager (and sdpa) per configuration: step-time
 #                    median, peaks, the meta device's predicted peak; parallel points
-#   breakdown.txt    per-op time of synchronized ResNet-50 / BERT-base steps
+#   breakdown.txt    per-op device time of ResNet-50 / BERT-base steps (CUDA events per span)
 #   run.log          each step with its seconds and exit status
 #   logs.tar.gz      every log, results JSON, trace and profiler table (with attention_cpu.json:
 #                    the host CPU's attention, oomlab beside PyTorch SDPA, in README.md too)
@@ -269,14 +269,14 @@ for tag in "${TORCH_ONLY[@]}"; do
   log "torch $tag: $(torch_ask "run $tag" 60 | cut -c1-160)"
 done
 
-# ---- per-op time: synchronized traces of oomlab, PyTorch's profiler beside them -----------
+# ---- per-op time: oomlab's spans timed on the device, PyTorch's profiler beside them -------
 for tag in ${OOMLAB_KIT_BREAKDOWN-r50_tf32 bert_tf32}; do   # set but empty: none
   (($(left) > 35)) || { log "skipped: breakdown $tag (budget)"; continue; }
   # shellcheck disable=SC2046
-  OOMLAB_CUDA_SYNC=1 timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps 4 \
+  timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps 4 \
     --chrome-trace "$work/res/trace_$tag.json" > "$work/logs/trace_$tag.log" 2>&1
   log "trace $tag rc=$?"
-  { echo "== oomlab $tag: the last 3 of 4 synchronized steps (the first, which selects cuDNN algorithms, left out) =="
+  { echo "== oomlab $tag: device time per span (CUDA events, no synchronisation), the last 3 of 4 steps (the first, which selects cuDNN algorithms, left out) =="
     python3 "$kit/scripts/trace_breakdown.py" "$work/res/trace_$tag.json" --skip-steps 1 2>&1; echo; } >> "$work/res/breakdown.txt"
   log "torch profile $tag: $(torch_ask "profile $tag $work/res/torchprof_$tag.txt" 60 | cut -c1-120)"
 done

@@ -9,10 +9,14 @@ spans keep their module name. Prints, per op kind: forward ms, backward ms, shar
 the span count, summed over the whole trace (or the steps after --skip-steps K: a step starts
 where the trace's first span name recurs, so that the first step's one-off work, such as
 cuDNN's algorithm selection, can be left out), and the 10 longest single spans.
-On an accelerator, run oomlab with OOMLAB_CUDA_SYNC=1 so that each span covers its
-kernels (asynchronous launches otherwise return at once).
+Clock (--clock): a span's host time (its "dur") or its device time (args.device_us: CUDA
+events on the compute stream at the span's start and end, recorded by oomlab on a GPU with
+no synchronisation; it includes device idle time where the host sets the pace); auto, the
+default, takes device time when the trace has it (spans without it, such as communication
+streams, are then left out and counted). Host time of asynchronous launches means nothing
+unless oomlab ran with OOMLAB_CUDA_SYNC=1 (each launch waits for its kernel).
 
-Usage: python3 scripts/trace_breakdown.py TRACE.json [--top N] [--skip-steps K]
+Usage: python3 scripts/trace_breakdown.py TRACE.json [--top N] [--skip-steps K] [--clock auto|host|device]
 Exit status 2 with one line on a missing or malformed file.
 """
 import argparse
@@ -49,6 +53,23 @@ def after_steps(spans, k):
     return spans[starts[k]:]
 
 
+def device_us(e):
+    args = e.get("args")
+    return args.get("device_us") if isinstance(args, dict) else None
+
+
+def with_clock(spans, clock):
+    """(spans with "t", their time in us under the clock, the clock's name, spans left out)."""
+    if clock == "auto":
+        clock = "device" if any(device_us(e) is not None for e in spans) else "host"
+    if clock == "host":
+        return [dict(e, t=e["dur"]) for e in spans], "host time", 0
+    timed = [dict(e, t=device_us(e)) for e in spans if device_us(e) is not None]
+    if not timed:
+        raise TraceError("no span carries device time (args.device_us): a trace from a GPU run of oomlab has it")
+    return timed, "device time (CUDA events)", len(spans) - len(timed)
+
+
 def breakdown(spans):
     ops_of_module = collections.defaultdict(set)
     for e in spans:
@@ -63,7 +84,7 @@ def breakdown(spans):
         parts = e["name"].split("/")
         backward = parts[-1] == "bwd" and len(parts) >= 3
         row = rows[parts[-2] if backward else op_of_module.get(parts[0], parts[0])]
-        row[1 if backward else 0] += e["dur"]
+        row[1 if backward else 0] += e["t"]
         row[2] += 1
     return rows
 
@@ -73,6 +94,7 @@ def main(argv):
     p.add_argument("trace")
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--skip-steps", type=int, default=0)
+    p.add_argument("--clock", choices=("auto", "host", "device"), default="auto")
     a = p.parse_args(argv)
     if a.skip_steps < 0:
         print("trace_breakdown: error: --skip-steps must be >= 0", file=sys.stderr)
@@ -80,6 +102,7 @@ def main(argv):
     try:
         spans = load_spans(a.trace)
         spans = after_steps(spans, a.skip_steps) if spans else spans
+        spans, clock, left_out = with_clock(spans, a.clock) if spans else (spans, "", 0)
     except TraceError as exc:
         print(f"trace_breakdown: error: {exc}", file=sys.stderr)
         return 2
@@ -91,10 +114,11 @@ def main(argv):
     print(f"{'op':<44}{'fwd ms':>10}{'bwd ms':>10}{'share':>8}{'spans':>7}")
     for op, (f, b, n) in sorted(rows.items(), key=lambda kv: -(kv[1][0] + kv[1][1])):
         print(f"{op:<44}{f / 1e3:>10.2f}{b / 1e3:>10.2f}{(f + b) / total:>8.1%}{n:>7}")
-    print(f"{'all spans':<44}{total / 1e3:>20.2f} ms")
+    print(f"{'all spans':<44}{total / 1e3:>20.2f} ms {clock}" +
+          (f" ({left_out} spans without device time left out)" if left_out else ""))
     print(f"longest {a.top} spans:")
-    for e in sorted(spans, key=lambda e: -e["dur"])[:a.top]:
-        print(f"  {e['name']:<48}{e['dur'] / 1e3:>10.3f} ms")
+    for e in sorted(spans, key=lambda e: -e["t"])[:a.top]:
+        print(f"  {e['name']:<48}{e['t'] / 1e3:>10.3f} ms")
     return 0
 
 

@@ -62,8 +62,13 @@ const nlohmann::json& stats_of(const nlohmann::json& res, const std::string& dev
 // compared bit for bit must not take nondeterministic (atomic) convolution algorithms, or two
 // eager runs already differ (they did on an H200, from ResNet-20's third step).
 struct DeterministicCudnn {
-  DeterministicCudnn() { set_backend_options({.cudnn_deterministic = true}); }
-  ~DeterministicCudnn() { set_backend_options({.cudnn_deterministic = false}); }
+  DeterministicCudnn() { set_backend_options(with_deterministic(true)); }
+  ~DeterministicCudnn() { set_backend_options(with_deterministic(false)); }
+  static BackendOptions with_deterministic(bool on) {
+    BackendOptions o;
+    o.cudnn_deterministic = on;
+    return o;
+  }
 };
 
 // `base` trained eagerly and with --cuda-graphs: the graphed run's losses equal the eager

@@ -24,6 +24,7 @@
 #include "cuda_test_util.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/kernel_choices.h"
+#include "engine/memory/memory_export.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linear.h"
@@ -340,6 +341,26 @@ TEST(CudaOptim, ForeachStepsEqualSingleTensorStepsBitForBit) {
       SCOPED_TRACE(std::string(opt) + " " + dtype_name(t));
       EXPECT_EQ(run(opt, t, true), run(opt, t, false));
     }
+}
+
+// The CUDA span timer (kernels/cuda/span_timer.cpp): a span opened on a cuda device gets the
+// device time of the work it queued, from events, with no synchronisation; a host span none.
+TEST(CudaProfiler, SpansOnCudaCarryDeviceTime) {
+  OOMLAB_REQUIRE_CUDA();
+  Tensor a = to_device(random_tensor({4096, 4096}, -1, 1, 5, DType::f32), cuda0());
+  OpProfiler::take();
+  OpProfiler::enable(true);
+  {
+    OpSpanScope s("mul/fwd", 0, cuda0());
+    for (int i = 0; i < 4; ++i) a = mul(a, a);
+  }
+  { OpSpanScope h("host/fwd"); }
+  OpProfiler::enable(false);
+  const std::vector<OpSpan> spans = OpProfiler::take();
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_GT(spans[0].device_us, 0);          // four 64 MiB elementwise passes
+  EXPECT_LT(spans[0].device_us, 10'000'000);
+  EXPECT_EQ(spans[1].device_us, -1);
 }
 
 TEST(CudaOptim, WeightEmaMatchesCpu) {

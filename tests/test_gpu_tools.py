@@ -62,6 +62,25 @@ class TraceBreakdown(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
             self.assertIn("cannot skip 2", r.stderr)
 
+    def test_device_time_is_used_where_the_trace_has_it(self):
+        spans = [{"name": "conv1/fwd", "ph": "X", "ts": 0, "dur": 900, "args": {"device_us": 300}},
+                 {"name": "conv1/conv2d/bwd", "ph": "X", "ts": 1000, "dur": 50, "args": {"device_us": 700}},
+                 {"name": "allreduce", "ph": "X", "ts": 1100, "dur": 40, "tid": 1}]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "t.json"
+            path.write_text(json.dumps({"traceEvents": spans}))
+            out = run(sys.executable, "scripts/trace_breakdown.py", path).stdout
+            row = next(l.split() for l in out.splitlines() if l.startswith("conv2d"))
+            self.assertEqual(row[1:3], ["0.30", "0.70"])   # device time, forward and backward
+            self.assertIn("device time (CUDA events) (1 spans without device time left out)", out)
+            host = run(sys.executable, "scripts/trace_breakdown.py", path, "--clock", "host").stdout
+            row = next(l.split() for l in host.splitlines() if l.startswith("conv2d"))
+            self.assertEqual(row[1:3], ["0.90", "0.05"])
+            path.write_text(json.dumps({"traceEvents": spans[2:]}))
+            r = run(sys.executable, "scripts/trace_breakdown.py", path, "--clock", "device")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("no span carries device time", r.stderr)
+
     def test_bad_files_exit_2_with_one_line(self):
         with tempfile.TemporaryDirectory() as tmp:
             empty = Path(tmp) / "empty.json"

@@ -179,7 +179,7 @@ std::vector<Tensor> run_node(Node* n, Tensor g) {
   std::optional<OpSpanScope> span;
   if (OpProfiler::enabled()) {
     span_name = n->scope + "/" + n->op + "/bwd";
-    span.emplace(span_name.c_str());
+    span.emplace(span_name.c_str(), 0, g.defined() ? g.device() : cpu_device());
   }
   std::vector<bool> needs(n->next.size());
   for (size_t i = 0; i < n->next.size(); ++i) needs[i] = n->next[i].needs_grad();

@@ -65,6 +65,15 @@ struct BackendHooks {
                               uint64_t rng_delta) = nullptr;
   void (*graph_consts_end)(void* arena) = nullptr;
   void (*graph_consts_free)(void* arena) = nullptr;
+  // Device time of profiler spans (engine/memory/memory_export.h's OpSpanScope); all four or
+  // none. span_timer_start marks the device's compute stream and returns a handle (-1: not
+  // timed, e.g. during graph capture); span_timer_stop marks the end; span_timer_elapsed_us
+  // waits for the end mark and returns the device time between the two marks in
+  // microseconds; span_timer_reset drops every handle (their marks are reused).
+  int64_t (*span_timer_start)(int device_index) = nullptr;
+  void (*span_timer_stop)(int64_t handle) = nullptr;
+  int64_t (*span_timer_elapsed_us)(int64_t handle) = nullptr;
+  void (*span_timer_reset)() = nullptr;
 };
 
 void register_backend_hooks(DeviceType type, const BackendHooks& hooks);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "engine/core/backend.h"
 #include "engine/memory/kernel_choices.h"
 
 namespace oomlab {
@@ -92,7 +93,8 @@ json chrome_trace_json(const CachingAllocator& alloc, const std::vector<OpSpan>&
     tids.insert(s.tid);
     if (s.category == "op") {
       json e = {{"name", s.name}, {"cat", "op"}, {"ph", "X"}, {"ts", s.ts_us}, {"dur", s.dur_us}, {"pid", 0}, {"tid", s.tid}};
-      if (!s.kernels.empty()) e["args"] = {{"kernels", s.kernels}};
+      if (!s.kernels.empty()) e["args"]["kernels"] = s.kernels;
+      if (s.device_us >= 0) e["args"]["device_us"] = s.device_us;
       events.push_back(std::move(e));
     }
     else   // a decision at one instant (autocast casts), thread-scoped
@@ -148,11 +150,30 @@ std::vector<OpSpan> OpProfiler::take() {
   std::lock_guard<std::mutex> lock(p.mu);
   std::vector<OpSpan> out;
   out.swap(p.spans);
+  std::set<DeviceType> timed;
+  for (OpSpan& s : out) {
+    if (s.device_timer < 0) continue;
+    timed.insert(s.device_type);
+    try {
+      s.device_us = backend_hooks(s.device_type).span_timer_elapsed_us(s.device_timer);
+    } catch (...) {   // a mark that cannot be read leaves the span without device time
+    }
+    s.device_timer = -1;
+  }
+  for (DeviceType t : timed) backend_hooks(t).span_timer_reset();
   return out;
 }
 
-OpSpanScope::OpSpanScope(const char* name, int tid) : name_(name), tid_(tid) {
+OpSpanScope::OpSpanScope(const char* name, int tid, Device device) : name_(name), tid_(tid), device_(device) {
   if (!OpProfiler::enabled()) return;
+  if (tid == 0 && device.type != DeviceType::cpu && !device.is_meta()) {
+    try {
+      const BackendHooks h = backend_hooks(device.type);
+      if (h.span_timer_start) device_timer_ = h.span_timer_start(device.index);
+    } catch (...) {   // an untimed span rather than a failed op
+      device_timer_ = -1;
+    }
+  }
   start_us_ = trace_clock_us();
   outer_sink_ = exchange_kernel_note_sink(&kernels_);
 }
@@ -160,12 +181,18 @@ OpSpanScope::OpSpanScope(const char* name, int tid) : name_(name), tid_(tid) {
 OpSpanScope::~OpSpanScope() {
   if (start_us_ < 0) return;
   exchange_kernel_note_sink(outer_sink_);
+  const int64_t end_us = trace_clock_us();
+  try {
+    if (device_timer_ >= 0) backend_hooks(device_.type).span_timer_stop(device_timer_);
+  } catch (...) {
+    device_timer_ = -1;
+  }
   try {
     std::vector<std::string> kernels;   // each choice once, in first-seen order
     for (std::string& k : kernels_)
       if (std::find(kernels.begin(), kernels.end(), k) == kernels.end()) kernels.push_back(std::move(k));
-    OpProfiler::record(OpSpan{name_ != nullptr ? name_ : "", start_us_, trace_clock_us() - start_us_, tid_, "op",
-                              std::move(kernels)});
+    OpProfiler::record(OpSpan{name_ != nullptr ? name_ : "", start_us_, end_us - start_us_, tid_, "op",
+                              std::move(kernels), -1, device_timer_, device_.type});
   } catch (...) {  // destructors never throw; a lost span is acceptable
   }
 }

@@ -43,7 +43,7 @@ Tensor Module::operator()(const Tensor& x) {
   std::optional<OpSpanScope> span;   // Chrome-trace span per leaf layer when profiling
   if (children_.empty() && OpProfiler::enabled()) {
     span_name = label + "/fwd";
-    span.emplace(span_name.c_str());
+    span.emplace(span_name.c_str(), 0, x.defined() ? x.device() : cpu_device());
   }
   Tensor y;
   try {

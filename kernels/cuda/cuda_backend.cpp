@@ -97,6 +97,7 @@ void register_cuda_backend_hooks() {
   h.copy_from_pinned = &copy_from_pinned;
   h.copy_from_host = &copy_from_host;
   add_graph_hooks(h);
+  add_span_timer_hooks(h);
   register_backend_hooks(DeviceType::cuda, h);
 }
 }  // namespace oomlab::cuda

@@ -19,4 +19,6 @@ void use_own_compute_stream(int device);
 bool uses_own_compute_stream(int device);
 // The graph hooks of BackendHooks (cuda_graph.cpp), for the backend's registration.
 void add_graph_hooks(BackendHooks& h);
+// The span-timer hooks of BackendHooks (span_timer.cpp: CUDA events on the compute stream).
+void add_span_timer_hooks(BackendHooks& h);
 }  // namespace oomlab::cuda
