@@ -133,6 +133,7 @@ declare -A FLAGS=(
   [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
   [r50_tf32_cl]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
   [r50_bf16_cl]="--model resnet50 --batch 128 --amp bf16 --channels-last"
+  [r50_tf32_pin]="--model resnet50 --batch 128 --allow-tf32 all --pin-memory"
   [r50_tf32_cl_legacy]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
   [r50_bf16_cl_legacy]="--model resnet50 --batch 128 --amp bf16 --channels-last"
   [r50_bf16_cl_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --channels-last --cuda-graphs"
@@ -159,7 +160,7 @@ LEGACY="OOMLAB_CUDNN_GRAPH=0"
 TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 declare -A ENVS=([r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
                  [r50_tf32_cl_legacy]="$LEGACY" [r50_bf16_cl_legacy]="$LEGACY")
-ORDER=(r50_fp32 r50_tf32 r50_tf32_graph r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r50_bf16_graph
+ORDER=(r50_fp32 r50_tf32 r50_tf32_pin r50_tf32_graph r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r50_bf16_graph
        r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_legacy r50_bf16_cl_cudagraphs r50_fp16 r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
        bert_fp32 bert_tf32 bert_bf16 bert_bf16_cudagraphs bert_fp16 bert_fp32_fused bert_tf32_fused bert_bf16_fused bert384_none bert384_all bert384_selective
        bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)

@@ -6,7 +6,8 @@ BertForSequenceClassification at bert-base size with eager or sdpa attention), b
 sequence length, precision (fp32 strict | tf32 | bf16 | fp16 autocast with GradScaler),
 optimizer, gradient checkpointing, cudnn.benchmark; the GRAPHED tags capture the step whole
 with torch.cuda.graph and replay it (build_graphed); the CHANNELS_LAST tags run model and
-input in torch.channels_last. A step is what `oomlab train` times:
+input in torch.channels_last; the PINNED tags keep the host batch in page-locked memory and
+copy it with non_blocking=True (DataLoader's pin_memory=True recipe). A step is what `oomlab train` times:
 host batch copied to the device, forward, cross-entropy, backward, optimizer step,
 loss.item(); `--warmup` untimed steps, then `--steps` timed ones, each between
 torch.cuda.synchronize() calls. Peak: torch.cuda.max_memory_allocated() after a reset
@@ -62,6 +63,8 @@ CONFIGS = {
     # gpu_run.sh's --channels-last rows: model and input in torch.channels_last
     "r50_tf32_cl": ("resnet50", 128, 0, "tf32", "sgd", "", False, False),
     "r50_bf16_cl": ("resnet50", 128, 0, "bf16", "sgd", "", False, False),
+    # gpu_run.sh's --pin-memory row (the source's trick 10, experiment 09's GPU point)
+    "r50_tf32_pin": ("resnet50", 128, 0, "tf32", "sgd", "", False, False),
 }
 # Tags whose step PyTorch captures whole and replays (build_graphed): PyTorch's CUDA-graphs
 # notes' whole-network capture, as --cuda-graphs does it.
@@ -69,6 +72,9 @@ GRAPHED = {"r50_bf16_cudagraphs"}
 # Tags run in torch.channels_last (model.to(memory_format=...) and each batch copied to the
 # device in it: PyTorch's recipe, as --channels-last does it).
 CHANNELS_LAST = {"r50_tf32_cl", "r50_bf16_cl"}
+# Tags whose host batch is page-locked (Tensor.pin_memory(), what DataLoader(pin_memory=True)
+# hands the loop) and copied with non_blocking=True, as --pin-memory does it.
+PINNED = {"r50_tf32_pin"}
 
 
 class BenchError(Exception):
@@ -178,11 +184,14 @@ def build(torch, tag):
         model = getattr(torchvision.models, model_name)(weights=None, num_classes=10).to(dev)
         x = torch.randn(batch, 3, 224, 224)
         y = torch.randint(0, 10, (batch,))
+        pinned = tag in PINNED
+        if pinned:
+            x, y = x.pin_memory(), y.pin_memory()
         fmt = torch.channels_last if tag in CHANNELS_LAST else torch.contiguous_format
         model = model.to(memory_format=fmt)
 
         def fwd():
-            return model(x.to(dev, memory_format=fmt)), y.to(dev)
+            return model(x.to(dev, memory_format=fmt, non_blocking=pinned)), y.to(dev, non_blocking=pinned)
     if opt_name == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     else:

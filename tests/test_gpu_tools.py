@@ -345,6 +345,9 @@ class GpuKit(unittest.TestCase):
             self.assertEqual(pts["r50_tf32_cl"]["default_tag"], "r50_tf32")
             self.assertEqual(pts["r50_bf16_cl_legacy"]["default_tag"], "r50_bf16_cl")
             self.assertEqual(pts["r50_bf16_cl_cudagraphs"]["default_tag"], "r50_bf16_cl")
+            # --pin-memory beside the pageable default (experiment 09's trick 10), PyTorch asked too
+            self.assertEqual(pts["r50_tf32_pin"]["default_tag"], "r50_tf32")
+            self.assertEqual(pts["r50_tf32_pin"]["torch"].get("error"), "dry run: PyTorch was not run")
             # a follow-up lease runs a part: the listed pairs, tests and breakdowns alone
             part = Path(tmp) / "part"
             r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", part], capture_output=True, text=True,

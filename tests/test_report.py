@@ -446,6 +446,8 @@ class GpuLabels(unittest.TestCase):
         cl = {"config": dict(base["config"], channels_last=True, cuda_graphs=True),
               "context": {"device_properties": props}}
         self.assertEqual(label(describe_oomlab(cl)), "ResNet-50 b128 AMP bf16, channels_last, CUDA graphs")
+        pin = {"config": dict(base["config"], pin_memory=True), "context": {"device_properties": props}}
+        self.assertEqual(label(describe_oomlab(pin)), "ResNet-50 b128 AMP bf16, pinned batches")
         graph = {"config": base["config"], "context": {"device_properties": {"cudnn_graph_api": "true"}}}
         self.assertEqual(label(describe_oomlab(graph)), "ResNet-50 b128 AMP bf16, cuDNN graph API")
         # since aa21f01's H100 run the graph API is auto on channels_last: named where it ran

@@ -1,7 +1,8 @@
 """report.py — the report section of experiment 09_practical_tricks: one row per trick
 of the source's T9 list (claim, our numbers, verdict and its reason) and one figure (the
 measured activation bytes against batch size, resnet18, and against sequence length,
-bert-mini, the two scaling claims).
+bert-mini, the two scaling claims), and trick 10's GPU side where a GPU kit record has it
+(oomlab_report/gpu_points.py: ResNet-50 with pageable and with pinned batches, both sides).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
@@ -12,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from oomlab_report.atomic import save_fig_atomic  # noqa: E402
 from oomlab_report.fmt import md_table  # noqa: E402
+from oomlab_report.gpu_points import gpu_table  # noqa: E402
 
 
 def _series(doc, block, axis):
@@ -44,6 +46,9 @@ def render(doc, out_dir):
     parts.append(md_table(["#", "claim", "ours", "verdict", "why"],
                           [[r["id"], r["claim"], r["ours"], f"**{r['status']}**", r["reason"]] for r in rows],
                           right={0}))
+    gpu = gpu_table([("ResNet-50 b128 TF32", "r50_tf32", "r50_tf32_pin")], base="pageable", other="pinned")
+    if gpu:
+        parts += ["\n### Trick 10 on a GPU (the GPU kit; each side's pinned batches beside its pageable ones)\n", gpu]
     fig = "figures/09_practical_tricks.png"
     plot_09(doc, out_dir / fig)
     parts.append(f"\n![{doc['experiment']}]({fig})\n")

@@ -203,6 +203,7 @@ def describe_oomlab(doc):
                "cuDNN benchmark" if props.get("cudnn_benchmark") == "true" else "",
                "channels_last" if cfg.get("channels_last") else "",
                "CUDA graphs" if cfg.get("cuda_graphs") else "",
+               "pinned batches" if cfg.get("pin_memory") else "",
                *switched_paths(cfg, props)]
     return {"model": model, "batch": cfg.get("batch"),
             "seq": cfg.get("seq_len") if str(model).startswith("bert") else None,
