@@ -57,7 +57,7 @@ log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
 # graph_export_<model>) and OOMLAB_KIT_TESTS (test runs by name, or none) list what runs;
 # unset, everything does. OOMLAB_KIT_BREAKDOWN: the tags traced per op (unset: r50_tf32 bert_tf32).
 wanted() { [[ -z ${OOMLAB_KIT_TAGS:-} || " $OOMLAB_KIT_TAGS " == *" $1 "* ]]; }
-wanted_test() { [[ -z ${OOMLAB_KIT_TESTS:-} || " $OOMLAB_KIT_TESTS " == *" $1 "* ]]; }
+wanted_test() { [[ -z ${OOMLAB_KIT_TESTS:-} || " $OOMLAB_KIT_TESTS " == *" ${1%_shard*} "* ]]; }   # a shard: its binary
 left() { echo $((budget - (SECONDS - t0))); }
 
 finish() {   # the output folder, whatever happened
@@ -190,8 +190,14 @@ run_tests() {
   local b n parity=$kit/bin/test_cuda_parity
   for b in "$kit"/bin/test_*; do
     n=$(basename "$b")
-    # test_cuda_models steps every zoo model on the CPU too: 106 s alone, 150+ s beside the rest
-    test_job "$n" "$([[ $n == test_cuda_models ]] && echo 210 || echo 150)" -- "$b" --gtest_output="json:$work/tests/$n.json"
+    if [[ $n == test_cuda_models ]]; then   # every zoo model on the CPU too: 106 s alone, 187 s beside
+      for shard in 0 1; do                  # the rest (H100, aa21f01): two gtest shards side by side
+        test_job "${n}_shard$shard" 180 GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$shard -- "$b" \
+          --gtest_output="json:$work/tests/${n}_shard$shard.json"
+      done
+      continue
+    fi
+    test_job "$n" 150 -- "$b" --gtest_output="json:$work/tests/$n.json"
   done
   local san tool
   san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)

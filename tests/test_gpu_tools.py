@@ -330,6 +330,7 @@ class GpuKit(unittest.TestCase):
             # the parity suite's attention rows on the tiled kernels too; graph-API rows beside
             # their defaults; fused attention beside PyTorch's SDPA (the torch-only *_sdpa rows)
             self.assertIn("test_cuda_parity_tiled", t["binaries"])
+            self.assertIn("test_cuda_models_shard1", t["binaries"])   # two gtest shards side by side
             self.assertIsNotNone(pts["bert_tf32_fused"]["oomlab"])
             self.assertIsNotNone(pts["r50_bf16_graph"]["time_ratio_next_over_default"])
             self.assertIn("test_cuda_parity_graph", t["binaries"])
