@@ -122,6 +122,7 @@ declare -A FLAGS=(
   [bert384_none]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all"
   [bert384_all]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint all"
   [bert384_selective]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --checkpoint selective"
+  [bert_tf32_next]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all"
   [bert_fp32_fused]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 none --attention fused"
   [bert_tf32_fused]="--model bert-base --batch 32 --seq-len 128 --allow-tf32 all --attention fused"
   [bert_bf16_fused]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --attention fused"
@@ -160,13 +161,16 @@ LEGACY="OOMLAB_CUDNN_GRAPH=0"
 # the flash (float32) and tensor-core (16-bit) kernels; still what other head dims run), for
 # test_cuda_parity_tiled.
 TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
+# NEXT: paths written since the last GPU run, off by default until measured: the embedding
+# backward's column chunks side by side (embedding.cu; test_cuda_tensor checks its bits): *_next.
+NEXT="OOMLAB_CUDA_EMBEDDING_SPLIT=1"
 declare -A ENVS=([r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
                  [r50_tf32_cl_legacy]="$LEGACY" [r50_bf16_cl_legacy]="$LEGACY" [r50_fp16_graph]="$GRAPH"
-                 [vgg16_tf32_graph]="$GRAPH")
+                 [vgg16_tf32_graph]="$GRAPH" [bert_tf32_next]="$NEXT")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_pin r50_tf32_graph r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r50_bf16_graph
        r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_legacy r50_bf16_cl_cudagraphs r50_fp16 r50_fp16_graph r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
        vgg16_tf32_graph
-       bert_fp32 bert_tf32 bert_bf16 bert_bf16_cudagraphs bert_fp16 bert_fp32_fused bert_tf32_fused bert_bf16_fused bert384_none bert384_all bert384_selective
+       bert_fp32 bert_tf32 bert_tf32_next bert_bf16 bert_bf16_cudagraphs bert_fp16 bert_fp32_fused bert_tf32_fused bert_bf16_fused bert384_none bert384_all bert384_selective
        bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_fp32_sdpa bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
@@ -268,7 +272,7 @@ for tag in "${ORDER[@]}"; do
   env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_graph ||
+  [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_graph || $tag == *_next ||
      $tag == *_legacy || $tag == *_cl_cudagraphs ||
      $tag == bert*_cudagraphs ]] &&
     continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)

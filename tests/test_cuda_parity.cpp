@@ -126,7 +126,7 @@ const std::vector<OpCase>& op_cases() {
     const auto labels = with(random_ints(8, 0, 10, 5), {{3, kNllIgnoreIndex}});
     c.push_back({"cross_entropy", {F({8, 10}, true, -2, 2), Idx({8}, labels)}, [](V& v) { return cross_entropy(v[0], v[1]); }, N});
     c.push_back({"nll_loss", {F({8, 10}, true, -2, 2), Idx({8}, labels)}, [](V& v) { return nll_loss(log_softmax(v[0]), v[1]); }, N});
-    // 7 x 13 = 91 gradient elements: a tail after the 16-byte stores (OOMLAB_CUDA_VECTORIZED)
+    // 7 x 13 = 91 gradient elements: a tail after the 16-byte stores (vector_map.cuh)
     const auto labels7 = with(random_ints(7, 0, 13, 8), {{5, kNllIgnoreIndex}});
     c.push_back({"nll_loss_odd_size", {F({7, 13}, true, -2, 2), Idx({7}, labels7)},
                  [](V& v) { return nll_loss(log_softmax(v[0]), v[1]); }, N});

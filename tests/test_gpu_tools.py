@@ -337,6 +337,7 @@ class GpuKit(unittest.TestCase):
             self.assertIn("test_cuda_parity_reference_attention", t["binaries"])
             self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")
             self.assertEqual(pts["vgg16_tf32_graph"]["default_tag"], "vgg16_tf32")
+            self.assertEqual(pts["bert_tf32_next"]["default_tag"], "bert_tf32")   # NEXT: unmeasured paths
             self.assertEqual(pts["r50_tf32_bench_legacy"]["default_tag"], "r50_tf32_bench")
             # --cuda-graphs beside its default (on meta: warm-up, capture, replays all ran)
             self.assertEqual(pts["r50_bf16_cudagraphs"]["default_tag"], "r50_bf16")

@@ -100,8 +100,7 @@ TEST(TokenInputs, RefusesAnythingButInt64Ids) {
   EXPECT_THROW(token_inputs(Tensor::from_vector_i64({1, 2, 3}, {3}), true, true), DTypeError);
 }
 
-// Both CUDA paths: the default (through a host copy of the ids) and the device kernel (what
-// a captured graph runs; OOMLAB_CUDA_TOKEN_INPUTS=1 runs it eagerly).
+// The CUDA kernel, eagerly and inside a captured graph, against the CPU's.
 TEST(CudaTokenInputs, MatchTheCpuKernel) {
   OOMLAB_REQUIRE_CUDA();
   std::vector<int64_t> v(4 * 37);

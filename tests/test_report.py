@@ -456,6 +456,8 @@ class GpuLabels(unittest.TestCase):
         self.assertEqual(label(describe_oomlab(cl_auto)), "ResNet-50 b128 AMP bf16, channels_last, cuDNN graph API")
         nchw_auto = {"config": base["config"], "context": {"device_properties": auto}}
         self.assertEqual(label(describe_oomlab(nchw_auto)), "ResNet-50 b128 AMP bf16")
+        split = {"config": base["config"], "context": {"device_properties": dict(auto, embedding_split="true")}}
+        self.assertEqual(label(describe_oomlab(split)), "ResNet-50 b128 AMP bf16, split embedding backward")
         bert = {"config": {"model": "bert-base", "batch": 24, "seq_len": 384, "attention": "fused"},
                 "context": {"device_properties": {"tiled_attention": "true", "flash_attention": "true"}}}
         self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))

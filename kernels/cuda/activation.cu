@@ -6,7 +6,7 @@
 // bit-identical; sigmoid and gelu are bit-identical in float32 (the same exp_f32, the same
 // Abramowitz & Stegun erf, the same fused multiply-adds — pointwise_math.cuh); float64
 // uses the GPU's exp / erf (within an ulp or two of glibc's). Every kernel is a map of
-// vector_map.cuh (16-byte accesses under the vectorized switch, same results).
+// vector_map.cuh (16-byte accesses where aligned, same results).
 #include "kernels/activation.h"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/cuda/vector_map.cuh"

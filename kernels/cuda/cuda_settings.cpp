@@ -42,6 +42,7 @@ struct Settings {
   std::atomic<int> cudnn_graph{env_tristate("OOMLAB_CUDNN_GRAPH")};   // -1: auto
   std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", true)};
   std::atomic<bool> tc_attention{env_flag("OOMLAB_CUDA_TC_ATTENTION", true)};
+  std::atomic<bool> embedding_split{env_flag("OOMLAB_CUDA_EMBEDDING_SPLIT", false)};
 };
 
 Settings& settings() {
@@ -80,5 +81,7 @@ void set_cuda_flash_attention(bool on) { settings().flash_attention.store(on); }
 bool cuda_flash_attention() { return settings().flash_attention.load(); }
 void set_cuda_tc_attention(bool on) { settings().tc_attention.store(on); }
 bool cuda_tc_attention() { return settings().tc_attention.load(); }
+void set_cuda_embedding_split(bool on) { settings().embedding_split.store(on); }
+bool cuda_embedding_split() { return settings().embedding_split.load(); }
 
 }  // namespace oomlab

@@ -33,7 +33,7 @@
 // Initial values may be overridden by the environment (read once, at first use):
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1, OOMLAB_CUDNN_DETERMINISTIC=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
-// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1,
+// OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_EMBEDDING_SPLIT=0|1,
 // OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
@@ -71,6 +71,12 @@ bool cuda_flash_attention();
 // them on tensor cores BERT-base b24 s384 took 101.7 ms against 96.1 (H200, afbeb1e).
 void set_cuda_tc_attention(bool on);
 bool cuda_tc_attention();
+// The embedding backward (embedding.cu) with its column chunks on blocks side by side and eight
+// gradient reads in flight per thread: the same adds in the same order (bit-identical). Default
+// off until a GPU run of the kit measures it (issue 31; BERT's token-type embedding backward
+// took 1.25 ms of each H100 step: one block summing 4096 rows of 768 columns).
+void set_cuda_embedding_split(bool on);
+bool cuda_embedding_split();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

@@ -1,6 +1,6 @@
 // elementwise.cu — CUDA kernels for axpby / mul / fill / sum / pow (kernels/elementwise.h) in
 // float32, float64, float16 and bfloat16 (axpby also int64). Grid-stride loops on the device's compute stream;
-// axpby and mul are maps of vector_map.cuh (16-byte accesses under the vectorized switch, same bits).
+// axpby and mul are maps of vector_map.cuh (16-byte accesses where aligned, same bits).
 // float32 / float64 results equal the CPU kernels bit for bit (the same fused multiply-adds
 // as GCC forms, pointwise_math.cuh); float16 / bfloat16 compute in float and round once.
 // sum: one block, double partials per thread combined in a fixed tree — deterministic, and

@@ -242,6 +242,8 @@ def switched_paths(cfg, props):
     graph = props.get("cudnn_graph_api")   # "channels_last": auto since aa21f01's H100 run
     if graph == "true" or (graph == "channels_last" and cfg.get("channels_last")):
         names.append("cuDNN graph API")
+    if props.get("embedding_split") == "true":   # OOMLAB_CUDA_EMBEDDING_SPLIT=1 (not yet measured)
+        names.append("split embedding backward")
     if props.get("device_argmax") == "true":
         names.append("device argmax")
     return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])
