@@ -311,15 +311,15 @@ template <class T> void batch_norm_forward_cuda(const BatchNormArgs& a) {
     bn_train_apply_kernel<T, true><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, nullptr, a.eps,
                                                                a.momentum, w, b, rm, rv, sm, si, a.relu);
     CUDA_LAUNCH_CHECK();
-    return;
+  } else {   // the two-pass kernels exist for float64 only
+    bn_sum_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1);
+    CUDA_LAUNCH_CHECK();
+    bn_sqdev_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1, part2);
+    CUDA_LAUNCH_CHECK();
+    bn_train_apply_kernel<T, false><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, part2, a.eps,
+                                                                a.momentum, w, b, rm, rv, sm, si, a.relu);
+    CUDA_LAUNCH_CHECK();
   }
-  bn_sum_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1);
-  CUDA_LAUNCH_CHECK();
-  bn_sqdev_kernel<T><<<sp.grid, kT, 0, stream>>>(x, C, HW, M, sp.S, sp.chunk, part1, part2);
-  CUDA_LAUNCH_CHECK();
-  bn_train_apply_kernel<T, false><<<sp.grid, kT, 0, stream>>>(x, y, C, HW, M, sp.S, sp.chunk, part1, part2, a.eps,
-                                                              a.momentum, w, b, rm, rv, sm, si, a.relu);
-  CUDA_LAUNCH_CHECK();
 }
 
 template <class T> void batch_norm_backward_cuda(const BatchNormArgs& a) {
