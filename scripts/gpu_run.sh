@@ -140,6 +140,7 @@ declare -A FLAGS=(
   [r50_tf32_cl_legacy]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
   [r50_bf16_cl_legacy]="--model resnet50 --batch 128 --amp bf16 --channels-last"
   [r50_bf16_cl_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --channels-last --cuda-graphs"
+  [r50_bf16_cl_next]="--model resnet50 --batch 128 --amp bf16 --channels-last"
   [bert_bf16_cudagraphs]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --cuda-graphs"
   [graph_r50_tf32]="--model graph:$kit/models/graphs/resnet50.json --batch 64 --allow-tf32 all"
   [graph_bert_tf32]="--model graph:$kit/models/graphs/bert.json --batch 32 --seq-len 128 --allow-tf32 all"
@@ -162,13 +163,15 @@ LEGACY="OOMLAB_CUDNN_GRAPH=0"
 # test_cuda_parity_tiled.
 TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 # NEXT: paths written since the last GPU run, off by default until measured: the embedding
-# backward's column chunks side by side (embedding.cu; test_cuda_tensor checks its bits): *_next.
-NEXT="OOMLAB_CUDA_EMBEDDING_SPLIT=1"
+# backward's column chunks side by side (embedding.cu; test_cuda_tensor checks its bits) and
+# channels_last BatchNorm's one-pass statistics (batchnorm_nhwc.cu; cuda_bn_nhwc_check runs its
+# bodies in CPU CI): *_next rows, and test_cuda_parity's BatchNorm and embedding rows under it.
+NEXT="OOMLAB_CUDA_EMBEDDING_SPLIT=1 OOMLAB_CUDA_BN_CL_ONE_PASS=1"
 declare -A ENVS=([r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
                  [r50_tf32_cl_legacy]="$LEGACY" [r50_bf16_cl_legacy]="$LEGACY" [r50_fp16_graph]="$GRAPH"
-                 [vgg16_tf32_graph]="$GRAPH" [bert_tf32_next]="$NEXT")
+                 [vgg16_tf32_graph]="$GRAPH" [bert_tf32_next]="$NEXT" [r50_bf16_cl_next]="$NEXT")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_pin r50_tf32_graph r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r50_bf16_graph
-       r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_legacy r50_bf16_cl_cudagraphs r50_fp16 r50_fp16_graph r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
+       r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_next r50_bf16_cl_legacy r50_bf16_cl_cudagraphs r50_fp16 r50_fp16_graph r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
        vgg16_tf32_graph
        bert_fp32 bert_tf32 bert_tf32_next bert_bf16 bert_bf16_cudagraphs bert_fp16 bert_fp32_fused bert_tf32_fused bert_bf16_fused bert384_none bert384_all bert384_selective
        bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
@@ -217,14 +220,17 @@ run_tests() {
     echo "sanitizer not found" >> "$work/tests/rc.txt"
   fi
   [[ -x $parity ]] || return 0
-  # the tiled attention kernels, the graph API's NCHW convolutions and the reference attention
-  # kernels against the CPU too
+  # the tiled attention kernels, the graph API's NCHW convolutions, the NEXT paths and the
+  # reference attention kernels against the CPU too
   # shellcheck disable=SC2086  # TILED / GRAPH are word lists
   test_job test_cuda_parity_tiled 150 $TILED -- "$parity" --gtest_filter='*attention*' \
     --gtest_output="json:$work/tests/test_cuda_parity_tiled.json"
   # shellcheck disable=SC2086
   test_job test_cuda_parity_graph 150 $GRAPH -- "$parity" --gtest_filter='*conv*' \
     --gtest_output="json:$work/tests/test_cuda_parity_graph.json"
+  # shellcheck disable=SC2086
+  test_job test_cuda_parity_next 150 $NEXT -- "$parity" --gtest_filter='*batch_norm*:*embedding*' \
+    --gtest_output="json:$work/tests/test_cuda_parity_next.json"
   # shellcheck disable=SC2086
   test_job test_cuda_parity_reference_attention 150 $TILED OOMLAB_CUDA_TILED_ATTENTION=0 -- "$parity" \
     --gtest_filter='*attention*' --gtest_output="json:$work/tests/test_cuda_parity_reference_attention.json"

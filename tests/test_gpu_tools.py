@@ -338,6 +338,8 @@ class GpuKit(unittest.TestCase):
             self.assertEqual(pts["r50_bf16_graph"]["default_tag"], "r50_bf16")
             self.assertEqual(pts["vgg16_tf32_graph"]["default_tag"], "vgg16_tf32")
             self.assertEqual(pts["bert_tf32_next"]["default_tag"], "bert_tf32")   # NEXT: unmeasured paths
+            self.assertEqual(pts["r50_bf16_cl_next"]["default_tag"], "r50_bf16_cl")
+            self.assertIn("test_cuda_parity_next", t["binaries"])   # the parity rows under NEXT
             self.assertEqual(pts["r50_tf32_bench_legacy"]["default_tag"], "r50_tf32_bench")
             # --cuda-graphs beside its default (on meta: warm-up, capture, replays all ran)
             self.assertEqual(pts["r50_bf16_cudagraphs"]["default_tag"], "r50_bf16")

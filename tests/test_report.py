@@ -458,6 +458,11 @@ class GpuLabels(unittest.TestCase):
         self.assertEqual(label(describe_oomlab(nchw_auto)), "ResNet-50 b128 AMP bf16")
         split = {"config": base["config"], "context": {"device_properties": dict(auto, embedding_split="true")}}
         self.assertEqual(label(describe_oomlab(split)), "ResNet-50 b128 AMP bf16, split embedding backward")
+        one_pass = dict(auto, bn_cl_one_pass="true")   # named on channels_last rows only, where it runs
+        self.assertEqual(label(describe_oomlab({"config": cl_auto["config"], "context": {"device_properties": one_pass}})),
+                         "ResNet-50 b128 AMP bf16, channels_last, cuDNN graph API, one-pass channels_last BN")
+        self.assertEqual(label(describe_oomlab({"config": base["config"], "context": {"device_properties": one_pass}})),
+                         "ResNet-50 b128 AMP bf16")
         bert = {"config": {"model": "bert-base", "batch": 24, "seq_len": 384, "attention": "fused"},
                 "context": {"device_properties": {"tiled_attention": "true", "flash_attention": "true"}}}
         self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))

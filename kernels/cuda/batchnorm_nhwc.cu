@@ -12,7 +12,10 @@
 // time on an H200). Splits and orders depend on the shapes only: bitwise reproducible run
 // to run, no atomics.
 //   training forward: sum(x) -> mean; sum((x-mean)^2) -> var; y = x * P(w*invstd) +
-//     P(b - mean*w*invstd), split 0 writing save_mean/invstd and the running stats.
+//     P(b - mean*w*invstd), split 0 writing save_mean/invstd and the running stats. Under
+//     cuda_bn_cl_one_pass() (OOMLAB_CUDA_BN_CL_ONE_PASS=1, default off: not yet run on a GPU)
+//     float32 and 16-bit inputs take batchnorm.cu's one-pass statistics instead, shifted
+//     sums {sum(x-K), sum((x-K)^2)} in one read of x (bn_math.cuh): two reads of x, not three.
 //   eval forward and eval dx-only backward: one elementwise pass (c = index mod C).
 //   backward with sums: {sum dy, sum dy*(x-mean)}; then dbias/dweight (split 0) and dx.
 //   relu (fused BatchNorm + ReLU): relu on the store, dy read through the output's mask.
@@ -23,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "engine/core/error.h"
 
@@ -30,6 +34,7 @@
 #include "kernels/cuda/block_ctx.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/dense_common.cuh"
 
@@ -50,10 +55,14 @@ template <class T> __global__ void sqdev_kernel(bn::Split sp, const T* x, const 
   __shared__ bn::Smem sm;
   bn::sqdev_body<DeviceIO<T>>(DeviceCtx{}, sp, x, tot1, part2, sm);
 }
+template <class T> __global__ void shifted_sums_kernel(bn::Split sp, const T* x, double* part) {
+  __shared__ bn::Smem sm;
+  bn::shifted_sums_body<DeviceIO<T>>(DeviceCtx{}, sp, x, part, sm);
+}
 template <class T, class P = compute_t<T>>
-__global__ void train_apply_kernel(bn::Split sp, const T* x, T* y, const double* tot1, const double* tot2,
-                                   bn::Stats st, const P* w, const P* b, P* rm, P* rv, P* smean, P* sinv) {
-  bn::train_apply_body<DeviceIO<T>>(DeviceCtx{}, sp, x, y, tot1, tot2, st, w, b, rm, rv, smean, sinv);
+__global__ void train_apply_kernel(bn::Split sp, const T* x, T* y, bn::TrainStats<DeviceIO<T>, T> ts, bn::Stats st,
+                                   const P* w, const P* b, P* rm, P* rv, P* smean, P* sinv) {
+  bn::train_apply_body<DeviceIO<T>>(DeviceCtx{}, sp, x, y, ts, st, w, b, rm, rv, smean, sinv);
 }
 // One thread a channel: its S partials in split order (bn::channel_total).
 template <int NV> __global__ void totals_kernel(bn::Split sp, const double* part, double* tot) {
@@ -101,6 +110,28 @@ __global__ void eval_dx_kernel(const T* __restrict__ dy, T* __restrict__ dx, int
 
 dim3 grid_of(const bn::Split& sp) { return dim3{unsigned(sp.S), unsigned(std::min<int64_t>(sp.tiles, 65535))}; }
 
+// The training forward's statistics passes: part / tot hold [C][S] partials and [C] totals
+// per statistic, 2 * C * (S + 1) doubles. Returns whether they are the one-pass shifted sums.
+template <class T> bool launch_statistics(const bn::Split& sp, const T* x, double* part, double* tot,
+                                          cudaStream_t stream) {
+  if constexpr (!std::is_same_v<T, double>) {   // float64: two-pass digits (bn_math.cuh)
+    if (cuda_bn_cl_one_pass()) {
+      shifted_sums_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, x, part);
+      CUDA_LAUNCH_CHECK();
+      launch_totals<2>(sp, part, tot, stream);
+      return true;
+    }
+  }
+  const int64_t C = sp.C;
+  sum_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, x, part);
+  CUDA_LAUNCH_CHECK();
+  launch_totals<1>(sp, part, tot, stream);
+  sqdev_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, x, tot, part + C * sp.S);
+  CUDA_LAUNCH_CHECK();
+  launch_totals<1>(sp, part + C * sp.S, tot + C, stream);
+  return false;
+}
+
 template <class T> void forward(const BatchNormArgs& a) {
   using P = compute_t<T>;
   const int64_t M = a.N, C = a.C;
@@ -122,20 +153,14 @@ template <class T> void forward(const BatchNormArgs& a) {
     return;
   }
   const bn::Split sp = bn::split_for(M, C);
-  // freed on return (stream-ordered reuse): two [C][S] partial arrays, two [C] totals
+  // freed on return (stream-ordered reuse): [C][S] partials and [C] totals of each statistic
+  // (two-pass: sums, squared deviations; one-pass: the shifted sums' pairs, the same bytes)
   cuda::DeviceBuffer scratch(dev, size_t(2 * C * sp.S + 2 * C) * sizeof(double));
-  double* part1 = static_cast<double*>(scratch.get());
-  double* part2 = part1 + C * sp.S;
-  double* tot1 = part2 + C * sp.S;
-  double* tot2 = tot1 + C;
-  sum_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, x, part1);
-  CUDA_LAUNCH_CHECK();
-  launch_totals<1>(sp, part1, tot1, stream);
-  sqdev_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(sp, x, tot1, part2);
-  CUDA_LAUNCH_CHECK();
-  launch_totals<1>(sp, part2, tot2, stream);
+  double* part = static_cast<double*>(scratch.get());
+  double* tot = part + 2 * C * sp.S;
+  const bn::TrainStats<DeviceIO<T>, T> ts{x, tot, tot + C, launch_statistics<T>(sp, x, part, tot, stream)};
   train_apply_kernel<T><<<grid_of(sp), bn::kThreads, 0, stream>>>(
-      sp, x, y, tot1, tot2, bn::Stats{a.eps, a.momentum, a.relu}, w, b, static_cast<P*>(a.running_mean),
+      sp, x, y, ts, bn::Stats{a.eps, a.momentum, a.relu}, w, b, static_cast<P*>(a.running_mean),
       static_cast<P*>(a.running_var), static_cast<P*>(a.save_mean), static_cast<P*>(a.save_invstd));
   CUDA_LAUNCH_CHECK();
 }

@@ -10,10 +10,14 @@
 // lane (c, 0) writes part[(c*S + bx)*NV + k]; channel_total adds a channel's S partials in
 // split order, once per channel, into the [C][NV] totals the next pass reads. Every thread of a block reaches each sync() the same number of times.
 // IO<T> converts between storage and compute types (ld / st), as batchnorm.cu's loads.
+// Training statistics: two passes (sum, then squared deviations from the mean), or one pass
+// of shifted sums {sum(x-K), sum((x-K)^2)}, K the channel's first element x[0, c] (bn_math.cuh,
+// batchnorm.cu's rule for float32 and 16-bit inputs; behind cuda_bn_cl_one_pass() here).
 #pragma once
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/bn_math.cuh"
 #include "kernels/cuda/launch_utils.cuh"
 
 namespace oomlab::bn_nhwc {
@@ -117,27 +121,50 @@ __host__ __device__ void sqdev_body(const Ctx& x, const Split& sp, const T* in, 
     acc[0] += d * d;
   });
 }
+// One-pass training forward, pass 1: part[(c*S + s)*2 + {0, 1}] = {sum(x-K), sum((x-K)^2)},
+// K = in[c] (row 0 of channel c: the same value in every block).
+template <class IO, class T, class Ctx>
+__host__ __device__ void shifted_sums_body(const Ctx& x, const Split& sp, const T* in, double* part, Smem& sm) {
+  const int64_t c = channel_of(x);
+  const double K = c < sp.C ? double(IO::ld(in[c])) : 0.0;
+  block_partials<2>(x, sp, part, sm, [&](int64_t o, double* acc) {
+    const double d = double(IO::ld(in[o])) - K;
+    acc[0] += d;
+    acc[1] += d * d;
+  });
+}
 
-// Training forward, pass 3: statistics, y; split 0 writes saved and running statistics.
+// A channel's statistics from the totals of the pass(es) before: two-pass (tot1 = sums,
+// tot2 = squared deviations) or one-pass (tot1 = [C][2] shifted sums, tot2 unused).
+template <class IO, class T> struct TrainStats {
+  const T* in;
+  const double *tot1, *tot2;
+  bool one_pass;
+  __host__ __device__ cuda::ShiftedStats of(int64_t c, int64_t M) const {
+    if (one_pass) return cuda::stats_from_shifted_sums(double(IO::ld(in[c])), tot1[c * 2], tot1[c * 2 + 1], M);
+    return {tot1[c] / double(M), tot2[c] / double(M), tot2[c] / double(M - 1)};
+  }
+};
+
+// Training forward, last pass: statistics, y; split 0 writes saved and running statistics.
 template <class IO, class T, class P, class Ctx>
-__host__ __device__ void train_apply_body(const Ctx& x, const Split& sp, const T* in, T* y, const double* tot1,
-                                          const double* tot2, Stats st, const P* w, const P* b, P* rm, P* rv,
-                                          P* sm_out, P* si_out) {
+__host__ __device__ void train_apply_body(const Ctx& x, const Split& sp, const T* in, T* y, TrainStats<IO, T> ts,
+                                          Stats st, const P* w, const P* b, P* rm, P* rv, P* sm_out, P* si_out) {
   const int64_t c = channel_of(x);
   if (c >= sp.C) return;
-  const double s[1] = {tot1[c]}, ss[1] = {tot2[c]};
-  const double mean = s[0] / double(sp.M), invstd = 1.0 / sqrt(ss[0] / double(sp.M) + st.eps);
+  const cuda::ShiftedStats s = ts.of(c, sp.M);
+  const double mean = s.mean, invstd = 1.0 / sqrt(s.var + st.eps);
   if (x.bx() == 0 && x.tid() / kLanes == 0) {
     if (sm_out) sm_out[c] = P(mean);
     if (si_out) si_out[c] = P(invstd);
     if (rm) {
       rm[c] = P((1.0 - st.momentum) * double(rm[c]) + st.momentum * mean);
-      rv[c] = P((1.0 - st.momentum) * double(rv[c]) + st.momentum * ss[0] / double(sp.M - 1));
+      rv[c] = P((1.0 - st.momentum) * double(rv[c]) + st.momentum * s.var_unbiased);
     }
   }
   const double scd = w ? double(w[c]) * invstd : invstd;
   const P scale = P(scd), shift = P((b ? double(b[c]) : 0.0) - mean * scd);
-  for_rows(x, sp, [&](int64_t o) { y[o] = out<IO, T>(IO::ld(in[o]) * scale + shift, st.relu); });
+  for_rows(x, sp, [&](int64_t o) { y[o] = out<IO, T>(fma(IO::ld(in[o]), scale, shift), st.relu); });
 }
 
 // A backward pass's statistics: the saved ones (training) or the running ones (eval).

@@ -43,6 +43,7 @@ struct Settings {
   std::atomic<bool> flash_attention{env_flag("OOMLAB_CUDA_FLASH_ATTENTION", true)};
   std::atomic<bool> tc_attention{env_flag("OOMLAB_CUDA_TC_ATTENTION", true)};
   std::atomic<bool> embedding_split{env_flag("OOMLAB_CUDA_EMBEDDING_SPLIT", false)};
+  std::atomic<bool> bn_cl_one_pass{env_flag("OOMLAB_CUDA_BN_CL_ONE_PASS", false)};
 };
 
 Settings& settings() {
@@ -83,5 +84,7 @@ void set_cuda_tc_attention(bool on) { settings().tc_attention.store(on); }
 bool cuda_tc_attention() { return settings().tc_attention.load(); }
 void set_cuda_embedding_split(bool on) { settings().embedding_split.store(on); }
 bool cuda_embedding_split() { return settings().embedding_split.load(); }
+void set_cuda_bn_cl_one_pass(bool on) { settings().bn_cl_one_pass.store(on); }
+bool cuda_bn_cl_one_pass() { return settings().bn_cl_one_pass.load(); }
 
 }  // namespace oomlab

@@ -34,7 +34,7 @@
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1, OOMLAB_CUDNN_DETERMINISTIC=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_EMBEDDING_SPLIT=0|1,
-// OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
+// OOMLAB_CUDA_BN_CL_ONE_PASS=0|1, OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
@@ -77,6 +77,12 @@ bool cuda_tc_attention();
 // took 1.25 ms of each H100 step: one block summing 4096 rows of 768 columns).
 void set_cuda_embedding_split(bool on);
 bool cuda_embedding_split();
+// channels_last BatchNorm's training statistics in one read of x (batchnorm_nhwc.cu: the
+// shifted sums batchnorm.cu's NCHW kernels use for float32 and 16-bit inputs, measured there)
+// instead of a sum pass and a squared-deviation pass. Default off until a GPU run of the kit
+// measures it (issue 31; kernels/cuda/check/bn_nhwc_check.cu runs its bodies in CPU CI).
+void set_cuda_bn_cl_one_pass(bool on);
+bool cuda_bn_cl_one_pass();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

@@ -244,6 +244,8 @@ def switched_paths(cfg, props):
         names.append("cuDNN graph API")
     if props.get("embedding_split") == "true":   # OOMLAB_CUDA_EMBEDDING_SPLIT=1 (not yet measured)
         names.append("split embedding backward")
+    if props.get("bn_cl_one_pass") == "true" and cfg.get("channels_last"):   # OOMLAB_CUDA_BN_CL_ONE_PASS=1
+        names.append("one-pass channels_last BN")
     if props.get("device_argmax") == "true":
         names.append("device argmax")
     return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])
