@@ -24,7 +24,6 @@
 #include "engine/memory/kernel_choices.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
-#include "engine/ops/embedding.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/loss.h"
 #include "engine/train/train_step.h"
@@ -216,32 +215,6 @@ TEST(CudaTensor, ArgmaxCountsMatchCpu) {
   EXPECT_EQ(count_task_correct(to_device(seg, cuda0()), to_device(masks, cuda0()), &conf_dev),
             count_task_correct(seg, masks, &conf_cpu));
   EXPECT_EQ(conf_dev, conf_cpu);
-}
-
-// ---- embedding backward -----------------------------------------------------------------
-// The split backward (OOMLAB_CUDA_EMBEDDING_SPLIT, embedding.cu: column chunks on blocks side by
-// side, eight reads in flight) adds the same rows in the same order as the default kernel and
-// the CPU: bit for bit. 700 positions of 5 ids (~140 each: groups of eight and a tail, three
-// compaction rounds), one out-of-range id, 600 columns (three chunks, the last partial).
-TEST(CudaEmbedding, SplitBackwardIsBitIdenticalToTheDefaultAndTheCpu) {
-  OOMLAB_REQUIRE_CUDA();
-  std::vector<int64_t> v = random_ints(700, 0, 5, 31);
-  v[3] = 9;
-  const Tensor ids = Tensor::from_vector_i64(v, {2, 350});
-  for (DType t : {DType::f32, DType::f64}) {
-    const Tensor gy = random_tensor({2, 350, 600}, -1, 1, 32, t);
-    auto grad_of = [&](Device dev, bool split) {
-      set_cuda_embedding_split(split);
-      Tensor w = to_device(random_tensor({5, 600}, -1, 1, 33, t), dev);
-      w.set_requires_grad(true);
-      sum_all(mul(embedding(w, to_device(ids, dev)), to_device(gy, dev))).backward();
-      set_cuda_embedding_split(false);
-      return to_host(w.grad());
-    };
-    const Tensor cpu = grad_of(cpu_device(), false);
-    EXPECT_TRUE(same_bytes(grad_of(cuda0(), false), cpu)) << dtype_name(t);
-    EXPECT_TRUE(same_bytes(grad_of(cuda0(), true), cpu)) << dtype_name(t);
-  }
 }
 
 // ---- capacity emulation -------------------------------------------------------------------

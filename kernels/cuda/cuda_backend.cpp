@@ -58,6 +58,7 @@ DeviceProperties properties(int device) {
           {"tc_attention", cuda_tc_attention() ? "true" : "false"},
           {"embedding_split", cuda_embedding_split() ? "true" : "false"},
           {"bn_cl_one_pass", cuda_bn_cl_one_pass() ? "true" : "false"},
+          {"ln_unroll", cuda_ln_unroll() ? "true" : "false"},
           {"tc_attention_inputs", "16-bit"},   // float32 inputs run the flash kernels, TF32 or not
           {"cudnn_graph_api", cudnn_graph_api_setting()},
           {"compute_stream", uses_own_compute_stream(device) ? "own" : "legacy default"},

@@ -44,6 +44,7 @@ struct Settings {
   std::atomic<bool> tc_attention{env_flag("OOMLAB_CUDA_TC_ATTENTION", true)};
   std::atomic<bool> embedding_split{env_flag("OOMLAB_CUDA_EMBEDDING_SPLIT", false)};
   std::atomic<bool> bn_cl_one_pass{env_flag("OOMLAB_CUDA_BN_CL_ONE_PASS", false)};
+  std::atomic<bool> ln_unroll{env_flag("OOMLAB_CUDA_LN_UNROLL", false)};
 };
 
 Settings& settings() {
@@ -86,5 +87,7 @@ void set_cuda_embedding_split(bool on) { settings().embedding_split.store(on); }
 bool cuda_embedding_split() { return settings().embedding_split.load(); }
 void set_cuda_bn_cl_one_pass(bool on) { settings().bn_cl_one_pass.store(on); }
 bool cuda_bn_cl_one_pass() { return settings().bn_cl_one_pass.load(); }
+void set_cuda_ln_unroll(bool on) { settings().ln_unroll.store(on); }
+bool cuda_ln_unroll() { return settings().ln_unroll.load(); }
 
 }  // namespace oomlab

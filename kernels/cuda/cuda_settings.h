@@ -34,7 +34,7 @@
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1, OOMLAB_CUDNN_DETERMINISTIC=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_EMBEDDING_SPLIT=0|1,
-// OOMLAB_CUDA_BN_CL_ONE_PASS=0|1, OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
+// OOMLAB_CUDA_BN_CL_ONE_PASS=0|1, OOMLAB_CUDA_LN_UNROLL=0|1, OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
@@ -83,6 +83,11 @@ bool cuda_embedding_split();
 // measures it (issue 31; kernels/cuda/check/bn_nhwc_check.cu runs its bodies in CPU CI).
 void set_cuda_bn_cl_one_pass(bool on);
 bool cuda_bn_cl_one_pass();
+// layer_norm's forward and dx kernels with their row loops unrolled 16 times over __restrict__
+// data (layernorm.cu): the same operations in the same order (bit-identical), more loads in
+// flight. Default off until a GPU run of the kit measures it (issue 31).
+void set_cuda_ln_unroll(bool on);
+bool cuda_ln_unroll();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

@@ -9,9 +9,14 @@
 // workspace-tagged scratch) of 8 row segments each, combined in order — deterministic,
 // equal to kernels/cpu/layernorm_cpu.cpp's sequential double sum after rounding except in
 // rare ties.
+// Under cuda_ln_unroll() (OOMLAB_CUDA_LN_UNROLL=1, default off: not yet run on a GPU) the
+// forward and dx kernels unroll their row loops 16 times over __restrict__ data (kLnUnroll):
+// the same operations in the same order, more loads in flight (on the H100 BERT-base's
+// synchronized layer_norm spans took ~5 ms a step against PyTorch's ~1.3).
 #include <algorithm>
 #include <optional>
 
+#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/cuda/row_lanes.cuh"
 #include "kernels/layernorm.h"
@@ -19,23 +24,28 @@
 namespace oomlab {
 namespace {
 using namespace cuda;
+// Loads in flight per thread under cuda_ln_unroll(): the main loops unrolled 16 times, the
+// data __restrict__ (the stores no longer order the next loads), so that a 132-SM GPU with
+// BERT's 4096 rows (8 warps an SM) has ~16 KiB of reads in flight per SM, not ~4.
+constexpr int kLnUnroll = 16;
 
 // ---- layer_norm -------------------------------------------------------------------------
-template <class T> __global__ void layer_norm_fwd_kernel(const T* x, const T* w, const T* b, T* y, compute_t<T>* mean,
-                                                         compute_t<T>* rstd,
-                                                         int64_t rows, int64_t H, double eps) {
+// U: lane_sum8's unroll (row_lanes.cuh); the store loop is unrolled as much.
+template <class T, int U>
+__device__ __forceinline__ void layer_norm_fwd_body(const T* x, const T* w, const T* b, T* y, compute_t<T>* mean,
+                                                    compute_t<T>* rstd, int64_t rows, int64_t H, double eps) {
   using C = compute_t<T>;
   for_each_row_group(rows, [&](int64_t r, bool valid) {
     const T* xr = x + r * H;
     T* yr = y + r * H;
     double mu = 0.0, var = 0.0;
     if (H > 0) {
-      mu = lane_sum8(H, [&](double s, int64_t j, bool) { return add_rn(s, double(ld(xr[j]))); }) / double(H);
-      var = lane_sum8(H,
-                      [&](double s, int64_t j, bool fused) {
-                        const double d = double(ld(xr[j])) - mu;
-                        return add_prod(s, d, d, fused);
-                      }) /
+      mu = lane_sum8<U>(H, [&](double s, int64_t j, bool) { return add_rn(s, double(ld(xr[j]))); }) / double(H);
+      var = lane_sum8<U>(H,
+                         [&](double s, int64_t j, bool fused) {
+                           const double d = double(ld(xr[j])) - mu;
+                           return add_prod(s, d, d, fused);
+                         }) /
             double(H);
     }
     const double rs = 1.0 / sqrt(var + eps);
@@ -45,31 +55,67 @@ template <class T> __global__ void layer_norm_fwd_kernel(const T* x, const T* w,
       rstd[r] = C(rs);
     }
     const C m = C(mu), s = C(rs);
-    for (int64_t j = lane8(); j < H; j += kLanes) {
+    auto store = [&](int64_t j) {
       const C wj = w ? ld(w[j]) : C(1), bj = b ? ld(b[j]) : C(0);
       yr[j] = st<T>(layer_norm_y(ld(xr[j]), m, s, w ? &wj : nullptr, b ? &bj : nullptr));
+    };
+    if constexpr (U == 0) {
+      for (int64_t j = lane8(); j < H; j += kLanes) store(j);
+    } else {
+#pragma unroll U
+      for (int64_t j = lane8(); j < H; j += kLanes) store(j);
     }
   });
 }
+template <class T> __global__ void layer_norm_fwd_kernel(const T* x, const T* w, const T* b, T* y, compute_t<T>* mean,
+                                                         compute_t<T>* rstd, int64_t rows, int64_t H, double eps) {
+  layer_norm_fwd_body<T, 0>(x, w, b, y, mean, rstd, rows, H, eps);
+}
+template <class T>
+__global__ void layer_norm_fwd_unrolled_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                               const T* __restrict__ b, T* __restrict__ y,
+                                               compute_t<T>* __restrict__ mean, compute_t<T>* __restrict__ rstd,
+                                               int64_t rows, int64_t H, double eps) {
+  layer_norm_fwd_body<T, kLnUnroll>(x, w, b, y, mean, rstd, rows, H, eps);
+}
 
 // dx = rstd * (w*dy - mean(w*dy) - xhat * mean(w*dy * xhat)), per row.
-template <class T> __global__ void layer_norm_dx_kernel(const T* x, const T* w, const compute_t<T>* mean,
-                                                        const compute_t<T>* rstd,
-                                                        const T* dy, T* dx, int64_t rows, int64_t H) {
+template <class T, int U>
+__device__ __forceinline__ void layer_norm_dx_body(const T* x, const T* w, const compute_t<T>* mean,
+                                                   const compute_t<T>* rstd, const T* dy, T* dx, int64_t rows,
+                                                   int64_t H) {
   using C = compute_t<T>;
   for_each_row_group(rows, [&](int64_t r, bool valid) {
     const T* xr = x + r * H;
     const T* gr = dy + r * H;
     const C m = mean[r], s = rstd[r];
     auto wdy = [&](int64_t j) { return w ? mul_rn(ld(gr[j]), ld(w[j])) : ld(gr[j]); };
-    const double sum_g = lane_sum8(H, [&](double acc, int64_t j, bool) { return add_rn(acc, double(wdy(j))); });
-    const double sum_gx = lane_sum8(H, [&](double acc, int64_t j, bool fused) {
+    const double sum_g = lane_sum8<U>(H, [&](double acc, int64_t j, bool) { return add_rn(acc, double(wdy(j))); });
+    const double sum_gx = lane_sum8<U>(H, [&](double acc, int64_t j, bool fused) {
       return add_prod(acc, double(wdy(j)), double(mul_rn(sub_rn(ld(xr[j]), m), s)), fused);
     });
     const C ma = C(sum_g / double(H)), mb = C(sum_gx / double(H));
     if (!valid) return;
-    for (int64_t j = lane8(); j < H; j += kLanes) dx[r * H + j] = st<T>(layer_norm_dx(wdy(j), ld(xr[j]), m, s, ma, mb));
+    auto store = [&](int64_t j) { dx[r * H + j] = st<T>(layer_norm_dx(wdy(j), ld(xr[j]), m, s, ma, mb)); };
+    if constexpr (U == 0) {
+      for (int64_t j = lane8(); j < H; j += kLanes) store(j);
+    } else {
+#pragma unroll U
+      for (int64_t j = lane8(); j < H; j += kLanes) store(j);
+    }
   });
+}
+template <class T> __global__ void layer_norm_dx_kernel(const T* x, const T* w, const compute_t<T>* mean,
+                                                        const compute_t<T>* rstd,
+                                                        const T* dy, T* dx, int64_t rows, int64_t H) {
+  layer_norm_dx_body<T, 0>(x, w, mean, rstd, dy, dx, rows, H);
+}
+template <class T>
+__global__ void layer_norm_dx_unrolled_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                              const compute_t<T>* __restrict__ mean,
+                                              const compute_t<T>* __restrict__ rstd, const T* __restrict__ dy,
+                                              T* __restrict__ dx, int64_t rows, int64_t H) {
+  layer_norm_dx_body<T, kLnUnroll>(x, w, mean, rstd, dy, dx, rows, H);
 }
 
 // dweight[c] = sum_r dy * xhat, dbias[c] = sum_r dy: block (x: 32 columns, y: row split)
@@ -144,7 +190,8 @@ int64_t dwb_row_splits(int64_t rows, int64_t tiles) {
 template <class T> void layer_norm_forward_cuda(const LayerNormArgs& a) {
   if (a.rows == 0) return;
   const Launch L("layer_norm");
-  layer_norm_fwd_kernel<T><<<row_grid(a.rows), kThreads, 0, L.stream>>>(
+  auto* kernel = cuda_ln_unroll() ? layer_norm_fwd_unrolled_kernel<T> : layer_norm_fwd_kernel<T>;
+  kernel<<<row_grid(a.rows), kThreads, 0, L.stream>>>(
       static_cast<const T*>(a.x), static_cast<const T*>(a.weight), static_cast<const T*>(a.bias), static_cast<T*>(a.y),
       static_cast<compute_t<T>*>(a.mean), static_cast<compute_t<T>*>(a.rstd), a.rows, a.H, a.eps);
   CUDA_LAUNCH_CHECK();
@@ -156,8 +203,9 @@ template <class T> void layer_norm_backward_cuda(const LayerNormArgs& a) {
   const auto* rstd = static_cast<const compute_t<T>*>(a.rstd);
   const T* dy = static_cast<const T*>(a.dy);
   if (a.dx && a.rows > 0 && a.H > 0) {
-    layer_norm_dx_kernel<T><<<row_grid(a.rows), kThreads, 0, L.stream>>>(x, static_cast<const T*>(a.weight), mean, rstd,
-                                                                         dy, static_cast<T*>(a.dx), a.rows, a.H);
+    auto* kernel = cuda_ln_unroll() ? layer_norm_dx_unrolled_kernel<T> : layer_norm_dx_kernel<T>;
+    kernel<<<row_grid(a.rows), kThreads, 0, L.stream>>>(x, static_cast<const T*>(a.weight), mean, rstd, dy,
+                                                        static_cast<T*>(a.dx), a.rows, a.H);
     CUDA_LAUNCH_CHECK();
   }
   if ((a.dweight || a.dbias) && a.H > 0) {

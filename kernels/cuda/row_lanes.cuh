@@ -23,11 +23,19 @@ __device__ __forceinline__ int64_t main_end(int64_t C) { return C & ~int64_t(kLa
 // tail loop rounds the products first and fuses only the last term of an odd-length tail
 // (read from the generated code; checked bitwise on float64 rows of every tail length).
 // Terms that are exact (float * float in double) or plain adds may ignore the flag.
-template <class Acc> __device__ __forceinline__ double lane_sum8(int64_t C, Acc acc) {
+// U > 0 unrolls the main loop U times (#pragma unroll U), so that a thread has up to U loads
+// in flight ahead of its chain of adds (with __restrict__ data); U = 0 leaves it to the
+// compiler (4 in nvcc 13's code). The adds and their order are the same either way.
+template <int U = 0, class Acc> __device__ __forceinline__ double lane_sum8(int64_t C, Acc acc) {
   const int k = lane8();
   const int64_t C8 = main_end(C);
   double s = 0.0;
-  for (int64_t j = k; j < C8; j += kLanes) s = acc(s, j, true);
+  if constexpr (U == 0) {
+    for (int64_t j = k; j < C8; j += kLanes) s = acc(s, j, true);
+  } else {
+#pragma unroll U
+    for (int64_t j = k; j < C8; j += kLanes) s = acc(s, j, true);
+  }
   if (k == 0)
     for (int64_t j = C8; j < C; ++j) s = acc(s, j, j == C - 1 && ((C - C8) & 1));
   double r = 0.0;

@@ -246,6 +246,8 @@ def switched_paths(cfg, props):
         names.append("split embedding backward")
     if props.get("bn_cl_one_pass") == "true" and cfg.get("channels_last"):   # OOMLAB_CUDA_BN_CL_ONE_PASS=1
         names.append("one-pass channels_last BN")
+    if props.get("ln_unroll") == "true":   # OOMLAB_CUDA_LN_UNROLL=1 (not yet measured)
+        names.append("unrolled layer_norm")
     if props.get("device_argmax") == "true":
         names.append("device argmax")
     return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])

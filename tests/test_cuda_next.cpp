@@ -1,0 +1,142 @@
+// test_cuda_next.cpp — the GPU paths written since the last GPU run, behind their switches
+// (cuda_settings.h, default off until the kit measures them; gpu_run.sh's NEXT), against the
+// default path and the CPU:
+//  * the split embedding backward (OOMLAB_CUDA_EMBEDDING_SPLIT): bit for bit;
+//  * layer_norm's unrolled forward and dx kernels (OOMLAB_CUDA_LN_UNROLL): bit for bit against
+//    the default kernels (the same operations in the same order); the forward's y against the
+//    CPU bit for bit in float32 (layernorm.cu's contract);
+//  * channels_last BatchNorm's one-pass statistics (OOMLAB_CUDA_BN_CL_ONE_PASS): running and
+//    saved statistics within 2 float32 ulps of the two-pass kernels' on channels far from zero,
+//    y and the gradients within float32 rounding.
+// Each test sets its switch itself and restores the default. Everything GTEST_SKIPs with the
+// reason when no CUDA device is usable.
+// ctest tier: gpu
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "engine/ops/batchnorm.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/layernorm.h"
+#include "kernels/cuda/cuda_settings.h"
+
+using namespace oomlab;
+using namespace oomlab::testing;
+
+namespace {
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  Tensor x = to_host(a).contiguous(), y = to_host(b).contiguous();
+  return x.dtype() == y.dtype() && x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+}
+
+// The largest |a - b| / |b| over float32 elements (0 where both are 0).
+double max_rel(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = to_host(a).contiguous().to_vector(), y = to_host(b).contiguous().to_vector();
+  double worst = 0.0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] != y[i]) worst = std::max(worst, std::fabs(x[i] - y[i]) / std::fabs(y[i]));
+  return worst;
+}
+}  // namespace
+
+// ---- embedding backward -----------------------------------------------------------------
+// The split backward (OOMLAB_CUDA_EMBEDDING_SPLIT, embedding.cu: column chunks on blocks side by
+// side, eight reads in flight) adds the same rows in the same order as the default kernel and
+// the CPU: bit for bit. 700 positions of 5 ids (~140 each: groups of eight and a tail, three
+// compaction rounds), 600 columns (three chunks, the last partial). With one out-of-range id
+// (which the CUDA kernels skip and the CPU refuses) split and default are compared alone.
+TEST(CudaEmbedding, SplitBackwardIsBitIdenticalToTheDefaultAndTheCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  std::vector<int64_t> v = random_ints(700, 0, 5, 31);
+  const Tensor ids = Tensor::from_vector_i64(v, {2, 350});
+  v[3] = 9;
+  const Tensor ids_out_of_range = Tensor::from_vector_i64(v, {2, 350});
+  for (DType t : {DType::f32, DType::f64}) {
+    const Tensor gy = random_tensor({2, 350, 600}, -1, 1, 32, t);
+    auto grad_of = [&](Device dev, bool split, const Tensor& id) {
+      set_cuda_embedding_split(split);
+      Tensor w = to_device(random_tensor({5, 600}, -1, 1, 33, t), dev);
+      w.set_requires_grad(true);
+      sum_all(mul(embedding(w, to_device(id, dev)), to_device(gy, dev))).backward();
+      set_cuda_embedding_split(false);
+      return to_host(w.grad());
+    };
+    const Tensor cpu = grad_of(cpu_device(), false, ids);
+    EXPECT_TRUE(same_bytes(grad_of(cuda0(), false, ids), cpu)) << dtype_name(t);
+    EXPECT_TRUE(same_bytes(grad_of(cuda0(), true, ids), cpu)) << dtype_name(t);
+    EXPECT_TRUE(same_bytes(grad_of(cuda0(), true, ids_out_of_range), grad_of(cuda0(), false, ids_out_of_range)))
+        << dtype_name(t) << " with an out-of-range id";
+  }
+}
+
+// ---- layer_norm, unrolled ---------------------------------------------------------------
+// BERT's widths (768) and a ragged one (200: a tail past the 8-lane main part, rows not a
+// multiple of the 32 a block takes), float32 and float64; y and the three gradients.
+TEST(CudaLayerNorm, UnrolledKernelsAreBitIdenticalToTheDefault) {
+  OOMLAB_REQUIRE_CUDA();
+  for (DType t : {DType::f32, DType::f64})
+    for (const Shape& shape : {Shape{4, 128, 768}, Shape{45, 200}}) {
+      const int64_t H = shape.back();
+      const Tensor x = random_tensor(shape, -2, 3, 41, t), gy = random_tensor(shape, -1, 1, 42, t);
+      const Tensor w0 = random_tensor({H}, 0.5, 1.5, 43, t), b0 = random_tensor({H}, -0.5, 0.5, 44, t);
+      auto run = [&](Device dev, bool unroll) {
+        set_cuda_ln_unroll(unroll);
+        Tensor xd = to_device(x, dev), w = to_device(w0, dev), b = to_device(b0, dev);
+        for (Tensor* p : {&xd, &w, &b}) p->set_requires_grad(true);
+        const Tensor y = layer_norm(xd, w, b, 1e-12);
+        sum_all(mul(y, to_device(gy, dev))).backward();
+        set_cuda_ln_unroll(false);
+        return std::vector<Tensor>{to_host(y), to_host(xd.grad()), to_host(w.grad()), to_host(b.grad())};
+      };
+      const std::vector<Tensor> dflt = run(cuda0(), false), unrolled = run(cuda0(), true), cpu = run(cpu_device(), false);
+      const char* names[] = {"y", "dx", "dweight", "dbias"};
+      for (size_t i = 0; i < dflt.size(); ++i)
+        EXPECT_TRUE(same_bytes(unrolled[i], dflt[i])) << names[i] << " " << dtype_name(t) << " H=" << H;
+      if (t == DType::f32) {
+        EXPECT_TRUE(same_bytes(dflt[0], cpu[0])) << "y vs the CPU, H=" << H;
+      }
+    }
+}
+
+// ---- channels_last batch_norm, one-pass statistics ---------------------------------------
+// Channels with means far from zero (up to 2,000 times their spread) and the shift K an outlier:
+// the case the shifted sums are for. M = 16*20*20 = 6400 rows of 35 channels (two 32-lane tiles).
+TEST(CudaBatchNormChannelsLast, OnePassStatisticsMatchTwoPass) {
+  OOMLAB_REQUIRE_CUDA();
+  const int64_t C = 35;
+  std::vector<double> xv = random_tensor({16, C, 20, 20}, -1, 1, 51, DType::f32).to_vector();
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] += 60.0 * double(int64_t(i) / 400 % C);   // channel c: + 60c
+  xv[400 * 7] += 30.0;   // channel 7's first element (NCHW index 7 * 400) far out
+  const Tensor x = Tensor::from_vector(xv, {16, C, 20, 20}), gy = random_tensor({16, C, 20, 20}, -1, 1, 52, DType::f32);
+  const Tensor w0 = random_tensor({C}, 0.5, 1.5, 53, DType::f32), b0 = random_tensor({C}, -0.5, 0.5, 54, DType::f32);
+  auto run = [&](bool one_pass) {
+    set_cuda_bn_cl_one_pass(one_pass);
+    Tensor xd = to_device(x, cuda0()).contiguous(MemoryFormat::channels_last);
+    Tensor w = to_device(w0, cuda0()), b = to_device(b0, cuda0());
+    Tensor rm = to_device(Tensor::zeros({C}, DType::f32, cpu_device()), cuda0());
+    Tensor rv = to_device(Tensor::ones({C}, DType::f32, cpu_device()), cuda0());
+    for (Tensor* p : {&xd, &w, &b}) p->set_requires_grad(true);
+    const Tensor y = batch_norm(xd, w, b, rm, rv, true);
+    sum_all(mul(y, to_device(gy, cuda0()).contiguous(MemoryFormat::channels_last))).backward();
+    set_cuda_bn_cl_one_pass(false);
+    return std::vector<Tensor>{rm, rv, y, xd.grad(), w.grad(), b.grad()};
+  };
+  const std::vector<Tensor> two = run(false), one = run(true);
+  EXPECT_LE(max_rel(one[0], two[0]), 0x1p-22) << "running_mean";
+  EXPECT_LE(max_rel(one[1], two[1]), 0x1p-22) << "running_var";
+  const char* names[] = {"y", "dx", "dweight", "dbias"};
+  for (size_t i = 2; i < two.size(); ++i) {   // through float32 statistics: rounding, not digits lost
+    const std::vector<double> a = to_host(one[i]).contiguous().to_vector(), r = to_host(two[i]).contiguous().to_vector();
+    double scale = 1e-30, worst = 0.0;
+    for (size_t k = 0; k < r.size(); ++k) {
+      scale = std::max(scale, std::fabs(r[k]));
+      worst = std::max(worst, std::fabs(a[k] - r[k]));
+    }
+    EXPECT_LE(worst, 1e-5 * scale) << names[i - 2];
+  }
+}
