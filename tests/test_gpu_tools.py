@@ -72,7 +72,7 @@ class TraceBreakdown(unittest.TestCase):
             out = run(sys.executable, "scripts/trace_breakdown.py", path).stdout
             row = next(l.split() for l in out.splitlines() if l.startswith("conv2d"))
             self.assertEqual(row[1:3], ["0.30", "0.70"])   # device time, forward and backward
-            self.assertIn("device time (CUDA events) (1 spans without device time left out)", out)
+            self.assertIn("device time (CUDA events), each span's own time (1 spans without device time left out)", out)
             host = run(sys.executable, "scripts/trace_breakdown.py", path, "--clock", "host").stdout
             row = next(l.split() for l in host.splitlines() if l.startswith("conv2d"))
             self.assertEqual(row[1:3], ["0.90", "0.05"])
@@ -80,6 +80,38 @@ class TraceBreakdown(unittest.TestCase):
             r = run(sys.executable, "scripts/trace_breakdown.py", path, "--clock", "device")
             self.assertEqual(r.returncode, 2)
             self.assertIn("no span carries device time", r.stderr)
+
+    def test_nested_spans_count_once_and_recomputation_apart(self):
+        # step 1: a probe forward (checkpointing's), then forward, then a backward span that
+        # recomputes conv1 (nested); step 2 the same without the probe. Host times in us.
+        def step(t0, probe):
+            ev = [{"name": "conv1/fwd", "ph": "X", "ts": t0, "dur": 100}] if probe else []
+            t0 += 200 if probe else 0
+            return ev + [{"name": "conv1/fwd", "ph": "X", "ts": t0, "dur": 100},
+                         {"name": "relu/fwd", "ph": "X", "ts": t0 + 100, "dur": 10},
+                         {"name": "relu/relu_/bwd", "ph": "X", "ts": t0 + 200, "dur": 300},
+                         {"name": "conv1/fwd", "ph": "X", "ts": t0 + 250, "dur": 120},
+                         {"name": "conv1/conv2d/bwd", "ph": "X", "ts": t0 + 600, "dur": 400}]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "t.json"
+            path.write_text(json.dumps({"traceEvents": step(0, True) + step(5000, False)}))
+            def rows(*args):
+                out = run(sys.executable, "scripts/trace_breakdown.py", path, *args).stdout
+                self.assertIn("recomp ms", out.splitlines()[0])
+                return out, {l.split()[0]: l.split()[1:4] + [l.split()[-1]] for l in out.splitlines()[1:]
+                             if l and not l.startswith((" ", "all", "longest"))}
+            out, r = rows()
+            # relu's backward span holds conv1's recomputation: 300 - 120 of its own
+            self.assertEqual(r["relu_"], ["0.02", "0.36", "0.00", "4"])
+            self.assertEqual(r["conv2d"], ["0.30", "0.80", "0.24", "7"])
+            self.assertIn("1.72 ms host time, each span's own time", out)   # the top-level spans' sum
+            _, r = rows("--skip-steps", "1")   # the probe belongs to step 1
+            self.assertEqual(r["conv2d"], ["0.10", "0.40", "0.12", "3"])
+            with tempfile.TemporaryDirectory() as tmp2:   # a real checkpointed run (meta)
+                _, trace = oomlab_meta_run(tmp2, "resnet18", ("--dataset", "synthetic", "--input", "3,32,32",
+                                                              "--checkpoint", "all"))
+                out = run(sys.executable, "scripts/trace_breakdown.py", trace, "--skip-steps", "1").stdout
+                self.assertIn("recomp ms", out.splitlines()[0])
 
     def test_bad_files_exit_2_with_one_line(self):
         with tempfile.TemporaryDirectory() as tmp:
