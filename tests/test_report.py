@@ -374,7 +374,10 @@ class GpuKitSection(unittest.TestCase):
                           f"{peak / line['peak_allocated']:.3f} |", md)
         meta = json.loads(files["meta_bert384_none.json"])["memory"]["totals"]["allocated_bytes.all.peak"]
         cuda = json.loads(files["oomlab_bert384_none.json"])["memory"]["totals"]["allocated_bytes.all.peak"]
-        self.assertIn(f"| bert384_none | {meta:,} | {cuda:,} | {meta / cuda:.4f} |", md)
+        tot = {s: json.loads(files[f"{s}_bert384_none.json"])["memory"]["totals"] for s in ("meta", "oomlab")}
+        req = tot["meta"]["requested_bytes.all.current"] - tot["oomlab"]["requested_bytes.all.current"]
+        self.assertIn(f"| bert384_none | {meta:,} | {cuda:,} | {meta / cuda:.4f} | {req:,} |", md)
+        self.assertRegex(md, r"Requested bytes at the end equal to the byte: \d+ of \d+\.")
         tests = json.loads((KIT_RECORD / "tests.json").read_text())["binaries"]
         self.assertIn(f"In all: {sum(b['passed'] for b in tests.values())} passed, "
                       f"{sum(b['failed'] for b in tests.values())} failed", md)

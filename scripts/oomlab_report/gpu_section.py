@@ -273,7 +273,7 @@ def meta_part(rec):
     out.append(f"In the CUDA model tests (`run*/logs/test_cuda_models*.log`, each model's small test "
                f"configuration on both devices), the CUDA allocator's peak equals meta's for {same} of "
                f"{len(tests)} models, and lies between meta's and meta's plus the workspace peak (the test's "
-               f"bar: meta decides cuDNN's and cuBLAS's workspaces by its own rule) for {within} of "
+               f"bar: meta allocates no cuDNN or cuBLAS workspace) for {within} of "
                f"{len(tests)}.\n" if tests else f"CUDA model test logs with meta peaks: {MISSING}.\n")
     if tests:
         out.append(details(f"the {len(tests)} test models", md_table(
