@@ -7,7 +7,9 @@
 //    CPU bit for bit in float32 (layernorm.cu's contract);
 //  * channels_last BatchNorm's one-pass statistics (OOMLAB_CUDA_BN_CL_ONE_PASS): running and
 //    saved statistics within 2 float32 ulps of the two-pass kernels' on channels far from zero,
-//    y and the gradients within float32 rounding.
+//    y and the gradients within float32 rounding;
+//  * dropout's vectorized kernels (OOMLAB_CUDA_DROPOUT_VEC): y and dx bit for bit against the
+//    scalar kernels and the CPU, on a whole tensor and on a view one element in.
 // Each test sets its switch itself and restores the default. Everything GTEST_SKIPs with the
 // reason when no CUDA device is usable.
 // ctest tier: gpu
@@ -20,6 +22,7 @@
 
 #include "cuda_test_util.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
 #include "engine/ops/layernorm.h"
@@ -139,4 +142,30 @@ TEST(CudaBatchNormChannelsLast, OnePassStatisticsMatchTwoPass) {
     }
     EXPECT_LE(worst, 1e-5 * scale) << names[i - 2];
   }
+}
+
+// ---- dropout, vectorized -----------------------------------------------------------------
+// 4099 elements (a partial last Philox block) in every dtype; the view one element in is not
+// aligned to the vectors (the kernels' scalar form).
+TEST(CudaDropout, VectorizedKernelsAreBitIdenticalToTheScalarOnesAndTheCpu) {
+  OOMLAB_REQUIRE_CUDA();
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16})
+    for (int64_t skip : {0, 1}) {
+      const Tensor x0 = random_tensor({4100}, -1, 1, 61, t), gy = random_tensor({4100 - skip}, -1, 1, 62, t);
+      auto run = [&](Device dev, bool vec) {
+        set_cuda_dropout_vec(vec);
+        Tensor x = to_device(x0, dev);
+        x.set_requires_grad(true);
+        Generator gen{1234, 56};
+        const Tensor y = dropout(x.narrow(0, skip, 4100 - skip), 0.3, true, gen);
+        sum_all(mul(y, to_device(gy, dev))).backward();
+        set_cuda_dropout_vec(false);
+        return std::vector<Tensor>{to_host(y), to_host(x.grad())};
+      };
+      const std::vector<Tensor> scalar = run(cuda0(), false), vec = run(cuda0(), true), cpu = run(cpu_device(), false);
+      for (size_t i = 0; i < 2; ++i) {
+        EXPECT_TRUE(same_bytes(vec[i], scalar[i])) << (i ? "dx " : "y ") << dtype_name(t) << " skip " << skip;
+        EXPECT_TRUE(same_bytes(vec[i], cpu[i])) << (i ? "dx vs the CPU " : "y vs the CPU ") << dtype_name(t);
+      }
+    }
 }

@@ -22,12 +22,7 @@
 
 namespace oomlab::bn_nhwc {
 
-// The GPU's IO<T>: launch_utils.cuh's ld / st (the kernels' loads and rounding stores).
-template <class T> struct DeviceIO {
-  using C = cuda::compute_t<T>;
-  __device__ static C ld(T v) { return cuda::ld(v); }
-  __device__ static T st(C v) { return cuda::st<T>(v); }
-};
+using cuda::DeviceIO;   // the GPU's IO<T> (launch_utils.cuh)
 
 constexpr int kLanes = 32, kRows = 8, kThreads = kLanes * kRows;
 

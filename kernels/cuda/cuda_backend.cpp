@@ -59,6 +59,7 @@ DeviceProperties properties(int device) {
           {"embedding_split", cuda_embedding_split() ? "true" : "false"},
           {"bn_cl_one_pass", cuda_bn_cl_one_pass() ? "true" : "false"},
           {"ln_unroll", cuda_ln_unroll() ? "true" : "false"},
+          {"dropout_vec", cuda_dropout_vec() ? "true" : "false"},
           {"tc_attention_inputs", "16-bit"},   // float32 inputs run the flash kernels, TF32 or not
           {"cudnn_graph_api", cudnn_graph_api_setting()},
           {"compute_stream", uses_own_compute_stream(device) ? "own" : "legacy default"},

@@ -45,6 +45,7 @@ struct Settings {
   std::atomic<bool> embedding_split{env_flag("OOMLAB_CUDA_EMBEDDING_SPLIT", false)};
   std::atomic<bool> bn_cl_one_pass{env_flag("OOMLAB_CUDA_BN_CL_ONE_PASS", false)};
   std::atomic<bool> ln_unroll{env_flag("OOMLAB_CUDA_LN_UNROLL", false)};
+  std::atomic<bool> dropout_vec{env_flag("OOMLAB_CUDA_DROPOUT_VEC", false)};
 };
 
 Settings& settings() {
@@ -89,5 +90,7 @@ void set_cuda_bn_cl_one_pass(bool on) { settings().bn_cl_one_pass.store(on); }
 bool cuda_bn_cl_one_pass() { return settings().bn_cl_one_pass.load(); }
 void set_cuda_ln_unroll(bool on) { settings().ln_unroll.store(on); }
 bool cuda_ln_unroll() { return settings().ln_unroll.load(); }
+void set_cuda_dropout_vec(bool on) { settings().dropout_vec.store(on); }
+bool cuda_dropout_vec() { return settings().dropout_vec.load(); }
 
 }  // namespace oomlab

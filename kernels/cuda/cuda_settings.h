@@ -34,7 +34,8 @@
 // OOMLAB_MATMUL_TF32=0|1, OOMLAB_CUDNN_TF32=0|1, OOMLAB_CUDNN_BENCHMARK=0|1, OOMLAB_CUDNN_DETERMINISTIC=0|1,
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_EMBEDDING_SPLIT=0|1,
-// OOMLAB_CUDA_BN_CL_ONE_PASS=0|1, OOMLAB_CUDA_LN_UNROLL=0|1, OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
+// OOMLAB_CUDA_BN_CL_ONE_PASS=0|1, OOMLAB_CUDA_LN_UNROLL=0|1, OOMLAB_CUDA_DROPOUT_VEC=0|1,
+// OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
 // This header includes no CUDA header: it is plain C++ (compiled only in CUDA builds).
@@ -88,6 +89,11 @@ bool cuda_bn_cl_one_pass();
 // flight. Default off until a GPU run of the kit measures it (issue 31).
 void set_cuda_ln_unroll(bool on);
 bool cuda_ln_unroll();
+// Dropout's forward and backward moving each Philox block's four elements as one vector
+// (dropout.cu, dropout_math.cuh): the same arithmetic (bit-identical). Default off until a
+// GPU run of the kit measures it (issue 31).
+void set_cuda_dropout_vec(bool on);
+bool cuda_dropout_vec();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

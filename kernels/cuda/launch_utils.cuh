@@ -91,6 +91,14 @@ template <> __device__ __forceinline__ double st<double>(double v) { return v; }
 template <> __device__ __forceinline__ __half st<__half>(float v) { return f32_to_f16(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float v) { return f32_to_bf16(v); }
 
+// ld / st as an IO<T> type, for kernel bodies written for two executors (the GPU's and a
+// host twin's IO, whose ld / st are plain float / double): IO::C, IO::ld, IO::st.
+template <class T> struct DeviceIO {
+  using C = compute_t<T>;
+  __device__ static C ld(T v) { return cuda::ld(v); }
+  __device__ static T st(C v) { return cuda::st<T>(v); }
+};
+
 // ---- explicitly rounded arithmetic (never contracted) ---------------------------------
 #ifdef __CUDA_ARCH__
 __device__ __forceinline__ float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }

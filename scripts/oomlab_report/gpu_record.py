@@ -248,6 +248,8 @@ def switched_paths(cfg, props):
         names.append("one-pass channels_last BN")
     if props.get("ln_unroll") == "true":   # OOMLAB_CUDA_LN_UNROLL=1 (not yet measured)
         names.append("unrolled layer_norm")
+    if props.get("dropout_vec") == "true":   # OOMLAB_CUDA_DROPOUT_VEC=1 (not yet measured)
+        names.append("vectorized dropout")
     if props.get("device_argmax") == "true":
         names.append("device argmax")
     return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])

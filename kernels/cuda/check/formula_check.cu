@@ -1,7 +1,7 @@
 // formula_check.cu — a CPU-only check that the per-element formulas of the pointwise CUDA
-// kernels (kernels/cuda/pointwise_math.cuh, launch_utils.cuh: exp_f32, Philox) and the
+// kernels (kernels/cuda/pointwise_math.cuh, launch_utils.cuh: exp_f32) and the
 // row-sum order of row_lanes.cuh reproduce the CPU kernels bit for bit, float32 and float64,
-// (the copy kernel's dtype casts: cast_check.cu).
+// (the copy kernel's dtype casts: cast_check.cu; dropout and Philox: dropout_check.cu).
 // It runs the host versions of those functions (explicit fma / rounded ops) next to the
 // CPU kernels from the tables; no GPU needed. Built by CMake in CUDA builds as
 // `cuda_formula_check` (nvcc host code with -ffp-contract=off, so the explicit fmas are
@@ -16,10 +16,8 @@
 #include <cmath>
 #include <functional>
 
-#include "engine/core/rng.h"   // Generator::block (the dropout check)
 #include "kernels/activation.h"
 #include "kernels/cuda/pointwise_math.cuh"
-#include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/layernorm.h"
 #include "kernels/loss.h"
@@ -433,37 +431,6 @@ template <class T> void test_pixel_ce() {
   check("pixel ce grad", d, de);
 }
 
-template <class T> void test_dropout() {
-  for (double p : {0.1, 0.5, 0.9}) {
-    const int64_t n = 100003;
-    auto x = randv<T>(n, -1, 1);
-    std::vector<T> y(n), ye(n);
-    std::vector<uint8_t> m(n), me(n);
-    DropoutArgs a{x.data(), y.data(), m.data(), nullptr, nullptr, n, p, 0x1234567890abcdefull, 77};
-    dropout_forward_kernels().launch(CPU, dt<T>(), a);
-    const uint32_t thr = uint32_t(std::ceil(p * 16777216.0));
-    const T scale = T(1.0 / (1.0 - p));
-    for (int64_t b = 0; b < (n + 3) / 4; ++b) {
-      U4 w = philox_block(a.seed, a.base + b);
-      for (int k = 0; k < 4 && 4 * b + k < n; ++k) {
-        int64_t i = 4 * b + k;
-        uint8_t keep = (w.w[k] >> 8) >= thr;
-        me[i] = keep;
-        ye[i] = mul_rn(x[i], mul_rn(T(keep), scale));
-      }
-    }
-    check("dropout mask", m, me);
-    check("dropout y", y, ye);
-    // also vs Generator::block
-    auto blk = Generator::block(a.seed, a.base, 5);
-    U4 w = philox_block(a.seed, a.base + 5);
-    if (blk[0] != w.w[0] || blk[3] != w.w[3]) {
-      printf("FAIL philox vs Generator::block\n");
-      ++failures;
-    }
-  }
-}
-
 int main() {
   ensure_kernels_registered();
   test_elementwise<float>();
@@ -482,8 +449,6 @@ int main() {
   test_upsample<double>();
   test_pixel_ce<float>();
   test_pixel_ce<double>();
-  test_dropout<float>();
-  test_dropout<double>();
   printf("%d failures\n", failures);
   return failures != 0;
 }
