@@ -55,7 +55,7 @@ steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTo
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
 # A follow-up lease may run a part of the kit: OOMLAB_KIT_TAGS (pair tags, par_*, cpu_attention,
 # graph_export_<model>) and OOMLAB_KIT_TESTS (test runs by name, or none) list what runs;
-# unset, everything does. OOMLAB_KIT_BREAKDOWN: the tags traced per op (unset: r50_tf32 bert_tf32).
+# unset, everything does. OOMLAB_KIT_BREAKDOWN: the tags traced per op (unset: r50_tf32 bert_tf32 bert_tf32_next).
 wanted() { [[ -z ${OOMLAB_KIT_TAGS:-} || " $OOMLAB_KIT_TAGS " == *" $1 "* ]]; }
 wanted_test() { [[ -z ${OOMLAB_KIT_TESTS:-} || " $OOMLAB_KIT_TESTS " == *" ${1%_shard*} "* ]]; }   # a shard: its binary
 left() { echo $((budget - (SECONDS - t0))); }
@@ -293,14 +293,17 @@ for tag in "${TORCH_ONLY[@]}"; do
 done
 
 # ---- per-op time: oomlab's spans timed on the device, PyTorch's profiler beside them -------
-for tag in ${OOMLAB_KIT_BREAKDOWN-r50_tf32 bert_tf32}; do   # set but empty: none
+# A switched tag (bert_tf32_next: the NEXT paths) runs under its ENVS, beside its default's trace,
+# so the per-op table says which op each switch moved; PyTorch's profile is its default's.
+for tag in ${OOMLAB_KIT_BREAKDOWN-r50_tf32 bert_tf32 bert_tf32_next}; do   # set but empty: none
   (($(left) > 35)) || { log "skipped: breakdown $tag (budget)"; continue; }
   # shellcheck disable=SC2046
-  timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps 4 \
+  env ${ENVS[$tag]:-} timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps 4 \
     --chrome-trace "$work/res/trace_$tag.json" > "$work/logs/trace_$tag.log" 2>&1
   log "trace $tag rc=$?"
-  { echo "== oomlab $tag: device time per span (CUDA events, no synchronisation), the last 3 of 4 steps (the first, which selects cuDNN algorithms, left out) =="
+  { echo "== oomlab $tag${ENVS[$tag]:+ (${ENVS[$tag]})}: device time per span (CUDA events, no synchronisation), the last 3 of 4 steps (the first, which selects cuDNN algorithms, left out) =="
     python3 "$kit/scripts/trace_breakdown.py" "$work/res/trace_$tag.json" --skip-steps 1 2>&1; echo; } >> "$work/res/breakdown.txt"
+  [[ -n ${ENVS[$tag]:-} ]] && continue
   log "torch profile $tag: $(torch_ask "profile $tag $work/res/torchprof_$tag.txt" 60 | cut -c1-120)"
 done
 [[ -n $torch_in ]] && { echo quit >&"$torch_in"; exec {torch_in}>&- {torch_out}<&-; } 2>/dev/null

@@ -347,6 +347,8 @@ class GpuKit(unittest.TestCase):
             for f in ("README.md", "points.json", "tests.json", "provenance.json", "run.log", "logs.tar.gz",
                       "breakdown.txt"):
                 self.assertIn(f, files)
+            # the NEXT paths traced per op under their switches, beside the default's trace
+            self.assertIn("== oomlab bert_tf32_next (OOMLAB_CUDA_EMBEDDING_SPLIT=1", (dry / "breakdown.txt").read_text())
             pts = json.loads((dry / "points.json").read_text())
             for tag in ("r50_fp32", "bert384_selective", "par_ddp_syncbn"):
                 self.assertIsNotNone(pts[tag]["oomlab"], tag)
