@@ -78,7 +78,7 @@ for b in "$kit"/bin/*; do
 done | sort -u | while read -r soname path; do
   [[ $soname =~ $provided ]] || cp -L "$path" "$kit/lib/$soname"
 done
-for s in gpu_run.sh gpu_report.py torch_bench.py trace_breakdown.py fatbin_archs.py attention_vs_torch.py export_model.py; do
+for s in gpu_run.sh gpu_report.py gpu_rounds.py torch_bench.py trace_breakdown.py fatbin_archs.py attention_vs_torch.py export_model.py; do
   cp "scripts/$s" "$kit/scripts/"
 done
 mkdir -p "$kit/models/graphs"   # the imported models of experiment 16 (gpu_run.sh's graph_* pairs)

@@ -16,7 +16,9 @@ per binary and rc.txt; logs/: compute-sanitizer logs; run.log) and writes into O
   points.json      per configuration: oomlab (step-time median / p10 / p90, peak allocated,
                    workspace peak, its kernel choices summed over layers), PyTorch (median,
                    peak), the meta prediction, and the
-                   ratios oomlab / PyTorch and meta / cuda; parallel points per device
+                   ratios oomlab / PyTorch and meta / cuda; parallel points per device;
+                   with OOMLAB_KIT_REPEAT, "repeated": the rounds' pairs, their ratio's
+                   interval and issue 31's bar verdicts (gpu_rounds.py)
   breakdown.txt    copied from res/
   README.md        all of it in words and tables, with res/attention_cpu.json (the host
                    CPU's attention: oomlab eager / fused beside PyTorch SDPA,
@@ -30,6 +32,8 @@ import os
 import re
 import sys
 from pathlib import Path
+
+import gpu_rounds   # scripts/gpu_rounds.py, beside this file (the kit packs both)
 
 
 def load_json(path):
@@ -217,7 +221,7 @@ def ratio(a, b):
 
 def points(work):
     res = work / "res"
-    torch = {}
+    torch, torch_by_round = {}, {}
     for line in (res / "torch.jsonl").read_text().splitlines() if (res / "torch.jsonl").exists() else []:
         try:
             rec = json.loads(line)
@@ -225,7 +229,10 @@ def points(work):
             continue
         # a `profile TAG` answer names the same tag as its `run TAG` record: not a measurement
         if rec.get("tag") and rec["tag"] != "_versions" and "profile" not in rec:
-            torch[rec["tag"]] = rec
+            rnd = rec.get("round", 1)
+            torch_by_round.setdefault(rec["tag"], {})[rnd] = rec
+            if rnd == 1:
+                torch[rec["tag"]] = rec
     tags = sorted({p.stem[len("oomlab_"):] for p in res.glob("oomlab_*.json")} | set(torch))
     rows = {}
     for tag in tags:
@@ -240,6 +247,8 @@ def points(work):
         if o:
             row["meta_over_cuda_peak"] = ratio(meta_peak, o["peak_allocated"])
         rows[tag] = row
+    for tag, rep in gpu_rounds.collect(res, torch_by_round).items():   # OOMLAB_KIT_REPEAT's rounds
+        rows[tag]["repeated"] = rep
     for tag, row in rows.items():   # a switched path (gpu_run.sh: *_next, *_graph) beside its default
         suffix = next((s for s in SWITCHED_SUFFIXES if tag.endswith(s)), None)
         base = rows.get(tag[:-len(suffix)]) if suffix else None
@@ -339,6 +348,7 @@ def readme(prov, t, pts, run_log, attn=None):
                 f"{fmt(tw.get('peak_allocated') and tw['peak_allocated'] / 1e9, '.3f')} | {fmt(r.get('peak_ratio_oomlab_over_torch'), '.3f')} | "
                 f"{fmt(r.get('meta_over_cuda_peak'), '.4f')} |")
         lines.append("")
+    lines += gpu_rounds.readme_lines({t: r["repeated"] for t, r in pts.items() if r.get("repeated")})
     lines += next_lines(pts)
     chosen = {tag: r["oomlab"]["kernel_choices"] for tag, r in pts.items() if (r.get("oomlab") or {}).get("kernel_choices")}
     if chosen:

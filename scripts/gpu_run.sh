@@ -52,13 +52,18 @@ device=cuda
 [[ $dry == 1 ]] && device=meta
 budget=${OOMLAB_KIT_BUDGET_S:-480}   # a 540-s call leaves a 15-min lease time for a partial second one
 steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTorch's 15 + 5 warm-up
+rounds=${OOMLAB_KIT_REPEAT:-1}   # rounds of the pairs (DESIGN.md section 11 judges timings from >= 5)
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
 # A follow-up lease may run a part of the kit: OOMLAB_KIT_TAGS (pair tags, par_*, cpu_attention,
 # graph_export_<model>) and OOMLAB_KIT_TESTS (test runs by name, or none) list what runs;
 # unset, everything does. OOMLAB_KIT_BREAKDOWN: the tags traced per op (unset: r50_tf32 bert_tf32 bert_tf32_next).
+# OOMLAB_KIT_REPEAT=R: R rounds of the selected pairs (issue 31's bars judged by the verdict rule
+# need 5: e.g. OOMLAB_KIT_TAGS="r50_tf32 bert_fp32 bert_fp32_sdpa" OOMLAB_KIT_TESTS=none
+# OOMLAB_KIT_BREAKDOWN= OOMLAB_KIT_REPEAT=5).
 wanted() { [[ -z ${OOMLAB_KIT_TAGS:-} || " $OOMLAB_KIT_TAGS " == *" $1 "* ]]; }
 wanted_test() { [[ -z ${OOMLAB_KIT_TESTS:-} || " $OOMLAB_KIT_TESTS " == *" ${1%_shard*} "* ]]; }   # a shard: its binary
 left() { echo $((budget - (SECONDS - t0))); }
+[[ $rounds =~ ^[1-9][0-9]?$ ]] || { echo "gpu_run: error: OOMLAB_KIT_REPEAT must be 1..99, got '$rounds'" >&2; rm -rf "$work"; exit 2; }
 
 finish() {   # the output folder, whatever happened
   python3 "$kit/scripts/gpu_report.py" "$work" "$out" >> "$work/run.log" 2>&1 ||
@@ -273,31 +278,40 @@ torch_ask() {   # command seconds -> the answer
   torch_read "$2"
 }
 torch_read 120 > "$work/res/torch_versions.json"   # printed once PyTorch is imported
-for tag in "${ORDER[@]}"; do
-  wanted "$tag" || continue
-  (($(left) > 40)) || { log "skipped: $tag and later pairs (budget)"; break; }
-  # shellcheck disable=SC2046
-  env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
-    --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
-  log "oomlab $tag rc=$?"
-  [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_graph || $tag == *_next ||
-     $tag == *_legacy || $tag == *_cl_cudagraphs ||
-     $tag == bert*_cudagraphs ]] &&
-    continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)
-  log "torch $tag: $(torch_ask "run $tag" 90 | cut -c1-160)"
-done
-for tag in "${TORCH_ONLY[@]}"; do
-  wanted "$tag" || continue
-  (($(left) > 30)) || { log "skipped: torch $tag (budget)"; continue; }
-  log "torch $tag: $(torch_ask "run $tag" 60 | cut -c1-160)"
-done
+# One round of pairs: oomlab then PyTorch per tag, then PyTorch's SDPA twins. Round 1 writes
+# res/oomlab_<tag>.json; with OOMLAB_KIT_REPEAT=R, rounds 2..R write res/rounds/<r>/ and ask
+# PyTorch `run TAG ROUND`, so gpu_report.py pairs the same round's medians (gpu_rounds.py).
+run_pairs() {   # round
+  local round=$1 dir=$work/res suffix="" tag rc
+  ((round > 1)) && { dir=$work/res/rounds/$round; suffix=".r$round"; mkdir -p "$dir"; }
+  for tag in "${ORDER[@]}"; do
+    wanted "$tag" || continue
+    (($(left) > 40)) || { log "skipped: $tag and later pairs${suffix:+ of round $round} (budget)"; return 0; }
+    # shellcheck disable=SC2046,SC2086  # train_args and ENVS are word lists
+    env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
+      --json "$dir/oomlab_$tag.json" > "$work/logs/oomlab_$tag$suffix.log" 2>&1
+    rc=$?
+    log "oomlab $tag$suffix rc=$rc"
+    [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_graph || $tag == *_next ||
+       $tag == *_legacy || $tag == *_cl_cudagraphs ||
+       $tag == bert*_cudagraphs ]] &&
+      continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)
+    log "torch $tag$suffix: $(torch_ask "run $tag $round" 90 | cut -c1-160)"
+  done
+  for tag in "${TORCH_ONLY[@]}"; do
+    wanted "$tag" || continue
+    (($(left) > 30)) || { log "skipped: torch $tag$suffix (budget)"; continue; }
+    log "torch $tag$suffix: $(torch_ask "run $tag $round" 60 | cut -c1-160)"
+  done
+}
+for ((round = 1; round <= rounds; ++round)); do run_pairs "$round"; done
 
 # ---- per-op time: oomlab's spans timed on the device, PyTorch's profiler beside them -------
 # A switched tag (bert_tf32_next: the NEXT paths) runs under its ENVS, beside its default's trace,
 # so the per-op table says which op each switch moved; PyTorch's profile is its default's.
 for tag in ${OOMLAB_KIT_BREAKDOWN-r50_tf32 bert_tf32 bert_tf32_next}; do   # set but empty: none
   (($(left) > 35)) || { log "skipped: breakdown $tag (budget)"; continue; }
-  # shellcheck disable=SC2046
+  # shellcheck disable=SC2046,SC2086  # train_args and ENVS are word lists
   env ${ENVS[$tag]:-} timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps 4 \
     --chrome-trace "$work/res/trace_$tag.json" > "$work/logs/trace_$tag.log" 2>&1
   log "trace $tag rc=$?"

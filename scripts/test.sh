@@ -47,8 +47,8 @@ if ! /usr/bin/python3 -m pyflakes scripts experiments tests/*.py; then
   failures+=("pyflakes")
 fi
 
-step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_tools.py, tests/test_report.py)"
-if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py tests/test_report.py; then
+step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_tools.py, test_gpu_rounds.py, test_report.py)"
+if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py tests/test_gpu_rounds.py tests/test_report.py; then
   failures+=("python tests")
 fi
 

@@ -15,7 +15,8 @@ torch.cuda.synchronize() calls. Peak: torch.cuda.max_memory_allocated() after a 
 
 Modes:
   --serve          read commands from stdin, one per line, answer one JSON line each on
-                   stdout (flushed): `run TAG` (the config's record), `profile TAG FILE`
+                   stdout (flushed): `run TAG [ROUND]` (the config's record, with "round"
+                   when given: gpu_run.sh's OOMLAB_KIT_REPEAT), `profile TAG FILE`
                    (torch.profiler's table of 3 steps, sorted by CUDA time, into FILE),
                    `quit`. So the kit alternates oomlab and PyTorch runs without paying
                    PyTorch's import once per config.
@@ -270,6 +271,13 @@ def guarded(fn, tag, *args):
         return {"tag": tag, "side": "torch", "error": repr(e)[:400]}
 
 
+def with_round(rec, words):
+    """`run TAG ROUND` (gpu_run.sh's OOMLAB_KIT_REPEAT): the record carries its round."""
+    if words[0] == "run" and len(words) == 3 and words[2].isdigit():
+        rec["round"] = int(words[2])
+    return rec
+
+
 def serve_dry_run(out_path):
     """--serve --dry-run: the protocol without PyTorch: a versions line, then one answer per
     command, each an error record saying no PyTorch ran."""
@@ -280,8 +288,8 @@ def serve_dry_run(out_path):
         if words and words[0] == "quit":
             break
         if words:
-            answer({"tag": words[1] if len(words) > 1 else "?", "side": "torch",
-                    "error": "dry run: PyTorch was not run"}, out)
+            answer(with_round({"tag": words[1] if len(words) > 1 else "?", "side": "torch",
+                               "error": "dry run: PyTorch was not run"}, words), out)
     return 0
 
 
@@ -323,8 +331,8 @@ def main():
             continue
         if words[0] == "quit":
             break
-        if words[0] == "run" and len(words) == 2:
-            answer(guarded(run, words[1], torch, words[1], a.steps, a.warmup), out)
+        if words[0] == "run" and len(words) in (2, 3) and (len(words) == 2 or words[2].isdigit()):
+            answer(with_round(guarded(run, words[1], torch, words[1], a.steps, a.warmup), words), out)
         elif words[0] == "profile" and len(words) == 3:
             answer(guarded(profile, words[1], torch, words[1], words[2]), out)
         else:

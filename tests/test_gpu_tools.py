@@ -391,11 +391,19 @@ class GpuKit(unittest.TestCase):
             part = Path(tmp) / "part"
             r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", part], capture_output=True, text=True,
                                env=dict(env, OOMLAB_KIT_DRY_RUN="1", OOMLAB_KIT_TAGS="r50_fp32 r50_tf32_cl",
-                                        OOMLAB_KIT_TESTS="test_cuda_graphs", OOMLAB_KIT_BREAKDOWN="r50_tf32_cl"),
+                                        OOMLAB_KIT_TESTS="test_cuda_graphs", OOMLAB_KIT_BREAKDOWN="r50_tf32_cl",
+                                        OOMLAB_KIT_REPEAT="2"),
                                timeout=300)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             pts = json.loads((part / "points.json").read_text())
             self.assertEqual(sorted(t for t, p in pts.items() if p.get("oomlab")), ["r50_fp32", "r50_tf32_cl"])
+            # OOMLAB_KIT_REPEAT=2: a second round of the pairs (the dry run's PyTorch answers no median)
+            self.assertIn("oomlab r50_fp32.r2 rc=0", (part / "run.log").read_text())
+            self.assertEqual(pts["r50_fp32"]["repeated"]["ratio"]["n"], 0)
+            bad = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", Path(tmp) / "bad"], capture_output=True,
+                                 text=True, env=dict(env, OOMLAB_KIT_DRY_RUN="1", OOMLAB_KIT_REPEAT="0"), timeout=60)
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("OOMLAB_KIT_REPEAT must be 1..99", bad.stderr)
             self.assertEqual(list(json.loads((part / "tests.json").read_text())["binaries"]), ["test_cuda_graphs"])
             self.assertIn("r50_tf32_cl", (part / "breakdown.txt").read_text())
 

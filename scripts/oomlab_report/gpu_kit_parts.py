@@ -1,11 +1,15 @@
 """gpu_kit_parts.py — the parts of REPORT.md's GPU section that only a GPU kit's record has
 (scripts/gpu_run.sh's folder, read by gpu_record.py): its tests and sanitizers (tests.json),
-and the meta device's predicted peak of each benchmark configuration beside the CUDA peak
-(res/meta_<tag>.json and res/oomlab_<tag>.json of the same call, in logs.tar.gz).
+the meta device's predicted peak of each benchmark configuration beside the CUDA peak
+(res/meta_<tag>.json and res/oomlab_<tag>.json of the same call, in logs.tar.gz), and the
+repeated pairs of a run with OOMLAB_KIT_REPEAT (points.json's "repeated" entries, judged by
+scripts/gpu_rounds.py when the kit ran: shown as the record has them).
 Contracts: every figure comes from the record's files; a record without them renders nothing
 (tests_part) or is not passed here (meta_json_part: gpu_section calls it only when
 Record.meta holds something); never raises on a malformed file. Standard library only.
 """
+import json
+
 from oomlab_report.fmt import md_table
 from oomlab_report.gpu_record import describe_oomlab, label, oomlab_peak
 
@@ -80,3 +84,29 @@ def meta_json_part(rec):
                      rows, right={2, 3, 4, 5}),
             f"Peaks equal to the byte: {equal} of {len(rows)}; within 1%: {within} of {len(rows)}. "
             f"Requested bytes at the end equal to the byte: {req_equal} of {req_total}.\n"]
+
+
+def rounds_part(rec):
+    """The record's repeated pairs (points.json "repeated": per-round medians, the paired
+    ratio's 95% interval, issue 31's bar and its verdict); [] when the run repeated nothing."""
+    try:
+        pts = json.loads((rec.folder / "points.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    rows = []
+    for tag, p in sorted(pts.items()) if isinstance(pts, dict) else []:
+        r = p.get("repeated") if isinstance(p, dict) else None
+        i = r.get("ratio") if isinstance(r, dict) else None
+        if not isinstance(i, dict) or not isinstance(i.get("estimate"), (int, float)):
+            continue
+        rows.append([tag, str(r.get("twin", MISSING)), str(i.get("n", MISSING)), f"{i['estimate']:.3f}",
+                     f"{i.get('lo', 0):.3f}-{i.get('hi', 0):.3f}" + ("" if i.get("enough") else " (range)"),
+                     f"{r['bar']:.2f}" if isinstance(r.get("bar"), (int, float)) else "—", str(r.get("verdict", "—"))])
+    if not rows:
+        return []
+    return ["#### Repeated pairs (OOMLAB_KIT_REPEAT)\n",
+            "oomlab and PyTorch alternating, round after round, in one call: the ratio oomlab / PyTorch is the "
+            "geometric mean of the per-round ratios with a 95% Student-t interval (the report's verdict rule); "
+            "a bar of issue 31 is met when the whole interval is at or below it.\n",
+            md_table(["config", "PyTorch twin", "pairs", "ratio", "95% interval", "bar", "verdict"], rows,
+                     right={2, 3, 4, 5})]

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from oomlab_report.fmt import details, md_table
-from oomlab_report.gpu_kit_parts import meta_json_part, tests_part
+from oomlab_report.gpu_kit_parts import meta_json_part, rounds_part, tests_part
 from oomlab_report.gpu_record import (describe_oomlab, describe_torch, label, load_record, meta_from_readme,
                                       meta_from_test_logs, oomlab_ms, oomlab_peak, oomlab_steps, readme_spread,
                                       sort_key, torch_gc, torch_ms, torch_peak, torch_step_counts)
@@ -385,7 +385,7 @@ def render_gpu_section(gpu_dir, experiments_dir, shown_dir="reports/results"):
         if has([t for _, t in T4_ROWS if t != "bert384_none"]):
             parts += t4_part(rec, anchors)
         if rec.oomlab or rec.problems:   # a file it cannot read renders "missing"
-            parts += comparison_part(rec)
+            parts += comparison_part(rec) + rounds_part(rec)
         else:   # every file read, and no pair: a part of the kit (OOMLAB_KIT_TAGS / _TESTS)
             parts.append("This record holds no oomlab / PyTorch pairs (a part of the GPU kit: its tests "
                          "and traces; the record's README has them).\n")

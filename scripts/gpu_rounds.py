@@ -1,0 +1,135 @@
+"""gpu_rounds.py — the GPU kit's repeated pairs (gpu_run.sh with OOMLAB_KIT_REPEAT=R: every
+selected configuration run R times, oomlab then PyTorch, round after round) judged by the
+report's verdict rule, for gpu_report.py (which the kit runs; standard library only).
+
+Inputs: WORK/res/oomlab_<tag>.json (round 1) and WORK/res/rounds/<r>/oomlab_<tag>.json
+(round r >= 2); PyTorch's records with their "round" (torch_bench.py `run TAG ROUND`).
+Per configuration with at least two rounds whose both sides have a median, the pairs
+(oomlab median, its PyTorch twin's median) of the same round give the ratio as
+experiments/runner/verdict_rule.cpp computes it: the geometric mean of the per-pair ratios
+with a 95% Student-t interval on their logarithms, "enough" from 5 pairs (kMinTimingPairs).
+A configuration with one of issue 31's GPU bars (ISSUE31_BARS: oomlab's step at most
+bar x PyTorch eager's, BERT's against PyTorch with SDPA attention) is judged as the rule
+judges a threshold claim: met when the whole interval is at or below the bar, not met when
+it is wholly above, inconclusive when it straddles the bar or there are fewer than 5 pairs.
+"""
+import json
+import math
+from pathlib import Path
+
+MIN_PAIRS = 5   # verdict_rule.h's kMinTimingPairs
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,   # verdict_rule.cpp's table
+        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+# tag -> (PyTorch twin tag, bar): issue 31's "at the next GPU lease" bars, like for like.
+ISSUE31_BARS = {
+    "r50_tf32": ("r50_tf32", 0.90), "r50_bf16": ("r50_bf16", 0.90), "r50_fp16": ("r50_fp16", 0.90),
+    "vgg16_tf32": ("vgg16_tf32", 0.90),
+    "bert_fp32": ("bert_fp32_sdpa", 0.90), "bert_tf32": ("bert_tf32_sdpa", 0.90), "bert_bf16": ("bert_bf16_sdpa", 0.90),
+    "r50_bf16_cudagraphs": ("r50_bf16", 0.80),   # --cuda-graphs against PyTorch eager
+}
+
+
+def t_quantile_975(df):
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df >= 30:
+        return 1.96 + 2.46 / df
+    lo = int(math.floor(df))
+    return T975[lo - 1] + (df - lo) * (T975[min(lo, 29)] - T975[lo - 1])
+
+
+def paired_ratio(a, b, min_pairs=MIN_PAIRS):
+    """verdict_rule.cpp's paired_ratio: {estimate, lo, hi, n, enough} of a[i] / b[i]."""
+    logs = [math.log(x / y) for x, y in zip(a, b)]
+    n = len(logs)
+    if n == 0:
+        return {"estimate": None, "lo": None, "hi": None, "n": 0, "enough": False}
+    mean = sum(logs) / n
+    enough = n >= min_pairs and n >= 2
+    if n < 2:
+        lo = hi = mean
+    elif not enough:
+        lo, hi = min(logs), max(logs)
+    else:
+        half = t_quantile_975(n - 1) * math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1) / n)
+        lo, hi = mean - half, mean + half
+    return {"estimate": math.exp(mean), "lo": math.exp(lo), "hi": math.exp(hi), "n": n, "enough": enough}
+
+
+def judge_at_most(interval, bar):
+    """The claim "the ratio is at most `bar`" under the rule: met / not met / inconclusive."""
+    if not interval["enough"]:
+        return f"inconclusive (too few pairs: {interval['n']} of {MIN_PAIRS})"
+    if interval["hi"] <= bar:
+        return "met"
+    if interval["lo"] > bar:
+        return "not met"
+    return "inconclusive (the interval straddles the bar)"
+
+
+def _median_ms(doc):
+    st = ((doc or {}).get("metrics") or {}).get("step_time_s") or {}
+    m = st.get("median")
+    return 1e3 * m if isinstance(m, (int, float)) else None
+
+
+def _load(path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def collect(res, torch_by_round):
+    """{tag: {"twin", "oomlab_ms": [...], "torch_ms": [...], "rounds": [...], "ratio": interval,
+    "bar", "verdict"}} for every tag run in two rounds or more; torch_by_round is
+    {tag: {round: PyTorch's record}}."""
+    res = Path(res)
+    oomlab = {}   # tag -> {round: median ms}
+    for p in res.glob("oomlab_*.json"):
+        oomlab.setdefault(p.stem[len("oomlab_"):], {})[1] = _median_ms(_load(p))
+    for d in sorted((res / "rounds").glob("*")) if (res / "rounds").is_dir() else []:
+        if d.name.isdigit():
+            for p in d.glob("oomlab_*.json"):
+                oomlab.setdefault(p.stem[len("oomlab_"):], {})[int(d.name)] = _median_ms(_load(p))
+    out = {}
+    for tag, by_round in sorted(oomlab.items()):
+        if len(by_round) < 2:
+            continue
+        twin, bar = ISSUE31_BARS.get(tag, (tag, None))
+        theirs = torch_by_round.get(twin, {})
+        rounds = [r for r in sorted(by_round) if by_round[r] and (theirs.get(r) or {}).get("median_ms")]
+        a = [by_round[r] for r in rounds]
+        b = [theirs[r]["median_ms"] for r in rounds]
+        ratio = paired_ratio(a, b)
+        row = {"twin": twin, "rounds": rounds, "oomlab_ms": a, "torch_ms": b, "ratio": ratio}
+        if bar is not None:
+            row["bar"] = bar
+            row["verdict"] = judge_at_most(ratio, bar)
+        out[tag] = row
+    return out
+
+
+def _f(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def readme_lines(rounds):
+    """The record README's table of repeated pairs; [] when the run repeated nothing."""
+    if not rounds:
+        return []
+    lines = ["## Repeated pairs (OOMLAB_KIT_REPEAT: oomlab then PyTorch, round after round)", "",
+             "The ratio is the geometric mean of the per-round ratios with a 95% Student-t interval on their "
+             f"logarithms (DESIGN.md section 11; at least {MIN_PAIRS} pairs to judge); a bar is met when the whole "
+             "interval is at or below it.", "",
+             "| config | PyTorch twin | pairs | oomlab ms (per round) | PyTorch ms (per round) | ratio | 95% interval "
+             "| bar | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    for tag, r in rounds.items():
+        i = r["ratio"]
+        lines.append(f"| {tag} | {r['twin']} | {i['n']} | {', '.join(_f(x, '.1f') for x in r['oomlab_ms'])} | "
+                     f"{', '.join(_f(x, '.1f') for x in r['torch_ms'])} | {_f(i['estimate'], '.3f')} | "
+                     f"{_f(i['lo'], '.3f')}-{_f(i['hi'], '.3f')}{'' if i['enough'] else ' (range)'} | "
+                     f"{_f(r.get('bar'), '.2f')} | {r.get('verdict', '—')} |")
+    return lines + [""]

@@ -1,0 +1,115 @@
+"""test_gpu_rounds.py — the GPU kit's repeated pairs (scripts/gpu_rounds.py, gpu_run.sh's
+OOMLAB_KIT_REPEAT) on the CPU machine: the paired ratio and its 95% interval as the report's
+verdict rule computes it (experiments/runner/verdict_rule.cpp: a worked example with the
+t table's df = 4 row), issue 31's bar verdicts (met, not met, straddling, too few pairs), the
+rounds found in a hand-made work folder and paired by round with PyTorch's twin (BERT's SDPA
+run), gpu_report.py's points.json and README table, torch_bench.py's `run TAG ROUND` answer,
+and REPORT.md's table from a record's points.json.
+Run: python3 -m unittest tests/test_gpu_rounds.py
+"""
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))   # gpu_rounds (a kit script) and oomlab_report
+
+import gpu_rounds  # noqa: E402
+
+
+def results(ms):
+    """An oomlab results document with a step-time median of `ms` milliseconds."""
+    return {"metrics": {"step_time_s": {"median": ms / 1e3, "count": 20}}, "memory": {"totals": {}}}
+
+
+class PairedRatio(unittest.TestCase):
+    def test_the_interval_is_the_rules(self):
+        d = 0.01   # logs -2d, -d, 0, d, 2d: mean 0, s = d * sqrt(2.5), half width t(4) * s / sqrt(5)
+        a = [100 * math.exp(k * d) for k in (-2, -1, 0, 1, 2)]
+        i = gpu_rounds.paired_ratio(a, [100.0] * 5)
+        half = 2.776 * d * math.sqrt(2.5) / math.sqrt(5)
+        self.assertTrue(i["enough"])
+        self.assertAlmostEqual(i["estimate"], 1.0)
+        self.assertAlmostEqual(i["lo"], math.exp(-half))
+        self.assertAlmostEqual(i["hi"], math.exp(half))
+        few = gpu_rounds.paired_ratio([90, 80], [100, 100])   # below 5 pairs: the observed range
+        self.assertFalse(few["enough"])
+        self.assertAlmostEqual(few["lo"], 0.8)
+        self.assertAlmostEqual(few["hi"], 0.9)
+        self.assertEqual(gpu_rounds.paired_ratio([], [])["n"], 0)
+
+    def test_bar_verdicts(self):
+        judge = gpu_rounds.judge_at_most
+        self.assertEqual(judge(gpu_rounds.paired_ratio([85, 86, 84, 85, 86], [100] * 5), 0.90), "met")
+        self.assertEqual(judge(gpu_rounds.paired_ratio([95, 96, 94, 95, 96], [100] * 5), 0.90), "not met")
+        self.assertIn("straddles", judge(gpu_rounds.paired_ratio([80, 100, 85, 97, 90], [100] * 5), 0.90))
+        self.assertIn("too few pairs: 2", judge(gpu_rounds.paired_ratio([80, 81], [100, 100]), 0.90))
+
+
+class Rounds(unittest.TestCase):
+    def work(self, tmp, ours, theirs, twin):
+        """A kit work folder: round 1 in res/, rounds 2.. in res/rounds/<r>/, PyTorch's records."""
+        res = Path(tmp) / "work" / "res"
+        for r, ms in enumerate(ours, 1):
+            d = res if r == 1 else res / "rounds" / str(r)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "oomlab_bert_fp32.json").write_text(json.dumps(results(ms)))
+        lines = [{"tag": "_versions"}] + [{"tag": twin, "side": "torch", "median_ms": ms, "round": r}
+                                          for r, ms in enumerate(theirs, 1)]
+        (res / "torch.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+        for sub in ("tests", "logs"):
+            (Path(tmp) / "work" / sub).mkdir()
+        return Path(tmp) / "work"
+
+    def test_pairs_by_round_with_the_bars_twin(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = self.work(tmp, [60, 61, 59, 60, 62], [70, 70, 69, 71, 70], "bert_fp32_sdpa")
+            out = Path(tmp) / "out"
+            r = subprocess.run([sys.executable, str(ROOT / "scripts/gpu_report.py"), str(work), str(out)],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rep = json.loads((out / "points.json").read_text())["bert_fp32"]["repeated"]
+            self.assertEqual(rep["twin"], "bert_fp32_sdpa")
+            self.assertEqual(rep["rounds"], [1, 2, 3, 4, 5])
+            self.assertEqual(rep["ratio"]["n"], 5)
+            self.assertAlmostEqual(rep["ratio"]["estimate"],
+                                   math.exp(sum(math.log(a / b) for a, b in zip([60, 61, 59, 60, 62], [70, 70, 69, 71, 70])) / 5))
+            self.assertEqual(rep["bar"], 0.9)
+            self.assertEqual(rep["verdict"], "met")
+            readme = (out / "README.md").read_text()
+            self.assertIn("## Repeated pairs", readme)
+            self.assertIn("| bert_fp32 | bert_fp32_sdpa | 5 | 60.0, 61.0, 59.0, 60.0, 62.0 |", readme)
+            # REPORT.md's part, from the record's points.json
+            from oomlab_report.gpu_kit_parts import rounds_part
+            part = "\n".join(rounds_part(type("Rec", (), {"folder": out})()))
+            self.assertIn("| bert_fp32 | bert_fp32_sdpa | 5 |", part)
+            self.assertIn("| met |", part)
+
+    def test_a_round_without_its_twin_is_left_out(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = self.work(tmp, [60, 61, 59], [70, 70], "bert_fp32_sdpa")
+            torch = {"bert_fp32_sdpa": {1: {"median_ms": 70}, 2: {"median_ms": 70}}}
+            rep = gpu_rounds.collect(work / "res", torch)["bert_fp32"]
+            self.assertEqual(rep["rounds"], [1, 2])
+            self.assertIn("too few pairs: 2", rep["verdict"])
+            self.assertEqual(gpu_rounds.collect(work / "res", {}), {"bert_fp32": dict(
+                rep, rounds=[], oomlab_ms=[], torch_ms=[], ratio=gpu_rounds.paired_ratio([], []),
+                verdict="inconclusive (too few pairs: 0 of 5)")})
+
+
+class TorchBenchRound(unittest.TestCase):
+    def test_run_tag_round_carries_the_round(self):
+        r = subprocess.run([sys.executable, str(ROOT / "scripts/torch_bench.py"), "--serve", "--dry-run"],
+                           input="run r50_tf32 3\nrun r50_tf32\nquit\n", capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        answers = [json.loads(x) for x in r.stdout.splitlines()][1:]
+        self.assertEqual(answers[0]["round"], 3)
+        self.assertNotIn("round", answers[1])
+
+
+if __name__ == "__main__":
+    unittest.main()
