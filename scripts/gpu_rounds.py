@@ -10,8 +10,9 @@ experiments/runner/verdict_rule.cpp computes it: the geometric mean of the per-p
 with a 95% Student-t interval on their logarithms, "enough" from 5 pairs (kMinTimingPairs).
 A configuration with one of issue 31's GPU bars (ISSUE31_BARS: oomlab's step at most
 bar x PyTorch eager's, BERT's against PyTorch with SDPA attention) is judged as the rule
-judges a threshold claim: met when the whole interval is at or below the bar, not met when
-it is wholly above, inconclusive when it straddles the bar or there are fewer than 5 pairs.
+judges a threshold claim (judge_threshold): met when the whole interval is below the bar, not
+met when it is wholly above, inconclusive when it straddles the bar or there are fewer than 5
+pairs.
 """
 import json
 import math
@@ -62,10 +63,10 @@ def judge_at_most(interval, bar):
     """The claim "the ratio is at most `bar`" under the rule: met / not met / inconclusive."""
     if not interval["enough"]:
         return f"inconclusive (too few pairs: {interval['n']} of {MIN_PAIRS})"
-    if interval["hi"] <= bar:
-        return "met"
-    if interval["lo"] > bar:
+    if interval["lo"] > bar:   # verdict_rule.cpp's judge_threshold, claim "below the bar"
         return "not met"
+    if interval["hi"] < bar or interval["lo"] == interval["hi"]:
+        return "met"
     return "inconclusive (the interval straddles the bar)"
 
 
@@ -123,7 +124,7 @@ def readme_lines(rounds):
     lines = ["## Repeated pairs (OOMLAB_KIT_REPEAT: oomlab then PyTorch, round after round)", "",
              "The ratio is the geometric mean of the per-round ratios with a 95% Student-t interval on their "
              f"logarithms (DESIGN.md section 11; at least {MIN_PAIRS} pairs to judge); a bar is met when the whole "
-             "interval is at or below it.", "",
+             "interval is below it.", "",
              "| config | PyTorch twin | pairs | oomlab ms (per round) | PyTorch ms (per round) | ratio | 95% interval "
              "| bar | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for tag, r in rounds.items():

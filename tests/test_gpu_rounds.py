@@ -1,7 +1,7 @@
 """test_gpu_rounds.py — the GPU kit's repeated pairs (scripts/gpu_rounds.py, gpu_run.sh's
 OOMLAB_KIT_REPEAT) on the CPU machine: the paired ratio and its 95% interval as the report's
-verdict rule computes it (experiments/runner/verdict_rule.cpp: a worked example with the
-t table's df = 4 row), issue 31's bar verdicts (met, not met, straddling, too few pairs), the
+verdict rule computes it (experiments/runner/verdict_rule.cpp: the worked example with the
+t table's df = 4 row that tests/test_verdict_rule.cpp holds the C++ to), issue 31's bar verdicts (met, not met, straddling, too few pairs), the
 rounds found in a hand-made work folder and paired by round with PyTorch's twin (BERT's SDPA
 run), gpu_report.py's points.json and README table, torch_bench.py's `run TAG ROUND` answer,
 and REPORT.md's table from a record's points.json.
@@ -48,6 +48,8 @@ class PairedRatio(unittest.TestCase):
         self.assertEqual(judge(gpu_rounds.paired_ratio([95, 96, 94, 95, 96], [100] * 5), 0.90), "not met")
         self.assertIn("straddles", judge(gpu_rounds.paired_ratio([80, 100, 85, 97, 90], [100] * 5), 0.90))
         self.assertIn("too few pairs: 2", judge(gpu_rounds.paired_ratio([80, 81], [100, 100]), 0.90))
+        touching = {"estimate": 0.85, "lo": 0.80, "hi": 0.90, "n": 5, "enough": True}   # as judge_threshold:
+        self.assertIn("straddles", judge(touching, 0.90))                                # the bar is not below hi
 
 
 class Rounds(unittest.TestCase):

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "experiments/runner/verdict_rule.h"
@@ -45,6 +46,18 @@ TEST(VerdictRule, PairedRatioIsTheGeometricMeanOfPairs) {
   EXPECT_FALSE(paired_ratio({2, 4, 6, 8}, {1, 2, 3, 4}).enough);   // 4 pairs < 5
   EXPECT_THROW(paired_ratio({1, 2}, {1}), ValueError);
   EXPECT_THROW(paired_ratio({1, 0}, {1, 1}), ValueError);
+}
+
+// The worked example tests/test_gpu_rounds.py holds the kit's Python copy of the rule to
+// (scripts/gpu_rounds.py): logs -2d .. 2d, so s = d sqrt(2.5), half width t(4) s / sqrt(5).
+TEST(VerdictRule, PairedRatioWorkedExampleSharedWithTheKit) {
+  const double d = 0.01, half = 2.776 * d * std::sqrt(2.5) / std::sqrt(5.0);
+  std::vector<double> a;
+  for (int k = -2; k <= 2; ++k) a.push_back(100 * std::exp(k * d));
+  const Interval i = paired_ratio(a, {100, 100, 100, 100, 100});
+  EXPECT_NEAR(i.estimate, 1.0, 1e-12);
+  EXPECT_NEAR(i.lo, std::exp(-half), 1e-12);
+  EXPECT_NEAR(i.hi, std::exp(half), 1e-12);
 }
 
 TEST(VerdictRule, WelchDifferenceByHand) {

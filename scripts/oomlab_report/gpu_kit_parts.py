@@ -107,6 +107,6 @@ def rounds_part(rec):
     return ["#### Repeated pairs (OOMLAB_KIT_REPEAT)\n",
             "oomlab and PyTorch alternating, round after round, in one call: the ratio oomlab / PyTorch is the "
             "geometric mean of the per-round ratios with a 95% Student-t interval (the report's verdict rule); "
-            "a bar of issue 31 is met when the whole interval is at or below it.\n",
+            "a bar of issue 31 is met when the whole interval is below it.\n",
             md_table(["config", "PyTorch twin", "pairs", "ratio", "95% interval", "bar", "verdict"], rows,
                      right={2, 3, 4, 5})]
