@@ -5,7 +5,9 @@ The trace has one span per layer forward ("layer1.0.bn1/fwd") and per backward n
 ("layer1.0.bn1/batch_norm/bwd"). A forward span is attributed to the op its layer's
 backward spans name (the module bn1 -> batch_norm; a layer whose backward holds several
 ops, as BERT's attention core, is listed as "fwd of <ops>"); layers without backward
-spans keep their module name. Prints, per op kind: forward ms, backward ms, share of all spans, and
+spans keep their module name. A forward span of an op inside its layer ("<layer>/bmm/fwd",
+as the composed attention records its steps) counts for that op, and its layer's span keeps
+only the time between them. Prints, per op kind: forward ms, backward ms, share of all spans, and
 the span count, summed over the whole trace (or the steps after --skip-steps K: a step starts
 where the trace's first span name recurs after a backward pass, so that the first step's
 one-off work, such as cuDNN's algorithm selection, can be left out), and the 10 longest single spans.
@@ -128,7 +130,8 @@ def breakdown(spans):
     for e in spans:
         parts = e["name"].split("/")
         backward = is_backward(e)
-        row = rows[parts[-2] if backward else op_of_module.get(parts[0], parts[0])]
+        op_span = len(parts) >= 3   # "<layer>/<op>/fwd|bwd": a node's, or an op's inside its layer
+        row = rows[parts[-2] if op_span else op_of_module.get(parts[0], parts[0])]
         row[1 if backward else 2 if e["in_bwd"] else 0] += e["self"]
         row[3] += 1
     return rows

@@ -62,6 +62,18 @@ class TraceBreakdown(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
             self.assertIn("cannot skip 2", r.stderr)
 
+    def test_the_attention_cores_forward_is_split_by_op(self):
+        # the composed attention records a span per step inside the core's (engine/ops/attention.cpp)
+        with tempfile.TemporaryDirectory() as tmp:
+            _, trace = oomlab_meta_run(tmp, "bert-mini", ("--dataset", "synthetic-seq", "--seq-len", "16"))
+            names = {e["name"] for e in json.loads(Path(trace).read_text())["traceEvents"] if e.get("ph") == "X"}
+            for op in ("reshape", "bmm", "masked_softmax", "dropout"):
+                self.assertIn(f"bert.encoder.layer.0.attention.self.core/{op}/fwd", names)
+            out = run(sys.executable, "scripts/trace_breakdown.py", trace, "--skip-steps", "1").stdout
+            rows = {l.split()[0]: l.split() for l in out.splitlines()[1:] if l and not l.startswith((" ", "all", "longest"))}
+            layers = sum(1 for n in names if n.endswith(".attention.self.core/fwd"))
+            self.assertEqual(int(rows["masked_softmax"][-1]), 2 * layers)   # one forward, one backward span each
+
     def test_device_time_is_used_where_the_trace_has_it(self):
         spans = [{"name": "conv1/fwd", "ph": "X", "ts": 0, "dur": 900, "args": {"device_us": 300}},
                  {"name": "conv1/conv2d/bwd", "ph": "X", "ts": 1000, "dur": 50, "args": {"device_us": 700}},

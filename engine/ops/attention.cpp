@@ -4,16 +4,21 @@
 //   masked_softmax (softmax.h) and dropout (dropout.h), so it saves exactly what they save:
 //   q and k (first bmm), the softmax output, the dropout keep-mask (uint8) and the dropped
 //   probabilities plus v (second bmm). k^T is a transposed view (no copy); the raw scores
-//   are freed after the softmax. No kernels of its own.
+//   are freed after the softmax. No kernels of its own. While the op profiler records, each
+//   step has a span of its own inside the calling layer's ("<layer>/bmm/fwd", ...).
 #include "engine/ops/attention.h"
 
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "engine/autograd/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
 #include "engine/core/error.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory_export.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/linear.h"
 #include "engine/ops/softmax.h"
@@ -37,6 +42,26 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op
 // compute on float32 copies made for the call and freed after it. No autograd on these
 // copies: the op's own backward returns gradients in the inputs' dtype.
 bool is_low(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// While the op profiler records, a span per step of the composed attention, named
+// "<layer>/<op>/fwd" (the layer from the memory context: the attention core's), nested in the
+// core's own span: scripts/trace_breakdown.py then splits the core's forward by op, as the
+// autograd nodes split its backward. Nothing when the profiler is off.
+class StepSpan {
+ public:
+  StepSpan(const char* op, Device device) {
+    if (!OpProfiler::enabled()) return;
+    const std::string ctx = MemoryContext::current();
+    name_ = (ctx.empty() ? std::string("attention") : ctx.substr(0, ctx.rfind('/'))) + "/" + op + "/fwd";
+    span_.emplace(name_.c_str(), 0, device);
+  }
+  StepSpan(const StepSpan&) = delete;
+  StepSpan& operator=(const StepSpan&) = delete;
+
+ private:
+  std::string name_;                 // outlives span_ (declared first, destroyed last)
+  std::optional<OpSpanScope> span_;
+};
 Tensor compute_copy(const Tensor& t) {
   if (!is_low(t.dtype())) return t;
   NoGradGuard no_grad;
@@ -116,15 +141,33 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   check_qkv(q, k, v, "scaled_dot_product_attention");
   const int64_t B = q.size(0), NH = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2), Dv = v.size(3);
   const double scale = D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0;
-  Tensor qf = q.reshape({B * NH, Tq, D});
-  Tensor kf = k.reshape({B * NH, Tk, D});
-  Tensor scores = bmm(qf, kf.transpose(1, 2)).reshape({B, NH, Tq, Tk});
+  const Device dev = q.device();
+  Tensor qf, kf, scores, p, vf;
+  {
+    StepSpan span("reshape", dev);   // the head-layout copies of q and k
+    qf = q.reshape({B * NH, Tq, D});
+    kf = k.reshape({B * NH, Tk, D});
+  }
+  {
+    StepSpan span("bmm", dev);
+    scores = bmm(qf, kf.transpose(1, 2)).reshape({B, NH, Tq, Tk});
+  }
   qf = Tensor();
   kf = Tensor();
-  Tensor p = masked_softmax(scores, mask, scale, causal);
+  {
+    StepSpan span("masked_softmax", dev);
+    p = masked_softmax(scores, mask, scale, causal);
+  }
   scores = Tensor();   // saved by nobody: free it before the next allocations
-  p = dropout(p, dropout_p, training, gen);
-  Tensor vf = v.reshape({B * NH, Tk, Dv});
+  {
+    StepSpan span("dropout", dev);
+    p = dropout(p, dropout_p, training, gen);
+  }
+  {
+    StepSpan span("reshape", dev);
+    vf = v.reshape({B * NH, Tk, Dv});
+  }
+  StepSpan span("bmm", dev);
   return bmm(p.reshape({B * NH, Tq, Tk}), vf).reshape({B, NH, Tq, Dv});
 }
 
