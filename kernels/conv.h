@@ -27,9 +27,12 @@ struct Conv2dArgs {
 // NCHW bias: y[n,k,:,:] += b[k]; grad: db[k] = sum_{n,p,q} dy[n,k,p,q] (overwrite).
 // channels_last: y / dy are [N*P*Q, K] rows, passed as N = N*P*Q, HW = 1 (kernels may walk
 // them row by row).
+// relu (channel_bias_add only; conv2d_relu, --fuse-relu): y = relu(y + b[k]) in the same pass,
+// bit-identical to the add then relu (relu commutes with rounding; NaN propagates as relu's).
 struct ChannelBiasArgs {
   void* y; const void* b; const void* dy; void* db; int64_t N, K, HW;
   bool channels_last = false;
+  bool relu = false;
 };
 
 OOMLAB_KERNEL_TABLE(conv2d_forward, Conv2dArgs, "conv2d_forward")

@@ -5,6 +5,9 @@
 // vgg16 138,357,544; vgg16_bn 138,365,992 — the classifier's Linear(25088, 4096) alone
 // holds 102.8M of them. Inputs must be >= 32x32 (5 max-pools); smaller inputs raise
 // ShapeError naming the model and the input size (torchvision fails inside max_pool2d).
+// --fuse-relu (ModelConfig::fuse_relu): each feature ReLU is applied by the layer before it
+// (Conv2d::fused_relu: conv2d_relu; vgg*_bn: BatchNorm2d::fused_relu) and passes x through,
+// bit-identical, the modules and their names unchanged; the classifier's ReLUs stay as they are.
 #include <memory>
 
 #include "engine/core/error.h"
@@ -28,9 +31,18 @@ class VGG : public nn::Module {
         ++num_pools_;
         continue;
       }
-      feats->push_back(std::make_shared<nn::Conv2d>(in, v, 3, nn::Conv2dOptions{.padding = 1}, o));
-      if (batch_norm) feats->push_back(std::make_shared<nn::BatchNorm2d>(v, 1e-5, 0.1, o));
-      feats->push_back(std::make_shared<nn::ReLU>(cfg.inplace_relu));
+      auto conv = std::make_shared<nn::Conv2d>(in, v, 3, nn::Conv2dOptions{.padding = 1}, o);
+      auto relu = std::make_shared<nn::ReLU>(cfg.inplace_relu);
+      feats->push_back(conv);
+      if (batch_norm) {
+        auto bn = std::make_shared<nn::BatchNorm2d>(v, 1e-5, 0.1, o);
+        bn->fused_relu = cfg.fuse_relu;   // --fuse-relu: batch_norm_relu, as the ResNets
+        feats->push_back(bn);
+      } else {
+        conv->fused_relu = cfg.fuse_relu;   // --fuse-relu: conv2d_relu, the relu in the bias pass
+      }
+      relu->applied_by_previous = cfg.fuse_relu;
+      feats->push_back(relu);
       in = v;
     }
     features = register_module("features", feats);

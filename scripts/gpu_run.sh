@@ -137,6 +137,7 @@ declare -A FLAGS=(
   [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
   [r50_fp16_graph]="--model resnet50 --batch 128 --amp fp16"
   [vgg16_tf32_graph]="--model vgg16 --batch 64 --allow-tf32 all"
+  [vgg16_tf32_fuse]="--model vgg16 --batch 64 --allow-tf32 all --fuse-relu on"
   [r50_tf32_bench_legacy]="--model resnet50 --batch 128 --allow-tf32 all --cudnn-benchmark on"
   [r50_bf16_cudagraphs]="--model resnet50 --batch 128 --amp bf16 --cuda-graphs"
   [r50_tf32_cl]="--model resnet50 --batch 128 --allow-tf32 all --channels-last"
@@ -162,6 +163,8 @@ GRAPH="OOMLAB_CUDNN_GRAPH=1"
 # cbc8729); on channels_last tensors, its heuristics (since the H100 run of aa21f01, where the
 # graph API's NHWC step was 0.87x theirs in bf16, 0.98x in TF32): *_legacy.
 # r50_bf16_cl_cudagraphs adds --cuda-graphs to channels_last (issue 31's 0.80x bar).
+# vgg16_tf32_fuse: --fuse-relu on VGG16 (each conv's ReLU in its bias pass: conv2d_relu, one
+# pass over the activation fewer per layer; default off until measured).
 LEGACY="OOMLAB_CUDNN_GRAPH=0"
 # TILED: the shared-memory tiled attention kernels alone (the fused-attention default before
 # the flash (float32) and tensor-core (16-bit) kernels; still what other head dims run), for
@@ -179,7 +182,7 @@ declare -A ENVS=([r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_b
                  [vgg16_tf32_graph]="$GRAPH" [bert_tf32_next]="$NEXT" [r50_bf16_cl_next]="$NEXT")
 ORDER=(r50_fp32 r50_tf32 r50_tf32_pin r50_tf32_graph r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r50_bf16_graph
        r50_bf16_cudagraphs r50_bf16_cl r50_bf16_cl_next r50_bf16_cl_legacy r50_bf16_cl_cudagraphs r50_fp16 r50_fp16_graph r50_tf32_bench r50_tf32_bench_legacy vgg16_tf32
-       vgg16_tf32_graph
+       vgg16_tf32_graph vgg16_tf32_fuse
        bert_fp32 bert_tf32 bert_tf32_next bert_bf16 bert_bf16_cudagraphs bert_fp16 bert_fp32_fused bert_tf32_fused bert_bf16_fused bert384_none bert384_all bert384_selective
        bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_fp32_sdpa bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
@@ -292,7 +295,7 @@ run_pairs() {   # round
       --json "$dir/oomlab_$tag.json" > "$work/logs/oomlab_$tag$suffix.log" 2>&1
     rc=$?
     log "oomlab $tag$suffix rc=$rc"
-    [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_graph || $tag == *_next ||
+    [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_fuse || $tag == *_graph || $tag == *_next ||
        $tag == *_legacy || $tag == *_cl_cudagraphs ||
        $tag == bert*_cudagraphs ]] &&
       continue   # PyTorch: none / SDPA below; a switched row's twin is its default's (r50_bf16_cudagraphs: torch.cuda.graph's)

@@ -151,6 +151,15 @@ const std::vector<OpCase>& op_cases() {
     c.push_back(conv_case("conv_depthwise", {2, 8, 10, 10}, {8, 1, 3, 3}, false, {1, 1, 1, 1, 1, 1, 8}));
     c.push_back(conv_case("conv_5x3_dilated", {1, 4, 15, 14}, {6, 4, 5, 3}, true, {1, 2, 4, 2, 2, 2, 1}));
     c.push_back(conv_case("conv_wide_channels", {2, 64, 8, 8}, {64, 64, 3, 3}, false, {1, 1, 1, 1, 1, 1, 1}));
+    // --fuse-relu's conv2d_relu: the relu in conv_bias.cu's bias pass, NCHW and channels_last
+    {
+      OpCase r = conv_case("conv_relu_3x3_bias", {2, 8, 12, 12}, {16, 8, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1});
+      r.fn = [](V& v) { return conv2d_relu(v[0], v[1], v[2], {1, 1, 1, 1, 1, 1, 1}); };
+      c.push_back(r);
+      r.name = "conv_relu_cl_3x3_bias";
+      r.fn = [](V& v) { return conv2d_relu(cl(v[0]), cl(v[1]), v[2], {1, 1, 1, 1, 1, 1, 1}); };
+      c.push_back(r);
+    }
     // bias gradient over N*HW = 25600 positions per channel: 7 splits (conv_bias.cu)
     c.push_back(conv_case("conv_1x1_bias_split", {16, 3, 40, 40}, {4, 3, 1, 1}, true, {1, 1, 0, 0, 1, 1, 1}));
     // x without elements, padding 1: y = bias over pure padding, dw = 0 (never reaches cuDNN).

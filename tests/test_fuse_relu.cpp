@@ -1,9 +1,10 @@
 // test_fuse_relu.cpp — --fuse-relu (ModelConfig::fuse_relu; models/resnet.cpp
-// norm_relu, nn::BatchNorm2d::fused_relu, batch_norm_relu): on the CPU a ResNet's training
-// steps (SGD with momentum, two steps) leave every parameter, buffer and the losses
-// bit-identical to the unfused model, with training and eval forwards equal too; on the
-// meta device the fused model allocates fewer blocks and never more peak memory; the CLI
-// refuses the flag for a model without BatchNorm + ReLU pairs it knows.
+// norm_relu, nn::BatchNorm2d::fused_relu, batch_norm_relu; models/vgg.cpp, nn::Conv2d::
+// fused_relu, conv2d_relu): on the CPU a ResNet's and a VGG's training steps (SGD with
+// momentum, two steps) leave every parameter, buffer and the losses bit-identical to the
+// unfused model, with training and eval forwards equal too; on the meta device the fused
+// ResNet allocates fewer blocks and never more peak memory, the fused VGG exactly as the
+// unfused one; the CLI refuses the flag for a model without the pairs it knows.
 // ctest tier: models
 #include <gtest/gtest.h>
 
@@ -45,8 +46,8 @@ Trained train(const std::string& name, bool fused) {
   return r;
 }
 
-TEST(FuseRelu, ResNetStepsAreBitIdenticalOnTheCpu) {
-  for (const char* name : {"resnet20", "resnet50"}) {
+TEST(FuseRelu, ResNetAndVggStepsAreBitIdenticalOnTheCpu) {
+  for (const char* name : {"resnet20", "resnet50", "vgg11", "vgg11_bn"}) {
     SCOPED_TRACE(name);
     const Trained fused = train(name, true), eager = train(name, false);
     EXPECT_EQ(fused.losses, eager.losses);
@@ -78,19 +79,31 @@ TEST(FuseRelu, FewerAllocationsAndNoHigherPeakOnMeta) {
   }
 }
 
-TEST(FuseRelu, OnlyTheResNetsTakeTheFlag) {
+// VGG's fused convs allocate exactly what the unfused conv + relu_ pairs do (conv2d_relu
+// records relu_'s node and saved result on the conv's output): the same stats on meta;
+// vgg11_bn's BatchNorm + ReLU pairs save their backward's relu gradient, as the ResNets'.
+TEST(FuseRelu, VggAllocatesAsUnfusedOnMeta) {
+  EXPECT_EQ(meta_step_stats("vgg11", true), meta_step_stats("vgg11", false));
+  const auto fused = meta_step_stats("vgg11_bn", true), eager = meta_step_stats("vgg11_bn", false);
+  EXPECT_LT(fused.at("allocation.all.allocated"), eager.at("allocation.all.allocated"));
+  EXPECT_LE(fused.at("allocated_bytes.all.peak"), eager.at("allocated_bytes.all.peak"));
+}
+
+TEST(FuseRelu, OnlyTheResNetsAndVggsTakeTheFlag) {
   ArchOverrides o;
   o.fuse_relu = "on";
   EXPECT_NO_THROW(o.check_fits("resnet50"));
   EXPECT_NO_THROW(o.check_fits("resnet20"));
+  EXPECT_NO_THROW(o.check_fits("vgg16"));
+  EXPECT_NO_THROW(o.check_fits("vgg11_bn"));
   try {
-    o.check_fits("vgg16");
-    ADD_FAILURE() << "vgg16 accepted --fuse-relu on";
+    o.check_fits("bert-base");
+    ADD_FAILURE() << "bert-base accepted --fuse-relu on";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("--fuse-relu applies to the ResNets"), std::string::npos) << e.what();
   }
   o.fuse_relu = "off";
-  EXPECT_NO_THROW(o.check_fits("vgg16"));
+  EXPECT_NO_THROW(o.check_fits("bert-base"));
   ModelConfig cfg;
   o.apply(cfg);
   EXPECT_FALSE(cfg.fuse_relu);

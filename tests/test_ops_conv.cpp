@@ -2,7 +2,8 @@
 // conv configs (stride, padding, dilation, groups incl. depthwise, bias, non-square
 // kernels), float32 values and both backward passes against naive direct references
 // (small and large panels), an empty input with padding, thread-count determinism
-// (OpenMP and OpenBLAS), conv_transpose2d's output shapes and error messages. The direct
+// (OpenMP and OpenBLAS), conv_transpose2d's output shapes and error messages; conv2d_relu
+// (--fuse-relu): gradchecks and the unfused pair's bytes. The direct
 // float32 kernels: test_ops_conv_direct.cpp; shape errors and meta-device peaks with
 // linear: test_ops_cross_family.cpp.
 // ctest tier: ops
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/ops/activation.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "tests/gradcheck.h"
@@ -297,4 +299,42 @@ TEST(ConvTranspose, Gradchecks) {
   Tensor x = random_f64({1, 2, 3, 3}, -1, 1, 36);
   EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return conv_transpose2d(x, t[0], Tensor(), {2, 1, 1, 1}); },
                         {leaf(random_f64({2, 3, 3, 3}, -1, 1, 37))}));
+}
+
+// ---------------------------------------------------------------- conv2d_relu (--fuse-relu)
+// relu_(conv2d(x, w, b)) with the relu in the bias pass: float64 gradchecks over the table,
+// and in float32 (NCHW and channels_last, with and without bias) the same bytes as the
+// unfused pair, forward and every gradient.
+TEST(Conv2dRelu, GradcheckTable) {
+  for (size_t i = 0; i < kSmallCases.size(); ++i) {
+    const ConvCase& c = kSmallCases[i];
+    Conv2dParams p = c.p;
+    std::vector<Tensor> in = {leaf(random_f64({2, c.C, c.H, c.W}, -1, 1, 400 + i)),
+                              leaf(random_f64({c.K, c.C / p.groups, c.R, c.S}, -1, 1, 500 + i))};
+    if (c.bias) in.push_back(leaf(random_f64({c.K}, -1, 1, 600 + i)));
+    auto f = [p](const std::vector<Tensor>& v) { return conv2d_relu(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), p); };
+    EXPECT_TRUE(gradcheck(f, in)) << "case " << i;
+  }
+}
+
+TEST(Conv2dRelu, SameBytesAsConvThenRelu) {
+  for (bool channels_last : {false, true})
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(std::string(channels_last ? "channels_last" : "NCHW") + (bias ? " bias" : " no bias"));
+      auto run = [&](bool fused) {
+        Tensor x = random_f64({2, 4, 7, 6}, -1, 1, 71).to(DType::f32), w = random_f64({5, 4, 3, 3}, -1, 1, 72).to(DType::f32);
+        if (channels_last) x = x.contiguous(MemoryFormat::channels_last);
+        Tensor b = bias ? random_f64({5}, -1, 1, 73).to(DType::f32) : Tensor();
+        for (Tensor* t : {&x, &w, &b})
+          if (t->defined()) t->set_requires_grad(true);
+        Tensor y = fused ? conv2d_relu(x, w, b, P(1, 1, 1, 1, 1, 1, 1)) : conv2d(x, w, b, P(1, 1, 1, 1, 1, 1, 1));
+        if (!fused) y = relu_(y);
+        sum_all(mul(y, random_f64(y.shape(), -1, 1, 74).to(DType::f32))).backward();
+        std::vector<std::vector<uint8_t>> out = {tensor_bytes(y.contiguous()), tensor_bytes(x.grad().contiguous()),
+                                                 tensor_bytes(w.grad().contiguous())};
+        if (bias) out.push_back(tensor_bytes(b.grad()));
+        return out;
+      };
+      EXPECT_EQ(run(true), run(false));
+    }
 }

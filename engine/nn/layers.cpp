@@ -157,7 +157,9 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, const Conv2dOptions& o, const
 
 void Conv2d::reset_parameters(Generator& gen) { default_init(weight, bias, gen); }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, params); }
+Tensor Conv2d::forward(const Tensor& x) {
+  return fused_relu ? conv2d_relu(x, weight, bias, params) : conv2d(x, weight, bias, params);
+}
 
 // ------------------------------------------------------------------------------------
 BatchNorm2d::BatchNorm2d(int64_t c, double eps, double momentum, const LayerOptions& opt)
@@ -220,6 +222,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
 
 // ------------------------------------------------------------------------------------
 Tensor ReLU::forward(const Tensor& x) {
+  if (applied_by_previous) return x;   // the layer before rectified x (--fuse-relu)
   if (!inplace) return relu(x);
   Tensor y = x;
   return relu_(y);

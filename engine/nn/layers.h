@@ -78,6 +78,9 @@ class Conv2d : public Module {
   Tensor weight, bias;
   int64_t in_channels, out_channels, kernel_size;
   Conv2dParams params;
+  // Set by a model whose relu follows this conv (--fuse-relu; models/vgg.cpp): forward is
+  // conv2d_relu (the relu in the bias pass, bit-identical) and the model's ReLU passes through.
+  bool fused_relu = false;
 };
 
 class BatchNorm2d : public Module {
@@ -116,9 +119,12 @@ class ReLU : public Module {
  public:
   explicit ReLU(bool inplace = false) : inplace(inplace) {}
   Tensor forward(const Tensor& x) override;   // inplace: relu_ on x's storage
-  bool modifies_input() const override { return inplace; }
+  bool modifies_input() const override { return inplace && !applied_by_previous; }
   const char* type_name() const override { return "ReLU"; }
   bool inplace;
+  // Set by a model that fused this relu into the layer before it (--fuse-relu: a Conv2d's
+  // fused_relu in models/vgg.cpp): forward returns x, which that layer already rectified.
+  bool applied_by_previous = false;
 };
 
 class MaxPool2d : public Module {

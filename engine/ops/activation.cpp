@@ -57,7 +57,9 @@ Tensor& add_relu_(Tensor& a, const Tensor& b_in) {
   return a;
 }
 
-Tensor relu_(Tensor& x) {
+namespace {
+// relu_ with or without its kernel (relu_rectified_: an earlier kernel already applied it).
+Tensor relu_in_place(Tensor& x, bool run_kernel) {
   OOMLAB_CHECK_T(ValueError, x.defined(), "relu_: undefined tensor");
   OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && x.is_leaf() && x.requires_grad()),
                  "relu_: a leaf Variable that requires grad (", x.str(),
@@ -65,8 +67,9 @@ Tensor relu_(Tensor& x) {
   OOMLAB_CHECK_T(ShapeError, x.is_dense(), "relu_: in-place relu needs a dense (contiguous or channels_last) tensor, got ",
                  x.str(), " with strides ", shape_str(x.strides()));
   x.bump_version();
-  relu_forward_kernels().launch(x.device(), x.dtype(),
-                                ReluArgs{x.raw_data(), x.raw_data(), nullptr, nullptr, x.numel()});
+  if (run_kernel)
+    relu_forward_kernels().launch(x.device(), x.dtype(),
+                                  ReluArgs{x.raw_data(), x.raw_data(), nullptr, nullptr, x.numel()});
   if (!any_requires_grad({x})) return x;
   // A stand-in for x *before* the op: same geometry, x's old grad_fn. attach_grad_fn
   // takes its edge from it, then installs the new node on x's own TensorImpl.
@@ -83,6 +86,10 @@ Tensor relu_(Tensor& x) {
                  [result]() { return relu_backward_fn(result, "relu_"); });
   return x;
 }
+}  // namespace
+
+Tensor relu_(Tensor& x) { return relu_in_place(x, true); }
+Tensor relu_rectified_(Tensor& x) { return relu_in_place(x, false); }
 
 // sigmoid(x) = 1 / (1 + exp(-x)), as torch.sigmoid.
 Tensor sigmoid(const Tensor& x0) {

@@ -16,6 +16,10 @@ namespace oomlab {
 
 Tensor relu(const Tensor& x);
 Tensor relu_(Tensor& x);   // in place; returns x (now with a relu grad_fn)
+// relu_ for a tensor whose values the kernel that wrote them already rectified (conv2d_relu's
+// bias pass): relu_'s checks, version bump, saved result and backward node, no kernel (relu
+// is idempotent, so the result is relu_'s). Callers guarantee x holds relu's values.
+Tensor relu_rectified_(Tensor& x);
 // a = relu(a + b) in place, in one kernel pass (the residual add and the relu after it,
 // --fuse-relu): bit-identical to add_(a, b) then relu_(a), with the same saved result and
 // backward (relu's dx, handed to both inputs). a contiguous; b the same shape (under

@@ -15,6 +15,7 @@
 #include "engine/autograd/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/saved_tensor.h"
+#include "engine/ops/activation.h"
 #include "kernels/conv.h"
 
 namespace oomlab {
@@ -103,7 +104,10 @@ void check_conv_bias(const Tensor& b0, const Tensor& x0, const Tensor& w0) {
 }
 }  // namespace
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dParams& p) {
+namespace {
+// conv2d, its bias pass applying relu too when `relu` (conv2d_relu; the caller then records
+// the relu on the autograd graph).
+Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dParams& p, bool relu) {
   const Tensor x0 = autocast_lower(x_in, "conv2d"), w0 = autocast_lower(w_in, "conv2d"),
                b0 = autocast_lower(b_in, "conv2d");
   const Shape y_shape = conv2d_output_shape(x0.shape(), w0.shape(), p);
@@ -128,6 +132,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   if (has_bias) {
     ChannelBiasArgs ba = bias_args(a);
     ba.y = y.raw_data(); ba.b = b.raw_data();
+    ba.relu = relu;
     channel_bias_add_kernels().launch(y.device(), y.dtype(), ba);
   }
   return attach_grad_fn(y, "conv2d", {x0, w0, b0}, [&]() -> BackwardFn {
@@ -137,6 +142,20 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
     k.x = k.w = k.y = nullptr;
     return conv2d_backward(sx, sw, k, x.shape(), w.shape(), f);
   });
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
+  return conv2d_impl(x, w, b, p, false);
+}
+
+Tensor conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
+  if (!b.defined()) {   // no bias pass to fold the relu into
+    Tensor y = conv2d_impl(x, w, b, p, false);
+    return relu_(y);
+  }
+  Tensor y = conv2d_impl(x, w, b, p, true);
+  return relu_rectified_(y);   // the graph and saved tensors of relu_(conv2d(x, w, b))
 }
 
 // ---- conv_transpose2d ------------------------------------------------------------------

@@ -16,6 +16,10 @@ namespace oomlab {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias /* may be undefined */,
               const Conv2dParams& p = {});
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);  // validates
+// relu_(conv2d(x, w, b, p)) with the relu applied in the bias pass (--fuse-relu's VGG convs):
+// one pass over y instead of two, bit-identical, with relu_'s autograd node and saved result,
+// so the backward and every allocation are the unfused pair's. Without a bias: conv2d, relu_.
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p = {});
 
 struct ConvTranspose2dParams { int64_t stride = 1, padding = 0, output_padding = 0, groups = 1; };
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,

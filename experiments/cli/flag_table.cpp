@@ -184,7 +184,7 @@ void rows_arch_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("base-width", kModel, "unet*: channels of the first level").integer("N", 1, 65536).s);
   t.push_back(F("depth", kModel, "unet*: levels").integer("N", 1, 16).s);
   t.push_back(F("norm", kModel, "resnet*: the normalisation layer").choice({"bn", "gn", "none"}).s);
-  t.push_back(F("fuse-relu", kModel, "resnet*: BatchNorm + ReLU and add + ReLU as fused ops (same results)")
+  t.push_back(F("fuse-relu", kModel, "resnet*, vgg*: each ReLU applied by the op before it (same results)")
                   .choice({"on", "off"}).s);
   t.push_back(F("attention", kModel, "bert-*: eager (bmm, softmax, dropout, bmm) or fused (FlashAttention-style)")
                   .choice({"eager", "fused"}).s);

@@ -44,7 +44,8 @@ void ArchOverrides::check_fits(const std::string& model) const {
                " is not one");
   if (fuse_relu == "on") {
     model_input_kind(model);   // an unknown model is named as such first
-    OOMLAB_CHECK(is_resnet(model), "--fuse-relu applies to the ResNets (resnet18/34/50, resnet20/56); --model ",
+    OOMLAB_CHECK(is_resnet(model) || is_vgg(model),
+                 "--fuse-relu applies to the ResNets (resnet18/34/50, resnet20/56) and the VGGs (vgg11/16, *_bn); --model ",
                  model, " is not one");
   }
   if (!norm.empty()) {

@@ -455,13 +455,22 @@ template <class T> void conv2d_backward_weight_cpu(const Conv2dArgs& a) {
 template <class T> void channel_bias_add_cpu(const ChannelBiasArgs& a) {
   T* y = static_cast<T*>(a.y);
   const T* b = static_cast<const T*>(a.b);
+  const bool relu = a.relu;
 #pragma omp parallel for collapse(2) schedule(static) if (a.N * a.K * a.HW > 32768)
   for (int64_t n = 0; n < a.N; ++n)
     for (int64_t k = 0; k < a.K; ++k) {
       T* p = y + (n * a.K + k) * a.HW;
       const T bk = b[k];
+      if (relu) {   // relu_forward_cpu's rule on the sum: NaN propagates
 #pragma omp simd
-      for (int64_t i = 0; i < a.HW; ++i) p[i] += bk;
+        for (int64_t i = 0; i < a.HW; ++i) {
+          const T v = p[i] + bk;
+          p[i] = (v > T(0) || v != v) ? v : T(0);
+        }
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < a.HW; ++i) p[i] += bk;
+      }
     }
 }
 

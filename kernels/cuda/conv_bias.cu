@@ -1,6 +1,7 @@
 // conv_bias.cu — the conv family's NCHW channel-bias kernels (kernels/conv.h), float32 /
 // float64 / float16 / bfloat16; registered from conv.cu (register_conv_cuda_kernels):
-//   channel_bias_add   y[n, k, :] += b[k]                (accumulates into y)
+//   channel_bias_add   y[n, k, :] += b[k]                (accumulates into y; with relu,
+//                      y = relu(y + b[k]) in the same pass: conv2d_relu, --fuse-relu)
 //   channel_bias_grad  db[k] = sum_{n, hw} dy[n, k, hw]  (overwrites)
 // The add runs in the compute type (T for float/double, float for half types). The
 // reduction accumulates in double (the CPU kernel's accumulator) in a fixed,
@@ -24,9 +25,12 @@ using dense::kBlock;
 using dense::Num;
 
 template <class T>
-__global__ void channel_bias_add_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t K, int64_t HW, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = Num<T>::from(Num<T>::to(y[i]) + Num<T>::to(b[(i / HW) % K]));
+__global__ void channel_bias_add_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t K, int64_t HW, int64_t n,
+                                        bool relu) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const typename Num<T>::C v = Num<T>::to(y[i]) + Num<T>::to(b[(i / HW) % K]);
+    y[i] = Num<T>::from(relu && !(v > 0 || v != v) ? typename Num<T>::C(0) : v);   // relu's rule (conv2d_relu)
+  }
 }
 
 // Channel sums, split (dense::ChannelSplit): pass 1 part[k][s] = the chunk's sum; pass 2
@@ -64,7 +68,7 @@ template <class T> void channel_bias_add_cuda(const ChannelBiasArgs& a) {
   const int dev = cuda::kernel_device("channel_bias_add");
   cuda::DeviceGuard guard(dev);
   channel_bias_add_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
-      static_cast<T*>(a.y), static_cast<const T*>(a.b), a.K, a.HW, n);
+      static_cast<T*>(a.y), static_cast<const T*>(a.b), a.K, a.HW, n, a.relu);
   CUDA_LAUNCH_CHECK();
 }
 
