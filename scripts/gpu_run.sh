@@ -174,9 +174,11 @@ TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 # checks each against its default): the embedding backward's column chunks side by side
 # (embedding.cu), channels_last BatchNorm's one-pass statistics (batchnorm_nhwc.cu;
 # cuda_bn_nhwc_check runs its bodies in CPU CI), layer_norm's unrolled kernels (layernorm.cu)
-# and dropout's vectorized ones (dropout.cu; cuda_dropout_check runs their bodies in CPU CI):
-# *_next rows, and test_cuda_parity's rows of those ops under it.
+# dropout's vectorized ones (dropout.cu; cuda_dropout_check runs their bodies in CPU CI) and
+# strided copies with 32-bit offsets (copy.cu; cuda_copy_index_check): *_next rows, and
+# test_cuda_parity's rows of those ops under it.
 NEXT="OOMLAB_CUDA_EMBEDDING_SPLIT=1 OOMLAB_CUDA_BN_CL_ONE_PASS=1 OOMLAB_CUDA_LN_UNROLL=1 OOMLAB_CUDA_DROPOUT_VEC=1"
+NEXT+=" OOMLAB_CUDA_COPY_FASTDIV=1"
 declare -A ENVS=([r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
                  [r50_tf32_cl_legacy]="$LEGACY" [r50_bf16_cl_legacy]="$LEGACY" [r50_fp16_graph]="$GRAPH"
                  [vgg16_tf32_graph]="$GRAPH" [bert_tf32_next]="$NEXT" [r50_bf16_cl_next]="$NEXT")

@@ -9,7 +9,9 @@
 //    saved statistics within 2 float32 ulps of the two-pass kernels' on channels far from zero,
 //    y and the gradients within float32 rounding;
 //  * dropout's vectorized kernels (OOMLAB_CUDA_DROPOUT_VEC): y and dx bit for bit against the
-//    scalar kernels and the CPU, on a whole tensor and on a view one element in.
+//    scalar kernels and the CPU, on a whole tensor and on a view one element in;
+//  * strided copies with 32-bit offsets (OOMLAB_CUDA_COPY_FASTDIV): BERT's head-layout permute
+//    and a channels_last conversion, every dtype, bit for bit against the int64 path and the CPU.
 // Each test sets its switch itself and restores the default. Everything GTEST_SKIPs with the
 // reason when no CUDA device is usable.
 // ctest tier: gpu
@@ -168,4 +170,25 @@ TEST(CudaDropout, VectorizedKernelsAreBitIdenticalToTheScalarOnesAndTheCpu) {
         EXPECT_TRUE(same_bytes(vec[i], cpu[i])) << (i ? "dx vs the CPU " : "y vs the CPU ") << dtype_name(t);
       }
     }
+}
+
+// ---- strided copies, 32-bit offsets -----------------------------------------------------
+TEST(CudaCopy, FastDivisionOffsetsGiveTheSameBytes) {
+  OOMLAB_REQUIRE_CUDA();
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::u8}) {
+    const Tensor host = random_tensor({4, 10, 3, 16}, -50, 50, 81, DType::f64).to(t);
+    auto copies = [&](Device dev, bool fast) {
+      set_cuda_copy_fastdiv(fast);
+      const Tensor x = to_device(host, dev);
+      std::vector<Tensor> out = {to_host(x.permute({0, 2, 1, 3}).contiguous()),                 // [B, NH, T, D]
+                                 to_host(x.contiguous(MemoryFormat::channels_last))};            // NCHW -> NHWC
+      set_cuda_copy_fastdiv(false);
+      return out;
+    };
+    const std::vector<Tensor> slow = copies(cuda0(), false), fast = copies(cuda0(), true), cpu = copies(cpu_device(), false);
+    for (size_t i = 0; i < slow.size(); ++i) {
+      EXPECT_TRUE(same_bytes(fast[i], slow[i])) << dtype_name(t) << " copy " << i;
+      EXPECT_TRUE(same_bytes(fast[i], cpu[i])) << dtype_name(t) << " copy " << i << " vs the CPU";
+    }
+  }
 }

@@ -10,31 +10,21 @@
 // side's span is staged through a pageable host buffer and the CPU kernel converts (no
 // device memory is allocated behind the caching allocator's back). Work runs on the
 // device's compute stream (cuda_stream.h); host<->device copies return when complete.
+// Offsets: copy_index.cuh (int64 per dimension; under cuda_copy_fastdiv(), OOMLAB_CUDA_COPY_FASTDIV=1,
+// default off and not yet run on a GPU, same-dtype copies that fit 31 bits in 32-bit arithmetic
+// with multiply-high divisions: the same offsets, so the same bytes).
 #include <vector>
 
 #include "kernels/copy.h"
 #include "kernels/cuda/cast_math.cuh"
+#include "kernels/cuda/copy_index.cuh"
+#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/launch_utils.cuh"
 
 namespace oomlab {
 namespace {
 using namespace cuda;
 
-struct Geom {
-  int ndim;
-  int64_t shape[8], in_st[8], out_st[8];
-};
-
-__device__ __forceinline__ void offsets(const Geom& g, int64_t idx, int64_t& io, int64_t& oo) {
-  io = 0;
-  oo = 0;
-  for (int d = g.ndim - 1; d >= 0; --d) {
-    const int64_t k = idx % g.shape[d];
-    idx /= g.shape[d];
-    io += k * g.in_st[d];
-    oo += k * g.out_st[d];
-  }
-}
 
 __global__ void convert_kernel(void* out, DType ot, const void* in, DType it, Geom g, int64_t n) {
   for (int64_t i = gtid(); i < n; i += gstride()) {
@@ -54,6 +44,28 @@ template <class U, int Nan16> __global__ void strided_kernel(U* out, const U* in
     if constexpr (Nan16 == 2) v = cast::quiet_bf16_nan(v);
     out[oo] = v;
   }
+}
+
+// Under cuda_copy_fastdiv(), for a copy that fits32 (copy_index.cuh): the same copy with its
+// offsets in 32 bits and each division by a multiply-high.
+template <class U, int Nan16> __global__ void strided32_kernel(U* out, const U* in, Geom32 g, uint32_t n) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    uint32_t io, oo;
+    offsets32(g, i, io, oo);
+    U v = in[io];
+    if constexpr (Nan16 == 1) v = cast::quiet_f16_nan(v);
+    if constexpr (Nan16 == 2) v = cast::quiet_bf16_nan(v);
+    out[oo] = v;
+  }
+}
+
+// A same-dtype copy of U-sized elements, by the 32-bit kernel where it applies.
+template <class U, int Nan16> void launch_strided(void* out, const void* in, const Geom& g, int64_t n, const Launch& L) {
+  if (cuda_copy_fastdiv() && fits32(g, n))
+    strided32_kernel<U, Nan16><<<grid_for(n), kThreads, 0, L.stream>>>(static_cast<U*>(out), static_cast<const U*>(in),
+                                                                        to_geom32(g), uint32_t(n));
+  else
+    strided_kernel<U, Nan16><<<grid_for(n), kThreads, 0, L.stream>>>(static_cast<U*>(out), static_cast<const U*>(in), g, n);
 }
 
 bool on_device(const void* p) {
@@ -90,31 +102,17 @@ Geom coalesce(const CopyArgs& a) {
 
 void copy_on_device(const CopyArgs& a, int64_t n, const Launch& L) {
   const Geom g = coalesce(a);
-  const int blocks = grid_for(n);
   if (a.in_dtype == a.out_dtype) {
     switch (dtype_size(a.in_dtype)) {
-      case 8:
-        strided_kernel<uint64_t, 0><<<blocks, kThreads, 0, L.stream>>>(static_cast<uint64_t*>(a.out),
-                                                                       static_cast<const uint64_t*>(a.in), g, n);
-        break;
-      case 4:
-        strided_kernel<uint32_t, 0><<<blocks, kThreads, 0, L.stream>>>(static_cast<uint32_t*>(a.out),
-                                                                       static_cast<const uint32_t*>(a.in), g, n);
-        break;
-      case 1:
-        strided_kernel<uint8_t, 0>
-            <<<blocks, kThreads, 0, L.stream>>>(static_cast<uint8_t*>(a.out), static_cast<const uint8_t*>(a.in), g, n);
-        break;
+      case 8: launch_strided<uint64_t, 0>(a.out, a.in, g, n, L); break;
+      case 4: launch_strided<uint32_t, 0>(a.out, a.in, g, n, L); break;
+      case 1: launch_strided<uint8_t, 0>(a.out, a.in, g, n, L); break;
       default:
-        if (a.in_dtype == DType::f16)
-          strided_kernel<uint16_t, 1><<<blocks, kThreads, 0, L.stream>>>(static_cast<uint16_t*>(a.out),
-                                                                         static_cast<const uint16_t*>(a.in), g, n);
-        else
-          strided_kernel<uint16_t, 2><<<blocks, kThreads, 0, L.stream>>>(static_cast<uint16_t*>(a.out),
-                                                                         static_cast<const uint16_t*>(a.in), g, n);
+        if (a.in_dtype == DType::f16) launch_strided<uint16_t, 1>(a.out, a.in, g, n, L);
+        else launch_strided<uint16_t, 2>(a.out, a.in, g, n, L);
     }
   } else {
-    convert_kernel<<<blocks, kThreads, 0, L.stream>>>(a.out, a.out_dtype, a.in, a.in_dtype, g, n);
+    convert_kernel<<<grid_for(n), kThreads, 0, L.stream>>>(a.out, a.out_dtype, a.in, a.in_dtype, g, n);
   }
   CUDA_LAUNCH_CHECK();
 }

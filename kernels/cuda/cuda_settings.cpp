@@ -46,6 +46,7 @@ struct Settings {
   std::atomic<bool> bn_cl_one_pass{env_flag("OOMLAB_CUDA_BN_CL_ONE_PASS", false)};
   std::atomic<bool> ln_unroll{env_flag("OOMLAB_CUDA_LN_UNROLL", false)};
   std::atomic<bool> dropout_vec{env_flag("OOMLAB_CUDA_DROPOUT_VEC", false)};
+  std::atomic<bool> copy_fastdiv{env_flag("OOMLAB_CUDA_COPY_FASTDIV", false)};
 };
 
 Settings& settings() {
@@ -92,5 +93,7 @@ void set_cuda_ln_unroll(bool on) { settings().ln_unroll.store(on); }
 bool cuda_ln_unroll() { return settings().ln_unroll.load(); }
 void set_cuda_dropout_vec(bool on) { settings().dropout_vec.store(on); }
 bool cuda_dropout_vec() { return settings().dropout_vec.load(); }
+void set_cuda_copy_fastdiv(bool on) { settings().copy_fastdiv.store(on); }
+bool cuda_copy_fastdiv() { return settings().copy_fastdiv.load(); }
 
 }  // namespace oomlab

@@ -35,6 +35,7 @@
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_EMBEDDING_SPLIT=0|1,
 // OOMLAB_CUDA_BN_CL_ONE_PASS=0|1, OOMLAB_CUDA_LN_UNROLL=0|1, OOMLAB_CUDA_DROPOUT_VEC=0|1,
+// OOMLAB_CUDA_COPY_FASTDIV=0|1,
 // OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
@@ -94,6 +95,11 @@ bool cuda_ln_unroll();
 // GPU run of the kit measures it (issue 31).
 void set_cuda_dropout_vec(bool on);
 bool cuda_dropout_vec();
+// Strided same-dtype copies (copy.cu) with 32-bit offsets and multiply-high divisions
+// (copy_index.cuh) where they fit: the same bytes. Default off until a GPU run of the kit
+// measures it (issue 31: BERT's head-layout copies make three int64 divisions an element).
+void set_cuda_copy_fastdiv(bool on);
+bool cuda_copy_fastdiv();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

@@ -250,6 +250,8 @@ def switched_paths(cfg, props):
         names.append("unrolled layer_norm")
     if props.get("dropout_vec") == "true":   # OOMLAB_CUDA_DROPOUT_VEC=1 (not yet measured)
         names.append("vectorized dropout")
+    if props.get("copy_fastdiv") == "true":   # OOMLAB_CUDA_COPY_FASTDIV=1 (not yet measured)
+        names.append("32-bit copy offsets")
     if props.get("device_argmax") == "true":
         names.append("device argmax")
     return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])
