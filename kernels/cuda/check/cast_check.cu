@@ -18,13 +18,13 @@
 #include "engine/core/dispatch.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/cast_math.cuh"
+#include "kernels/cuda/check/bit_check_util.h"
 
 using namespace oomlab;
 using namespace oomlab::cuda;
 
 namespace {
-std::mt19937_64 rng(123);
-int failures = 0;
+using namespace oomlab::bit_check;   // failures, rng
 const Device CPU = cpu_device();
 
 // The GPU converts in IEEE mode (no flush-to-zero); the CPU backend's threads run with

@@ -15,6 +15,7 @@
 
 #include "engine/core/dispatch.h"
 #include "engine/core/rng.h"   // Generator::block
+#include "kernels/cuda/check/bit_check_util.h"
 #include "kernels/cuda/dropout_math.cuh"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/dropout.h"
@@ -23,32 +24,8 @@ using namespace oomlab;
 using namespace oomlab::cuda;
 
 namespace {
-std::mt19937_64 rng(123);
-int failures = 0;
+using namespace oomlab::bit_check;
 const Device CPU = cpu_device();
-
-template <class T> std::vector<T> randv(size_t n, double lo, double hi) {
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = T(d(rng));
-  return v;
-}
-template <class T> constexpr DType dt() { return sizeof(T) == 4 ? DType::f32 : DType::f64; }
-template <class T> void check(const char* what, const std::vector<T>& cpu, const std::vector<T>& emu) {
-  size_t bad = 0, first = SIZE_MAX;
-  for (size_t i = 0; i < cpu.size(); ++i)
-    if (std::memcmp(&cpu[i], &emu[i], sizeof(T)) != 0) {
-      if (first == SIZE_MAX) first = i;
-      ++bad;
-    }
-  if (bad) {
-    ++failures;
-    printf("FAIL f%zu %-40s %zu/%zu mismatches; first at %zu: cpu %.17g emu %.17g\n", sizeof(T) * 8, what, bad,
-           cpu.size(), first, double(cpu[first]), double(emu[first]));
-  } else {
-    printf("ok   %-40s %zu values\n", what, cpu.size());
-  }
-}
 
 template <class T> struct HostIO {   // dropout_math.cuh's IO on the host: T computes in T
   using C = T;

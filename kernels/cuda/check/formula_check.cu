@@ -17,6 +17,7 @@
 #include <functional>
 
 #include "kernels/activation.h"
+#include "kernels/cuda/check/bit_check_util.h"
 #include "kernels/cuda/pointwise_math.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/layernorm.h"
@@ -28,31 +29,7 @@
 using namespace oomlab;
 using namespace oomlab::cuda;
 
-static std::mt19937_64 rng(123);
-template <class T> std::vector<T> randv(size_t n, double lo, double hi) {
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = T(d(rng));
-  return v;
-}
-template <class T> bool same(T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
-int failures = 0;
-template <class T> void check(const char* what, const std::vector<T>& cpu, const std::vector<T>& emu) {
-  size_t bad = 0, first = SIZE_MAX;
-  for (size_t i = 0; i < cpu.size(); ++i)
-    if (!same(cpu[i], emu[i])) {
-      if (first == SIZE_MAX) first = i;
-      ++bad;
-    }
-  if (bad) {
-    ++failures;
-    printf("FAIL f%zu %-40s %zu/%zu mismatches; first at %zu: cpu %.17g emu %.17g\n", sizeof(T) * 8, what, bad,
-           cpu.size(), first, double(cpu[first]), double(emu[first]));
-  } else {
-    printf("ok   %-40s %zu values\n", what, cpu.size());
-  }
-}
-template <class T> constexpr DType dt() { return sizeof(T) == 4 ? DType::f32 : DType::f64; }
+using namespace oomlab::bit_check;
 const Device CPU = cpu_device();
 
 // The CPU's lane_sum order (lane k: columns k, k+8, ...; tail into lane 0), with the
