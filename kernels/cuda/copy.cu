@@ -35,23 +35,17 @@ __global__ void convert_kernel(void* out, DType ot, const void* in, DType it, Ge
 }
 // Same-dtype copy of U-sized elements; Nan16 = 1 (half) / 2 (bfloat16) quiets 16-bit NaNs
 // as the CPU's round trip through float does.
-template <class U, int Nan16> __global__ void strided_kernel(U* out, const U* in, Geom g, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) {
-    int64_t io, oo;
-    offsets(g, i, io, oo);
-    U v = in[io];
-    if constexpr (Nan16 == 1) v = cast::quiet_f16_nan(v);
-    if constexpr (Nan16 == 2) v = cast::quiet_bf16_nan(v);
-    out[oo] = v;
+// G / I: Geom and int64_t, or (cuda_copy_fastdiv(), a copy that fits32) Geom32 and uint32_t,
+// whose offsets are the same numbers (copy_index.cuh).
+template <class U, int Nan16, class G, class I> __global__ void strided_kernel(U* out, const U* in, G g, I n) {
+  I first = I(gtid()), step = I(gstride());
+  if constexpr (sizeof(I) == 4) {   // 32-bit grid arithmetic too
+    first = blockIdx.x * blockDim.x + threadIdx.x;
+    step = gridDim.x * blockDim.x;
   }
-}
-
-// Under cuda_copy_fastdiv(), for a copy that fits32 (copy_index.cuh): the same copy with its
-// offsets in 32 bits and each division by a multiply-high.
-template <class U, int Nan16> __global__ void strided32_kernel(U* out, const U* in, Geom32 g, uint32_t n) {
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    uint32_t io, oo;
-    offsets32(g, i, io, oo);
+  for (I i = first; i < n; i += step) {
+    I io, oo;
+    offsets(g, i, io, oo);
     U v = in[io];
     if constexpr (Nan16 == 1) v = cast::quiet_f16_nan(v);
     if constexpr (Nan16 == 2) v = cast::quiet_bf16_nan(v);
@@ -62,8 +56,8 @@ template <class U, int Nan16> __global__ void strided32_kernel(U* out, const U* 
 // A same-dtype copy of U-sized elements, by the 32-bit kernel where it applies.
 template <class U, int Nan16> void launch_strided(void* out, const void* in, const Geom& g, int64_t n, const Launch& L) {
   if (cuda_copy_fastdiv() && fits32(g, n))
-    strided32_kernel<U, Nan16><<<grid_for(n), kThreads, 0, L.stream>>>(static_cast<U*>(out), static_cast<const U*>(in),
-                                                                        to_geom32(g), uint32_t(n));
+    strided_kernel<U, Nan16><<<grid_for(n), kThreads, 0, L.stream>>>(static_cast<U*>(out), static_cast<const U*>(in),
+                                                                      to_geom32(g), uint32_t(n));
   else
     strided_kernel<U, Nan16><<<grid_for(n), kThreads, 0, L.stream>>>(static_cast<U*>(out), static_cast<const U*>(in), g, n);
 }

@@ -2,7 +2,7 @@
 // kernels/cuda/check/copy_index_check.cu holds the fast form to the reference in CPU CI.
 //   * Geom / offsets: the reference, int64 division and modulo per dimension (what the
 //     strided kernels run by default);
-//   * Geom32 / offsets32 (behind OOMLAB_CUDA_COPY_FASTDIV, cuda_settings.h): the same
+//   * Geom32 / its offsets overload (behind OOMLAB_CUDA_COPY_FASTDIV, cuda_settings.h): the same
 //     offsets in 32-bit arithmetic with each dimension's division done as a multiply-high
 //     by a precomputed magic number (Granlund & Montgomery; the form of PyTorch's
 //     IntDivider), for copies whose element count and every offset they touch fit in 31
@@ -90,7 +90,7 @@ inline Geom32 to_geom32(const Geom& g) {
   return h;
 }
 
-OOMLAB_HD void offsets32(const Geom32& g, uint32_t idx, uint32_t& io, uint32_t& oo) {
+OOMLAB_HD void offsets(const Geom32& g, uint32_t idx, uint32_t& io, uint32_t& oo) {
   io = 0;
   oo = 0;
   for (int d = g.ndim - 1; d >= 0; --d) {

@@ -1,6 +1,6 @@
 // copy_index_check.cu — a CPU-only check of copy.cu's 32-bit offsets (copy_index.cuh, behind
 // OOMLAB_CUDA_COPY_FASTDIV): FastDiv32 equals n / d for edge and random divisors and
-// numerators below 2^31, and offsets32 equals the int64 reference offsets for every index of
+// numerators below 2^31, and the 32-bit offsets equal the int64 reference offsets for every index of
 // small geometries and random indices of large ones (BERT's head-layout permutes, channels_last
 // conversions, random shapes and strides), with fits32 refusing what 31 bits cannot hold.
 // The same functions run on the GPU (mul_hi32 is __umulhi there). Built by CMake in CUDA
@@ -86,7 +86,7 @@ void check_geometry(const char* what, const Geom& g, bool every) {
     int64_t io, oo;
     uint32_t io32, oo32;
     offsets(g, i, io, oo);
-    offsets32(h, uint32_t(i), io32, oo32);
+    offsets(h, uint32_t(i), io32, oo32);
     bad += io != int64_t(io32) || oo != int64_t(oo32);
   }
   failures += bad != 0;
