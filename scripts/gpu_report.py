@@ -34,13 +34,7 @@ import sys
 from pathlib import Path
 
 import gpu_rounds   # scripts/gpu_rounds.py, beside this file (the kit packs both)
-
-
-def load_json(path):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+from gpu_rounds import load_json
 
 
 def write(path, text):

@@ -76,7 +76,8 @@ def _median_ms(doc):
     return 1e3 * m if isinstance(m, (int, float)) else None
 
 
-def _load(path):
+def load_json(path):
+    """A JSON file's document, or None when it is missing or malformed (gpu_report.py's too)."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -90,11 +91,11 @@ def collect(res, torch_by_round):
     res = Path(res)
     oomlab = {}   # tag -> {round: median ms}
     for p in res.glob("oomlab_*.json"):
-        oomlab.setdefault(p.stem[len("oomlab_"):], {})[1] = _median_ms(_load(p))
+        oomlab.setdefault(p.stem[len("oomlab_"):], {})[1] = _median_ms(load_json(p))
     for d in sorted((res / "rounds").glob("*")) if (res / "rounds").is_dir() else []:
         if d.name.isdigit():
             for p in d.glob("oomlab_*.json"):
-                oomlab.setdefault(p.stem[len("oomlab_"):], {})[int(d.name)] = _median_ms(_load(p))
+                oomlab.setdefault(p.stem[len("oomlab_"):], {})[int(d.name)] = _median_ms(load_json(p))
     out = {}
     for tag, by_round in sorted(oomlab.items()):
         if len(by_round) < 2:

@@ -45,16 +45,23 @@ const std::vector<ConvCase> kSmallCases = {
     {3, 5, 5, 4, 1, 1, P(2, 2, 0, 0, 1, 1, 1), true},      // 1x1 stride 2
 };
 
-TEST(Conv2d, GradcheckTable) {
+// float64 gradcheck of op(x, w, b, p) over kSmallCases; inputs seeded from seed0 (x), +100
+// (w) and +200 (b).
+template <class Op> void gradcheck_table(Op op, uint64_t seed0) {
   for (size_t i = 0; i < kSmallCases.size(); ++i) {
     const ConvCase& c = kSmallCases[i];
     Conv2dParams p = c.p;
-    std::vector<Tensor> in = {leaf(random_f64({2, c.C, c.H, c.W}, -1, 1, 100 + i)),
-                              leaf(random_f64({c.K, c.C / p.groups, c.R, c.S}, -1, 1, 200 + i))};
-    if (c.bias) in.push_back(leaf(random_f64({c.K}, -1, 1, 300 + i)));
-    auto f = [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), p); };
+    std::vector<Tensor> in = {leaf(random_f64({2, c.C, c.H, c.W}, -1, 1, seed0 + i)),
+                              leaf(random_f64({c.K, c.C / p.groups, c.R, c.S}, -1, 1, seed0 + 100 + i))};
+    if (c.bias) in.push_back(leaf(random_f64({c.K}, -1, 1, seed0 + 200 + i)));
+    auto f = [p, op](const std::vector<Tensor>& v) { return op(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), p); };
     EXPECT_TRUE(gradcheck(f, in)) << "case " << i;
   }
+}
+
+TEST(Conv2d, GradcheckTable) {
+  gradcheck_table([](const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) { return conv2d(x, w, b, p); },
+                  100);
 }
 
 // Naive direct convolution (double accumulation) and its two adjoints.
@@ -306,15 +313,9 @@ TEST(ConvTranspose, Gradchecks) {
 // and in float32 (NCHW and channels_last, with and without bias) the same bytes as the
 // unfused pair, forward and every gradient.
 TEST(Conv2dRelu, GradcheckTable) {
-  for (size_t i = 0; i < kSmallCases.size(); ++i) {
-    const ConvCase& c = kSmallCases[i];
-    Conv2dParams p = c.p;
-    std::vector<Tensor> in = {leaf(random_f64({2, c.C, c.H, c.W}, -1, 1, 400 + i)),
-                              leaf(random_f64({c.K, c.C / p.groups, c.R, c.S}, -1, 1, 500 + i))};
-    if (c.bias) in.push_back(leaf(random_f64({c.K}, -1, 1, 600 + i)));
-    auto f = [p](const std::vector<Tensor>& v) { return conv2d_relu(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), p); };
-    EXPECT_TRUE(gradcheck(f, in)) << "case " << i;
-  }
+  gradcheck_table(
+      [](const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) { return conv2d_relu(x, w, b, p); },
+      400);
 }
 
 TEST(Conv2dRelu, SameBytesAsConvThenRelu) {
