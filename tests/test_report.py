@@ -384,6 +384,29 @@ class GpuKitSection(unittest.TestCase):
         self.assertIn("DDP on 2 devices + SyncBN", md)
         self.assertIn("fused attention (reference kernels) vs PyTorch SDPA", md)
 
+    def test_a_meta_run_that_stopped_before_the_capture_is_marked(self):
+        from oomlab_report.gpu_kit_parts import meta_json_part
+
+        def doc(captured_at, requested):
+            return {"config": {"model": "resnet50", "batch": 128, "cuda_graphs": True},
+                    "metrics": {"cuda_graphs": {"captured_at_step": captured_at, "warmup_steps": 3}},
+                    "memory": {"totals": {"allocated_bytes.all.peak": 1000,
+                                          "requested_bytes.all.current": requested}}}
+
+        class Rec:
+            def __init__(self, meta, cuda):
+                self.meta, self.cuda = {("kit", "g"): meta}, cuda
+
+            def oomlab_doc(self, run, tag):
+                return self.cuda
+
+        early = "\n".join(meta_json_part(Rec(doc(0, 10), doc(4, 1048590))))
+        self.assertIn("| -1,048,580 ‡ |", early)
+        self.assertIn("‡ 1 `--cuda-graphs` row(s) whose meta run stopped before the capture", early)
+        captured = "\n".join(meta_json_part(Rec(doc(4, 1048590), doc(4, 1048590))))
+        self.assertIn("| 0 |", captured)
+        self.assertNotIn("‡", captured)
+
     def test_without_its_archive_it_renders_missing(self):
         with tempfile.TemporaryDirectory() as top:
             rec = Path(top) / "gpu" / KIT_RECORD.name

@@ -53,11 +53,24 @@ def _requested_at_end(doc):
     return _int((mem.get("totals") or {}).get("requested_bytes.all.current"))
 
 
+def _captured_at(doc):
+    """The step a --cuda-graphs run captured (0: it stopped before the capture), or None for
+    a run without CUDA graphs."""
+    g = ((doc or {}).get("metrics") or {}).get("cuda_graphs")
+    return _int(g.get("captured_at_step")) if isinstance(g, dict) else None
+
+
+def _meta_before_capture(meta_doc, doc):
+    """True when the CUDA run captured its graph and the meta run stopped before it (the kit's
+    meta runs before 6 steps: 2, inside the graphed step's 3 warm-up steps)."""
+    return _captured_at(meta_doc) == 0 and (_captured_at(doc) or 0) > 0
+
+
 def meta_json_part(rec):
     """Per configuration of the record: the meta device's peak for the same flags (run on the
     GPU machine's CPU in the same call) beside the CUDA run's peak, and whether the bytes the
     live tensors requested at the end of both runs agree."""
-    rows, equal, within, req_equal, req_total = [], 0, 0, 0, 0
+    rows, equal, within, req_equal, req_total, early = [], 0, 0, 0, 0, 0
     for (run, tag), meta_doc in sorted(rec.meta.items()):
         doc = rec.oomlab_doc(run, tag)
         meta, cuda = oomlab_peak(meta_doc), oomlab_peak(doc)
@@ -68,11 +81,19 @@ def meta_json_part(rec):
         req = req_meta - req_cuda if req_meta is not None and req_cuda is not None else None
         req_total += req is not None
         req_equal += req == 0
+        mark = " ‡" if _meta_before_capture(meta_doc, doc) else ""
+        early += bool(mark)
         rows.append([label(describe_oomlab(doc or meta_doc)), tag, f"{meta:,}" if meta is not None else MISSING,
                      f"{cuda:,}" if cuda is not None else MISSING, f"{ratio:.4f}" if ratio is not None else "—",
-                     f"{req:,}" if req is not None else "—"])
+                     (f"{req:,}" if req is not None else "—") + mark])
+    note = ("" if not early else
+            f" ‡ {early} `--cuda-graphs` row(s) whose meta run stopped before the capture (it ran the "
+            "kit's then 2 steps; a graphed run warms up 3 and captures the 4th): the CUDA run's end holds "
+            "the graph's pool, with its 1 MiB of optimizer constants and the static 4-byte loss "
+            "(1,048,580 B) that a 6-step meta run holds too (`oomlab train --device meta --cuda-graphs "
+            "--steps 6`; the kit's meta runs take 6 steps since).")
     return ["Each configuration's `oomlab train` flags run again on the meta device in the same call "
-            "(`res/meta_<tag>.json`, 2 steps) beside the CUDA run's peak (`res/oomlab_<tag>.json`). "
+            "(`res/meta_<tag>.json`; 2 steps in the kit's records before 6 became its count) beside the CUDA run's peak (`res/oomlab_<tag>.json`). "
             "The meta device replays the tensors' allocations but allocates no workspaces (cuDNN's and "
             "cuBLAS's scratch, sized by the GPU libraries' choices), so a CUDA peak holds whatever "
             "workspace was live at that moment, and the caching allocator, its pool shaped by the "
@@ -83,7 +104,7 @@ def meta_json_part(rec):
             md_table(["config", "tag", "meta peak B", "cuda peak B", "meta / cuda", "requested at end, meta - cuda B"],
                      rows, right={2, 3, 4, 5}),
             f"Peaks equal to the byte: {equal} of {len(rows)}; within 1%: {within} of {len(rows)}. "
-            f"Requested bytes at the end equal to the byte: {req_equal} of {req_total}.\n"]
+            f"Requested bytes at the end equal to the byte: {req_equal} of {req_total}.{note}\n"]
 
 
 def rounds_part(rec):
