@@ -175,10 +175,10 @@ TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 # (embedding.cu), channels_last BatchNorm's one-pass statistics (batchnorm_nhwc.cu;
 # cuda_bn_nhwc_check runs its bodies in CPU CI), layer_norm's unrolled kernels (layernorm.cu)
 # dropout's vectorized ones (dropout.cu; cuda_dropout_check runs their bodies in CPU CI) and
-# strided copies with 32-bit offsets (copy.cu; cuda_copy_index_check): *_next rows, and
-# test_cuda_parity's rows of those ops under it.
+# strided copies with 32-bit offsets (copy.cu; cuda_copy_index_check) and linear's bias in
+# cuBLASLt epilogues (linear_lt.cpp): *_next rows, and test_cuda_parity's rows of those ops under it.
 NEXT="OOMLAB_CUDA_EMBEDDING_SPLIT=1 OOMLAB_CUDA_BN_CL_ONE_PASS=1 OOMLAB_CUDA_LN_UNROLL=1 OOMLAB_CUDA_DROPOUT_VEC=1"
-NEXT+=" OOMLAB_CUDA_COPY_FASTDIV=1"
+NEXT+=" OOMLAB_CUDA_COPY_FASTDIV=1 OOMLAB_CUDA_LINEAR_LT=1"
 declare -A ENVS=([r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
                  [r50_tf32_cl_legacy]="$LEGACY" [r50_bf16_cl_legacy]="$LEGACY" [r50_fp16_graph]="$GRAPH"
                  [vgg16_tf32_graph]="$GRAPH" [bert_tf32_next]="$NEXT" [r50_bf16_cl_next]="$NEXT")
@@ -241,7 +241,7 @@ run_tests() {
   test_job test_cuda_parity_graph 150 $GRAPH -- "$parity" --gtest_filter='*conv*' \
     --gtest_output="json:$work/tests/test_cuda_parity_graph.json"
   # shellcheck disable=SC2086
-  test_job test_cuda_parity_next 150 $NEXT -- "$parity" --gtest_filter='*batch_norm*:*embedding*:*layer_norm*:*dropout*' \
+  test_job test_cuda_parity_next 150 $NEXT -- "$parity" --gtest_filter='*batch_norm*:*embedding*:*layer_norm*:*dropout*:*linear*' \
     --gtest_output="json:$work/tests/test_cuda_parity_next.json"
   # shellcheck disable=SC2086
   test_job test_cuda_parity_reference_attention 150 $TILED OOMLAB_CUDA_TILED_ATTENTION=0 -- "$parity" \

@@ -11,7 +11,9 @@
 //  * dropout's vectorized kernels (OOMLAB_CUDA_DROPOUT_VEC): y and dx bit for bit against the
 //    scalar kernels and the CPU, on a whole tensor and on a view one element in;
 //  * strided copies with 32-bit offsets (OOMLAB_CUDA_COPY_FASTDIV): BERT's head-layout permute
-//    and a channels_last conversion, every dtype, bit for bit against the int64 path and the CPU.
+//    and a channels_last conversion, every dtype, bit for bit against the int64 path and the CPU;
+//  * linear's bias in cuBLASLt epilogues (OOMLAB_CUDA_LINEAR_LT): y and every gradient within
+//    rounding of the unfused path, and whether cuBLASLt offers each epilogue at BERT's shapes.
 // Each test sets its switch itself and restores the default. Everything GTEST_SKIPs with the
 // reason when no CUDA device is usable.
 // ctest tier: gpu
@@ -28,7 +30,9 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
 #include "engine/ops/layernorm.h"
+#include "engine/ops/linear.h"
 #include "kernels/cuda/cuda_settings.h"
+#include "kernels/cuda/linear_lt.h"
 
 using namespace oomlab;
 using namespace oomlab::testing;
@@ -190,5 +194,58 @@ TEST(CudaCopy, FastDivisionOffsetsGiveTheSameBytes) {
       EXPECT_TRUE(same_bytes(fast[i], slow[i])) << dtype_name(t) << " copy " << i;
       EXPECT_TRUE(same_bytes(fast[i], cpu[i])) << dtype_name(t) << " copy " << i << " vs the CPU";
     }
+  }
+}
+
+// ---- linear's bias in cuBLASLt epilogues --------------------------------------------------
+// OOMLAB_CUDA_LINEAR_LT: the bias add (EPILOGUE_BIAS) and the bias gradient (BGRADB, BGRADA for
+// a weight kept as its transpose) fused into the GEMMs: y, dx, dw and db within the dtype's
+// rounding of the unfused path (cuBLASLt's own algorithm and its float32 sums: not bit for bit).
+TEST(CudaLinearLt, FusedBiasMatchesTheUnfusedPath) {
+  OOMLAB_REQUIRE_CUDA();
+  for (DType t : {DType::f32, DType::f16, DType::bf16})
+    for (bool transposed : {false, true}) {
+      const Tensor x0 = random_tensor({3, 37, 96}, -1, 1, 91, t), gy = random_tensor({3, 37, 80}, -1, 1, 92, t);
+      const Tensor w0 = random_tensor(transposed ? Shape{96, 80} : Shape{80, 96}, -0.2, 0.2, 93, t);
+      const Tensor b0 = random_tensor({80}, -1, 1, 94, t);
+      auto run = [&](bool lt) {
+        set_cuda_linear_lt(lt);
+        Tensor x = to_device(x0, cuda0()), w = to_device(w0, cuda0()), b = to_device(b0, cuda0());
+        for (Tensor* p : {&x, &w, &b}) p->set_requires_grad(true);
+        const Tensor y = linear(x, transposed ? w.transpose(0, 1) : w, b);
+        sum_all(mul(y, to_device(gy, cuda0()))).backward();
+        set_cuda_linear_lt(false);
+        return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+      };
+      const std::vector<Tensor> off = run(false), on = run(true);
+      const Tol tol = tolerance(t);
+      const char* names[] = {"y", "dx", "dw", "db"};
+      for (size_t i = 0; i < off.size(); ++i)
+        EXPECT_TRUE(all_close(values(on[i]), values(off[i]), tol.rtol, 4 * tol.atol))
+            << names[i] << " " << dtype_name(t) << (transposed ? " (transposed weight)" : "");
+    }
+}
+
+// Whether cuBLASLt offers an algorithm for each epilogue at BERT-base's shapes (4096 rows,
+// 768 -> 3072): where it offers none the switch silently runs the unfused path, and this row
+// says so (a kit run then knows the switch measured nothing there).
+TEST(CudaLinearLt, CublasLtOffersEachEpilogueAtBertShapes) {
+  OOMLAB_REQUIRE_CUDA();
+  for (DType t : {DType::f32, DType::bf16}) {
+    const int64_t R = 4096, I = 768, O = 3072;
+    const Tensor x = Tensor::zeros({R, I}, t, cuda0()), w = Tensor::zeros({O, I}, t, cuda0()),
+                 b = Tensor::zeros({O}, t, cuda0()), g = Tensor::zeros({R, O}, t, cuda0());
+    Tensor y = Tensor::empty({R, O}, t, cuda0()), gw = Tensor::empty({O, I}, t, cuda0()),
+           gwt = Tensor::empty({I, O}, t, cuda0()), gb = Tensor::empty({O}, t, cuda0());
+    CurrentDeviceGuard guard(cuda0());
+    GemmArgs fwd{false, true, R, O, I, 1.0, x.raw_data(), I, w.raw_data(), I, 0.0, y.raw_data(), O};
+    fwd.bias = b.raw_data();
+    GemmArgs dw{true, false, O, I, R, 1.0, g.raw_data(), O, x.raw_data(), I, 0.0, gw.raw_data(), I};
+    dw.a_row_sums = gb.raw_data();
+    GemmArgs dwt{true, false, I, O, R, 1.0, x.raw_data(), I, g.raw_data(), O, 0.0, gwt.raw_data(), O};
+    dwt.b_col_sums = gb.raw_data();
+    EXPECT_TRUE(cuda::gemm_lt(fwd, t)) << "EPILOGUE_BIAS " << dtype_name(t);
+    EXPECT_TRUE(cuda::gemm_lt(dw, t)) << "EPILOGUE_BGRADB " << dtype_name(t);
+    EXPECT_TRUE(cuda::gemm_lt(dwt, t)) << "EPILOGUE_BGRADA " << dtype_name(t);
   }
 }

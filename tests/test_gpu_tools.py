@@ -297,6 +297,27 @@ class KitProvenance(unittest.TestCase):
                           gpu_record_problems(out, ROOT))
 
 
+class NextSwitches(unittest.TestCase):
+    """Every switch gpu_run.sh's NEXT turns on is read by cuda_settings.cpp, reported in the
+    runs' device_properties (cuda_backend.cpp) and named by the report (gpu_record.py), so a
+    *_next row is never labelled as its default."""
+
+    def test_each_next_switch_is_read_reported_and_named(self):
+        import re
+        run = (ROOT / "scripts/gpu_run.sh").read_text()
+        names = re.findall(r"(OOMLAB_CUDA_[A-Z_]+)=1", " ".join(re.findall(r'^NEXT\+?="([^"]*)"', run, re.M)))
+        self.assertGreaterEqual(len(names), 6)
+        settings = (ROOT / "kernels/cuda/cuda_settings.cpp").read_text()
+        backend = (ROOT / "kernels/cuda/cuda_backend.cpp").read_text()
+        record = (ROOT / "scripts/oomlab_report/gpu_record.py").read_text()
+        for name in names:
+            field = re.search(r"(\w+)\{env_flag\(\"" + name + r"\", false\)\}", settings)
+            self.assertIsNotNone(field, f"{name}: not a default-off switch of cuda_settings.cpp")
+            key = field.group(1)
+            self.assertIn(f'{{"{key}", ', backend, f"{name}: {key} not in device_properties")
+            self.assertIn(f'props.get("{key}") == "true"', record, f"{name}: gpu_record.py does not name {key}")
+
+
 class TorchBenchInput(unittest.TestCase):
     def test_list_without_torch_and_errors_exit_2(self):
         r = run(sys.executable, "scripts/torch_bench.py", "--list")

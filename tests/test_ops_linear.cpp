@@ -1,6 +1,7 @@
 // test_ops_linear.cpp — matmul, linear, bmm: float64 gradchecks (transposed operands,
 // leading dims, bias or not, a transposed output gradient for bmm), values against hand-
-// computed or naive references, and shape errors naming both shapes. Linear / conv shape
+// computed or naive references, the CPU GEMM's linear extras against the separate bias
+// kernels bit for bit, and shape errors naming both shapes. Linear / conv shape
 // errors and meta-device peaks: test_ops_cross_family.cpp.
 // ctest tier: ops
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/ops/linear.h"
+#include "kernels/linear.h"
 #include "tests/gradcheck.h"
 #include "tests/op_test_util.h"
 
@@ -34,6 +36,9 @@ TEST(Linear, Gradcheck) {
   EXPECT_TRUE(gradcheck(with_bias, {leaf(random_f64({3, 4}, -1, 1, 5)), leaf(random_f64({2, 4}, -1, 1, 6)),
                                     leaf(random_f64({2}, -1, 1, 7))}));
   EXPECT_TRUE(gradcheck(no_bias, {leaf(random_f64({3, 4}, -1, 1, 8)), leaf(random_f64({5, 4}, -1, 1, 9))}));
+  // the bias alone requires grad (its gradient without the dW GEMM)
+  EXPECT_TRUE(gradcheck(with_bias, {leaf(random_f64({3, 4}, -1, 1, 13)), random_f64({2, 4}, -1, 1, 14),
+                                    leaf(random_f64({2}, -1, 1, 15))}));
   // leading dims [B, T, in]; only the weight requires grad
   EXPECT_TRUE(gradcheck(with_bias, {random_f64({2, 3, 4}, -1, 1, 10), leaf(random_f64({3, 4}, -1, 1, 11)),
                                     leaf(random_f64({3}, -1, 1, 12))}));
@@ -53,6 +58,51 @@ TEST(Linear, TransposedWeightViewIsUsedInPlace) {
   const int64_t before = alloc.stat("allocated_bytes.all.current");
   Tensor y = linear(xm, wm.transpose(0, 1), Tensor());
   EXPECT_EQ(alloc.stat("allocated_bytes.all.current") - before, int64_t(8 * 2304 * 4));   // the output only
+}
+
+// GemmArgs' linear extras (kernels/linear.h) on the CPU: the bias add after the product and the
+// bias gradient as the sums of op(A)'s rows or op(B)'s columns, bit for bit what the separate
+// bias_add_rows / bias_grad_rows launches give, in every float dtype (16-bit: the rounded
+// product plus the bias, rounded again).
+TEST(Linear, GemmExtrasAreTheSeparateBiasKernels) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const int64_t M = 5, N = 7, K = 9;
+    Tensor x = random_f64({M, K}, -1, 1, 81).to(t), w = random_f64({N, K}, -1, 1, 82).to(t),
+           b = random_f64({N}, -1, 1, 83).to(t), g = random_f64({K, M}, -1, 1, 84).to(t),
+           h = random_f64({K, N}, -1, 1, 85).to(t);
+    auto bytes = [](const Tensor& u) {
+      const auto* p = static_cast<const unsigned char*>(u.raw_data());
+      return std::vector<unsigned char>(p, p + u.nbytes());
+    };
+    auto launch = [&](const GemmArgs& a) { gemm_kernels().launch(cpu_device(), t, a); };
+    // y = x w^T + b
+    Tensor fused = Tensor::empty({M, N}, t), split = Tensor::empty({M, N}, t);
+    GemmArgs a{false, true, M, N, K, 1.0, x.raw_data(), K, w.raw_data(), K, 0.0, fused.raw_data(), N};
+    a.bias = b.raw_data();
+    launch(a);
+    a.bias = nullptr, a.C = split.raw_data();
+    launch(a);
+    bias_add_rows_kernels().launch(cpu_device(), t, BiasAddRowsArgs{split.raw_data(), b.raw_data(), M, N});
+    EXPECT_EQ(bytes(fused), bytes(split));
+    // dW = g^T x with the sums of g's columns (op(A) = g^T: its rows), and x^T h with h's columns
+    Tensor gw = Tensor::empty({M, M}, t), sums = Tensor::empty({M}, t), want = Tensor::empty({M}, t);
+    GemmArgs d{true, false, M, M, K, 1.0, g.raw_data(), M, g.raw_data(), M, 0.0, gw.raw_data(), M};
+    d.a_row_sums = sums.raw_data();
+    launch(d);
+    bias_grad_rows_kernels().launch(cpu_device(), t, BiasGradRowsArgs{want.raw_data(), g.raw_data(), K, M});
+    EXPECT_EQ(bytes(sums), bytes(want));
+    Tensor gt = Tensor::empty({M, N}, t), col = Tensor::empty({N}, t), want_col = Tensor::empty({N}, t);
+    GemmArgs e{true, false, M, N, K, 1.0, g.raw_data(), M, h.raw_data(), N, 0.0, gt.raw_data(), N};
+    e.b_col_sums = col.raw_data();
+    launch(e);
+    bias_grad_rows_kernels().launch(cpu_device(), t, BiasGradRowsArgs{want_col.raw_data(), h.raw_data(), K, N});
+    EXPECT_EQ(bytes(col), bytes(want_col));
+    Tensor plain = Tensor::empty({M, N}, t);
+    e.b_col_sums = nullptr, e.C = plain.raw_data();
+    launch(e);
+    EXPECT_EQ(bytes(gt), bytes(plain));   // the product is the product without the extra
+  }
 }
 
 TEST(Linear, Values) {

@@ -6,7 +6,9 @@
 // attention) is used in place with a transpose flag, anything else is made contiguous,
 // and a transposed operand gets its gradient as the same transposed view: no copies.
 // Saved: see linear.h. Allocation order (meta = cpu): forward contiguous copies if any,
-// the output; backward contiguous(g) if any, then the gradients in input order.
+// the output; backward contiguous(g) if any, then the gradients in input order. linear's
+// bias add and bias gradient ride on its GEMMs (GemmArgs' extras: fused by CUDA's cuBLASLt
+// path, separate kernels elsewhere), so the bias gradient exists before the dW GEMM runs.
 #include "engine/ops/linear.h"
 
 #include <algorithm>
@@ -19,13 +21,21 @@
 namespace oomlab {
 
 namespace {
+// Linear's extras of one GEMM (kernels/linear.h): the bias added to C's rows, or the bias
+// gradient as the sums of op(A)'s rows or op(B)'s columns.
+struct GemmExtras { const Tensor* bias = nullptr; const Tensor* a_row_sums = nullptr; const Tensor* b_col_sums = nullptr; };
+void* data_or_null(const Tensor* t) { return t ? t->raw_data() : nullptr; }
+
 // C[M,N] = op(A) op(B) (+ beta C) on contiguous row-major buffers.
 void gemm(const Tensor& C, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const Tensor& A,
-          const Tensor& B, double beta = 0.0) {
+          const Tensor& B, double beta = 0.0, GemmExtras x = {}) {
   GemmArgs g{ta, tb, M, N, K, 1.0,
              A.raw_data(), ta ? M : K,
              B.raw_data(), tb ? K : N,
              beta, C.raw_data(), N};
+  g.bias = data_or_null(x.bias);
+  g.a_row_sums = data_or_null(x.a_row_sums);
+  g.b_col_sums = data_or_null(x.b_col_sums);
   gemm_kernels().launch(C.device(), C.dtype(), g);
 }
 
@@ -93,10 +103,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   Shape x_shape = x.shape(), y_shape = x.shape();
   y_shape.back() = out_f;
   Tensor y = Tensor::empty(y_shape, x.dtype(), x.device());
-  gemm(y, false, !w_t, rows, out_f, in_f, x, w);   // y = x w^T
-  if (has_bias)
-    bias_add_rows_kernels().launch(y.device(), y.dtype(),
-                                   BiasAddRowsArgs{y.raw_data(), b.raw_data(), rows, out_f});
+  gemm(y, false, !w_t, rows, out_f, in_f, x, w, 0.0, {.bias = has_bias ? &b : nullptr});   // y = x w^T (+ b)
   return attach_grad_fn(y, "linear", {x0, w0, b0}, [&]() -> BackwardFn {
     SavedTensor sx(w0.requires_grad() ? x : Tensor(), "linear");
     SavedTensor sw(x0.requires_grad() ? w : Tensor(), "linear");
@@ -108,17 +115,21 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
         gx = Tensor::empty(x_shape, g.dtype(), g.device());
         gemm(gx, false, w_t, rows, in_f, out_f, g, w);
       }
-      if (needs[1] && w_t) {   // in w_t's layout, gw^T[in,out] = x^T g, handed back as the transposed view
+      // The bias gradient is the dW GEMM's extra (kernels/linear.h): the column sums of g
+      // (bias_grad_rows) = the row sums of op(A) = g^T, or in w_t's layout the column sums of
+      // op(B) = g. So gb is allocated after gw and before the GEMM runs.
+      const bool want_b = needs.size() > 2 && needs[2];
+      if (needs[1]) {
         Tensor x = sx.unpack();
-        gw = Tensor::empty({in_f, out_f}, g.dtype(), g.device());
-        gemm(gw, true, false, in_f, out_f, rows, x, g);
-        gw = gw.transpose(0, 1);
-      } else if (needs[1]) {   // gw[out,in] = g^T x
-        Tensor x = sx.unpack();
-        gw = Tensor::empty({out_f, in_f}, g.dtype(), g.device());
-        gemm(gw, true, false, out_f, in_f, rows, g, x);
-      }
-      if (needs.size() > 2 && needs[2]) {
+        gw = Tensor::empty(w_t ? Shape{in_f, out_f} : Shape{out_f, in_f}, g.dtype(), g.device());
+        if (want_b) gb = Tensor::empty({out_f}, g.dtype(), g.device());
+        if (w_t) {   // in w_t's layout, gw^T[in,out] = x^T g, handed back as the transposed view
+          gemm(gw, true, false, in_f, out_f, rows, x, g, 0.0, {.b_col_sums = want_b ? &gb : nullptr});
+          gw = gw.transpose(0, 1);
+        } else {     // gw[out,in] = g^T x
+          gemm(gw, true, false, out_f, in_f, rows, g, x, 0.0, {.a_row_sums = want_b ? &gb : nullptr});
+        }
+      } else if (want_b) {
         gb = Tensor::empty({out_f}, g.dtype(), g.device());
         bias_grad_rows_kernels().launch(g.device(), g.dtype(),
                                         BiasGradRowsArgs{gb.raw_data(), g.raw_data(), rows, out_f});

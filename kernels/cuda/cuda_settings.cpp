@@ -47,6 +47,7 @@ struct Settings {
   std::atomic<bool> ln_unroll{env_flag("OOMLAB_CUDA_LN_UNROLL", false)};
   std::atomic<bool> dropout_vec{env_flag("OOMLAB_CUDA_DROPOUT_VEC", false)};
   std::atomic<bool> copy_fastdiv{env_flag("OOMLAB_CUDA_COPY_FASTDIV", false)};
+  std::atomic<bool> linear_lt{env_flag("OOMLAB_CUDA_LINEAR_LT", false)};
 };
 
 Settings& settings() {
@@ -95,5 +96,7 @@ void set_cuda_dropout_vec(bool on) { settings().dropout_vec.store(on); }
 bool cuda_dropout_vec() { return settings().dropout_vec.load(); }
 void set_cuda_copy_fastdiv(bool on) { settings().copy_fastdiv.store(on); }
 bool cuda_copy_fastdiv() { return settings().copy_fastdiv.load(); }
+void set_cuda_linear_lt(bool on) { settings().linear_lt.store(on); }
+bool cuda_linear_lt() { return settings().linear_lt.load(); }
 
 }  // namespace oomlab

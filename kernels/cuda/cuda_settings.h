@@ -35,7 +35,7 @@
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_EMBEDDING_SPLIT=0|1,
 // OOMLAB_CUDA_BN_CL_ONE_PASS=0|1, OOMLAB_CUDA_LN_UNROLL=0|1, OOMLAB_CUDA_DROPOUT_VEC=0|1,
-// OOMLAB_CUDA_COPY_FASTDIV=0|1,
+// OOMLAB_CUDA_COPY_FASTDIV=0|1, OOMLAB_CUDA_LINEAR_LT=0|1,
 // OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
@@ -100,6 +100,14 @@ bool cuda_dropout_vec();
 // measures it (issue 31: BERT's head-layout copies make three int64 divisions an element).
 void set_cuda_copy_fastdiv(bool on);
 bool cuda_copy_fastdiv();
+// linear's bias add, and its bias gradient, in the epilogue of one cuBLASLt matmul (linear_lt.cu:
+// CUBLASLT_EPILOGUE_BIAS / BGRADA / BGRADB, as PyTorch's addmm runs the bias) instead of a
+// separate pass over the output or the gradient; the unfused path where cuBLASLt offers no
+// algorithm. The same sums to rounding, not bit for bit. Default off until a GPU run of the kit
+// measures it (issue 31: BERT-base's 74 linears a step, each with a bias pass and a bias-grad
+// pass over a [4096, 768..3072] tensor).
+void set_cuda_linear_lt(bool on);
+bool cuda_linear_lt();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

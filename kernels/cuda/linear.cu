@@ -16,6 +16,8 @@
 //   bias_grad_rows grad_bias[c] = sum_r grad[r, c] (overwrites), accumulated in double (the
 //     CPU kernel's accumulator) in a fixed order: one block per 8 columns, 64 row lanes
 //     summed in lane order (dense_common.cuh).
+//   gemm's linear extras (GemmArgs' bias, a_row_sums, b_col_sums) run as those two kernels
+//     around the product, or under OOMLAB_CUDA_LINEAR_LT in a cuBLASLt epilogue (linear_lt.cu).
 #include <algorithm>
 #include <climits>
 
@@ -25,6 +27,7 @@
 #include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/dense_common.cuh"
+#include "kernels/cuda/linear_lt.h"
 #include "kernels/linear.h"
 
 namespace oomlab {
@@ -80,7 +83,7 @@ void scale_c(cublasHandle_t h, int device, const GemmArgs& a, DType t) {
                               dt, 1, s.type()));
 }
 
-void gemm_cuda(const GemmArgs& a, DType t) {
+void gemm_product_cuda(const GemmArgs& a, DType t) {
   if (a.M == 0 || a.N == 0 || a.batch == 0) return;
   OOMLAB_ASSERT(a.M > 0 && a.N > 0 && a.K >= 0 && a.batch >= 1 && a.C != nullptr);
   const int M = to_int(a.M, "M"), N = to_int(a.N, "N"), K = to_int(a.K, "K");
@@ -119,8 +122,6 @@ void gemm_cuda(const GemmArgs& a, DType t) {
   }
   if (cuda::sync_after_launch()) CUDA_CHECK(cudaDeviceSynchronize());
 }
-
-template <DType kT> void gemm_cuda_t(const GemmArgs& a) { gemm_cuda(a, kT); }
 
 // ---- bias_add_rows / bias_grad_rows -----------------------------------------------------
 namespace dense = cuda::dense;
@@ -190,6 +191,17 @@ template <class T> void bias_grad_rows_cuda(const BiasGradRowsArgs& a) {
   CUDA_LAUNCH_CHECK();
 }
 
+// The GEMM with linear's extras (kernels/linear.h): fused into one cuBLASLt matmul under
+// OOMLAB_CUDA_LINEAR_LT where cuBLASLt offers an algorithm for it (linear_lt.cu), otherwise
+// cublasGemmEx and the kernels above, in the CPU's order: sums, product, bias.
+template <class T, DType kT> void gemm_cuda_t(const GemmArgs& a) {
+  OOMLAB_ASSERT(gemm_extras_valid(a));
+  if (gemm_has_extras(a) && kT != DType::f64 && cuda_linear_lt() && cuda::gemm_lt(a, kT)) return;
+  run_gemm_sums(a, bias_grad_rows_cuda<T>);
+  gemm_product_cuda(a, kT);
+  run_gemm_bias(a, bias_add_rows_cuda<T>);
+}
+
 template <class T> void set_bias_rows(DType t) {
   set_kernel<&bias_add_rows_cuda<T>>(bias_add_rows_kernels(), DeviceType::cuda, t);
   set_kernel<&bias_grad_rows_cuda<T>>(bias_grad_rows_kernels(), DeviceType::cuda, t);
@@ -197,10 +209,10 @@ template <class T> void set_bias_rows(DType t) {
 }  // namespace
 
 void register_linear_cuda_kernels() {
-  set_kernel<&gemm_cuda_t<DType::f32>>(gemm_kernels(), DeviceType::cuda, DType::f32);
-  set_kernel<&gemm_cuda_t<DType::f64>>(gemm_kernels(), DeviceType::cuda, DType::f64);
-  set_kernel<&gemm_cuda_t<DType::f16>>(gemm_kernels(), DeviceType::cuda, DType::f16);
-  set_kernel<&gemm_cuda_t<DType::bf16>>(gemm_kernels(), DeviceType::cuda, DType::bf16);
+  set_kernel<&gemm_cuda_t<float, DType::f32>>(gemm_kernels(), DeviceType::cuda, DType::f32);
+  set_kernel<&gemm_cuda_t<double, DType::f64>>(gemm_kernels(), DeviceType::cuda, DType::f64);
+  set_kernel<&gemm_cuda_t<__half, DType::f16>>(gemm_kernels(), DeviceType::cuda, DType::f16);
+  set_kernel<&gemm_cuda_t<__nv_bfloat16, DType::bf16>>(gemm_kernels(), DeviceType::cuda, DType::bf16);
   set_bias_rows<float>(DType::f32);
   set_bias_rows<double>(DType::f64);
   set_bias_rows<__half>(DType::f16);

@@ -252,6 +252,8 @@ def switched_paths(cfg, props):
         names.append("vectorized dropout")
     if props.get("copy_fastdiv") == "true":   # OOMLAB_CUDA_COPY_FASTDIV=1 (not yet measured)
         names.append("32-bit copy offsets")
+    if props.get("linear_lt") == "true":   # OOMLAB_CUDA_LINEAR_LT=1 (not yet measured)
+        names.append("cuBLASLt bias epilogues")
     if props.get("device_argmax") == "true":
         names.append("device argmax")
     return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])
