@@ -29,6 +29,10 @@ ISSUE31_BARS = {
     "vgg16_tf32": ("vgg16_tf32", 0.90),
     "bert_fp32": ("bert_fp32_sdpa", 0.90), "bert_tf32": ("bert_tf32_sdpa", 0.90), "bert_bf16": ("bert_bf16_sdpa", 0.90),
     "r50_bf16_cudagraphs": ("r50_bf16", 0.80),   # --cuda-graphs against PyTorch eager
+    # the same BERT bars for oomlab's fused attention (like with like: SDPA is PyTorch's) and for
+    # the fp32 row under the NEXT switches (what flipping them would give)
+    "bert_fp32_fused": ("bert_fp32_sdpa", 0.90), "bert_tf32_fused": ("bert_tf32_sdpa", 0.90),
+    "bert_bf16_fused": ("bert_bf16_sdpa", 0.90), "bert_fp32_next": ("bert_fp32_sdpa", 0.90),
 }
 
 

@@ -91,6 +91,11 @@ class Rounds(unittest.TestCase):
             self.assertIn("| bert_fp32 | bert_fp32_sdpa | 5 |", part)
             self.assertIn("| met |", part)
 
+    def test_fused_and_next_bert_rows_are_judged_against_sdpa(self):
+        for tag in ("bert_fp32_fused", "bert_tf32_fused", "bert_bf16_fused", "bert_fp32_next"):
+            twin, bar = gpu_rounds.ISSUE31_BARS[tag]
+            self.assertEqual((twin, bar), (tag.split("_")[0] + "_" + tag.split("_")[1] + "_sdpa", 0.90), tag)
+
     def test_a_round_without_its_twin_is_left_out(self):
         with tempfile.TemporaryDirectory() as tmp:
             work = self.work(tmp, [60, 61, 59], [70, 70], "bert_fp32_sdpa")
