@@ -12,6 +12,8 @@ first. PyTorch's CPU flash kernel refuses dropout (sdp_utils_cpp.cpp's check_for
 with dropout the default dispatch runs the math path, and the record says which backend ran
 (`torch_sdpa_backend`: "flash" when the flash kernel accepts the case, else "math").
 Both sides use --threads threads (OMP_NUM_THREADS for oomlab, torch.set_num_threads here).
+The file records bench_attention's provenance (its Google Benchmark context's oomlab_* keys:
+the build's git sha and dirty flag, host, CPU, BLAS) as "oomlab_context".
 
 Usage: python3 scripts/attention_vs_torch.py --bench build/bench_attention [--seqs 512,1024,2048]
          [--dropouts 10,0] [--rounds 3] [--iters 5] [--warmup 2] [--threads N] --json OUT
@@ -52,10 +54,12 @@ def oomlab_case(bench, seq, drop, threads):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if r.returncode != 0:
         die(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[-300:]}")
-    rows = json.loads(r.stdout).get("benchmarks", [])
+    doc = json.loads(r.stdout)
+    rows = doc.get("benchmarks", [])
     if len(rows) != 1:
         die(f"bench_attention has no case {seq}/{drop} (rows: {[b.get('name') for b in rows]})")
-    return {"oomlab_eager_ms": rows[0]["eager_ms"], "oomlab_fused_ms": rows[0]["fused_ms"]}
+    context = {k: v for k, v in (doc.get("context") or {}).items() if k.startswith("oomlab_") or k == "load_avg"}
+    return {"oomlab_eager_ms": rows[0]["eager_ms"], "oomlab_fused_ms": rows[0]["fused_ms"], "oomlab_context": context}
 
 
 def torch_case(torch, seq, drop, iters, warmup):
@@ -110,7 +114,7 @@ def main():
         print("attention_vs_torch: skipped: PyTorch is not installed")
         return 0
     torch.set_num_threads(a.threads)
-    cases = []
+    cases, context = [], {}
     for seq in seqs:
         for drop in drops:
             rounds = []
@@ -120,6 +124,7 @@ def main():
                 rec = {"round": r, "oomlab_first": r % 2 == 0}
                 for side in (sides if r % 2 == 0 else sides[::-1]):
                     rec.update(side())
+                context = rec.pop("oomlab_context", None) or context
                 rounds.append(rec)
             med = {k: statistics.median(x[k] for x in rounds)
                    for k in ("oomlab_eager_ms", "oomlab_fused_ms", "torch_math_ms", "torch_sdpa_ms")}
@@ -131,7 +136,8 @@ def main():
                   f"{med['torch_sdpa_ms']:.1f} ms", flush=True)
     write_json_atomic(a.json, {"shape": {"batch": 1, "heads": 12, "head_dim": 64, "dtype": "float32"},
                                "threads": a.threads, "torch": torch.__version__, "rounds": a.rounds,
-                               "iters": a.iters, "warmup": a.warmup, "cases": cases})
+                               "iters": a.iters, "warmup": a.warmup, "cases": cases,
+                               "oomlab_context": context})   # bench_attention's build and machine, last case
     return 0
 
 

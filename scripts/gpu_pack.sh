@@ -84,7 +84,9 @@ done
 mkdir -p "$kit/models/graphs"   # the imported models of experiment 16 (gpu_run.sh's graph_* pairs)
 cp models/graphs/resnet50.json models/graphs/bert.json models/graphs/gpt2.json "$kit/models/graphs/"
 mkdir -p "$kit/scripts/oomlab_report"
-cp scripts/oomlab_report/__init__.py scripts/oomlab_report/atomic.py "$kit/scripts/oomlab_report/"   # attention_vs_torch's and export_model's writer
+# attention_vs_torch's and export_model's writer; the verdict rule's paired ratio (gpu_rounds.py)
+cp scripts/oomlab_report/__init__.py scripts/oomlab_report/atomic.py scripts/oomlab_report/verdict_rule.py \
+  "$kit/scripts/oomlab_report/"
 
 # The CUDA libraries the binaries were built against (their major versions must match the
 # wheels': gpu_run.sh checks that every library resolves).

@@ -15,13 +15,9 @@ met when it is wholly above, inconclusive when it straddles the bar or there are
 pairs.
 """
 import json
-import math
 from pathlib import Path
 
-MIN_PAIRS = 5   # verdict_rule.h's kMinTimingPairs
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,   # verdict_rule.cpp's table
-        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+from oomlab_report.verdict_rule import MIN_PAIRS, paired_ratio
 
 # tag -> (PyTorch twin tag, bar): issue 31's "at the next GPU lease" bars, like for like.
 ISSUE31_BARS = {
@@ -34,33 +30,6 @@ ISSUE31_BARS = {
     "bert_fp32_fused": ("bert_fp32_sdpa", 0.90), "bert_tf32_fused": ("bert_tf32_sdpa", 0.90),
     "bert_bf16_fused": ("bert_bf16_sdpa", 0.90), "bert_fp32_next": ("bert_fp32_sdpa", 0.90),
 }
-
-
-def t_quantile_975(df):
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    if df >= 30:
-        return 1.96 + 2.46 / df
-    lo = int(math.floor(df))
-    return T975[lo - 1] + (df - lo) * (T975[min(lo, 29)] - T975[lo - 1])
-
-
-def paired_ratio(a, b, min_pairs=MIN_PAIRS):
-    """verdict_rule.cpp's paired_ratio: {estimate, lo, hi, n, enough} of a[i] / b[i]."""
-    logs = [math.log(x / y) for x, y in zip(a, b)]
-    n = len(logs)
-    if n == 0:
-        return {"estimate": None, "lo": None, "hi": None, "n": 0, "enough": False}
-    mean = sum(logs) / n
-    enough = n >= min_pairs and n >= 2
-    if n < 2:
-        lo = hi = mean
-    elif not enough:
-        lo, hi = min(logs), max(logs)
-    else:
-        half = t_quantile_975(n - 1) * math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1) / n)
-        lo, hi = mean - half, mean + half
-    return {"estimate": math.exp(mean), "lo": math.exp(lo), "hi": math.exp(hi), "n": n, "enough": enough}
 
 
 def judge_at_most(interval, bar):

@@ -451,6 +451,31 @@ class GpuPoints(unittest.TestCase):
 
 
 @unittest.skipUnless(GPU_RECORD.is_dir(), f"{GPU_RECORD} not committed")
+class CpuAttentionVsTorch(unittest.TestCase):
+    """Experiment 15's CPU table beside PyTorch's SDPA comes from attention_vs_torch.py's file:
+    the paired ratio of each case's rounds, the build's sha; a missing or broken file: no table."""
+
+    def test_the_table_is_the_files_rounds(self):
+        from oomlab_report.bench_points import attention_vs_torch_table as table
+        rounds = [{"oomlab_fused_ms": f, "torch_sdpa_ms": t} for f, t in ((10, 20), (11, 20), (9, 20), (10, 21), (10, 19))]
+        doc = {"threads": 2, "torch": "2.x", "rounds": 5, "oomlab_context": {"oomlab_git_sha": "abc123", "oomlab_git_dirty": "false"},
+               "cases": [{"seq": 512, "dropout": 0.1, "torch_sdpa_backend": "math", "rounds": rounds,
+                          "median_ms": {"oomlab_eager_ms": 9, "oomlab_fused_ms": 10, "torch_math_ms": 20, "torch_sdpa_ms": 20}}]}
+        with tempfile.TemporaryDirectory() as top:
+            f = Path(top) / "a.json"
+            f.write_text(json.dumps(doc))
+            md = table(f)
+            from oomlab_report.verdict_rule import paired_ratio
+            i = paired_ratio([10, 11, 9, 10, 10], [20, 20, 20, 21, 19])
+            self.assertIn(f"| 512 | 10% | 9.0 | 10.0 | 20.0 | 20.0 (math) | {i['estimate']:.2f} ({i['lo']:.2f}-{i['hi']:.2f}; "
+                          "5 rounds) |", md)
+            self.assertIn("oomlab `abc123`", md)
+            self.assertNotIn("dirty", md)
+            f.write_text("{broken")
+            self.assertEqual(table(f), "")
+            self.assertEqual(table(Path(top) / "missing.json"), "")
+
+
 class GpuLabels(unittest.TestCase):
     """A switched row (gpu_run.sh's PREV / GRAPH / TILED rows, --channels-last,
     --cuda-graphs) is labelled by what it switched, so the report never shows it under its

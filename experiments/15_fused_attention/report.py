@@ -3,6 +3,8 @@
 (per-sample and fixed bytes, the quadratic share, the largest batch under 11 GiB, eager
 against fused) and one figure (per-sample bytes and the largest batch against the length). The GPU
 side: the newest GPU kit record with eager and flash fused attention (oomlab_report/gpu_points.py).
+The CPU beside PyTorch's CPU SDPA: oomlab_report/bench_points.py's table of
+reports/benchmarks/attention_vs_torch_cpu.json (left out when the file is missing).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
@@ -14,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from oomlab_report.atomic import save_fig_atomic  # noqa: E402
 from oomlab_report.fmt import md_table  # noqa: E402
 from oomlab_report.gpu_points import gpu_table  # noqa: E402
+from oomlab_report.bench_points import attention_vs_torch_table  # noqa: E402
 
 FIG = "figures/15_fused_attention.png"
 
@@ -61,6 +64,9 @@ def render(doc, out_dir):
     gpu = gpu_table([("BERT-base b24 s384 TF32 (oomlab fused: the flash kernels; PyTorch: SDPA)", "bert384_none",
                       "bert384_fused_flash", "bert384_none", "bert384_none_sdpa")],
                     base="eager", other="fused", peaks=True)
+    cpu = attention_vs_torch_table()
+    if cpu:
+        parts.append(cpu)
     if gpu:
         parts += ["\n### On a GPU (the GPU kit)\n", gpu]
     plot_15(doc, out_dir / FIG)
