@@ -530,8 +530,9 @@ class TorchSideBySideScripts(unittest.TestCase):
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         rec = mod.oomlab_case(str(self.BENCH), 128, 0, 1)
-        self.assertEqual(sorted(rec), ["oomlab_eager_ms", "oomlab_fused_ms"])
-        self.assertTrue(all(v > 0 for v in rec.values()), rec)
+        self.assertEqual(sorted(rec), ["oomlab_context", "oomlab_eager_ms", "oomlab_fused_ms"])
+        self.assertTrue(rec["oomlab_eager_ms"] > 0 and rec["oomlab_fused_ms"] > 0, rec)
+        self.assertRegex(rec["oomlab_context"].get("oomlab_git_sha", ""), "^[0-9a-f]{7,40}$")   # the build's provenance
 
 
 if __name__ == "__main__":
