@@ -34,8 +34,9 @@
 # library that does not resolve) stops the run with one line `gpu_run: error: ...` on
 # stderr and exit status 1, after writing what it has.
 # OOMLAB_KIT_DRY_RUN=1 (CI, on a machine without a GPU: tests/test_gpu_tools.py) runs every
-# step with oomlab on the meta device and no GPU checks, so the script itself is exercised
-# before a lease spends minutes on it; its figures are not GPU measurements (README says so).
+# step with oomlab on the meta device and no GPU checks (6 steps a pair unless OOMLAB_KIT_STEPS
+# says otherwise; a GPU run takes 21), so the script itself is exercised before a lease spends
+# minutes on it; its figures are not GPU measurements (README says so).
 set -uo pipefail
 kit=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-}
