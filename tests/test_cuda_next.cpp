@@ -13,7 +13,8 @@
 //  * strided copies with 32-bit offsets (OOMLAB_CUDA_COPY_FASTDIV): BERT's head-layout permute
 //    and a channels_last conversion, every dtype, bit for bit against the int64 path and the CPU;
 //  * linear's bias in cuBLASLt epilogues (OOMLAB_CUDA_LINEAR_LT): y and every gradient within
-//    rounding of the unfused path, and whether cuBLASLt offers each epilogue at BERT's shapes.
+//    rounding of the unfused path, and whether cuBLASLt offers each epilogue at BERT's shapes;
+//  * the NCHW convolution bias add by planes (OOMLAB_CUDA_BIAS_PLANES): bit for bit.
 // Each test sets its switch itself and restores the default. Everything GTEST_SKIPs with the
 // reason when no CUDA device is usable.
 // ctest tier: gpu
@@ -26,6 +27,7 @@
 
 #include "cuda_test_util.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/conv.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
@@ -253,5 +255,31 @@ TEST(CudaLinearLt, CublasLtOffersEachEpilogueAtBertShapes) {
     EXPECT_TRUE(cuda::gemm_lt(fwd, t)) << "EPILOGUE_BIAS " << dtype_name(t);
     EXPECT_TRUE(cuda::gemm_lt(dw, t)) << "EPILOGUE_BGRADB " << dtype_name(t);
     EXPECT_TRUE(cuda::gemm_lt(dwt, t)) << "EPILOGUE_BGRADA " << dtype_name(t);
+  }
+}
+
+// ---- convolution bias by planes ---------------------------------------------------------------
+// OOMLAB_CUDA_BIAS_PLANES: the NCHW bias add (conv2d, conv2d_relu, conv_transpose2d) on a (plane,
+// position) grid: the same bits as the flat kernel, every dtype; a channels_last output (the flat
+// kernel still, its planes being one element) unchanged too.
+TEST(CudaConvBias, PlanesGiveTheSameBytes) {
+  OOMLAB_REQUIRE_CUDA();
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    const Tensor x0 = random_tensor({3, 5, 12, 11}, -1, 1, 101, t), w0 = random_tensor({7, 5, 3, 3}, -0.3, 0.3, 102, t);
+    const Tensor b0 = random_tensor({7}, -1, 1, 103, t), wt0 = random_tensor({5, 7, 2, 2}, -0.3, 0.3, 104, t);
+    auto outs = [&](bool planes) {
+      set_cuda_bias_planes(planes);
+      const Tensor x = to_device(x0, cuda0()), w = to_device(w0, cuda0()), b = to_device(b0, cuda0());
+      Conv2dParams p;
+      p.pad_h = p.pad_w = 1;
+      std::vector<Tensor> out = {to_host(conv2d(x, w, b, p)), to_host(conv2d_relu(x, w, b, p)),
+                                 to_host(conv_transpose2d(x, to_device(wt0, cuda0()), b,
+                                                          ConvTranspose2dParams{2})),
+                                 to_host(conv2d(x.contiguous(MemoryFormat::channels_last), w, b, p))};
+      set_cuda_bias_planes(false);
+      return out;
+    };
+    const std::vector<Tensor> flat = outs(false), planes = outs(true);
+    for (size_t i = 0; i < flat.size(); ++i) EXPECT_TRUE(same_bytes(planes[i], flat[i])) << dtype_name(t) << " output " << i;
   }
 }

@@ -1,7 +1,9 @@
 // conv_bias.cu — the conv family's NCHW channel-bias kernels (kernels/conv.h), float32 /
 // float64 / float16 / bfloat16; registered from conv.cu (register_conv_cuda_kernels):
 //   channel_bias_add   y[n, k, :] += b[k]                (accumulates into y; with relu,
-//                      y = relu(y + b[k]) in the same pass: conv2d_relu, --fuse-relu)
+//                      y = relu(y + b[k]) in the same pass: conv2d_relu, --fuse-relu); a flat
+//                      grid with a division per element, or under OOMLAB_CUDA_BIAS_PLANES
+//                      (cuda_settings.h) a (plane, position) grid without one, the same bits
 //   channel_bias_grad  db[k] = sum_{n, hw} dy[n, k, hw]  (overwrites)
 // The add runs in the compute type (T for float/double, float for half types). The
 // reduction accumulates in double (the CPU kernel's accumulator) in a fixed,
@@ -10,11 +12,14 @@
 // channels_last ([N*P*Q, K] rows): the partial sums are batchnorm_nhwc.cuh's coalesced
 // 32-channel x 8-row blocks (sum_body, checked on emulated blocks by cuda_bn_nhwc_check),
 // the same [K][S] partials and finish.
+#include <algorithm>
+
 #include "kernels/conv.h"
 #include "kernels/cuda/batchnorm_nhwc.cuh"
 #include "kernels/cuda/block_ctx.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_settings.h"
 #include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/dense_common.cuh"
 
@@ -30,6 +35,23 @@ __global__ void channel_bias_add_kernel(T* __restrict__ y, const T* __restrict__
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const typename Num<T>::C v = Num<T>::to(y[i]) + Num<T>::to(b[(i / HW) % K]);
     y[i] = Num<T>::from(relu && !(v > 0 || v != v) ? typename Num<T>::C(0) : v);   // relu's rule (conv2d_relu)
+  }
+}
+
+// The same add over (plane, position) with no per-element division (OOMLAB_CUDA_BIAS_PLANES):
+// plane p = (n, k) holds HW contiguous elements and reads its bias b[p % K] once; the same
+// arithmetic as channel_bias_add_kernel, so the same bits.
+template <class T>
+__global__ void channel_bias_add_planes_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t K, int64_t HW,
+                                               int64_t planes, bool relu) {
+  using C = typename Num<T>::C;
+  for (int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
+    const C bias = Num<T>::to(b[p % K]);
+    T* yp = y + p * HW;
+    for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < HW; j += int64_t(gridDim.x) * blockDim.x) {
+      const C v = Num<T>::to(yp[j]) + bias;
+      yp[j] = Num<T>::from(relu && !(v > 0 || v != v) ? C(0) : v);
+    }
   }
 }
 
@@ -62,13 +84,22 @@ __global__ void channel_sum_finish_kernel(const double* __restrict__ part, int64
   }
 }
 
+constexpr int64_t kPlaneMin = 32;   // shorter planes (small maps, channels_last's HW = 1): the flat kernel
+
 template <class T> void channel_bias_add_cuda(const ChannelBiasArgs& a) {
   const int64_t n = a.N * a.K * a.HW;
   if (n == 0) return;
   const int dev = cuda::kernel_device("channel_bias_add");
   cuda::DeviceGuard guard(dev);
-  channel_bias_add_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
-      static_cast<T*>(a.y), static_cast<const T*>(a.b), a.K, a.HW, n, a.relu);
+  if (cuda_bias_planes() && a.HW >= kPlaneMin) {   // NCHW planes (channels_last passes HW = 1)
+    const int64_t planes = a.N * a.K, xs = std::min<int64_t>((a.HW + 4 * kBlock - 1) / (4 * kBlock), 32);
+    const dim3 grid{unsigned(xs), unsigned(std::min<int64_t>(planes, 65535))};
+    channel_bias_add_planes_kernel<T><<<grid, kBlock, 0, cuda::compute_stream(dev)>>>(
+        static_cast<T*>(a.y), static_cast<const T*>(a.b), a.K, a.HW, planes, a.relu);
+  } else {
+    channel_bias_add_kernel<T><<<dense::grid_for(n), kBlock, 0, cuda::compute_stream(dev)>>>(
+        static_cast<T*>(a.y), static_cast<const T*>(a.b), a.K, a.HW, n, a.relu);
+  }
   CUDA_LAUNCH_CHECK();
 }
 

@@ -48,6 +48,7 @@ struct Settings {
   std::atomic<bool> dropout_vec{env_flag("OOMLAB_CUDA_DROPOUT_VEC", false)};
   std::atomic<bool> copy_fastdiv{env_flag("OOMLAB_CUDA_COPY_FASTDIV", false)};
   std::atomic<bool> linear_lt{env_flag("OOMLAB_CUDA_LINEAR_LT", false)};
+  std::atomic<bool> bias_planes{env_flag("OOMLAB_CUDA_BIAS_PLANES", false)};
 };
 
 Settings& settings() {
@@ -98,5 +99,7 @@ void set_cuda_copy_fastdiv(bool on) { settings().copy_fastdiv.store(on); }
 bool cuda_copy_fastdiv() { return settings().copy_fastdiv.load(); }
 void set_cuda_linear_lt(bool on) { settings().linear_lt.store(on); }
 bool cuda_linear_lt() { return settings().linear_lt.load(); }
+void set_cuda_bias_planes(bool on) { settings().bias_planes.store(on); }
+bool cuda_bias_planes() { return settings().bias_planes.load(); }
 
 }  // namespace oomlab

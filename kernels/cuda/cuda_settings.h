@@ -35,7 +35,7 @@
 // OOMLAB_CUDNN_WORKSPACE_LIMIT=<bytes>, OOMLAB_CUDA_TILED_ATTENTION=0|1,
 // OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_EMBEDDING_SPLIT=0|1,
 // OOMLAB_CUDA_BN_CL_ONE_PASS=0|1, OOMLAB_CUDA_LN_UNROLL=0|1, OOMLAB_CUDA_DROPOUT_VEC=0|1,
-// OOMLAB_CUDA_COPY_FASTDIV=0|1, OOMLAB_CUDA_LINEAR_LT=0|1,
+// OOMLAB_CUDA_COPY_FASTDIV=0|1, OOMLAB_CUDA_LINEAR_LT=0|1, OOMLAB_CUDA_BIAS_PLANES=0|1,
 // OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
@@ -108,6 +108,12 @@ bool cuda_copy_fastdiv();
 // pass over a [4096, 768..3072] tensor).
 void set_cuda_linear_lt(bool on);
 bool cuda_linear_lt();
+// The NCHW convolution bias add (conv_bias.cu; with --fuse-relu its ReLU too) on a (plane,
+// position) grid that reads each plane's bias once, instead of an int64 division and modulo
+// per element: the same bits. Default off until a GPU run of the kit measures it (issue 31:
+// VGG16 b64 adds a bias to ~3.5 GB of float32 conv outputs a step).
+void set_cuda_bias_planes(bool on);
+bool cuda_bias_planes();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

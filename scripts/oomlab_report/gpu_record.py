@@ -254,6 +254,8 @@ def switched_paths(cfg, props):
         names.append("32-bit copy offsets")
     if props.get("linear_lt") == "true":   # OOMLAB_CUDA_LINEAR_LT=1 (not yet measured)
         names.append("cuBLASLt bias epilogues")
+    if props.get("bias_planes") == "true":   # OOMLAB_CUDA_BIAS_PLANES=1 (not yet measured)
+        names.append("conv bias by planes")
     if props.get("device_argmax") == "true":
         names.append("device argmax")
     return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])
