@@ -53,13 +53,13 @@ class PairedRatio(unittest.TestCase):
 
 
 class Rounds(unittest.TestCase):
-    def work(self, tmp, ours, theirs, twin):
+    def work(self, tmp, ours, theirs, twin, tag="bert_fp32"):
         """A kit work folder: round 1 in res/, rounds 2.. in res/rounds/<r>/, PyTorch's records."""
         res = Path(tmp) / "work" / "res"
         for r, ms in enumerate(ours, 1):
             d = res if r == 1 else res / "rounds" / str(r)
             d.mkdir(parents=True, exist_ok=True)
-            (d / "oomlab_bert_fp32.json").write_text(json.dumps(results(ms)))
+            (d / f"oomlab_{tag}.json").write_text(json.dumps(results(ms)))
         lines = [{"tag": "_versions"}] + [{"tag": twin, "side": "torch", "median_ms": ms, "round": r}
                                           for r, ms in enumerate(theirs, 1)]
         (res / "torch.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
@@ -92,9 +92,14 @@ class Rounds(unittest.TestCase):
             self.assertIn("| met |", part)
 
     def test_fused_and_next_bert_rows_are_judged_against_sdpa(self):
-        for tag in ("bert_fp32_fused", "bert_tf32_fused", "bert_bf16_fused", "bert_fp32_next"):
-            twin, bar = gpu_rounds.ISSUE31_BARS[tag]
-            self.assertEqual((twin, bar), (tag.split("_")[0] + "_" + tag.split("_")[1] + "_sdpa", 0.90), tag)
+        for tag, twin in (("bert_fp32_fused", "bert_fp32_sdpa"), ("bert_tf32_fused", "bert_tf32_sdpa"),
+                          ("bert_bf16_fused", "bert_bf16_sdpa"), ("bert_fp32_next", "bert_fp32_sdpa")):
+            with tempfile.TemporaryDirectory() as tmp:
+                work = self.work(tmp, [60, 61, 59, 60, 62], [70, 70, 69, 71, 70], twin, tag=tag)
+                torch = {twin: {r: {"median_ms": ms} for r, ms in enumerate([70, 70, 69, 71, 70], 1)}}
+                rep = gpu_rounds.collect(work / "res", torch)[tag]
+                self.assertEqual((rep["twin"], rep["bar"], rep["ratio"]["n"]), (twin, 0.90, 5), tag)
+                self.assertEqual(rep["verdict"], "met", tag)   # 0.86 (0.84-0.88) under 0.90
 
     def test_a_round_without_its_twin_is_left_out(self):
         with tempfile.TemporaryDirectory() as tmp:
