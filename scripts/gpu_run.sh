@@ -53,8 +53,10 @@ device=cuda
 [[ $dry == 1 ]] && device=meta
 budget=${OOMLAB_KIT_BUDGET_S:-480}   # a 540-s call leaves a 15-min lease time for a partial second one
 steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTorch's 15 + 5 warm-up
-# A dry run (meta: nothing to time) takes 6, enough for --cuda-graphs' warm-up, capture and replays.
-[[ $dry == 1 ]] && steps=${OOMLAB_KIT_STEPS:-6}
+# A --cuda-graphs run warms up 3 steps, captures the 4th and replays: 6 steps hold its graph. A
+# dry run (meta: nothing to time) and the meta predictions take that many.
+graphed_steps=6
+[[ $dry == 1 ]] && steps=${OOMLAB_KIT_STEPS:-$graphed_steps}
 rounds=${OOMLAB_KIT_REPEAT:-1}   # rounds of the pairs (DESIGN.md section 11 judges timings from >= 5)
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
 # A follow-up lease may run a part of the kit: OOMLAB_KIT_TAGS (pair tags, par_*, cpu_attention,
@@ -258,14 +260,13 @@ run_tests() {
   test_job test_cuda_parity_reference_attention 150 $TILED OOMLAB_CUDA_TILED_ATTENTION=0 -- "$parity" \
     --gtest_filter='*attention*' --gtest_output="json:$work/tests/test_cuda_parity_reference_attention.json"
 }
-# 6 meta steps: a --cuda-graphs run warms up 3 steps, captures the 4th and replays; with fewer
-# its meta run would stop before the capture and miss the graph's pool (its 1 MiB of optimizer
-# constants, the static loss) that the CUDA run holds at its end.
+# graphed_steps meta steps: with fewer a --cuda-graphs meta run would stop before the capture and
+# miss the graph's pool (its 1 MiB of optimizer constants, the static loss) the CUDA run holds.
 run_meta() {   # the meta device's prediction of each pair's peak; then waits for the tests too
   ( for tag in "${ORDER[@]}"; do
       wanted "$tag" || continue
       # shellcheck disable=SC2046  # train_args is a word list
-      timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device meta --steps 6 \
+      timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device meta --steps "$graphed_steps" \
         --json "$work/res/meta_$tag.json" > "$work/logs/meta_$tag.log" 2>&1
     done ) &
   wait

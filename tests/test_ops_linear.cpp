@@ -85,23 +85,23 @@ TEST(Linear, GemmExtrasAreTheSeparateBiasKernels) {
     launch(a);
     bias_add_rows_kernels().launch(cpu_device(), t, BiasAddRowsArgs{split.raw_data(), b.raw_data(), M, N});
     EXPECT_EQ(bytes(fused), bytes(split));
-    // dW = g^T x with the sums of g's columns (op(A) = g^T: its rows), and x^T h with h's columns
-    Tensor gw = Tensor::empty({M, M}, t), sums = Tensor::empty({M}, t), want = Tensor::empty({M}, t);
-    GemmArgs d{true, false, M, M, K, 1.0, g.raw_data(), M, g.raw_data(), M, 0.0, gw.raw_data(), M};
-    d.a_row_sums = sums.raw_data();
-    launch(d);
-    bias_grad_rows_kernels().launch(cpu_device(), t, BiasGradRowsArgs{want.raw_data(), g.raw_data(), K, M});
-    EXPECT_EQ(bytes(sums), bytes(want));
-    Tensor gt = Tensor::empty({M, N}, t), col = Tensor::empty({N}, t), want_col = Tensor::empty({N}, t);
-    GemmArgs e{true, false, M, N, K, 1.0, g.raw_data(), M, h.raw_data(), N, 0.0, gt.raw_data(), N};
-    e.b_col_sums = col.raw_data();
-    launch(e);
-    bias_grad_rows_kernels().launch(cpu_device(), t, BiasGradRowsArgs{want_col.raw_data(), h.raw_data(), K, N});
-    EXPECT_EQ(bytes(col), bytes(want_col));
-    Tensor plain = Tensor::empty({M, N}, t);
-    e.b_col_sums = nullptr, e.C = plain.raw_data();
-    launch(e);
-    EXPECT_EQ(bytes(gt), bytes(plain));   // the product is the product without the extra
+    // dW = g^T x with the sums of g's columns (op(A) = g^T: its rows), and x^T h with h's columns:
+    // each sum is bias_grad_rows of its source, and the product is the product without it
+    auto sums_are_bias_grads = [&](GemmArgs e, void* GemmArgs::*slot, const Tensor& src, int64_t n) {
+      Tensor out = Tensor::empty({e.M, e.N}, t), plain = Tensor::empty({e.M, e.N}, t),
+             sums = Tensor::empty({n}, t), want = Tensor::empty({n}, t);
+      e.C = out.raw_data(), e.*slot = sums.raw_data();
+      launch(e);
+      e.C = plain.raw_data(), e.*slot = nullptr;
+      launch(e);
+      bias_grad_rows_kernels().launch(cpu_device(), t, BiasGradRowsArgs{want.raw_data(), src.raw_data(), K, n});
+      EXPECT_EQ(bytes(sums), bytes(want));
+      EXPECT_EQ(bytes(out), bytes(plain));
+    };
+    sums_are_bias_grads({true, false, M, M, K, 1.0, g.raw_data(), M, g.raw_data(), M, 0.0, nullptr, M},
+                        &GemmArgs::a_row_sums, g, M);
+    sums_are_bias_grads({true, false, M, N, K, 1.0, g.raw_data(), M, h.raw_data(), N, 0.0, nullptr, N},
+                        &GemmArgs::b_col_sums, h, N);
   }
 }
 
