@@ -32,6 +32,7 @@ struct FusedAttentionArgs {
   // q, k, v (and dout) are float32 copies of float16 / bfloat16 tensors: their values fit
   // TF32 exactly, so tensor-core kernels may round to TF32 without changing them.
   bool from_16bit = false;
+  bool from_f16 = false;   // with from_16bit: the copies hold float16 values (else bfloat16)
 };
 
 OOMLAB_KERNEL_TABLE(fused_attention_forward, FusedAttentionArgs, "fused_attention")

@@ -56,12 +56,13 @@ DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # before the device count became the only path), *_tiled (fused
 # attention on the tiled kernels), *_notc (afbeb1e's
 # kit: float32 fused attention without the tensor-core kernels), *_cudagraphs (--cuda-graphs), *_cl (--channels-last; its own twin is PyTorch in
-# channels_last), *_pin (--pin-memory; its twin is PyTorch with a pinned batch), *_next (gpu_run.sh's
+# channels_last), *_pin (--pin-memory; its twin is PyTorch with a pinned batch), *_mma (16-bit fused
+# attention on mma.sync, OOMLAB_CUDA_MMA_ATTENTION=1), *_next (gpu_run.sh's
 # NEXT: paths not yet measured, switched on); older records: *_flash, *_tc (paths then switched on). Ratios are
 # "switched over default" (the fields keep their first name, *_next_over_*); "over torch"
 # divides by the default's PyTorch eager twin.
 SWITCHED_SUFFIXES = ("_next", "_graph", "_flash", "_cudagraphs", "_cl", "_tc", "_prev", "_fuse", "_notc", "_tiled",
-                     "_legacy", "_argmax", "_pin")
+                     "_legacy", "_argmax", "_pin", "_mma")
 
 
 def run_date(res):

@@ -29,6 +29,7 @@ ISSUE31_BARS = {
     # the fp32 row under the NEXT switches (what flipping them would give)
     "bert_fp32_fused": ("bert_fp32_sdpa", 0.90), "bert_tf32_fused": ("bert_tf32_sdpa", 0.90),
     "bert_bf16_fused": ("bert_bf16_sdpa", 0.90), "bert_fp32_next": ("bert_fp32_sdpa", 0.90),
+    "bert_bf16_fused_mma": ("bert_bf16_sdpa", 0.90),
 }
 
 

@@ -140,6 +140,8 @@ declare -A FLAGS=(
   [bert_bf16_fused]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --attention fused"
   [bert384_fused]="--model bert-base --batch 24 --seq-len 384 --allow-tf32 all --attention fused"
   [bert384_fused_bf16]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
+  [bert_bf16_fused_mma]="--model bert-base --batch 32 --seq-len 128 --amp bf16 --attention fused"
+  [bert384_fused_bf16_mma]="--model bert-base --batch 24 --seq-len 384 --amp bf16 --attention fused"
   [r50_tf32_graph]="--model resnet50 --batch 128 --allow-tf32 all"
   [r50_bf16_graph]="--model resnet50 --batch 128 --amp bf16"
   [r50_fp16_graph]="--model resnet50 --batch 128 --amp fp16"
@@ -183,23 +185,27 @@ TILED="OOMLAB_CUDA_TC_ATTENTION=0 OOMLAB_CUDA_FLASH_ATTENTION=0"
 # cuda_bn_nhwc_check runs its bodies in CPU CI), layer_norm's unrolled kernels (layernorm.cu)
 # dropout's vectorized ones (dropout.cu; cuda_dropout_check runs their bodies in CPU CI) and
 # strided copies with 32-bit offsets (copy.cu; cuda_copy_index_check), linear's bias in
-# cuBLASLt epilogues (linear_lt.cpp) and the NCHW conv bias add by planes (conv_bias.cu): *_next
-# rows, and test_cuda_parity's rows of those ops under it.
+# cuBLASLt epilogues (linear_lt.cpp), the NCHW conv bias add by planes (conv_bias.cu) and fused
+# attention on 16-bit tensor cores (attention_mma.cu; cuda_attention_mma_check runs its bodies in
+# CPU CI): *_next rows, and test_cuda_parity's rows of those ops under it.
+# MMA: the 16-bit attention kernels alone, so that *_mma rows (AMP bf16, --attention fused)
+# time them against the TF32 kernels they would replace and nothing else.
+MMA="OOMLAB_CUDA_MMA_ATTENTION=1"
 NEXT="OOMLAB_CUDA_EMBEDDING_SPLIT=1 OOMLAB_CUDA_BN_CL_ONE_PASS=1 OOMLAB_CUDA_LN_UNROLL=1 OOMLAB_CUDA_DROPOUT_VEC=1"
-NEXT+=" OOMLAB_CUDA_COPY_FASTDIV=1 OOMLAB_CUDA_LINEAR_LT=1 OOMLAB_CUDA_BIAS_PLANES=1"
+NEXT+=" OOMLAB_CUDA_COPY_FASTDIV=1 OOMLAB_CUDA_LINEAR_LT=1 OOMLAB_CUDA_BIAS_PLANES=1 $MMA"
 declare -A ENVS=([r50_tf32_graph]="$GRAPH" [r50_bf16_graph]="$GRAPH" [r50_tf32_bench_legacy]="$LEGACY"
                  [r50_tf32_cl_legacy]="$LEGACY" [r50_bf16_cl_legacy]="$LEGACY" [r50_fp16_graph]="$GRAPH"
                  [vgg16_tf32_graph]="$GRAPH" [bert_tf32_next]="$NEXT" [bert_fp32_next]="$NEXT" [vgg16_tf32_next]="$NEXT"
-                 [r50_bf16_cl_next]="$NEXT")
+                 [r50_bf16_cl_next]="$NEXT" [bert_bf16_fused_mma]="$MMA" [bert384_fused_bf16_mma]="$MMA")
 # Pairs in this order until the budget runs out (a second call runs what was skipped): the
 # bar rows and the paths no GPU has run first; the A/B pairs measured before (the graph API on
 # NCHW, cuDNN benchmark with the legacy Find) after the BERT-base b32 rows.
 ORDER=(r50_fp32 r50_tf32 r50_tf32_pin r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r50_bf16_cudagraphs r50_bf16_cl
        r50_bf16_cl_next r50_bf16_cl_legacy r50_bf16_cl_cudagraphs r50_fp16 r50_fp16_graph vgg16_tf32
        vgg16_tf32_graph vgg16_tf32_fuse vgg16_tf32_next bert_fp32 bert_fp32_next bert_tf32 bert_tf32_next
-       bert_bf16 bert_bf16_cudagraphs bert_fp16 bert_fp32_fused bert_tf32_fused bert_bf16_fused
-       r50_tf32_graph r50_bf16_graph r50_tf32_bench r50_tf32_bench_legacy bert384_none bert384_all
-       bert384_selective bert384_fused bert384_fused_bf16 graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
+       bert_bf16 bert_bf16_cudagraphs bert_fp16 bert_fp32_fused bert_tf32_fused bert_bf16_fused bert_bf16_fused_mma
+       bert384_fused_bf16 bert384_fused_bf16_mma r50_tf32_graph r50_bf16_graph r50_tf32_bench r50_tf32_bench_legacy
+       bert384_none bert384_all bert384_selective bert384_fused graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_fp32_sdpa bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
   local f=${FLAGS[$1]} model batch seq
@@ -254,7 +260,7 @@ run_tests() {
   test_job test_cuda_parity_graph 150 $GRAPH -- "$parity" --gtest_filter='*conv*' \
     --gtest_output="json:$work/tests/test_cuda_parity_graph.json"
   # shellcheck disable=SC2086
-  test_job test_cuda_parity_next 150 $NEXT -- "$parity" --gtest_filter='*batch_norm*:*embedding*:*layer_norm*:*dropout*:*linear*:*conv*bias*' \
+  test_job test_cuda_parity_next 150 $NEXT -- "$parity" --gtest_filter='*batch_norm*:*embedding*:*layer_norm*:*dropout*:*linear*:*conv*bias*:*fused_attention*' \
     --gtest_output="json:$work/tests/test_cuda_parity_next.json"
   # shellcheck disable=SC2086
   test_job test_cuda_parity_reference_attention 150 $TILED OOMLAB_CUDA_TILED_ATTENTION=0 -- "$parity" \

@@ -14,7 +14,9 @@
 //    and a channels_last conversion, every dtype, bit for bit against the int64 path and the CPU;
 //  * linear's bias in cuBLASLt epilogues (OOMLAB_CUDA_LINEAR_LT): y and every gradient within
 //    rounding of the unfused path, and whether cuBLASLt offers each epilogue at BERT's shapes;
-//  * the NCHW convolution bias add by planes (OOMLAB_CUDA_BIAS_PLANES): bit for bit.
+//  * the NCHW convolution bias add by planes (OOMLAB_CUDA_BIAS_PLANES): bit for bit;
+//  * fused attention on 16-bit tensor cores (OOMLAB_CUDA_MMA_ATTENTION): out and the three
+//    gradients within 16-bit rounding of the CPU and of the TF32 kernels it replaces.
 // Each test sets its switch itself and restores the default. Everything GTEST_SKIPs with the
 // reason when no CUDA device is usable.
 // ctest tier: gpu
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "engine/ops/attention.h"
 #include "engine/ops/batchnorm.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/dropout.h"
@@ -282,4 +285,53 @@ TEST(CudaConvBias, PlanesGiveTheSameBytes) {
     const std::vector<Tensor> flat = outs(false), planes = outs(true);
     for (size_t i = 0; i < flat.size(); ++i) EXPECT_TRUE(same_bytes(planes[i], flat[i])) << dtype_name(t) << " output " << i;
   }
+}
+
+// ---- fused attention, 16-bit mma --------------------------------------------------------
+// BERT's head dim (64) over partial tiles on both sides (130 queries and keys: two 64-row
+// blocks and a tail, five 32-row backward tiles), the second batch's last 40 keys padded,
+// dropout 0.1 replayed in backward, and the causal variant; float16 and bfloat16. The
+// probabilities and dS are rounded to the 16-bit type for their products (FlashAttention's
+// rule), so the bar is relative to each tensor's largest magnitude: 2e-2 (bf16), 3e-3 (f16).
+namespace {
+double err_of_max(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = to_host(a).contiguous().to_vector(), y = to_host(b).contiguous().to_vector();
+  double scale = 1e-30, worst = 0.0;
+  for (double v : y) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]));
+  return worst / scale;
+}
+}  // namespace
+
+TEST(CudaMmaAttention, MatchesTheCpuAndTheTf32KernelsWithinRounding) {
+  OOMLAB_REQUIRE_CUDA();
+  std::vector<double> m(2 * 130, 0.0);
+  std::fill(m.begin() + 130 + 90, m.end(), 1.0);
+  const Tensor mask0 = Tensor::from_vector(m, {2, 130}, DType::u8);
+  for (DType t : {DType::bf16, DType::f16})
+    for (bool causal : {false, true}) {
+      const Tensor q0 = random_tensor({2, 3, 130, 64}, -1, 1, 111, t), k0 = random_tensor({2, 3, 130, 64}, -1, 1, 112, t);
+      const Tensor v0 = random_tensor({2, 3, 130, 64}, -1, 1, 113, t), g0 = random_tensor({2, 3, 130, 64}, -1, 1, 114, t);
+      auto run = [&](Device dev, bool mma) {
+        set_cuda_mma_attention(mma);
+        std::vector<Tensor> in;
+        for (const Tensor* x : {&q0, &k0, &v0}) {
+          in.push_back(to_device(*x, dev));
+          in.back().set_requires_grad(true);
+        }
+        Generator gen{4242, 7};
+        const Tensor y = fused_scaled_dot_product_attention(in[0], in[1], in[2], to_device(mask0, dev), 0.1, true, &gen,
+                                                            causal);
+        sum_all(mul(y, to_device(g0, dev))).backward();
+        set_cuda_mma_attention(false);
+        return std::vector<Tensor>{to_host(y), to_host(in[0].grad()), to_host(in[1].grad()), to_host(in[2].grad())};
+      };
+      const std::vector<Tensor> cpu = run(cpu_device(), false), tf32 = run(cuda0(), false), mma = run(cuda0(), true);
+      const double bar = t == DType::bf16 ? 2e-2 : 3e-3;
+      const char* names[] = {"out", "dq", "dk", "dv"};
+      for (size_t i = 0; i < 4; ++i) {
+        EXPECT_LE(err_of_max(mma[i], cpu[i]), bar) << names[i] << " vs the CPU, " << dtype_name(t) << (causal ? " causal" : "");
+        EXPECT_LE(err_of_max(mma[i], tf32[i]), bar) << names[i] << " vs TF32, " << dtype_name(t) << (causal ? " causal" : "");
+      }
+    }
 }

@@ -93,7 +93,8 @@ class Rounds(unittest.TestCase):
 
     def test_fused_and_next_bert_rows_are_judged_against_sdpa(self):
         for tag, twin in (("bert_fp32_fused", "bert_fp32_sdpa"), ("bert_tf32_fused", "bert_tf32_sdpa"),
-                          ("bert_bf16_fused", "bert_bf16_sdpa"), ("bert_fp32_next", "bert_fp32_sdpa")):
+                          ("bert_bf16_fused", "bert_bf16_sdpa"), ("bert_fp32_next", "bert_fp32_sdpa"),
+                          ("bert_bf16_fused_mma", "bert_bf16_sdpa")):
             with tempfile.TemporaryDirectory() as tmp:
                 work = self.work(tmp, [60, 61, 59, 60, 62], [70, 70, 69, 71, 70], twin, tag=tag)
                 torch = {twin: {r: {"median_ms": ms} for r, ms in enumerate([70, 70, 69, 71, 70], 1)}}

@@ -527,6 +527,10 @@ class GpuLabels(unittest.TestCase):
         self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))
         bert["config"]["amp"] = "bf16"
         self.assertIn("fused attention (tensor-core kernels)", label(describe_oomlab(bert)))
+        bert["context"]["device_properties"]["mma_attention"] = "true"   # OOMLAB_CUDA_MMA_ATTENTION=1
+        self.assertIn("fused attention (16-bit mma kernels)", label(describe_oomlab(bert)))
+        bert["config"]["amp"] = None   # float32 inputs: the switch does not apply
+        self.assertIn("fused attention (flash kernels)", label(describe_oomlab(bert)))
 
 
 class GpuProvenance(unittest.TestCase):

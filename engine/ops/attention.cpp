@@ -122,7 +122,7 @@ Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, co
   FusedAttentionArgs a{nullptr, nullptr, nullptr, mask.defined() ? mask.data<uint8_t>() : nullptr,
                        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                        B * NH, NH, Tq, Tk, D, Dv, D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0, p, seed, base, causal,
-                       is_low(q.dtype())};
+                       is_low(q.dtype()), q.dtype() == DType::f16};
   Tensor out, lse;
   {
     const Tensor qc = compute_copy(q), kc = compute_copy(k), vc = compute_copy(v);

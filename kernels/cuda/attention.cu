@@ -14,6 +14,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_flash.h"
+#include "kernels/cuda/attention_mma.h"
 #include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/attention_tiled.h"
 #include "kernels/cuda/cuda_settings.h"
@@ -152,7 +153,13 @@ template <class T> bool tensor_cores(const FusedAttentionArgs& a) {
   return std::is_same_v<T, float> && tc_attention_applies(a);
 }
 
+// float32 copies of 16-bit inputs, head dims of 64, under the 16-bit mma switch: attention_mma.cu.
+template <class T> bool mma16(const FusedAttentionArgs& a) {
+  return std::is_same_v<T, float> && mma_attention_applies(a);
+}
+
 template <class T> void fused_attention_forward_cuda(const FusedAttentionArgs& a) {
+  if (mma16<T>(a)) return mma_attention_forward(a, Launch("fused_attention").stream);
   if (tensor_cores<T>(a)) return tc_attention_forward(a, Launch("fused_attention").stream);
   if (flash<T>(a)) return flash_attention_forward(a, Launch("fused_attention").stream);
   if (tiled<T>(a)) return tiled_attention_forward(a, Launch("fused_attention").stream);
@@ -163,6 +170,7 @@ template <class T> void fused_attention_forward_cuda(const FusedAttentionArgs& a
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void fused_attention_backward_cuda(const FusedAttentionArgs& a) {
+  if (mma16<T>(a)) return mma_attention_backward(a, Launch("fused_attention_backward").stream);
   if (tensor_cores<T>(a)) return tc_attention_backward(a, Launch("fused_attention_backward").stream);
   if (flash<T>(a)) return flash_attention_backward(a, Launch("fused_attention_backward").stream);
   if (tiled<T>(a)) return tiled_attention_backward(a, Launch("fused_attention_backward").stream);

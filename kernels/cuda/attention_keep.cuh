@@ -16,7 +16,9 @@ struct AttentionKeep {
   U4 w{};
   __host__ __device__ float operator()(uint64_t e) {
     if (e / 4 != cached) w = philox_block(seed, base + (cached = e / 4));
-    return (w.w[e % 4] >> 8) >= thr ? kept : 0.0f;
+    const uint64_t r = e % 4;   // selected, not indexed: an indexed w would live in local memory
+    const uint32_t word = r == 0 ? w.w[0] : r == 1 ? w.w[1] : r == 2 ? w.w[2] : w.w[3];
+    return (word >> 8) >= thr ? kept : 0.0f;
   }
 };
 

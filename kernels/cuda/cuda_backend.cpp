@@ -63,6 +63,7 @@ DeviceProperties properties(int device) {
           {"copy_fastdiv", cuda_copy_fastdiv() ? "true" : "false"},
           {"linear_lt", cuda_linear_lt() ? "true" : "false"},
           {"bias_planes", cuda_bias_planes() ? "true" : "false"},
+          {"mma_attention", cuda_mma_attention() ? "true" : "false"},
           {"tc_attention_inputs", "16-bit"},   // float32 inputs run the flash kernels, TF32 or not
           {"cudnn_graph_api", cudnn_graph_api_setting()},
           {"compute_stream", uses_own_compute_stream(device) ? "own" : "legacy default"},

@@ -49,6 +49,7 @@ struct Settings {
   std::atomic<bool> copy_fastdiv{env_flag("OOMLAB_CUDA_COPY_FASTDIV", false)};
   std::atomic<bool> linear_lt{env_flag("OOMLAB_CUDA_LINEAR_LT", false)};
   std::atomic<bool> bias_planes{env_flag("OOMLAB_CUDA_BIAS_PLANES", false)};
+  std::atomic<bool> mma_attention{env_flag("OOMLAB_CUDA_MMA_ATTENTION", false)};
 };
 
 Settings& settings() {
@@ -101,5 +102,7 @@ void set_cuda_linear_lt(bool on) { settings().linear_lt.store(on); }
 bool cuda_linear_lt() { return settings().linear_lt.load(); }
 void set_cuda_bias_planes(bool on) { settings().bias_planes.store(on); }
 bool cuda_bias_planes() { return settings().bias_planes.load(); }
+void set_cuda_mma_attention(bool on) { settings().mma_attention.store(on); }
+bool cuda_mma_attention() { return settings().mma_attention.load(); }
 
 }  // namespace oomlab

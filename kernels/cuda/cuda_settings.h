@@ -36,6 +36,7 @@
 // OOMLAB_CUDNN_GRAPH=0|1, OOMLAB_CUDA_FLASH_ATTENTION=0|1, OOMLAB_CUDA_EMBEDDING_SPLIT=0|1,
 // OOMLAB_CUDA_BN_CL_ONE_PASS=0|1, OOMLAB_CUDA_LN_UNROLL=0|1, OOMLAB_CUDA_DROPOUT_VEC=0|1,
 // OOMLAB_CUDA_COPY_FASTDIV=0|1, OOMLAB_CUDA_LINEAR_LT=0|1, OOMLAB_CUDA_BIAS_PLANES=0|1,
+// OOMLAB_CUDA_MMA_ATTENTION=0|1,
 // OOMLAB_CUDA_TC_ATTENTION=0|1 (and OOMLAB_CUDA_OWN_STREAM=0|1,
 // the compute stream: cuda_stream.h). Setters are thread-safe (atomics); cached
 // convolution plans are keyed by these settings, so a change applies to the next call.
@@ -114,6 +115,12 @@ bool cuda_linear_lt();
 // VGG16 b64 adds a bias to ~3.5 GB of float32 conv outputs a step).
 void set_cuda_bias_planes(bool on);
 bool cuda_bias_planes();
+// Fused attention of 16-bit inputs with head dims of 64 on float16 / bfloat16 tensor cores
+// (attention_mma.cu: mma.sync.m16n8k16, scores and probabilities in registers), ahead of the
+// TF32 kernels. Default off until a GPU run of the kit measures it (issue 31: with the TF32
+// kernels BERT-base b24 s384 bf16 took 108.9 ms a step on an H100, PyTorch SDPA 58.3).
+void set_cuda_mma_attention(bool on);
+bool cuda_mma_attention();
 
 // Drops the cached convolution plans (descriptors + chosen algorithms, legacy and graph API)
 // of every device (defined in conv.cu). The next convolution of each shape selects again.

@@ -212,11 +212,13 @@ def describe_oomlab(doc):
 
 
 def fused_attention_kernels(props, cfg_16bit):
-    """Which CUDA kernels ran --attention fused (cuda_settings.h's switches; the tensor-core
-    kernels take 16-bit inputs (tc_attention_inputs "16-bit"), and in records without that
+    """Which CUDA kernels ran --attention fused (cuda_settings.h's switches; the 16-bit mma
+    kernels, then the tensor-core ones, take 16-bit inputs (tc_attention_inputs "16-bit"), and in records without that
     property also float32 ones when TF32 matmuls were allowed). No tiled_attention property:
     a run from before the tiled kernels existed."""
     tf32_tc = props.get("matmul_allow_tf32") == "true" and "tc_attention_inputs" not in props
+    if props.get("mma_attention") == "true" and cfg_16bit:   # OOMLAB_CUDA_MMA_ATTENTION=1 (not yet measured)
+        return "fused attention (16-bit mma kernels)"
     if props.get("tc_attention") == "true" and (cfg_16bit or tf32_tc):
         return "fused attention (tensor-core kernels)"
     if props.get("flash_attention") == "true":

@@ -33,7 +33,8 @@ T4_ROWS = (("none", "bert384_none"), ("selective", "bert384_selective"), ("all",
 T4_TORCH = (("none", ("bert384_none",)), ("HF gradient checkpointing", ("bert384_gc", "bert384_all")))
 TORCH_TWINS = {"bert384_fused": "bert384_none_sdpa", "bert384_fused_bf16": "bert384_bf16_sdpa",   # oomlab's
                "bert_fp32_fused": "bert_fp32_sdpa", "bert_tf32_fused": "bert_tf32_sdpa",   # fused attention
-               "bert_bf16_fused": "bert_bf16_sdpa"}                                        # vs PyTorch's SDPA
+               "bert_bf16_fused": "bert_bf16_sdpa",                                        # vs PyTorch's SDPA
+               "bert_bf16_fused_mma": "bert_bf16_sdpa", "bert384_fused_bf16_mma": "bert384_bf16_sdpa"}
 RULE = ("inconclusive under the ≥5-alternating-pairs rule (DESIGN.md section 11: timings come from "
         "alternating repeated runs with an interval)")
 MACHINE_KEYS = (("gpu", "GPU"), ("compute_capability", "compute capability"), ("driver", "driver"),
