@@ -18,7 +18,10 @@ The layers, lowest first (DESIGN.md section 2; one CMake library per layer group
 
 Also checked: only kernels/cuda includes CUDA headers or tests a CUDA macro; no code outside
 tests/ names KernelTableBypassForTest, the test-only friend that can take a raw kernel from a
-table (kernels run only through launch()). tests/ may include anything.
+table (kernels run only through launch()). tests/ may include anything, but a test file outside
+the gpu tier alone (its "// ctest tier:" line) may include only header-only kernels/cuda headers
+(no .cpp / .cu of the same stem): CPU-only builds, which have no CUDA backend to link, build
+every test file but those of the gpu tier alone (CMakeLists.txt).
 Every offending line is printed as FILE:LINE: message, every folder cycle as "cycle: a -> b
 -> a"; the exit status is 1 if there is one, else 0.
 Usage: python3 scripts/check_layers.py [REPO_ROOT]
@@ -135,8 +138,33 @@ def check(root: Path) -> list:
                 problems.append(f"{rel}:{lineno}: only kernels/cuda may include CUDA headers (<{m.group(1)}>)")
             if CUDA_MACRO.match(line):
                 problems.append(f"{rel}:{lineno}: only kernels/cuda may test a CUDA macro: {line.strip()}")
+    problems += cpu_only_test_links(root)
     for c in cycles(edges):
         problems.append("cycle: " + " -> ".join(c))
+    return problems
+
+
+TIER = re.compile(r'^// ctest tier: *(.*)$')
+
+
+def cpu_only_test_links(root: Path) -> list:
+    """Test files built without the CUDA backend (tier other than gpu alone) that include a
+    kernels/cuda header with a source of the same stem: their link would fail there."""
+    problems = []
+    for path in sorted((root / "tests").glob("test_*.cpp")):
+        text = path.read_text(errors="replace").splitlines()
+        tiers = next((m.group(1).split() for m in map(TIER.match, text) if m), [])
+        if tiers == ["gpu"]:
+            continue
+        for lineno, line in enumerate(text, 1):
+            m = INCLUDE.match(line)
+            if not (m and m.group(1).startswith("kernels/cuda/")):
+                continue
+            stem = (root / m.group(1)).with_suffix("")
+            if any(stem.with_suffix(ext).exists() for ext in (".cpp", ".cu")):
+                problems.append(f"tests/{path.name}:{lineno}: includes {m.group(1)}, whose definitions only the CUDA "
+                                f"backend links, but its ctest tier is {' '.join(tiers) or 'missing'}, not gpu alone "
+                                "(CPU-only builds would fail to link it)")
     return problems
 
 
@@ -166,8 +194,12 @@ def self_test() -> int:
         "experiments/cli/launcher.cpp": '#include "experiments/runner/matrix.h"\n',   # cli above runner: bad, a cycle
         "experiments/05_amp/driver.cpp": '#include "experiments/runner/matrix.h"\n',
         "experiments/main.cpp": '#include "experiments/runner/matrix.h"\n#include "experiments/cli/commands.h"\n',
-        "tests/test_x.cpp": '#include "kernels/cuda/conv.cu"\n#include "experiments/cli/commands.h"\n'
+        "tests/test_x.cpp": '// ctest tier: gpu\n#include "kernels/cuda/conv.cu"\n#include "experiments/cli/commands.h"\n'
                             "struct KernelTableBypassForTest {};\n",
+        "kernels/cuda/rules.h": "",   # header-only: any test may include it
+        "tests/test_y.cpp": '// ctest tier: unit\n#include "kernels/cuda/rules.h"\n#include "kernels/cuda/conv.h"\n',
+        "kernels/cuda/conv.h": "",    # conv.cu defines it: test_y (unit) must not include it
+        "tests/test_z.cpp": '// ctest tier: cli gpu\n#include "kernels/cuda/conv.h"\n',   # not gpu alone: bad
     }
     with tempfile.TemporaryDirectory() as tmp:
         for rel, text in files.items():
@@ -178,7 +210,7 @@ def self_test() -> int:
     want = sorted(["engine/core/storage.cpp", "engine/ops/conv.cpp", "engine/nn/module.h", "engine/nn/optim_user.cpp",
                    "engine/train/trainer.h", "kernels/conv.h", "kernels/cpu/conv_cpu.cpp", "models/model_zoo.h",
                    "experiments/cli/commands.h", "experiments/cli/commands.h", "engine/ops/linear.cpp",
-                   "experiments/cli/launcher.cpp", "cycle", "cycle"])
+                   "experiments/cli/launcher.cpp", "cycle", "cycle", "tests/test_y.cpp", "tests/test_z.cpp"])
     if found != want:
         print(f"check_layers self-test FAILED: flagged {found}, expected {want}")
         return 1
