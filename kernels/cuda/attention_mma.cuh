@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_flash.cuh"   // stage_row_stats: lse and Di of a row tile
 #include "kernels/cuda/attention_keep.cuh"
 
 namespace oomlab::mma {
@@ -130,20 +131,31 @@ __host__ __device__ inline const uint8_t* mask_of(const FusedAttentionArgs& a, i
   return a.mask ? a.mask + (bh / a.heads) * a.Tk : nullptr;
 }
 
-// lse and Di = dO_i . O_i of rows [r0, r0 + n) into shared memory (lse -inf past Tq).
-template <class Ctx>
-__host__ __device__ void stage_row_stats(const Ctx& x, const FusedAttentionArgs& a, int64_t bh, int64_t r0, int n,
-                                         float* lse, float* di) {
-  for (int r = x.tid(); r < n; r += kThreads) {
-    const int64_t i = r0 + r;
-    float d = 0.0f;
-    if (i < a.Tq) {
-      const float* go = static_cast<const float*>(a.dout) + (bh * a.Tq + i) * kD;
-      const float* o = static_cast<const float*>(a.out) + (bh * a.Tq + i) * kD;
-      for (int c = 0; c < kD; ++c) d = fmaf(go[c], o[c], d);
+// c[nt] (+)= A . B_nt for NT accumulators: A the 16 x 64 block held as four A fragments
+// (a[kc]: columns 16 kc..), B_nt(k, n) = tile[8 nt + n][k]: a warp's rows against NT x 8 rows
+// of a row-major 16-bit tile.
+template <int NT, class Ctx>
+__host__ __device__ void products(const Ctx& x, float (&c)[NT][4], const uint32_t (&a)[4][4], const uint16_t (*tile)[kLd],
+                                  int lane) {
+  #pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    #pragma unroll
+    for (int kc = 0; kc < 4; ++kc) {
+      uint32_t b[2];
+      load_b(b, &tile[8 * nt][16 * kc], kLd, lane);
+      x.mma(c[nt], a[kc], b);
     }
-    di[r] = d;
-    lse[r] = i < a.Tq ? static_cast<const float*>(a.lse)[bh * a.Tq + i] : -INFINITY;
+}
+// acc[nd] += A . B_nd over the 64 head dims: A one 16 x 16 A fragment (16 rows of the other
+// side), B_nd(k, n) = tile[8 nd + n][k] of a transposed tile (head dims as rows) from `col`.
+template <int kLdT, class Ctx>
+__host__ __device__ void accumulate(const Ctx& x, float (&acc)[8][4], const uint32_t (&a)[4], const uint16_t (*tile)[kLdT],
+                                    int col, int lane) {
+  #pragma unroll
+  for (int nd = 0; nd < 8; ++nd) {
+    uint32_t b[2];
+    load_b(b, &tile[8 * nd][col], kLdT, lane);
+    x.mma(acc[nd], a, b);
   }
 }
 
@@ -189,14 +201,7 @@ __host__ __device__ void fwd_body(const Ctx& x, const FusedAttentionArgs& a, uin
     stage_cols<kLdF>(x, sm.vt, vb, t0, a.Tk, kFwdTile);
     x.sync();
     float s[8][4] = {};
-    #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-      #pragma unroll
-      for (int kc = 0; kc < 4; ++kc) {
-        uint32_t b[2];
-        load_b(b, &sm.k[8 * nt][16 * kc], kLd, lane);
-        x.mma(s[nt], qa[kc], b);
-      }
+    products(x, s, qa, sm.k, lane);
     #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       float tmax = -INFINITY;
@@ -229,12 +234,7 @@ __host__ __device__ void fwd_body(const Ctx& x, const FusedAttentionArgs& a, uin
     for (int kc = 0; kc < kFwdTile / 16; ++kc) {   // O += P V
       uint32_t pa[4];
       acc_to_a(x, pa, s[2 * kc], s[2 * kc + 1]);
-      #pragma unroll
-      for (int nd = 0; nd < 8; ++nd) {
-        uint32_t b[2];
-        load_b(b, &sm.vt[8 * nd][16 * kc], kLdF, lane);
-        x.mma(o[nd], pa, b);
-      }
+      accumulate(x, o, pa, sm.vt, 16 * kc, lane);
     }
   }
   float inv[2];
@@ -263,7 +263,7 @@ __host__ __device__ void dq_body(const Ctx& x, const FusedAttentionArgs& a, uint
   const uint8_t* m = mask_of(a, bh);
   stage_rows(x, sm.q, static_cast<const float*>(a.q) + bh * a.Tq * kD, q0, a.Tq, kRows);
   stage_rows(x, sm.go, static_cast<const float*>(a.dout) + bh * a.Tq * kD, q0, a.Tq, kRows);
-  stage_row_stats(x, a, bh, q0, kRows, sm.lse, sm.di);
+  flash::stage_row_stats(tid, a, bh, q0, kRows, sm.lse, sm.di);
   x.sync();
   uint32_t qa[4][4], ga[4][4];
   #pragma unroll
@@ -282,16 +282,8 @@ __host__ __device__ void dq_body(const Ctx& x, const FusedAttentionArgs& a, uint
     stage_cols<kLdB>(x, sm.kt, kb, t0, a.Tk, kBwdTile);
     x.sync();
     float s[4][4] = {}, dp[4][4] = {};
-    #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-      #pragma unroll
-      for (int kc = 0; kc < 4; ++kc) {
-        uint32_t b[2];
-        load_b(b, &sm.k[8 * nt][16 * kc], kLd, lane);
-        x.mma(s[nt], qa[kc], b);
-        load_b(b, &sm.v[8 * nt][16 * kc], kLd, lane);
-        x.mma(dp[nt], ga[kc], b);
-      }
+    products(x, s, qa, sm.k, lane);
+    products(x, dp, ga, sm.v, lane);
     #pragma unroll
     for (int hr = 0; hr < 2; ++hr)
       #pragma unroll
@@ -311,12 +303,7 @@ __host__ __device__ void dq_body(const Ctx& x, const FusedAttentionArgs& a, uint
     for (int kc = 0; kc < kBwdTile / 16; ++kc) {   // dQ += dS K
       uint32_t dsa[4];
       acc_to_a(x, dsa, s[2 * kc], s[2 * kc + 1]);
-      #pragma unroll
-      for (int nd = 0; nd < 8; ++nd) {
-        uint32_t b[2];
-        load_b(b, &sm.kt[8 * nd][16 * kc], kLdB, lane);
-        x.mma(dq[nd], dsa, b);
-      }
+      accumulate(x, dq, dsa, sm.kt, 16 * kc, lane);
     }
   }
   const float one[2] = {1.0f, 1.0f};
@@ -353,19 +340,11 @@ __host__ __device__ void dkv_body(const Ctx& x, const FusedAttentionArgs& a, uin
     stage_rows(x, sm.go, gb, t0, a.Tq, kBwdTile);
     stage_cols<kLdB>(x, sm.qt, qb, t0, a.Tq, kBwdTile);
     stage_cols<kLdB>(x, sm.got, gb, t0, a.Tq, kBwdTile);
-    stage_row_stats(x, a, bh, t0, kBwdTile, sm.lse, sm.di);
+    flash::stage_row_stats(tid, a, bh, t0, kBwdTile, sm.lse, sm.di);
     x.sync();
     float st[4][4] = {}, dpt[4][4] = {};
-    #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-      #pragma unroll
-      for (int kc = 0; kc < 4; ++kc) {
-        uint32_t b[2];
-        load_b(b, &sm.q[8 * nt][16 * kc], kLd, lane);
-        x.mma(st[nt], ka[kc], b);
-        load_b(b, &sm.go[8 * nt][16 * kc], kLd, lane);
-        x.mma(dpt[nt], va[kc], b);
-      }
+    products(x, st, ka, sm.q, lane);
+    products(x, dpt, va, sm.go, lane);
     #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
       #pragma unroll
@@ -387,14 +366,8 @@ __host__ __device__ void dkv_body(const Ctx& x, const FusedAttentionArgs& a, uin
       uint32_t pa[4], dsa[4];
       acc_to_a(x, pa, st[2 * kc], st[2 * kc + 1]);
       acc_to_a(x, dsa, dpt[2 * kc], dpt[2 * kc + 1]);
-      #pragma unroll
-      for (int nd = 0; nd < 8; ++nd) {
-        uint32_t b[2];
-        load_b(b, &sm.got[8 * nd][16 * kc], kLdB, lane);
-        x.mma(dv[nd], pa, b);
-        load_b(b, &sm.qt[8 * nd][16 * kc], kLdB, lane);
-        x.mma(dk[nd], dsa, b);
-      }
+      accumulate(x, dv, pa, sm.got, 16 * kc, lane);
+      accumulate(x, dk, dsa, sm.qt, 16 * kc, lane);
     }
   }
   const float one[2] = {1.0f, 1.0f};

@@ -1,12 +1,15 @@
 // attention_check_util.h — what the attention kernel checks (attention_kernels_check.cu,
-// attention_tc_check.cu) share: the comparison against the CPU kernels' outputs, counted
-// into the program's failures, and the padding masks of their cases.
+// attention_tc_check.cu, attention_mma_check.cu) share: the comparison against the CPU
+// kernels' outputs, counted into the program's failures, the padding masks of their cases,
+// and the launch of an emulated grid.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace oomlab::attention_check {
@@ -38,6 +41,19 @@ inline std::vector<uint8_t> padded_tail(int64_t B, int64_t Tk, const std::vector
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = kept[size_t(b)]; j < Tk; ++j) m[size_t(b * Tk + j)] = 1;
   return m;
+}
+
+// Every block of a gx x gy grid in turn: `threads` host threads running
+// body(t, bx, by, block, smem) on a fresh Block (the emulation's barrier and exchanges) and Smem.
+template <class Block, class Smem, class Body> void run_blocks(int64_t gx, int64_t gy, int threads, Body body) {
+  for (int64_t by = 0; by < gy; ++by)
+    for (int64_t bx = 0; bx < gx; ++bx) {
+      auto block = std::make_unique<Block>();
+      auto smem = std::make_unique<Smem>();
+      std::vector<std::thread> pool;
+      for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { body(t, bx, by, *block, *smem); });
+      for (auto& th : pool) th.join();
+    }
 }
 
 }  // namespace oomlab::attention_check

@@ -18,10 +18,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/core/dispatch.h"
@@ -81,14 +79,8 @@ struct HostCtx {
 };
 
 template <class Smem, class Body> void run_grid(int64_t gx, int64_t gy, Body body) {
-  for (int64_t by = 0; by < gy; ++by)
-    for (int64_t bx = 0; bx < gx; ++bx) {
-      HostBlock block;
-      auto smem = std::make_unique<Smem>();
-      std::vector<std::thread> threads;
-      for (int t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { body(HostCtx{t, bx, by, &block}, *smem); });
-      for (auto& th : threads) th.join();
-    }
+  attention_check::run_blocks<HostBlock, Smem>(
+      gx, gy, kThreads, [&](int t, int64_t bx, int64_t by, HostBlock& b, Smem& s) { body(HostCtx{t, bx, by, &b}, s); });
 }
 
 int64_t blocks(int64_t rows) { return (rows + kRows - 1) / kRows; }
