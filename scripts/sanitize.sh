@@ -7,7 +7,9 @@
 #        each under ASan, the training runs of bert-mini, unet-small and bert-tiny (33 s) whose
 #        code is the same as the shorter runs that stay in:
 #        SeqSegModels.TinyModelsGradcheck and SeqSegModels.MetaTraceEqualsCpu train and
-#        check BERT and UNet through the same ops). OOMLAB_ASAN_ALL=1 runs them too.
+#        check BERT and UNet through the same ops) and the model-scale repeats named with
+#        asan_long (zoo members, the VGGs' --fuse-relu, two bert-base graph trainings).
+#        OOMLAB_ASAN_ALL=1 runs them too.
 #        LeakSanitizer is on when it works here (it needs ptrace-like access to the
 #        process's own threads, which some containers forbid: probed first).
 #  tsan: build-tsan/ with ThreadSanitizer (clang + LLVM's libomp, whose OpenMP barriers TSan
@@ -59,6 +61,14 @@ asan_long='^SeqSegTrainer\.(BertMiniReaches95PercentOnSyntheticSeq|UnetSmallLear
 # same layers and ops (vgg11, vgg16 and vgg16_bn; resnet34; resnet56; bert-small) and cost
 # about two minutes of ASan time; the normal build runs them all.
 asan_long+='|^Zoo/[A-Za-z0-9]+\.[A-Za-z0-9]+/(vgg11|vgg16|vgg16_bn|resnet34|resnet56|bert_small)( |$)'
+# Two more model-scale repeats of code the suite runs anyway (95 s of ASan time, measured
+# 2026-11-27): --fuse-relu's bit-identity on the VGGs (30-35 s each, nearly all of it the
+# 123M-parameter classifier, which is not fused; conv2d_relu and batch_norm_relu run under
+# ASan in test_ops_conv and test_ops_batchnorm_relu, the fused ResNets stay in), and two of
+# the three trainings of the imported bert-base graph (the padded export's stays in: the same
+# graph code plus the mask).
+asan_long+='|^ResNetsAndVggs/FuseReluSteps\.AreBitIdenticalOnTheCpu/vgg11(_bn)?( |$)'
+asan_long+='|^GraphImportZoo\.(BertUnpaddedGraphTrainsAtItsLengthWhateverSeqMinLen|BertGraphTrainsAtItsExportedLength)$'
 # The mpirun-launched tests (Ranks.*, RanksFailure.*, DdpProcesses) run under ASan with
 # tests/sanitizers/lsan_mpi.supp for OpenMPI's and gloo's process-lifetime allocations; the
 # mpi ranks without leak detection (CMakeLists.txt: OpenMPI's unloaded plugins leave

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <ostream>
 #include <string>
 
 #include "engine/core/error.h"
@@ -79,8 +80,11 @@ TEST(ChannelsLast, ConvertsTheFourDimensionalParametersInPlace) {
   for (auto& [name, t] : m->named_parameters()) {
     EXPECT_EQ(t.impl(), before[i].impl()) << name;   // the same tensor, re-laid out
     EXPECT_EQ(t.to_vector(), values[i]) << name;      // the same logical values
-    if (t.dim() == 4) EXPECT_EQ(t.memory_format(), MemoryFormat::channels_last) << name;   // 1x1 weights too
-    if (t.dim() != 4) EXPECT_TRUE(t.is_contiguous()) << name;
+    if (t.dim() == 4) {
+      EXPECT_EQ(t.memory_format(), MemoryFormat::channels_last) << name;   // 1x1 weights too
+    } else {
+      EXPECT_TRUE(t.is_contiguous()) << name;
+    }
     ++i;
   }
   EXPECT_EQ(channels_last_model(*m), 0);   // already so: nothing to do
@@ -89,30 +93,30 @@ TEST(ChannelsLast, ConvertsTheFourDimensionalParametersInPlace) {
   EXPECT_THROW(channels_last_model(*trained), ValueError);
 }
 
-TEST(ChannelsLast, TrainingFollowsTheNchwRun) {
-  expect_follows_nchw(image_run(), 1e-4, "sgd");
-  TrainConfig amp = image_run();
-  amp.amp = "bf16";
-  expect_follows_nchw(amp, 1e-3, "amp bf16");   // bf16 rounding of differently summed convolutions
-  TrainConfig ck = image_run();
-  ck.checkpoint = "sqrt";
-  expect_follows_nchw(ck, 1e-4, "checkpoint sqrt");
-  TrainConfig acc = image_run();
-  acc.accumulate = 2;
-  expect_follows_nchw(acc, 1e-4, "accumulate 2");
-  TrainConfig adamw = image_run();
-  adamw.optimizer = "adamw";
-  adamw.lr = 1e-3;
-  expect_follows_nchw(adamw, 1e-4, "adamw");
-  TrainConfig dp = image_run();
-  dp.parallel = "dp";
-  dp.devices = 2;
-  expect_follows_nchw(dp, 1e-4, "dp");
-  TrainConfig ddp = image_run();
-  ddp.parallel = "ddp";
-  ddp.devices = 2;
-  expect_follows_nchw(ddp, 1e-4, "ddp");
+// One test a configuration (ctest runs them side by side): the channels_last run follows
+// the NCHW run with the technique on.
+struct FollowCase { const char* name; double rel; void (*set)(TrainConfig&); };
+void PrintTo(const FollowCase& c, std::ostream* os) { *os << c.name; }
+class ChannelsLastFollows : public ::testing::TestWithParam<FollowCase> {};
+
+TEST_P(ChannelsLastFollows, TrainingFollowsTheNchwRun) {
+  TrainConfig c = image_run();
+  GetParam().set(c);
+  expect_follows_nchw(c, GetParam().rel, GetParam().name);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Techniques, ChannelsLastFollows,
+    ::testing::Values(
+        FollowCase{"sgd", 1e-4, [](TrainConfig&) {}},
+        // bf16 rounding of differently summed convolutions
+        FollowCase{"amp_bf16", 1e-3, [](TrainConfig& c) { c.amp = "bf16"; }},
+        FollowCase{"checkpoint_sqrt", 1e-4, [](TrainConfig& c) { c.checkpoint = "sqrt"; }},
+        FollowCase{"accumulate_2", 1e-4, [](TrainConfig& c) { c.accumulate = 2; }},
+        FollowCase{"adamw", 1e-4, [](TrainConfig& c) { c.optimizer = "adamw"; c.lr = 1e-3; }},
+        FollowCase{"dp", 1e-4, [](TrainConfig& c) { c.parallel = "dp"; c.devices = 2; }},
+        FollowCase{"ddp", 1e-4, [](TrainConfig& c) { c.parallel = "ddp"; c.devices = 2; }}),
+    [](const ::testing::TestParamInfo<FollowCase>& i) { return std::string(i.param.name); });
 
 TEST(ChannelsLast, EveryConvolutionRunsChannelsLast) {
   // resnet20 on one-channel 28x28 images: the stem's [16, 1, 3, 3] weight and the batch are
@@ -139,11 +143,9 @@ TEST(ChannelsLast, ACheckpointResumesWithoutIt) {
   TrainConfig c = image_run();
   c.steps = 6;
   c.channels_last = true;
-  const std::vector<double> whole = losses(train(c));
   c.save_dir = dir.string();
   c.save_every = 3;
-  c.steps = 6;
-  (void)train(c);
+  const std::vector<double> whole = losses(train(c));   // the run that wrote step-3
   TrainConfig r = image_run();
   r.steps = 6;
   r.resume_dir = (dir / "step-3").string();

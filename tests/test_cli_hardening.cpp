@@ -326,7 +326,9 @@ TEST(CliDivergence, NanLossIsRecordedStopsAndExitsFour) {
     EXPECT_NE(e.path().filename().string()[0], '.') << "leftover " << e.path();
   std::string latest;
   std::getline(std::ifstream(dir / "latest"), latest);
-  if (at > 1) EXPECT_EQ(latest, "step-" + std::to_string(at - 1));
+  if (at > 1) {
+    EXPECT_EQ(latest, "step-" + std::to_string(at - 1));
+  }
 
   fs::remove(out);
   r = run_oomlab(base + "--on-nan continue --json " + out.string());

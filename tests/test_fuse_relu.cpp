@@ -46,16 +46,19 @@ Trained train(const std::string& name, bool fused) {
   return r;
 }
 
-TEST(FuseRelu, ResNetAndVggStepsAreBitIdenticalOnTheCpu) {
-  for (const char* name : {"resnet20", "resnet50", "vgg11", "vgg11_bn"}) {
-    SCOPED_TRACE(name);
-    const Trained fused = train(name, true), eager = train(name, false);
-    EXPECT_EQ(fused.losses, eager.losses);
-    ASSERT_EQ(fused.state.size(), eager.state.size());
-    for (size_t i = 0; i < fused.state.size(); ++i) EXPECT_EQ(fused.state[i], eager.state[i]) << "tensor " << i;
-    EXPECT_EQ(fused.eval_out, eager.eval_out);
-  }
+// One test a model (ctest runs them side by side)
+class FuseReluSteps : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FuseReluSteps, AreBitIdenticalOnTheCpu) {
+  const Trained fused = train(GetParam(), true), eager = train(GetParam(), false);
+  EXPECT_EQ(fused.losses, eager.losses);
+  ASSERT_EQ(fused.state.size(), eager.state.size());
+  for (size_t i = 0; i < fused.state.size(); ++i) EXPECT_EQ(fused.state[i], eager.state[i]) << "tensor " << i;
+  EXPECT_EQ(fused.eval_out, eager.eval_out);
 }
+
+INSTANTIATE_TEST_SUITE_P(ResNetsAndVggs, FuseReluSteps, ::testing::Values("resnet20", "resnet50", "vgg11", "vgg11_bn"),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 std::map<std::string, int64_t> meta_step_stats(const std::string& name, bool fused) {
   reset_allocators();

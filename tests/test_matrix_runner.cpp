@@ -34,7 +34,7 @@ json summarize_test(const json& spec, json& points) {
 json verdict_test(const json&, const json& summary) {
   return {{"status", "depends"}, {"reason", "outcomes " + summary["outcomes"].dump()}};
 }
-OOMLAB_REGISTER_EXPERIMENT({"90_runner_test", summarize_test, verdict_test, {"extra"}});
+OOMLAB_REGISTER_EXPERIMENT({"90_runner_test", summarize_test, verdict_test, {"extra"}, {}});
 
 struct TempDir {
   std::string path;
