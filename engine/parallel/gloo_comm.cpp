@@ -16,6 +16,11 @@
 // Rendezvous: each wait for a peer's key and the mesh's connection each end within timeout()
 // (a peer that dies between publishing its address and connecting included).
 // Byte counts: what a ring moves (as the mpi backend).
+// SIGPIPE: a rank writing to the socket of a peer that died would be killed by SIGPIPE (gloo's
+// tcp pairs write with writev, which takes no MSG_NOSIGNAL) instead of getting the error that
+// becomes CommError, so a rank that uses gloo ignores SIGPIPE when nothing else handles it, as
+// every Python process (PyTorch's) does from its start (seen 2026-11-27: rank 0 of
+// RanksFailure.gloo_kill exited on signal 13 under ASan).
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -24,6 +29,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <cstring>
@@ -62,10 +69,17 @@ template <class Fn> void typed(DType d, void* p, Fn fn) {
   }
 }
 
+// SIGPIPE ignored unless the program set its own disposition (see the header).
+void ignore_sigpipe_by_default() {
+  struct sigaction old {};
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+}
+
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(const RankInfo& info, Device device) : rank_(info.rank), world_(info.world_size), device_(device) {
     OOMLAB_CHECK_T(DeviceError, device.type == DeviceType::cpu, "the gloo backend runs on cpu (got ", device.str(), ")");
+    ignore_sigpipe_by_default();
     set_timeout(info.timeout);   // the rendezvous below is bounded by it too
     store_ = std::make_unique<TcpStore>(info.master_addr, info.master_port, info.rank == 0, timeout());
     StoreAdapter adapter(*store_);

@@ -31,9 +31,14 @@ using namespace oomlab;
 using namespace oomlab::flash;
 
 namespace {
-using attention_check::expect_close;
+using attention_check::Buffers;
+using attention_check::Case;
+using attention_check::case_args;
+using attention_check::cpu_reference;
+using attention_check::expect_buffers;
 using attention_check::failures;
 using attention_check::padded_tail;
+using attention_check::threshold;
 
 struct HostBlock {
   explicit HostBlock(int threads) : bar(threads), xchg(size_t(threads)) {}
@@ -74,28 +79,7 @@ template <class Smem, class Body> void run_grid(int64_t gx, int64_t gy, int nthr
     }
 }
 
-uint32_t threshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); }   // the kernels' rule
 int64_t blocks(int64_t rows, int64_t per_block) { return (rows + per_block - 1) / per_block; }
-
-struct Buffers {
-  std::vector<float> out, lse, dq, dk, dv;
-  Buffers(int64_t BH, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv)
-      : out(size_t(BH * Tq * Dv)), lse(size_t(BH * Tq)), dq(size_t(BH * Tq * D)), dk(size_t(BH * Tk * D)),
-        dv(size_t(BH * Tk * Dv)) {}
-  void point(FusedAttentionArgs& a) {
-    a.out = out.data(); a.lse = lse.data(); a.dq = dq.data(); a.dk = dk.data(); a.dv = dv.data();
-  }
-};
-
-
-struct Case {
-  std::string name;
-  int64_t B, NH, Tq, Tk;
-  double p;
-  bool causal;
-  std::vector<uint8_t> mask;   // [B, Tk] or empty
-  int64_t D = 64, Dv = 64;     // the flash kernels take 64 only; the tiled ones up to 128
-};
 
 // The flash kernels (attention_flash.cuh) on `a`, as attention_flash.cu launches them.
 void run_flash(const FusedAttentionArgs& a, uint32_t thr) {
@@ -117,33 +101,24 @@ void run_tiled(const FusedAttentionArgs& a, uint32_t thr) {
 }
 
 void check(const Case& c) {
-  const int64_t BH = c.B * c.NH;
   std::mt19937 rng(uint32_t(c.Tq * 131 + c.Tk));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  auto fill = [&](size_t n) { std::vector<float> v(n); for (float& x : v) x = u(rng); return v; };
-  const std::vector<float> q = fill(size_t(BH * c.Tq * c.D)), k = fill(size_t(BH * c.Tk * c.D)),
-                           v = fill(size_t(BH * c.Tk * c.Dv)), g = fill(size_t(BH * c.Tq * c.Dv));
-  FusedAttentionArgs a{q.data(), k.data(), v.data(), c.mask.empty() ? nullptr : c.mask.data(), nullptr, nullptr,
-                       g.data(), nullptr, nullptr, nullptr, BH, c.NH, c.Tq, c.Tk, c.D, c.Dv, 1.0 / std::sqrt(double(c.D)),
-                       c.p, 0x5eedull, 0x1000ull, c.causal};
-  Buffers want(BH, c.Tq, c.Tk, c.D, c.Dv);
-  FusedAttentionArgs r = a;
-  want.point(r);
-  fused_attention_forward_kernels().launch(cpu_device(), DType::f32, r);
-  fused_attention_backward_kernels().launch(cpu_device(), DType::f32, r);
+  auto fill = [&](int64_t rows, int64_t dim) {
+    std::vector<float> v(size_t(c.B * c.NH * rows * dim));
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  const std::vector<float> q = fill(c.Tq, c.D), k = fill(c.Tk, c.D), v = fill(c.Tk, c.Dv), g = fill(c.Tq, c.Dv);
+  const FusedAttentionArgs a = case_args(c, q, k, v, g);
+  const Buffers want = cpu_reference(a);
   const uint32_t thr = threshold(c.p);
   for (const char* set : {"flash", "tiled"}) {
     if (std::string(set) == "flash" && (c.D != kD || c.Dv != kD)) continue;
-    Buffers got(BH, c.Tq, c.Tk, c.D, c.Dv);
     FusedAttentionArgs e = a;
+    Buffers got(e);
     got.point(e);
     std::string(set) == "flash" ? run_flash(e, thr) : run_tiled(e, thr);
-    const std::string what = std::string(set) + ": " + c.name;
-    expect_close(what, "out", got.out, want.out, 2e-5);
-    expect_close(what, "lse", got.lse, want.lse, 2e-5);
-    expect_close(what, "dq", got.dq, want.dq, 2e-5);
-    expect_close(what, "dk", got.dk, want.dk, 2e-5);
-    expect_close(what, "dv", got.dv, want.dv, 2e-5);
+    expect_buffers(std::string(set) + ": " + c.name, got, want, 2e-5, 2e-5);
   }
 }
 

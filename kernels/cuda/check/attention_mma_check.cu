@@ -35,9 +35,13 @@ using namespace oomlab;
 using namespace oomlab::mma;
 
 namespace {
-using attention_check::expect_close;
+using attention_check::Buffers;
+using attention_check::Case;
+using attention_check::case_args;
+using attention_check::cpu_reference;
+using attention_check::expect_buffers;
 using attention_check::failures;
-using attention_check::padded_tail;
+using attention_check::threshold;
 
 struct HostBlock {
   std::barrier<> bar{kThreads};
@@ -96,62 +100,37 @@ template <bool F16, class Smem, class Body> void run_grid(int64_t gx, int64_t gy
 
 int64_t blocks(int64_t rows) { return (rows + kRows - 1) / kRows; }
 
-struct Case {
-  std::string name;
-  int64_t B, NH, Tq, Tk;
-  double p;
-  bool causal;
-  std::vector<uint8_t> mask;
-};
 
 template <bool F16> void check(const Case& c) {
-  const int64_t BH = c.B * c.NH;
   std::mt19937 rng(uint32_t(c.Tq * 7 + c.Tk));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  auto fill = [&](size_t n) {   // values of the 16-bit type, as the op's float32 copies hold
-    std::vector<float> v(n);
+  auto fill = [&](int64_t n) {   // values of the 16-bit type, as the op's float32 copies hold
+    std::vector<float> v(size_t(c.B * c.NH * n * kD));
     for (float& x : v) x = unpack<F16>(round16<F16>(u(rng)));
     return v;
   };
-  const std::vector<float> q = fill(size_t(BH * c.Tq * kD)), k = fill(size_t(BH * c.Tk * kD)),
-                           v = fill(size_t(BH * c.Tk * kD)), g = fill(size_t(BH * c.Tq * kD));
-  FusedAttentionArgs a{q.data(), k.data(), v.data(), c.mask.empty() ? nullptr : c.mask.data(), nullptr, nullptr,
-                       g.data(), nullptr, nullptr, nullptr, BH, c.NH, c.Tq, c.Tk, kD, kD, 0.125, c.p, 0x5eedull,
-                       0x1000ull, c.causal, true, F16};
-  auto buffers = [&](FusedAttentionArgs& r, std::vector<std::vector<float>>& b) {
-    b = {std::vector<float>(size_t(BH * c.Tq * kD)), std::vector<float>(size_t(BH * c.Tq)),
-         std::vector<float>(size_t(BH * c.Tq * kD)), std::vector<float>(size_t(BH * c.Tk * kD)),
-         std::vector<float>(size_t(BH * c.Tk * kD))};
-    r.out = b[0].data(); r.lse = b[1].data(); r.dq = b[2].data(); r.dk = b[3].data(); r.dv = b[4].data();
-  };
-  std::vector<std::vector<float>> want, got;
-  FusedAttentionArgs r = a, e = a;
-  buffers(r, want);
-  buffers(e, got);
-  fused_attention_forward_kernels().launch(cpu_device(), DType::f32, r);
-  fused_attention_backward_kernels().launch(cpu_device(), DType::f32, r);
-  // the backward reads the forward's out as the op saves it: rounded to the 16-bit type
-  for (float& o : got[0]) o = 0.0f;
-  const uint32_t thr = uint32_t(std::ceil(c.p * 16777216.0));
+  const std::vector<float> q = fill(c.Tq), k = fill(c.Tk), v = fill(c.Tk), g = fill(c.Tq);
+  FusedAttentionArgs e = case_args(c, q, k, v, g);
+  e.from_16bit = true;
+  e.from_f16 = F16;
+  const Buffers want = cpu_reference(e);
+  Buffers got(e);
+  got.point(e);
+  const uint32_t thr = threshold(c.p);
+  const int64_t BH = c.B * c.NH;
   run_grid<F16, FwdSmem>(blocks(c.Tq), BH, [&](const HostCtx<F16>& x, FwdSmem& s) { fwd_body(x, e, thr, s); });
-  std::vector<float> out16 = got[0];
+  // the backward reads the forward's out as the op saves it: rounded to the 16-bit type
+  std::vector<float> out16 = got.out;
   for (float& o : out16) o = unpack<F16>(round16<F16>(o));
   FusedAttentionArgs eb = e;
   eb.out = out16.data();
   run_grid<F16, DqSmem>(blocks(c.Tq), BH, [&](const HostCtx<F16>& x, DqSmem& s) { dq_body(x, eb, thr, s); });
   run_grid<F16, DkvSmem>(blocks(c.Tk), BH, [&](const HostCtx<F16>& x, DkvSmem& s) { dkv_body(x, eb, thr, s); });
-  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
-  const std::string what = std::string(F16 ? "mma f16: " : "mma bf16: ") + c.name;
-  for (int t = 0; t < 5; ++t) expect_close(what, names[t], got[size_t(t)], want[size_t(t)], t == 1 ? 1e-5 : F16 ? 2e-3 : 1e-2);
+  expect_buffers(std::string(F16 ? "mma f16: " : "mma bf16: ") + c.name, got, want, F16 ? 2e-3 : 1e-2, 1e-5);
 }
 
 template <bool F16> void check_all() {
-  check<F16>({"one partial tile", 1, 1, 16, 16, 0.0, false, {}});
-  check<F16>({"partial tiles, padding", 2, 2, 70, 100, 0.0, false, padded_tail(2, 100, {90, 37})});
-  check<F16>({"a batch all padded", 2, 1, 33, 65, 0.0, false, padded_tail(2, 65, {60, 0})});
-  check<F16>({"dropout 0.1", 1, 2, 70, 96, 0.1, false, padded_tail(1, 96, {80})});
-  check<F16>({"causal", 1, 2, 130, 130, 0.0, true, {}});
-  check<F16>({"causal, dropout, Tq < Tk", 2, 1, 64, 97, 0.2, true, padded_tail(2, 97, {97, 90})});
+  for (const Case& c : attention_check::tensor_core_cases()) check<F16>(c);
 }
 
 }  // namespace

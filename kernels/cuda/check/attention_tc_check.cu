@@ -31,9 +31,13 @@ using namespace oomlab;
 using namespace oomlab::tc;
 
 namespace {
-using attention_check::expect_close;
+using attention_check::Buffers;
+using attention_check::Case;
+using attention_check::case_args;
+using attention_check::cpu_reference;
+using attention_check::expect_buffers;
 using attention_check::failures;
-using attention_check::padded_tail;
+using attention_check::threshold;
 
 float tf32(float v) {   // cvt.rna.tf32.f32: 10 mantissa bits, round to nearest, ties away from zero
   if (!std::isfinite(v)) return v;
@@ -86,20 +90,12 @@ template <class Smem, class Body> void run_grid(int64_t gx, int64_t gy, Body bod
 int64_t blocks(int64_t rows) { return (rows + kRows - 1) / kRows; }
 
 
-struct Case {
-  std::string name;
-  int64_t B, NH, Tq, Tk;
-  double p;
-  bool causal;
-  std::vector<uint8_t> mask;
-};
 
 void check(const Case& c) {
-  const int64_t BH = c.B * c.NH;
   std::mt19937 rng(uint32_t(c.Tq * 7 + c.Tk));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  auto fill = [&](size_t n) {
-    std::vector<float> v(n);
+  auto fill = [&](int64_t n) {
+    std::vector<float> v(size_t(c.B * c.NH * n * kD));
     for (float& x : v) {   // bfloat16 values: TF32 keeps them
       uint32_t b;
       x = u(rng);
@@ -109,41 +105,25 @@ void check(const Case& c) {
     }
     return v;
   };
-  const std::vector<float> q = fill(size_t(BH * c.Tq * kD)), k = fill(size_t(BH * c.Tk * kD)),
-                           v = fill(size_t(BH * c.Tk * kD)), g = fill(size_t(BH * c.Tq * kD));
-  FusedAttentionArgs a{q.data(), k.data(), v.data(), c.mask.empty() ? nullptr : c.mask.data(), nullptr, nullptr,
-                       g.data(), nullptr, nullptr, nullptr, BH, c.NH, c.Tq, c.Tk, kD, kD, 0.125, c.p, 0x5eedull,
-                       0x1000ull, c.causal, true};
-  auto buffers = [&](FusedAttentionArgs& r, std::vector<std::vector<float>>& b) {
-    b = {std::vector<float>(size_t(BH * c.Tq * kD)), std::vector<float>(size_t(BH * c.Tq)),
-         std::vector<float>(size_t(BH * c.Tq * kD)), std::vector<float>(size_t(BH * c.Tk * kD)),
-         std::vector<float>(size_t(BH * c.Tk * kD))};
-    r.out = b[0].data(); r.lse = b[1].data(); r.dq = b[2].data(); r.dk = b[3].data(); r.dv = b[4].data();
-  };
-  std::vector<std::vector<float>> want, got;
-  FusedAttentionArgs r = a, e = a;
-  buffers(r, want);
-  buffers(e, got);
-  fused_attention_forward_kernels().launch(cpu_device(), DType::f32, r);
-  fused_attention_backward_kernels().launch(cpu_device(), DType::f32, r);
-  const uint32_t thr = uint32_t(std::ceil(c.p * 16777216.0));
+  const std::vector<float> q = fill(c.Tq), k = fill(c.Tk), v = fill(c.Tk), g = fill(c.Tq);
+  FusedAttentionArgs e = case_args(c, q, k, v, g);
+  e.from_16bit = true;
+  const Buffers want = cpu_reference(e);
+  Buffers got(e);
+  got.point(e);
+  const uint32_t thr = threshold(c.p);
+  const int64_t BH = c.B * c.NH;
   run_grid<FwdSmem>(blocks(c.Tq), BH, [&](const HostCtx& x, FwdSmem& s) { fwd_body(x, e, thr, s); });
   run_grid<DqSmem>(blocks(c.Tq), BH, [&](const HostCtx& x, DqSmem& s) { dq_body(x, e, thr, s); });
   run_grid<DkvSmem>(blocks(c.Tk), BH, [&](const HostCtx& x, DkvSmem& s) { dkv_body(x, e, thr, s); });
-  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
-  for (int t = 0; t < 5; ++t) expect_close("tc: " + c.name, names[t], got[size_t(t)], want[size_t(t)], t == 1 ? 1e-5 : 3e-3);
+  expect_buffers("tc: " + c.name, got, want, 3e-3, 1e-5);
 }
 
 }  // namespace
 
 int main() {
   ensure_kernels_registered();
-  check({"one partial tile", 1, 1, 16, 16, 0.0, false, {}});
-  check({"partial tiles, padding", 2, 2, 70, 100, 0.0, false, padded_tail(2, 100, {90, 37})});
-  check({"a batch all padded", 2, 1, 33, 65, 0.0, false, padded_tail(2, 65, {60, 0})});
-  check({"dropout 0.1", 1, 2, 70, 96, 0.1, false, padded_tail(1, 96, {80})});
-  check({"causal", 1, 2, 130, 130, 0.0, true, {}});
-  check({"causal, dropout, Tq < Tk", 2, 1, 64, 97, 0.2, true, padded_tail(2, 97, {97, 90})});
+  for (const Case& c : attention_check::tensor_core_cases()) check(c);
   printf("%d failures\n", failures);
   return failures ? 1 : 0;
 }
