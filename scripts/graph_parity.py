@@ -28,15 +28,13 @@ Exit: 0 when every point meets its bar (or skipped), 1 when one does not, 2 on b
 """
 import argparse
 import copy
-import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from oomlab_report import parity_run
 from oomlab_report.atomic import write_json_atomic
 from torch_parity import BARS, LR, grad_errors, nmse
 
@@ -202,49 +200,23 @@ def main(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
-    models = [m for m in a.models.split(",") if m]
-    dtypes = [d for d in a.dtypes.split(",") if d]
-    bad = [m for m in models if m not in CASES] + [d for d in dtypes if d not in BARS]
-    if bad:
-        print(f"graph_parity: error: unknown model/dtype {bad}; models {list(CASES)}, dtypes {list(BARS)}", file=sys.stderr)
+    matrix = parity_run.parse_matrix("graph_parity", a.models, a.dtypes, CASES, BARS)
+    if matrix is None:
         return 2
-    mods = {}
-    try:
-        import importlib
-        for n in ("torch", "torchvision", "transformers", "safetensors.torch", "numpy"):
-            mods[n] = importlib.import_module(n)
-    except ImportError as exc:
-        print(f"graph_parity: skipped: {exc} (needs torch, torchvision, transformers, safetensors, numpy)")
+    mods = parity_run.import_torch_stack("graph_parity")
+    if mods is None:
         return 0
-    if not os.access(a.oomlab, os.X_OK):
-        print(f"graph_parity: error: {a.oomlab} is not an executable oomlab", file=sys.stderr)
+    if not parity_run.oomlab_is_executable("graph_parity", a.oomlab):
         return 2
-    torch = mods["torch"]
-    if a.threads > 0:
-        torch.set_num_threads(a.threads)
-    points = []
-    with tempfile.TemporaryDirectory(prefix="oomlab-graph-parity-") as tmp:
-        for m in models:
-            for d in dtypes:
-                work = Path(tmp) / f"{m}-{d}"
-                work.mkdir()
-                pt = run_case(mods, a.oomlab, m, d, a.seed, work)
-                points.append(pt)
-                print(f"{m:9s} {d}: loss {pt['loss_oomlab']:.8g} vs {pt['loss_torch']:.8g} "
-                      f"(|diff| {pt['loss_abs_diff']:.2e}); grad NMSE {pt['grad_nmse']:.2e} "
-                      f"(worst {pt['grad_nmse_worst']:.2e} {pt['grad_nmse_worst_tensor']}; {len(pt['near_zero_grads'])} ~0); "
-                      f"weights after NMSE {pt['weights_after_nmse']:.2e}; "
-                      f"{'ok' if pt['meets_bar'] else 'ABOVE BAR'} (<= {pt['bar_grad_nmse']:g})", flush=True)
-                if "oomlab_vs_float64_grad_nmse" in pt:
-                    print(f"{'':9s}   against float64 PyTorch: oomlab float32 {pt['oomlab_vs_float64_grad_nmse']:.2e}, "
-                          f"PyTorch float32 {pt['torch_vs_float64_grad_nmse']:.2e}", flush=True)
-    git = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+
+    def against_float64(pt):
+        if "oomlab_vs_float64_grad_nmse" in pt:
+            print(f"{'':9s}   against float64 PyTorch: oomlab float32 {pt['oomlab_vs_float64_grad_nmse']:.2e}, "
+                  f"PyTorch float32 {pt['torch_vs_float64_grad_nmse']:.2e}", flush=True)
+    points = parity_run.run_matrix(run_case, mods, a, *matrix, "oomlab-graph-parity-", 9, against_float64)
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
                            cwd=HERE).stdout.strip() != ""
-    doc = {"command": "graph_parity", "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "git_sha": git, "git_dirty": dirty, "host": platform.node(), "cpu": platform.processor() or platform.machine(),
-           "versions": {n: getattr(mods[n], "__version__", "?") for n in ("torch", "torchvision", "transformers", "numpy")},
-           "torch_threads": torch.get_num_threads(), "lr": LR, "points": points}
+    doc = parity_run.results_doc("graph_parity", mods, LR, points, HERE, {"git_dirty": dirty})
     if a.json:
         write_json_atomic(a.json, doc)
         print(f"wrote {a.json}")

@@ -21,14 +21,12 @@ Usage: python3 scripts/torch_parity.py [--oomlab build/oomlab] [--models resnet1
 Exit: 0 when every point meets its bar (or skipped), 1 when one does not, 2 on bad usage.
 """
 import argparse
-import datetime
-import os
 import platform
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from oomlab_report import parity_run
 from oomlab_report.atomic import write_json_atomic
 
 HERE = Path(__file__).resolve().parent
@@ -186,47 +184,16 @@ def main(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default="", help="write the points here (atomically)")
     a = p.parse_args(argv)
-    models = [m for m in a.models.split(",") if m]
-    dtypes = [d for d in a.dtypes.split(",") if d]
-    bad = [m for m in models if m not in CASES] + [d for d in dtypes if d not in BARS]
-    if bad:
-        print(f"torch_parity: error: unknown model/dtype {bad}; models {list(CASES)}, dtypes {list(BARS)}",
-              file=sys.stderr)
+    matrix = parity_run.parse_matrix("torch_parity", a.models, a.dtypes, CASES, BARS)
+    if matrix is None:
         return 2
-    mods = {}
-    try:
-        import importlib
-        for name in ("torch", "torchvision", "transformers", "safetensors.torch", "numpy"):
-            mods[name] = importlib.import_module(name)
-    except ImportError as exc:
-        print(f"torch_parity: skipped: {exc} (needs torch, torchvision, transformers, safetensors, numpy: "
-              "pip install them in a virtualenv)")
+    mods = parity_run.import_torch_stack("torch_parity", ": pip install them in a virtualenv")
+    if mods is None:
         return 0
-    if not os.access(a.oomlab, os.X_OK):
-        print(f"torch_parity: error: {a.oomlab} is not an executable oomlab (build it, or pass --oomlab)", file=sys.stderr)
+    if not parity_run.oomlab_is_executable("torch_parity", a.oomlab, " (build it, or pass --oomlab)"):
         return 2
-    torch = mods["torch"]
-    if a.threads > 0:
-        torch.set_num_threads(a.threads)
-    points = []
-    with tempfile.TemporaryDirectory(prefix="oomlab-parity-") as tmp:
-        for m in models:
-            for d in dtypes:
-                work = Path(tmp) / f"{m}-{d}"
-                work.mkdir()
-                pt = run_case(mods, a.oomlab, m, d, a.seed, work)
-                points.append(pt)
-                print(f"{m:11s} {d}: loss {pt['loss_oomlab']:.8g} vs {pt['loss_torch']:.8g} "
-                      f"(|diff| {pt['loss_abs_diff']:.2e}); grad NMSE {pt['grad_nmse']:.2e} "
-                      f"(worst {pt['grad_nmse_worst']:.2e} {pt['grad_nmse_worst_tensor']}; {len(pt['near_zero_grads'])} ~0); "
-                      f"weights after NMSE {pt['weights_after_nmse']:.2e}; "
-                      f"{'ok' if pt['meets_bar'] else 'ABOVE BAR'} (<= {pt['bar_grad_nmse']:g})", flush=True)
-    git = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
-    doc = {"command": "torch_parity", "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "git_sha": git, "host": platform.node(), "cpu": platform.processor() or platform.machine(),
-           "python": platform.python_version(),
-           "versions": {n: getattr(mods[n], "__version__", "?") for n in ("torch", "torchvision", "transformers", "numpy")},
-           "torch_threads": torch.get_num_threads(), "lr": LR, "points": points}
+    points = parity_run.run_matrix(run_case, mods, a, *matrix, "oomlab-parity-", 11)
+    doc = parity_run.results_doc("torch_parity", mods, LR, points, HERE, {"python": platform.python_version()})
     if a.json:
         write_json_atomic(a.json, doc)
         print(f"wrote {a.json}")
