@@ -31,14 +31,7 @@ using namespace oomlab;
 using namespace oomlab::flash;
 
 namespace {
-using attention_check::Buffers;
-using attention_check::Case;
-using attention_check::case_args;
-using attention_check::cpu_reference;
-using attention_check::expect_buffers;
-using attention_check::failures;
-using attention_check::padded_tail;
-using attention_check::threshold;
+using namespace attention_check;   // the shared cases, buffers, reference and comparison
 
 struct HostBlock {
   explicit HostBlock(int threads) : bar(threads), xchg(size_t(threads)) {}

@@ -35,13 +35,7 @@ using namespace oomlab;
 using namespace oomlab::mma;
 
 namespace {
-using attention_check::Buffers;
-using attention_check::Case;
-using attention_check::case_args;
-using attention_check::cpu_reference;
-using attention_check::expect_buffers;
-using attention_check::failures;
-using attention_check::threshold;
+using namespace attention_check;   // the shared cases, buffers, reference and comparison
 
 struct HostBlock {
   std::barrier<> bar{kThreads};
@@ -94,7 +88,7 @@ template <bool F16> struct HostCtx {
 };
 
 template <bool F16, class Smem, class Body> void run_grid(int64_t gx, int64_t gy, Body body) {
-  attention_check::run_blocks<HostBlock, Smem>(
+  run_blocks<HostBlock, Smem>(
       gx, gy, kThreads, [&](int t, int64_t bx, int64_t by, HostBlock& b, Smem& s) { body(HostCtx<F16>{t, bx, by, &b}, s); });
 }
 
@@ -130,7 +124,7 @@ template <bool F16> void check(const Case& c) {
 }
 
 template <bool F16> void check_all() {
-  for (const Case& c : attention_check::tensor_core_cases()) check<F16>(c);
+  for (const Case& c : tensor_core_cases()) check<F16>(c);
 }
 
 }  // namespace

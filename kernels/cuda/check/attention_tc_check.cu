@@ -31,13 +31,7 @@ using namespace oomlab;
 using namespace oomlab::tc;
 
 namespace {
-using attention_check::Buffers;
-using attention_check::Case;
-using attention_check::case_args;
-using attention_check::cpu_reference;
-using attention_check::expect_buffers;
-using attention_check::failures;
-using attention_check::threshold;
+using namespace attention_check;   // the shared cases, buffers, reference and comparison
 
 float tf32(float v) {   // cvt.rna.tf32.f32: 10 mantissa bits, round to nearest, ties away from zero
   if (!std::isfinite(v)) return v;
@@ -83,7 +77,7 @@ struct HostCtx {
 };
 
 template <class Smem, class Body> void run_grid(int64_t gx, int64_t gy, Body body) {
-  attention_check::run_blocks<HostBlock, Smem>(
+  run_blocks<HostBlock, Smem>(
       gx, gy, kThreads, [&](int t, int64_t bx, int64_t by, HostBlock& b, Smem& s) { body(HostCtx{t, bx, by, &b}, s); });
 }
 
@@ -123,7 +117,7 @@ void check(const Case& c) {
 
 int main() {
   ensure_kernels_registered();
-  for (const Case& c : attention_check::tensor_core_cases()) check(c);
+  for (const Case& c : tensor_core_cases()) check(c);
   printf("%d failures\n", failures);
   return failures ? 1 : 0;
 }
