@@ -16,14 +16,25 @@ namespace oomlab {
 
 bool is_graph_model(const std::string& name) { return name.rfind("graph:", 0) == 0; }
 
-const ModelGraph& graph_of_model(const std::string& name) {
-  static std::mutex mu;
+namespace {
+std::mutex graph_cache_mu;
+std::map<std::string, std::unique_ptr<ModelGraph>>& graph_cache() {
   static std::map<std::string, std::unique_ptr<ModelGraph>> cache;
+  return cache;
+}
+}  // namespace
+
+const ModelGraph& graph_of_model(const std::string& name) {
   const std::string path = name.substr(6);
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = cache[path];
+  std::lock_guard<std::mutex> lock(graph_cache_mu);
+  auto& slot = graph_cache()[path];
   if (!slot) slot = std::make_unique<ModelGraph>(read_model_graph(path));
   return *slot;
+}
+
+void forget_graph_models() {
+  std::lock_guard<std::mutex> lock(graph_cache_mu);
+  graph_cache().clear();
 }
 
 std::map<std::string, std::string> graph_tied_names(const std::string& name) {
@@ -77,6 +88,8 @@ BertShape graph_token_shape(const std::string& name) {
     if (view && !n.refs.empty() && ids.count(n.refs[0])) ids.insert(n.name);
     if (n.op == "aten.embedding.default" && n.refs.size() >= 2 && shapes.count(n.refs[0])) {
       const Shape& w = shapes[n.refs[0]];
+      OOMLAB_CHECK_T(ShapeError, w.size() == 2, graph::node_where(g.file, n), "argument 0: the weight '", n.refs[0],
+                     "' of shape ", shape_str(w), " is not a table [rows, dim]");
       if (ids.count(n.refs[1]) && !vocab_found) {
         s.vocab_size = w.at(0), s.hidden = w.at(1), vocab_found = true;
       } else if (!from_input.count(n.refs[1])) {   // ids not from the input: the position table

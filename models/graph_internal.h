@@ -3,6 +3,8 @@
 //   graph_model.cpp     the module tree, value lifetimes, the forward loop, the public API;
 //   graph_nodes.cpp     one handler per supported op (run_node, graph_supported_ops);
 //   graph_pointwise.cpp arithmetic (broadcasting, with numbers), activations, shape ops;
+//   graph_args.cpp      the checks of values read from the file (dims, indices, integer
+//                       arithmetic) and NodeCtx's argument accessors;
 //   graph_constants.cpp constant folding: nodes that depend on neither the model input nor a
 //                       trainable parameter (position ids, an all-true attention mask) are
 //                       evaluated once on the host, at build time; so is the shape of a mask
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "engine/io/model_graph.h"
 #include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/module.h"
@@ -126,6 +129,30 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   std::set<std::string> held_;                         // inputs, parameters, outputs: never freed
 };
 
+// An argument read from the file that cannot be used as it is: a dim out of range, an index
+// past a list or a size, integer arithmetic that overflows or divides by zero. Its message
+// names the argument ("argument 1: dim 5 is out of range for a 3-D value"); the importer's
+// callers (run_node, GraphModel::fold_constants) prefix the file and node (node_where), so
+// the user reads one line naming file, node and argument.
+struct GraphArgError : ValueError { using ValueError::ValueError; };
+[[noreturn]] void bad_arg(size_t arg, const std::string& what);
+// An integer argument as int64: JSON's unsigned integers above 2^63 - 1 (2^64 - 1 is not -1)
+// and non-integers are a GraphArgError naming argument `arg`.
+int64_t arg_integer(const nlohmann::json& a, size_t arg);
+// "graph F: node 'n' (op): ", the prefix of every error about node n.
+std::string node_where(const std::string& file, const GraphNode& n);
+// `d` as a dim of a value of rank `rank`, normalised to [0, rank) (insert: [0, rank], where
+// unsqueeze puts a new dim), as PyTorch's maybe_wrap_dim; GraphArgError otherwise.
+int64_t checked_dim(int64_t d, int64_t rank, size_t arg, bool insert = false);
+// `i` as an index into an extent of `size`, normalised to [0, size) (negative from the end).
+int64_t checked_index(int64_t i, int64_t size, size_t arg);
+// a + b, a - b, a * b of values from the file, or GraphArgError naming the argument.
+int64_t arg_add(int64_t a, int64_t b, size_t arg);
+int64_t arg_sub(int64_t a, int64_t b, size_t arg);
+int64_t arg_mul(int64_t a, int64_t b, size_t arg);
+// Python's a // b (rounds toward negative infinity); b == 0 and INT64_MIN // -1 are errors.
+int64_t arg_floordiv(int64_t a, int64_t b, size_t arg);
+
 struct NodeCtx {
   GraphModel& m;
   const GraphNode& n;
@@ -136,6 +163,8 @@ struct NodeCtx {
   const Value* value(size_t i) const;   // the Value an argument references, or nullptr
   Tensor tensor(size_t i) const;        // a device tensor (a folded constant is copied over)
   std::vector<int64_t> ints(size_t i, std::vector<int64_t> dflt = {}) const;
+  int64_t integer(size_t i, int64_t dflt) const;   // an integer literal (null: dflt), else GraphArgError
+  int64_t dim(size_t i, int64_t rank, int64_t dflt = 0, bool insert = false) const;   // checked_dim of integer(i)
   double number(size_t i, double dflt) const;   // a literal, {"float": "-inf"} included
   bool may_overwrite_first() const;
 };

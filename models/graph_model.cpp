@@ -167,12 +167,16 @@ void GraphModel::fold_constants(const Shape& input_shape) {
       continue;
     }
     const bool on_mask = std::any_of(n.refs.begin(), n.refs.end(), [&](const std::string& r) { return mask_exprs_.count(r) > 0; });
-    if (on_mask) {
-      if (std::optional<MaskExpr> e = fold_mask_expr(n, constants_, mask_exprs_)) mask_exprs_[n.name] = std::move(*e);
-      continue;
+    try {
+      if (on_mask) {
+        if (std::optional<MaskExpr> e = fold_mask_expr(n, constants_, mask_exprs_)) mask_exprs_[n.name] = std::move(*e);
+        continue;
+      }
+      if (!all_constant) continue;
+      if (std::optional<HostValue> c = fold_node(n, constants_)) constants_[n.name] = std::move(*c);
+    } catch (const GraphArgError& e) {   // an argument no op could take: the file, node and argument named
+      throw ValueError(node_where(g_.file, n) + e.what());
     }
-    if (!all_constant) continue;
-    if (std::optional<HostValue> c = fold_node(n, constants_)) constants_[n.name] = std::move(*c);
   }
 }
 

@@ -62,6 +62,9 @@ bool graph_has_mask_input(const ModelGraph& g);
 // `--model graph:FILE`: is `name` such a model, and its graph (read once per path, then kept).
 bool is_graph_model(const std::string& name);
 const ModelGraph& graph_of_model(const std::string& name);
+// Drops the graphs read so far (a process that rewrites a graph file between runs: the fuzz
+// targets); a reference graph_of_model returned dangles afterwards.
+void forget_graph_models();
 // The tied parameters the export wrote once ("exporter": {"tied": {other name: graph name}}),
 // for loading a PyTorch state_dict that has both names (load_into's aliases); {} for a zoo model.
 std::map<std::string, std::string> graph_tied_names(const std::string& name);

@@ -47,59 +47,6 @@ const std::set<std::string>& supported_ops() {
   return ops;
 }
 
-[[noreturn]] void NodeCtx::unsupported(const std::string& what) const {
-  throw NotImplementedError(str_cat("graph ", m.graph().file, ": node '", n.name, "' (", n.op, "): ", what,
-                                    " is not supported yet"));
-}
-
-const json& NodeCtx::arg(size_t i) const {
-  static const json null_value;
-  return i < n.args.size() ? n.args[i] : null_value;
-}
-
-const Value* NodeCtx::value(size_t i) const {
-  const json& a = arg(i);
-  return a.is_object() && a.contains("ref") ? &env.at(a["ref"].get<std::string>()) : nullptr;
-}
-
-Tensor NodeCtx::tensor(size_t i) const {
-  const Value* v = value(i);
-  if (!v) return Tensor();
-  if (v->transposed_of.defined()) unsupported("a permuted weight used other than by addmm");
-  if (v->mask) unsupported("the attention-mask input used other than as a key padding mask of attention");
-  if (v->outs.empty() && v->constant) return to_device(*v->constant, m.config().device);
-  if (v->outs.empty() || !v->outs[0].defined()) unsupported(str_cat("argument ", i, " (an output oomlab does not compute)"));
-  return v->outs[0];
-}
-
-std::vector<int64_t> NodeCtx::ints(size_t i, std::vector<int64_t> dflt) const {
-  const json& a = arg(i);
-  if (a.is_null()) return dflt;
-  std::vector<int64_t> out;
-  for (const json& e : a) {
-    if (e.is_object() && e.contains("ref")) {   // a size node (dynamic batch), folded on the host
-      const Value& v = env.at(e["ref"].get<std::string>());
-      if (!v.constant || v.constant->v.size() != 1) unsupported(str_cat("argument ", i, " (a size not known on the host)"));
-      out.push_back(v.constant->v[0]);
-      continue;
-    }
-    if (!e.is_number_integer()) unsupported(str_cat("argument ", i, " ", a.dump()));
-    out.push_back(e.get<int64_t>());
-  }
-  return out;
-}
-
-double NodeCtx::number(size_t i, double dflt) const {
-  const json& a = arg(i);
-  if (a.is_null()) return dflt;
-  if (a.is_number()) return a.get<double>();
-  if (a.is_object() && a.contains("float")) {
-    const std::string f = a["float"];
-    return f == "nan" ? NAN : (f == "inf" ? INFINITY : -INFINITY);
-  }
-  unsupported(str_cat("argument ", i, " ", a.dump().substr(0, 60), " where a number was expected"));
-}
-
 // The first argument may be overwritten: its value dies here, this node is its only reader
 // (no other op saved it: a LayerNorm before a residual add does) and a kernel that saves no
 // output produced it (what torchvision's in-place ReLU and residual add rely on).
@@ -121,7 +68,7 @@ Value conv(const NodeCtx& c) {
   if (c.arg(6).is_boolean() && c.arg(6).get<bool>()) c.unsupported("a transposed convolution");
   const auto st = c.ints(3, {1, 1}), pad = c.ints(4, {0, 0}), dil = c.ints(5, {1, 1});
   if (st.size() != 2 || pad.size() != 2 || dil.size() != 2) c.unsupported("a convolution that is not 2-D");
-  Conv2dParams p{st[0], st[1], pad[0], pad[1], dil[0], dil[1], c.arg(8).is_number_integer() ? c.arg(8).get<int64_t>() : 1};
+  Conv2dParams p{st[0], st[1], pad[0], pad[1], dil[0], dil[1], c.integer(8, 1)};
   return {{conv2d(c.tensor(0), c.tensor(1), c.tensor(2), p)}, {}, {}};
 }
 
@@ -187,7 +134,7 @@ Shape batch_following(const NodeCtx& c, Shape shape) {
   if (!c.value(0) || !c.m.batched(c.arg(0)["ref"].get<std::string>()) || shape.empty() || b == b0 || shape[0] < 0)
     return shape;
   if (b0 <= 0 || shape[0] % b0 != 0) c.unsupported(str_cat("a view whose dim 0 (", shape[0], ") is not a multiple of the batch"));
-  shape[0] = shape[0] / b0 * b;
+  shape[0] = arg_mul(shape[0] / b0, b, 1);
   return shape;
 }
 
@@ -211,18 +158,14 @@ Value shape_node(const NodeCtx& c) {
   if (src && src->transposed_of.defined()) return transposed_over_batch(c, *src, "a view of a transposed weight");
   const Tensor x = c.tensor(0);
   if (c.n.op == "aten.select.int") {   // x[:, i]: a narrow without the dim
-    int64_t dim = c.arg(1).get<int64_t>(), i = c.arg(2).get<int64_t>();
-    dim = dim < 0 ? dim + x.dim() : dim;
+    const int64_t dim = c.dim(1, x.dim()), i = checked_index(c.integer(2, 0), x.size(dim), 2);
     Shape s = x.shape();
-    i = i < 0 ? i + s.at(size_t(dim)) : i;
     s.erase(s.begin() + dim);
     return {{x.narrow(dim, i, 1).reshape(s)}, {}, {}};
   }
   if (c.n.op == "aten.unsqueeze.default") {
     Shape s = x.shape();
-    int64_t dim = c.arg(1).get<int64_t>();
-    dim = dim < 0 ? dim + x.dim() + 1 : dim;
-    s.insert(s.begin() + dim, 1);
+    s.insert(s.begin() + c.dim(1, x.dim(), 0, /*insert=*/true), 1);
     return {{x.reshape(s)}, {}, {}};
   }
   if (c.n.op != "aten.view.default" && c.n.op != "aten._unsafe_view.default" && c.n.op != "aten.reshape.default")
@@ -232,10 +175,15 @@ Value shape_node(const NodeCtx& c) {
 
 Value transformer_node(const NodeCtx& c) {
   if (c.n.op == "aten.embedding.default") {
-    const int64_t pad = c.arg(2).is_number_integer() ? c.arg(2).get<int64_t>() : -1;
+    const int64_t pad = c.integer(2, -1);
     const Value* ids = c.value(1);
     if (ids && ids->outs.empty() && ids->constant) {   // constant ids (positions): one row per sample
       HostValue rows = *ids->constant;
+      const Tensor w = c.tensor(0);
+      const int64_t rows_in_table = w.dim() == 2 ? w.size(0) : 0;   // (embedding names another rank)
+      for (int64_t id : rows.v)   // checked here: a device kernel would read past the table
+        if (rows_in_table > 0 && (id < 0 || id >= rows_in_table))
+          bad_arg(1, str_cat("constant id ", id, " is out of range for an embedding of ", rows_in_table, " rows"));
       if (!rows.shape.empty() && rows.shape[0] == 1 && c.m.batch != 1) {
         const size_t per = rows.v.size();
         rows.shape[0] = c.m.batch;
@@ -332,7 +280,10 @@ Value dispatch(const NodeCtx& c) {
   const GraphNode& n = c.n;
   if (n.op == "getitem") {
     const Value& src = c.env.at(n.refs.at(0));
-    return {{src.outs.at(size_t(n.args[1].get<int64_t>()))}, {}, {}};
+    const int64_t i = c.integer(1, 0);
+    if (i < 0 || size_t(i) >= src.outs.size())
+      bad_arg(1, str_cat("output ", i, " of '", n.refs[0], "', which has ", src.outs.size(), " output(s) in oomlab"));
+    return {{src.outs[size_t(i)]}, {}, {}};
   }
   if (n.op == "aten.convolution.default") return conv(c);
   if (n.op == "aten._native_batch_norm_legit_no_training.default") return batch_norm_node(c);
@@ -349,12 +300,28 @@ Value dispatch(const NodeCtx& c) {
 }
 }  // namespace
 
+// Errors of the ops a node runs name the node: an argument from the file (GraphArgError) and
+// an op's own check of the shapes, dtypes or values it was given (ShapeError, ...) keep their
+// type with the file and node in front; out of memory and interrupts pass unchanged.
 Value run_node(GraphModel& m, const GraphNode& n, std::map<std::string, Value>& env, size_t index) {
   const NodeCtx c{m, n, env, index};
+  const auto where = [&] { return node_where(m.graph().file, n); };
   try {
     return dispatch(c);
   } catch (const json::exception& e) {   // an argument of another JSON type than the op takes
     c.unsupported(str_cat("its arguments ", n.args.dump().substr(0, 80), " (", e.what(), ")"));
+  } catch (const GraphArgError& e) {
+    throw ValueError(where() + e.what());
+  } catch (const ShapeError& e) {
+    throw ShapeError(where() + e.what());
+  } catch (const DTypeError& e) {
+    throw DTypeError(where() + e.what());
+  } catch (const DeviceError& e) {
+    throw DeviceError(where() + e.what());
+  } catch (const ValueError& e) {
+    throw ValueError(where() + e.what());
+  } catch (const std::out_of_range& e) {   // a reference or index no check above caught: still the file's
+    throw ValueError(where() + "an argument refers past what it indexes (" + e.what() + ")");
   }
 }
 

@@ -63,16 +63,12 @@ std::vector<Tensor> tensor_list(const NodeCtx& c, size_t i) {
   return out;
 }
 
-int64_t dim_arg(const NodeCtx& c, size_t i, int64_t rank, int64_t dflt = 0) {
-  const int64_t d = c.arg(i).is_number_integer() ? c.arg(i).get<int64_t>() : dflt;
-  return d < 0 ? d + rank : d;
-}
-
 Value shape_op(const NodeCtx& c) {
   const std::string& op = c.n.op;
   if (op == "aten.cat.default") {
     const std::vector<Tensor> ts = tensor_list(c, 0);
-    return one(cat(ts, dim_arg(c, 1, ts.empty() ? 0 : ts[0].dim())));
+    if (ts.empty()) bad_arg(0, "an empty list of tensors");
+    return one(cat(ts, c.dim(1, ts[0].dim())));
   }
   if (op == "aten.mm.default" || op == "aten.bmm.default") {   // x @ W^T (bmm: W^T expanded over x's dim 0)
     const Value* wt = c.value(1);
@@ -87,17 +83,16 @@ Value shape_op(const NodeCtx& c) {
   if (op == "aten.expand.default") return one(expand(x, c.ints(1)));
   if (op == "aten.squeeze.dims") {   // drops the listed dims of size 1 (others stay, as PyTorch)
     std::vector<int64_t> dims = c.ints(1);
-    for (int64_t& d : dims) d = d < 0 ? d + x.dim() : d;
+    for (int64_t& d : dims) d = checked_dim(d, std::max<int64_t>(x.dim(), 1), 1);   // a 0-d value takes dim 0 or -1
     Shape s;
     for (int64_t d = 0; d < x.dim(); ++d)
       if (x.size(d) != 1 || std::find(dims.begin(), dims.end(), d) == dims.end()) s.push_back(x.size(d));
     return one(x.reshape(s));
   }
   if (op == "aten.slice.Tensor") {   // x[a:b] along a dim, step 1: a narrow view
-    const int64_t d = dim_arg(c, 1, x.dim()), size = x.size(d);
-    int64_t start = c.arg(2).is_number_integer() ? c.arg(2).get<int64_t>() : 0;
-    int64_t end = c.arg(3).is_number_integer() ? c.arg(3).get<int64_t>() : size;
-    if (c.arg(4).is_number_integer() && c.arg(4).get<int64_t>() != 1) c.unsupported("a slice with a step other than 1");
+    const int64_t d = c.dim(1, x.dim()), size = x.size(d);
+    int64_t start = c.integer(2, 0), end = c.integer(3, size);
+    if (c.integer(4, 1) != 1) c.unsupported("a slice with a step other than 1");
     start = std::clamp(start < 0 ? start + size : start, int64_t(0), size);
     end = std::clamp(end < 0 ? end + size : end, start, size);
     if (start == 0 && end == size) return one(x);   // x[:]: eager indexing returns x itself (no SliceBackward)
@@ -105,7 +100,7 @@ Value shape_op(const NodeCtx& c) {
   }
   if (op == "aten.split_with_sizes.default") {
     Value v;
-    v.outs = split(x, c.ints(1), dim_arg(c, 2, x.dim()));
+    v.outs = split(x, c.ints(1), c.dim(2, x.dim()));
     return v;
   }
   // aten.as_strided: only as the identity on a contiguous layout (strides of size-1 dims are free)
