@@ -12,12 +12,13 @@ cd "$(dirname "$0")/.."
 # with Archer, for ThreadSanitizer), lld (LLVM's linker: sanitizer builds link 4-5x faster)
 # and ninja-build (parallel builds of selected targets) serve scripts/sanitize.sh and
 # scripts/fuzz.sh. libgloo-dev is the gloo communicator's library
-# (PyTorch's CPU backend); slurm-wlm and munge serve scripts/slurm_allreduce.sh.
+# (PyTorch's CPU backend); slurm-wlm and munge serve scripts/slurm_allreduce.sh; strace kills
+# a training run at each checkpoint publication point (tests/test_checkpoint_kill.cpp).
 # libopenblas-openmp-dev: OpenBLAS on the same OpenMP pool as oomlab's kernels (CMakeLists.txt).
 packages=(cmake g++ make libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin zlib1g-dev
           nlohmann-json3-dev libgtest-dev libbenchmark-dev python3 python3-matplotlib python3-pyflakes
           dataset-fashion-mnist clang libclang-rt-dev libomp-dev ninja-build lld
-          libgloo-dev slurm-wlm munge)
+          libgloo-dev slurm-wlm munge strace)
 
 if command -v dpkg-query >/dev/null 2>&1; then
   missing=()

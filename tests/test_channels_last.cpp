@@ -151,7 +151,10 @@ TEST(ChannelsLast, ACheckpointResumesWithoutIt) {
   r.resume_dir = (dir / "step-3").string();
   const std::vector<double> resumed = losses(train(r));   // NCHW from the channels_last weights
   ASSERT_EQ(resumed.size(), whole.size());
-  for (size_t i = 3; i < whole.size(); ++i) EXPECT_NEAR(resumed[i], whole[i], 1e-4 * std::fabs(whole[i])) << i;
+  // NHWC before the resume, NCHW after: float32 rounding of differently summed convolutions
+  // grows over the steps (measured at step 6: under 1e-4 on an AMD EPYC VM, 4.1e-4 on an
+  // Intel Xeon one, whose kernels differ), as expect_follows_nchw allows.
+  for (size_t i = 3; i < whole.size(); ++i) EXPECT_NEAR(resumed[i], whole[i], 1e-3 * std::fabs(whole[i])) << i;
   std::filesystem::remove_all(dir);
 }
 

@@ -1,4 +1,5 @@
-// checkpoint.cpp — checkpoint directories written whole, then published atomically.
+// checkpoint.cpp — checkpoint directories written whole, then published atomically, each
+// naming the run that wrote it (contracts: checkpoint.h).
 #include "engine/train/checkpoint.h"
 
 #include <fcntl.h>
@@ -8,8 +9,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
@@ -85,13 +88,14 @@ fs::path recover_replaced(const fs::path& p) {
   return p;
 }
 
-// Leftovers of runs that died mid-save: ".tmp-step-N-PID" (never published) and
-// ".old-step-N-PID" whose step-N is back in place, when process PID is gone.
+// Leftovers of runs that died mid-save: ".tmp-step-N-PID" (never published), ".del-step-N-PID"
+// (retention's, renamed aside before deletion) and ".old-step-N-PID" whose step-N is back in
+// place, when process PID is gone.
 void remove_dead_leftovers(const fs::path& root) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string n = e.path().filename().string();
-    const bool tmp = n.rfind(".tmp-step-", 0) == 0, old = n.rfind(".old-step-", 0) == 0;
+    const bool tmp = n.rfind(".tmp-step-", 0) == 0 || n.rfind(".del-step-", 0) == 0, old = n.rfind(".old-step-", 0) == 0;
     if (!tmp && !old) continue;
     const size_t dash = n.rfind('-');
     long pid = 0;
@@ -100,6 +104,46 @@ void remove_dead_leftovers(const fs::path& root) {
     if (old && !fs::exists(root / n.substr(5, dash - 5), ec)) continue;   // still the only copy of step-N
     fs::remove_all(e.path(), ec);
   }
+}
+
+// Retention's delete: renamed aside first, so that no step-N folder is ever half deleted.
+void remove_checkpoint_dir(const fs::path& root, const std::string& name) {
+  std::error_code ec;
+  const fs::path aside = root / (".del-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(aside, ec);
+  fs::rename(root / name, aside, ec);
+  if (ec) return;   // already gone
+  fsync_dir(root);
+  fs::remove_all(aside, ec);
+}
+
+bool complete_checkpoint(const fs::path& p) {
+  std::error_code ec;
+  for (const char* f : {"model.safetensors", "trainer_state.safetensors", "trainer_state.json"})
+    if (!fs::is_regular_file(p / f, ec)) return false;
+  return true;
+}
+
+// N of a "step-N" folder name, or -1.
+int64_t step_of(const std::string& n) {
+  if (n.rfind("step-", 0) != 0 || n.size() == 5 || n.size() > 23 || n.find_first_not_of("0123456789", 5) != std::string::npos)
+    return -1;
+  return std::stoll(n.substr(5));
+}
+
+// The newest complete step-N under `root` newer than `current` (a complete step folder)
+// written by the same run: a run killed after publishing it, before `latest` moved.
+fs::path newest_of_same_run(const fs::path& root, const fs::path& current) {
+  const std::string run = checkpoint_run_id(current.string());
+  int64_t best = step_of(current.filename().string());
+  if (run.empty() || best < 0) return current;
+  fs::path found = current;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const int64_t k = step_of(e.path().filename().string());
+    if (k > best && checkpoint_run_id(e.path().string()) == run) best = k, found = e.path();
+  }
+  return found;
 }
 
 // Removes a directory on scope exit unless released (a save that failed half-way).
@@ -115,22 +159,50 @@ struct RemoveOnFailure {
 std::vector<int64_t> existing_checkpoint_steps(const std::string& dir) {
   std::vector<int64_t> steps;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) != 0 || n.size() == 5 || n.size() > 23 ||
-        n.find_first_not_of("0123456789", 5) != std::string::npos)
-      continue;
-    steps.push_back(std::stoll(n.substr(5)));
-  }
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (const int64_t k = step_of(e.path().filename().string()); k >= 0) steps.push_back(k);
   std::sort(steps.begin(), steps.end());
   return steps;
 }
 
-void check_checkpoint_slot_free(const std::string& dir, int64_t step, const std::string& replaceable) {
+std::string checkpoint_run_id(const std::string& step_dir) {
+  const fs::path p(step_dir);
+  std::error_code ec;
+  if (fs::is_symlink(p, ec) || !complete_checkpoint(p)) return "";
+  try {
+    const nlohmann::json st = nlohmann::json::parse(read_file((p / "trainer_state.json").string()));
+    return st.is_object() && st.contains("run_id") && st["run_id"].is_string() ? st["run_id"].get<std::string>() : "";
+  } catch (const std::exception&) {   // unreadable or corrupt: no run's (loading names the problem)
+    return "";
+  }
+}
+
+std::string new_run_id() {
+  std::random_device rd;
+  const uint64_t t = uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+  const uint64_t v = (uint64_t(rd()) << 32 ^ rd()) ^ t ^ (uint64_t(::getpid()) << 17);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::vector<std::string> checkpoints_of_run(const std::string& dir, const std::string& run_id, int64_t up_to) {
+  std::vector<std::string> out;
+  if (run_id.empty()) return out;
+  for (int64_t k : existing_checkpoint_steps(dir)) {
+    const std::string name = "step-" + std::to_string(k);
+    if (k <= up_to && checkpoint_run_id((fs::path(dir) / name).string()) == run_id) out.push_back(name);
+  }
+  return out;
+}
+
+void check_checkpoint_slot_free(const std::string& dir, int64_t step, const std::string& replaceable,
+                                const std::string& run_id) {
   const fs::path slot = fs::path(dir) / ("step-" + std::to_string(step));
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(slot, ec))) return;
   if (!replaceable.empty() && fs::equivalent(slot, replaceable, ec)) return;
+  if (!run_id.empty() && checkpoint_run_id(slot.string()) == run_id) return;   // this run's, before a restart
   throw IoError(str_cat("cannot save checkpoint ", slot.string(), ": it exists and this run did not write it (a user's ",
                         "folder or another run's checkpoint), and oomlab never replaces one: save to a new directory ",
                         "or move it away"));
@@ -140,8 +212,9 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Checkpoi
                             std::vector<std::string>* written, int keep, const std::string& replaceable) {
   fs::path root(dir);
   const std::string step_name = "step-" + std::to_string(step);
+  const std::string run_id = data.state.is_object() ? data.state.value("run_id", std::string()) : std::string();
   if (!written || std::find(written->begin(), written->end(), step_name) == written->end())
-    check_checkpoint_slot_free(dir, step, replaceable);
+    check_checkpoint_slot_free(dir, step, replaceable, run_id);
   // Serialise first: a state that cannot be written (a non-finite number) leaves nothing behind.
   const std::string state_json = dump_json_strict(data.state);
   std::error_code ec;
@@ -170,7 +243,7 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Checkpoi
     written->erase(std::remove(written->begin(), written->end(), name), written->end());
     written->push_back(name);
     while (written->size() > size_t(std::max(keep, 1))) {
-      fs::remove_all(root / written->front(), ec);
+      remove_checkpoint_dir(root, written->front());
       written->erase(written->begin());
     }
   }
@@ -184,7 +257,7 @@ LoadedCheckpoint load_checkpoint(
   std::error_code ec;   // an unusable path is "does not exist", never a filesystem_error
   OOMLAB_CHECK_T(IoError, fs::exists(p, ec), "resume: ", path, " does not exist");
   if (fs::exists(p / "latest", ec)) {
-    p = recover_replaced(p / trim(read_file((p / "latest").string())));
+    p = newest_of_same_run(p, recover_replaced(p / trim(read_file((p / "latest").string()))));
   } else if (!fs::exists(p / "trainer_state.json", ec)) {
     // A save directory whose first checkpoint was published but not yet named by `latest`
     // (a crash between the two): the newest complete step-N (published only when whole).

@@ -21,10 +21,16 @@ Tensor to_host(const Tensor& t) {
   return h;
 }
 
-// The model's output for x; with xf (the mirrored inputs, test-time augmentation) the mean
-// of the two softmax outputs, and the loss computed here from those probabilities (the mean
-// of -log p[label]) -- argmax, and so accuracy, is the same for probabilities as for logits.
-Tensor scored_output(nn::Module& model, const Tensor& x_in, const Tensor& xf_in, const Tensor& y, StepStrategy* io,
+// The model's output for x and the targets it is scored against (task_targets: a causal
+// LM's next tokens, as in training); with xf (the mirrored inputs, test-time augmentation)
+// the mean of the two softmax outputs, and the loss computed here from those probabilities
+// (the mean of -log p[label]) -- argmax, and so accuracy, is the same for probabilities as
+// for logits.
+struct Scored {
+  Tensor out;
+  TaskTargets targets;
+};
+Scored scored_output(nn::Module& model, const Tensor& x_in, const Tensor& xf_in, const Tensor& y, StepStrategy* io,
                      double& loss) {
   auto forward = [&](const Tensor& in) {
     Tensor out = model(io ? io->model_input(in) : in);
@@ -32,8 +38,9 @@ Tensor scored_output(nn::Module& model, const Tensor& x_in, const Tensor& xf_in,
   };
   Tensor logits = forward(x_in);
   if (!xf_in.defined()) {
-    loss = task_loss(logits, y).item();
-    return logits;
+    TaskTargets t = task_targets(logits, x_in, y);
+    loss = task_loss(logits, t.y).item();
+    return {logits, std::move(t)};
   }
   Tensor p = scale(add(softmax(logits.to(DType::f32)), softmax(forward(xf_in).to(DType::f32))), 0.5);
   const std::vector<double> probs = to_host(p).to_vector();
@@ -42,31 +49,31 @@ Tensor scored_output(nn::Module& model, const Tensor& x_in, const Tensor& xf_in,
   double sum = 0;
   for (size_t i = 0; i < labels.size(); ++i) sum -= std::log(std::max(probs[i * size_t(k) + size_t(labels[i])], 1e-300));
   loss = labels.empty() ? 0.0 : sum / double(labels.size());
-  return p;
+  return {p, {y, y.numel()}};
 }
 
 // Scores one batch (or, under --on-oom split, its halves when it does not fit; under skip,
 // nothing when it does not fit). Adds to loss_sum / correct / scored and r.
 void evaluate_batch(nn::Module& model, const Tensor& x_in, const Tensor& xf_in, const Tensor& y, StepStrategy* io,
-                    OnOom on_oom, int64_t per_sample, std::vector<int64_t>* confusion, double& loss_sum,
+                    OnOom on_oom, std::vector<int64_t>* confusion, double& loss_sum,
                     int64_t& correct, int64_t& scored, EvalResult& r) {
   const int64_t n = x_in.size(0);
   try {
     double loss = 0;
-    const Tensor out = scored_output(model, x_in, xf_in, y, io, loss);
-    const int64_t hits = count_task_correct(out, y, confusion);
+    const Scored s = scored_output(model, x_in, xf_in, y, io, loss);
+    const int64_t hits = count_task_correct(s.out, s.targets.y, confusion);
     loss_sum += loss * double(n);
     correct += hits;
     r.samples += n;
-    scored += n * per_sample;
+    scored += s.targets.scored;
   } catch (const OutOfMemoryError& e) {
     if (on_oom == OnOom::skip) { r.skipped_samples += n; return; }
     if (on_oom != OnOom::split || n == 1) throw OutOfMemoryError(str_cat("in evaluation: ", e.what()));
     const int64_t h = n / 2;
     auto part = [&](const Tensor& t, int64_t from, int64_t len) { return t.defined() ? t.narrow(0, from, len) : t; };
-    evaluate_batch(model, part(x_in, 0, h), part(xf_in, 0, h), y.narrow(0, 0, h), io, on_oom, per_sample, confusion,
+    evaluate_batch(model, part(x_in, 0, h), part(xf_in, 0, h), y.narrow(0, 0, h), io, on_oom, confusion,
                    loss_sum, correct, scored, r);
-    evaluate_batch(model, part(x_in, h, n - h), part(xf_in, h, n - h), y.narrow(0, h, n - h), io, on_oom, per_sample,
+    evaluate_batch(model, part(x_in, h, n - h), part(xf_in, h, n - h), y.narrow(0, h, n - h), io, on_oom,
                    confusion, loss_sum, correct, scored, r);
   }
 }
@@ -108,7 +115,7 @@ EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64
   double loss_sum = 0;
   int64_t correct = 0, nb = 0, scored = 0;
   const bool seg = !test.target_shape().empty();
-  const int64_t K = test.num_classes(), per_sample = test.target_numel();
+  const int64_t K = test.num_classes();
   std::vector<int64_t> confusion(size_t(seg ? K * K : 0), 0);
   while ((max_batches < 0 || nb < max_batches) && loader.next(b)) {
     Tensor x = batch_input_to_device(b, dev);
@@ -118,17 +125,16 @@ EvalResult evaluate(nn::Module& model, const Dataset& test, int64_t batch, int64
       const int64_t keep = std::max<int64_t>(real - visited, 0), pad = b.n - keep;
       double unused = 0;
       r.padding_samples += pad;
-      r.padding_correct += count_task_correct(scored_output(model, x.narrow(0, keep, pad),
-                                                            xf.defined() ? xf.narrow(0, keep, pad) : xf,
-                                                            y.narrow(0, keep, pad), io, unused),
-                                              y.narrow(0, keep, pad), nullptr);
+      const Scored s = scored_output(model, x.narrow(0, keep, pad), xf.defined() ? xf.narrow(0, keep, pad) : xf,
+                                     y.narrow(0, keep, pad), io, unused);
+      r.padding_correct += count_task_correct(s.out, s.targets.y, nullptr);
       x = x.narrow(0, 0, keep);
       if (xf.defined()) xf = xf.narrow(0, 0, keep);
       y = y.narrow(0, 0, keep);
     }
     visited += b.n;
     if (x.size(0) == 0) continue;   // a batch of padding only
-    evaluate_batch(model, x, xf, y, io, on_oom, per_sample, seg ? &confusion : nullptr, loss_sum, correct, scored, r);
+    evaluate_batch(model, x, xf, y, io, on_oom, seg ? &confusion : nullptr, loss_sum, correct, scored, r);
     ++nb;
   }
   model.train();

@@ -28,15 +28,16 @@ void TrainStep::zero_grad() {
   opt_.zero_grad(/*set_to_none=*/true);
 }
 
-Tensor TrainStep::forward_loss(const Tensor& x, const Tensor& y_in, int64_t* correct) {
+Tensor TrainStep::forward_loss(const Tensor& x, const Tensor& y_in, StepOutput* counts) {
   Tensor logits = model_(x);   // each layer labels its own frame ("features.0/fwd")
   for (StepStrategy* s : strategies_) logits = s->model_output(logits);
   MemoryContext ctx("loss", "fwd");
-  // A causal language model ([B, T, V] logits over token input): next-token targets.
-  const Tensor y = logits.dim() == 3 && x.dim() == 2 && x.dtype() == DType::i64 && y_in.dim() == 1
-                       ? next_token_targets(x) : y_in;
-  Tensor loss = task_loss(logits, y);
-  if (correct) *correct += count_task_correct(logits, y);
+  const TaskTargets t = task_targets(logits, x, y_in);
+  Tensor loss = task_loss(logits, t.y);
+  if (counts) {
+    counts->correct += count_task_correct(logits, t.y);
+    counts->scored += t.scored;
+  }
   return loss;                 // the graph keeps what backward needs; logits die here
 }
 
@@ -117,7 +118,7 @@ StepOutput TrainStep::attempt(const Tensor& x, const Tensor& y, int64_t micro_co
     start += len;
     *phase = "forward";
     for (StepStrategy* s : strategies_) s->before_forward(k, micro_count);
-    Tensor loss = forward_loss(xk, yk, count_correct_ ? &out.correct : nullptr);
+    Tensor loss = forward_loss(xk, yk, count_correct_ ? &out : nullptr);
     for (StepStrategy* s : strategies_) s->after_forward(k, micro_count);
     // Each micro-batch's mean loss weighted by its share of the samples (1/K for K equal
     // ones): the gradients add up to those of the whole batch's mean loss.
@@ -292,6 +293,12 @@ Tensor next_token_targets(const Tensor& ids) {
                     : copy_to_device(Tensor::from_vector_i64(std::vector<int64_t>(size_t(B), kNllIgnoreIndex), {B, 1}),
                                      ids.device());
   return cat({ids.narrow(1, 1, T - 1), last}, 1);
+}
+
+TaskTargets task_targets(const Tensor& logits, const Tensor& x, const Tensor& y) {
+  if (logits.dim() == 3 && x.dim() == 2 && x.dtype() == DType::i64 && y.dim() == 1)
+    return {next_token_targets(x), x.size(0) * std::max<int64_t>(x.size(1) - 1, 0)};
+  return {y, y.numel()};
 }
 
 Tensor task_loss(const Tensor& logits, const Tensor& target) {

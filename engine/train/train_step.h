@@ -54,6 +54,7 @@ struct StepMemory {
 struct StepOutput {
   Tensor loss;            // scalar (value readable on cpu); undefined when skipped
   int64_t correct = 0;    // argmax hits in the batch: samples or pixels (0 on meta)
+  int64_t scored = 0;     // the positions `correct` counts over: samples, pixels, or a causal LM's next tokens
   bool correct_counted = true;   // false: `correct` was not counted (TrainStep::set_count_correct)
   StepMemory memory;
   bool skipped = false;   // an OOM was handled by a strategy: no update happened
@@ -116,7 +117,7 @@ class TrainStep {
 
   // The phases, for strategies and tests that drive them one by one.
   void zero_grad();                                                            // "step/zero_grad"
-  Tensor forward_loss(const Tensor& x, const Tensor& y, int64_t* correct);     // "loss/fwd" + layers
+  Tensor forward_loss(const Tensor& x, const Tensor& y, StepOutput* counts);     // "loss/fwd" + layers
   void backward(const Tensor& root);                                           // "step/bwd" + layers
   bool optimizer_step();                                                       // "optimizer/optim"
 
@@ -142,6 +143,14 @@ Tensor task_loss(const Tensor& logits, const Tensor& target);
 // position kNllIgnoreIndex (as Hugging Face pads its labels); TrainStep uses them when the
 // model maps token input to [B, T, V] logits.
 Tensor next_token_targets(const Tensor& ids);
+// What a model's output on x is scored against, in training and evaluation alike: a causal
+// language model's ([B, T, V] logits over int64 ids [B, T], with the dataset's [B] labels)
+// next_token_targets(x), B * (T - 1) positions; otherwise y itself, all its elements.
+struct TaskTargets {
+  Tensor y;
+  int64_t scored = 0;   // positions accuracy counts (ignored ones excluded)
+};
+TaskTargets task_targets(const Tensor& logits, const Tensor& x, const Tensor& y);
 // Argmax hits: count_correct for [N] targets, hit pixels for [N, H, W] targets. Host
 // result, 0 on meta; never allocates on the device. With `confusion` (K*K, row = target
 // class, column = prediction; must be sized by the caller) also accumulates counts.

@@ -64,6 +64,8 @@ TrainerState parse_trainer_state(const json& st, const std::string& file) {
   s.epoch_loss = field(st, file, {"epoch_sums", "loss"}, Want::number).get<double>();
   s.epoch_correct = field(st, file, {"epoch_sums", "correct"}, Want::count).get<int64_t>();
   s.epoch_samples = field(st, file, {"epoch_sums", "samples"}, Want::count).get<int64_t>();
+  if (st["epoch_sums"].contains("scored"))
+    s.epoch_scored = field(st, file, {"epoch_sums", "scored"}, Want::count).get<int64_t>();
   s.optimizer = field(st, file, {"optimizer"}, Want::object);
   s.scheduler = field(st, file, {"scheduler"}, Want::object);
   if (st.contains("ema")) s.ema = field(st, file, {"ema"}, Want::object);

@@ -24,6 +24,7 @@ struct TrainerState {
   LoaderState loader;
   double epoch_loss = 0;      // running sums of the epoch in progress
   int64_t epoch_correct = 0, epoch_samples = 0;
+  int64_t epoch_scored = -1;  // positions accuracy counts (-1: an older checkpoint's, which has none)
   nlohmann::json optimizer, scheduler;   // objects
   nlohmann::json ema;                    // object, or null when the run had no EMA
   nlohmann::json divergence;             // object ({"step", "loss"}) or null: the run had diverged

@@ -57,10 +57,16 @@ void TrainingRun::resume() {
                ", past this run's last step ", total_steps_, ": nothing would train (give more steps or epochs)");
   step_ = st.step;
   resumed_from_ = ck.path;
+  // The same run goes on: its id, and its own checkpoints in the save folder, which retention
+  // may remove as it would have without the restart (a checkpoint of an older oomlab has no id).
+  if (ck.state.contains("run_id") && ck.state["run_id"].is_string()) run_id_ = ck.state["run_id"].get<std::string>();
+  if (!c_.save_dir.empty()) written_checkpoints_ = checkpoints_of_run(c_.save_dir, run_id_, step_);
   epoch_loss_ = st.epoch_loss;
   epoch_correct_ = st.epoch_correct;
   epoch_samples_ = st.epoch_samples;
-  epoch_scored_ = c_.cuda_graphs ? 0 : checked_mul(epoch_samples_, train_set_.target_numel(), "resume: epoch_sums.samples");
+  epoch_scored_ = c_.cuda_graphs ? 0
+                  : st.epoch_scored >= 0 ? st.epoch_scored
+                                         : checked_mul(epoch_samples_, train_set_.target_numel(), "resume: epoch_sums.samples");
   if (!quiet_) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step_);
 }
 
@@ -196,7 +202,7 @@ void TrainingRun::record_step(const StepOutput& out, double loss, double seconds
     epoch_samples_ += batch_.n;
     if (out.correct_counted) {
       epoch_correct_ += out.correct;
-      epoch_scored_ += batch_.n * train_set_.target_numel();
+      epoch_scored_ += out.scored;
     }
   }
   history_["train_loss"].push_back(has_value ? json(loss) : json());
@@ -223,11 +229,12 @@ void TrainingRun::checkpoint() {
   if (masters_) for (auto& t : masters_->state_tensors()) d.trainer.push_back(t);
   const LoaderState ls = loader_->state();
   const Generator rng = device_generator(c_.device).get_state();
-  d.state = {{"step", step_}, {"config", run_cfg_}, {"optimizer", opt_->state_json()},
+  d.state = {{"step", step_}, {"run_id", run_id_}, {"config", run_cfg_}, {"optimizer", opt_->state_json()},
              {"scheduler", sched_->state_json()}, {"loader", {{"epoch", ls.epoch}, {"cursor", ls.cursor}}},
              {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
              {"history", history_},
-             {"epoch_sums", {{"loss", epoch_loss_}, {"correct", epoch_correct_}, {"samples", epoch_samples_}}}};
+             {"epoch_sums",
+              {{"loss", epoch_loss_}, {"correct", epoch_correct_}, {"samples", epoch_samples_}, {"scored", epoch_scored_}}}};
   if (ema_) d.state["ema"] = ema_->state_json();   // decay, num_updates, names
   if (scaler_) d.state["grad_scaler"] = scaler_->state_json();
   if (!divergence_.is_null()) d.state["divergence"] = divergence_;
@@ -246,7 +253,7 @@ void TrainingRun::check_checkpoint_slots() const {
   const int64_t last = std::max(step_, total_steps_);
   for (int64_t n : existing_checkpoint_steps(c_.save_dir)) {
     const bool periodic = c_.save_every > 0 && n > step_ && n < total_steps_ && n % c_.save_every == 0;
-    if (periodic || n == last) check_checkpoint_slot_free(c_.save_dir, n, resumed_from_);
+    if (periodic || n == last) check_checkpoint_slot_free(c_.save_dir, n, resumed_from_, run_id_);
   }
 }
 

@@ -98,6 +98,7 @@ class TrainingRun {
   // this process's measurements
   std::vector<std::string> written_checkpoints_;   // retention removes only these
   std::string resumed_from_;                        // the checkpoint resumed from: saving may replace it
+  std::string run_id_ = new_run_id();               // in each checkpoint; a resumed run takes its checkpoint's
   std::vector<double> step_times_;
   double train_seconds_ = 0;   // training batches (skipped ones included), not evaluation
   HostBatch batch_;
