@@ -24,8 +24,27 @@
 #include "experiments/cli/child_process.h"
 
 namespace {
+int run_command(const std::string& cmd, const std::vector<std::string>& args);
+
+// `oomlab help` (the command list) or `oomlab help COMMAND` (as `oomlab COMMAND --help`); any
+// other word is an error, never ignored.
+int help_command(const std::vector<std::string>& args) {
+  if (args.empty()) { std::fputs(oomlab::main_usage().c_str(), stdout); return 0; }
+  bool known = false;
+  std::string names;
+  for (const oomlab::CommandSpec& c : oomlab::command_table()) {
+    known = known || c.name == args[0];
+    names += (names.empty() ? "" : ", ") + c.name;
+  }
+  if (args.size() == 1 && known) return run_command(args[0], {"--help"});
+  const std::string what = known ? "unexpected argument '" + args[1] + "' (oomlab help [COMMAND])"
+                                 : "unknown command '" + args[0] + "' (commands: " + names + ")";
+  std::fprintf(stderr, "oomlab: error: help: %s\n", what.c_str());
+  return oomlab::kExitUsage;
+}
+
 int run_command(const std::string& cmd, const std::vector<std::string>& args) {
-  if (cmd == "help" || cmd == "--help" || cmd == "-h") { std::fputs(oomlab::main_usage().c_str(), stdout); return 0; }
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") return help_command(args);
   try {
     if (cmd == "train") return oomlab::cmd_train(args);
     if (cmd == "summary") return oomlab::cmd_summary(args);

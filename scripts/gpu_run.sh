@@ -207,14 +207,21 @@ ORDER=(r50_fp32 r50_tf32 r50_tf32_pin r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r5
        bert384_fused_bf16 bert384_fused_bf16_mma r50_tf32_graph r50_bf16_graph r50_tf32_bench r50_tf32_bench_legacy
        bert384_none bert384_all bert384_selective bert384_fused graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_fp32_sdpa bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
-train_args() {   # tag -> the whole oomlab train argument list but --device / --steps / --json
-  local f=${FLAGS[$1]} model batch seq
+# tag device -> the whole oomlab train argument list but --steps / --json. On meta the CUDA
+# numerics switches (--allow-tf32, --cudnn-*) are left out: oomlab refuses them off a GPU (they
+# would change nothing there). Sequences are --seq-len long: the zoo's BERT with --seq-min-len,
+# an imported graph by its export.
+train_args() {
+  local f=${FLAGS[$1]} device=$2 model batch seq
   model=$(sed -n 's/.*--model \([^ ]*\).*/\1/p' <<<"$f"); batch=$(sed -n 's/.*--batch \([0-9]*\).*/\1/p' <<<"$f")
   seq=$(sed -n 's/.*--seq-len \([0-9]*\).*/\1/p' <<<"$f")
-  if [[ $model == bert-* || $model == graph:*bert.json || $model == graph:*gpt2.json ]]; then
-    echo "$f --dataset synthetic-seq --seq-min-len $seq --optimizer adamw --lr 1e-4 --synthetic-size $((batch * 4)) --eval-batches 0 --quiet"
+  [[ $device == cuda* ]] || f=$(sed -E 's/ --(allow-tf32|cudnn-benchmark|cudnn-deterministic|cudnn-workspace-limit) [^ ]+//g' <<<"$f")
+  if [[ $model == bert-* ]]; then
+    echo "$f --dataset synthetic-seq --seq-min-len $seq --optimizer adamw --lr 1e-4 --synthetic-size $((batch * 4)) --eval-batches 0 --quiet --device $device"
+  elif [[ $model == graph:*bert.json || $model == graph:*gpt2.json ]]; then
+    echo "$f --dataset synthetic-seq --optimizer adamw --lr 1e-4 --synthetic-size $((batch * 4)) --eval-batches 0 --quiet --device $device"
   else
-    echo "$f --dataset synthetic --optimizer sgd --lr 0.01 --synthetic-size $((batch * 4)) --eval-batches 0 --quiet"
+    echo "$f --dataset synthetic --optimizer sgd --lr 0.01 --synthetic-size $((batch * 4)) --eval-batches 0 --quiet --device $device"
   fi
 }
 
@@ -276,7 +283,7 @@ run_meta() {   # the meta device's prediction of each pair's peak; then waits fo
   ( for tag in "${ORDER[@]}"; do
       wanted "$tag" || continue
       # shellcheck disable=SC2046  # train_args is a word list
-      OMP_WAIT_POLICY=passive timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device meta --steps "$graphed_steps" \
+      OMP_WAIT_POLICY=passive timeout 60 "$kit/bin/oomlab" train $(train_args "$tag" meta) --steps "$graphed_steps" \
         --json "$work/res/meta_$tag.json" > "$work/logs/meta_$tag.log" 2>&1
     done ) &
   wait
@@ -318,7 +325,7 @@ run_pairs() {   # round
     wanted "$tag" || continue
     (($(left) > 40)) || { log "skipped: $tag and later pairs${suffix:+ of round $round} (budget)"; return 0; }
     # shellcheck disable=SC2046,SC2086  # train_args and ENVS are word lists
-    env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps "$steps" \
+    env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag" "$device") --steps "$steps" \
       --json "$dir/oomlab_$tag.json" > "$work/logs/oomlab_$tag$suffix.log" 2>&1
     rc=$?
     log "oomlab $tag$suffix rc=$rc"
@@ -342,7 +349,7 @@ for ((round = 1; round <= rounds; ++round)); do run_pairs "$round"; done
 for tag in ${OOMLAB_KIT_BREAKDOWN-r50_tf32 bert_tf32 bert_tf32_next}; do   # set but empty: none
   (($(left) > 35)) || { log "skipped: breakdown $tag (budget)"; continue; }
   # shellcheck disable=SC2046,SC2086  # train_args and ENVS are word lists
-  env ${ENVS[$tag]:-} timeout 60 "$kit/bin/oomlab" train $(train_args "$tag") --device "$device" --steps 4 \
+  env ${ENVS[$tag]:-} timeout 60 "$kit/bin/oomlab" train $(train_args "$tag" "$device") --steps 4 \
     --chrome-trace "$work/res/trace_$tag.json" > "$work/logs/trace_$tag.log" 2>&1
   log "trace $tag rc=$?"
   { echo "== oomlab $tag${ENVS[$tag]:+ (${ENVS[$tag]})}: device time per span (CUDA events, no synchronisation), the last 3 of 4 steps (the first, which selects cuDNN algorithms, left out) =="

@@ -105,8 +105,9 @@ TEST(FuseRelu, OnlyTheResNetsAndVggsTakeTheFlag) {
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("--fuse-relu applies to the ResNets"), std::string::npos) << e.what();
   }
-  o.fuse_relu = "off";
-  EXPECT_NO_THROW(o.check_fits("bert-base"));
+  o.fuse_relu = "off";   // given, whatever its value: refused where it does not apply (never ignored)
+  EXPECT_THROW(o.check_fits("bert-base"), ValueError);
+  EXPECT_NO_THROW(o.check_fits("resnet50"));
   ModelConfig cfg;
   o.apply(cfg);
   EXPECT_FALSE(cfg.fuse_relu);

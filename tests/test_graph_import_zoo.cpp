@@ -210,9 +210,9 @@ TEST(GraphImportZoo, BertPaddedGraphStepEqualsTheZoosOnPaddedBatches) {
 }
 
 // From the CLI: the padded export trains on synthetic-seq batches of 40..128 tokens (each
-// batch padded with id 0 to the exported 128, the padding masked); the unpadded export keeps
-// every sample at 128 whatever --seq-min-len says (config records the flag). Two tests, so
-// that ctest runs the two bert-base trainings side by side; one step is enough for the second.
+// batch padded with id 0 to the exported 128, the padding masked); the unpadded export, which
+// cannot mask padding, refuses --seq-min-len (it would be ignored) and trains at 128. Two
+// tests, so that ctest runs the two bert-base trainings side by side; one step for the second.
 json train_graph_on_short_batches(const char* file, int steps) {
   return run_json("train --model graph:" + kGraphs + file +
                   " --dataset synthetic-seq --seq-len 128 --seq-min-len 40 --batch 2 --steps " + std::to_string(steps) +
@@ -227,10 +227,14 @@ TEST(GraphImportZoo, BertPaddedGraphTrainsOnPaddedBatches) {
   for (const json& loss : j["metrics"]["history"]["train_loss"]) EXPECT_TRUE(std::isfinite(loss.get<double>()));
 }
 
-TEST(GraphImportZoo, BertUnpaddedGraphTrainsAtItsLengthWhateverSeqMinLen) {
-  json j = train_graph_on_short_batches("bert.json", 1);
+TEST(GraphImportZoo, BertUnpaddedGraphRefusesSeqMinLenAndTrainsAtItsLength) {
+  const CliRun r = run_oomlab("train --model graph:" + kGraphs + "bert.json --dataset synthetic-seq --seq-len 128 "
+                              "--seq-min-len 40 --batch 2 --steps 1 --synthetic-size 4 --eval-batches 0 --quiet");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--seq-min-len applies to models that mask padded tokens"), std::string::npos) << r.output;
+  json j = run_json("train --model graph:" + kGraphs + "bert.json --dataset synthetic-seq --seq-len 128 --batch 2 "
+                    "--steps 1 --synthetic-size 4 --eval-batches 0 --quiet");
   ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j["config"]["seq_min_len"], 40);
   EXPECT_TRUE(std::isfinite(j["metrics"]["history"]["train_loss"].back().get<double>()));
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "engine/core/error.h"
 #include "experiments/cli/flag_table.h"
@@ -151,8 +152,31 @@ void CliArgs::parse(const std::vector<std::string>& argv) {
   }
 }
 
+namespace {
+// Whether two output paths name one file: the same path once made absolute and normal, or
+// two names of one existing file (a symlink, /dev/stdout and /proc/self/fd/1). /dev/null
+// takes any number of outputs.
+bool same_output(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path pa = fs::absolute(a, ec).lexically_normal(), pb = fs::absolute(b, ec).lexically_normal();
+  if (pa == "/dev/null" || pb == "/dev/null") return false;
+  if (pa == pb) return true;
+  return fs::exists(pa, ec) && fs::exists(pb, ec) && fs::equivalent(pa, pb, ec);
+}
+}  // namespace
+
 // The rules between flags, in table order, one wording each (flag_table.h).
 void CliArgs::check_rules() const {
+  std::vector<const FlagSpec*> outputs;
+  for (const FlagSpec* f : flags_of(command_))
+    if (f->output && values_.count(f->name)) outputs.push_back(f);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = i + 1; j < outputs.size(); ++j) {
+      const std::string& a = values_.at(outputs[i]->name);
+      OOMLAB_CHECK(!same_output(a, values_.at(outputs[j]->name)), "--", outputs[i]->name, " and --", outputs[j]->name,
+                   " name the same file ", a, ": each output needs its own (one would replace the other)");
+    }
   for (const FlagSpec* f : flags_of(command_)) {
     if (!has(f->name)) continue;
     for (const std::string& n : f->requires_flags)
@@ -161,8 +185,11 @@ void CliArgs::check_rules() const {
       OOMLAB_CHECK(!has(x), "--", f->name, " and --", x, " exclude each other: give one");
     for (const FlagRule& w : f->applies_when) {
       const std::string v = value_or_default(w.flag).value_or("");
-      OOMLAB_CHECK(std::find(w.values.begin(), w.values.end(), v) != w.values.end(), "--", f->name, " applies to --",
-                   w.flag, " ", or_list(w.values), " (this run has --", w.flag, " ", v, ")");
+      const bool holds = std::any_of(w.values.begin(), w.values.end(), [&](const std::string& x) {
+        return v == x || v.rfind(x + ":", 0) == 0;   // cuda:1 is cuda
+      });
+      OOMLAB_CHECK(holds, "--", f->name, " applies to --", w.flag, " ", or_list(w.values), " (this run has --", w.flag,
+                   " ", v, ")");
     }
   }
 }

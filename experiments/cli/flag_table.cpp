@@ -54,6 +54,8 @@ struct F {
     s.applies_when.push_back({std::move(flag), std::move(values)});
     return *this;
   }
+  F& models(std::string use) { s.models = std::move(use); return *this; }
+  F& output() { s.output = true; return *this; }
 };
 
 const Commands kTrain = {"train"}, kSummary = {"summary"}, kEstimate = {"estimate"}, kStep = {"step"};
@@ -71,14 +73,14 @@ void rows_model_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("data-dir", kStep, "the folder of train_inputs.npy and train_labels.npy").text("DIR").required().s);
   t.push_back(F("init", kStep, "the starting weights (a PyTorch state_dict saved with safetensors)").text("FILE").required().s);
   t.push_back(F("out", kStep, "where to write loss, logits, gradients and updated weights (safetensors)")
-                  .text("FILE").required().s);
+                  .text("FILE").required().output().s);
   t.push_back(F("input", kTrain, "the sample shape of the synthetic images").int_list("C,H,W")
                   .applies("dataset", {"synthetic", "synthetic-seg"}).s);
   t.push_back(F("input", kMemory, "the sample shape (image models)").int_list("C,H,W").s);
   t.push_back(F("seq-len", kMemory, "the sequence length (bert-*)").integer("T", 1).s);
   t.push_back(F("classes", kTrain, "the number of classes (npy: default the largest label + 1)").integer("K", 1)
-                  .applies("dataset", {"synthetic", "synthetic-seg", "npy"}).s);
-  t.push_back(F("classes", {"summary", "estimate", "step"}, "the number of classes").integer("K", 1).s);
+                  .applies("dataset", {"synthetic", "synthetic-seg", "npy"}).models("classes").s);
+  t.push_back(F("classes", {"summary", "estimate", "step"}, "the number of classes").integer("K", 1).models("classes").s);
   t.push_back(F("synthetic-size", kTrain, "samples in a synthetic training set").integer("N", 1).def("2048")
                   .applies("dataset", kSynthetic).s);
   t.push_back(F("no-shuffle", kTrain, "visit samples in file order every epoch (DataLoader(shuffle=False))").sw().s);
@@ -89,7 +91,7 @@ void rows_model_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("seq-len", kTrain, "the longest sequence of synthetic-seq").integer("N", 3).def("32")
                   .applies("dataset", {"synthetic-seq"}).s);
   t.push_back(F("seq-min-len", kTrain, "the shortest sequence of synthetic-seq (0: all --seq-len)").integer("N", 0)
-                  .applies("dataset", {"synthetic-seq"}).s);
+                  .applies("dataset", {"synthetic-seq"}).models("padding").s);
   t.push_back(F("long-seq-prob", kTrain, "the chance of a rare very long sequence").number("P", 0, 1, false, false)
                   .needs("long-seq-len").applies("dataset", {"synthetic-seq"}).s);
   t.push_back(F("long-seq-len", kTrain, "the length of the rare very long sequences").integer("N", 1)
@@ -157,9 +159,10 @@ void rows_output_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("log-every", kTrain, "steps between progress lines (0: none)").integer("N", 0).def("50").s);
   t.push_back(F("quiet", kTrain, "no progress lines").sw().s);
   t.push_back(F("json", {"train", "summary", "estimate", "amp-policy", "trick", "allreduce-bench"},
-                "write the results as JSON (atomically)").text("FILE").s);
-  t.push_back(F("memory-snapshot", {"train", "estimate"}, "the allocator's history for pytorch.org/memory_viz").text("FILE").s);
-  t.push_back(F("chrome-trace", {"train", "estimate"}, "ops and memory for ui.perfetto.dev").text("FILE").s);
+                "write the results as JSON (atomically)").text("FILE").output().s);
+  t.push_back(F("memory-snapshot", {"train", "estimate"}, "the allocator's history for pytorch.org/memory_viz").text("FILE")
+                  .output().s);
+  t.push_back(F("chrome-trace", {"train", "estimate"}, "ops and memory for ui.perfetto.dev").text("FILE").output().s);
 }
 
 void rows_parallel_flags(std::vector<FlagSpec>& t) {
@@ -176,28 +179,31 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
 }
 
 void rows_arch_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("hidden", kModel, "bert-*: hidden size").integer("N", 1, 65536).s);
-  t.push_back(F("layers", kModel, "bert-*: encoder layers (GPT-3 has 96)").integer("N", 1, 1024).s);
-  t.push_back(F("heads", kModel, "bert-*: attention heads").integer("N", 1, 1024).s);
-  t.push_back(F("max-positions", kModel, "bert-*: position-embedding table size").integer("N", 1, 1 << 20).s);
-  t.push_back(F("dropout", kModel, "bert-*, vgg*: dropout probability").number("P", 0, 1, false, true).s);
-  t.push_back(F("base-width", kModel, "unet*: channels of the first level").integer("N", 1, 65536).s);
-  t.push_back(F("depth", kModel, "unet*: levels").integer("N", 1, 16).s);
-  t.push_back(F("norm", kModel, "resnet*: the normalisation layer").choice({"bn", "gn", "none"}).s);
+  t.push_back(F("hidden", kModel, "bert-*: hidden size").integer("N", 1, 65536).models("bert-shape").s);
+  t.push_back(F("layers", kModel, "bert-*: encoder layers (GPT-3 has 96)").integer("N", 1, 1024).models("bert-shape").s);
+  t.push_back(F("heads", kModel, "bert-*: attention heads").integer("N", 1, 1024).models("bert-shape").s);
+  t.push_back(F("max-positions", kModel, "bert-*: position-embedding table size").integer("N", 1, 1 << 20)
+                  .models("bert-shape").s);
+  t.push_back(F("dropout", kModel, "bert-*, vgg*: dropout probability").number("P", 0, 1, false, true).models("dropout").s);
+  t.push_back(F("base-width", kModel, "unet*: channels of the first level").integer("N", 1, 65536).models("unet-shape").s);
+  t.push_back(F("depth", kModel, "unet*: levels").integer("N", 1, 16).models("unet-shape").s);
+  t.push_back(F("norm", kModel, "resnet*: the normalisation layer").choice({"bn", "gn", "none"}).models("norm").s);
   t.push_back(F("fuse-relu", kModel, "resnet*, vgg*: each ReLU applied by the op before it (same results)")
-                  .choice({"on", "off"}).s);
+                  .choice({"on", "off"}).models("fuse-relu").s);
   t.push_back(F("attention", kModel, "bert-*: eager (bmm, softmax, dropout, bmm) or fused (FlashAttention-style)")
-                  .choice({"eager", "fused"}).s);
+                  .choice({"eager", "fused"}).models("attention").s);
   t.push_back(F("dtype", kStep, "the dtype of the step").choice({"float32", "float64"}).def("float32").s);
 }
 
 void rows_backend_option_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("allow-tf32", kTrain, "TF32 for matmuls and/or cuDNN convolutions (PyTorch's default: cudnn)")
-                  .choice({"none", "cudnn", "all"}).s);
-  t.push_back(F("cudnn-benchmark", kTrain, "cuDNN autotuning (torch.backends.cudnn.benchmark)").choice({"on", "off"}).s);
+                  .choice({"none", "cudnn", "all"}).applies("device", {"cuda"}).s);
+  t.push_back(F("cudnn-benchmark", kTrain, "cuDNN autotuning (torch.backends.cudnn.benchmark)").choice({"on", "off"})
+                  .applies("device", {"cuda"}).s);
   t.push_back(F("cudnn-deterministic", kTrain, "deterministic cuDNN algorithms only (torch.backends.cudnn.deterministic)")
-                  .choice({"on", "off"}).s);
-  t.push_back(F("cudnn-workspace-limit", kTrain, "the largest cuDNN workspace an algorithm may use").size().s);
+                  .choice({"on", "off"}).applies("device", {"cuda"}).s);
+  t.push_back(F("cudnn-workspace-limit", kTrain, "the largest cuDNN workspace an algorithm may use").size()
+                  .applies("device", {"cuda"}).s);
 }
 
 void rows_bench_flags(std::vector<FlagSpec>& t) {

@@ -12,8 +12,14 @@
 //    `requires` ("--save-every needs --save"), `excludes` ("--epochs and --steps exclude each
 //    other: give one"), `applies_when` = {flag, values}: the flag has an effect only when
 //    that flag's value (given or default) is one of `values` ("--bucket-cap applies to
-//    --parallel ddp (this run has --parallel dp)"). Rules that need more than this (a value
-//    a parser reads, the model's family) stay in the command's code, in the CLI layer only.
+//    --parallel ddp (this run has --parallel dp)"); a value with an index matches its kind
+//    (--device cuda:1 is cuda). `models` = a use of the model table (model_arch.h:
+//    model_uses): the flag, whatever its value, needs a model that has that use ("--dropout
+//    applies to BERT models (bert-*) and the VGG classifier (vgg*); --model graph:g.json is
+//    not one"), checked when the command knows its --model (check_model_flags). Rules that
+//    need more than this (a value a parser reads) stay in the command's code, in the CLI
+//    layer only. Two `output` flags naming the same file ("--json out.json --chrome-trace
+//    out.json": one would silently replace the other) are an error before any work.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -43,6 +49,8 @@ struct FlagSpec {
   std::vector<std::string> requires_flags;   // each must be given too
   std::vector<std::string> excludes;         // none may be given too
   std::vector<FlagRule> applies_when;        // each must hold (flag's value in values)
+  std::string models;                        // a model use (model_arch.h) the flag needs; "" = any model
+  bool output = false;                       // names a file the command writes: no two may name the same one
 };
 
 const std::vector<FlagSpec>& flag_table();

@@ -1,8 +1,10 @@
-// model_arch.cpp — validation, application and recording of architecture overrides.
+// model_arch.cpp — the model-use table (which models a model-specific flag applies to),
+// validation, application and recording of architecture overrides.
 #include "experiments/cli/model_arch.h"
 
 #include "engine/core/error.h"
 #include "experiments/cli/cli_args.h"
+#include "experiments/cli/flag_table.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
 
@@ -11,8 +13,9 @@ namespace oomlab {
 namespace {
 bool is_bert(const std::string& model) { return model_input_kind(model) == InputKind::tokens; }
 bool is_unet(const std::string& model) { return model_task_kind(model) == TaskKind::segmentation; }
-bool is_resnet(const std::string& model) { return model.rfind("resnet", 0) == 0; }
-bool is_vgg(const std::string& model) { return model.rfind("vgg", 0) == 0; }
+bool is_zoo(const std::string& model) { return !is_graph_model(model); }
+bool is_resnet(const std::string& model) { return is_zoo(model) && model.rfind("resnet", 0) == 0; }
+bool is_vgg(const std::string& model) { return is_zoo(model) && model.rfind("vgg", 0) == 0; }
 // An imported graph with a scaled_dot_product_attention node (ViT, BERT, GPT-2 exports).
 bool graph_has_attention(const std::string& model) {
   if (!is_graph_model(model)) return false;
@@ -22,37 +25,49 @@ bool graph_has_attention(const std::string& model) {
 }
 }  // namespace
 
+const std::vector<ModelUse>& model_uses() {
+  static const std::vector<ModelUse> uses = {
+      {"bert-shape", "BERT models of the zoo (bert-*; an imported graph's shape is the exported file's)",
+       [](const std::string& m) { return is_zoo(m) && is_bert(m); }},
+      {"unet-shape", "UNet models (unet, unet-small)", [](const std::string& m) { return is_zoo(m) && is_unet(m); }},
+      {"dropout", "BERT models (bert-*) and the VGG classifier (vgg*) of the zoo (an imported graph is its eval "
+                  "export, without dropout)",
+       [](const std::string& m) { return is_zoo(m) && (is_bert(m) || is_vgg(m)); }},
+      {"norm", "the ResNets (resnet18/34/50, resnet20/56: torchvision's norm_layer)", is_resnet},
+      {"fuse-relu", "the ResNets (resnet18/34/50, resnet20/56) and the VGGs (vgg11/16, *_bn)",
+       [](const std::string& m) { return is_resnet(m) || is_vgg(m); }},
+      {"attention", "BERT models (bert-*) and imported graphs with attention",
+       [](const std::string& m) { return is_zoo(m) ? is_bert(m) : graph_has_attention(m); }},
+      {"classes", "the zoo's models (an imported graph's classes are those of its exported output)", is_zoo},
+      {"padding", "models that mask padded tokens: BERT models (bert-*) and graphs exported with an attention mask",
+       [](const std::string& m) { return is_zoo(m) ? is_bert(m) : graph_has_mask_input(graph_of_model(m)); }},
+  };
+  return uses;
+}
+
+void check_model_use(const std::string& flag, const std::string& use, const std::string& model) {
+  model_input_kind(model);   // an unknown model is named as such first (the valid ones listed)
+  for (const ModelUse& u : model_uses())
+    if (u.name == use) {
+      OOMLAB_CHECK(u.has(model), "--", flag, " applies to ", u.owners, "; --model ", model, " is not one");
+      return;
+    }
+  throw InternalError(str_cat("--", flag, ": the flag table names model use '", use, "', which model_uses lacks"));
+}
+
+void check_model_flags(const CliArgs& a, const std::string& model) {
+  for (const FlagSpec* f : flags_of(a.command()))
+    if (!f->models.empty() && a.has(f->name)) check_model_use(f->name, f->models, model);
+}
+
 void ArchOverrides::check_fits(const std::string& model) const {
-  struct Flag { const char* name; bool given; bool bert; };
-  const Flag flags[] = {{"--hidden", hidden != 0, true},         {"--layers", layers != 0, true},
-                        {"--heads", heads != 0, true},           {"--max-positions", max_positions != 0, true},
-                        {"--base-width", base_width != 0, false}, {"--depth", depth != 0, false}};
-  OOMLAB_CHECK(dropout < 0 || is_bert(model) || is_vgg(model), "--dropout applies to BERT models (bert-*) and the ",
-               "VGG classifier (vgg*); --model ", model, " is not one");
-  for (const Flag& f : flags) {
-    if (!f.given) continue;
-    OOMLAB_CHECK(!is_graph_model(model), f.name, " does not apply to an imported graph (--model ", model,
-                 "): its architecture is the exported file's");
-    // model_input_kind/model_task_kind reject unknown model names (listing the valid ones).
-    const bool fits = f.bert ? is_bert(model) : is_unet(model);
-    OOMLAB_CHECK(fits, f.name, " applies to ", f.bert ? "BERT models (bert-*)" : "UNet models (unet, unet-small)",
-                 "; --model ", model, " is not one");
-  }
-  OOMLAB_CHECK(attention.empty() || attention == "eager" || (is_bert(model) && !is_graph_model(model)) ||
-                   graph_has_attention(model),
-               "--attention fused applies to BERT models (bert-*) and imported graphs with attention; --model ", model,
-               " is not one");
-  if (fuse_relu == "on") {
-    model_input_kind(model);   // an unknown model is named as such first
-    OOMLAB_CHECK(is_resnet(model) || is_vgg(model),
-                 "--fuse-relu applies to the ResNets (resnet18/34/50, resnet20/56) and the VGGs (vgg11/16, *_bn); --model ",
-                 model, " is not one");
-  }
-  if (!norm.empty()) {
-    model_input_kind(model);   // an unknown model is named as such first
-    OOMLAB_CHECK(is_resnet(model), "--norm applies to the ResNets (resnet18/34/50, resnet20/56: torchvision's ",
-                 "norm_layer); --model ", model, " is not one");
-  }
+  const std::pair<const char*, bool> given[] = {
+      {"hidden", hidden != 0},         {"layers", layers != 0},           {"heads", heads != 0},
+      {"max-positions", max_positions != 0}, {"base-width", base_width != 0}, {"depth", depth != 0},
+      {"dropout", dropout >= 0},       {"norm", !norm.empty()},           {"fuse-relu", !fuse_relu.empty()},
+      {"attention", !attention.empty()}};
+  for (const auto& [flag, on] : given)
+    if (on) check_model_use(flag, find_flag("train", flag)->models, model);
 }
 
 void ArchOverrides::apply(ModelConfig& cfg) const {
@@ -115,7 +130,7 @@ ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
   o.norm = a.get("norm");
   o.attention = a.get("attention");
   o.fuse_relu = a.get("fuse-relu");
-  o.check_fits(model);
+  check_model_flags(a, model);
   return o;
 }
 

@@ -1,10 +1,14 @@
 // model_arch.h — architecture overrides a run may give a zoo model: BERT's hidden size,
 // layers, heads, position-table size and dropout (bert-*; VGG: the classifier dropout), UNet's base width and depth
 // (unet*), the ResNets' normalisation layer (resnet*: --norm bn|gn|none). Shared by `train`, `summary` and `estimate` (TrainConfig / ModelSpec).
+// The model-use table: which models a model-specific flag applies to (the flag table's
+// `models` column names a use). A flag given to a model without its use, whatever its value
+// (--fuse-relu off, --attention eager included), is a ValueError naming the flag, the models
+// it applies to and the model: never accepted and ignored.
 // Contracts:
 //  * 0 (dropout: < 0) means "the preset's value"; apply() copies only the given values.
-//  * check_fits(model) throws ValueError naming the flag and the model when a BERT flag
-//    is given to a non-BERT model or a UNet flag to a non-UNet model.
+//  * check_fits(model) throws that ValueError for each given override the model has no use
+//    for (the same table: what `train`, `summary` and `estimate` check from their flags).
 //  * check_seq_fits: a sequence length above the model's max_positions is a ValueError
 //    naming both numbers and the --max-positions flag (the table is never enlarged
 //    silently: that would change the parameter count).
@@ -15,10 +19,24 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace oomlab {
 
 struct ModelConfig;
+class CliArgs;
+
+struct ModelUse {
+  std::string name;     // the flag table's `models` value
+  std::string owners;   // "BERT models (bert-*) and ...": the models that have it, for errors
+  bool (*has)(const std::string& model);
+};
+const std::vector<ModelUse>& model_uses();
+// ValueError "--FLAG applies to OWNERS; --model M is not one" unless `model` has `use`; an
+// unknown model is named as such first.
+void check_model_use(const std::string& flag, const std::string& use, const std::string& model);
+// Every flag given to this command whose table row names a model use, checked against `model`.
+void check_model_flags(const CliArgs& a, const std::string& model);
 
 struct ArchOverrides {
   int64_t hidden = 0, layers = 0, heads = 0, max_positions = 0;   // bert-*
@@ -37,8 +55,7 @@ struct ArchOverrides {
 void check_seq_fits(const std::string& model, const ArchOverrides& arch, int64_t len, const char* flag);
 
 // The architecture flags (--hidden ... --norm; ranges and choices are the flag table's)
-// for `model`: ValueError on a flag the model has no use for.
-class CliArgs;
+// for `model`, after check_model_flags (ValueError on any flag the model has no use for).
 ArchOverrides arch_flags(const CliArgs& a, const std::string& model);
 
 }  // namespace oomlab
