@@ -2,7 +2,6 @@
 #include "engine/io/atomic_file.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/process.h"
 #include "engine/io/file_kinds.h"
 
 namespace oomlab {
@@ -201,7 +201,7 @@ void remove_dead_writers_temps(const std::filesystem::path& dir, const std::stri
     const size_t dot = rest.find('.');
     if (dot == 0 || dot == std::string::npos || rest.find_first_not_of("0123456789") != dot) continue;
     const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
-    if (pid > 0 && pid != long(::getpid()) && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) {
+    if (process_gone(pid)) {
       std::error_code rm;
       std::filesystem::remove(it->path(), rm);
     }

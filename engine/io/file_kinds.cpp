@@ -96,4 +96,10 @@ OutputTarget resolve_output(const std::string& path) {
   throw IoError(str_cat("cannot write ", path, ": too many levels of symbolic links"));
 }
 
+bool is_standard_output(const std::string& path) {
+  struct stat out{}, target{};
+  if (::fstat(STDOUT_FILENO, &out) != 0 || ::stat(path.c_str(), &target) != 0) return false;
+  return out.st_dev == target.st_dev && out.st_ino == target.st_ino;
+}
+
 }  // namespace oomlab

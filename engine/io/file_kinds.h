@@ -25,6 +25,10 @@ struct OutputTarget {
   int fd = -1;        // descriptor: this process's fd
 };
 OutputTarget resolve_output(const std::string& path);
+// Whether `path` is where this process's standard output goes (/dev/stdout, /proc/self/fd/1,
+// or the very file stdout is redirected to): a "wrote PATH" line must not follow the bytes
+// written there.
+bool is_standard_output(const std::string& path);
 
 // The kind of file `mode` describes, in words ("a FIFO", "a directory", ...).
 std::string file_kind_name(unsigned mode);

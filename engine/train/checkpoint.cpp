@@ -3,7 +3,6 @@
 #include "engine/train/checkpoint.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -15,6 +14,7 @@
 #include <random>
 
 #include "engine/core/error.h"
+#include "engine/core/process.h"
 #include "engine/io/atomic_file.h"
 
 namespace oomlab {
@@ -100,7 +100,7 @@ void remove_dead_leftovers(const fs::path& root) {
     const size_t dash = n.rfind('-');
     long pid = 0;
     try { pid = std::stol(n.substr(dash + 1)); } catch (...) { continue; }
-    if (pid <= 0 || pid == long(::getpid()) || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;
+    if (!process_gone(pid)) continue;
     if (old && !fs::exists(root / n.substr(5, dash - 5), ec)) continue;   // still the only copy of step-N
     fs::remove_all(e.path(), ec);
   }

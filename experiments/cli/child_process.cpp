@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,12 +70,17 @@ pid_t spawn(const std::string& executable, const std::vector<std::string>& args,
   std::vector<char*> argv;
   for (std::string& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log);
     throw IoError(str_cat("cannot start ", executable, ": fork failed: ", std::strerror(errno)));
   }
   if (pid == 0) {   // child: only async-signal-safe calls until exec
+    // The point dies with the run (kill -9 of `oomlab run` runs no destructor): SIGKILL when
+    // the parent goes, and at once if it went before this line.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     ::dup2(log, 1);
     ::dup2(log, 2);
     ::execv(executable.c_str(), argv.data());

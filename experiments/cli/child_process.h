@@ -8,6 +8,8 @@
 //    its results file is written), "error" (other non-zero exit), "crash" (killed by a signal it did not get from us), "timeout"
 //    (still running after timeout_s: SIGTERM, then SIGKILL 5 s later).
 //  * message: the child's "oomlab: error: ..." line, the signal, or the timeout.
+//  * The child gets SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG): a run
+//    killed with -9 leaves no point running. Call run_child from a thread that outlives it.
 //  * Interrupts: while an InterruptGuard lives, SIGINT / SIGTERM / SIGHUP only set a flag;
 //    run_child then stops its child (SIGTERM, SIGKILL 5 s later) and throws Interrupted, so
 //    the caller unwinds (temp files removed, partial results kept) instead of dying with a

@@ -3,13 +3,17 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
 
 #include "engine/core/error.h"
+#include "engine/core/process.h"
 #include "engine/io/atomic_file.h"
 #include "engine/train/results.h"
 #include "experiments/cli/commands.h"
@@ -114,11 +118,39 @@ json outcome_json(const ChildOutcome& o) {
   return j;
 }
 
+// $TMPDIR (else /tmp), which must be a folder: a clear IoError, not a filesystem_error.
+fs::path temp_root() {
+  std::error_code ec;
+  const fs::path t = fs::temp_directory_path(ec);
+  const char* env = std::getenv("TMPDIR");
+  OOMLAB_CHECK_T(IoError, !ec, "oomlab run: TMPDIR=", env ? env : "", " is not a folder (", ec.message(),
+                 "): point TMPDIR at an existing folder or unset it");
+  return t;
+}
+
+// oomlab_run_<pid>_* folders of runs whose process is gone (killed with -9: no destructor ran).
+void remove_dead_runs_folders(const fs::path& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("oomlab_run_", 0) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(n.c_str() + 11, &end, 10);
+    if (*end != '_' || !process_gone(pid)) continue;
+    fs::remove_all(e.path(), ec);
+  }
+}
+
+// The run's scratch: $TMPDIR/oomlab_run_<pid>_XXXXXX, removed when the run ends, or by the
+// next run when this one was killed.
 struct TempDir {
   fs::path path;
   TempDir() {
-    std::string p = (fs::temp_directory_path() / "oomlab_run_XXXXXX").string();
-    OOMLAB_CHECK_T(IoError, ::mkdtemp(p.data()) != nullptr, "oomlab run: cannot create a temporary directory");
+    const fs::path root = temp_root();
+    remove_dead_runs_folders(root);
+    std::string p = (root / str_cat("oomlab_run_", ::getpid(), "_XXXXXX")).string();
+    OOMLAB_CHECK_T(IoError, ::mkdtemp(p.data()) != nullptr, "oomlab run: cannot create a temporary directory in ",
+                   root.string(), ": ", std::strerror(errno));
     path = p;
   }
   ~TempDir() {
@@ -190,6 +222,10 @@ Plan plan_run(const std::string& dir, const RunOptions& o) {
   Plan p;
   p.spec = load_spec(spec_path);
   p.name = p.spec["name"];
+  // The folder names the experiment: a copied folder must not run another one's driver and
+  // overwrite its results.
+  OOMLAB_CHECK(p.name == d.filename().string(), spec_path.string(), ": \"name\" is '", p.name, "' but the folder is '",
+               d.filename().string(), "': an experiment's name is its folder's (rename one of them)");
   p.driver = &experiment_driver(p.name);
   p.specs = expand_matrix(p.spec, o.profile, p.driver->spec_keys, spec_path.string());
   for (const SpecField& f : p.driver->spec_fields) spec_field(p.spec, f, spec_path.string());

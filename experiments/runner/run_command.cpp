@@ -5,6 +5,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
+#include "engine/io/file_kinds.h"
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/flag_table.h"
 #include "experiments/runner/experiment_runner.h"
@@ -34,7 +35,7 @@ int cmd_run(const std::vector<std::string>& args) {
   CliArgs a(args, "run");
   const RunOptions o = run_options(a);
   const std::string out = run_experiment(a.positionals()[0], o);
-  std::printf("wrote %s\n", out.c_str());
+  if (!is_standard_output(out)) std::printf("wrote %s\n", out.c_str());   // never after the JSON it wrote there
   return 0;
 }
 
