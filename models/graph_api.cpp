@@ -115,17 +115,24 @@ std::vector<std::string> graph_missing_ops(const ModelGraph& g) {
   std::vector<std::string> out;
   for (const GraphNode& n : g.nodes)
     if (!graph::supported_ops().count(n.op) && !graph::pointwise_ops().count(n.op))
-      out.push_back(str_cat(n.op, " (node '", n.name, "'", n.module.empty() ? "" : str_cat(", module '", n.module, "'"), ")"));
+      out.push_back(str_cat(n.op, " (node '", n.name, "'",
+                            n.module.empty() ? "" : str_cat(", module '", n.module, "'"),
+                            n.module_type.empty() ? "" : str_cat(" (", n.module_type, ")"), ")"));
   return out;
 }
 
 nn::ModulePtr build_graph_model(const ModelGraph& g, const ModelConfig& cfg) {
   const std::vector<std::string> missing = graph_missing_ops(g);
   if (!missing.empty()) {
-    std::string list;
+    std::string list, modules;   // the user's modules first: an nn.LSTM, not only its nodes
+    std::set<std::string> seen;
     for (const std::string& m : missing) list += "\n  " + m;
-    throw NotImplementedError(str_cat("graph ", g.file, ": ", missing.size(), " node(s) use ops oomlab does not have yet:",
-                                      list));
+    for (const GraphNode& n : g.nodes)
+      if (!graph::supported_ops().count(n.op) && !graph::pointwise_ops().count(n.op) && !n.module.empty() &&
+          seen.insert(n.module).second)
+        modules += str_cat(modules.empty() ? "" : ", ", n.module, n.module_type.empty() ? "" : " (" + n.module_type + ")");
+    throw NotImplementedError(str_cat("graph ", g.file, ": ", missing.size(), " node(s) use ops oomlab does not have yet",
+                                      modules.empty() ? "" : ", in module(s) " + modules, ":", list));
   }
   OOMLAB_CHECK_T(NotImplementedError, (g.inputs.size() == 1 || graph_has_mask_input(g)) && g.outputs.size() == 1,
                  "graph ", g.file, ": one input (or token ids and an attention mask of their shape, int64) and one "

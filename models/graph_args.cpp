@@ -17,7 +17,10 @@ using json = nlohmann::json;
 void bad_arg(size_t arg, const std::string& what) { throw GraphArgError(str_cat("argument ", arg, ": ", what)); }
 
 std::string node_where(const std::string& file, const GraphNode& n) {
-  return str_cat("graph ", file, ": node '", n.name, "' (", n.op, "): ");
+  std::string module;   // the user's module the node came from (an LSTM decomposed into matmuls)
+  if (!n.module.empty())
+    module = str_cat(" in module '", n.module, "'", n.module_type.empty() ? "" : str_cat(" (", n.module_type, ")"));
+  return str_cat("graph ", file, ": node '", n.name, "' (", n.op, ")", module, ": ");
 }
 
 int64_t checked_dim(int64_t d, int64_t rank, size_t arg, bool insert) {

@@ -139,7 +139,8 @@ struct GraphArgError : ValueError { using ValueError::ValueError; };
 // An integer argument as int64: JSON's unsigned integers above 2^63 - 1 (2^64 - 1 is not -1)
 // and non-integers are a GraphArgError naming argument `arg`.
 int64_t arg_integer(const nlohmann::json& a, size_t arg);
-// "graph F: node 'n' (op): ", the prefix of every error about node n.
+// "graph F: node 'n' (op) in module 'm' (Type): ", the prefix of every error about node n (the
+// module part when the file names one: the user's module, not only an internal node).
 std::string node_where(const std::string& file, const GraphNode& n);
 // `d` as a dim of a value of rank `rank`, normalised to [0, rank) (insert: [0, rank], where
 // unsqueeze puts a new dim), as PyTorch's maybe_wrap_dim; GraphArgError otherwise.

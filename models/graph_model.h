@@ -38,9 +38,10 @@
 //    biases 0, running_var 1, integer buffers with values in the file those values, other
 //    buffers 0 (a fresh model; --init loads exported ones).
 //  * graph_missing_ops lists every node whose op is outside this set ("op (node 'n',
-//    module 'm')"); build_graph_model refuses such a graph with a NotImplementedError
-//    naming them all, and an op used in an unsupported way (a transposed convolution, an
-//    add with alpha, a permute not feeding addmm) fails its forward naming the node.
+//    module 'm' (Type))"); build_graph_model refuses such a graph with a NotImplementedError
+//    naming the modules they come from (an nn.LSTM) and them all, and an op used in an
+//    unsupported way (a transposed convolution, an add with alpha, a permute not feeding
+//    addmm) or given values out of range fails naming the node and its module.
 #pragma once
 #include <map>
 #include <string>

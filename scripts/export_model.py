@@ -47,6 +47,16 @@ MAX_BUFFER_VALUES = 1 << 20   # engine/io/model_graph.h kMaxBufferValues
 DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"}
 
 
+def writes_to_stdout(path):
+    """Whether path is where standard output goes (/dev/stdout, or the file it is redirected to)."""
+    import os
+    try:
+        out, target = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return (out.st_dev, out.st_ino) == (target.st_dev, target.st_ino)
+
+
 def die(msg):
     print(f"export_model: error: {msg}", file=sys.stderr)
     sys.exit(2)
@@ -92,12 +102,25 @@ def build_model(spec):
         if name == "gpt2":
             return tf.GPT2LMHeadModel(tf.GPT2Config(use_cache=False))   # no KV cache in the output
         die(f"hf:{name}: this exporter builds hf:bert and hf:gpt2 offline")
+    # The user's code may fail anywhere (importing it, building the module): one line, exit 2.
     try:
         obj = getattr(importlib.import_module(kind), name)
     except (ImportError, AttributeError) as e:
         die(f"model {spec!r}: {e}")
+    except Exception as e:   # noqa: BLE001 -- any error in the user's module top level
+        die(f"model {spec!r}: importing {kind} failed: {type(e).__name__}: {e}")
     import torch
-    return obj if isinstance(obj, torch.nn.Module) else obj()
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    if not callable(obj):
+        die(f"model {spec!r}: {name} is neither an nn.Module nor a callable returning one")
+    try:
+        model = obj()
+    except Exception as e:   # noqa: BLE001 -- the user's constructor or builder
+        die(f"model {spec!r}: building it failed: {type(e).__name__}: {e}")
+    if not isinstance(model, torch.nn.Module):
+        die(f"model {spec!r}: {name}() returned {type(model).__name__}, not an nn.Module")
+    return model
 
 
 def dtype_name(dt):
@@ -261,7 +284,8 @@ def main(argv):
         except ImportError:
             die("--weights needs the safetensors package")
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, args.weights)
-    print(f"export_model: wrote {args.out}")
+    if not writes_to_stdout(args.out):   # never a line after the JSON on the same stream
+        print(f"export_model: wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ def run_case(mods, oomlab, name, dtype_name, seed, work):
     np.save(work / "train_labels.npy", labels)
     out = work / "oomlab_step.safetensors"
     cmd = [oomlab, "step", "--model", f"graph:{graph}", "--data-dir", str(work), "--init", str(weights),
-           "--out", str(out), "--dtype", dtype_name, "--lr", str(LR), "--classes", str(classes)]
+           "--out", str(out), "--dtype", dtype_name, "--lr", str(LR)]   # the classes are the graph's own
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")

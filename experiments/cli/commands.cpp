@@ -22,6 +22,7 @@
 #include "engine/core/backend.h"
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
+#include "engine/io/file_kinds.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
 #include "experiments/cli/cli_args.h"
@@ -33,6 +34,7 @@
 #include "experiments/cli/parallel_train.h"
 #include "experiments/cli/train_command.h"
 #include "experiments/cli/tricks.h"
+#include "models/graph_model.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -112,8 +114,13 @@ void dataset_flags(const CliArgs& a, TrainConfig& c) {
   if (auto in = a.get_opt("input")) c.input = parse_int_list(*in, "--input");
   const bool seq = c.dataset == "synthetic-seq", npy = c.dataset == "npy";
   // The classes the dataset has (recorded in results config): synthetic-seq is binary; npy
-  // infers max label + 1 unless --classes says more.
-  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : seq ? 2 : npy ? 0 : c.num_classes);
+  // infers max label + 1 unless --classes says more; an imported classifier's data have the
+  // classes of its output (--classes does not apply to it: the model table's "classes").
+  const int64_t graph_classes = is_graph_model(c.model) ? graph_model_config(c.model).num_classes : 0;
+  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : seq ? 2 : graph_classes > 0 ? graph_classes
+                                                                                 : npy ? 0 : c.num_classes);
+  OOMLAB_CHECK(!seq || graph_classes == 0 || graph_classes >= 2, "--dataset synthetic-seq is a 2-class task and --model ",
+               c.model, " has ", graph_classes, " output class(es)");
   OOMLAB_CHECK(!npy || a.has("data-dir"), "--dataset npy needs --data-dir DIR holding train_inputs.npy and "
                "train_labels.npy (README: \"Your own data\")");
   c.shuffle = !a.flag("no-shuffle");
@@ -200,15 +207,21 @@ EstimateRequest estimate_request(const CliArgs& a) {
 }
 
 
+// "wrote PATH" on standard output, unless PATH is standard output itself (the line would
+// follow the JSON on the same stream).
+void print_wrote(const std::string& path, const char* note = "") {
+  if (!is_standard_output(path)) std::printf("wrote %s%s\n", path.c_str(), note);
+}
+
 // --memory-snapshot FILE (pytorch.org/memory_viz) and --chrome-trace FILE (Perfetto).
 void write_traces_if_asked(const CliArgs& a, const Device& dev) {
   if (auto path = a.get_opt("memory-snapshot")) {
     write_json_atomic(*path, memory_snapshot_json(allocator_for(dev)), -1);
-    std::printf("wrote %s (open it at pytorch.org/memory_viz)\n", path->c_str());
+    print_wrote(*path, " (open it at pytorch.org/memory_viz)");
   }
   if (auto path = a.get_opt("chrome-trace")) {
     write_json_atomic(*path, chrome_trace_json(allocator_for(dev), OpProfiler::take()), -1);
-    std::printf("wrote %s (open it in ui.perfetto.dev or chrome://tracing)\n", path->c_str());
+    print_wrote(*path, " (open it in ui.perfetto.dev or chrome://tracing)");
   }
 }
 
@@ -244,7 +257,7 @@ BackendOptions backend_options(const CliArgs& a) {
 void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
   if (auto path = a.get_opt("json")) {
     write_json_atomic(*path, j);
-    std::printf("wrote %s\n", path->c_str());
+    print_wrote(*path);
   }
 }
 }  // namespace

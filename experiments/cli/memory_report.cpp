@@ -35,6 +35,7 @@
 #include "engine/train/train_step.h"
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/layer_recorder.h"
+#include "models/graph_model.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -48,6 +49,7 @@ Shape default_input_for(const std::string& model) {
 }
 
 int64_t default_classes_for(const std::string& model) {
+  if (is_graph_model(model) && graph_model_config(model).num_classes > 0) return graph_model_config(model).num_classes;
   if (model_input_kind(model) == InputKind::tokens) return 2;
   if (model_task_kind(model) == TaskKind::segmentation) return default_model_config(model).num_classes;
   Shape in = default_input_for(model);

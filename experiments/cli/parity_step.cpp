@@ -44,7 +44,8 @@ int cmd_step(const std::vector<std::string>& args) {
   const std::string dtype_flag = a.get("dtype");
   const DType dtype = dtype_flag == "float64" ? DType::f64 : DType::f32;
   const double lr = a.get_double("lr");
-  const int64_t classes = a.get_int("classes", 0);
+  // the labels' classes: --classes, an imported classifier's output classes, else the largest label + 1
+  const int64_t classes = a.get_int("classes", is_graph_model(model_name) ? graph_model_config(model_name).num_classes : 0);
   const Device device = parse_device(a.get("device"));
   OOMLAB_CHECK_T(DeviceError, !device.is_meta(), "--device meta has no numbers to compare; use cpu or cuda");
   const ArchOverrides arch = arch_flags(a, model_name);

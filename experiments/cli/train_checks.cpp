@@ -96,7 +96,7 @@ void check_cuda_graphs(const TrainConfig& c) {
 void check_train_config(const TrainConfig& c) {
   check_model_fits_dataset(c.model, c.dataset);
   c.arch.check_fits(c.model);
-  if (model_input_kind(c.model) == InputKind::tokens) {   // the position table is never enlarged silently
+  if (model_input_kind(c.model) == InputKind::tokens && c.dataset != "npy") {   // npy: the files' length (train)
     const int64_t exported = is_graph_model(c.model) ? graph_token_shape(c.model).seq_len : 0;
     OOMLAB_CHECK(!exported || (c.seq_len == exported && c.long_seq_prob == 0), c.model, " was exported for ",
                  exported, "-token sequences: train it with --seq-len ", exported,

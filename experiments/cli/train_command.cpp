@@ -93,6 +93,7 @@ Datasets make_datasets(const TrainConfig& c) {
     o.min_len = is_graph_model(c.model) && !graph_has_mask_input(graph_of_model(c.model)) ? c.seq_len : c.seq_min_len;
     o.long_prob = c.long_seq_prob;
     o.long_len = c.long_seq_len;
+    o.vocab_size = bert_shape(c.model, default_model_config(c.model)).vocab_size;   // ids the model's table holds
     o.seed = c.seed + 1;
     all = std::make_shared<SyntheticSequenceDataset>(o);
   } else {
@@ -274,7 +275,13 @@ json train(const TrainConfig& c) {
   if (c.dataset == "npy") check_batch_fits(c.batch, c.accumulate, data.train->name(), data.train->size());
   const bool tokens = data.train->is_tokens();
   const int64_t seq_len = c.dataset == "npy" && tokens ? data.train->sample_shape()[0] : c.seq_len;
-  if (c.dataset == "npy" && tokens) check_seq_fits(c.model, c.arch, seq_len, "the token files' length");
+  if (c.dataset == "npy" && tokens) {
+    check_seq_fits(c.model, c.arch, seq_len, "the token files' length");
+    const int64_t exported = is_graph_model(c.model) ? graph_token_shape(c.model).seq_len : seq_len;
+    OOMLAB_CHECK_T(ShapeError, seq_len == exported, c.model, " was exported for ", exported, "-token sequences and ",
+                   data.train->name(), " holds ", seq_len, "-token ones: save them at that length, or export the model ",
+                   "again with --input-shape N,", seq_len);
+  }
   const ModelSpec ms = probe_spec(c, data, seq_len);
   // --half: every op of the step must have a float16 kernel where the run goes.
   // (A build without the device's backend is refused where the device is opened.)
