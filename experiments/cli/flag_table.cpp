@@ -90,7 +90,8 @@ void rows_model_flags(std::vector<FlagSpec>& t) {
                   .sw().needs("init").s);
   t.push_back(F("seq-len", kTrain, "the longest sequence of synthetic-seq").integer("N", 3).def("32")
                   .applies("dataset", {"synthetic-seq"}).s);
-  t.push_back(F("seq-min-len", kTrain, "the shortest sequence of synthetic-seq (0: all --seq-len)").integer("N", 0)
+  t.push_back(F("seq-min-len", kTrain, "the shortest sequence of synthetic-seq (0: half of --seq-len, at least 3)")
+                  .integer("N", 0)
                   .applies("dataset", {"synthetic-seq"}).models("padding").s);
   t.push_back(F("long-seq-prob", kTrain, "the chance of a rare very long sequence").number("P", 0, 1, false, false)
                   .needs("long-seq-len").applies("dataset", {"synthetic-seq"}).s);
