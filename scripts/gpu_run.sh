@@ -367,11 +367,13 @@ declare -A PAR=(
   [par_ddp]="--parallel ddp --devices 2 --batch 64"
   [par_ddp_syncbn]="--parallel ddp --devices 2 --batch 64 --sync-bn"
 )
+tf32=()   # a CUDA switch: oomlab refuses it on meta (the dry run)
+[[ $device == cuda* ]] && tf32=(--allow-tf32 all)
 for tag in par_dp par_bdp par_ddp par_ddp_syncbn; do
   wanted "$tag" || continue
   (($(left) > 25)) || { log "skipped: $tag (budget)"; continue; }
   # shellcheck disable=SC2086
-  timeout 60 "$kit/bin/oomlab" train --model resnet50 --dataset synthetic --allow-tf32 all --optimizer sgd --lr 0.01 \
+  timeout 60 "$kit/bin/oomlab" train --model resnet50 --dataset synthetic "${tf32[@]}" --optimizer sgd --lr 0.01 \
     --synthetic-size 512 --eval-batches 0 --quiet --device "$device" --steps 11 ${PAR[$tag]} \
     --json "$work/res/oomlab_$tag.json" > "$work/logs/oomlab_$tag.log" 2>&1
   log "oomlab $tag rc=$?"

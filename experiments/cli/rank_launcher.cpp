@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,9 +39,14 @@ int free_port() {   // the kernel's choice of a free port (closed again: a small
 }
 
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   OOMLAB_CHECK_T(IoError, pid >= 0, "launcher: fork failed");
   if (pid == 0) {
+    // A rank (or mpirun, which then stops its own) ends with the launcher, as torchrun's
+    // workers do: SIGTERM when it goes, even by kill -9.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) std::_Exit(127);
     for (const std::string& kv : extra_env) ::putenv(const_cast<char*>(kv.c_str()));
     std::vector<char*> a;
     for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));

@@ -6,6 +6,8 @@
 //  * gloo, nccl: N children of this executable with torchrun's variables (RANK, LOCAL_RANK,
 //    WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT = a free port); when
 //    one exits non-zero the others get SIGTERM (then SIGKILL after 5 s), as torchrun does.
+// Each child gets SIGTERM when the launcher goes (PR_SET_PDEATHSIG), kill -9 included: no
+// rank outlives its job.
 // Without OMP_NUM_THREADS in the environment, each rank gets OMP_NUM_THREADS = cores / N
 // (at least 1; torchrun sets 1), said on stderr: N processes oversubscribing the cores with
 // OpenMP and BLAS threads ran ResNet-20 DDP steps 2.5x slower (measured, 2 ranks on 2 cores).
