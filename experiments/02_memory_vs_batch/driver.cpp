@@ -209,6 +209,6 @@ json verdict_02(const json& spec, const json& summary) {
 
 }  // namespace
 
-OOMLAB_REGISTER_EXPERIMENT({"02_memory_vs_batch", summarize_02, verdict_02, {}});
+OOMLAB_REGISTER_EXPERIMENT({"02_memory_vs_batch", summarize_02, verdict_02, {}, {}});
 
 }  // namespace oomlab

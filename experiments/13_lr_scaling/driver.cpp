@@ -128,7 +128,7 @@ json verdict_13(const json& spec, const json& s) {
     if (int64_t k = r["devices"].get<int64_t>(); k > 1 && std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
   std::sort(ks.begin(), ks.end());
   std::string lin_text, none_text, nowarm_text, match_ks, miss_ks;
-  int matched = 0, judged_ks = 0;
+  int judged_ks = 0;
   std::vector<Judged> parts;
   for (int64_t k : ks) {
     const json* lin = find(k, double(k), true);
@@ -136,7 +136,6 @@ json verdict_13(const json& spec, const json& s) {
     ++judged_ks;
     const Judged j = keeps_accuracy(*lin);
     parts.push_back(j);
-    matched += j == Judged::holds;
     if (j == Judged::holds || j == Judged::fails)
       (j == Judged::holds ? match_ks : miss_ks) += str_cat((j == Judged::holds ? match_ks : miss_ks).empty() ? "" : ", ", k);
     lin_text += str_cat(lin_text.empty() ? "" : ", ", k, ": ", interval_of(*lin), " -- ", judged_name(j));
