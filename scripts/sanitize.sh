@@ -8,7 +8,9 @@
 #        code is the same as the shorter runs that stay in:
 #        SeqSegModels.TinyModelsGradcheck and SeqSegModels.MetaTraceEqualsCpu train and
 #        check BERT and UNet through the same ops) and the model-scale repeats named with
-#        asan_long (zoo members, the VGGs' --fuse-relu, two bert-base graph trainings).
+#        asan_long (zoo members, the VGGs' --fuse-relu, two bert-base graph trainings; the
+#        checkpoint kill tests, whose checkpoint code other tests run under ASan, and whose
+#        strace-traced runs LeakSanitizer cannot check).
 #        OOMLAB_ASAN_ALL=1 runs them too.
 #        LeakSanitizer is on when it works here (it needs ptrace-like access to the
 #        process's own threads, which some containers forbid: probed first).
@@ -68,7 +70,7 @@ asan_long+='|^Zoo/[A-Za-z0-9]+\.[A-Za-z0-9]+/(vgg11|vgg16|vgg16_bn|resnet34|resn
 # the three trainings of the imported bert-base graph (the padded export's stays in: the same
 # graph code plus the mask).
 asan_long+='|^ResNetsAndVggs/FuseReluSteps\.AreBitIdenticalOnTheCpu/vgg11(_bn)?( |$)'
-asan_long+='|^GraphImportZoo\.(BertUnpaddedGraphRefusesSeqMinLenAndTrainsAtItsLength|BertGraphTrainsAtItsExportedLength)$'
+asan_long+='|^CheckpointKill\.|^GraphImportZoo\.(BertUnpaddedGraphRefusesSeqMinLenAndTrainsAtItsLength|BertGraphTrainsAtItsExportedLength)$'
 # The mpirun-launched tests (Ranks.*, RanksFailure.*, DdpProcesses) run under ASan with
 # tests/sanitizers/lsan_mpi.supp for OpenMPI's and gloo's process-lifetime allocations; the
 # mpi ranks without leak detection (CMakeLists.txt: OpenMPI's unloaded plugins leave
