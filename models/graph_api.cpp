@@ -111,10 +111,14 @@ bool graph_has_mask_input(const ModelGraph& g) {
          g.inputs[0].shape.size() == 2 && g.inputs[1].shape == g.inputs[0].shape;
 }
 
+namespace {
+bool op_supported(const std::string& op) { return graph::supported_ops().count(op) || graph::pointwise_ops().count(op); }
+}  // namespace
+
 std::vector<std::string> graph_missing_ops(const ModelGraph& g) {
   std::vector<std::string> out;
   for (const GraphNode& n : g.nodes)
-    if (!graph::supported_ops().count(n.op) && !graph::pointwise_ops().count(n.op))
+    if (!op_supported(n.op))
       out.push_back(str_cat(n.op, " (node '", n.name, "'",
                             n.module.empty() ? "" : str_cat(", module '", n.module, "'"),
                             n.module_type.empty() ? "" : str_cat(" (", n.module_type, ")"), ")"));
@@ -128,8 +132,7 @@ nn::ModulePtr build_graph_model(const ModelGraph& g, const ModelConfig& cfg) {
     std::set<std::string> seen;
     for (const std::string& m : missing) list += "\n  " + m;
     for (const GraphNode& n : g.nodes)
-      if (!graph::supported_ops().count(n.op) && !graph::pointwise_ops().count(n.op) && !n.module.empty() &&
-          seen.insert(n.module).second)
+      if (!op_supported(n.op) && !n.module.empty() && seen.insert(n.module).second)
         modules += str_cat(modules.empty() ? "" : ", ", n.module, n.module_type.empty() ? "" : " (" + n.module_type + ")");
     throw NotImplementedError(str_cat("graph ", g.file, ": ", missing.size(), " node(s) use ops oomlab does not have yet",
                                       modules.empty() ? "" : ", in module(s) " + modules, ":", list));

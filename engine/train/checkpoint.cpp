@@ -263,15 +263,9 @@ LoadedCheckpoint load_checkpoint(
     // (a crash between the two): the newest complete step-N (published only when whole).
     int64_t best = -1;
     fs::path found;
-    std::error_code ec;
     for (const auto& e : fs::directory_iterator(p, ec)) {
-      const std::string n = e.path().filename().string();
-      if (!e.is_directory(ec) || n.rfind("step-", 0) != 0 || !fs::exists(e.path() / "trainer_state.json", ec)) continue;
-      try {
-        size_t used = 0;
-        const int64_t k = std::stoll(n.substr(5), &used);
-        if (used == n.size() - 5 && k > best) { best = k; found = e.path(); }
-      } catch (...) {}
+      const int64_t k = step_of(e.path().filename().string());
+      if (k > best && e.is_directory(ec) && fs::exists(e.path() / "trainer_state.json", ec)) best = k, found = e.path();
     }
     if (best >= 0) p = found;
   }

@@ -49,7 +49,8 @@ Shape default_input_for(const std::string& model) {
 }
 
 int64_t default_classes_for(const std::string& model) {
-  if (is_graph_model(model) && graph_model_config(model).num_classes > 0) return graph_model_config(model).num_classes;
+  if (is_graph_model(model))
+    if (const int64_t k = graph_model_config(model).num_classes; k > 0) return k;
   if (model_input_kind(model) == InputKind::tokens) return 2;
   if (model_task_kind(model) == TaskKind::segmentation) return default_model_config(model).num_classes;
   Shape in = default_input_for(model);
