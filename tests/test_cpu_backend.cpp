@@ -83,7 +83,7 @@ TEST(CpuBackend, BlasThreadLimitFollowsTheSmallestLiveGuard) {
 }
 
 // Casts keep subnormals although the backend's arithmetic flushes them: the cast semantics
-// of every device (README "Casts"; kernels/cuda/cast_math.cuh on CUDA). 1e-40 is the float
+// of every device (docs/CUDA.md "Casts"; kernels/cuda/cast_math.cuh on CUDA). 1e-40 is the float
 // subnormal 71362 * 2^-149; a flushing cast would give 0 (the H100 run's CUDA/CPU mismatch).
 TEST(CpuBackend, CastsKeepSubnormalsUnderFlushToZero) {
   Tensor d = Tensor::from_vector({1e-40, -1e-40, 0x1.fffffep-127, 2e-310}, {4}, DType::f64);

@@ -34,7 +34,7 @@ inline float bf16_to_float(uint16_t b) {
 // float <-> double casts that keep subnormals whatever the FPU's flush mode: the CPU
 // backend runs its arithmetic with flush-to-zero / denormals-are-zero (register_cpu.cpp),
 // under which a plain conversion would flush (1e-40 -> 0.0f). Casts on every device are
-// IEEE round to nearest even with subnormals kept (README "Casts"; the CUDA side is
+// IEEE round to nearest even with subnormals kept (docs/CUDA.md "Casts"; the CUDA side is
 // kernels/cuda/cast_math.cuh). Values that are not float subnormals convert natively.
 inline double f32_to_f64(float f) {
   uint32_t u; std::memcpy(&u, &f, 4);

@@ -3,7 +3,7 @@
 // cuDNN algorithm, math type and workspace. note_kernel_choice() counts each distinct
 // (frame, op, choice) process-wide, in first-seen order, where frame is the MemoryContext
 // ("layer/phase") of the call: kernel_choices_json() is the results' "kernel_choices"
-// (README "Results schema"). While an op span records on this thread (OpSpanScope,
+// (docs/REFERENCE.md "Results schema"). While an op span records on this thread (OpSpanScope,
 // memory_export.h), its choices also go to that span: the Chrome trace's span args.
 // reset_allocators() clears the counts with the allocators (a run's results list its own
 // calls). Thread-safe; one mutex and a map lookup per noted call (convolutions only).
