@@ -1,7 +1,7 @@
 // cast_math.cuh — the value conversions of the CUDA copy kernel's dtype casts (copy.cu),
 // as __host__ __device__ functions: kernels/cuda/check/formula_check.cu runs this very code
 // on the host, with the FPU in IEEE mode (no flush-to-zero), against the CPU copy kernel.
-// Cast semantics, the same on every device (README "Casts"): float <-> double and the
+// Cast semantics, the same on every device (docs/CUDA.md "Casts"): float <-> double and the
 // 16-bit formats convert as IEEE 754 round to nearest even and keep subnormals (a cast is
 // never flushed, although the CPU backend's arithmetic runs with FTZ/DAZ); every value goes
 // through double (f64 -> f16 / bf16 rounds twice: through float, as the CPU does); NaNs
