@@ -8,6 +8,8 @@ per binary and rc.txt; logs/: compute-sanitizer logs; run.log) and writes into O
                    commit (the kit's full sha, from its MANIFEST) and dirty (its tree had
                    uncommitted changes), date (YYYY-MM-DD: res/started_at, else the earliest
                    context.date of oomlab's results; left out when nothing records it),
+                   started_at (res/started_at's full UTC timestamp YYYY-MM-DDTHH:MM:SSZ, which
+                   orders records of one day: oomlab_report/gpu_order.py; left out without it),
                    machine {gpu, driver, cuda_runtime, compute capability, memory, cuBLAS,
                    cuDNN, NCCL, PyTorch} with each value's source; the kit's build; the
                    commit and dirty flag oomlab itself reported
@@ -63,6 +65,16 @@ DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # divides by the default's PyTorch eager twin.
 SWITCHED_SUFFIXES = ("_next", "_graph", "_flash", "_cudagraphs", "_cl", "_tc", "_prev", "_fuse", "_notc", "_tiled",
                      "_legacy", "_argmax", "_pin", "_mma")
+
+
+STARTED = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+def started_at(res):
+    """gpu_run.sh's res/started_at (`date -u +%Y-%m-%dT%H:%M:%SZ`) when it is one such
+    timestamp, else None."""
+    text = (res / "started_at").read_text().strip() if (res / "started_at").is_file() else ""
+    return text if STARTED.match(text) else None
 
 
 def run_date(res):
@@ -121,7 +133,7 @@ def machine(res):
 def provenance(work):
     """provenance.json in the format check_results checks GPU records by
     (oomlab_report/provenance.py): commit (the kit's, full sha, from its MANIFEST), dirty,
-    date (YYYY-MM-DD), machine {gpu, driver, cuda_runtime, ...}; plus the kit's build and
+    date (YYYY-MM-DD), started_at (the full UTC start), machine {gpu, driver, cuda_runtime, ...}; plus the kit's build and
     what oomlab itself reported (its git sha and dirty flag)."""
     res = work / "res"
     man = load_json(res / "manifest.json") or {}
@@ -134,7 +146,8 @@ def provenance(work):
         "commit": man.get("commit"), "dirty": man.get("dirty"),
         "commit_source": "the kit's MANIFEST.json (scripts/gpu_pack.sh: git rev-parse HEAD; dirty = "
                          "uncommitted changes to tracked files when packed)",
-        "date": date, "date_source": date_source, "machine": mach, "machine_sources": sources,
+        "date": date, "date_source": date_source, "started_at": started_at(res),
+        "machine": mach, "machine_sources": sources,
         "kit": {k: man[k] for k in ("packed_at", "nvcc", "cuda_architectures", "sm") if man.get(k) is not None},
         "oomlab_git": ctx.get("git_sha"), "oomlab_dirty": ctx.get("git_dirty"),
     }
@@ -309,7 +322,7 @@ def readme(prov, t, pts, run_log, attn=None):
              f"GPU: {m['gpu']} (compute capability {m['compute_capability']}, {m['gpu_memory']}), "
              f"driver {m['driver']}, CUDA runtime {m['cuda_runtime']}, cuBLAS {m['cublas']}, "
              f"cuDNN {m['cudnn']}, NCCL {m['nccl']}; PyTorch {m['torch']}.",
-             f"Run on {prov.get('date') or 'an unrecorded date'} ({prov.get('date_source')}).",
+             f"Run on {prov.get('started_at') or prov.get('date') or 'an unrecorded date'} ({prov.get('date_source')}).",
              f"Kit: commit {prov.get('commit', 'unknown')}"
              f"{' (DIRTY: not committable)' if prov.get('dirty') is True else ''}, "
              f"packed {kit['packed_at']}, {kit['nvcc']}.", ""]

@@ -260,6 +260,7 @@ class KitProvenance(unittest.TestCase):
         with tempfile.TemporaryDirectory() as top:
             out, prov = self.report(kit_work(top), top)
             self.assertEqual((prov["commit"], prov["dirty"], prov["date"]), (SHA_518, False, "2026-11-25"))
+            self.assertEqual(prov["started_at"], "2026-11-25T20:00:00Z")   # orders records of one day
             self.assertEqual(prov["machine"]["gpu"], "NVIDIA H100 80GB HBM3")
             self.assertEqual(prov["machine"]["driver"], "580.159.04")
             self.assertEqual(prov["machine"]["cuda_runtime"], "13.0")
@@ -275,6 +276,7 @@ class KitProvenance(unittest.TestCase):
             work = kit_work(top, started_at=None)
             out, prov = self.report(work, top)
             self.assertEqual(prov["date"], "2026-11-25")   # the oomlab results' context.date
+            self.assertNotIn("started_at", prov)
             self.assertIn("context.date", prov["date_source"])
             for f in ("provenance_run.json", "oomlab_r50_fp32.json"):
                 (work / "res" / f).unlink()

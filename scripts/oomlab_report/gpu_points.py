@@ -2,9 +2,10 @@
 experiments whose claim is a GPU one (15, 17, 18): the step times of a few gpu_run.sh tags,
 all from one call, beside the experiment's own CPU / meta measurements.
 
-one_call(tags, gpu_dir) -> (record name, "GPU, the kit at `commit`", {tag: point}) from the newest kit record
-(reports/results/gpu/<record>/points.json, written by scripts/gpu_report.py; newest by the
-provenance date, then the folder name) whose points.json holds every tag, or None. A point is
+one_call(tags, gpu_dir) -> (record name, "GPU, the kit at `commit`, run <start>", {tag: point}) from
+the newest kit record (reports/results/gpu/<record>/points.json, written by scripts/gpu_report.py;
+newest by the run's start, gpu_order.newest_first, the report's one ordering of records) whose
+points.json holds every tag, or None. A point is
 points.json's entry: {"oomlab": {median_ms, peak_allocated, ...} or null, "torch": {...} or
 null}. ms(point, side) -> the median in ms or None.
 gpu_table(tags_rows, gpu_dir) -> the markdown of a small table and its provenance line, or ""
@@ -17,6 +18,7 @@ import json
 from pathlib import Path
 
 from oomlab_report.fmt import md_table
+from oomlab_report.gpu_order import newest_first, run_started
 from oomlab_report.gpu_section import f_ratio
 from oomlab_report.results import REPO_ROOT
 
@@ -32,19 +34,20 @@ def _read(path):
 
 
 def _records(gpu_dir):
-    """(date, name, commit, points) of every readable kit record, newest first."""
+    """(name, where it ran, points) of every readable kit record, newest run first."""
     out = []
-    for folder in sorted(Path(gpu_dir).glob("*/")) if Path(gpu_dir).is_dir() else []:
+    for folder in newest_first(Path(gpu_dir).glob("*/")) if Path(gpu_dir).is_dir() else []:
         points, prov = _read(folder / "points.json"), _read(folder / "provenance.json") or {}
         if points is None:
             continue
-        where = f"{(prov.get('machine') or {}).get('gpu') or 'a GPU'}, the kit at `{str(prov.get('commit') or '?')[:12]}`"
-        out.append((str(prov.get("date") or ""), folder.name, where, points))
-    return sorted(out, key=lambda r: (r[0], r[1]), reverse=True)
+        where = (f"{(prov.get('machine') or {}).get('gpu') or 'a GPU'}, the kit at "
+                 f"`{str(prov.get('commit') or '?')[:12]}`, run {run_started(folder).shown}")
+        out.append((folder.name, where, points))
+    return out
 
 
 def one_call(tags, gpu_dir=GPU_DIR):
-    for _, name, where, points in _records(gpu_dir):
+    for name, where, points in _records(gpu_dir):
         if all(isinstance(points.get(t), dict) for t in tags):
             return name, where, {t: points[t] for t in tags}
     return None

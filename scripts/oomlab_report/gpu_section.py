@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 from oomlab_report.fmt import details, md_table
+from oomlab_report.gpu_order import newest_first
 from oomlab_report.gpu_kit_parts import meta_json_part, rounds_part, tests_part
 from oomlab_report.gpu_record import (describe_oomlab, describe_torch, label, load_record, meta_from_readme,
                                       meta_from_test_logs, oomlab_ms, oomlab_peak, oomlab_steps, readme_spread,
@@ -364,7 +365,7 @@ class Anchors:
 
 def render_gpu_section(gpu_dir, experiments_dir, shown_dir="reports/results"):
     gpu_dir = Path(gpu_dir)
-    folders = sorted(d for d in gpu_dir.iterdir() if d.is_dir()) if gpu_dir.is_dir() else []
+    folders = newest_first(d for d in gpu_dir.iterdir() if d.is_dir()) if gpu_dir.is_dir() else []
     if not folders:
         return None
     anchors = Anchors(experiments_dir)
