@@ -12,9 +12,10 @@ a note. Verdict statuses are shown as text (bold), "pending GPU" included. A pre
 invalid results file, a summary its folder's schema rejects, or a broken report.py is an
 error (exit 1, nothing written). Outputs are written atomically and deterministically (no timestamps), so
 regenerating from unchanged results is a no-op. The GPU records committed under the results
-folder's gpu/ (one folder per GPU session, with its provenance.json) are rendered after the
-experiments as a "GPU results" section (oomlab_report/gpu_section.py), which the intro points
-to; without a gpu/ folder there is no such section.
+folder's gpu/ (one folder per GPU session, with its provenance.json) are listed after the
+experiments in a "GPU results" appendix, one short table per record, newest run first, the
+superseded ones linked only (oomlab_report/gpu_section.py), which the intro points to; without
+a gpu/ folder there is no such section.
 Usage: make_report.py [--results DIR] [--out DIR] [--experiments DIR] [--expected-figures]
 """
 import argparse
@@ -188,7 +189,7 @@ def main(argv=None):
             shown = results_dir.resolve().relative_to(REPO_ROOT).as_posix()
         except ValueError:
             shown = str(results_dir)
-        gpu = render_gpu_section(results_dir / "gpu", exp_dir, shown)
+        gpu = render_gpu_section(results_dir / "gpu", shown)
         text, figures = build_report(results, experiments, out_dir, shown, gpu)
     except ExperimentError as exc:
         print(f"make_report: error: {exc}", file=sys.stderr)

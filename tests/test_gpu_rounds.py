@@ -4,7 +4,7 @@ verdict rule computes it (experiments/runner/verdict_rule.cpp: the worked exampl
 t table's df = 4 row that tests/test_verdict_rule.cpp holds the C++ to), issue 31's bar verdicts (met, not met, straddling, too few pairs), the
 rounds found in a hand-made work folder and paired by round with PyTorch's twin (BERT's SDPA
 run), gpu_report.py's points.json and README table, torch_bench.py's `run TAG ROUND` answer,
-and REPORT.md's table from a record's points.json.
+and REPORT.md's GPU appendix line from a record's points.json.
 Run: python3 -m unittest tests/test_gpu_rounds.py
 """
 import json
@@ -85,11 +85,11 @@ class Rounds(unittest.TestCase):
             readme = (out / "README.md").read_text()
             self.assertIn("## Repeated pairs", readme)
             self.assertIn("| bert_fp32 | bert_fp32_sdpa | 5 | 60.0, 61.0, 59.0, 60.0, 62.0 |", readme)
-            # REPORT.md's part, from the record's points.json
-            from oomlab_report.gpu_kit_parts import rounds_part
-            part = "\n".join(rounds_part(type("Rec", (), {"folder": out})()))
-            self.assertIn("| bert_fp32 | bert_fp32_sdpa | 5 |", part)
-            self.assertIn("| met |", part)
+            # REPORT.md's GPU appendix says so, from the record's points.json
+            from oomlab_report.gpu_record import load_record
+            from oomlab_report.gpu_section import ran_cell
+            self.assertIn("1 configuration repeated in up to 5 rounds against PyTorch (verdicts: met)",
+                          ran_cell(load_record(out)))
 
     def test_fused_and_next_bert_rows_are_judged_against_sdpa(self):
         for tag, twin in (("bert_fp32_fused", "bert_fp32_sdpa"), ("bert_tf32_fused", "bert_tf32_sdpa"),

@@ -1,6 +1,10 @@
-"""fmt.py — numbers, markdown tables and the generic results section of REPORT.md (an
-experiment without a renderer of its own). Writing is atomic.py's."""
+"""fmt.py — numbers, markdown tables, links and the generic results section of REPORT.md (an
+experiment without a renderer of its own). Writing is atomic.py's.
+Links (repo_link) are relative to the folder the committed report lives in, reports/, wherever
+it is written (--out): the text does not depend on where it lands."""
 import json
+import os
+from pathlib import Path
 
 from oomlab_report.results import is_num
 
@@ -56,6 +60,16 @@ def md_table(headers, rows, right=None):
              "|" + "|".join("---:" if i in right else ":---" for i in range(len(headers))) + "|"]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+REPORT_DIR = "reports"   # where the committed REPORT.md lives, relative to the repository
+
+
+def repo_link(path):
+    """The link from REPORT.md to `path`: a path relative to the repository becomes relative to
+    reports/ (docs/X.md -> ../docs/X.md); an absolute one (results outside the repository) stays."""
+    p = str(path)
+    return p if Path(p).is_absolute() else os.path.relpath(p, REPORT_DIR).replace(os.sep, "/")
 
 
 def details(summary, body):

@@ -1,28 +1,23 @@
 """gpu_record.py — read one committed GPU record (reports/results/gpu/<record>/) for REPORT.md's
-GPU section (gpu_section.py renders it).
+GPU appendix (gpu_section.py tabulates it).
 
 A record is the folder a GPU session left, committed as it was, plus our provenance.json
 (checked by check_results.py, oomlab_report/provenance.py). What is read:
   provenance.json              machine, date, commit, per run its local patch and what it affects
-  run*/res/[oomlab_]<tag>.json `oomlab train --json` results: step time metrics.step_time_s
-                               (median, count; the first step is not timed), peak
-                               memory.totals["allocated_bytes.all.peak"], config, context
+  run*/res/[oomlab_]<tag>.json `oomlab train --json` results (config, context)
   run*/res/torch.jsonl         one JSON line per PyTorch config (the record's torchbench.py):
-                               tag, model, batch, seq, precision, gc, attn, median_ms,
-                               peak_allocated; or tag + error for a config that failed
-  run*/logs/test_cuda_models*.log  gtest INFO lines "NAME: peak N bytes (meta M), ..." (the
-                               CUDA allocator's peak beside the meta device's, same test)
-  README.md                    only its "Meta prediction" table: the meta peaks of the
-                               benchmark configurations are in no results file of the record
-  torchbench.py                PyTorch's warm-up and timed step counts (STEPS, WARM)
+                               tag, model, batch, ...; or tag + error for a config that failed
+  run*/logs/test_rc.txt        "NAME rc=N" per test binary the session ran (rc_tests)
+  run*/logs/*.log              compute-sanitizer summary lines (log_sanitizers)
 A GPU kit's record (scripts/gpu_run.sh's folder: no run*/, a logs.tar.gz) is one call named
 "kit", read from the archive without extracting it: res/oomlab_<tag>.json, res/meta_<tag>.json
 (the meta device's prediction of the same flags, Record.meta), res/torch.jsonl (scripts/
-torch_bench.py's lines: gradient_checkpointing / attention name what gc / attn did),
-logs/test_cuda_models*.log; and tests.json beside it (Record.tests). PyTorch's `profile`
-answers carry their run's tag but no measurement: they are skipped.
+torch_bench.py's lines); and tests.json (Record.tests) and points.json (points_json) beside it.
+PyTorch's `profile` answers carry their run's tag but no measurement: they are skipped.
+describe_oomlab / label name what a results file ran (its model, precision and every switched
+path, so that a switched row is never named as its default).
 Contract: load_record() never raises on a missing or broken file; what cannot be read is
-absent from the maps and named in Record.problems, and the accessors return None for it.
+absent from the maps and named in Record.problems, and the readers return empty for it.
 Standard library only.
 """
 import json
@@ -31,9 +26,6 @@ import tarfile
 from pathlib import Path
 
 MODEL_NAMES = {"resnet50": "ResNet-50", "resnet18": "ResNet-18", "vgg16": "VGG16", "bert-base": "BERT-base"}
-PRECISION_NAMES = {"fp32": "fp32 strict", "tf32": "TF32", "bf16": "AMP bf16", "fp16": "AMP fp16"}
-PRECISION_ORDER = ("fp32 strict", "fp32, cuDNN TF32", "TF32", "AMP bf16", "AMP fp16", "half")
-PEAK_KEY = "allocated_bytes.all.peak"
 
 
 class Record:
@@ -49,7 +41,6 @@ class Record:
         self.torch_runs = set()   # the runs whose torch.jsonl was read
         self.runs = sorted(p.name for p in self.folder.glob("run*") if p.is_dir())
         self.meta = {}        # (run, tag) -> the meta device's results document (kit records)
-        self.test_logs = {}   # run -> [text of a test_cuda_models*.log]
         self.tests = None     # a kit record's tests.json
 
     def oomlab_doc(self, run, tag):
@@ -96,29 +87,24 @@ def _load_runs(rec):
     for run in rec.runs:
         for f in sorted((rec.folder / run / "res").glob("*.json")):
             _add_oomlab(rec, run, f.stem, _read_json(rec, f))
-        rec.test_logs[run] = [log.read_text(encoding="utf-8", errors="replace")
-                              for log in sorted((rec.folder / run / "logs").glob("test_cuda_models*.log"))]
         jsonl = rec.folder / run / "res" / "torch.jsonl"
         if jsonl.is_file():
             _add_torch_lines(rec, run, jsonl.read_text(encoding="utf-8", errors="replace"), f"{run}/res/torch.jsonl")
 
 
-KIT_MEMBER = re.compile(r"^(?:\./)?(res/(?:oomlab|meta)_[\w.-]+\.json|res/torch\.jsonl|logs/test_cuda_models[\w.-]*\.log)$")
+KIT_MEMBER = re.compile(r"^(?:\./)?(res/(?:oomlab|meta)_[\w.-]+\.json|res/torch\.jsonl)$")
 
 
 def _load_kit(rec):
     """A kit record: its one call, "kit", from logs.tar.gz (read in memory, never extracted)."""
     rec.runs = ["kit"]
-    rec.test_logs["kit"] = []
     try:
         with tarfile.open(rec.folder / "logs.tar.gz", "r:gz") as tar:
             for m in sorted((m for m in tar.getmembers() if m.isfile() and KIT_MEMBER.match(m.name)),
                             key=lambda m: m.name):
                 name = KIT_MEMBER.match(m.name).group(1)
                 text = tar.extractfile(m).read().decode("utf-8", errors="replace")
-                if name.endswith(".log"):
-                    rec.test_logs["kit"].append(text)
-                elif name.endswith(".jsonl"):
+                if name.endswith(".jsonl"):
                     _add_torch_lines(rec, "kit", text, f"logs.tar.gz:{name}")
                 else:
                     _add_oomlab(rec, "kit", Path(name).stem, _parse_json(rec, text, f"logs.tar.gz:{name}"))
@@ -150,34 +136,6 @@ def load_record(folder):
     else:
         _load_runs(rec)
     return rec
-
-
-# ---- measurements ---------------------------------------------------------------------------
-
-def _num(x):
-    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
-def oomlab_ms(doc):
-    st = ((doc or {}).get("metrics") or {}).get("step_time_s") or {}
-    return 1e3 * st["median"] if _num(st.get("median")) is not None else None
-
-
-def oomlab_steps(doc):
-    return _num((((doc or {}).get("metrics") or {}).get("step_time_s") or {}).get("count"))
-
-
-def oomlab_peak(doc):
-    mem = (doc or {}).get("memory") or {}
-    return _num((mem.get("totals") or mem).get(PEAK_KEY))
-
-
-def torch_ms(line):
-    return _num((line or {}).get("median_ms"))
-
-
-def torch_peak(line):
-    return _num((line or {}).get("peak_allocated"))
 
 
 # ---- what a file says it ran ------------------------------------------------------------------
@@ -263,21 +221,6 @@ def switched_paths(cfg, props):
     return names + (["fused ReLU"] if cfg.get("fuse_relu") else [])
 
 
-def describe_torch(line):
-    model = line.get("model")
-    return {"model": model, "batch": line.get("batch"),
-            "seq": line.get("seq", 128) if str(model).startswith("bert") else None,
-            "precision": PRECISION_NAMES.get(line.get("precision"), line.get("precision")),
-            "checkpoint": "HF gradient checkpointing" if torch_gc(line) else "none",
-            "attn": line.get("attn") or line.get("attention") or "eager"}
-
-
-def torch_gc(line):
-    """Whether a PyTorch line ran Hugging Face's gradient checkpointing (gc: the H100 record's
-    torchbench.py; gradient_checkpointing: scripts/torch_bench.py)."""
-    return bool((line or {}).get("gc") or (line or {}).get("gradient_checkpointing"))
-
-
 def label(desc):
     """"BERT-base b24 s384 TF32, checkpoint all" from a describe_* dict."""
     text = f"{MODEL_NAMES.get(desc['model'], desc['model'])} b{desc['batch']}"
@@ -294,67 +237,37 @@ def label(desc):
     return text
 
 
-def sort_key(desc):
-    models = list(MODEL_NAMES)
-    prec, ckpt = desc["precision"], str(desc.get("checkpoint"))
-    return (models.index(desc["model"]) if desc["model"] in models else len(models), desc["batch"] or 0,
-            desc.get("seq") or 0, PRECISION_ORDER.index(prec) if prec in PRECISION_ORDER else 9,
-            0 if ckpt == "none" else 1 if ckpt.startswith("selective") else 2, ckpt, desc.get("variant") or "")
+# ---- what only the logs and the kit's files hold --------------------------------------------
+
+RC_LINE = re.compile(r"^(\S+) rc=(\d+)\b", re.M)
+SANITIZER_SUMMARY = re.compile(r"(?:ERROR|RACECHECK) SUMMARY: .*")
 
 
-# ---- figures that only the logs and the README hold --------------------------------------------
-
-INFO_PEAK = re.compile(r"\[\s*INFO\s*\]\s*(\S+): peak (\d+) bytes \(meta (\d+)\), workspace peak (\d+)")
-
-
-def meta_from_test_logs(rec):
-    """[(run, model, cuda peak, meta peak, workspace peak)] from the CUDA model tests' INFO lines."""
-    rows = []
+def rc_tests(rec):
+    """{(run, binary): exit status} from run*/logs/test_rc.txt ({} for a kit record)."""
+    out = {}
     for run in rec.runs:
-        for text in rec.test_logs.get(run, []):
-            for m in INFO_PEAK.finditer(text):
-                rows.append((run, m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))))
-    return rows
+        path = rec.folder / run / "logs" / "test_rc.txt"
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        out.update({(run, m.group(1)): int(m.group(2)) for m in RC_LINE.finditer(text)})
+    return out
 
 
-def meta_from_readme(rec):
-    """[(config, [meta peaks], [cuda peaks])] from the README's meta-prediction table ("the
-    same" in the cuda column repeats the meta figures); None when there is no such table."""
-    path = rec.folder / "README.md"
-    if not path.is_file():
-        return None
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    start = next((i for i, t in enumerate(lines) if t.startswith("#") and "meta prediction" in t.lower()), None)
-    if start is None:
-        return None
-    rows = []
-    for t in lines[start + 1:]:
-        if t.startswith("#"):
-            break
-        cells = [c.strip() for c in t.strip().strip("|").split("|")] if t.startswith("|") else []
-        if len(cells) < 3 or set(cells[1]) <= set("-: ") or cells[1].lower().startswith("meta"):
-            continue
-        meta = [int(x.replace(",", "")) for x in re.findall(r"\d[\d,]*\d", cells[1])]
-        cuda = meta if "same" in cells[2] else [int(x.replace(",", "")) for x in re.findall(r"\d[\d,]*\d", cells[2])]
-        rows.append((cells[0].replace("`", ""), meta, cuda))
-    return rows
+def log_sanitizers(rec):
+    """[(run/log name, its last compute-sanitizer summary line)] of run*/logs/*.log."""
+    out = []
+    for run in rec.runs:
+        for log in sorted((rec.folder / run / "logs").glob("*.log")):
+            found = SANITIZER_SUMMARY.findall(log.read_text(encoding="utf-8", errors="replace"))
+            if found:
+                out.append((f"{run}/{log.stem}", found[-1].strip()))
+    return out
 
 
-def readme_spread(rec):
-    """The between-call variation the record's README states ("±20%"), or None."""
-    path = rec.folder / "README.md"
-    m = re.search(r"±\s*(\d+(?:\.\d+)?)\s*%", path.read_text(encoding="utf-8", errors="replace")) \
-        if path.is_file() else None
-    return f"±{m.group(1)}%" if m else None
-
-
-def torch_step_counts(rec):
-    """(timed steps, warm-up steps or None) per PyTorch config: from the record's torchbench.py,
-    else the timed steps its lines state (kit records) when they agree; None otherwise."""
-    path = rec.folder / "torchbench.py"
-    m = re.search(r"^STEPS,\s*WARM\s*=\s*(\d+),\s*(\d+)", path.read_text(encoding="utf-8"), re.M) \
-        if path.is_file() else None
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    steps = {line.get("steps") for line in rec.torch.values() if _num(line.get("steps")) is not None}
-    return (steps.pop(), None) if len(steps) == 1 else None
+def points_json(rec):
+    """A kit record's points.json (gpu_report.py) as a dict; {} when absent or unreadable."""
+    try:
+        doc = json.loads((rec.folder / "points.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
