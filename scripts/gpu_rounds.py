@@ -98,7 +98,7 @@ def readme_lines(rounds):
         return []
     lines = ["## Repeated pairs (OOMLAB_KIT_REPEAT: oomlab then PyTorch, round after round)", "",
              "The ratio is the geometric mean of the per-round ratios with a 95% Student-t interval on their "
-             f"logarithms (DESIGN.md section 11; at least {MIN_PAIRS} pairs to judge); a bar is met when the whole "
+             f"logarithms (the verdict rule, docs/VERDICTS.md; at least {MIN_PAIRS} pairs to judge); a bar is met when the whole "
              "interval is below it.", "",
              "| config | PyTorch twin | pairs | oomlab ms (per round) | PyTorch ms (per round) | ratio | 95% interval "
              "| bar | verdict |", "|---|---|---|---|---|---|---|---|---|"]

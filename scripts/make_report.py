@@ -2,15 +2,18 @@
 """Turn oomlab results (reports/results/*.json) into figures and REPORT.md.
 
 The report opens with the verdict rule (oomlab_report/verdict_rule.py, which states what
-experiments/runner/verdict_rule.h applies) and an index of every experiment (title, device,
-profile, points and run time of its results, verdict, commit); then, per experiment: the
-claim, the source's figures, ours, the figures, the verdict with its reason, and the results
-file's provenance. Each experiment folder (experiments/NN_name/, discovered:
+experiments/runner/verdict_rule.h applies; docs/VERDICTS.md explains it) and an index of every
+experiment (title, device, profile, points and run time of its results, verdict, commit); then,
+per experiment: the claim, the source's figures, ours, the figures, the verdict with its reason,
+and the results file's provenance. Each experiment folder (experiments/NN_name/, discovered:
 oomlab_report/experiments.py) renders its own section with its report.py; a results file
 without one gets the generic section (the points table), and an experiment not run yet gets
 a note. Verdict statuses are shown as text (bold), "pending GPU" included. A present but
 invalid results file, a summary its folder's schema rejects, or a broken report.py is an
-error (exit 1, nothing written). Outputs are written atomically and deterministically (no timestamps), so
+error (exit 1, nothing written). The report cites only files of the repository: the results'
+old citations of the planning documents become links to docs/ (fmt.cite_links), and links are
+relative to reports/ (tests/test_report_links.py checks that each link and each path named
+exists). Outputs are written atomically and deterministically (no timestamps), so
 regenerating from unchanged results is a no-op. The GPU records committed under the results
 folder's gpu/ (one folder per GPU session, with its provenance.json) are listed after the
 experiments in a "GPU results" appendix, one short table per record, newest run first, the
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from oomlab_report.atomic import write_text_atomic
 from oomlab_report.experiments import DEFAULT_DIR, ExperimentError, discover
-from oomlab_report.fmt import fmt_num, md_table, render_generic
+from oomlab_report.fmt import cite_links, fmt_num, md_table, render_generic
 from oomlab_report.gpu_section import render_gpu_section
 from oomlab_report.provenance import EXCEPTIONS_FILE
 from oomlab_report.results import REPO_ROOT, ResultsError, load_results
@@ -138,7 +141,7 @@ def build_report(results, experiments, out_dir, results_dir, gpu_section=None):
         lines += provenance_table(results)
     if gpu_section:
         lines.append(gpu_section)
-    return "\n".join(lines), figures
+    return cite_links("\n".join(lines)), figures
 
 
 def load_all(files, exp_dir):

@@ -8,7 +8,8 @@
 #   * the Python checks of the GPU kit's scripts (tests/test_gpu_tools.py; the kit's
 #     end-to-end run is in the slow tier) and of the report (tests/test_report.py: an
 #     experiment planted in a copy of experiments/ runs and renders; tests/test_gpu_records.py:
-#     the newest GPU record is the latest run);
+#     the newest GPU record is the latest run; tests/test_report_links.py: every link and every
+#     path REPORT.md names exists in the repository);
 #   * every committed results file valid (scripts/check_results.py);
 #   * the figures and REPORT.md regenerated from the committed results into a temp dir
 #     (scripts/make_report.py); a missing, empty or non-PNG figure fails.
@@ -48,9 +49,9 @@ if ! /usr/bin/python3 -m pyflakes scripts experiments tests/*.py; then
   failures+=("pyflakes")
 fi
 
-step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_tools.py, test_gpu_rounds.py, test_gpu_records.py, test_report.py)"
+step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_tools.py, test_gpu_rounds.py, test_gpu_records.py, test_report.py, test_report_links.py)"
 if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py tests/test_gpu_rounds.py \
-     tests/test_gpu_records.py tests/test_report.py; then
+     tests/test_gpu_records.py tests/test_report.py tests/test_report_links.py; then
   failures+=("python tests")
 fi
 

@@ -1,9 +1,13 @@
 """fmt.py — numbers, markdown tables, links and the generic results section of REPORT.md (an
 experiment without a renderer of its own). Writing is atomic.py's.
 Links (repo_link) are relative to the folder the committed report lives in, reports/, wherever
-it is written (--out): the text does not depend on where it lands."""
+it is written (--out): the text does not depend on where it lands. cite_links rewrites the
+citations of documents that were the project's planning material (committed results and specs
+still say "oomlab SOURCE_TABLES.md T3", "DESIGN.md section 11") into links to their repository
+versions, docs/SOURCE_TABLES.md and docs/VERDICTS.md: the report cites only files it holds."""
 import json
 import os
+import re
 from pathlib import Path
 
 from oomlab_report.results import is_num
@@ -70,6 +74,19 @@ def repo_link(path):
     reports/ (docs/X.md -> ../docs/X.md); an absolute one (results outside the repository) stays."""
     p = str(path)
     return p if Path(p).is_absolute() else os.path.relpath(p, REPORT_DIR).replace(os.sep, "/")
+
+
+CITATIONS = (   # (the old citation, the repository's document, the link's text)
+    (re.compile(r"(?:oomlab )?(?<![\w/.\[`-])SOURCE_TABLES\.md(?![\w`\]])"), "docs/SOURCE_TABLES.md", "SOURCE_TABLES.md"),
+    (re.compile(r"DESIGN\.md (?:section |§ ?)11"), "docs/VERDICTS.md", "the verdict rule"),
+)
+
+
+def cite_links(text):
+    """text with every old citation of CITATIONS a markdown link to the document now in docs/."""
+    for pattern, path, shown in CITATIONS:
+        text = pattern.sub(f"[{shown}]({repo_link(path)})", text)
+    return text
 
 
 def details(summary, body):

@@ -10,14 +10,15 @@ points.json's entry: {"oomlab": {median_ms, peak_allocated, ...} or null, "torch
 null}. ms(point, side) -> the median in ms or None.
 gpu_table(tags_rows, gpu_dir) -> the markdown of a small table and its provenance line, or ""
 when no record holds the rows' tags. Timings of one call are one median per configuration:
-the line says so (inconclusive under DESIGN.md section 11); the experiment's verdict is its
+the line says so (inconclusive under the verdict rule, docs/VERDICTS.md) and links the record's
+README.md; the experiment's verdict is its
 driver's and does not read these. Contract: never raises on a missing or broken record (it is
 skipped). Standard library only.
 """
 import json
 from pathlib import Path
 
-from oomlab_report.fmt import md_table
+from oomlab_report.fmt import md_table, repo_link
 from oomlab_report.gpu_order import newest_first, run_started
 from oomlab_report.gpu_section import f_ratio
 from oomlab_report.results import REPO_ROOT
@@ -44,6 +45,15 @@ def _records(gpu_dir):
                  f"`{str(prov.get('commit') or '?')[:12]}`, run {run_started(folder).shown}")
         out.append((folder.name, where, points))
     return out
+
+
+def _readme_link(gpu_dir, name):
+    """The record's README.md as REPORT.md links it (relative to reports/ inside the repository)."""
+    path = Path(gpu_dir).resolve() / name / "README.md"
+    try:
+        return repo_link(path.relative_to(REPO_ROOT).as_posix())
+    except ValueError:
+        return path.as_posix()
 
 
 def one_call(tags, gpu_dir=GPU_DIR):
@@ -91,8 +101,9 @@ def gpu_table(rows, gpu_dir=GPU_DIR, base="default", other="switched", peaks=Fal
     if peaks:
         head += [f"oomlab {base} peak GB", f"oomlab {other} peak GB", "oomlab peak ratio",
                  f"PyTorch {base} peak GB", f"PyTorch {other} peak GB", "PyTorch peak ratio"]
-    note = (f"\nGPU record `{name}` (reports/results/gpu/; {where}): one call, one median per "
-            "configuration, so each time ratio is a single pair: inconclusive under the verdict rule (DESIGN.md "
-            "section 11); peaks are deterministic. The verdict below is the driver's and reads none of these.\n")
+    note = (f"\nGPU record [`{name}`]({_readme_link(gpu_dir, name)}) ({where}): one call, one median per "
+            f"configuration, so each time ratio is a single pair: inconclusive under [the verdict rule]"
+            f"({repo_link('docs/VERDICTS.md')}); peaks are deterministic. The verdict below is the driver's and "
+            "reads none of these.\n")
     return md_table(head, table, right=set(range(1, len(head)))) + "\n" + note
 

@@ -1,5 +1,5 @@
 """provenance.py — a committed result comes from a clean tree at a commit in the history
-(DESIGN.md section 11).
+(docs/VERDICTS.md).
 
 provenance_problem(doc, repo) says what is wrong with a results document's `context`
 (no git sha, a tree with uncommitted changes, a commit that is not an ancestor of HEAD), or

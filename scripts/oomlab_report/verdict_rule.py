@@ -1,7 +1,7 @@
 """verdict_rule.py — the verdict statuses a results file may carry and the verdict rule as
 REPORT.md states it, once (make_report.py puts it near the top of the report).
 
-The rule itself is applied in C++, by experiments/runner/verdict_rule.h (DESIGN.md section 11):
+The rule itself is applied in C++, by experiments/runner/verdict_rule.h (docs/VERDICTS.md):
 RULE_TEXT describes that code and must change with it (the statuses here are the ones its
 verdict_status() returns). paired_ratio is the rule's timing interval in Python (verdict_rule.cpp's
 paired_ratio, the same t table), for the records judged outside the C++ runner: the GPU kit's
