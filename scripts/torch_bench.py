@@ -64,6 +64,9 @@ CONFIGS = {
     # gpu_run.sh's --channels-last rows: model and input in torch.channels_last
     "r50_tf32_cl": ("resnet50", 128, 0, "tf32", "sgd", "", False, False),
     "r50_bf16_cl": ("resnet50", 128, 0, "bf16", "sgd", "", False, False),
+    # experiment 18's gpu profile: its twins at the batch its oomlab points take
+    "r50_bf16_b64": ("resnet50", 64, 0, "bf16", "sgd", "", False, False),
+    "r50_bf16_cl_b64": ("resnet50", 64, 0, "bf16", "sgd", "", False, False),
     # gpu_run.sh's --pin-memory row (the source's trick 10, experiment 09's GPU point)
     "r50_tf32_pin": ("resnet50", 128, 0, "tf32", "sgd", "", False, False),
 }
@@ -72,7 +75,7 @@ CONFIGS = {
 GRAPHED = {"r50_bf16_cudagraphs"}
 # Tags run in torch.channels_last (model.to(memory_format=...) and each batch copied to the
 # device in it: PyTorch's recipe, as --channels-last does it).
-CHANNELS_LAST = {"r50_tf32_cl", "r50_bf16_cl"}
+CHANNELS_LAST = {"r50_tf32_cl", "r50_bf16_cl", "r50_bf16_cl_b64"}
 # Tags whose host batch is page-locked (Tensor.pin_memory(), what DataLoader(pin_memory=True)
 # hands the loop) and copied with non_blocking=True, as --pin-memory does it.
 PINNED = {"r50_tf32_pin"}

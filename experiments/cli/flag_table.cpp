@@ -232,7 +232,10 @@ void rows_bench_flags(std::vector<FlagSpec>& t) {
 void rows_other_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("name", {"trick"}, "the trick (tricks.h)").choice(trick_names()).required().s);
   t.push_back(F("batch", {"trick"}, "samples per batch").integer("B", 1).def("64").s);
-  t.push_back(F("profile", kRun, "quick (minutes) or full (the committed results)").choice({"quick", "full"}).def("quick").s);
+  t.push_back(F("profile", kRun, "quick (minutes), full (the committed results) or gpu (the GPU claims' points)")
+                  .choice({"quick", "full", "gpu"}).def("quick").s);
+  t.push_back(F("device", kRun, "run every point on this device (default: the spec's; cuda for --profile gpu)")
+                  .text("cpu|meta|cuda[:N]").s);
   t.push_back(F("out", kRun, "the results file (default: reports/results/NAME.json)").text("FILE").s);
   t.push_back(F("fresh", kRun, "start over instead of resuming OUT.partial").sw().s);
   t.push_back(F("point-timeout", kRun, "seconds a point may run (default: the spec's)")

@@ -7,10 +7,15 @@
 // After each point the results so far go atomically to OUT.partial; a later run of the
 // same spec and profile resumes from it, skipping the points that finished ok or oom
 // (deterministic outcomes; errors, crashes and timeouts are run again) unless `fresh`.
+// A run on cuda (--device cuda[:N], or the gpu profile's default) first checks that a GPU is
+// there: without one it is one DeviceError (exit 2) and nothing is written. A run given a
+// device or the gpu profile writes reports/results/local/PROFILE-DEVICE/NAME.json by
+// default, never over the committed results.
 // At the end the experiment's driver (registry.h) computes the summary and verdict and
 // the results (schema in README.md) are written atomically to OUT, and OUT.partial removed.
 // A point keeps the child's config and metrics whole and its memory's headline stats per
 // device (headline_memory in the .cpp; the child's own --json has them all).
+// The gpu profile is summarised and judged by the spec's gpu_claims (gpu_claims.h).
 // If the driver cannot summarise (a point it needs failed), the partial file stays and a
 // ValueError names the failed points; no results file is written.
 #pragma once
@@ -19,7 +24,8 @@
 namespace oomlab {
 
 struct RunOptions {
-  std::string profile = "quick";   // quick | full
+  std::string profile = "quick";   // quick | full | gpu (matrix.h)
+  std::string device;              // "": the spec's (cuda for gpu); else every point's (matrix.h)
   std::string out;                 // "": reports/results/<name>.json beside experiments/
   std::string executable;          // the oomlab binary the points run; "": this process's
   bool fresh = false;              // ignore OUT.partial

@@ -9,12 +9,14 @@
 #include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/flag_table.h"
 
 namespace oomlab {
 using json = nlohmann::json;
 
 namespace {
-const char* const kProfiles[] = {"quick", "full"};
+const char* const kProfiles[] = {"quick", "full", "gpu"};
+constexpr int kMaxRounds = 99;
 
 bool is_profile_map(const json& v) {
   if (!v.is_object() || v.empty()) return false;
@@ -88,6 +90,7 @@ void check_per_profile(const json& spec, const char* key, const std::string& whe
                        bool (*ok)(const json&)) {
   if (!spec.contains(key)) return;
   for (const char* profile : kProfiles) {
+    if (is_profile_map(spec[key]) && !spec[key].contains(profile)) continue;   // asked for only when that profile runs
     const json& v = for_profile(spec[key], profile, str_cat(where, ": ", key));
     OOMLAB_CHECK(ok(v), where, ": \"", key, "\" must be ", what, " (or one per profile), got ", v.dump());
   }
@@ -150,15 +153,32 @@ std::vector<std::string> PointSpec::args() const {
   std::vector<std::string> a = {command};
   for (const auto& [k, v] : flags) {
     a.push_back("--" + k);
-    if (!v.empty() || !command_flags(command).switches.count(k)) a.push_back(v);
+    if (!v.empty() || !matrix_command_flags(command).switches.count(k)) a.push_back(v);
   }
   return a;
 }
 
 const std::vector<std::string>& runner_spec_keys() {
   static const std::vector<std::string> keys = {"name",   "title",     "claim", "source",         "device",
-                                                "matrix", "timeout_s", "notes", "expected_points"};
+                                                "matrix", "timeout_s", "notes", "expected_points",
+                                                "gpu_claims"};
   return keys;
+}
+
+const std::vector<std::string>& profile_names() {
+  static const std::vector<std::string> names(std::begin(kProfiles), std::end(kProfiles));
+  return names;
+}
+
+std::string run_device(const json& spec, const std::string& profile, const std::string& override) {
+  if (!override.empty()) return override;
+  if (profile == "gpu") return "cuda";
+  return spec.value("device", std::string("cpu"));
+}
+
+const CommandFlags& matrix_command_flags(const std::string& command) {
+  static const CommandFlags torch{{"tag", "steps", "warmup"}, {}};
+  return command == "torch" ? torch : command_flags(command);
 }
 
 const json& for_profile(const json& value, const std::string& profile, const std::string& what) {
@@ -201,6 +221,7 @@ Axes block_axes(const json& b, const std::string& bwhere, const std::string& pro
     check_keys(ax, {"name", "values"}, awhere);
     OOMLAB_CHECK(ax.contains("name") && ax["name"].is_string() && ax.contains("values"), awhere,
                  " needs \"name\" and \"values\"");
+    OOMLAB_CHECK(ax["name"] != "round", awhere, ": \"round\" is the runner's axis (give the block \"rounds\": N)");
     const json& vals = for_profile(ax["values"], profile, awhere + ".values");
     OOMLAB_CHECK(vals.is_array() && !vals.empty(), awhere, ".values must be a non-empty list");
     for (const json& v : vals) {
@@ -216,17 +237,96 @@ Axes block_axes(const json& b, const std::string& bwhere, const std::string& pro
   return axes;
 }
 
+// Consecutive blocks of one "interleave" group run round by round: round 1 of each block in
+// order, then round 2 ...: oomlab and its PyTorch twin alternate (matrix.h).
+void interleave_rounds(std::vector<PointSpec>& points, const std::vector<std::string>& groups) {
+  for (size_t i = 0; i < points.size();) {
+    size_t j = i + 1;
+    while (j < points.size() && !groups[i].empty() && groups[j] == groups[i]) ++j;
+    std::stable_sort(points.begin() + long(i), points.begin() + long(j), [](const PointSpec& a, const PointSpec& b) {
+      return a.axes.value("round", 0) < b.axes.value("round", 0);
+    });
+    i = j;
+  }
+}
+
+// A block's "rounds" (matrix.h): the axis "round" = 1..N, or none.
+void add_rounds_axis(const json& b, const std::string& bwhere, Axes& axes) {
+  if (!b.contains("rounds")) return;
+  const json& n = b["rounds"];
+  OOMLAB_CHECK(n.is_number_unsigned() && n.get<uint64_t>() >= 1 && n.get<uint64_t>() <= kMaxRounds, bwhere,
+               ": \"rounds\" must be a count from 1 to ", kMaxRounds, " (got ", n.dump(), ")");
+  std::vector<json> rounds;
+  for (uint64_t r = 1; r <= n.get<uint64_t>(); ++r) rounds.push_back(r);
+  axes.insert(axes.begin(), {"round", rounds});
+}
+
+// The profiles a block belongs to ("profiles", default quick and full).
+std::vector<std::string> block_profiles(const json& b, const std::string& bwhere) {
+  if (!b.contains("profiles")) return {"quick", "full"};
+  const json& ps = b["profiles"];
+  OOMLAB_CHECK(ps.is_array() && !ps.empty(), bwhere, ": \"profiles\" must be a non-empty list of profile names");
+  std::vector<std::string> out;
+  for (const json& p : ps) {
+    OOMLAB_CHECK(p.is_string() && std::find(std::begin(kProfiles), std::end(kProfiles), p.get<std::string>()) !=
+                                      std::end(kProfiles),
+                 bwhere, ": \"profiles\": unknown profile ", p.dump(), " (quick, full or gpu)");
+    out.push_back(p);
+  }
+  return out;
+}
+
+// The point's device: the block's own (an option or an axis value) unless the run was given
+// one and the block does not keep its own; the run's device when the block names none.
+void set_device(FlagValues& flags, const std::string& device, bool override_block) {
+  auto it = std::find_if(flags.begin(), flags.end(), [](const auto& f) { return f.first == "device"; });
+  if (it == flags.end()) flags.emplace_back("device", device);
+  else if (override_block) it->second = device;
+}
+
+// A flag of `command` that applies only with --device cuda (--allow-tf32, --cudnn-benchmark ...).
+bool cuda_only_flag(const std::string& command, const std::string& flag) {
+  for (const FlagSpec& f : flag_table()) {
+    if (f.name != flag || std::find(f.commands.begin(), f.commands.end(), command) == f.commands.end()) continue;
+    for (const FlagRule& r : f.applies_when)
+      if (r.flag == "device" && r.values == std::vector<std::string>{"cuda"}) return true;
+  }
+  return false;
+}
+
+// A run given a device (or the gpu profile) moves a point written for a GPU onto cpu or meta
+// (a dry run): its CUDA-only numerics flags are dropped there, and named in the point.
+void drop_cuda_only_flags(FlagValues& flags, const std::string& command, PointSpec& p) {
+  const auto dev = std::find_if(flags.begin(), flags.end(), [](const auto& f) { return f.first == "device"; });
+  if (dev == flags.end() || !dev->second.is_string() || parse_device(dev->second.get<std::string>()).type == DeviceType::cuda)
+    return;
+  for (auto it = flags.begin(); it != flags.end();) {
+    if (cuda_only_flag(command, it->first)) {
+      p.dropped.push_back(it->first);
+      it = flags.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 // The point at axis indexes `idx`: its flags (fixed options, then one value per axis; the
-// spec's device unless the point names one), name and recorded axes.
+// device set_device chose), name and recorded axes.
 PointSpec make_point(const json& b, const std::string& bwhere, const std::string& command, const CommandFlags& cf,
                      const FlagValues& fixed, const Axes& axes, const std::vector<size_t>& idx,
-                     const std::string& device) {
+                     const std::string& device, bool override_device, bool may_drop) {
   PointSpec p;
   p.command = command;
+  p.block = b.value("name", command);
   FlagValues flags = fixed;
   std::string name = b.value("name", command);
   for (size_t a = 0; a < axes.size(); ++a) {
     const json& v = axes[a].second[idx[a]];
+    if (axes[a].first == "round") {   // the runner's: sets no flag
+      p.axes["round"] = v;
+      name += " round=" + v.dump();
+      continue;
+    }
     p.axes[axes[a].first] = v.is_object() && v.contains("label") ? v["label"] : v;
     if (v.is_object()) {
       for (auto it = v.begin(); it != v.end(); ++it)
@@ -237,9 +337,8 @@ PointSpec make_point(const json& b, const std::string& bwhere, const std::string
       name += " " + axes[a].first + "=" + label_of(v);
     }
   }
-  if (cf.valued.count("device") &&
-      std::none_of(flags.begin(), flags.end(), [](const auto& f) { return f.first == "device"; }))
-    flags.emplace_back("device", device);
+  if (cf.valued.count("device")) set_device(flags, device, override_device);
+  if (may_drop) drop_cuda_only_flags(flags, command, p);
   std::set<std::string> seen;
   for (const auto& [k, v] : flags) {
     OOMLAB_CHECK(seen.insert(k).second, bwhere, ": point '", name, "' sets --", k, " twice");
@@ -266,38 +365,59 @@ void check_point_count(const Axes& axes, size_t so_far, const std::string& bwher
 }  // namespace
 
 std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profile,
-                                     const std::vector<std::string>& driver_keys, const std::string& where) {
+                                     const std::vector<std::string>& driver_keys, const std::string& where,
+                                     const std::string& device_override) {
   std::vector<std::string> top = runner_spec_keys();
   top.insert(top.end(), driver_keys.begin(), driver_keys.end());
   check_keys(spec, top, where);
   OOMLAB_CHECK(spec.contains("matrix"), where, ": missing \"matrix\"");
   const json blocks = spec["matrix"].is_array() ? spec["matrix"] : json::array({spec["matrix"]});
   OOMLAB_CHECK(!blocks.empty(), where, ": \"matrix\" is empty");
-  const std::string device = spec.value("device", std::string("cpu"));
+  const std::string device = run_device(spec, profile, device_override);
   std::vector<PointSpec> points;
-  std::set<std::string> names;
+  std::set<std::string> names, spec_profiles;
+  std::vector<std::string> groups;   // each point's block's "interleave" group ("" = none)
   for (size_t bi = 0; bi < blocks.size(); ++bi) {
     const json& b = blocks[bi];
     const std::string bwhere = str_cat(where, ": matrix[", bi, "]");
-    check_keys(b, {"name", "command", "options", "axes"}, bwhere);
+    check_keys(b, {"name", "command", "options", "axes", "profiles", "rounds", "keep_device", "interleave", "gpu_only"},
+               bwhere);
+    OOMLAB_CHECK(!b.contains("gpu_only") || b["gpu_only"].is_boolean(), bwhere, ": \"gpu_only\" must be true or false");
+    OOMLAB_CHECK(!b.contains("interleave") || (b["interleave"].is_string() && b.contains("rounds")), bwhere,
+                 ": \"interleave\" names a group of blocks with \"rounds\" (a string)");
     OOMLAB_CHECK(b.contains("command") && b["command"].is_string(), bwhere, ": missing \"command\"");
     OOMLAB_CHECK(!b.contains("name") || b["name"].is_string(), bwhere, ": \"name\" must be a string");
+    OOMLAB_CHECK(!b.contains("keep_device") || b["keep_device"].is_boolean(), bwhere, ": \"keep_device\" must be true or false");
+    const std::vector<std::string> profiles = block_profiles(b, bwhere);
+    spec_profiles.insert(profiles.begin(), profiles.end());
+    if (std::find(profiles.begin(), profiles.end(), profile) == profiles.end()) continue;
     const std::string command = b["command"];
-    const CommandFlags& cf = command_flags(command);
+    const CommandFlags& cf = matrix_command_flags(command);
     const FlagValues fixed = block_options(b, bwhere, profile, cf, command);
-    const Axes axes = block_axes(b, bwhere, profile, cf, command);
+    Axes axes = block_axes(b, bwhere, profile, cf, command);
+    add_rounds_axis(b, bwhere, axes);
     check_point_count(axes, points.size(), bwhere);
+    const bool override_device = !device_override.empty() && !b.value("keep_device", false);
     std::vector<size_t> idx(axes.size(), 0);   // the product, first axis slowest
     while (true) {
-      PointSpec p = make_point(b, bwhere, command, cf, fixed, axes, idx, device);
+      PointSpec p = make_point(b, bwhere, command, cf, fixed, axes, idx, device, override_device,
+                               !device_override.empty() || profile == "gpu");
       OOMLAB_CHECK(names.insert(p.name).second, bwhere, ": two points are named '", p.name,
                    "' (give the blocks distinct \"name\"s)");
+      p.gpu_only = command == "torch" || b.value("gpu_only", false);
       points.push_back(std::move(p));
+      groups.push_back(b.value("interleave", std::string()));
       size_t a = axes.size();
       while (a > 0 && ++idx[a - 1] == axes[a - 1].second.size()) idx[--a] = 0;
       if (a == 0) break;
     }
   }
+  interleave_rounds(points, groups);
+  OOMLAB_CHECK(!points.empty(), where, ": no block of the matrix belongs to the '", profile, "' profile (it has: ", [&] {
+    std::string s;
+    for (const std::string& p : spec_profiles) s += (s.empty() ? "" : ", ") + p;
+    return s;
+  }(), ")");
   if (spec.contains("expected_points")) {   // the folder's own count: a matrix edit that changes it is caught
     const json& n = for_profile(spec["expected_points"], profile, where + ": expected_points");
     OOMLAB_CHECK(n.is_number_unsigned() && n.get<uint64_t>() == points.size(), where, ": \"expected_points\" is ",

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/file_kinds.h"
@@ -17,6 +18,10 @@ RunOptions run_options(const CliArgs& a) {
                "oomlab run experiments/01_vgg16_memory");
   RunOptions o;
   o.profile = a.get("profile");
+  if (a.has("device")) {
+    o.device = a.get("device");
+    parse_device(o.device);   // a malformed name is a usage error before anything runs
+  }
   o.out = a.get("out");
   if (a.has("out")) check_output_file(o.out, "--out");
   o.fresh = a.flag("fresh");

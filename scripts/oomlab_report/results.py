@@ -5,7 +5,7 @@ duplicate keys) with schema_version 2, an `experiment` equal to the file's stem,
 provenance `context` (with `devices`: logical -> physical), `config` (with the profile),
 `source`, `points`, `summary`, a `verdict` (status one of verdict_rule.VERDICTS, "pending GPU"
 included, and a reason) and the `runner` counts. Each point is a
-matrix point: `name`, `command`, `args`, `outcome` (status ok|oom|diverged|error|crash|timeout),
+matrix point: `name`, `command`, `args`, `outcome` (status ok|oom|diverged|error|crash|timeout|skipped),
 `config`, `metrics`, and `memory` ({} or {"devices": {name: stats}, "totals": stats});
 the summary must satisfy the schema its experiment folder declares
 (experiments/NN_name/summary.schema.json, schema.py). Standard library only: usable with
@@ -24,7 +24,7 @@ CONTEXT_KEYS = ("git_sha", "build_type", "compiler", "blas", "host", "device", "
                 "oomlab_version")
 TOP_KEYS = ("schema_version", "experiment", "context", "config", "source", "points",
             "summary", "verdict", "runner")
-OUTCOMES = ("ok", "oom", "diverged", "error", "crash", "timeout")
+OUTCOMES = ("ok", "oom", "diverged", "error", "crash", "timeout", "skipped")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
