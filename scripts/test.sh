@@ -11,6 +11,8 @@
 #     the newest GPU record is the latest run; tests/test_report_links.py: every link and every
 #     path REPORT.md names exists in the repository);
 #   * every committed results file valid (scripts/check_results.py);
+#   * every measured figure an experiment's README (or README.md, docs/) states by hand is in
+#     its results file (scripts/check_readme_figures.py; tests/test_readme_figures.py);
 #   * the figures and REPORT.md regenerated from the committed results into a temp dir
 #     (scripts/make_report.py); a missing, empty or non-PNG figure fails.
 # Steps after the build all run even if one fails; the exit status is non-zero on any failure.
@@ -49,15 +51,20 @@ if ! /usr/bin/python3 -m pyflakes scripts experiments tests/*.py; then
   failures+=("pyflakes")
 fi
 
-step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_tools.py, test_gpu_rounds.py, test_gpu_records.py, test_report.py, test_report_links.py)"
+step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_*.py, test_report*.py, test_readme_figures.py)"
 if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py tests/test_gpu_rounds.py \
-     tests/test_gpu_records.py tests/test_report.py tests/test_report_links.py; then
+     tests/test_gpu_records.py tests/test_report.py tests/test_report_links.py tests/test_readme_figures.py; then
   failures+=("python tests")
 fi
 
 step "results files are valid ($results_dir)"
 if ! python3 scripts/check_results.py "$results_dir"; then
   failures+=("check_results")
+fi
+
+step "figures stated in the READMEs are in their results (experiments/*/README.md, README.md, docs/)"
+if ! python3 scripts/check_readme_figures.py --results "$results_dir"; then
+  failures+=("check_readme_figures")
 fi
 
 step "figures and report regenerate from $results_dir"
