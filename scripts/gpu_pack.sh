@@ -16,7 +16,8 @@
 # Usage: bash scripts/gpu_pack.sh [OUT_DIR]        (default: gpu_pack/, ignored by git)
 # Environment: OOMLAB_PACK_BUILD_DIR (default build-gpupack; an existing build dir, e.g. the
 #   CI build whose CUDA code includes sm_90, is reused as it is: its arch list is checked),
-#   OOMLAB_JOBS (default nproc), OOMLAB_PACK_ALLOW_DIRTY=1. Every binary must hold sm_90
+#   OOMLAB_JOBS (default nproc), OOMLAB_PACK_ALLOW_DIRTY=1, OOMLAB_KIT_RESUME (a record
+#   folder whose experiments' results a kit of the same commit goes on from). Every binary must hold sm_90
 #   machine code (scripts/fatbin_archs.py reads their fat binaries; the manifest records them).
 # Then: carry the archive to the GPU machine (copy it into a folder that .git/info/exclude
 # ignores and name it in the device tool's carry), unpack, bash scripts/gpu_run.sh OUT.
@@ -84,8 +85,19 @@ done
 for s in gpu_run.sh gpu_report.py gpu_rounds.py torch_bench.py trace_breakdown.py fatbin_archs.py attention_vs_torch.py export_model.py; do
   cp "scripts/$s" "$kit/scripts/"
 done
-mkdir -p "$kit/models/graphs"   # the imported models of experiment 16 (gpu_run.sh's graph_* pairs)
-cp models/graphs/resnet50.json models/graphs/bert.json models/graphs/gpt2.json "$kit/models/graphs/"
+mkdir -p "$kit/models/graphs"   # the imported models of experiment 16 (its gpu profile; the graph_* pairs)
+cp models/graphs/*.json "$kit/models/graphs/"
+for spec in experiments/*/experiment.json; do   # the experiments' gpu profiles (gpu_run.sh runs them)
+  grep -q '"gpu_claims"' "$spec" || continue
+  mkdir -p "$kit/$(dirname "$spec")" && cp "$spec" "$kit/$spec"
+done
+# OOMLAB_KIT_RESUME=reports/results/gpu/<record>: what an earlier lease of a kit of the same
+# commit left: its finished NN_name.json are not run again, its NN_name.partial.json resumed.
+if [[ -n ${OOMLAB_KIT_RESUME:-} ]]; then
+  [[ -d $OOMLAB_KIT_RESUME ]] || die "OOMLAB_KIT_RESUME=$OOMLAB_KIT_RESUME is not a folder"
+  mkdir -p "$kit/resume"
+  find "$OOMLAB_KIT_RESUME" -maxdepth 1 -name '[0-9][0-9]_*.json' -exec cp {} "$kit/resume/" \;
+fi
 mkdir -p "$kit/scripts/oomlab_report"
 # attention_vs_torch's and export_model's writer; the verdict rule's paired ratio (gpu_rounds.py)
 cp scripts/oomlab_report/__init__.py scripts/oomlab_report/atomic.py scripts/oomlab_report/verdict_rule.py \

@@ -4,22 +4,30 @@
 # the machine lacks), scripts/, MANIFEST.json. CUDA, cuBLAS, cuDNN and NCCL come from
 # PyTorch's wheels there (python3's nvidia.* packages).
 # Usage: bash <kit>/scripts/gpu_run.sh OUT_DIR      (with the device tool: OUT_DIR=$OUT/kit)
-# Writes OUT_DIR (at most 8 files, committable under reports/results/gpu/):
+# Writes OUT_DIR (committable under reports/results/gpu/):
+#   NN_name.json     each experiment's gpu profile (`oomlab run --profile gpu --device cuda`),
+#                    in the experiments' results schema, judged by its gpu_claims; an
+#                    experiment the budget cut short leaves NN_name.partial.json, which a later
+#                    lease of a kit of the same commit resumes (gpu_pack.sh OOMLAB_KIT_RESUME)
 #   README.md        the run in words and tables (scripts/gpu_report.py)
 #   provenance.json  commit, date, machine (GPU, driver, CUDA runtime, cuBLAS, cuDNN, NCCL,
 #                    PyTorch): what check_results checks a record under reports/results/gpu/ by
 #   tests.json       every CUDA test binary: passed / failed / skipped, failing names;
 #                    compute-sanitizer memcheck and racecheck of test_cuda_parity
-#   points.json      oomlab beside PyTorch eager (and sdpa) per configuration: step-time
-#                    median, peaks, the meta device's predicted peak; parallel points
+#   points.json      with OOMLAB_KIT_TAGS only: oomlab beside PyTorch eager (and sdpa) per
+#                    configuration: step-time median, peaks, the meta predicted peak
 #   breakdown.txt    per-op device time of ResNet-50 / BERT-base steps (CUDA events per span)
 #   run.log          each step with its seconds and exit status
 #   logs.tar.gz      every log, results JSON, trace and profiler table (with attention_cpu.json:
 #                    the host CPU's attention, oomlab beside PyTorch SDPA, in README.md too)
 # Steps, in order, each bounded by `timeout` and by the run's budget (OOMLAB_KIT_BUDGET_S,
 # default 480 s: a step that would not fit is skipped and named): preflight; tests +
-# sanitizers + meta predictions (concurrently; test_cuda_parity's attention rows also on the
-# tiled kernels (TILED) and the reference kernels, its convolutions under GRAPH); oomlab /
+# sanitizers (concurrently; test_cuda_parity's attention rows also on the
+# tiled kernels (TILED) and the reference kernels, its convolutions under GRAPH); the
+# experiments' gpu profiles in priority order (OOMLAB_KIT_EXPERIMENTS, default
+# "05 06 09 15 17 18 16 11 12 08 10"; each `oomlab run` stopped by the budget keeps its
+# points, and the next lease resumes them). Then, only when OOMLAB_KIT_TAGS names pair tags
+# (the A/B rows of a GPU path beside its default, issue 54's speed work), meta predictions and oomlab /
 # PyTorch pairs (alternating, one PyTorch process), each *_fused row (fused attention, beside
 # PyTorch's SDPA), *_graph row (cuDNN's graph API on NCHW), *_legacy row (the legacy API where the graph API is
 # the default: Find under benchmark, heuristics on channels_last), *_cudagraphs row (--cuda-graphs: the
@@ -35,8 +43,9 @@
 # stderr and exit status 1, after writing what it has.
 # OOMLAB_KIT_DRY_RUN=1 (CI, on a machine without a GPU: tests/test_gpu_tools.py) runs every
 # step with oomlab on the meta device and no GPU checks (6 steps a pair unless OOMLAB_KIT_STEPS
-# says otherwise; a GPU run takes 21), so the script itself is exercised before a lease spends
-# minutes on it; its figures are not GPU measurements (README says so).
+# says otherwise; a GPU run takes 21; the experiments' gpu profiles with --device meta), so the
+# script itself is exercised before a lease spends minutes on it; its figures are not GPU
+# measurements (README says so).
 set -uo pipefail
 kit=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-}
@@ -59,18 +68,22 @@ graphed_steps=6
 [[ $dry == 1 ]] && steps=${OOMLAB_KIT_STEPS:-$graphed_steps}
 rounds=${OOMLAB_KIT_REPEAT:-1}   # rounds of the pairs (DESIGN.md section 11 judges timings from >= 5)
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
-# A follow-up lease may run a part of the kit: OOMLAB_KIT_TAGS (pair tags, par_*, cpu_attention,
-# graph_export_<model>) and OOMLAB_KIT_TESTS (test runs by name, or none) list what runs;
-# unset, everything does. OOMLAB_KIT_BREAKDOWN: the tags traced per op (unset: r50_tf32 bert_tf32 bert_tf32_next).
+# A follow-up lease may run a part of the kit: OOMLAB_KIT_TESTS (test runs by name, or none),
+# OOMLAB_KIT_EXPERIMENTS (experiment numbers; "" none) and OOMLAB_KIT_TAGS (pair tags, par_*,
+# cpu_attention, graph_export_<model>, or all; unset: none) list what runs. OOMLAB_KIT_BREAKDOWN: the tags traced per op (unset: r50_tf32 bert_tf32 bert_tf32_next).
 # OOMLAB_KIT_REPEAT=R: R rounds of the selected pairs (issue 31's bars judged by the verdict rule
 # need 5: e.g. OOMLAB_KIT_TAGS="r50_tf32 bert_fp32 bert_fp32_sdpa" OOMLAB_KIT_TESTS=none
 # OOMLAB_KIT_BREAKDOWN= OOMLAB_KIT_REPEAT=5).
-wanted() { [[ -z ${OOMLAB_KIT_TAGS:-} || " $OOMLAB_KIT_TAGS " == *" $1 "* ]]; }
+wanted() { [[ ${OOMLAB_KIT_TAGS:-} == all || " ${OOMLAB_KIT_TAGS:-} " == *" $1 "* ]]; }
 wanted_test() { [[ -z ${OOMLAB_KIT_TESTS:-} || " $OOMLAB_KIT_TESTS " == *" ${1%_shard*} "* ]]; }   # a shard: its binary
 left() { echo $((budget - (SECONDS - t0))); }
 [[ $rounds =~ ^[1-9][0-9]?$ ]] || { echo "gpu_run: error: OOMLAB_KIT_REPEAT must be 1..99, got '$rounds'" >&2; rm -rf "$work"; exit 2; }
 
 finish() {   # the output folder, whatever happened
+  local partial
+  for partial in "$out"/*.json.partial; do   # committable, and what the next lease resumes
+    [[ -f $partial ]] && mv -f "$partial" "${partial%.json.partial}.partial.json"
+  done
   python3 "$kit/scripts/gpu_report.py" "$work" "$out" >> "$work/run.log" 2>&1 ||
     echo "gpu_report failed (see run.log)" >> "$work/run.log"
   cp "$work/run.log" "$out/run.log"
@@ -289,14 +302,35 @@ run_meta() {   # the meta device's prediction of each pair's peak; then waits fo
   wait
 }
 if (($(left) > 200)); then
-  log "tests, compute-sanitizer and meta predictions"
+  log "tests, compute-sanitizer${OOMLAB_KIT_TAGS:+ and meta predictions}"
   run_tests
-  run_meta
+  if [[ -n ${OOMLAB_KIT_TAGS:-} ]]; then run_meta; else wait; fi
   log "tests done: $(tr '\n' ';' < "$work/tests/rc.txt")"
 else
   log "skipped: tests (budget)"
 fi
 
+# ---- the experiments' gpu profiles, in priority order --------------------------------------
+# Each is `oomlab run --profile gpu --device cuda` (meta in a dry run) into OUT_DIR; the budget's
+# end stops it (SIGTERM: the running point stops, the points before it stay in .partial).
+run_experiment_profiles() {
+  local nn dir name left_s
+  for nn in ${OOMLAB_KIT_EXPERIMENTS-05 06 09 15 17 18 16 11 12 08 10}; do
+    dir=$(ls -d "$kit"/experiments/"${nn}"_* 2>/dev/null | head -1)
+    [[ -n $dir ]] || { log "experiment $nn: not in the kit (no gpu profile)"; continue; }
+    name=$(basename "$dir")
+    if [[ -f $kit/resume/$name.json ]]; then log "experiment $name: finished in an earlier record"; continue; fi
+    [[ -f $kit/resume/$name.partial.json ]] && cp "$kit/resume/$name.partial.json" "$out/$name.json.partial"
+    left_s=$(($(left) - 15))
+    ((left_s > 30)) || { log "skipped: experiment $name and later (budget)"; return 0; }
+    timeout -k 10 "$left_s" "$kit/bin/oomlab" run "$dir" --profile gpu --device "$device" --out "$out/$name.json" \
+      > "$work/logs/run_$name.log" 2>&1
+    log "experiment $name rc=$?: $(grep -v '^    |' "$work/logs/run_$name.log" | tail -1 | cut -c1-160)"
+  done
+}
+run_experiment_profiles
+
+if [[ -n ${OOMLAB_KIT_TAGS:-} ]]; then   # the pairs, breakdowns and extras: asked for by tag
 # ---- oomlab and PyTorch, alternating ------------------------------------------------------
 torch_args=(--serve --steps 15 --warmup 5 --out "$work/res/torch.jsonl")
 [[ $dry == 1 ]] && torch_args+=(--dry-run)   # the protocol without PyTorch (CI)
@@ -400,6 +434,7 @@ for spec in "torchvision:resnet50 1,3,224,224 float32 resnet50" "hf:bert 1,128 i
     --out "$work/res/graph_$tag.json" > "$work/logs/graph_$tag.log" 2>&1
   log "graph export $tag rc=$?: $(tail -1 "$work/logs/graph_$tag.log" | cut -c1-120)"
 done
+fi   # OOMLAB_KIT_TAGS
 
 log "done in $((SECONDS - t0)) s"
 finish

@@ -14,6 +14,7 @@ Run: python3 -m unittest tests/test_gpu_tools.py  (OOMLAB_BUILD_DIR: the build w
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -375,10 +376,19 @@ class GpuKit(unittest.TestCase):
             self.assertTrue((out / "logs.tar.gz").stat().st_size > 0)
             dry = Path(tmp) / "dry"
             r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", dry], capture_output=True, text=True,
-                               env=dict(env, OOMLAB_KIT_DRY_RUN="1"), timeout=600)
+                               env=dict(env, OOMLAB_KIT_DRY_RUN="1", OOMLAB_KIT_TAGS="all",
+                                        OOMLAB_KIT_EXPERIMENTS="06 10 15"), timeout=600)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             files = sorted(p.name for p in dry.iterdir())
-            self.assertLessEqual(len(files), 8, files)
+            self.assertLessEqual(len(files), 11, files)
+            # the experiments' gpu profiles, on meta: results in their schema, nothing judged;
+            # PyTorch twins (15) and NCCL (10) skipped off a GPU
+            for name in ("06_checkpointing", "10_allreduce", "15_fused_attention"):
+                res = json.loads((dry / f"{name}.json").read_text())
+                self.assertEqual((res["config"]["profile"], res["config"]["device"]), ("gpu", "meta"), name)
+                self.assertEqual(res["verdict"]["status"], "pending GPU", name)
+            res = json.loads((dry / "15_fused_attention.json").read_text())
+            self.assertEqual({p["outcome"]["status"] for p in res["points"] if p["command"] == "torch"}, {"skipped"})
             for f in ("README.md", "points.json", "tests.json", "provenance.json", "run.log", "logs.tar.gz",
                       "breakdown.txt"):
                 self.assertIn(f, files)
@@ -425,7 +435,7 @@ class GpuKit(unittest.TestCase):
             # a follow-up lease runs a part: the listed pairs, tests and breakdowns alone
             part = Path(tmp) / "part"
             r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", part], capture_output=True, text=True,
-                               env=dict(env, OOMLAB_KIT_DRY_RUN="1", OOMLAB_KIT_TAGS="r50_fp32 r50_tf32_cl",
+                               env=dict(env, OOMLAB_KIT_DRY_RUN="1", OOMLAB_KIT_TAGS="r50_fp32 r50_tf32_cl", OOMLAB_KIT_EXPERIMENTS="",
                                         OOMLAB_KIT_TESTS="test_cuda_graphs", OOMLAB_KIT_BREAKDOWN="r50_tf32_cl",
                                         OOMLAB_KIT_REPEAT="2"),
                                timeout=300)
@@ -441,6 +451,31 @@ class GpuKit(unittest.TestCase):
             self.assertIn("OOMLAB_KIT_REPEAT must be 1..99", bad.stderr)
             self.assertEqual(list(json.loads((part / "tests.json").read_text())["binaries"]), ["test_cuda_graphs"])
             self.assertIn("r50_tf32_cl", (part / "breakdown.txt").read_text())
+            self.assertNotIn("experiment", (part / "run.log").read_text())   # OOMLAB_KIT_EXPERIMENTS=""
+            # A lease's budget stops an experiment mid-way: its points stay in NN_name.partial.json,
+            # which the next lease's kit (gpu_pack.sh OOMLAB_KIT_RESUME puts it in resume/) goes on from;
+            # a finished NN_name.json there is not run again.
+            cut, rest = Path(tmp) / "cut", Path(tmp) / "rest"
+            quick = dict(env, OOMLAB_KIT_DRY_RUN="1", OOMLAB_KIT_TESTS="none")
+            r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", cut], capture_output=True, text=True,
+                               env=dict(quick, OOMLAB_KIT_EXPERIMENTS="11", OOMLAB_KIT_BUDGET_S="50"), timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertFalse((cut / "11_data_parallel.json").exists())
+            partial = json.loads((cut / "11_data_parallel.partial.json").read_text())
+            self.assertLess(len(partial["points"]), 15)
+            (kit / "resume").mkdir()
+            shutil.copy(cut / "11_data_parallel.partial.json", kit / "resume")
+            shutil.copy(dry / "06_checkpointing.json", kit / "resume")
+            r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", rest], capture_output=True, text=True,
+                               env=dict(quick, OOMLAB_KIT_EXPERIMENTS="06 11"), timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            log = (rest / "run.log").read_text()
+            self.assertIn("experiment 06_checkpointing: finished in an earlier record", log)
+            run_log = subprocess.run(["tar", "-xzOf", rest / "logs.tar.gz", "logs/run_11_data_parallel.log"],
+                                     capture_output=True, text=True).stdout
+            self.assertIn("resuming from", run_log)
+            res = json.loads((rest / "11_data_parallel.json").read_text())
+            self.assertEqual((res["runner"]["resumed"], res["runner"]["points"]), (len(partial["points"]), 15))
 
 
 class ExportModel(unittest.TestCase):

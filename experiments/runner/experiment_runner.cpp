@@ -58,8 +58,7 @@ json this_build(const Device& device) {
     b["cpu"] = c.value("cpu", "");
     return b;
   }
-  for (const auto& [k, v] : device_properties(device))
-    if (k == "device_name") b["gpu"] = v;
+  if (const BackendHooks h = backend_hooks(DeviceType::cuda); h.physical) b["gpu"] = h.physical(device.index);
   return b;
 }
 

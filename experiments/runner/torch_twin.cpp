@@ -42,7 +42,7 @@ json twin_results(const json& rec, const json& options) {
     if (rec.contains(k)) stats[std::string(k) == "peak_allocated" ? "allocated_bytes.all.peak" : "reserved_bytes.all.peak"] = rec[k];
   return {{"config", options},
           {"metrics", {{"step_time_s", {{"median", median_s}, {"count", rec.value("steps", 0)}}}, {"torch", rec}}},
-          {"memory", {{"devices", {{"cuda:0", stats}}}}}};
+          {"memory", {{"devices", {{"cuda:0", stats}}}, {"totals", stats}}}};
 }
 }  // namespace
 
