@@ -7,7 +7,9 @@ experiment (title, device, profile, points and run time of its results, verdict,
 per experiment: the claim, the source's figures, ours, the figures, the verdict with its reason,
 and the results file's provenance. An experiment with GPU claims (its spec's gpu_claims) shows
 its GPU points from the newest GPU record holding its gpu profile (oomlab_report/gpu_results.py)
-and its verdict over both, or says no record holds them yet. Each experiment folder (experiments/NN_name/, discovered:
+with a figure of its GPU claims, figures/NN_name_gpu.png (oomlab_report/gpu_figure.py; drawn,
+and listed by --expected-figures, only when such a record exists), and its verdict over both,
+or says no record holds them yet. Each experiment folder (experiments/NN_name/, discovered:
 oomlab_report/experiments.py) renders its own section with its report.py; a results file
 without one gets the generic section (the points table), and an experiment not run yet gets
 a note. Verdict statuses are shown as text (bold), "pending GPU" included. A present but
@@ -31,7 +33,7 @@ from pathlib import Path
 from oomlab_report.atomic import write_text_atomic
 from oomlab_report.experiments import DEFAULT_DIR, ExperimentError, discover
 from oomlab_report.fmt import cite_links, fmt_num, md_table, render_generic
-from oomlab_report import gpu_results
+from oomlab_report import gpu_figure, gpu_results
 from oomlab_report.gpu_section import render_gpu_section
 from oomlab_report.provenance import EXCEPTIONS_FILE
 from oomlab_report.results import REPO_ROOT, ResultsError, load_results
@@ -125,7 +127,9 @@ def render_section(name, doc, exp, out_dir, results_dir, gpu=None):
     if has_gpu_claims(exp):
         both = gpu_results.combined_status(v["status"], gpu.doc["verdict"]["status"] if gpu else None)
         lines.append(f"### Verdict: **{both}**\n\nCPU / meta points: **{v['status']}**. {v['reason']}\n")
-        lines.append(gpu_results.section(name, gpu, results_dir))
+        gpu_fig = gpu_figure.draw(name, gpu, out_dir, exp.spec.get("gpu_claims", [])) if gpu else None
+        figs = figs + ([gpu_fig] if gpu_fig else [])
+        lines.append(gpu_results.section(name, gpu, results_dir, gpu_fig))
     else:
         lines.append(f"### Verdict: **{v['status']}**\n\n{v['reason']}\n")
     lines.append(provenance_line(doc))
@@ -204,8 +208,11 @@ def main(argv=None):
         experiments = discover(exp_dir)
         if args.expected_figures:
             for f in files:
-                for fig in experiments[f.stem].figures() if f.stem in experiments else []:
+                exp = experiments.get(f.stem)
+                for fig in exp.figures() if exp else []:
                     print(fig)
+                if has_gpu_claims(exp) and gpu_results.newest(f.stem, results_dir / "gpu", exp_dir):
+                    print(gpu_figure.figure_path(f.stem))
             return 0
         if not results_dir.is_dir():
             print(f"make_report: note: no results directory {results_dir}; report lists experiments only")

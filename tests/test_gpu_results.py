@@ -1,11 +1,16 @@
 """test_gpu_results.py — the experiments' GPU points in their sections (oomlab_report/gpu_results.py):
 the newest record by run start holding a finished NN_name.json of the gpu profile answers (a
 dry run's record and a partial file never do), and the experiment's status over its CPU / meta
-and GPU verdicts follows docs/VERDICTS.md. Records are planted in a temporary folder.
+and GPU verdicts follows docs/VERDICTS.md. GpuFigure: a planted record makes make_report draw
+figures/05_amp_gpu.png (a PNG), link it in the GPU subsection and list it in --expected-figures;
+without one it draws and lists none (oomlab_report/gpu_figure.py). Records are planted in a
+temporary folder.
 Run: python3 -m unittest tests/test_gpu_results.py
 """
 import copy
 import json
+import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -65,6 +70,59 @@ class NewestGpuResult(unittest.TestCase):
             self.assertIn("h100-a", text)
             self.assertIn("| bf16 is faster | 0.600x (95% CI 0.580-0.620, 5 pairs) | below 1 | **holds** |", text)
             self.assertIn("No GPU record", section("05_amp", None, "reports/results"))
+
+
+def python_with_matplotlib():
+    for py in (sys.executable, "/usr/bin/python3"):
+        if Path(py).exists() and subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+class GpuFigure(unittest.TestCase):
+    def test_the_claims_units_and_values_come_from_their_text(self):
+        from oomlab_report.gpu_figure import bound_of, unit_of
+        from oomlab_report.gpu_results import measured
+        claim = gpu_doc("confirmed")["summary"]["claims"][0]
+        self.assertEqual((measured(claim), unit_of(claim)), ("0.600x (95% CI 0.580-0.620, 5 pairs)", "x"))
+        named = dict(claim, name="bert: the peak equals meta's", text="bert: the peak equals meta's: 0.982x "
+                     "(1 point: no interval), claimed within [0.99, 1.01]: fails", bound="within [0.99, 1.01]")
+        self.assertEqual((measured(named), bound_of(named)), ("0.982x (1 point: no interval)", ("within", (0.99, 1.01))))
+        empty = dict(claim, n=0, text="bf16 is faster: no value (no point of the claim finished), claimed below 1: "
+                     "too few runs")
+        self.assertEqual(unit_of(empty, [{"name": "bf16 is faster", "base": {}}]), "x")
+        self.assertEqual(unit_of(empty), " ms")
+        self.assertEqual(bound_of(dict(claim, bound="above 0.95")), ("above", 0.95))
+
+    def test_a_planted_record_draws_the_figure_and_the_section_links_it(self):
+        py = python_with_matplotlib()
+        if py is None:
+            self.skipTest("no python with matplotlib")
+        with tempfile.TemporaryDirectory() as tmp:
+            results, out = Path(tmp) / "results", Path(tmp) / "out"
+            results.mkdir()
+            shutil.copy(ROOT / "reports" / "results" / "05_amp.json", results)
+
+            def make_report(*extra):
+                return subprocess.run([py, str(ROOT / "scripts" / "make_report.py"), "--results", str(results),
+                                       "--out", str(out), *extra], capture_output=True, text=True, timeout=300)
+            r = make_report("--expected-figures")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("figures/05_amp_gpu.png", r.stdout)   # no record: no GPU figure
+            doc = gpu_doc("depends")
+            doc["summary"]["claims"].append(dict(doc["summary"]["claims"][0], name="bf16 lowers the peak",
+                                                 metric="peak_allocated", judged="fails", n=1, estimate=1.2, lo=1.2,
+                                                 hi=1.2, text="bf16 lowers the peak: 1.200x (1 point: no interval), "
+                                                 "claimed below 1: fails"))
+            plant(results / "gpu", "h100-a", "2026-11-30T07:00:00Z", doc)
+            r = make_report("--expected-figures")
+            self.assertIn("figures/05_amp_gpu.png", r.stdout.splitlines())
+            r = make_report()
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual((out / "figures" / "05_amp_gpu.png").read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+            text = (out / "REPORT.md").read_text()
+            gpu_part = text[text.index("### GPU points: **"):]
+            self.assertIn("![05_amp: GPU claims, measured vs claimed](figures/05_amp_gpu.png)", gpu_part)
 
 
 class CombinedStatus(unittest.TestCase):

@@ -13,8 +13,9 @@ outcomes it sums up (confirmed: all hold; refuted: all judged fail; depends: bot
 inconclusive: noise; pending GPU: the rest holds, a GPU claim open), and a CPU verdict's open
 GPU claims are the GPU verdict's to answer once one exists. Without a GPU result the CPU
 status stands.
-section(name, gpu, shown_dir) -> the section's "GPU points" markdown: the record, its GPU and
-run start, the claims with their measured interval and bound, the points, and the GPU
+section(name, gpu, shown_dir, figure=None) -> the section's "GPU points" markdown: the record,
+its GPU and run start, the claims with their measured interval and bound, the figure of them
+(figure: its path relative to the report, drawn by gpu_figure.draw), the points, and the GPU
 verdict; or a line saying no GPU record holds this experiment yet.
 Contract: never raises on a missing or broken record (it is skipped). Standard library only.
 """
@@ -97,15 +98,21 @@ def _load(p):
     return f"{load[0]:.2f}" if isinstance(load, list) and load and isinstance(load[0], (int, float)) else ""
 
 
-def section(name, gpu, shown_dir):
+def measured(claim):
+    """The claim's value as its text states it (a claim's name may itself hold ": ")."""
+    text, name = str(claim.get("text", "")), str(claim.get("name", ""))
+    rest = text[len(name) + 2:] if text.startswith(name + ": ") else text.split(": ", 1)[-1]
+    return rest.rsplit(", claimed ", 1)[0] if ", claimed " in rest else ""
+
+
+def section(name, gpu, shown_dir, figure=None):
     if gpu is None:
         return (f"### GPU points\n\n_No GPU record under `{shown_dir}/gpu/` holds `{name}.json` yet: its GPU "
                 f"claims are pending. The GPU kit runs `oomlab run experiments/{name} --profile gpu --device cuda` "
                 "(scripts/gpu_run.sh)._\n")
     doc = gpu.doc
     claims = doc["summary"].get("claims", [])
-    rows = [[c["name"], c["text"].split(": ", 1)[1].rsplit(", claimed", 1)[0] if ": " in c["text"] else "",
-             c["bound"], f"**{c['judged']}**"] for c in claims]
+    rows = [[c["name"], measured(c), c["bound"], f"**{c['judged']}**"] for c in claims]
     points = [[p["name"], p["command"], p["outcome"]["status"], _ms(p), _peak(p), _load(p)] for p in doc["points"]]
     link = repo_link(f"{shown_dir}/gpu/{gpu.record}/{name}.json")
     out = [f"### GPU points: **{doc['verdict']['status']}**\n",
@@ -113,6 +120,7 @@ def section(name, gpu, shown_dir):
            f"git `{doc['context'].get('git_sha', '?')}`): the newest record holding this experiment's gpu "
            "profile, judged by the claims of its `experiment.json` (`gpu_claims`) under the same rule.\n",
            md_table(["GPU claim", "measured", "claimed", "judged"], rows, right=set()) if rows else "",
+           f"![{name}: GPU claims, measured vs claimed]({figure})\n" if figure else "",
            f"{doc['verdict']['reason']}\n",
            "<details><summary>The GPU points (step-time median, allocated peak, host load as each started)"
            "</summary>\n",
