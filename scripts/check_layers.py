@@ -2,7 +2,7 @@
 """check_layers.py — fails when a lower layer of oomlab includes a higher one, or when two
 folders include each other (a cycle), directly or through others.
 
-The layers, lowest first (DESIGN.md section 2; one CMake library per layer group):
+The layers, lowest first (one CMake library per layer group):
 
     engine/core < kernels/*.h (the kernel interface: argument structs and tables)
       < engine/memory < engine/autograd < engine/ops < engine/io (safetensors, npy, atomic files)

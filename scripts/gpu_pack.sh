@@ -3,7 +3,7 @@
 # (scripts/gpu_run.sh), and pack it into one archive, so that the GPU's short lease is spent
 # running, not building.
 #   * from a clean commit (the manifest names it; OOMLAB_PACK_ALLOW_DIRTY=1 packs a dirty tree
-#     and says so: its results are not committable, DESIGN.md section 11);
+#     and says so: its results are not committable, docs/VERDICTS.md);
 #   * CUDA code for sm_90 (H100 / H200), Release, without MPI and gloo (the GPU machine has
 #     neither); targets: the oomlab CLI, every test binary with CUDA tests and bench_attention
 #     (the host CPU's attention beside PyTorch SDPA, scripts/attention_vs_torch.py);

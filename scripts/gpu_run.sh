@@ -66,7 +66,7 @@ steps=${OOMLAB_KIT_STEPS:-21}   # oomlab drops its first step: 20 timed, as PyTo
 # dry run (meta: nothing to time) and the meta predictions take that many.
 graphed_steps=6
 [[ $dry == 1 ]] && steps=${OOMLAB_KIT_STEPS:-$graphed_steps}
-rounds=${OOMLAB_KIT_REPEAT:-1}   # rounds of the pairs (DESIGN.md section 11 judges timings from >= 5)
+rounds=${OOMLAB_KIT_REPEAT:-1}   # rounds of the pairs (docs/VERDICTS.md judges timings from >= 5)
 log() { echo "[$((SECONDS - t0))s] $*" | tee -a "$work/run.log"; }
 # A follow-up lease may run a part of the kit: OOMLAB_KIT_TESTS (test runs by name, or none),
 # OOMLAB_KIT_EXPERIMENTS (experiment numbers; "" none) and OOMLAB_KIT_TAGS (pair tags, par_*,
@@ -175,7 +175,7 @@ declare -A FLAGS=(
   [graph_gpt2_tf32]="--model graph:$kit/models/graphs/gpt2.json --batch 8 --seq-len 128 --allow-tf32 all"
 )
 # Environment per tag: a GPU path's switch (cuda_settings.h), so the default runs beside the
-# path it replaced, or a new path beside the default, in the same call (DESIGN.md section 10).
+# path it replaced, or a new path beside the default, in the same call (a switch stays off until a GPU run measures it).
 # GRAPH: NCHW convolutions planned by cuDNN's graph-API heuristics (conv_graph.cu), off by
 # default there (within noise of the legacy heuristics on the H200 and the H100): *_graph tags,
 # and test_cuda_parity's conv rows under it.

@@ -5,7 +5,7 @@
 #     tracked; OOMLAB_QUICK_RESULTS overrides it): the committed results in reports/results/
 #     and reports/REPORT.md are left untouched, so `git status --porcelain reports/` stays empty.
 #   full: the committed results, reports/results/NAME.json, and reports/REPORT.md with its
-#     figures; commit them from a clean tree (DESIGN.md section 11).
+#     figures; commit them from a clean tree (docs/VERDICTS.md).
 # Usage: bash scripts/run_experiments.sh [quick|full]
 set -euo pipefail
 cd "$(dirname "$0")/.."

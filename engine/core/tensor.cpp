@@ -1,6 +1,6 @@
 // tensor.cpp — what a Tensor is without memory or kernels: shapes, strides, views' metadata,
 // accessors, requires_grad. Its other members are defined in the layers they need
-// (DESIGN.md section 2: core sees nothing above it): storage, factories, host access,
+// (the layers, scripts/check_layers.py: core sees nothing above it): storage, factories, host access,
 // fill_ and copy_ in engine/memory/tensor_memory.cpp; views, contiguous(), clone() and
 // to() in engine/ops/view.cpp; backward() in engine/autograd/engine.cpp.
 #include "engine/core/tensor.h"

@@ -314,9 +314,11 @@ json verdict_09(const json&, const json& s) {
   }
   const std::string status = verdict_status(parts);
   return {{"status", status},
-          {"reason", str_cat(n["confirmed"], " confirmed, ", n["depends"], " depend on the setting, ", n["refuted"],
-                             " refuted, ", n["pending"], " pending a GPU: ", list,
-                             ". Each row's reason is in the table.")}};
+          {"reason", str_cat("Of the ", s["rows"].size(), " tricks: ", n["confirmed"], " confirmed, ", n["depends"],
+                             " depend on the setting, ", n["refuted"], " refuted, ", n["inconclusive"],
+                             " inconclusive, ", n["pending"], " pending a GPU: ", list,
+                             ". Each row's reason is in the table; the GPU tricks' own points (cudnn.benchmark, "
+                             "pinned memory) are the gpu profile's.")}};
 }
 
 }  // namespace

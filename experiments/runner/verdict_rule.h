@@ -1,4 +1,4 @@
-// verdict_rule.h — the one rule every experiment driver judges a claim by (DESIGN.md §11),
+// verdict_rule.h — the one rule every experiment driver judges a claim by (docs/VERDICTS.md),
 // stated once in the report (scripts/oomlab_report: VERDICT_RULE) and tested in
 // tests/test_verdict_rule.cpp and, per driver, tests/test_verdicts.cpp.
 //   * Timings: alternating repeated runs A, B, A, B, ... (at least kMinTimingPairs pairs):
