@@ -1,7 +1,9 @@
 """report.py — the report section of experiment 01_vgg16_memory: the source's VGG16 per-layer
 table (output values and parameters per layer) beside our per-layer recording, the totals and
 the training-over-forward ratio, and one figure (per-layer output values and parameters, log
-scale).
+scale). An in-place layer's output (the summary's "inplace": the ReLUs write into their input's
+buffer) is never allocated: its bar is drawn hatched and unfilled, labelled so, its table row
+says so, and the table's total counts allocated outputs only (the summary's totals do too).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
@@ -22,9 +24,16 @@ def plot_01(doc, path):
     x = list(range(n))
     fig, ax = plt.subplots(figsize=(max(8.0, 0.38 * n), 5.2))
     w = 0.4
-    vals = [max(l["output_values"], 0) or float("nan") for l in layers]
-    params = [l["params"] if l["params"] > 0 else float("nan") for l in layers]
-    ax.bar([i - w / 2 for i in x], vals, w, label="output values per image", color="#4C72B0")
+    nan = float("nan")
+    vals = [max(l["output_values"], 0) or nan for l in layers]
+    params = [l["params"] if l["params"] > 0 else nan for l in layers]
+    inplace = [bool(l.get("inplace")) for l in layers]
+    ax.bar([i - w / 2 for i in x], [nan if ip else v for v, ip in zip(vals, inplace)], w,
+           label="output values per image (allocated)", color="#4C72B0")
+    if any(inplace):   # the ReLU writes into its input's buffer: the bar shows a size, not memory
+        ax.bar([i - w / 2 for i in x], [v if ip else nan for v, ip in zip(vals, inplace)], w,
+               label="output values, in-place: not allocated", facecolor="none", edgecolor="#4C72B0",
+               hatch="///", linewidth=0.8)
     ax.bar([i + w / 2 for i in x], params, w, label="parameters", color="#DD8452")
     ax.set_yscale("log")
     ax.set_xticks(x)
@@ -34,7 +43,7 @@ def plot_01(doc, path):
     ax.set_ylabel("count (log scale)")
     t = doc["summary"]["totals"]
     ax.set_title(f"{doc['experiment']}: per-layer activations and parameters "
-                 f"(total {t['activation_values_per_image'] / 1e6:.2f}M values/image, "
+                 f"(allocated {t['activation_values_per_image'] / 1e6:.2f}M values/image, "
                  f"{t['params'] / 1e6:.2f}M params)", fontsize=10)
     ax.grid(axis="y", which="major", alpha=0.3)
     ax.legend()
@@ -94,16 +103,21 @@ def render(doc, out_dir):
                      times, None))
     rows = [[q, f(s) + (f" ({t})" if t else ""), f(o), fmt_ratio(o, s)] for q, s, o, f, t in comp]
     parts.append(md_table(["quantity", "source", "ours", "ours ÷ source"], rows))
-    lrows = [[i, l["name"], l["type"], shape_str(l["output_shape"]), fmt_count(l["output_values"]),
-              fmt_bytes(l.get("output_bytes", l["output_values"] * bpv)), fmt_count(l["params"]),
-              fmt_bytes(l["saved_bytes"])]
+    out_bytes = lambda l: l.get("output_bytes", l["output_values"] * bpv)  # noqa: E731
+    lrows = [[i, l["name"], l["type"] + (" (in place)" if l.get("inplace") else ""),
+              shape_str(l["output_shape"]), fmt_count(l["output_values"]), fmt_bytes(out_bytes(l)),
+              fmt_count(l["params"]), fmt_bytes(l["saved_bytes"])]
              for i, l in enumerate(summ["layers"])]
-    lrows.append(["", "**total**", "", "", fmt_count(sum(l["output_values"] for l in summ["layers"])),
-                  fmt_bytes(sum(l.get("output_bytes", l["output_values"] * bpv)
-                                for l in summ["layers"])),
+    allocated = [l for l in summ["layers"] if not l.get("inplace")]
+    n_inplace = len(summ["layers"]) - len(allocated)
+    lrows.append(["", "**total allocated**" + (f" ({n_inplace} in-place outputs not counted)" if n_inplace else ""),
+                  "", "", fmt_count(sum(l["output_values"] for l in allocated)),
+                  fmt_bytes(sum(out_bytes(l) for l in allocated)),
                   fmt_count(sum(l["params"] for l in summ["layers"])),
                   fmt_bytes(sum(l["saved_bytes"] for l in summ["layers"]))])
     parts.append(details(f"Our per-layer table ({len(summ['layers'])} layers, one image)",
+                         ("A layer marked _in place_ writes its output into its input's buffer: that "
+                          "output is never allocated, and the total leaves it out.\n\n" if n_inplace else "") +
                          md_table(["#", "layer", "type", "output (C×H×W)", "values", "output bytes",
                                    "params", "saved for backward"], lrows, right={0, 4, 5, 6, 7})))
     if doc["points"]:
