@@ -1,7 +1,10 @@
 """report.py — the report section of experiment 05_amp (mixed precision): the source's
 AMP table, our exact meta peaks per mode with the with/without ratios beside the source's,
 model state per parameter, the --half rows (model.half() with BN float32, with and without
-float32 master weights), CPU step-time ratios and the accuracy runs, and one figure (peak ratio per model: ours vs the source's V100 / T4).
+float32 master weights), CPU step-time ratios and the accuracy runs, and one figure of two panels: the peak ratio per
+model (ours vs the source's V100 / T4) and the CPU step times (the cpu_time blocks' median step
+time per amp mode off / fp16 / bf16, from the summary's cpu_time rows, each 16-bit bar labelled
+with its ratio to fp32).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
@@ -18,9 +21,8 @@ MODES = ("off", "fp16", "bf16")
 HALF_MODES = ("half", "half+master")
 
 
-def plot_05(doc, path):
+def memory_panel(doc, ax):
     rows = doc["summary"]["memory"]
-    fig, ax = plt.subplots(figsize=(8, 4))
     labels = [r["model"] for r in rows]
     width = 0.2
     series = [("ours fp16", lambda r: r.get("fp16", {}).get("peak_ratio")),
@@ -35,9 +37,55 @@ def plot_05(doc, path):
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels(labels, fontsize=8)
     ax.set_ylabel("peak memory with AMP / without")
-    ax.set_title(f"{doc['experiment']}: training peak with AMP vs fp32 (ours: meta, exact)", fontsize=10)
+    ax.set_title("training peak with AMP vs fp32 (ours: meta, exact)", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7)
+
+
+MODE_STYLE = {"off": ("fp32 (amp off)", "#4C72B0"), "fp16": ("fp16 autocast", "#DD8452"),
+              "bf16": ("bf16 autocast", "#55A868")}
+
+
+def time_panel(doc, ax):
+    """The CPU step times of the cpu_time blocks, as the summary digests their points: each
+    mode's median step time (one run per mode, log axis: the models differ 250x), the
+    16-bit modes labelled with their ratio to fp32."""
+    rows = [r for r in doc["summary"].get("cpu_time", []) if any(is_num((r.get(m) or {}).get("median_step_s"))
+                                                                 for m in MODES)]
+    if not rows:
+        ax.text(0.5, 0.5, "no CPU step times in the results", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    width = 0.26
+    for k, m in enumerate(MODES):
+        label, colour = MODE_STYLE[m]
+        xs, ys = [], []
+        for i, r in enumerate(rows):
+            v = (r.get(m) or {}).get("median_step_s")
+            if is_num(v) and v > 0:
+                xs.append(i + (k - 1) * width)
+                ys.append(1e3 * v)
+        bars = ax.bar(xs, ys, width, label=label, color=colour)
+        if m != "off":
+            ratios = [(r.get(m) or {}).get("time_ratio") for r in rows
+                      if is_num((r.get(m) or {}).get("median_step_s")) and r[m]["median_step_s"] > 0]
+            ax.bar_label(bars, [f"{t:.2f}x" if is_num(t) else "" for t in ratios], fontsize=7, padding=2)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([f"{r['model']}\n({r['steps']} steps)" if is_num(r.get("steps")) else r["model"]
+                        for r in rows], fontsize=8)
+    ax.set_ylabel("median step time on the CPU, ms (log scale)")
+    ax.set_title("CPU step time per mode (one run each, not judged;\nlabels: time vs fp32)", fontsize=10)
+    ax.margins(y=0.15)
+    ax.grid(axis="y", which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right")
+
+
+def plot_05(doc, path):
+    fig, (mem, time) = plt.subplots(1, 2, figsize=(13, 4.4), gridspec_kw={"width_ratios": [1.25, 1]})
+    memory_panel(doc, mem)
+    time_panel(doc, time)
+    fig.suptitle(f"{doc['experiment']}: AMP's memory (meta, exact) and its CPU step time", fontsize=11)
     fig.tight_layout()
     save_fig_atomic(fig, path)
 
