@@ -1,5 +1,6 @@
 """report.py — the report section of experiment 09_practical_tricks: one row per trick
-of the source's T9 list (claim, our numbers, verdict and its reason) and one figure (the
+of the source's T9 list (claim, our numbers, verdict and its reason) under a headline that
+counts every row once by its status (so the counts add up to the rows), and one figure (the
 measured activation bytes against batch size, resnet18, and against sequence length,
 bert-mini, the two scaling claims), and trick 10's GPU side where a GPU kit record has it
 (oomlab_report/gpu_points.py: ResNet-50 with pageable and with pinned batches, both sides).
@@ -40,9 +41,29 @@ def plot_09(doc, path):
     save_fig_atomic(fig, path)
 
 
+STATUS_WORDS = (("confirmed", "confirmed"), ("depends", "depend on the setting"), ("refuted", "refuted"),
+                ("inconclusive", "inconclusive"), ("pending", "pending a GPU"))
+
+
+def headline(rows):
+    """Every trick counted once by its row's status (the summary's rows, all of them), with the
+    tricks' numbers: the counts add up to the number of rows."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["status"], []).append(str(r["id"]))
+    known = [k for k, _ in STATUS_WORDS]
+    words = STATUS_WORDS + tuple((k, k) for k in by if k not in known)
+    counts = [f"{len(by[k])} {w} ({', '.join(by[k])})" for k, w in words if by.get(k)]
+    text = (f"**{len(rows)} tricks**, each judged once by its row below (CPU and the meta device): "
+            + "; ".join(counts) + ".")
+    text += (" The GPU sides, cudnn.benchmark (trick 8) and pinned host memory (part of trick 10), are the "
+             "gpu profile's claims, judged from its points: see GPU points below.")
+    return text + "\n"
+
+
 def render(doc, out_dir):
     src, rows = doc["source"], doc["summary"]["rows"]
-    parts = ["### Source\n", f"{src.get('citation', '')}\n", "\n### Ours, trick by trick\n"]
+    parts = ["### Source\n", f"{src.get('citation', '')}\n", "\n### Ours, trick by trick\n", headline(rows)]
     parts.append(md_table(["#", "claim", "ours", "verdict", "why"],
                           [[r["id"], r["claim"], r["ours"], f"**{r['status']}**", r["reason"]] for r in rows],
                           right={0}))
