@@ -288,7 +288,10 @@ json summarize_09(const json& spec, json& points) {
   for (const json* p : P.ok("tricks")) P.trick[(*p)["metrics"]["trick"].get<std::string>()] = &(*p)["metrics"];
   json rows = json::array({row_batch(P), row_graph_history(P), row_del_intermediates(P), row_inplace_relu(P),
                            row_no_grad(P), row_empty_cache(P), row_oom_skip(P),
-                           row(8, spec, "", "pending", "needs a GPU (cuDNN); no CUDA run yet"), row_half(P),
+                           row(8, spec, "", "pending",
+                               "needs a GPU (cuDNN): judged by the gpu profile's cudnn-benchmark points (its "
+                               "gpu_claims, >= 5 alternating pairs); the GPU kit's earlier r50_tf32_bench records "
+                               "are single pairs"), row_half(P),
                            row_workers(P), row_seq(P), row_slim(P)});
   return {{"rows", rows}, {"profile", spec.value("profile", "")}};
 }

@@ -76,7 +76,6 @@ json summarize_12(const json& spec, json& points) {
       if (stat.count(other)) {
         g[str_cat(other, "_minus_bn_points")] = num_or_null(100 * (stat[other].first - stat["bn"].first));
         g[str_cat(other, "_spread_points")] = num_or_null(100 * (stat[other].second + stat["bn"].second));
-        g[str_cat(other, "_time_ratio")] = num_or_null(step[other] / step["bn"]);
         g[str_cat(other, "_minus_bn_interval")] = interval_json(mean_difference(norms.at(other).acc, norms.at("bn").acc, min_seeds));
         if (norms.at(other).step.size() == norms.at("bn").step.size())   // the seed axis pairs the runs
           g[str_cat(other, "_time_ratio_interval")] = interval_json(paired_ratio(norms.at(other).step, norms.at("bn").step));
@@ -157,7 +156,8 @@ json verdict_12(const json& spec, const json& s) {
       " steps (the same samples), so every norm's accuracy moves with the batch through the step count too: compare "
       "within a batch, not across. SyncBN's step time over BN's: ", P.times.empty() ? "n/a" : P.times,
       " -- slower: ", judged_name(slower),
-      " (all-reduce of the statistics between rank threads on this CPU; on GPUs, NCCL's cost: pending a GPU run).");
+      " (all-reduce of the statistics between rank threads on this CPU; on a GPU, the gpu profile's syncbn points "
+      "judge it).");
   return {{"status", verdict_status({small, gone, slower})}, {"reason", reason}};
 }
 
