@@ -4,7 +4,7 @@
 # dpkg-query), and the CMake build is incremental, so a second run takes seconds.
 # Environment: OOMLAB_BUILD_DIR (default: build), OOMLAB_BUILD_TYPE (default: Release),
 #   OOMLAB_JOBS (default: nproc), OOMLAB_CMAKE_ARGS (extra configure flags, word-split),
-#   OOMLAB_SKIP_BUILD=1 (install packages only).
+#   OOMLAB_SKIP_BUILD=1 (install packages only), OOMLAB_BUILD_TARGETS (only these targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,4 +52,6 @@ generator=()
 if [[ ! -f "$build_dir/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 # shellcheck disable=SC2086  # OOMLAB_CMAKE_ARGS is a list of flags
 cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE="${OOMLAB_BUILD_TYPE:-Release}" ${OOMLAB_CMAKE_ARGS:-}
-cmake --build "$build_dir" -j"$jobs"
+# OOMLAB_BUILD_TARGETS: build only these (the main job builds the oomlab CLI alone).
+# shellcheck disable=SC2086  # a list of targets
+cmake --build "$build_dir" -j"$jobs" ${OOMLAB_BUILD_TARGETS:+--target $OOMLAB_BUILD_TARGETS}
