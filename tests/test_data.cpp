@@ -20,21 +20,12 @@
 #include "engine/data/dataloader.h"
 #include "engine/data/dataset.h"
 #include "engine/data/idx_reader.h"
+#include "tests/temp_dir_util.h"
 
 namespace fs = std::filesystem;
 using namespace oomlab;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "oomlab_test_data_XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~TempDir() { std::error_code ec; fs::remove_all(path, ec); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 void put_be32(std::string& s, uint32_t v) {
   for (int sh = 24; sh >= 0; sh -= 8) s.push_back(char((v >> sh) & 0xff));
@@ -155,22 +146,22 @@ TEST(Idx, EveryCorruptionNamesFileAndField) {
 TEST(Idx, DirectorySearch) {
   TempDir empty;
   try {
-    find_fashion_mnist_dir(empty.path.string());
+    find_fashion_mnist_dir(empty.path);
     FAIL() << "expected IoError";
   } catch (const IoError& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find(empty.path.string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find(empty.path), std::string::npos) << msg;
     EXPECT_NE(msg.find("install the Debian package dataset-fashion-mnist (apt-get install "
                        "dataset-fashion-mnist) or give the folder that holds them"), std::string::npos) << msg;
   }
   TempDir fake;
   make_fake_fashion(fake, 5, /*dotted_names=*/true);
-  EXPECT_EQ(find_fashion_mnist_dir(fake.path.string()), fake.path.string());
+  EXPECT_EQ(find_fashion_mnist_dir(fake.path), fake.path);
   const char* old = std::getenv(kFashionMnistEnvVar);
   std::string saved = old ? old : "";
-  ::setenv(kFashionMnistEnvVar, fake.path.string().c_str(), 1);
-  EXPECT_EQ(find_fashion_mnist_dir(), fake.path.string());
-  ::setenv(kFashionMnistEnvVar, empty.path.string().c_str(), 1);
+  ::setenv(kFashionMnistEnvVar, fake.path.c_str(), 1);
+  EXPECT_EQ(find_fashion_mnist_dir(), fake.path);
+  ::setenv(kFashionMnistEnvVar, empty.path.c_str(), 1);
   EXPECT_THROW(find_fashion_mnist_dir(), IoError);
   if (old) ::setenv(kFashionMnistEnvVar, saved.c_str(), 1); else ::unsetenv(kFashionMnistEnvVar);
 }
@@ -178,7 +169,7 @@ TEST(Idx, DirectorySearch) {
 TEST(FashionMnist, FakeDirectoryNormalisation) {
   TempDir d;
   make_fake_fashion(d, 3);
-  FashionMnistDataset ds(Split::test, d.path.string());
+  FashionMnistDataset ds(Split::test, d.path);
   EXPECT_EQ(ds.size(), 3);
   EXPECT_EQ(ds.sample_shape(), (Shape{1, 28, 28}));
   EXPECT_EQ(ds.name(), "fashion-mnist/test");

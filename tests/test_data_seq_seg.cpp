@@ -23,6 +23,7 @@
 #include "experiments/cli/memory_report.h"
 #include "experiments/cli/train_command.h"
 #include "models/model_zoo.h"
+#include "tests/temp_dir_util.h"
 
 using namespace oomlab;
 namespace fs = std::filesystem;
@@ -360,14 +361,12 @@ TEST(SeqSegTrainer, UnetSmallLearnsSyntheticSeg) {
 }
 
 TEST(SeqSegSummary, KorthikantiRowsForBertTiny) {
-  std::string dir = (fs::temp_directory_path() / "oomlab_seqseg_XXXXXX").string();
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-  const std::string json_path = dir + "/summary.json";
+  const TempDir dir("seqseg");
+  const std::string json_path = dir.file("summary.json");
   std::string cmd = std::string(OOMLAB_BINARY_DIR) + "/oomlab summary --model bert-tiny --seq-len 32 --batch 2 --json " +
                     json_path + " > /dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   nlohmann::json j = nlohmann::json::parse(std::ifstream(json_path));
-  fs::remove_all(dir);
   const auto& m = j["metrics"];
   ASSERT_TRUE(m.contains("transformer_layers")) << m.dump();
   const auto& t = m["transformer_layers"];

@@ -24,21 +24,13 @@
 #include "experiments/runner/matrix.h"
 #include "experiments/runner/registry.h"
 #include "models/model_zoo.h"
+#include "tests/temp_dir_util.h"
 
 using namespace oomlab;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-struct TempDir {
-  std::string path;
-  TempDir() {
-    path = (fs::temp_directory_path() / "oomlab_runner_XXXXXX").string();
-    if (!::mkdtemp(path.data())) throw std::runtime_error("mkdtemp failed");
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 std::string experiment(const std::string& name) { return std::string(OOMLAB_SOURCE_DIR) + "/experiments/" + name; }
 
 RunOptions options(const std::string& out, const std::string& profile = "quick") {

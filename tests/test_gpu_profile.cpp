@@ -5,8 +5,6 @@
 // profiles expand and their claims check; their dry run on meta is the GPU kit's (slow tier).
 // ctest tier: cli
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -19,6 +17,7 @@
 #include "experiments/runner/gpu_claims.h"
 #include "experiments/runner/matrix.h"
 #include "experiments/runner/registry.h"
+#include "tests/temp_dir_util.h"
 
 using namespace oomlab;
 namespace fs = std::filesystem;
@@ -171,7 +170,8 @@ TEST(GpuProfile, ClaimsAreJudgedFromGpuPointsAndPendingOffAGpu) {
 // missing GPU, before anything is written (no results folder, no partial file).
 TEST(GpuProfile, ACudaRunWithoutAGpuFailsBeforeWritingAnything) {
   if (gpu_here()) GTEST_SKIP() << "a GPU is here";
-  const fs::path root = fs::temp_directory_path() / str_cat("oomlab_gpu_profile_", ::getpid());
+  const TempDir scratch("gpu_profile");
+  const fs::path root = scratch.path;
   fs::create_directories(root / "experiments" / "05_amp");
   fs::copy_file(fs::path(OOMLAB_SOURCE_DIR) / "experiments" / "05_amp" / "experiment.json",
                 root / "experiments" / "05_amp" / "experiment.json");
@@ -189,7 +189,6 @@ TEST(GpuProfile, ACudaRunWithoutAGpuFailsBeforeWritingAnything) {
     }
   }
   EXPECT_FALSE(fs::exists(root / "reports"));
-  fs::remove_all(root);
 }
 
 // Every experiment's gpu profile expands to its declared count on cuda and as a dry run on

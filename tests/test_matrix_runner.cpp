@@ -18,6 +18,7 @@
 #include "experiments/runner/experiment_runner.h"
 #include "experiments/runner/matrix.h"
 #include "experiments/runner/registry.h"
+#include "tests/temp_dir_util.h"
 
 using namespace oomlab;
 namespace fs = std::filesystem;
@@ -35,15 +36,6 @@ json verdict_test(const json&, const json& summary) {
   return {{"status", "depends"}, {"reason", "outcomes " + summary["outcomes"].dump()}};
 }
 OOMLAB_REGISTER_EXPERIMENT({"90_runner_test", summarize_test, verdict_test, {"extra"}, {}});
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    path = (fs::temp_directory_path() / "oomlab_matrix_XXXXXX").string();
-    if (!::mkdtemp(path.data())) throw std::runtime_error("mkdtemp failed");
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // Three estimate points: ok, out of memory (a 1 MiB card), error (an input VGG cannot take).
 const char* kSpec = R"({

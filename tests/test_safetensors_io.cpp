@@ -19,22 +19,12 @@
 #include "engine/core/tensor.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/safetensors.h"
+#include "tests/temp_dir_util.h"
 
 namespace fs = std::filesystem;
 using namespace oomlab;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "oomlab_test_io_XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~TempDir() { std::error_code ec; fs::remove_all(path, ec); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  size_t entries() const { return size_t(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
-};
 
 template <class E, class F>
 std::string error_of(F&& f) {
