@@ -8,14 +8,11 @@ with its ratio to fp32).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from oomlab_report.results import is_num  # noqa: E402
-from oomlab_report.atomic import save_fig_atomic  # noqa: E402
-from oomlab_report.fmt import md_table  # noqa: E402
+from oomlab_report.results import is_num
+from oomlab_report.atomic import save_fig_atomic
+from oomlab_report.fmt import md_table
 
 MODES = ("off", "fp16", "bf16")
 HALF_MODES = ("half", "half+master")

@@ -8,13 +8,10 @@ largest global batch per mode on 11 GiB cards.
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from oomlab_report.atomic import save_fig_atomic  # noqa: E402
-from oomlab_report.fmt import fmt_bytes, md_table  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic
+from oomlab_report.fmt import fmt_bytes, md_table
 
 
 def plot_11(doc, path):

@@ -11,15 +11,12 @@ ratio; per-normalisation step times appear only as the medians over the seeds, l
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
-
-from oomlab_report.results import is_num  # noqa: E402
-from oomlab_report.atomic import save_fig_atomic  # noqa: E402
-from oomlab_report.fmt import md_table  # noqa: E402
+from oomlab_report.results import is_num
+from oomlab_report.atomic import save_fig_atomic
+from oomlab_report.fmt import md_table
 
 NORMS = (("bn", "per-device BN", "o-"), ("syncbn", "SyncBN", "s-"), ("gn", "GroupNorm", "^--"))
 

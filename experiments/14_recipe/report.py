@@ -9,13 +9,10 @@ Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown,
 paths relative to out_dir) and draws exactly FIGURES."""
 import math
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from oomlab_report.atomic import save_fig_atomic  # noqa: E402
-from oomlab_report.fmt import md_table  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic
+from oomlab_report.fmt import md_table
 
 FIG = "figures/14_recipe.png"
 

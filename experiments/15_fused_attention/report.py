@@ -8,15 +8,12 @@ reports/benchmarks/attention_vs_torch_cpu.json (left out when the file is missin
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from oomlab_report.atomic import save_fig_atomic  # noqa: E402
-from oomlab_report.fmt import md_table  # noqa: E402
-from oomlab_report.gpu_points import gpu_table  # noqa: E402
-from oomlab_report.bench_points import attention_vs_torch_table  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic
+from oomlab_report.fmt import md_table
+from oomlab_report.gpu_points import gpu_table
+from oomlab_report.bench_points import attention_vs_torch_table
 
 FIG = "figures/15_fused_attention.png"
 

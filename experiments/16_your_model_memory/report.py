@@ -5,13 +5,10 @@ card per model and technique).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from oomlab_report.atomic import save_fig_atomic  # noqa: E402
-from oomlab_report.fmt import md_table  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic
+from oomlab_report.fmt import md_table
 
 FIG = "figures/16_your_model_memory.png"
 TECHS = ["fp32", "amp-fp16", "checkpoint-sqrt", "fused-attention"]

@@ -5,14 +5,11 @@ side: the newest GPU kit record's channels_last rows (oomlab_report/gpu_points.p
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from oomlab_report.atomic import save_fig_atomic  # noqa: E402
-from oomlab_report.fmt import md_table  # noqa: E402
-from oomlab_report.gpu_points import gpu_table  # noqa: E402
+from oomlab_report.atomic import save_fig_atomic
+from oomlab_report.fmt import md_table
+from oomlab_report.gpu_points import gpu_table
 
 FIG = "figures/18_channels_last.png"
 

@@ -170,9 +170,7 @@ def _legend(fig, claims):
 
 
 def draw(name, gpu, out_dir, spec_claims=()):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt   # make_report chose the Agg backend, once
     claims = [c for c in gpu.doc["summary"].get("claims", []) if isinstance(c, dict)]
     groups = {}
     for c in claims:
