@@ -111,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
         FollowCase{"sgd", 1e-4, [](TrainConfig&) {}},
         // bf16 rounding of differently summed convolutions
         FollowCase{"amp_bf16", 1e-3, [](TrainConfig& c) { c.amp = "bf16"; }},
-        FollowCase{"checkpoint_sqrt", 1e-4, [](TrainConfig& c) { c.checkpoint = "sqrt"; }},
+        FollowCase{"checkpoint_sqrt", 1e-4, [](TrainConfig& c) { c.checkpoint = parse_checkpoint_policy("sqrt"); }},
         FollowCase{"accumulate_2", 1e-4, [](TrainConfig& c) { c.accumulate = 2; }},
         FollowCase{"adamw", 1e-4, [](TrainConfig& c) { c.optimizer = "adamw"; c.lr = 1e-3; }},
         FollowCase{"dp", 1e-4, [](TrainConfig& c) { c.parallel = "dp"; c.devices = 2; }},

@@ -265,11 +265,11 @@ TEST(Checkpoint, BudgetPicksTheLeastRecomputeThatFits) {
   spec.model = "bert-mini";
   spec.seq_len = 64;
   const CheckpointBudgetChoice roomy = choose_checkpoint_budget(spec, 16, "adamw", uint64_t(1) << 40);
-  EXPECT_EQ(roomy.policy, "none");
+  EXPECT_EQ(roomy.policy.spec, "none");
   ASSERT_EQ(roomy.tried.size(), 1u);
   const int64_t none_peak = roomy.predicted_peak_bytes;
   const CheckpointBudgetChoice tight = choose_checkpoint_budget(spec, 16, "adamw", uint64_t(none_peak - 1));
-  EXPECT_NE(tight.policy, "none");
+  EXPECT_NE(tight.policy.spec, "none");
   EXPECT_LT(tight.predicted_peak_bytes, none_peak);
   for (size_t i = 0; i + 1 < tight.tried.size(); ++i)   // every plan tried before it did not fit
     EXPECT_GT(tight.tried[i]["peak_bytes"].get<int64_t>(), none_peak - 1) << tight.tried[i].dump();

@@ -177,7 +177,7 @@ TEST(FlagTable, NoFlagsGiveTrainConfigsOwnDefaults) {
   EXPECT_EQ(from_cli.on_oom, own.on_oom);
   EXPECT_EQ(from_cli.stop_on_nan, own.stop_on_nan);
   EXPECT_EQ(from_cli.amp, own.amp);
-  EXPECT_EQ(from_cli.checkpoint, own.checkpoint);
+  EXPECT_EQ(from_cli.checkpoint.spec, own.checkpoint.spec);
   EXPECT_EQ(from_cli.device.str(), own.device.str());
 }
 

@@ -37,7 +37,8 @@ struct CheckpointPolicy {
   Kind kind = Kind::none;
   int64_t every = 0;                     // every:K
   std::vector<std::string> selective;    // selective kinds, as given
-  std::string budget;                    // budget:SIZE's SIZE, as given (parsed by the command)
+  std::string budget;                    // budget:SIZE's SIZE, as given
+  uint64_t budget_bytes = 0;             // SIZE in bytes: set where the flag is read (its size syntax is the CLI's)
   std::string spec = "none";             // canonical text
 };
 
@@ -45,7 +46,8 @@ struct CheckpointPolicy {
 // DotProductAttention, gelu -> BertIntermediate; anything else is a type name itself).
 std::string checkpoint_kind_type(const std::string& kind);
 
-// Throws ValueError naming the spec and the accepted forms.
+// The one parser of a policy's text (--checkpoint, a budget's candidates): throws ValueError
+// naming the spec and the accepted forms. Everything downstream takes the parsed policy.
 CheckpointPolicy parse_checkpoint_policy(std::string_view spec);
 
 struct CheckpointPlan {

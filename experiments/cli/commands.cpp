@@ -47,16 +47,17 @@ bool print_help_if_asked(const std::string& command, const std::vector<std::stri
 }
 
 // --checkpoint: the policy's canonical text; a budget's SIZE is checked here (exit 2 early).
-std::string checkpoint_flag(const CliArgs& a) {
-  const CheckpointPolicy p = with_flag_name("checkpoint", [&] { return parse_checkpoint_policy(a.get("checkpoint")); });
+CheckpointPolicy checkpoint_flag(const CliArgs& a) {
+  CheckpointPolicy p = with_flag_name("checkpoint", [&] { return parse_checkpoint_policy(a.get("checkpoint")); });
   if (p.kind == CheckpointPolicy::Kind::budget) {
     try {
-      OOMLAB_CHECK(parse_size(p.budget) > 0, "must be > 0");
+      p.budget_bytes = parse_size(p.budget);
+      OOMLAB_CHECK(p.budget_bytes > 0, "must be > 0");
     } catch (const ValueError& e) {
       throw ValueError(str_cat("--checkpoint ", p.spec, ": bad size '", p.budget, "': ", e.what()));
     }
   }
-  return p.spec;
+  return p;
 }
 
 // --amp / --half / --master-weights / --loss-scale: canonical texts, checked here (exit 2
@@ -331,7 +332,7 @@ int cmd_summary(const std::vector<std::string>& args) {
                   format_bytes(double(t.korthikanti_fp32_bytes)).c_str(),
                   double(t.saved_bytes) / double(std::max<int64_t>(1, t.korthikanti_fp32_bytes)));
   }
-  nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}, {"checkpoint", spec.checkpoint},
+  nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}, {"checkpoint", spec.checkpoint.spec},
                         {"amp", spec.amp}};
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json(),
@@ -349,11 +350,10 @@ int cmd_estimate(const std::vector<std::string>& args) {
   check_output_paths(a);
   const bool record = a.has("memory-snapshot") || a.has("chrome-trace");
   nlohmann::json budget;
-  if (spec.checkpoint.rfind("budget:", 0) == 0) {
-    const CheckpointBudgetChoice ch = choose_checkpoint_budget(
-        spec, r.batch, opt, parse_size(parse_checkpoint_policy(spec.checkpoint).budget));
-    std::printf("--checkpoint %s: %s (exact meta peak %s; tried %zu plans)\n", spec.checkpoint.c_str(),
-                ch.policy.c_str(), format_bytes(double(ch.predicted_peak_bytes)).c_str(), ch.tried.size());
+  if (spec.checkpoint.kind == CheckpointPolicy::Kind::budget) {
+    const CheckpointBudgetChoice ch = choose_checkpoint_budget(spec, r.batch, opt, spec.checkpoint.budget_bytes);
+    std::printf("--checkpoint %s: %s (exact meta peak %s; tried %zu plans)\n", spec.checkpoint.spec.c_str(),
+                ch.policy.spec.c_str(), format_bytes(double(ch.predicted_peak_bytes)).c_str(), ch.tried.size());
     budget = ch.to_json();
     spec.checkpoint = ch.policy;
   }
@@ -389,7 +389,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
     metrics["largest_batch"] = lb.to_json();
   }
   nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"momentum", opt == "sgd" ? spec.sgd_momentum : 0.0}, {"device_memory", cap},
-                        {"checkpoint", spec.checkpoint}, {"amp", spec.amp}, {"half", spec.half},
+                        {"checkpoint", spec.checkpoint.spec}, {"amp", spec.amp}, {"half", spec.half},
                         {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale},
                         {"cuda_graphs", spec.cuda_graphs}, {"channels_last", spec.channels_last}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;

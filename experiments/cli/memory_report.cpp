@@ -95,8 +95,7 @@ Built build_on_meta(const ModelSpec& spec) {
   b.input = Shape(s.begin() + 1, s.end());
   b.cfg = cfg;
   b.model = build_model(spec.model, cfg);
-  apply_checkpoint_plan(*b.model, plan_checkpoints(*b.model, model_probe_input(spec.model, cfg),
-                                                   parse_checkpoint_policy(spec.checkpoint)));
+  apply_checkpoint_plan(*b.model, plan_checkpoints(*b.model, model_probe_input(spec.model, cfg), spec.checkpoint));
   return b;
 }
 
@@ -232,7 +231,7 @@ nlohmann::json MemoryEstimate::to_json() const {
 }
 
 nlohmann::json CheckpointBudgetChoice::to_json() const {
-  return {{"budget_bytes", budget}, {"policy", policy}, {"predicted_peak_bytes", predicted_peak_bytes},
+  return {{"budget_bytes", budget}, {"policy", policy.spec}, {"predicted_peak_bytes", predicted_peak_bytes},
           {"tried", tried}};
 }
 
@@ -249,7 +248,7 @@ void check_half_servable(const ModelSpec& spec, int64_t batch, const std::string
 CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
                                                 uint64_t budget) {
   ModelSpec s = spec;
-  s.checkpoint = "none";
+  s.checkpoint = CheckpointPolicy{};
   size_t longest = 0;
   {
     reset_allocators();
@@ -264,12 +263,12 @@ CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t b
   int64_t best = -1;
   std::string best_policy;
   for (const std::string& policy : candidates) {
-    s.checkpoint = policy;
+    s.checkpoint = parse_checkpoint_policy(policy);
     const int64_t peak = estimate_memory(s, batch, optimizer).peak_allocated_bytes;
     c.tried.push_back({{"policy", policy}, {"peak_bytes", peak}});
     if (best < 0 || peak < best) { best = peak; best_policy = policy; }
     if (uint64_t(peak) <= budget) {
-      c.policy = policy;
+      c.policy = s.checkpoint;
       c.predicted_peak_bytes = peak;
       return c;
     }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
+#include "engine/nn/checkpoint_plan.h"
 #include "experiments/cli/model_arch.h"
 
 namespace oomlab {
@@ -71,7 +72,7 @@ struct ModelSpec {
   int64_t num_classes = 0;   // 0 -> model default (1000 ImageNet / 10 for 28x28 models / 2 BERT)
   int64_t seq_len = 0;       // token models: 0 -> the preset's seq_len
   ArchOverrides arch;        // --hidden/--layers/... (checked against the model's family)
-  std::string checkpoint = "none";   // --checkpoint policy (engine/nn/checkpoint_plan.h)
+  CheckpointPolicy checkpoint;       // --checkpoint, parsed once (engine/nn/checkpoint_plan.h)
   std::string amp = "off";           // --amp off|fp16|bf16 (engine/autograd/autocast.h)
   std::string loss_scale = "none";   // estimate: --loss-scale, canonical (engine/train/mixed_precision.h)
   bool half = false;                 // estimate: --half (engine/train/half_mode.h)
@@ -116,7 +117,7 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
 // ValueError naming the smallest peak any of them reaches when none fits.
 struct CheckpointBudgetChoice {
   uint64_t budget = 0;
-  std::string policy;                  // the concrete policy chosen
+  CheckpointPolicy policy;             // the concrete policy chosen
   int64_t predicted_peak_bytes = 0;    // its exact meta peak
   nlohmann::json tried = nlohmann::json::array();   // [{"policy", "peak_bytes"}], in order
   nlohmann::json to_json() const;

@@ -128,7 +128,7 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
             {"seed", c.seed},
             {"device_memory", c.device_memory}, {"shuffle", c.shuffle}, {"init", c.init}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
-            {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint},
+            {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint.spec},
             {"accumulate", c.accumulate}, {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
             {"on_oom", c.on_oom}, {"workers", c.workers}, {"pin_memory", c.pin_memory}, {"cuda_graphs", c.cuda_graphs},
             {"channels_last", c.channels_last},
@@ -161,20 +161,19 @@ ModelSpec probe_spec(const TrainConfig& c, const Datasets& data, int64_t seq_len
 
 // --checkpoint budget:SIZE -> a concrete policy, from exact meta peaks of this run's step
 // (its choice goes into `budget`); any other policy is returned as given.
-std::string resolve_checkpoint(const TrainConfig& c, const ModelSpec& ms, const Recipe& recipe, json& budget) {
-  const CheckpointPolicy p = parse_checkpoint_policy(c.checkpoint);
-  if (p.kind != CheckpointPolicy::Kind::budget) return c.checkpoint;
-  const CheckpointBudgetChoice ch = choose_checkpoint_budget(ms, c.batch, recipe.optimizer, parse_size(p.budget));
+CheckpointPolicy resolve_checkpoint(const TrainConfig& c, const ModelSpec& ms, const Recipe& recipe, json& budget) {
+  if (c.checkpoint.kind != CheckpointPolicy::Kind::budget) return c.checkpoint;
+  const CheckpointBudgetChoice ch = choose_checkpoint_budget(ms, c.batch, recipe.optimizer, c.checkpoint.budget_bytes);
   budget = ch.to_json();
   if (!c.quiet)
-    std::printf("--checkpoint %s: %s (exact meta peak of a step: %s)\n", c.checkpoint.c_str(), ch.policy.c_str(),
-                format_bytes(double(ch.predicted_peak_bytes)).c_str());
+    std::printf("--checkpoint %s: %s (exact meta peak of a step: %s)\n", c.checkpoint.spec.c_str(),
+                ch.policy.spec.c_str(), format_bytes(double(ch.predicted_peak_bytes)).c_str());
   return ch.policy;
 }
 
 // --on-oom split halves a batch down to one sample at worst: on a capped device one sample
 // of the longest batch must fit, or the run could only fail later.
-void check_split_can_fit(const TrainConfig& c, ModelSpec one, const Recipe& recipe, const std::string& checkpoint) {
+void check_split_can_fit(const TrainConfig& c, ModelSpec one, const Recipe& recipe, const CheckpointPolicy& checkpoint) {
   if (parse_on_oom(c.on_oom) != OnOom::split || c.device_memory == 0) return;
   one.checkpoint = checkpoint;
   const MemoryEstimate e = estimate_memory(one, 1, recipe.optimizer);
@@ -288,7 +287,7 @@ json train(const TrainConfig& c) {
   const DeviceType target = c.device.is_meta() ? DeviceType::cpu : c.device.type;
   if (c.half && backend_linked(device_type_name(target))) check_half_servable(ms, c.batch, recipe.optimizer, target);
   json budget;
-  const std::string checkpoint = resolve_checkpoint(c, ms, recipe, budget);
+  const CheckpointPolicy checkpoint = resolve_checkpoint(c, ms, recipe, budget);
   check_split_can_fit(c, ms, recipe, checkpoint);
   prepare_devices(c);
   OOMLAB_CHECK(c.batch <= data.train->size(), "impossible batch: --batch ", c.batch, " is larger than the ",
@@ -309,8 +308,7 @@ json train(const TrainConfig& c) {
         if (!c.quiet) print_init_report(c.init, r);
       }
     }
-    apply_checkpoint_plan(*model, plan_checkpoints(*model, model_probe_input(c.model, m),
-                                                   parse_checkpoint_policy(checkpoint)));
+    apply_checkpoint_plan(*model, plan_checkpoints(*model, model_probe_input(c.model, m), checkpoint));
     return model;
   };
   TrainerConfig t = trainer_config(c, recipe, config_json(c, recipe, given));

@@ -17,6 +17,7 @@
 
 #include "engine/core/device.h"
 #include "engine/core/tensor.h"
+#include "engine/nn/checkpoint_plan.h"
 #include "experiments/cli/model_arch.h"
 
 namespace oomlab {
@@ -63,7 +64,7 @@ struct TrainConfig {
   bool quiet = false;
   bool stop_on_nan = true;                 // --on-nan stop|continue (trainer.h)
   bool record_history = false;             // keep allocator trace + op spans for export
-  std::string checkpoint = "none";         // --checkpoint policy (engine/nn/checkpoint_plan.h)
+  CheckpointPolicy checkpoint;             // --checkpoint, parsed once (engine/nn/checkpoint_plan.h)
   std::string amp = "off";                 // --amp off|fp16|bf16 (engine/autograd/autocast.h)
   std::string loss_scale = "none";         // canonical --loss-scale (engine/train/mixed_precision.h)
   bool half = false;                       // --half (engine/train/half_mode.h)
