@@ -99,8 +99,10 @@ if [[ -n ${OOMLAB_KIT_RESUME:-} ]]; then
   find "$OOMLAB_KIT_RESUME" -maxdepth 1 -name '[0-9][0-9]_*.json' -exec cp {} "$kit/resume/" \;
 fi
 mkdir -p "$kit/scripts/oomlab_report"
-# attention_vs_torch's and export_model's writer; the verdict rule's paired ratio (gpu_rounds.py)
+# attention_vs_torch's and export_model's writer; the verdict rule's paired ratio (gpu_rounds.py);
+# the record README's lines for the experiments' gpu profiles (gpu_report.py)
 cp scripts/oomlab_report/__init__.py scripts/oomlab_report/atomic.py scripts/oomlab_report/verdict_rule.py \
+  scripts/oomlab_report/profile_lines.py \
   "$kit/scripts/oomlab_report/"
 
 # The CUDA libraries the binaries were built against (their major versions must match the

@@ -22,7 +22,8 @@ per binary and rc.txt; logs/: compute-sanitizer logs; run.log) and writes into O
                    with OOMLAB_KIT_REPEAT, "repeated": the rounds' pairs, their ratio's
                    interval and issue 31's bar verdicts (gpu_rounds.py)
   breakdown.txt    copied from res/
-  README.md        all of it in words and tables, with res/attention_cpu.json (the host
+  README.md        all of it in words and tables (the experiments' gpu profiles in OUT
+                   first: oomlab_report/profile_lines.py), with res/attention_cpu.json (the host
                    CPU's attention: oomlab eager / fused beside PyTorch SDPA,
                    scripts/attention_vs_torch.py) where the run has it
 Whatever is missing (a cut-off or failed run) is reported as missing, never invented.
@@ -37,6 +38,7 @@ from pathlib import Path
 
 import gpu_rounds   # scripts/gpu_rounds.py, beside this file (the kit packs both)
 from gpu_rounds import load_json
+from oomlab_report import profile_lines   # the experiments' gpu profiles in OUT (the kit packs it)
 
 
 def write(path, text):
@@ -310,7 +312,7 @@ def attention_cpu_lines(attn):
     return lines + [""]
 
 
-def readme(prov, t, pts, run_log, attn=None):
+def readme(prov, t, pts, run_log, attn=None, profiles=()):
     m = {k: prov.get("machine", {}).get(k, "unknown") for k in (
         "gpu", "compute_capability", "gpu_memory", "driver", "cuda_runtime", "cublas", "cudnn", "nccl", "torch")}
     kit = {k: prov.get("kit", {}).get(k) or "unknown" for k in ("packed_at", "nvcc")}
@@ -344,6 +346,7 @@ def readme(prov, t, pts, run_log, attn=None):
             lines.append(f"\ncompute-sanitizer {tool} of test_cuda_parity: exit {s['exit_status']}, {s['summary']}, "
                          f"{s['cases_ok']} cases OK, {s['seconds']} s")
         lines.append("")
+    lines += list(profiles)
     if pts:
         lines += ["## oomlab beside PyTorch eager (same call, alternating; medians)", "",
                   "| config | oomlab ms | PyTorch ms | time ratio | oomlab peak GB | PyTorch peak GB | peak ratio | meta / cuda peak |",
@@ -387,7 +390,8 @@ def main():
     if (work / "res" / "breakdown.txt").exists():
         write(out / "breakdown.txt", (work / "res" / "breakdown.txt").read_text(errors="replace"))
     attn = load_json(work / "res" / "attention_cpu.json")
-    write(out / "README.md", readme(prov, t, pts, run_log, attn if isinstance(attn, dict) else None))
+    write(out / "README.md", readme(prov, t, pts, run_log, attn if isinstance(attn, dict) else None,
+                                    profile_lines.lines(out)))
     return 0
 
 

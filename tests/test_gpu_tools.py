@@ -389,6 +389,7 @@ class GpuKit(unittest.TestCase):
                 self.assertEqual(res["verdict"]["status"], "pending GPU", name)
             res = json.loads((dry / "15_fused_attention.json").read_text())
             self.assertEqual({p["outcome"]["status"] for p in res["points"] if p["command"] == "torch"}, {"skipped"})
+            self.assertIn("### 06_checkpointing: pending GPU (20 points", (dry / "README.md").read_text())
             for f in ("README.md", "points.json", "tests.json", "provenance.json", "run.log", "logs.tar.gz",
                       "breakdown.txt"):
                 self.assertIn(f, files)
@@ -462,6 +463,7 @@ class GpuKit(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertFalse((cut / "11_data_parallel.json").exists())
             partial = json.loads((cut / "11_data_parallel.partial.json").read_text())
+            self.assertIn("**11_data_parallel**: cut by the budget", (cut / "README.md").read_text())
             self.assertLess(len(partial["points"]), 15)
             (kit / "resume").mkdir()
             shutil.copy(cut / "11_data_parallel.partial.json", kit / "resume")
