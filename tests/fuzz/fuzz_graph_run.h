@@ -20,7 +20,7 @@ inline void run_graph_file(const std::string& path, uint8_t how) {
   static const char* const kPolicies[] = {"none", "all", "sqrt", "selective:attention"};
   oomlab::ModelSpec spec;
   spec.model = "graph:" + path;
-  spec.checkpoint = kPolicies[(how >> 3) & 3];
+  spec.checkpoint = oomlab::parse_checkpoint_policy(kPolicies[(how >> 3) & 3]);
   const int64_t batch = 1 + (how & 3);
   oomlab::forget_graph_models();
   try {
