@@ -192,7 +192,7 @@ Plan plan_run(const std::string& dir, const RunOptions& o) {
   p.driver = &experiment_driver(p.name);
   p.device_text = run_device(p.spec, o.profile, o.device);
   p.device = parse_device(p.device_text);
-  check_device_usable(p.device, p.device_text);   // the gpu profile's default (cuda)
+  if (o.device.empty()) check_device_usable(p.device, p.device_text);   // the gpu profile's cuda (a given one: above)
   p.specs = expand_matrix(p.spec, o.profile, p.driver->spec_keys, spec_path.string(), o.device);
   for (const SpecField& f : p.driver->spec_fields) spec_field(p.spec, f, spec_path.string());
   if (o.profile == "gpu") check_gpu_claims(p.spec, p.specs, spec_path.string());
