@@ -14,6 +14,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from tests.report_test_util import run_make_report
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))   # a test is not a script of scripts/
 
@@ -268,12 +270,8 @@ class Appendix(unittest.TestCase):
             self.assertTrue((ROOT / "reports" / target).exists(), target)
 
     def test_make_report_appends_it_after_the_experiments(self):
-        import subprocess
-        probe = subprocess.run([sys.executable, "-c", "import matplotlib"], capture_output=True)
-        py = sys.executable if probe.returncode == 0 else "/usr/bin/python3"
         with tempfile.TemporaryDirectory() as out:
-            r = subprocess.run([py, "scripts/make_report.py", "--out", out], capture_output=True, text=True,
-                               cwd=ROOT, timeout=600)
+            r = run_make_report("--out", out)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             text = (Path(out) / "REPORT.md").read_text()
         self.assertIn("[GPU results](#gpu-results)", text.split("## 01_")[0])

@@ -10,11 +10,12 @@ Run: python3 -m unittest tests/test_gpu_results.py
 import copy
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 from pathlib import Path
+
+from tests.report_test_util import python_with_matplotlib, run_make_report
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))   # a test is not a script of scripts/
@@ -72,13 +73,6 @@ class NewestGpuResult(unittest.TestCase):
             self.assertIn("No GPU record", section("05_amp", None, "reports/results"))
 
 
-def python_with_matplotlib():
-    for py in (sys.executable, "/usr/bin/python3"):
-        if Path(py).exists() and subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode == 0:
-            return py
-    return None
-
-
 class GpuFigure(unittest.TestCase):
     def test_the_claims_units_and_values_come_from_their_text(self):
         from oomlab_report.gpu_figure import bound_of, unit_of
@@ -95,8 +89,7 @@ class GpuFigure(unittest.TestCase):
         self.assertEqual(bound_of(dict(claim, bound="above 0.95")), ("above", 0.95))
 
     def test_a_planted_record_draws_the_figure_and_the_section_links_it(self):
-        py = python_with_matplotlib()
-        if py is None:
+        if python_with_matplotlib() is None:
             self.skipTest("no python with matplotlib")
         with tempfile.TemporaryDirectory() as tmp:
             results, out = Path(tmp) / "results", Path(tmp) / "out"
@@ -104,8 +97,7 @@ class GpuFigure(unittest.TestCase):
             shutil.copy(ROOT / "reports" / "results" / "05_amp.json", results)
 
             def make_report(*extra):
-                return subprocess.run([py, str(ROOT / "scripts" / "make_report.py"), "--results", str(results),
-                                       "--out", str(out), *extra], capture_output=True, text=True, timeout=300)
+                return run_make_report("--results", results, "--out", out, *extra, timeout=300)
             r = make_report("--expected-figures")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertNotIn("figures/05_amp_gpu.png", r.stdout)   # no record: no GPU figure

@@ -23,11 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OOMLAB = ROOT / os.environ.get("OOMLAB_BUILD_DIR", "build") / "oomlab"
 sys.path.insert(0, str(ROOT / "scripts"))   # a test is not a script of scripts/
 from oomlab_report import schema  # noqa: E402
-
-
-def python_with_matplotlib():
-    probe = subprocess.run([sys.executable, "-c", "import matplotlib"], capture_output=True)
-    return sys.executable if probe.returncode == 0 else "/usr/bin/python3"
+from tests.report_test_util import python_with_matplotlib  # noqa: E402
 
 
 def run(*args):

@@ -21,6 +21,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from tests.report_test_util import run_make_report
+
 ROOT = Path(__file__).resolve().parent.parent
 TOP = ("reports", "experiments", "scripts", "docs", "tests", "kernels", "engine", "models")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -58,11 +60,8 @@ def check_links(text, out_dir, names=None):
 
 class ReportLinks(unittest.TestCase):
     def test_every_link_and_named_path_exists(self):
-        probe = subprocess.run([sys.executable, "-c", "import matplotlib"], capture_output=True)
-        py = sys.executable if probe.returncode == 0 else "/usr/bin/python3"
         with tempfile.TemporaryDirectory() as out:
-            r = subprocess.run([py, "scripts/make_report.py", "--out", out], capture_output=True, text=True,
-                               cwd=ROOT, timeout=600)
+            r = run_make_report("--out", out)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             text = (Path(out) / "REPORT.md").read_text(encoding="utf-8")
             self.assertEqual(check_links(text, out), [])
