@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 
 from oomlab_report.results import is_num
 from oomlab_report.atomic import save_fig_atomic
-from oomlab_report.fmt import md_table
+from oomlab_report.fmt import md_table, ratio_interval_text
 
 
 def plot_06(doc, path):
@@ -61,17 +61,6 @@ def plot_06(doc, path):
     save_fig_atomic(fig, path)
 
 
-def ratio_text(ci):
-    """The verdict rule's paired ratio as the summary holds it: estimate (95% CI lo-hi, n pairs)."""
-    if not is_num(ci.get("estimate")):
-        return "n/a"
-    n = ci.get("n", 0)
-    if not is_num(ci.get("lo")) or not is_num(ci.get("hi")) or n < 2:
-        return f"{ci['estimate']:.2f}x ({n} pair{'s' if n != 1 else ''}: no interval)"
-    what = "95% CI" if ci.get("enough") else "range"
-    return f"{ci['estimate']:.2f}x ({what} {ci['lo']:.2f}-{ci['hi']:.2f}, {n} pairs)"
-
-
 def median(values):
     v = sorted(x for x in values if is_num(x))
     if not v:
@@ -93,7 +82,7 @@ def mini_table(doc):
         if r["policy"] == "none":
             ratio = "1 (the reference)"
         elif ci:
-            ratio = f"{ratio_text(ci)}, {100 * (ci['estimate'] - 1):+.0f}%"
+            ratio = f"{ratio_interval_text(ci)}, {100 * (ci['estimate'] - 1):+.0f}%"
         else:
             ratio = f"{1 + r['time_overhead']:.2f}x (unpaired runs: not the rule's estimator)"
         runs = [v for v in r.get("step_s_runs") or [] if is_num(v)]

@@ -16,7 +16,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from oomlab_report.results import is_num
 from oomlab_report.atomic import save_fig_atomic
-from oomlab_report.fmt import md_table
+from oomlab_report.fmt import md_table, ratio_interval_text
 
 NORMS = (("bn", "per-device BN", "o-"), ("syncbn", "SyncBN", "s-"), ("gn", "GroupNorm", "^--"))
 
@@ -81,16 +81,6 @@ def plot_12(doc, path):
     save_fig_atomic(fig, path)
 
 
-def ratio_text(ci):
-    """The summary's paired ratio: estimate (95% CI lo-hi, n pairs), as the verdict states it."""
-    if not is_num(ci.get("estimate")):
-        return "n/a"
-    n = ci.get("n", 0)
-    if not is_num(ci.get("lo")) or not is_num(ci.get("hi")) or n < 2:
-        return f"{ci['estimate']:.2f}× ({n} pair{'s' if n != 1 else ''}: no interval)"
-    return f"{ci['estimate']:.2f}× ({'95% CI' if ci.get('enough') else 'range'} {ci['lo']:.2f}-{ci['hi']:.2f}, {n} pairs)"
-
-
 def _pct(r):
     return f"{100 * r['accuracy_mean']:.2f}% ± {100 * r['accuracy_std']:.2f}" if r and is_num(r["accuracy_mean"]) else "n/a"
 
@@ -115,7 +105,7 @@ def render(doc, out_dir):
                      _pct(by.get((b, "bn"))), _pct(by.get((b, "syncbn"))), _pct(by.get((b, "gn"))),
                      f"{gap:+.2f} ({spread:.2f})" if is_num(gap) and is_num(spread) else "n/a",
                      f"{g['gn_minus_bn_points']:+.2f}" if is_num(g.get("gn_minus_bn_points")) else "n/a",
-                     ratio_text(ci),
+                     ratio_interval_text(ci, "×"),
                      " / ".join(f"{1e3 * by[(b, n)]['step_time_s']:.0f}" if (b, n) in by else "—"
                                 for n in ("bn", "syncbn", "gn"))])
     parts.append(md_table(["per-device batch", "global batch", "lr", "steps", "seeds", "BN accuracy",

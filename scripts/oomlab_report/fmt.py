@@ -53,6 +53,18 @@ def fmt_ratio(a, b, digits=2):
     return f"{a / b:.{digits}f}×" if is_num(a) and is_num(b) and b else "—"
 
 
+def ratio_interval_text(ci, sign="x"):
+    """The verdict rule's paired ratio as a summary holds it (interval_json): "1.23x (95% CI
+    1.10-1.37, 5 pairs)", the observed range when too few pairs for the rule, "n/a" without one."""
+    if not is_num(ci.get("estimate")):
+        return "n/a"
+    n = ci.get("n", 0)
+    if not is_num(ci.get("lo")) or not is_num(ci.get("hi")) or n < 2:
+        return f"{ci['estimate']:.2f}{sign} ({n} pair{'s' if n != 1 else ''}: no interval)"
+    what = "95% CI" if ci.get("enough") else "range"
+    return f"{ci['estimate']:.2f}{sign} ({what} {ci['lo']:.2f}-{ci['hi']:.2f}, {n} pairs)"
+
+
 def cell(x):
     return str(x).replace("|", "\\|").replace("\n", "<br>")
 
