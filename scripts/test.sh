@@ -13,6 +13,8 @@
 #   * every committed results file valid (scripts/check_results.py);
 #   * every measured figure an experiment's README (or README.md, docs/) states by hand is in
 #     its results file (scripts/check_readme_figures.py; tests/test_readme_figures.py);
+#   * every repository file a source comment names exists (scripts/check_comment_refs.py;
+#     tests/test_comment_refs.py);
 #   * the figures and REPORT.md regenerated from the committed results into a temp dir
 #     (scripts/make_report.py); a missing, empty or non-PNG figure fails.
 # Steps after the build all run even if one fails; the exit status is non-zero on any failure.
@@ -51,10 +53,10 @@ if ! /usr/bin/python3 -m pyflakes scripts experiments tests/*.py; then
   failures+=("pyflakes")
 fi
 
-step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_*.py, test_report*.py, test_readme_figures.py)"
+step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_*.py, test_report*.py, test_readme_figures.py, test_comment_refs.py)"
 if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py tests/test_gpu_rounds.py \
      tests/test_gpu_records.py tests/test_gpu_results.py tests/test_report.py tests/test_report_links.py \
-     tests/test_readme_figures.py; then
+     tests/test_readme_figures.py tests/test_comment_refs.py; then
   failures+=("python tests")
 fi
 
