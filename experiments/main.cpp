@@ -21,7 +21,7 @@
 #include "experiments/cli/parity_step.h"
 #include "experiments/cli/tricks.h"
 #include "experiments/runner/run_command.h"
-#include "experiments/cli/child_process.h"
+#include "experiments/launch/child_process.h"
 
 namespace {
 int run_command(const std::string& cmd, const std::vector<std::string>& args);

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "engine/io/safetensors.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/train/train_command.h"
 #include "models/model_zoo.h"
 
 namespace oomlab::testing {
@@ -36,8 +36,8 @@ namespace oomlab::testing {
 inline constexpr double kEnvelope = 8.0;
 inline constexpr double kFloor = 2e-6;
 
-inline TrainConfig small_run(const std::string& model, const std::string& dataset) {
-  TrainConfig c;
+inline RunSpec small_run(const std::string& model, const std::string& dataset) {
+  RunSpec c;
   c.model = model;
   c.dataset = dataset;
   c.synthetic_size = 64;
@@ -56,7 +56,7 @@ inline TrainConfig small_run(const std::string& model, const std::string& datase
 // synthetic-seg), every floating value moved by `rel` of itself, or by one ulp (towards +inf
 // when ulp_direction > 0, -inf otherwise) when rel == 0, as a safetensors file for c.init. A shape that differs from what
 // train() builds fails the strict --init load, so a drift here cannot pass silently.
-inline void write_perturbed_init(const TrainConfig& c, double rel, const std::string& path, int ulp_direction = 1) {
+inline void write_perturbed_init(const RunSpec& c, double rel, const std::string& path, int ulp_direction = 1) {
   ModelConfig m;
   const ModelConfig d = default_model_config(c.model);
   m.num_classes = c.dataset == "synthetic-seq" ? 2 : c.num_classes;
@@ -87,7 +87,7 @@ struct CpuEnvelope {
 
 // The CPU run of `c` and the same run from initial weights moved by one ulp up and down
 // (rel == 0) or by +-rel (TF32 runs: 2^-11, TF32's rounding).
-inline CpuEnvelope cpu_envelope(TrainConfig c, const std::string& scratch_dir, double rel = 0.0) {
+inline CpuEnvelope cpu_envelope(RunSpec c, const std::string& scratch_dir, double rel = 0.0) {
   c.device = cpu_device();
   CpuEnvelope e;
   e.cpu = train(c);

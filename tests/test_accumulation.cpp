@@ -15,7 +15,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/accumulation.h"
 #include "engine/train/train_step.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/train/train_command.h"
 #include "models/model_zoo.h"
 #include "tests/zoo_test_util.h"
 
@@ -118,7 +118,7 @@ TEST(Accumulation, WithBatchNormItDiffersAndRunningStatsUpdatePerMicroBatch) {
 // same order (one loader batch of 16 per step): for the MLP the losses agree to float32
 // rounding; throughput counts samples.
 TEST(Accumulation, TrainerKeepsTheSampleOrderAndCountsSamples) {
-  TrainConfig c;
+  RunSpec c;
   c.model = "mlp";
   c.dataset = "synthetic";
   c.input = {1, 28, 28};
@@ -147,7 +147,7 @@ TEST(Accumulation, TrainerKeepsTheSampleOrderAndCountsSamples) {
 // --workers N builds batches on N threads: the run is bit-identical for any N (same
 // batches in the same order), 0 included (built in the loop).
 TEST(Workers, RunIsTheSameForAnyNumberOfWorkers) {
-  TrainConfig c;
+  RunSpec c;
   c.model = "mlp";
   c.dataset = "synthetic";
   c.input = {1, 28, 28};
@@ -170,7 +170,7 @@ TEST(Workers, RunIsTheSameForAnyNumberOfWorkers) {
 }
 
 TEST(Accumulation, BadValuesAreClearErrors) {
-  TrainConfig c;
+  RunSpec c;
   c.model = "mlp";
   c.dataset = "synthetic";
   c.synthetic_size = 64;

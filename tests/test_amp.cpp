@@ -38,7 +38,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 #include "models/model_zoo.h"
 #include "tests/zoo_test_util.h"
 
@@ -448,17 +448,16 @@ TEST(Autocast, MetaRefusesAnOpDtypeTheCpuLacksWithTheCpusMessage) {
 // ---- the per-op dtype audit: summary rows and Chrome-trace events ------------------------------
 
 TEST(Autocast, SummaryShowsEachLayersComputeDtype) {
-  ModelSpec spec;
-  spec.model = "bert-tiny";
+  RunSpec spec = RunSpec::for_model("bert-tiny");
   spec.seq_len = 16;
-  spec.amp = "bf16";
+  spec.amp = DType::bf16;
   const ModelSummary s = summarize_model(spec, 2);
   std::map<std::string, std::string> by_type;
   for (const LayerRow& r : s.layers) by_type[r.type] = r.compute_dtype;
   EXPECT_EQ(by_type["Linear"], "bfloat16");
   EXPECT_EQ(by_type["LayerNorm"], "float32");
   EXPECT_EQ(by_type["Embedding"], "float32") << "unlisted: the weight's dtype";
-  spec.amp = "off";
+  spec.amp = std::nullopt;
   for (const LayerRow& r : summarize_model(spec, 2).layers) EXPECT_EQ(r.compute_dtype, r.output_dtype) << r.name;
 }
 

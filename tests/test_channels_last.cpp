@@ -22,8 +22,8 @@
 #include "engine/nn/layers.h"
 #include "engine/ops/elementwise.h"
 #include "engine/train/channels_last.h"
-#include "experiments/cli/train_checks.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/plan/run_spec.h"
+#include "experiments/train/train_command.h"
 #include "models/model_zoo.h"
 
 using namespace oomlab;
@@ -31,8 +31,8 @@ using namespace oomlab;
 namespace {
 const Device kMeta{DeviceType::meta, 0};
 
-TrainConfig image_run(Device device = cpu_device()) {
-  TrainConfig c;
+RunSpec image_run(Device device = cpu_device()) {
+  RunSpec c;
   c.model = "resnet20";
   c.dataset = "synthetic";
   c.input = {3, 32, 32};
@@ -57,7 +57,7 @@ std::vector<double> losses(const nlohmann::json& r) {
 // one update) within `rel`; later ones within 20 * rel, as float32 rounding differences of
 // the differently summed convolutions grow over SGD steps on these tiny batches (measured:
 // 1e-7 at step 1 to ~5e-4 at step 4 in float32).
-void expect_follows_nchw(TrainConfig c, double rel, const char* what) {
+void expect_follows_nchw(RunSpec c, double rel, const char* what) {
   c.channels_last = false;
   const std::vector<double> base = losses(train(c));
   c.channels_last = true;
@@ -95,12 +95,12 @@ TEST(ChannelsLast, ConvertsTheFourDimensionalParametersInPlace) {
 
 // One test a configuration (ctest runs them side by side): the channels_last run follows
 // the NCHW run with the technique on.
-struct FollowCase { const char* name; double rel; void (*set)(TrainConfig&); };
+struct FollowCase { const char* name; double rel; void (*set)(RunSpec&); };
 void PrintTo(const FollowCase& c, std::ostream* os) { *os << c.name; }
 class ChannelsLastFollows : public ::testing::TestWithParam<FollowCase> {};
 
 TEST_P(ChannelsLastFollows, TrainingFollowsTheNchwRun) {
-  TrainConfig c = image_run();
+  RunSpec c = image_run();
   GetParam().set(c);
   expect_follows_nchw(c, GetParam().rel, GetParam().name);
 }
@@ -108,21 +108,21 @@ TEST_P(ChannelsLastFollows, TrainingFollowsTheNchwRun) {
 INSTANTIATE_TEST_SUITE_P(
     Techniques, ChannelsLastFollows,
     ::testing::Values(
-        FollowCase{"sgd", 1e-4, [](TrainConfig&) {}},
+        FollowCase{"sgd", 1e-4, [](RunSpec&) {}},
         // bf16 rounding of differently summed convolutions
-        FollowCase{"amp_bf16", 1e-3, [](TrainConfig& c) { c.amp = "bf16"; }},
-        FollowCase{"checkpoint_sqrt", 1e-4, [](TrainConfig& c) { c.checkpoint = parse_checkpoint_policy("sqrt"); }},
-        FollowCase{"accumulate_2", 1e-4, [](TrainConfig& c) { c.accumulate = 2; }},
-        FollowCase{"adamw", 1e-4, [](TrainConfig& c) { c.optimizer = "adamw"; c.lr = 1e-3; }},
-        FollowCase{"dp", 1e-4, [](TrainConfig& c) { c.parallel = "dp"; c.devices = 2; }},
-        FollowCase{"ddp", 1e-4, [](TrainConfig& c) { c.parallel = "ddp"; c.devices = 2; }}),
+        FollowCase{"amp_bf16", 1e-3, [](RunSpec& c) { c.amp = DType::bf16; }},
+        FollowCase{"checkpoint_sqrt", 1e-4, [](RunSpec& c) { c.checkpoint = parse_checkpoint_policy("sqrt"); }},
+        FollowCase{"accumulate_2", 1e-4, [](RunSpec& c) { c.accumulate = 2; }},
+        FollowCase{"adamw", 1e-4, [](RunSpec& c) { c.optimizer = "adamw"; c.lr = 1e-3; }},
+        FollowCase{"dp", 1e-4, [](RunSpec& c) { c.parallel = ParallelMode::dp; c.devices = 2; }},
+        FollowCase{"ddp", 1e-4, [](RunSpec& c) { c.parallel = ParallelMode::ddp; c.devices = 2; }}),
     [](const ::testing::TestParamInfo<FollowCase>& i) { return std::string(i.param.name); });
 
 TEST(ChannelsLast, EveryConvolutionRunsChannelsLast) {
   // resnet20 on one-channel 28x28 images: the stem's [16, 1, 3, 3] weight and the batch are
   // restrided (torch's to(memory_format)), so the stem runs NHWC too, not only the blocks
   for (const Shape& input : {Shape{1, 28, 28}, Shape{3, 32, 32}}) {
-    TrainConfig c = image_run();
+    RunSpec c = image_run();
     c.input = input;
     c.steps = 2;
     c.channels_last = true;
@@ -140,13 +140,13 @@ TEST(ChannelsLast, EveryConvolutionRunsChannelsLast) {
 TEST(ChannelsLast, ACheckpointResumesWithoutIt) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "oomlab_channels_last_ckpt";
   std::filesystem::remove_all(dir);
-  TrainConfig c = image_run();
+  RunSpec c = image_run();
   c.steps = 6;
   c.channels_last = true;
   c.save_dir = dir.string();
   c.save_every = 3;
   const std::vector<double> whole = losses(train(c));   // the run that wrote step-3
-  TrainConfig r = image_run();
+  RunSpec r = image_run();
   r.steps = 6;
   r.resume_dir = (dir / "step-3").string();
   const std::vector<double> resumed = losses(train(r));   // NCHW from the channels_last weights
@@ -159,14 +159,14 @@ TEST(ChannelsLast, ACheckpointResumesWithoutIt) {
 }
 
 TEST(ChannelsLast, MetaPeakIsNchws) {
-  TrainConfig c = image_run(kMeta);
+  RunSpec c = image_run(kMeta);
   c.model = "resnet50";
   c.input = {3, 224, 224};
   c.batch = 32;
   c.steps = 2;
   c.synthetic_size = 64;
   auto peak = [&](bool cl) {
-    TrainConfig t = c;
+    RunSpec t = c;
     t.channels_last = cl;
     return train(t)["memory"]["devices"]["meta:0"]["allocated_bytes.all.peak"].get<int64_t>();
   };
@@ -179,7 +179,7 @@ TEST(ChannelsLast, MetaPeakIsNchws) {
 }
 
 TEST(ChannelsLast, TokenModelsAreRefused) {
-  TrainConfig c = image_run(kMeta);
+  RunSpec c = image_run(kMeta);
   c.model = "bert-tiny";
   c.dataset = "synthetic-seq";
   c.input = {};

@@ -18,7 +18,7 @@
 #include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 #include "models/model_zoo.h"
 #include "tests/zoo_test_util.h"
 
@@ -261,8 +261,7 @@ TEST(Checkpoint, MetaTraceEqualsCpuWithRecompute) {
 // budget:SIZE picks, among none and every:K (K from the longest chain down), the first plan
 // whose exact meta peak fits: the one with the fewest blocks re-run.
 TEST(Checkpoint, BudgetPicksTheLeastRecomputeThatFits) {
-  ModelSpec spec;
-  spec.model = "bert-mini";
+  RunSpec spec = RunSpec::for_model("bert-mini");
   spec.seq_len = 64;
   const CheckpointBudgetChoice roomy = choose_checkpoint_budget(spec, 16, "adamw", uint64_t(1) << 40);
   EXPECT_EQ(roomy.policy.spec, "none");

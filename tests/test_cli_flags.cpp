@@ -2,8 +2,8 @@
 // of every flag: the README's synopses and the fuzz dictionary equal its rendering (run with
 // OOMLAB_UPDATE_GOLDEN=1 to rewrite both from the table), the table is consistent (rules
 // name flags of the same command, a rule's flag has a value to test), each kind of check and
-// rule fires with its one wording, `--help` prints the table's text, and the TrainConfig the
-// CLI builds from no flags is TrainConfig's own default.
+// rule fires with its one wording, `--help` prints the table's text, and the RunSpec the
+// CLI builds from no flags is RunSpec's own default.
 // ctest tier: cli
 #include <gtest/gtest.h>
 
@@ -16,7 +16,8 @@
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/flag_table.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/cli/run_spec_flags.h"
+#include "experiments/train/train_command.h"
 
 using namespace oomlab;
 
@@ -158,9 +159,9 @@ TEST(FlagTable, ReadingAnUndeclaredFlagIsAnInternalError) {
   EXPECT_EQ(a.get_int("batch"), 1);
 }
 
-TEST(FlagTable, NoFlagsGiveTrainConfigsOwnDefaults) {
-  const TrainConfig own;
-  const TrainConfig from_cli = train_config(CliArgs({"--model", own.model, "--dataset", own.dataset}, "train"));
+TEST(FlagTable, NoFlagsGiveRunSpecsOwnDefaults) {
+  const RunSpec own;
+  const RunSpec from_cli = train_spec(CliArgs({"--model", own.model, "--dataset", own.dataset}, "train"));
   EXPECT_EQ(from_cli.model, own.model);
   EXPECT_EQ(from_cli.dataset, own.dataset);
   EXPECT_EQ(from_cli.batch, own.batch);
@@ -179,6 +180,22 @@ TEST(FlagTable, NoFlagsGiveTrainConfigsOwnDefaults) {
   EXPECT_EQ(from_cli.amp, own.amp);
   EXPECT_EQ(from_cli.checkpoint.spec, own.checkpoint.spec);
   EXPECT_EQ(from_cli.device.str(), own.device.str());
+}
+
+// ArchOverrides::check_fits (the planner's own check, below the CLI) names each architecture
+// flag's model use itself: the flag table's `models` column must say the same.
+TEST(FlagTable, ArchFlagUsesAreTheTables) {
+  for (const auto& [flag, use] : arch_flag_uses()) {
+    const FlagSpec* f = find_flag("train", flag);
+    ASSERT_NE(f, nullptr) << flag;
+    EXPECT_EQ(f->models, use) << flag;
+  }
+  size_t arch_rows = 0;
+  for (const FlagSpec* f : flags_of("train"))
+    if (f->models.find("shape") != std::string::npos || f->name == "dropout" || f->name == "norm" ||
+        f->name == "fuse-relu" || f->name == "attention")
+      ++arch_rows;
+  EXPECT_EQ(arch_rows, arch_flag_uses().size());
 }
 
 TEST(FlagTable, HelpPrintsTheTable) {

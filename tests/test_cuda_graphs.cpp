@@ -28,10 +28,10 @@
 #include "engine/ops/elementwise.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/graphed_step.h"
-#include "experiments/cli/largest_batch.h"
-#include "experiments/cli/memory_report.h"
-#include "experiments/cli/train_checks.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/plan/largest_batch.h"
+#include "experiments/plan/memory_report.h"
+#include "experiments/plan/run_spec.h"
+#include "experiments/train/train_command.h"
 
 using namespace oomlab;
 using namespace oomlab::testing;
@@ -39,8 +39,8 @@ using namespace oomlab::testing;
 namespace {
 const Device kMeta{DeviceType::meta, 0};
 
-TrainConfig image_run(Device device, const std::string& model = "resnet20") {
-  TrainConfig c;
+RunSpec image_run(Device device, const std::string& model = "resnet20") {
+  RunSpec c;
   c.model = model;
   c.dataset = "synthetic";
   c.input = {3, 32, 32};
@@ -73,10 +73,10 @@ struct DeterministicCudnn {
 
 // `base` trained eagerly and with --cuda-graphs: the graphed run's losses equal the eager
 // run's within float32 rounding (relative 1e-5); returns the graphed run's metrics.
-nlohmann::json expect_graphed_losses_match(const TrainConfig& base) {
+nlohmann::json expect_graphed_losses_match(const RunSpec& base) {
   const DeterministicCudnn deterministic;
   const nlohmann::json eager = train(base)["metrics"];
-  TrainConfig c = base;
+  RunSpec c = base;
   c.cuda_graphs = true;
   nlohmann::json graphed = train(c)["metrics"];
   const auto& le = eager["history"]["train_loss"];
@@ -136,7 +136,7 @@ TEST(DeviceGraph, AFailedCaptureReleasesItsPool) {
 
 TEST(GraphedTraining, MetaRunKeepsTheEagerPeakAndItsPoolReplacesTheCache) {
   const nlohmann::json eager = train(image_run(kMeta));
-  TrainConfig c = image_run(kMeta);
+  RunSpec c = image_run(kMeta);
   c.cuda_graphs = true;
   const nlohmann::json graphed = train(c);
   const nlohmann::json& g = graphed["metrics"]["cuda_graphs"];
@@ -225,7 +225,7 @@ TEST(GraphedTraining, DropoutAdvancesTheGeneratorAsTheEagerRunDoes) {
 // Gradient accumulation is captured whole (the micro-batches' loss summed on the device):
 // the step's loss is the eager run's (meta: no values; the warm-up, capture and replays run).
 TEST(GraphedTraining, AccumulationIsCapturedWhole) {
-  TrainConfig c = image_run(kMeta);
+  RunSpec c = image_run(kMeta);
   c.accumulate = 2;
   c.cuda_graphs = true;
   EXPECT_NO_THROW(check_train_config(c));
@@ -236,7 +236,7 @@ TEST(GraphedTraining, AccumulationIsCapturedWhole) {
 // BERT's step is capturable (positions and padding mask made on the device: token_inputs),
 // dropout included: on meta it warms up, captures and replays like the CNNs.
 TEST(GraphedTraining, BertTrainsGraphedWithFixedLengthBatches) {
-  TrainConfig c = image_run(kMeta, "bert-tiny");
+  RunSpec c = image_run(kMeta, "bert-tiny");
   c.dataset = "synthetic-seq";
   c.input = {};
   c.seq_min_len = c.seq_len;
@@ -266,7 +266,7 @@ TEST(DeviceGraph, ADrawThatCannotBeReplayedFailsTheCapture) {
 }
 
 TEST(GraphedTraining, TheCliRefusesWhatAReplayWouldFreeze) {
-  auto refused = [](TrainConfig c, const std::string& words) {
+  auto refused = [](RunSpec c, const std::string& words) {
     c.cuda_graphs = true;
     try {
       check_train_config(c);
@@ -276,26 +276,25 @@ TEST(GraphedTraining, TheCliRefusesWhatAReplayWouldFreeze) {
     }
   };
   refused(image_run(cpu_device()), "--cuda-graphs needs --device cuda");
-  TrainConfig scaled = image_run(kMeta);
-  scaled.amp = "fp16";
-  scaled.loss_scale = "dynamic";
+  RunSpec scaled = image_run(kMeta);
+  scaled.amp = DType::f16;
+  scaled.loss_scale = parse_loss_scale("dynamic", true);
   refused(scaled, "without loss scaling");
-  TrainConfig tokens = image_run(kMeta, "bert-tiny");
+  RunSpec tokens = image_run(kMeta, "bert-tiny");
   tokens.dataset = "synthetic-seq";
   tokens.input = {};
   refused(tokens, "give --seq-min-len 32");   // lengths vary from batch to batch
   tokens.seq_min_len = tokens.seq_len;
-  EXPECT_NO_THROW(check_train_config([&] { TrainConfig t = tokens; t.cuda_graphs = true; return t; }()));
+  EXPECT_NO_THROW(check_train_config([&] { RunSpec t = tokens; t.cuda_graphs = true; return t; }()));
 }
 
 // `estimate --cuda-graphs`: the capture after the eager steps, on meta: its pool and its
 // reserved peak count, so no larger batch fits a card than eagerly.
 TEST(GraphedEstimate, CountsThePoolAndFitsNoLargerBatch) {
-  ModelSpec s;
-  s.model = "resnet20";
+  RunSpec s = RunSpec::for_model("resnet20");
   s.input = {3, 32, 32};
   const MemoryEstimate eager = estimate_memory(s, 64, "sgd");
-  ModelSpec sg = s;
+  RunSpec sg = s;
   sg.cuda_graphs = true;
   const MemoryEstimate g = estimate_memory(sg, 64, "sgd");
   EXPECT_EQ(eager.graph_pool_bytes, -1);
@@ -311,9 +310,15 @@ TEST(GraphedEstimate, CountsThePoolAndFitsNoLargerBatch) {
 }
 
 TEST(GraphedEstimate, TheModelRulesAreTrainsToo) {
-  EXPECT_NO_THROW(check_cuda_graphs_model("resnet50", "none"));
-  EXPECT_NO_THROW(check_cuda_graphs_model("bert-base", "none"));
-  EXPECT_THROW(check_cuda_graphs_model("resnet50", "dynamic"), ValueError);
+  auto graphed = [](const std::string& model, LossScaleSpec::Kind scale) {
+    RunSpec s = RunSpec::for_model(model);
+    s.cuda_graphs = true;
+    s.loss_scale.kind = scale;
+    return s;
+  };
+  EXPECT_NO_THROW(check_run_model_techniques(graphed("resnet50", LossScaleSpec::Kind::none)));
+  EXPECT_NO_THROW(check_run_model_techniques(graphed("bert-base", LossScaleSpec::Kind::none)));
+  EXPECT_THROW(check_run_model_techniques(graphed("resnet50", LossScaleSpec::Kind::dynamic)), ValueError);
 }
 
 TEST(CudaGraphs, ACapturedKernelReplaysOnNewInput) {
@@ -347,13 +352,13 @@ INSTANTIATE_TEST_SUITE_P(Recipes, CudaGraphsRecipe, ::testing::Values("sgd/const
 TEST_P(CudaGraphsRecipe, AGraphedRunsLossesEqualTheEagerRuns) {
   OOMLAB_REQUIRE_CUDA();
   const std::string recipe = GetParam();
-  TrainConfig base = image_run(cuda0());
+  RunSpec base = image_run(cuda0());
   base.optimizer = recipe.substr(0, recipe.find('/'));
   base.schedule = recipe.substr(recipe.find('/') + 1);
   if (base.optimizer == "adamw") base.lr = 1e-3;
   const DeterministicCudnn deterministic;
   const nlohmann::json eager = train(base)["metrics"];
-  TrainConfig c = base;
+  RunSpec c = base;
   c.cuda_graphs = true;
   const nlohmann::json graphed = train(c)["metrics"];
   EXPECT_EQ(graphed["cuda_graphs"]["replays"], 4);
@@ -370,7 +375,7 @@ TEST_P(CudaGraphsRecipe, AGraphedRunsLossesEqualTheEagerRuns) {
 // VGG's classifier dropout under graphs: every replay draws fresh masks, the eager run's.
 TEST(CudaGraphs, DropoutReplaysMatchTheEagerRun) {
   OOMLAB_REQUIRE_CUDA();
-  TrainConfig base = image_run(cuda0(), "vgg11");
+  RunSpec base = image_run(cuda0(), "vgg11");
   base.steps = 6;
   expect_graphed_losses_match(base);
 }
@@ -379,7 +384,7 @@ TEST(CudaGraphs, DropoutReplaysMatchTheEagerRun) {
 // run's losses.
 TEST(CudaGraphs, BertReplaysMatchTheEagerRun) {
   OOMLAB_REQUIRE_CUDA();
-  TrainConfig base = image_run(cuda0(), "bert-tiny");
+  RunSpec base = image_run(cuda0(), "bert-tiny");
   base.dataset = "synthetic-seq";
   base.input = {};
   base.seq_min_len = base.seq_len;
@@ -392,7 +397,7 @@ TEST(CudaGraphs, BertReplaysMatchTheEagerRun) {
 // within float32 rounding (the reported loss also within an ulp of the host's division).
 TEST(CudaGraphs, AccumulatedReplaysMatchTheEagerRun) {
   OOMLAB_REQUIRE_CUDA();
-  TrainConfig base = image_run(cuda0());
+  RunSpec base = image_run(cuda0());
   base.accumulate = 2;
   base.batch = 4;
   expect_graphed_losses_match(base);

@@ -27,7 +27,7 @@
 #include "engine/data/dataloader.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/train/train_command.h"
 #include "models/model_zoo.h"
 
 using namespace oomlab;
@@ -149,11 +149,11 @@ TEST(ShortRunComparison, PassesRoundingFailsWrongWeightsAndUpdates) {
   const std::string dir = scratch_dir();
   for (const char* ds : {"synthetic", "synthetic-seg"}) {
     const bool sgd = ds == std::string("synthetic");
-    TrainConfig c = small_run(sgd ? "resnet20" : "unet-small", ds);
+    RunSpec c = small_run(sgd ? "resnet20" : "unet-small", ds);
     SCOPED_TRACE(c.model);
     const CpuEnvelope e = cpu_envelope(c, dir);
     EXPECT_TRUE(within_rounding_envelope(e.cpu, e));   // itself
-    TrainConfig other = c;                              // rounded the other way: half an ulp down, to nearest
+    RunSpec other = c;                              // rounded the other way: half an ulp down, to nearest
     const std::string init = dir + "/down.safetensors";
     write_perturbed_init(c, -std::numeric_limits<float>::epsilon() / 2, init);
     other.init = init;
@@ -161,7 +161,7 @@ TEST(ShortRunComparison, PassesRoundingFailsWrongWeightsAndUpdates) {
     write_perturbed_init(c, 1e-4, init);                 // weights off by 1e-4 (a bad cast, say)
     EXPECT_FALSE(within_rounding_envelope(train(other), e));
     if (sgd) {                                          // an update off by 5%
-      TrainConfig wrong_lr = c;
+      RunSpec wrong_lr = c;
       wrong_lr.lr = *c.lr * 1.05;
       EXPECT_FALSE(within_rounding_envelope(train(wrong_lr), e));
     }
@@ -179,7 +179,7 @@ TEST(CudaTrainer, ShortRunsMatchCpu) {
       {"mlp", "synthetic"}, {"resnet20", "synthetic"}, {"bert-tiny", "synthetic-seq"}, {"unet-small", "synthetic-seg"}};
   for (auto [model, dataset] : runs) {
     SCOPED_TRACE(model);
-    TrainConfig c = small_run(model, dataset);
+    RunSpec c = small_run(model, dataset);
     const CpuEnvelope e = cpu_envelope(c, dir, tf32_enabled() ? std::ldexp(1.0, -11) : 0.0);
     c.device = cuda0();
     nlohmann::json got = train(c);
@@ -200,13 +200,13 @@ TEST(CudaTrainer, ShortRunsMatchCpu) {
 // DDP with SyncBatchNorm follows the CPU's DDP with SyncBatchNorm step by step.
 TEST(CudaTrainer, DataParallelOnLogicalDevicesMatchesCpu) {
   OOMLAB_REQUIRE_CUDA();
-  const TrainConfig base = small_run("mlp", "synthetic");   // global batch 16
+  const RunSpec base = small_run("mlp", "synthetic");   // global batch 16
   const nlohmann::json want = train(base);
   const double want_test = want["metrics"]["history"]["epochs"].back()["test_loss"].get<double>();
-  struct Mode { const char* parallel; int64_t batch, gpu0; };
-  for (const Mode& m : {Mode{"dp", 16, -1}, Mode{"bdp", 16, 4}, Mode{"ddp", 8, -1}}) {
-    SCOPED_TRACE(m.parallel);
-    TrainConfig c = base;
+  struct Mode { ParallelMode parallel; int64_t batch, gpu0; };
+  for (const Mode& m : {Mode{ParallelMode::dp, 16, -1}, Mode{ParallelMode::bdp, 16, 4}, Mode{ParallelMode::ddp, 8, -1}}) {
+    SCOPED_TRACE(parallel_mode_name(m.parallel));
+    RunSpec c = base;
     c.device = cuda0();
     c.parallel = m.parallel;
     c.devices = 2;
@@ -217,8 +217,8 @@ TEST(CudaTrainer, DataParallelOnLogicalDevicesMatchesCpu) {
     EXPECT_NEAR(got["metrics"]["history"]["epochs"].back()["test_loss"].get<double>(), want_test,
                 1e-3 * std::max(1.0, want_test));
   }
-  TrainConfig r = small_run("resnet20", "synthetic");
-  r.parallel = "ddp";
+  RunSpec r = small_run("resnet20", "synthetic");
+  r.parallel = ParallelMode::ddp;
   r.devices = 2;
   r.batch = 8;
   r.sync_bn = true;
@@ -230,7 +230,7 @@ TEST(CudaTrainer, DataParallelOnLogicalDevicesMatchesCpu) {
 
 TEST(CudaTrainer, DeviceMemoryCapRaisesOutOfMemoryError) {
   OOMLAB_REQUIRE_CUDA();
-  TrainConfig c = small_run("resnet20", "synthetic");
+  RunSpec c = small_run("resnet20", "synthetic");
   c.device = cuda0();
   c.device_memory = 1 << 20;
   std::string msg;
@@ -245,7 +245,7 @@ TEST(CudaTrainer, CheckpointResumesOnCudaAndOnCpu) {
   OOMLAB_REQUIRE_CUDA();
   const fs::path dir = fs::temp_directory_path() / ("oomlab_cuda_ckpt_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  TrainConfig c = small_run("mlp", "synthetic");
+  RunSpec c = small_run("mlp", "synthetic");
   c.steps = 4;
   c.optimizer = "adam";
   c.lr = 1e-3;
@@ -255,7 +255,7 @@ TEST(CudaTrainer, CheckpointResumesOnCudaAndOnCpu) {
   c.save_every = 2;
   nlohmann::json full = train(c);
   ASSERT_TRUE(fs::exists(dir / "step-2" / "model.safetensors"));
-  TrainConfig r = c;
+  RunSpec r = c;
   r.save_dir.clear();
   r.resume_dir = (dir / "step-2").string();
   expect_close_histories(train(r), full, 1e-5);   // resumed on cuda

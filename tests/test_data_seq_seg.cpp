@@ -20,8 +20,8 @@
 #include "engine/data/dataloader.h"
 #include "engine/data/synthetic_seg.h"
 #include "engine/data/synthetic_seq.h"
-#include "experiments/cli/memory_report.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/plan/memory_report.h"
+#include "experiments/train/train_command.h"
 #include "models/model_zoo.h"
 #include "tests/temp_dir_util.h"
 
@@ -284,7 +284,7 @@ struct SingleThreaded {
 
 TEST(SeqSegTrainer, BertTinyLearnsSyntheticSeq) {
   SingleThreaded one_thread;
-  TrainConfig c;
+  RunSpec c;
   c.model = "bert-tiny";
   c.dataset = "synthetic-seq";
   c.seq_len = 16;
@@ -313,7 +313,7 @@ TEST(SeqSegTrainer, BertTinyLearnsSyntheticSeq) {
 // batch 32), with the bert family's default recipe and no recipe flag.
 TEST(SeqSegTrainer, BertMiniReaches95PercentOnSyntheticSeq) {
   SingleThreaded one_thread;
-  TrainConfig c;
+  RunSpec c;
   c.model = "bert-mini";
   c.dataset = "synthetic-seq";
   c.seq_len = 32;
@@ -337,7 +337,7 @@ TEST(SeqSegTrainer, BertMiniReaches95PercentOnSyntheticSeq) {
 // classes; a learnt UNet separates the shapes (about 0.95 after 60 steps here).
 TEST(SeqSegTrainer, UnetSmallLearnsSyntheticSeg) {
   SingleThreaded one_thread;
-  TrainConfig c;
+  RunSpec c;
   c.model = "unet-small";
   c.dataset = "synthetic-seg";
   c.input = {3, 32, 32};

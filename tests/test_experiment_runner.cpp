@@ -19,7 +19,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 #include "experiments/runner/experiment_runner.h"
 #include "experiments/runner/matrix.h"
 #include "experiments/runner/registry.h"
@@ -120,8 +120,7 @@ TEST(ExperimentRunner, TransformerActivationMemoryMatchesFp32Formula) {
 // `oomlab summary` for BERT: each encoder layer's attention core is a parameterless leaf
 // row of its own, and nothing is left in the "saved by non-leaf modules" lump.
 TEST(ExperimentRunner, BertSummaryHasAttentionCoreRowPerLayer) {
-  ModelSpec spec;
-  spec.model = "bert-tiny";
+  RunSpec spec = RunSpec::for_model("bert-tiny");
   spec.seq_len = 64;
   const int64_t b = 2, s = 64, h = 128, a = 2;
   ModelSummary sum = summarize_model(spec, b);

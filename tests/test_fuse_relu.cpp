@@ -16,7 +16,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
-#include "experiments/cli/model_arch.h"
+#include "experiments/plan/model_arch.h"
 #include "tests/zoo_step_util.h"
 #include "tests/op_test_util.h"
 

@@ -24,7 +24,7 @@
 #include "engine/train/half_mode.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 #include "models/model_zoo.h"
 #include "tests/zoo_test_util.h"
 
@@ -237,12 +237,11 @@ TEST(HalfMode, MetaTraceEqualsCpuForHalfAndMasterWeightSteps) {
 // Model state per parameter with Adam: plain half 2 + 2 + 2 x 2 bytes; master weights add
 // a float32 copy and a float32 gradient (the float16 gradient is freed when moved).
 TEST(HalfMode, EstimateCountsHalfAndMasterState) {
-  ModelSpec s;
-  s.model = "tiny-ff";
+  RunSpec s = RunSpec::for_model("tiny-ff");
   s.half = true;
   const MemoryEstimate plain = estimate_memory(s, 8, "adam");
   s.master_weights = true;
-  s.loss_scale = "dynamic";
+  s.loss_scale = parse_loss_scale("dynamic", true);
   const MemoryEstimate master = estimate_memory(s, 8, "adam");
   const double p = double(plain.params);
   EXPECT_DOUBLE_EQ(double(plain.params_bytes + plain.grads_bytes + plain.optimizer_state_bytes) / p, 8.0);
@@ -258,8 +257,7 @@ TEST(HalfMode, EstimateCountsHalfAndMasterState) {
 // work, while with master weights (float32 logits) it is served. A CPU-only build has no
 // cuda kernel at all.
 TEST(HalfMode, PreflightRefusesABackendWithoutFloat16Kernels) {
-  ModelSpec s;
-  s.model = "unet-small";
+  RunSpec s = RunSpec::for_model("unet-small");
   s.half = true;
   EXPECT_NO_THROW(check_half_servable(s, 2, "sgd", DeviceType::cpu));
   try {
@@ -274,7 +272,7 @@ TEST(HalfMode, PreflightRefusesABackendWithoutFloat16Kernels) {
   EXPECT_EQ(meta_emulated_device_type(), DeviceType::cpu) << "the guard is released";
   if (built_with_cuda()) {
     s.master_weights = true;
-    s.loss_scale = "dynamic";
+    s.loss_scale = parse_loss_scale("dynamic", true);
     EXPECT_NO_THROW(check_half_servable(s, 2, "sgd", DeviceType::cuda));
   }
 }

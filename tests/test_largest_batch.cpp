@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
-#include "experiments/cli/largest_batch.h"
+#include "experiments/plan/largest_batch.h"
 
 using namespace oomlab;
 
 namespace {
-bool fits(const ModelSpec& spec, int64_t batch, uint64_t cap) {
+bool fits(const RunSpec& spec, int64_t batch, uint64_t cap) {
   try {
     estimate_memory(spec, batch, "adamw", cap);
     return true;
@@ -22,8 +22,7 @@ bool fits(const ModelSpec& spec, int64_t batch, uint64_t cap) {
 }  // namespace
 
 TEST(LargestBatch, FitsAndOneMoreDoesNot) {
-  ModelSpec spec;
-  spec.model = "resnet20";
+  RunSpec spec = RunSpec::for_model("resnet20");
   for (uint64_t cap : {uint64_t(48) << 20, uint64_t(200) << 20}) {
     const LargestBatch lb = largest_batch_under(spec, "adamw", cap);
     ASSERT_GT(lb.batch, 1) << cap;

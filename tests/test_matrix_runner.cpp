@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "experiments/cli/child_process.h"
+#include "experiments/launch/child_process.h"
 #include "experiments/runner/experiment_runner.h"
 #include "experiments/runner/matrix.h"
 #include "experiments/runner/registry.h"

@@ -11,7 +11,7 @@
 
 #include "engine/autograd/saved_tensor.h"
 #include "engine/memory/caching_allocator.h"
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 #include "models/model_zoo.h"
 
 using namespace oomlab;
@@ -45,8 +45,7 @@ std::map<std::string, int64_t> saved_by_frame(const std::string& model, const Sh
 
 void expect_saved_bytes_match(const std::string& model, const Shape& input, int64_t batch) {
   SCOPED_TRACE(model);
-  ModelSpec spec;
-  spec.model = model;
+  RunSpec spec = RunSpec::for_model(model);
   spec.input = input;
   const ModelSummary s = summarize_model(spec, batch);
   const std::map<std::string, int64_t> truth = saved_by_frame(model, input, batch);
@@ -82,8 +81,7 @@ TEST(MemoryReport, SavedBytesPerCallEachStorageOnceUNet) { expect_saved_bytes_ma
 // A relu called twice: each call's row holds what that call saved (its own output), not
 // the module's whole total twice.
 TEST(MemoryReport, RepeatedModuleGetsOneRowPerCallWithItsOwnBytes) {
-  ModelSpec spec;
-  spec.model = "resnet18";
+  RunSpec spec = RunSpec::for_model("resnet18");
   spec.input = {3, 32, 32};
   const ModelSummary s = summarize_model(spec, 2);
   std::vector<const LayerRow*> relu;
@@ -103,7 +101,6 @@ TEST(MemoryReport, DefaultInputsAreTheZoos) {
   EXPECT_EQ(default_input_for("resnet20"), (Shape{1, 28, 28}));
   EXPECT_EQ(default_input_for("vgg16"), (Shape{3, 224, 224}));
   EXPECT_EQ(default_input_for("unet-small"), (Shape{3, 64, 64}));
-  ModelSpec spec;
-  spec.model = "tiny-ff";
+  RunSpec spec = RunSpec::for_model("tiny-ff");
   EXPECT_EQ(summarize_model(spec, 2).params, 669706);
 }

@@ -23,8 +23,8 @@
 #include "engine/train/accumulation.h"
 #include "engine/train/oom_recovery.h"
 #include "engine/train/train_step.h"
-#include "experiments/cli/memory_report.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/plan/memory_report.h"
+#include "experiments/train/train_command.h"
 #include "models/model_zoo.h"
 
 using namespace oomlab;
@@ -287,17 +287,16 @@ TEST(OnOom, ParsesTheThreePoliciesOnly) {
 // ---- whole runs: a slim bert-mini, synthetic-seq with rare 512-token sequences ----------
 
 // The reserved peak of one training step (exact, meta) at `batch` sequences of `seq` tokens.
-int64_t step_reserved_peak(const TrainConfig& c, int64_t seq, int64_t batch) {
-  ModelSpec s;
-  s.model = c.model;
+int64_t step_reserved_peak(const RunSpec& c, int64_t seq, int64_t batch) {
+  RunSpec s = RunSpec::for_model(c.model);
   s.arch = c.arch;
   s.seq_len = seq;
   return estimate_memory(s, batch, "adamw").peak_reserved_bytes;
 }
 
 // Capped between a batch of long sequences and a quarter of one, above a regular batch.
-TrainConfig long_seq_run(const std::string& on_oom, Device dev) {
-  TrainConfig c;
+RunSpec long_seq_run(const std::string& on_oom, Device dev) {
+  RunSpec c;
   c.model = "bert-mini";
   c.arch.hidden = 64;
   c.arch.layers = 2;
@@ -316,12 +315,12 @@ TrainConfig long_seq_run(const std::string& on_oom, Device dev) {
   EXPECT_GT(int64_t(c.device_memory), step_reserved_peak(c, 64, 16));
   c.eval_batches = 1;
   c.quiet = true;
-  c.on_oom = on_oom;
+  c.on_oom = parse_on_oom(on_oom);
   return c;
 }
 
 // Batches (of the first `batches` in the run's order) holding a sample of long_seq_len.
-std::vector<int64_t> long_batches(const TrainConfig& c, int64_t batches) {
+std::vector<int64_t> long_batches(const RunSpec& c, int64_t batches) {
   SyntheticSeqOptions o;
   o.size = c.synthetic_size + std::max<int64_t>(c.synthetic_size / 4, c.batch);
   o.max_len = c.seq_len;
@@ -343,7 +342,7 @@ std::vector<int64_t> long_batches(const TrainConfig& c, int64_t batches) {
 
 TEST(OomRun, RaiseDiesSkipLosesTheLongBatchesSplitLosesNone) {
   for (const Device dev : {meta_device(), cpu_device()}) {
-    TrainConfig raise = long_seq_run("raise", dev), skip = long_seq_run("skip", dev), split = long_seq_run("split", dev);
+    RunSpec raise = long_seq_run("raise", dev), skip = long_seq_run("skip", dev), split = long_seq_run("split", dev);
     const std::vector<int64_t> longs = long_batches(skip, skip.steps + 8);
     ASSERT_GE(longs.size(), 2u) << dev.str();   // enough for the counts to mean something
     if (dev.is_cpu()) raise.steps = skip.steps = split.steps = longs[0] + 2;   // the CPU computes: one long batch
@@ -371,7 +370,7 @@ TEST(OomRun, RaiseDiesSkipLosesTheLongBatchesSplitLosesNone) {
 }
 
 TEST(OomRun, ImpossibleSplitIsRefusedBeforeAnyWork) {
-  TrainConfig c = long_seq_run("split", meta_device());
+  RunSpec c = long_seq_run("split", meta_device());
   c.device_memory = uint64_t(step_reserved_peak(c, 512, 1)) / 2;   // not even one long sequence fits
   try {
     train(c);

@@ -23,7 +23,7 @@
 #include "engine/data/synthetic_seq.h"
 #include "engine/memory/pinned_host.h"
 #include "engine/train/train_step.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/train/train_command.h"
 
 using namespace oomlab;
 using namespace oomlab::testing;
@@ -51,8 +51,8 @@ void expect_pinned_copy(const HostBatch& b) {
   EXPECT_EQ(std::memcmp(p + b.pinned_target_offset, b.targets().data(), b.target_bytes()), 0);
 }
 
-TrainConfig small_run() {
-  TrainConfig c;
+RunSpec small_run() {
+  RunSpec c;
   c.model = "mlp";
   c.dataset = "synthetic";
   c.input = {1, 28, 28};
@@ -131,7 +131,7 @@ TEST(PinnedHost, CpuAndMetaHaveNoPinnedMemory) {
 
 // PyTorch warns and goes on without an accelerator; so do we, and the run is unchanged.
 TEST(PinnedHost, PinMemoryOnTheCpuWarnsAndChangesNothing) {
-  TrainConfig c = small_run();
+  RunSpec c = small_run();
   const nlohmann::json ref = train(c)["metrics"];
   c.pin_memory = true;
   ::testing::internal::CaptureStderr();
@@ -175,7 +175,7 @@ TEST(CudaPinned, PinnedBatchesArriveBitExact) {
 
 TEST(CudaPinned, PinnedRunEqualsPageableRun) {
   OOMLAB_REQUIRE_CUDA();
-  TrainConfig c = small_run();
+  RunSpec c = small_run();
   c.device = cuda0();
   const nlohmann::json ref = train(c)["metrics"];
   c.pin_memory = true;

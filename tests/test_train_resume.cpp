@@ -16,7 +16,7 @@
 #include "engine/io/atomic_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/train/checkpoint.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/train/train_command.h"
 
 using namespace oomlab;
 namespace fs = std::filesystem;
@@ -29,8 +29,8 @@ fs::path temp_dir(const std::string& name) {
   return p;
 }
 
-TrainConfig small_config() {
-  TrainConfig c;
+RunSpec small_config() {
+  RunSpec c;
   c.model = "resnet20";
   c.dataset = "synthetic";
   c.input = {1, 12, 12};
@@ -81,14 +81,14 @@ std::vector<std::pair<std::string, std::vector<double>>> load_all(const fs::path
 
 TEST(Trainer, ResumeIsBitExact) {
   fs::path a = temp_dir("resume_a"), b = temp_dir("resume_b");
-  TrainConfig ca = small_config();
+  RunSpec ca = small_config();
   ca.save_dir = a.string();
   ca.save_every = 4;                      // checkpoints at 4, 8 and the end (10)
   nlohmann::json ra = train(ca);
   ASSERT_TRUE(fs::exists(a / "step-8"));
   ASSERT_TRUE(fs::exists(a / "step-10"));
 
-  TrainConfig cb = small_config();
+  RunSpec cb = small_config();
   cb.resume_dir = (a / "step-8").string();
   cb.save_dir = b.string();
   nlohmann::json rb = train(cb);
@@ -107,9 +107,9 @@ TEST(Trainer, ResumeIsBitExact) {
 // at 2^16 the first steps overflow and halve it, so the saved scale is not the initial one).
 TEST(Trainer, ResumeIsBitExactWithAmpAndLossScaling) {
   fs::path a = temp_dir("resume_amp_a"), b = temp_dir("resume_amp_b");
-  TrainConfig ca = small_config();
-  ca.amp = "fp16";
-  ca.loss_scale = "dynamic";
+  RunSpec ca = small_config();
+  ca.amp = DType::f16;
+  ca.loss_scale = parse_loss_scale("dynamic", true);
   ca.save_dir = a.string();
   ca.save_every = 4;
   nlohmann::json ra = train(ca);
@@ -120,7 +120,7 @@ TEST(Trainer, ResumeIsBitExactWithAmpAndLossScaling) {
   const nlohmann::json saved = read_json(a / "step-8" / "trainer_state.json");
   EXPECT_EQ(saved["grad_scaler"]["scale"], h["loss_scale"][8]) << "the scale after step 8 is the one step 9 uses";
 
-  TrainConfig cb = ca;
+  RunSpec cb = ca;
   cb.save_dir = b.string();
   cb.resume_dir = (a / "step-8").string();
   nlohmann::json rb = train(cb);
@@ -129,7 +129,7 @@ TEST(Trainer, ResumeIsBitExactWithAmpAndLossScaling) {
   EXPECT_EQ(ra["metrics"]["history"]["found_inf_steps"], rb["metrics"]["history"]["found_inf_steps"]);
   EXPECT_EQ(load_all(a / "step-10" / "model.safetensors"), load_all(b / "step-10" / "model.safetensors"));
 
-  TrainConfig other = small_config();   // fp32: a different run, refused before any weights load
+  RunSpec other = small_config();   // fp32: a different run, refused before any weights load
   other.resume_dir = (a / "step-8").string();
   try {
     train(other);
@@ -146,10 +146,10 @@ TEST(Trainer, ResumeIsBitExactWithAmpAndLossScaling) {
 // the half / master_weights keys and is refused.
 TEST(Trainer, ResumeIsBitExactWithHalfAndMasterWeights) {
   fs::path a = temp_dir("resume_half_a"), b = temp_dir("resume_half_b");
-  TrainConfig ca = small_config();
+  RunSpec ca = small_config();
   ca.half = true;
   ca.master_weights = true;
-  ca.loss_scale = "dynamic";
+  ca.loss_scale = parse_loss_scale("dynamic", true);
   ca.save_dir = a.string();
   ca.save_every = 4;
   nlohmann::json ra = train(ca);
@@ -168,7 +168,7 @@ TEST(Trainer, ResumeIsBitExactWithHalfAndMasterWeights) {
     }
   }
 
-  TrainConfig cb = ca;
+  RunSpec cb = ca;
   cb.save_dir = b.string();
   cb.resume_dir = (a / "step-8").string();
   nlohmann::json rb = train(cb);
@@ -177,7 +177,7 @@ TEST(Trainer, ResumeIsBitExactWithHalfAndMasterWeights) {
   EXPECT_EQ(load_all(a / "step-10" / "model.safetensors"), load_all(b / "step-10" / "model.safetensors"));
   EXPECT_EQ(load_all(a / "step-10" / "trainer_state.safetensors"), load_all(b / "step-10" / "trainer_state.safetensors"));
 
-  TrainConfig plain = small_config();
+  RunSpec plain = small_config();
   plain.half = true;
   plain.resume_dir = (a / "step-8").string();
   try {
@@ -191,7 +191,7 @@ TEST(Trainer, ResumeIsBitExactWithHalfAndMasterWeights) {
 }
 
 TEST(Trainer, LearnsSyntheticTaskAndWritesStrictJson) {
-  TrainConfig c = small_config();
+  RunSpec c = small_config();
   c.model = "mlp";
   c.input = {1, 28, 28};
   c.synthetic_size = 256;
@@ -214,7 +214,7 @@ TEST(Trainer, LearnsSyntheticTaskAndWritesStrictJson) {
 
 TEST(Trainer, CorruptCheckpointFailsClearly) {
   fs::path a = temp_dir("corrupt");
-  TrainConfig c = small_config();
+  RunSpec c = small_config();
   c.steps = 2;
   c.save_dir = a.string();
   train(c);
@@ -222,7 +222,7 @@ TEST(Trainer, CorruptCheckpointFailsClearly) {
   std::string bytes = read_file(model.string());
   bytes[bytes.size() - 3] ^= 0x5a;
   write_file_atomic(model.string(), bytes);
-  TrainConfig r = small_config();
+  RunSpec r = small_config();
   r.resume_dir = a.string();   // through `latest`
   try {
     train(r);
@@ -234,7 +234,7 @@ TEST(Trainer, CorruptCheckpointFailsClearly) {
 }
 
 TEST(Trainer, ImpossibleBatchIsAClearError) {
-  TrainConfig c = small_config();
+  RunSpec c = small_config();
   c.batch = 1000;
   EXPECT_THROW(train(c), ValueError);
 }
@@ -244,7 +244,7 @@ TEST(Trainer, ImpossibleBatchIsAClearError) {
 TEST(Trainer, MidEpochResumeIsBitExact) {
   fs::path a = temp_dir("midepoch_a"), b = temp_dir("midepoch_b");
   auto config = [] {
-    TrainConfig c = small_config();
+    RunSpec c = small_config();
     c.model = "mlp";
     c.steps = 12;                         // 8 batches per epoch: the run crosses one epoch boundary
     c.optimizer = "adamw";
@@ -254,7 +254,7 @@ TEST(Trainer, MidEpochResumeIsBitExact) {
     c.ema_decay = 0.9;
     return c;
   };
-  TrainConfig ca = config();
+  RunSpec ca = config();
   ca.save_dir = a.string();
   ca.save_every = 5;                      // 5, 10 and 12; the newest two are kept
   nlohmann::json ra = train(ca);
@@ -264,7 +264,7 @@ TEST(Trainer, MidEpochResumeIsBitExact) {
   ASSERT_EQ(st["loader"]["cursor"], 2);   // mid-epoch: 2 of 8 batches of epoch 1 consumed
   EXPECT_EQ(st["ema"]["num_updates"], 10);
 
-  TrainConfig cb = config();
+  RunSpec cb = config();
   cb.resume_dir = (a / "step-10").string();
   cb.save_dir = b.string();
   nlohmann::json rb = train(cb);
@@ -282,12 +282,12 @@ TEST(Trainer, MidEpochResumeIsBitExact) {
 
 TEST(Trainer, EditedTrainerStateFailsItsChecksum) {
   fs::path a = temp_dir("state_crc");
-  TrainConfig c = small_config();
+  RunSpec c = small_config();
   c.steps = 2;
   c.save_dir = a.string();
   train(c);
   rewrite_state(a / "step-2", [](nlohmann::json& st) { st["epoch_sums"]["loss"] = 0.5; }, /*fix_crc=*/false);
-  TrainConfig r = small_config();
+  RunSpec r = small_config();
   r.resume_dir = a.string();
   try {
     train(r);
@@ -308,15 +308,15 @@ struct BadStateCase {
 // One small checkpoint (mlp, 2 steps, EMA) shared by the cases; each edits a copy.
 class TrainerBadState : public ::testing::TestWithParam<BadStateCase> {
  protected:
-  static TrainConfig config() {
-    TrainConfig c = small_config();
+  static RunSpec config() {
+    RunSpec c = small_config();
     c.model = "mlp";
     c.steps = 2;
     return c;
   }
   static void SetUpTestSuite() {
     source_ = new fs::path(temp_dir("bad_state_src"));
-    TrainConfig c = config();
+    RunSpec c = config();
     c.save_dir = source_->string();
     train(c);
   }
@@ -332,7 +332,7 @@ TEST_P(TrainerBadState, MissingOrMistypedFieldNamesFileAndField) {
   fs::path a = temp_dir("bad_state");
   fs::copy(*source_ / "step-2", a / "step-2");
   rewrite_state(a / "step-2", GetParam().edit, /*fix_crc=*/true);   // valid CRC: the fields must be checked
-  TrainConfig r = config();
+  RunSpec r = config();
   r.resume_dir = (a / "step-2").string();
   try {
     train(r);

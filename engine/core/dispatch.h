@@ -15,7 +15,7 @@
 //    so a meta probe never accepts a run that would fail where it is meant to run.
 //  * Kernels run only through launch(): get() is private, and every registered kernel is
 //    wrapped in a check that throws InternalError when it runs outside a launch of itself
-//    (see "the launch check" below; tests/test_dispatch.cpp plants such a bypass).
+//    (see "the launch check" below; tests/test_devices.cpp plants such a bypass).
 //  * A missing entry raises NotImplementedError "op 'X' has no cuda/bfloat16 kernel";
 //    there is never a silent fallback to another device or dtype.
 #pragma once

@@ -33,6 +33,18 @@ template <class... A> std::string str_cat(const A&... a) {
 // Internal invariant violation (a bug in oomlab, not user input): carries statement/file/line.
 struct InternalError : Error { using Error::Error; };
 
+// Runs parse() (an engine parser, which speaks in its own terms) and names the flag in the
+// ValueError / IoError it raises: "--checkpoint: 'x' is not a checkpoint policy; ...".
+template <class F> auto with_flag_name(const std::string& flag, F&& parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const IoError& e) {
+    throw IoError("--" + flag + ": " + e.what());
+  } catch (const ValueError& e) {
+    throw ValueError("--" + flag + ": " + e.what());
+  }
+}
+
 }  // namespace oomlab
 
 // OOMLAB_CHECK(cond, msg...): throws ExcType (default ValueError) with the message.

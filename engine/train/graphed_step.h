@@ -37,7 +37,7 @@ namespace oomlab {
 
 // One training step of `step` on the static x, y captured into `graph` (its gradients
 // dropped first, as PyTorch's whole-network capture does); returns the step's loss, a static
-// output. GraphedStep's capture, and estimate's (experiments/cli/memory_report.cpp).
+// output. GraphedStep's capture, and estimate's (experiments/plan/memory_report.cpp).
 Tensor capture_training_step(DeviceGraph& graph, TrainStep& step, const Tensor& x, const Tensor& y);
 
 class GraphedStep {

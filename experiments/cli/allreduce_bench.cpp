@@ -16,7 +16,7 @@
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/flag_table.h"
-#include "experiments/cli/rank_launcher.h"
+#include "experiments/launch/rank_launcher.h"
 
 namespace oomlab {
 namespace {

@@ -9,6 +9,7 @@
 // the next flag ("--json --quiet") are ValueErrors. A value may start with one dash (a
 // negative number: "--lr -1" reaches the range check).
 #pragma once
+#include "engine/core/byte_sizes.h"   // parse_size, parse_int_list, format_bytes
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -47,24 +48,6 @@ class CliArgs {
 // "--help" or "-h" anywhere among the arguments.
 bool help_requested(const std::vector<std::string>& args);
 
-// Runs parse() (an engine parser, which speaks in its own terms) and names the flag in the
-// ValueError / IoError it raises: "--checkpoint: 'x' is not a checkpoint policy; ...".
-template <class F> auto with_flag_name(const std::string& flag, F&& parse) -> decltype(parse()) {
-  try {
-    return parse();
-  } catch (const IoError& e) {
-    throw IoError("--" + flag + ": " + e.what());
-  } catch (const ValueError& e) {
-    throw ValueError("--" + flag + ": " + e.what());
-  }
-}
 
-// "11GiB", "512MiB", "1.5GB", "4096" (bytes) -> bytes; ValueError on bad input, on a
-// result below 1 byte ("0.5") and on one of 2^63 bytes or more. get_int: ValueError on
-// a value outside int64 (naming the flag).
-uint64_t parse_size(const std::string& s);
-// "3,224,224" -> {3,224,224}; ValueError on bad input.
-std::vector<int64_t> parse_int_list(const std::string& s, const std::string& what);
-std::string format_bytes(double bytes);   // "1.23 GiB"
 
 }  // namespace oomlab

@@ -27,12 +27,12 @@
 #include "engine/memory/memory_export.h"
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/flag_table.h"
-#include "experiments/cli/largest_batch.h"
-#include "experiments/cli/train_checks.h"
-#include "experiments/cli/memory_report.h"
+#include "experiments/cli/run_spec_flags.h"
+#include "experiments/plan/largest_batch.h"
+#include "experiments/plan/memory_report.h"
 #include "engine/train/results.h"
-#include "experiments/cli/parallel_train.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/train/parallel_train.h"
+#include "experiments/train/train_command.h"
 #include "experiments/cli/tricks.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
@@ -46,166 +46,12 @@ bool print_help_if_asked(const std::string& command, const std::vector<std::stri
   return true;
 }
 
-// --checkpoint: the policy's canonical text; a budget's SIZE is checked here (exit 2 early).
-CheckpointPolicy checkpoint_flag(const CliArgs& a) {
-  CheckpointPolicy p = with_flag_name("checkpoint", [&] { return parse_checkpoint_policy(a.get("checkpoint")); });
-  if (p.kind == CheckpointPolicy::Kind::budget) {
-    try {
-      p.budget_bytes = parse_size(p.budget);
-      OOMLAB_CHECK(p.budget_bytes > 0, "must be > 0");
-    } catch (const ValueError& e) {
-      throw ValueError(str_cat("--checkpoint ", p.spec, ": bad size '", p.budget, "': ", e.what()));
-    }
-  }
-  return p;
-}
-
-// --amp / --half / --master-weights / --loss-scale: canonical texts, checked here (exit 2
-// before any work). The table rules out --master-weights without --half and --half with
-// --amp fp16|bf16; here: --loss-scale without 16-bit training has no effect, and --half
-// scales the loss only with --master-weights (auto: dynamic there, none for plain --half).
-struct PrecisionFlags {
-  std::string amp = "off";
-  bool half = false, master_weights = false;
-  std::string loss_scale = "none";
-};
-std::string amp_flag(const CliArgs& a) { return amp_name(parse_amp(a.get("amp"))); }
-PrecisionFlags precision_flags(const CliArgs& a) {
-  PrecisionFlags p;
-  p.amp = amp_flag(a);
-  p.half = a.has("half") && a.flag("half");
-  p.master_weights = a.has("master-weights") && a.flag("master-weights");
-  OOMLAB_CHECK(!a.has("loss-scale") || p.amp != "off" || p.half,
-               "--loss-scale has no effect without --amp fp16|bf16 or --half");
-  const std::string given = a.has("loss-scale") ? a.get("loss-scale") : "auto";
-  OOMLAB_CHECK(!p.half || p.master_weights || given == "auto" || given == "none", "--loss-scale ", given,
-               " with --half needs --master-weights: unscaling float16 gradients in float16 flushes the small ones "
-               "to zero again (PyTorch's GradScaler refuses them too)");
-  p.loss_scale = with_flag_name("loss-scale", [&] { return parse_loss_scale(given, p.amp == "fp16" || p.master_weights); }).str();
-  return p;
-}
-
-ModelSpec model_spec(const CliArgs& a) {
-  ModelSpec s;
-  s.model = a.get("model");
-  if (auto in = a.get_opt("input")) s.input = parse_int_list(*in, "--input");
-  s.num_classes = a.get_int("classes", 0);
-  s.seq_len = a.get_int("seq-len", 0);
-  s.arch = arch_flags(a, s.model);
-  s.checkpoint = checkpoint_flag(a);
-  const PrecisionFlags p = precision_flags(a);
-  s.amp = p.amp;
-  s.half = p.half;
-  s.master_weights = p.master_weights;
-  s.loss_scale = p.loss_scale;
-  if (a.has("momentum")) s.sgd_momentum = a.get_double("momentum");   // estimate only
-  s.cuda_graphs = a.has("cuda-graphs") && a.flag("cuda-graphs");      // estimate only
-  s.channels_last = a.has("channels-last") && a.flag("channels-last");   // estimate only
-  if (s.channels_last) check_channels_last_model(s.model);
-  if (s.cuda_graphs) check_cuda_graphs_model(s.model, s.loss_scale);
-  return s;
-}
-
-
-namespace {
-// --dataset and the flags that describe its data (the table says which dataset each applies to).
-void dataset_flags(const CliArgs& a, TrainConfig& c) {
-  c.dataset = a.get("dataset");
-  c.data_dir = a.get("data-dir");
-  if (auto in = a.get_opt("input")) c.input = parse_int_list(*in, "--input");
-  const bool seq = c.dataset == "synthetic-seq", npy = c.dataset == "npy";
-  // The classes the dataset has (recorded in results config): synthetic-seq is binary; npy
-  // infers max label + 1 unless --classes says more; an imported classifier's data have the
-  // classes of its output (--classes does not apply to it: the model table's "classes").
-  const int64_t graph_classes = is_graph_model(c.model) ? graph_model_config(c.model).num_classes : 0;
-  c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : seq ? 2 : graph_classes > 0 ? graph_classes
-                                                                                 : npy ? 0 : c.num_classes);
-  OOMLAB_CHECK(!seq || graph_classes == 0 || graph_classes >= 2, "--dataset synthetic-seq is a 2-class task and --model ",
-               c.model, " has ", graph_classes, " output class(es)");
-  OOMLAB_CHECK(!npy || a.has("data-dir"), "--dataset npy needs --data-dir DIR holding train_inputs.npy and "
-               "train_labels.npy (README: \"Your own data\")");
-  c.shuffle = !a.flag("no-shuffle");
-  c.seq_len = a.get_int("seq-len");
-  c.seq_min_len = a.get_int("seq-min-len", 0);
-  c.long_seq_prob = a.get_double("long-seq-prob", 0.0);
-  c.long_seq_len = a.get_int("long-seq-len", 0);
-  c.synthetic_size = a.get_int("synthetic-size");
-}
-
-// The run's length, recipe (flags not given keep the model family's defaults, recipes.h),
-// checkpoints and logging; ranges and rules between these flags are the table's.
-void run_flags(const CliArgs& a, TrainConfig& c) {
-  c.init = a.get("init");
-  c.init_strict = !a.flag("init-non-strict");
-  c.batch = a.get_int("batch");
-  c.accumulate = a.get_int("accumulate");
-  c.epochs = a.get_int("epochs");
-  c.steps = a.get_int("steps", 0);
-  if (a.has("optimizer")) c.optimizer = a.get("optimizer");
-  if (a.has("lr")) c.lr = a.get_double("lr");
-  if (a.has("momentum")) c.momentum = a.get_double("momentum");
-  if (a.has("weight-decay")) c.weight_decay = a.get_double("weight-decay");
-  c.nesterov = a.flag("nesterov");
-  if (a.has("schedule")) c.schedule = a.get("schedule");
-  c.ema_decay = a.get_double("ema", 0.0);
-  c.lr_groups = a.get("lr-groups");
-  c.tta = a.get("tta");
-  c.seed = uint64_t(a.get_int("seed"));
-  c.save_dir = a.get("save");
-  c.save_every = a.get_int("save-every", 0);
-  c.resume_dir = a.get("resume");
-  c.eval_batches = a.get_int("eval-batches");
-  c.log_every = a.get_int("log-every");
-  c.quiet = a.flag("quiet");
-}
-}  // namespace
-
-}  // namespace
-
-TrainConfig train_config(const CliArgs& a) {
-  TrainConfig c;
-  c.model = a.get("model");
-  dataset_flags(a, c);
-  c.device = parse_device(a.get("device"));
-  run_flags(a, c);
-  if (a.has("device-memory")) c.device_memory = parse_size(a.get("device-memory"));
-  c.arch = arch_flags(a, c.model);
-  c.checkpoint = checkpoint_flag(a);
-  parallel_flags(a, c);
-  const PrecisionFlags p = precision_flags(a);
-  c.amp = p.amp;
-  c.half = p.half;
-  c.master_weights = p.master_weights;
-  c.loss_scale = p.loss_scale;
-  c.on_oom = a.get("on-oom");
-  c.workers = int(a.get_int("workers"));
-  c.pin_memory = a.flag("pin-memory");
-  c.cuda_graphs = a.flag("cuda-graphs");
-  c.channels_last = a.flag("channels-last");
-  c.stop_on_nan = a.get("on-nan") == "stop";
-  return c;
-}
-
-namespace {
-
 // --json and the trace files: writable files, checked before any work.
 void check_output_paths(const CliArgs& a) {
   for (const char* k : {"json", "memory-snapshot", "chrome-trace"})
     if (a.has(k)) check_output_file(a.get(k), str_cat("--", k));
 }
 
-struct EstimateRequest {
-  int64_t batch = 1;
-  std::string optimizer;
-  uint64_t capacity = 0;
-};
-EstimateRequest estimate_request(const CliArgs& a) {
-  EstimateRequest r;
-  r.batch = a.get_int("batch");
-  r.optimizer = a.get("optimizer");
-  r.capacity = a.has("device-memory") ? parse_size(a.get("device-memory")) : 0;
-  return r;
-}
 
 
 // "wrote PATH" on standard output, unless PATH is standard output itself (the line would
@@ -302,10 +148,9 @@ int cmd_amp_policy(const std::vector<std::string>& args) {
 int cmd_summary(const std::vector<std::string>& args) {
   if (print_help_if_asked("summary", args)) return 0;
   CliArgs a(args, "summary");
-  ModelSpec spec = model_spec(a);
-  const int64_t batch = a.get_int("batch");
+  const RunSpec spec = model_spec(a);
   check_output_paths(a);
-  ModelSummary s = summarize_model(spec, batch);
+  ModelSummary s = summarize_model(spec, spec.batch);
   std::printf("%-28s %-18s %-18s %12s %12s %-16s %14s %14s\n", "layer", "type", "output", "values/img",
               "params", "compute dtype", "output bytes", "saved bytes");
   for (const LayerRow& r : s.layers)
@@ -333,7 +178,7 @@ int cmd_summary(const std::vector<std::string>& args) {
                   double(t.saved_bytes) / double(std::max<int64_t>(1, t.korthikanti_fp32_bytes)));
   }
   nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}, {"checkpoint", spec.checkpoint.spec},
-                        {"amp", spec.amp}};
+                        {"amp", spec.amp_text()}};
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json(),
                                          "the training forward (metrics.totals.training_forward_peak_bytes)"));
@@ -343,21 +188,20 @@ int cmd_summary(const std::vector<std::string>& args) {
 int cmd_estimate(const std::vector<std::string>& args) {
   if (print_help_if_asked("estimate", args)) return 0;
   CliArgs a(args, "estimate");
-  ModelSpec spec = model_spec(a);
-  const EstimateRequest r = estimate_request(a);
-  const std::string& opt = r.optimizer;
-  const uint64_t cap = r.capacity;
+  RunSpec spec = model_spec(a);
+  const std::string opt = spec.optimizer.value_or("sgd");
+  const uint64_t cap = spec.device_memory;
   check_output_paths(a);
   const bool record = a.has("memory-snapshot") || a.has("chrome-trace");
   nlohmann::json budget;
   if (spec.checkpoint.kind == CheckpointPolicy::Kind::budget) {
-    const CheckpointBudgetChoice ch = choose_checkpoint_budget(spec, r.batch, opt, spec.checkpoint.budget_bytes);
+    const CheckpointBudgetChoice ch = choose_checkpoint_budget(spec, spec.batch, opt, spec.checkpoint.budget_bytes);
     std::printf("--checkpoint %s: %s (exact meta peak %s; tried %zu plans)\n", spec.checkpoint.spec.c_str(),
                 ch.policy.spec.c_str(), format_bytes(double(ch.predicted_peak_bytes)).c_str(), ch.tried.size());
     budget = ch.to_json();
     spec.checkpoint = ch.policy;
   }
-  MemoryEstimate e = with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, r.batch, opt, cap, record); });
+  MemoryEstimate e = with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, spec.batch, opt, cap, record); });
   auto row = [](const char* what, int64_t exact, const char* formula_what, int64_t formula) {
     std::printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
                 formula < 0 ? "" : format_bytes(double(formula)).c_str());
@@ -388,9 +232,9 @@ int cmd_estimate(const std::vector<std::string>& args) {
                 lb.at_search_cap ? ">= " : "", (long long)lb.batch, (long long)lb.probes);
     metrics["largest_batch"] = lb.to_json();
   }
-  nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"momentum", opt == "sgd" ? spec.sgd_momentum : 0.0}, {"device_memory", cap},
-                        {"checkpoint", spec.checkpoint.spec}, {"amp", spec.amp}, {"half", spec.half},
-                        {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale},
+  nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"momentum", opt == "sgd" ? spec.momentum.value_or(0.9) : 0.0}, {"device_memory", cap},
+                        {"checkpoint", spec.checkpoint.spec}, {"amp", spec.amp_text()}, {"half", spec.half},
+                        {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale.str()},
                         {"cuda_graphs", spec.cuda_graphs}, {"channels_last", spec.channels_last}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
@@ -403,7 +247,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
 int cmd_train(const std::vector<std::string>& args) {
   if (print_help_if_asked("train", args)) return 0;
   CliArgs a(args, "train");
-  TrainConfig c = train_config(a);
+  RunSpec c = train_spec(a);
   check_train_config(c);
   check_output_paths(a);
   if (std::optional<int> job = self_launch_ddp(c, args)) return *job;   // ddp processes without a launcher
@@ -431,11 +275,10 @@ void check_command_args(const std::string& command, const std::vector<std::strin
   }
   CliArgs a(args, command);   // trick: its flags are all the table's
   if (command == "train") {
-    check_train_config(train_config(a));
+    check_train_config(train_spec(a));
     backend_options(a);
   } else if (command != "trick") {
     model_spec(a);
-    if (command == "estimate") estimate_request(a);
   }
   check_output_paths(a);
 }

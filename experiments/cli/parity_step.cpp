@@ -26,7 +26,7 @@
 #include "engine/train/train_step.h"
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/flag_table.h"
-#include "experiments/cli/model_arch.h"
+#include "experiments/cli/run_spec_flags.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
 

@@ -19,7 +19,7 @@
 #include "engine/io/atomic_file.h"
 #include "engine/train/results.h"
 #include "experiments/cli/commands.h"
-#include "experiments/cli/child_process.h"
+#include "experiments/launch/child_process.h"
 #include "experiments/runner/gpu_claims.h"
 #include "experiments/runner/matrix.h"
 #include "experiments/runner/registry.h"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "experiments/cli/child_process.h"
+#include "experiments/launch/child_process.h"
 
 namespace oomlab {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/cli/child_process.h"
+#include "experiments/launch/child_process.h"
 
 namespace oomlab {
 

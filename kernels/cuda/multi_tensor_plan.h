@@ -3,7 +3,7 @@
 // tensor is split into chunks of `chunk` elements, one block per chunk; a launch holds at
 // most `max_tensors` tensors and `max_blocks` blocks (its argument struct is passed by
 // value, so both are bounded), and a tensor whose chunks do not all fit continues in the
-// next launch. Plain C++ (no CUDA): tests/test_multi_tensor_plan.cpp checks on the CPU that
+// next launch. Plain C++ (no CUDA): tests/test_optim_foreach.cpp checks on the CPU that
 // every element of every tensor is covered exactly once.
 #pragma once
 #include <cstdint>

@@ -1,6 +1,6 @@
 // fuzz_graph_run.h — what the graph fuzz targets (fuzz_model_graph, fuzz_graph_values) do
 // with a graph file that may be hostile: read it as `--model graph:PATH`, then run it as
-// `oomlab summary` and `oomlab estimate` do (experiments/cli/memory_report.h: the per-layer
+// `oomlab summary` and `oomlab estimate` do (experiments/plan/memory_report.h: the per-layer
 // summary and two training steps on the meta device), forgetting the cached graph before and
 // after (the targets rewrite one file). An oomlab::Error is the expected rejection; an
 // InternalError (a bug, exit 70 in the CLI) escapes as a finding, as does anything else.
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "engine/core/error.h"
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 #include "models/graph_model.h"
 
 namespace oomlab_fuzz {
@@ -18,8 +18,7 @@ namespace oomlab_fuzz {
 // (none, all, sqrt, selective:attention).
 inline void run_graph_file(const std::string& path, uint8_t how) {
   static const char* const kPolicies[] = {"none", "all", "sqrt", "selective:attention"};
-  oomlab::ModelSpec spec;
-  spec.model = "graph:" + path;
+  oomlab::RunSpec spec = oomlab::RunSpec::for_model("graph:" + path);
   spec.checkpoint = oomlab::parse_checkpoint_policy(kPolicies[(how >> 3) & 3]);
   const int64_t batch = 1 + (how & 3);
   oomlab::forget_graph_models();

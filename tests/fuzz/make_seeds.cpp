@@ -11,7 +11,7 @@
 //     a dim, an index, a size or a constant set out of range, a buffer's constant past its
 //     table, the output's classes 0.
 // The other corpora (trainer_state.json, experiment specs, command lines) are real files
-// copied by hand; see tests/fuzz/README.md.
+// copied by hand; see docs/TESTS.md (fuzzing).
 #include <zlib.h>
 
 #include <algorithm>

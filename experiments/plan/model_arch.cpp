@@ -1,10 +1,10 @@
 // model_arch.cpp — the model-use table (which models a model-specific flag applies to),
 // validation, application and recording of architecture overrides.
-#include "experiments/cli/model_arch.h"
+#include "experiments/plan/model_arch.h"
+
+#include <map>
 
 #include "engine/core/error.h"
-#include "experiments/cli/cli_args.h"
-#include "experiments/cli/flag_table.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
 
@@ -55,19 +55,22 @@ void check_model_use(const std::string& flag, const std::string& use, const std:
   throw InternalError(str_cat("--", flag, ": the flag table names model use '", use, "', which model_uses lacks"));
 }
 
-void check_model_flags(const CliArgs& a, const std::string& model) {
-  for (const FlagSpec* f : flags_of(a.command()))
-    if (!f->models.empty() && a.has(f->name)) check_model_use(f->name, f->models, model);
+const std::vector<std::pair<std::string, std::string>>& arch_flag_uses() {
+  static const std::vector<std::pair<std::string, std::string>> uses = {
+      {"hidden", "bert-shape"}, {"layers", "bert-shape"}, {"heads", "bert-shape"}, {"max-positions", "bert-shape"},
+      {"base-width", "unet-shape"}, {"depth", "unet-shape"}, {"dropout", "dropout"}, {"norm", "norm"},
+      {"fuse-relu", "fuse-relu"}, {"attention", "attention"}};
+  return uses;
 }
 
 void ArchOverrides::check_fits(const std::string& model) const {
-  const std::pair<const char*, bool> given[] = {
+  const std::map<std::string, bool> given = {
       {"hidden", hidden != 0},         {"layers", layers != 0},           {"heads", heads != 0},
       {"max-positions", max_positions != 0}, {"base-width", base_width != 0}, {"depth", depth != 0},
       {"dropout", dropout >= 0},       {"norm", !norm.empty()},           {"fuse-relu", !fuse_relu.empty()},
       {"attention", !attention.empty()}};
-  for (const auto& [flag, on] : given)
-    if (on) check_model_use(flag, find_flag("train", flag)->models, model);
+  for (const auto& [flag, use] : arch_flag_uses())
+    if (given.at(flag)) check_model_use(flag, use, model);
 }
 
 void ArchOverrides::apply(ModelConfig& cfg) const {
@@ -116,22 +119,6 @@ void check_seq_fits(const std::string& model, const ArchOverrides& arch, int64_t
   OOMLAB_CHECK(len <= table, flag, " ", len, " exceeds max_positions ", table, " of ", model,
                " (its position-embedding table); use a shorter sequence, or pass --max-positions ", len,
                " to enlarge the table (the parameter count then differs from Hugging Face's)");
-}
-
-ArchOverrides arch_flags(const CliArgs& a, const std::string& model) {
-  ArchOverrides o;   // ranges and choices: the flag table's
-  o.hidden = a.get_int("hidden", 0);
-  o.layers = a.get_int("layers", 0);
-  o.heads = a.get_int("heads", 0);
-  o.max_positions = a.get_int("max-positions", 0);
-  o.base_width = a.get_int("base-width", 0);
-  o.depth = a.get_int("depth", 0);
-  if (a.has("dropout")) o.dropout = a.get_double("dropout");
-  o.norm = a.get("norm");
-  o.attention = a.get("attention");
-  o.fuse_relu = a.get("fuse-relu");
-  check_model_flags(a, model);
-  return o;
 }
 
 }  // namespace oomlab

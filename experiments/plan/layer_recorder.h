@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/nn/module.h"
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 
 namespace oomlab {
 

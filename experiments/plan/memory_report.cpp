@@ -13,7 +13,7 @@
 // mean and rstd (2 x 4 bytes per row, 16*s*b per layer), so measured = fp32 formula +
 // 16sb (bert-base, s=128, b=2: 16,519,168 vs 16,515,072 bytes). BERT is post-LN (the
 // LayerNorms see the residual sums; the paper's GPT is pre-LN): same byte counts.
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 
 #include <cmath>
 #include <regex>
@@ -33,8 +33,8 @@
 #include "engine/train/half_mode.h"
 #include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
-#include "experiments/cli/cli_args.h"
-#include "experiments/cli/layer_recorder.h"
+#include "engine/core/byte_sizes.h"
+#include "experiments/plan/layer_recorder.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
 
@@ -67,7 +67,7 @@ struct Built {
   bool tokens = false, segmentation = false;
 };
 
-Built build_on_meta(const ModelSpec& spec) {
+Built build_on_meta(const RunSpec& spec) {
   Built b;
   b.model_name = spec.model;
   b.tokens = model_input_kind(spec.model) == InputKind::tokens;
@@ -172,11 +172,11 @@ void fill_transformer_rows(std::vector<TransformerLayerRow>& rows, int64_t heads
 }
 }  // namespace
 
-ModelSummary summarize_model(const ModelSpec& spec, int64_t batch) {
+ModelSummary summarize_model(const RunSpec& spec, int64_t batch) {
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   reset_allocators();
   Built b = build_on_meta(spec);
-  AutocastGuard amp(parse_amp(spec.amp));   // both forwards run as the training step would
+  AutocastGuard amp(spec.amp);   // both forwards run as the training step would
   ModelSummary s;
   s.model = spec.model;
   s.batch = batch;
@@ -235,7 +235,7 @@ nlohmann::json CheckpointBudgetChoice::to_json() const {
           {"tried", tried}};
 }
 
-void check_half_servable(const ModelSpec& spec, int64_t batch, const std::string& optimizer, DeviceType target) {
+void check_half_servable(const RunSpec& spec, int64_t batch, const std::string& optimizer, DeviceType target) {
   MetaEmulationGuard emulate(target);
   try {
     estimate_memory(spec, batch, optimizer);
@@ -245,9 +245,9 @@ void check_half_servable(const ModelSpec& spec, int64_t batch, const std::string
   }
 }
 
-CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
+CheckpointBudgetChoice choose_checkpoint_budget(const RunSpec& spec, int64_t batch, const std::string& optimizer,
                                                 uint64_t budget) {
-  ModelSpec s = spec;
+  RunSpec s = spec;
   s.checkpoint = CheckpointPolicy{};
   size_t longest = 0;
   {
@@ -295,7 +295,7 @@ void estimate_graph(TrainStep& step, const Tensor& x, const Tensor& y, StepOutpu
 }
 }  // namespace
 
-MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
+MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::string& optimizer,
                                uint64_t device_memory, bool record) {
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   // "Sum of layer outputs" as the source's table counts it: outputs that occupy memory
@@ -330,7 +330,7 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   ParamGroup g;
   g.params = masters ? masters->parameters() : b.model->named_parameters();
   g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
-  if (optimizer == "sgd") g.momentum = spec.sgd_momentum;
+  if (optimizer == "sgd") g.momentum = spec.momentum.value_or(0.9);   // estimate's --momentum default
   auto opt = make_optimizer(optimizer, {g});
   Tensor x = make_input(b, batch, spec.channels_last);
   Tensor y = make_target(b, batch);
@@ -339,11 +339,10 @@ MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::
   std::vector<StepStrategy*> strategies;
   std::optional<AutocastStrategy> autocast;
   std::optional<GradScaler> scaler;
-  if (const auto amp = parse_amp(spec.amp)) strategies.push_back(&autocast.emplace(*amp));
+  if (spec.amp) strategies.push_back(&autocast.emplace(*spec.amp));
   if (half_io) strategies.push_back(&*half_io);
   if (masters) strategies.push_back(&*masters);
-  if (const LossScaleSpec ls = parse_loss_scale(spec.loss_scale, spec.amp == "fp16"); ls.kind != LossScaleSpec::Kind::none)
-    strategies.push_back(&scaler.emplace(ls));
+  if (spec.loss_scale.kind != LossScaleSpec::Kind::none) strategies.push_back(&scaler.emplace(spec.loss_scale));
   TrainStep step(*b.model, *opt, strategies);
   step.run(x, y);                       // step 1 creates optimizer state
   // The allocator's peaks from here on are step 2's: the results' `memory` block then

@@ -1,5 +1,5 @@
 // recipes.cpp — the per-family default recipes (recipes.h).
-#include "experiments/cli/recipes.h"
+#include "experiments/train/recipes.h"
 
 #include "engine/core/error.h"
 #include "models/model_zoo.h"

@@ -4,7 +4,7 @@
 // Contracts:
 //  * The child's stdout and stderr go to log_path; run_child never throws for anything the
 //    child does (only for failing to start it: IoError).
-//  * status: "ok" (exit 0), "oom" (exit 3, commands.h), "diverged" (exit 4: a NaN/Inf loss;
+//  * status: "ok" (exit 0), "oom" (exit 3, exit_codes.h), "diverged" (exit 4: a NaN/Inf loss;
 //    its results file is written), "error" (other non-zero exit), "crash" (killed by a signal it did not get from us), "timeout"
 //    (still running after timeout_s: SIGTERM, then SIGKILL 5 s later).
 //  * message: the child's "oomlab: error: ..." line, the signal, or the timeout.

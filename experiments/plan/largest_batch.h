@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 
 namespace oomlab {
 
@@ -29,6 +29,6 @@ struct LargestBatch {
   nlohmann::json to_json() const;
 };
 
-LargestBatch largest_batch_under(const ModelSpec& spec, const std::string& optimizer, uint64_t capacity);
+LargestBatch largest_batch_under(const RunSpec& spec, const std::string& optimizer, uint64_t capacity);
 
 }  // namespace oomlab

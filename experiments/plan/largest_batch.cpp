@@ -1,5 +1,5 @@
 // largest_batch.cpp — the largest batch under a device capacity (largest_batch.h).
-#include "experiments/cli/largest_batch.h"
+#include "experiments/plan/largest_batch.h"
 
 #include <algorithm>
 #include <optional>
@@ -10,7 +10,7 @@ namespace oomlab {
 
 namespace {
 // The step's estimate at `batch` under `capacity`, or nullopt when it runs out of memory.
-std::optional<MemoryEstimate> fits(const ModelSpec& spec, const std::string& opt, uint64_t capacity, int64_t batch,
+std::optional<MemoryEstimate> fits(const RunSpec& spec, const std::string& opt, uint64_t capacity, int64_t batch,
                                    int64_t& probes) {
   ++probes;
   try {
@@ -35,7 +35,7 @@ int64_t predicted(const MemoryEstimate& a, const MemoryEstimate& b, uint64_t cap
   return std::clamp<int64_t>(int64_t(guess), 1, kLargestBatchSearchCap);
 }
 
-LargestBatch largest_batch_under(const ModelSpec& spec, const std::string& optimizer, uint64_t capacity) {
+LargestBatch largest_batch_under(const RunSpec& spec, const std::string& optimizer, uint64_t capacity) {
   LargestBatch r;
   r.capacity = capacity;
   std::optional<MemoryEstimate> best = fits(spec, optimizer, capacity, 1, r.probes);

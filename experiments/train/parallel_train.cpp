@@ -1,5 +1,5 @@
 // parallel_train.cpp — the --parallel set-ups of `oomlab train` (parallel_train.h).
-#include "experiments/cli/parallel_train.h"
+#include "experiments/train/parallel_train.h"
 
 #include <algorithm>
 #include <memory>
@@ -18,7 +18,7 @@
 #include "engine/parallel/sync_batchnorm.h"
 #include "engine/train/channels_last.h"
 #include "engine/train/results.h"
-#include "experiments/cli/rank_launcher.h"
+#include "experiments/launch/rank_launcher.h"
 
 namespace oomlab {
 using json = nlohmann::json;
@@ -29,44 +29,34 @@ void record_segments(TrainerConfig& t, nn::Module& m) { t.config["checkpoint_seg
 
 bool under_launcher() { return discover_rank({}, current_environment()).source != "single"; }
 
-std::string ddp_backend(const TrainConfig& c) {
+std::string ddp_backend(const RunSpec& c) {
   if (!c.backend.empty()) return c.backend;
   return c.device.type == DeviceType::cuda ? "nccl" : "gloo";
 }
 }  // namespace
 
-std::optional<int> self_launch_ddp(const TrainConfig& c, const std::vector<std::string>& args) {
-  if (c.parallel != "ddp" || c.backend.empty() || c.backend == "local" || under_launcher()) return std::nullopt;
+std::optional<int> self_launch_ddp(const RunSpec& c, const std::vector<std::string>& args) {
+  if (c.parallel != ParallelMode::ddp || c.backend.empty() || c.backend == "local" || under_launcher()) return std::nullopt;
   std::vector<std::string> job = {"train"};
   job.insert(job.end(), args.begin(), args.end());
   return launch_local_job(c.backend, int(c.devices), job);
 }
 
-void parallel_flags(const CliArgs& a, TrainConfig& c) {
-  c.parallel = a.get("parallel");
-  c.devices = a.get_int("devices");
-  if (a.has("gpu0-bsz")) c.gpu0_bsz = a.get_int("gpu0-bsz");
-  if (a.has("bucket-cap")) c.bucket_cap = int64_t(parse_size(a.get("bucket-cap")));
-  c.sync_bn = a.flag("sync-bn");
-  c.backend = a.get("backend");
-  c.timeout_s = a.get_double("timeout");
-}
-
-void check_parallel_config(const TrainConfig& c) {
+void check_parallel_config(const RunSpec& c) {
   const int64_t n = c.devices;
   OOMLAB_CHECK(n <= int64_t(kMaxDeviceIndex - c.device.index), "--devices ", n, " from ", c.device.str(),
                " goes past the last logical device index ", kMaxDeviceIndex - 1);
-  if (c.parallel == "none") {
+  if (c.parallel == ParallelMode::none) {
     OOMLAB_CHECK(n == 1, "--devices ", n, " needs --parallel dp, bdp or ddp");
     return;
   }
   const int64_t step = c.batch * c.accumulate;
-  if (c.parallel == "dp" || c.parallel == "bdp") {
-    OOMLAB_CHECK(!c.half, "--half with --parallel ", c.parallel, " is not supported (the replicas stay float32)");
-    if (c.parallel == "dp")
+  if (c.parallel == ParallelMode::dp || c.parallel == ParallelMode::bdp) {
+    OOMLAB_CHECK(!c.half, "--half with --parallel ", parallel_mode_name(c.parallel), " is not supported (the replicas stay float32)");
+    if (c.parallel == ParallelMode::dp)
       OOMLAB_CHECK(c.batch >= n, "--parallel dp: a batch of ", c.batch, " samples cannot be split over ", n,
                    " devices (DataParallel needs --batch >= --devices)");
-    if (c.parallel == "bdp") {
+    if (c.parallel == ParallelMode::bdp) {
       OOMLAB_CHECK(c.gpu0_bsz >= 0, "--parallel bdp needs --gpu0-bsz B0 (device 0's samples per step)");
       OOMLAB_CHECK(c.gpu0_bsz <= step, "--gpu0-bsz ", c.gpu0_bsz, " is larger than the ", step,
                    " samples of a step (--batch ", c.batch, " x --accumulate ", c.accumulate, ")");
@@ -75,7 +65,7 @@ void check_parallel_config(const TrainConfig& c) {
     return;
   }
   // ddp
-  OOMLAB_CHECK(c.on_oom == "raise", "--on-oom ", c.on_oom, " with --parallel ddp is not supported (every rank "
+  OOMLAB_CHECK(c.on_oom == OnOom::raise, "--on-oom ", on_oom_name(c.on_oom), " with --parallel ddp is not supported (every rank "
                "would have to agree on skipping or splitting)");
   if (under_launcher()) {
     const int world = discover_rank({}, current_environment()).world_size;
@@ -94,8 +84,8 @@ void check_parallel_config(const TrainConfig& c) {
   }
 }
 
-std::vector<Device> parallel_devices(const TrainConfig& c) {
-  if (c.parallel == "ddp" && under_launcher()) {
+std::vector<Device> parallel_devices(const RunSpec& c) {
+  if (c.parallel == ParallelMode::ddp && under_launcher()) {
     const RankInfo info = discover_rank({}, current_environment());
     return {c.device.type == DeviceType::cuda ? Device{DeviceType::cuda, c.device.index + info.local_rank} : c.device};
   }
@@ -105,7 +95,7 @@ std::vector<Device> parallel_devices(const TrainConfig& c) {
 }
 
 namespace {
-json train_dp(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build, const Dataset& train_set,
+json train_dp(const RunSpec& c, TrainerConfig t, const ModelBuilder& build, const Dataset& train_set,
               const Dataset& test_set) {
   const std::vector<Device> devices = parallel_devices(c);
   nn::ModulePtr model = build(devices[0]);
@@ -114,7 +104,7 @@ json train_dp(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build, 
   for (size_t i = 1; i < devices.size(); ++i) replicas.push_back(build(devices[i]));
   if (c.channels_last)   // the replicas laid out as the module (the trainer converts the module)
     for (nn::ModulePtr& r : replicas) channels_last_model(*r);
-  const int64_t gpu0 = c.parallel == "bdp" ? c.gpu0_bsz / c.accumulate : -1;   // per micro-batch
+  const int64_t gpu0 = c.parallel == ParallelMode::bdp ? c.gpu0_bsz / c.accumulate : -1;   // per micro-batch
   DataParallel dp(model, replicas, devices, gpu0);
   t.device = devices[0];
   t.devices = devices;
@@ -122,12 +112,12 @@ json train_dp(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build, 
   json results = train_model(*model, train_set, test_set, t);
   results["metrics"]["data_parallel"] = {{"devices", devices.size()},
                                          {"chunk_sizes", dp.chunk_sizes(c.batch)},
-                                         {"gpu0_bsz", c.parallel == "bdp" ? json(c.gpu0_bsz) : json()}};
+                                         {"gpu0_bsz", c.parallel == ParallelMode::bdp ? json(c.gpu0_bsz) : json()}};
   return results;
 }
 
 // One DDP rank: its model on its device, SyncBN if asked, the reducer, the trainer.
-json train_rank(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build, const Dataset& train_set,
+json train_rank(const RunSpec& c, TrainerConfig t, const ModelBuilder& build, const Dataset& train_set,
                 const Dataset& test_set, Communicator& comm) {
   auto queue = std::make_shared<CommQueue>(comm);
   nn::ModulePtr model = build(comm.device());
@@ -147,18 +137,18 @@ json train_rank(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build
 }
 }  // namespace
 
-json train_parallel(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build, const Dataset& train_set,
+json train_parallel(const RunSpec& c, TrainerConfig t, const ModelBuilder& build, const Dataset& train_set,
                     const Dataset& test_set) {
   check_parallel_config(c);
-  t.config["parallel"] = c.parallel;
+  t.config["parallel"] = parallel_mode_name(c.parallel);
   t.config["devices"] = c.devices;
   t.config["global_batch"] = c.batch;   // samples per micro-batch over all devices / ranks (ddp: below)
-  if (c.parallel == "none") {
+  if (c.parallel == ParallelMode::none) {
     nn::ModulePtr model = build(c.device);
     record_segments(t, *model);
     return train_model(*model, train_set, test_set, t);
   }
-  if (c.parallel == "dp" || c.parallel == "bdp") {
+  if (c.parallel == ParallelMode::dp || c.parallel == ParallelMode::bdp) {
     t.config["gpu0_bsz"] = c.gpu0_bsz;
     return train_dp(c, t, build, train_set, test_set);
   }

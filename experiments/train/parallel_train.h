@@ -24,27 +24,24 @@
 #include "engine/data/dataset.h"
 #include "engine/nn/module.h"
 #include "engine/train/trainer.h"
-#include "experiments/cli/cli_args.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/train/train_command.h"
 
 namespace oomlab {
 
-// --parallel, --devices, --gpu0-bsz, --bucket-cap, --sync-bn, --backend into c.
-void parallel_flags(const CliArgs& a, TrainConfig& c);
-void check_parallel_config(const TrainConfig& c);
+void check_parallel_config(const RunSpec& c);
 // The logical devices this process trains on (all ranks' for ddp threads; this rank's
 // under a launcher).
-std::vector<Device> parallel_devices(const TrainConfig& c);
+std::vector<Device> parallel_devices(const RunSpec& c);
 
 // ddp with --backend gloo|mpi|nccl outside any launcher: starts --devices rank processes of
 // `oomlab train <args>` (rank_launcher.h: mpirun, or torchrun-style children) and returns the
 // job's exit status; nullopt when this process should train itself.
-std::optional<int> self_launch_ddp(const TrainConfig& c, const std::vector<std::string>& args);
+std::optional<int> self_launch_ddp(const RunSpec& c, const std::vector<std::string>& args);
 
 using ModelBuilder = std::function<nn::ModulePtr(Device)>;
 // Builds the model(s), wraps them as c.parallel says and runs train_model; `t` is the
 // single-device trainer config (its device is replaced per rank).
-nlohmann::json train_parallel(const TrainConfig& c, TrainerConfig t, const ModelBuilder& build,
+nlohmann::json train_parallel(const RunSpec& c, TrainerConfig t, const ModelBuilder& build,
                               const Dataset& train_set, const Dataset& test_set);
 
 }  // namespace oomlab

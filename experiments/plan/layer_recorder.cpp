@@ -1,5 +1,5 @@
 // layer_recorder.cpp — LayerRecorder (layer_recorder.h).
-#include "experiments/cli/layer_recorder.h"
+#include "experiments/plan/layer_recorder.h"
 
 #include <regex>
 

@@ -1,5 +1,5 @@
 // child_process.cpp — fork/exec with a timeout and an outcome (child_process.h).
-#include "experiments/cli/child_process.h"
+#include "experiments/launch/child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "engine/core/error.h"
-#include "experiments/cli/commands.h"
+#include "experiments/launch/exit_codes.h"
 
 namespace oomlab {
 namespace {

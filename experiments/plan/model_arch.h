@@ -1,6 +1,6 @@
 // model_arch.h — architecture overrides a run may give a zoo model: BERT's hidden size,
 // layers, heads, position-table size and dropout (bert-*; VGG: the classifier dropout), UNet's base width and depth
-// (unet*), the ResNets' normalisation layer (resnet*: --norm bn|gn|none). Shared by `train`, `summary` and `estimate` (TrainConfig / ModelSpec).
+// (unet*), the ResNets' normalisation layer (resnet*: --norm bn|gn|none). Shared by `train`, `summary` and `estimate` (RunSpec).
 // The model-use table: which models a model-specific flag applies to (the flag table's
 // `models` column names a use). A flag given to a model without its use, whatever its value
 // (--fuse-relu off, --attention eager included), is a ValueError naming the flag, the models
@@ -24,7 +24,6 @@
 namespace oomlab {
 
 struct ModelConfig;
-class CliArgs;
 
 struct ModelUse {
   std::string name;     // the flag table's `models` value
@@ -35,8 +34,9 @@ const std::vector<ModelUse>& model_uses();
 // ValueError "--FLAG applies to OWNERS; --model M is not one" unless `model` has `use`; an
 // unknown model is named as such first.
 void check_model_use(const std::string& flag, const std::string& use, const std::string& model);
-// Every flag given to this command whose table row names a model use, checked against `model`.
-void check_model_flags(const CliArgs& a, const std::string& model);
+// The architecture flags (without "--") and the model use each needs; the flag table's
+// `models` column says the same (tests/test_cli_flags.cpp compares them).
+const std::vector<std::pair<std::string, std::string>>& arch_flag_uses();
 
 struct ArchOverrides {
   int64_t hidden = 0, layers = 0, heads = 0, max_positions = 0;   // bert-*
@@ -53,9 +53,5 @@ struct ArchOverrides {
 // `len` (given with `flag`, e.g. "--seq-len") must be <= the position table of `model`
 // with these overrides; no-op for non-token models.
 void check_seq_fits(const std::string& model, const ArchOverrides& arch, int64_t len, const char* flag);
-
-// The architecture flags (--hidden ... --norm; ranges and choices are the flag table's)
-// for `model`, after check_model_flags (ValueError on any flag the model has no use for).
-ArchOverrides arch_flags(const CliArgs& a, const std::string& model);
 
 }  // namespace oomlab

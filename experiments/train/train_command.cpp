@@ -1,10 +1,9 @@
 // train_command.cpp — `oomlab train` as a library call (train_command.h): datasets and
 // model by name, the family recipe, device set-up, then the engine's train_model().
-#include "experiments/cli/train_command.h"
+#include "experiments/train/train_command.h"
 
 #include "engine/nn/checkpoint_plan.h"
-#include "experiments/cli/cli_args.h"
-#include "experiments/cli/memory_report.h"
+#include "experiments/plan/memory_report.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "engine/core/byte_sizes.h"
 #include "engine/core/checked_math.h"
 #include "engine/core/dispatch.h"
 #include "engine/data/idx_reader.h"
@@ -26,9 +26,8 @@
 #include "engine/memory/memory_export.h"
 #include "engine/train/oom_recovery.h"
 #include "engine/train/trainer.h"
-#include "experiments/cli/parallel_train.h"
-#include "experiments/cli/recipes.h"
-#include "experiments/cli/train_checks.h"
+#include "experiments/train/parallel_train.h"
+#include "experiments/train/recipes.h"
 #include "models/model_zoo.h"
 #include "models/graph_model.h"
 
@@ -54,13 +53,13 @@ void check_model_fits_npy(const std::string& model, const Dataset& d) {
 
 // The per-sample image shape of an image dataset: Fashion-MNIST's 1x28x28, else --input or
 // the model's default.
-Shape image_input_shape(const TrainConfig& c) {
+Shape image_input_shape(const RunSpec& c) {
   if (c.dataset == "fashion-mnist") return {1, 28, 28};
   const ModelConfig mc = default_model_config(c.model);
   return c.input.empty() ? Shape{mc.in_channels, mc.height, mc.width} : c.input;
 }
 
-Datasets make_datasets(const TrainConfig& c) {
+Datasets make_datasets(const RunSpec& c) {
   if (c.dataset == "npy") {
     // --classes, else the largest label of both splits + 1: train and test agree on the head.
     const bool has_test = npy_split_exists(c.data_dir, "test");
@@ -117,20 +116,21 @@ void print_init_report(const std::string& file, const LoadReport& r) {
   for (const auto& k : r.unexpected) std::printf("  --init-non-strict: skipped %s (not in the model)\n", k.c_str());
 }
 
-json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::string>& given) {
+json config_json(const RunSpec& c, const Recipe& r, const std::vector<std::string>& given) {
   json j = {{"model", c.model}, {"dataset", c.dataset}, {"data_dir", c.data_dir}, {"input", c.input},
             {"num_classes", c.num_classes}, {"synthetic_size", c.synthetic_size},
             {"seq_len", c.seq_len}, {"seq_min_len", c.seq_min_len}, {"long_seq_len", c.long_seq_len},
             {"long_seq_prob", c.long_seq_prob}, {"device", c.device.str()},
             {"batch", c.batch}, {"epochs", c.epochs}, {"steps", c.steps}, {"optimizer", r.optimizer}, {"lr", r.lr},
             {"momentum", r.momentum}, {"weight_decay", r.weight_decay}, {"nesterov", c.nesterov},
-            {"schedule", r.schedule}, {"ema_decay", c.ema_decay}, {"lr_groups", c.lr_groups}, {"tta", c.tta},
+            {"schedule", r.schedule}, {"ema_decay", c.ema_decay}, {"lr_groups", lr_groups_text(c.lr_groups)}, {"tta", c.tta_flip ? "flip" : "none"},
             {"seed", c.seed},
             {"device_memory", c.device_memory}, {"shuffle", c.shuffle}, {"init", c.init}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
             {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
             {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint.spec},
-            {"accumulate", c.accumulate}, {"amp", c.amp}, {"half", c.half}, {"master_weights", c.master_weights}, {"loss_scale", c.loss_scale},
-            {"on_oom", c.on_oom}, {"workers", c.workers}, {"pin_memory", c.pin_memory}, {"cuda_graphs", c.cuda_graphs},
+            {"accumulate", c.accumulate}, {"amp", c.amp_text()}, {"half", c.half}, {"master_weights", c.master_weights},
+            {"loss_scale", c.loss_scale.str()},
+            {"on_oom", on_oom_name(c.on_oom)}, {"workers", c.workers}, {"pin_memory", c.pin_memory}, {"cuda_graphs", c.cuda_graphs},
             {"channels_last", c.channels_last},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
@@ -142,9 +142,8 @@ json config_json(const TrainConfig& c, const Recipe& r, const std::vector<std::s
 
 namespace {
 // This run's step as the meta probes see it (pre-flight, budget planning).
-ModelSpec probe_spec(const TrainConfig& c, const Datasets& data, int64_t seq_len) {
-  ModelSpec ms;
-  ms.model = c.model;
+RunSpec probe_spec(const RunSpec& c, const Datasets& data, int64_t seq_len) {
+  RunSpec ms = RunSpec::for_model(c.model);
   ms.num_classes = data.train->num_classes();
   ms.arch = c.arch;
   ms.amp = c.amp;
@@ -161,7 +160,7 @@ ModelSpec probe_spec(const TrainConfig& c, const Datasets& data, int64_t seq_len
 
 // --checkpoint budget:SIZE -> a concrete policy, from exact meta peaks of this run's step
 // (its choice goes into `budget`); any other policy is returned as given.
-CheckpointPolicy resolve_checkpoint(const TrainConfig& c, const ModelSpec& ms, const Recipe& recipe, json& budget) {
+CheckpointPolicy resolve_checkpoint(const RunSpec& c, const RunSpec& ms, const Recipe& recipe, json& budget) {
   if (c.checkpoint.kind != CheckpointPolicy::Kind::budget) return c.checkpoint;
   const CheckpointBudgetChoice ch = choose_checkpoint_budget(ms, c.batch, recipe.optimizer, c.checkpoint.budget_bytes);
   budget = ch.to_json();
@@ -173,8 +172,8 @@ CheckpointPolicy resolve_checkpoint(const TrainConfig& c, const ModelSpec& ms, c
 
 // --on-oom split halves a batch down to one sample at worst: on a capped device one sample
 // of the longest batch must fit, or the run could only fail later.
-void check_split_can_fit(const TrainConfig& c, ModelSpec one, const Recipe& recipe, const CheckpointPolicy& checkpoint) {
-  if (parse_on_oom(c.on_oom) != OnOom::split || c.device_memory == 0) return;
+void check_split_can_fit(const RunSpec& c, RunSpec one, const Recipe& recipe, const CheckpointPolicy& checkpoint) {
+  if (c.on_oom != OnOom::split || c.device_memory == 0) return;
   one.checkpoint = checkpoint;
   const MemoryEstimate e = estimate_memory(one, 1, recipe.optimizer);
   OOMLAB_CHECK(uint64_t(e.peak_allocated_bytes) <= c.device_memory, "--on-oom split cannot make this run fit: one ",
@@ -187,7 +186,7 @@ void check_split_can_fit(const TrainConfig& c, ModelSpec one, const Recipe& reci
 
 // Fresh allocators on every logical device of the run, capped at --device-memory, recording
 // their history when asked.
-void prepare_devices(const TrainConfig& c) {
+void prepare_devices(const RunSpec& c) {
   reset_allocators();
   // allocator_for(cuda) needs the backend's raw-memory factory, registered with its kernels.
   ensure_kernels_registered();
@@ -198,7 +197,7 @@ void prepare_devices(const TrainConfig& c) {
   if (c.record_history) OpProfiler::enable(true);
 }
 
-ModelConfig run_model_config(const TrainConfig& c, const Datasets& data, int64_t seq_len) {
+ModelConfig run_model_config(const RunSpec& c, const Datasets& data, int64_t seq_len) {
   const Shape in = data.train->sample_shape();
   ModelConfig mc;
   mc.num_classes = data.train->num_classes();
@@ -215,7 +214,7 @@ ModelConfig run_model_config(const TrainConfig& c, const Datasets& data, int64_t
 // What a checkpoint must have been made with to resume it: the model, its data and the
 // recipe (a different --lr would change the run while the results record the new one).
 // global_batch, not batch: a DDP run resumes on another world size at the same global batch.
-std::vector<std::string> resume_keys(const TrainConfig& c) {
+std::vector<std::string> resume_keys(const RunSpec& c) {
   std::vector<std::string> keys = {"model", "dataset", "input", "num_classes", "synthetic_size", "seq_len",
                                    "seq_min_len", "long_seq_len", "long_seq_prob", "shuffle", "global_batch",
                                    "optimizer", "lr", "momentum", "weight_decay", "nesterov", "schedule", "seed",
@@ -225,7 +224,7 @@ std::vector<std::string> resume_keys(const TrainConfig& c) {
   return keys;
 }
 
-TrainerConfig trainer_config(const TrainConfig& c, const Recipe& recipe, const json& config) {
+TrainerConfig trainer_config(const RunSpec& c, const Recipe& recipe, const json& config) {
   TrainerConfig t;
   t.device = c.device;
   t.batch = c.batch;
@@ -238,8 +237,8 @@ TrainerConfig trainer_config(const TrainConfig& c, const Recipe& recipe, const j
   t.nesterov = c.nesterov;
   t.schedule = recipe.schedule;
   t.ema_decay = c.ema_decay;
-  t.lr_groups = parse_lr_groups(c.lr_groups);
-  t.tta_flip = c.tta == "flip";
+  t.lr_groups = c.lr_groups;
+  t.tta_flip = c.tta_flip;
   t.seed = c.seed;
   t.save_dir = c.save_dir;
   t.resume_dir = c.resume_dir;
@@ -248,12 +247,12 @@ TrainerConfig trainer_config(const TrainConfig& c, const Recipe& recipe, const j
   t.log_every = c.log_every;
   t.quiet = c.quiet;
   t.stop_on_nan = c.stop_on_nan;
-  t.amp = parse_amp(c.amp);
-  t.loss_scale = parse_loss_scale(c.loss_scale, c.amp == "fp16");
+  t.amp = c.amp;
+  t.loss_scale = c.loss_scale;
   t.half = c.half;
   t.accumulate = c.accumulate;
   t.master_weights = c.master_weights;
-  t.on_oom = parse_on_oom(c.on_oom);
+  t.on_oom = c.on_oom;
   t.workers = c.workers;
   t.pin_memory = c.pin_memory;
   t.cuda_graphs = c.cuda_graphs;
@@ -265,7 +264,7 @@ TrainerConfig trainer_config(const TrainConfig& c, const Recipe& recipe, const j
 }
 }  // namespace
 
-json train(const TrainConfig& c) {
+json train(const RunSpec& c) {
   check_train_config(c);
   std::vector<std::string> given;
   const Recipe recipe = resolve_recipe(c.model, {c.optimizer, c.schedule, c.lr, c.momentum, c.weight_decay}, &given);
@@ -281,7 +280,7 @@ json train(const TrainConfig& c) {
                    data.train->name(), " holds ", seq_len, "-token ones: save them at that length, or export the model ",
                    "again with --input-shape N,", seq_len);
   }
-  const ModelSpec ms = probe_spec(c, data, seq_len);
+  const RunSpec ms = probe_spec(c, data, seq_len);
   // --half: every op of the step must have a float16 kernel where the run goes.
   // (A build without the device's backend is refused where the device is opened.)
   const DeviceType target = c.device.is_meta() ? DeviceType::cpu : c.device.type;

@@ -1,7 +1,7 @@
 // train_checks.cpp — check_train_config (train_command.h): every rule of `oomlab train`
 // that needs more than the flag table (the model, the recipe, the files), checked before any
-// work, each once and worded with the flags; and parse_lr_groups (train_checks.h).
-#include "experiments/cli/train_checks.h"
+// work, each once and worded with the flags.
+#include "experiments/train/train_command.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -13,49 +13,13 @@
 #include "engine/io/atomic_file.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/train/trainer.h"
-#include "experiments/cli/cli_args.h"
-#include "experiments/cli/memory_report.h"
-#include "experiments/cli/parallel_train.h"
-#include "experiments/cli/recipes.h"
-#include "experiments/cli/train_command.h"
+#include "experiments/plan/memory_report.h"
+#include "experiments/train/parallel_train.h"
+#include "experiments/train/recipes.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
-
-std::vector<std::pair<std::string, double>> parse_lr_groups(const std::string& text) {
-  std::vector<std::pair<std::string, double>> out;
-  if (text.empty()) return out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const size_t eq = item.find('=');
-    OOMLAB_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "--lr-groups: '", item,
-                 "' is not NAME_PREFIX=FACTOR (e.g. fc.=10)");
-    const std::string prefix = item.substr(0, eq), num = item.substr(eq + 1);
-    char* end = nullptr;
-    const double f = std::strtod(num.c_str(), &end);
-    OOMLAB_CHECK(end && *end == '\0' && std::isfinite(f) && f > 0, "--lr-groups: the factor of '", prefix,
-                 "' must be a positive number (got '", num, "')");
-    for (const auto& [p, unused] : out) OOMLAB_CHECK(p != prefix, "--lr-groups: '", prefix, "' is given twice");
-    out.push_back({prefix, f});
-  }
-  OOMLAB_CHECK(!out.empty() && text.back() != ',', "--lr-groups: an empty group in '", text, "'");
-  return out;
-}
-
-void check_cuda_graphs_model(const std::string& model, const std::string& loss_scale) {
-  OOMLAB_CHECK(loss_scale == "none", "--cuda-graphs needs a run without loss scaling (--amp bf16, or --loss-scale ",
-               "none): the scaler checks the gradients on the host every step (this run: --loss-scale ", loss_scale, ")");
-  OOMLAB_CHECK(model_input_kind(model) != InputKind::tokens || !is_graph_model(model), "--cuda-graphs: ", model,
-               " is an imported token model, whose integer constants are copied from the host every step, which a ",
-               "captured step cannot hold; the zoo's bert-* models and the image models can be graphed");
-}
-
-void check_channels_last_model(const std::string& model) {
-  OOMLAB_CHECK(model_input_kind(model) != InputKind::tokens, "--channels-last: ", model,
-               " is a token model, which has no 4-D [N, C, H, W] tensor to lay out; use it with an image model");
-}
 
 namespace {
 
@@ -81,10 +45,9 @@ void check_model_fits_dataset(const std::string& model, const std::string& datas
 // constants and dropout's offset (engine/train/graphed_step.h), so nothing else may change
 // between steps. The table rules out --parallel, --devices and --on-oom; here
 // the rest (the device and the data: train only).
-void check_cuda_graphs(const TrainConfig& c) {
+void check_cuda_graphs(const RunSpec& c) {
   OOMLAB_CHECK(c.device.type == DeviceType::cuda || c.device.is_meta(), "--cuda-graphs needs --device cuda[:N] ",
                "(or meta, to count the graph's memory); this run has --device ", c.device.str());
-  check_cuda_graphs_model(c.model, c.loss_scale);
   if (model_input_kind(c.model) != InputKind::tokens) return;
   const int64_t shortest = c.seq_min_len != 0 ? c.seq_min_len : c.seq_len / 2;
   OOMLAB_CHECK(c.dataset != "synthetic-seq" || (shortest == c.seq_len && c.long_seq_prob == 0), "--cuda-graphs ",
@@ -93,7 +56,7 @@ void check_cuda_graphs(const TrainConfig& c) {
 }
 }  // namespace
 
-void check_train_config(const TrainConfig& c) {
+void check_train_config(const RunSpec& c) {
   check_model_fits_dataset(c.model, c.dataset);
   c.arch.check_fits(c.model);
   if (model_input_kind(c.model) == InputKind::tokens && c.dataset != "npy") {   // npy: the files' length (train)
@@ -113,11 +76,10 @@ void check_train_config(const TrainConfig& c) {
   OOMLAB_CHECK(!c.nesterov || r.momentum > 0, "--nesterov needs a momentum > 0 (as torch.optim.SGD)");
   with_flag_name("schedule", [&] { return parse_lr_schedule(resolve_schedule(r.schedule, 100)); });   // named now
   if (c.cuda_graphs) check_cuda_graphs(c);
-  if (c.channels_last) check_channels_last_model(c.model);
-  parse_lr_groups(c.lr_groups);
-  OOMLAB_CHECK(c.tta == "none" || model_input_kind(c.model) == InputKind::image,
+  check_run_model_techniques(c);
+  OOMLAB_CHECK(!c.tta_flip || model_input_kind(c.model) == InputKind::image,
                "--tta flip applies to image classification models (", c.model, " does not take images)");
-  OOMLAB_CHECK(c.tta == "none" || model_task_kind(c.model) == TaskKind::classification,
+  OOMLAB_CHECK(!c.tta_flip || model_task_kind(c.model) == TaskKind::classification,
                "--tta flip applies to classification models (", c.model, " segments: its mirrored output would need "
                "flipping back)");
   if (c.dataset != "npy") {   // npy: checked once the files are loaded (train())

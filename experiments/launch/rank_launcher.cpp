@@ -1,5 +1,5 @@
 // rank_launcher.cpp — the one-machine job launcher (rank_launcher.h).
-#include "experiments/cli/rank_launcher.h"
+#include "experiments/launch/rank_launcher.h"
 
 #include "engine/core/thread_budget.h"
 
@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "engine/core/error.h"
-#include "experiments/cli/child_process.h"
+#include "experiments/launch/child_process.h"
 
 extern char** environ;
 

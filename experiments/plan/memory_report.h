@@ -19,7 +19,7 @@
 
 #include "engine/core/tensor.h"
 #include "engine/nn/checkpoint_plan.h"
-#include "experiments/cli/model_arch.h"
+#include "experiments/plan/run_spec.h"
 
 namespace oomlab {
 
@@ -66,23 +66,8 @@ struct ModelSummary {
   nlohmann::json to_json() const;
 };
 
-struct ModelSpec {
-  std::string model;
-  Shape input;           // C,H,W; empty -> model default (image models)
-  int64_t num_classes = 0;   // 0 -> model default (1000 ImageNet / 10 for 28x28 models / 2 BERT)
-  int64_t seq_len = 0;       // token models: 0 -> the preset's seq_len
-  ArchOverrides arch;        // --hidden/--layers/... (checked against the model's family)
-  CheckpointPolicy checkpoint;       // --checkpoint, parsed once (engine/nn/checkpoint_plan.h)
-  std::string amp = "off";           // --amp off|fp16|bf16 (engine/autograd/autocast.h)
-  std::string loss_scale = "none";   // estimate: --loss-scale, canonical (engine/train/mixed_precision.h)
-  bool half = false;                 // estimate: --half (engine/train/half_mode.h)
-  bool master_weights = false;       // estimate: --master-weights
-  double sgd_momentum = 0.9;         // estimate: --momentum (0: plain SGD keeps no state)
-  bool cuda_graphs = false;          // estimate: --cuda-graphs (the step captured after the eager ones)
-  bool channels_last = false;        // estimate: --channels-last (engine/train/channels_last.h)
-};
 
-ModelSummary summarize_model(const ModelSpec& spec, int64_t batch);
+ModelSummary summarize_model(const RunSpec& spec, int64_t batch);
 
 struct MemoryEstimate {
   std::string model, optimizer;
@@ -107,7 +92,7 @@ struct MemoryEstimate {
 
 // record: keep the meta allocator's trace and op spans (for --memory-snapshot /
 // --chrome-trace); read them from allocator_for(meta_device()) afterwards.
-MemoryEstimate estimate_memory(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
+MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::string& optimizer,
                                uint64_t device_memory = 0, bool record = false);
 
 // --checkpoint budget:SIZE: the chain policy with the least recompute whose exact meta
@@ -122,13 +107,13 @@ struct CheckpointBudgetChoice {
   nlohmann::json tried = nlohmann::json::array();   // [{"policy", "peak_bytes"}], in order
   nlohmann::json to_json() const;
 };
-CheckpointBudgetChoice choose_checkpoint_budget(const ModelSpec& spec, int64_t batch, const std::string& optimizer,
+CheckpointBudgetChoice choose_checkpoint_budget(const RunSpec& spec, int64_t batch, const std::string& optimizer,
                                                 uint64_t budget);
 
 // --half pre-flight: one training step of `spec` at `batch` on meta emulating `target`'s
 // kernel tables (engine/core/dispatch.h); an op with no float16 kernel there is a ValueError
 // naming the model, the device and the op, raised before any real work.
-void check_half_servable(const ModelSpec& spec, int64_t batch, const std::string& optimizer, DeviceType target);
+void check_half_servable(const RunSpec& spec, int64_t batch, const std::string& optimizer, DeviceType target);
 
 // The default input (C,H,W) and class count for a model name.
 Shape default_input_for(const std::string& model);
