@@ -1,6 +1,6 @@
 // test_cli_flags.cpp — the flag table (experiments/cli/flag_table.h) is the one declaration
-// of every flag: the README's synopses and the fuzz dictionary equal its rendering (run with
-// OOMLAB_UPDATE_GOLDEN=1 to rewrite both from the table), the table is consistent (rules
+// of every flag: the README's synopses, docs/cli.md and the fuzz dictionary equal its rendering
+// (run with OOMLAB_UPDATE_GOLDEN=1 to rewrite them from the table), the table is consistent (rules
 // name flags of the same command, a rule's flag has a value to test), each kind of check and
 // rule fires with its one wording, `--help` prints the table's text, and the RunSpec the
 // CLI builds from no flags is RunSpec's own default.
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "engine/core/error.h"
@@ -82,6 +83,12 @@ TEST(FlagTable, FuzzDictionaryIsTheTablesRendering) {
   const std::string path = std::string(OOMLAB_SOURCE_DIR) + "/tests/fuzz/fuzz_cli.dict";
   if (update_golden()) write_text(path, fuzz_dictionary());
   EXPECT_EQ(read_text(path), fuzz_dictionary()) << path << " differs from the flag table; OOMLAB_UPDATE_GOLDEN=1 rewrites it";
+}
+
+TEST(FlagTable, CliReferenceIsTheTablesRendering) {
+  const std::string path = std::string(OOMLAB_SOURCE_DIR) + "/docs/cli.md";
+  if (update_golden()) write_text(path, cli_reference_markdown());
+  EXPECT_EQ(read_text(path), cli_reference_markdown()) << path << " differs from the flag table; OOMLAB_UPDATE_GOLDEN=1 rewrites it";
 }
 
 TEST(FlagTable, IsConsistent) {
@@ -196,6 +203,22 @@ TEST(FlagTable, ArchFlagUsesAreTheTables) {
         f->name == "fuse-relu" || f->name == "attention")
       ++arch_rows;
   EXPECT_EQ(arch_rows, arch_flag_uses().size());
+}
+
+// A flag of a command that builds a RunSpec sets a field the table names (flag_table.h:
+// RunSpecField), or is one of the few read by hand (run_spec_flags.cpp, commands.cpp): a new
+// flag reaches the run through its row, its field and its consumer.
+TEST(FlagTable, EveryRunFlagIsBoundOrReadByHand) {
+  const std::set<std::string> by_hand = {
+      "classes", "checkpoint", "loss-scale", "hidden", "layers", "heads", "max-positions", "dropout",
+      "base-width", "depth", "norm", "fuse-relu", "attention", "json", "memory-snapshot", "chrome-trace",
+      "allow-tf32", "cudnn-benchmark", "cudnn-deterministic", "cudnn-workspace-limit"};
+  for (const char* command : {"train", "summary", "estimate"})
+    for (const FlagSpec* f : flags_of(command)) {
+      const bool bound = !std::holds_alternative<std::monostate>(f->field);
+      EXPECT_NE(bound, by_hand.count(f->name) > 0 && !(f->name == "classes" && std::string(command) != "train"))
+          << command << " --" << f->name;
+    }
 }
 
 TEST(FlagTable, HelpPrintsTheTable) {

@@ -114,6 +114,41 @@ std::string command_help(const std::string& command) {
   return s.str();
 }
 
+namespace {
+// A markdown table cell: '|' escaped.
+std::string cell(std::string text) {
+  for (size_t i = 0; (i = text.find('|', i)) != std::string::npos; i += 2) text.replace(i, 1, "\\|");
+  return text;
+}
+}  // namespace
+
+std::string cli_reference_markdown() {
+  std::ostringstream s;
+  s << "# oomlab command-line reference\n\n"
+       "Generated from the flag table (`experiments/cli/flag_table.cpp`): `tests/test_cli_flags.cpp` keeps\n"
+       "this file equal to the table's rendering, and `OOMLAB_UPDATE_GOLDEN=1 ctest -R FlagTable`\n"
+       "rewrites it. Do not edit it by hand. What the commands do and the results they write:\n"
+       "[REFERENCE.md](REFERENCE.md).\n\n| command | what it does |\n|---|---|\n";
+  for (const CommandSpec& c : command_table())
+    s << "| [`" << c.name << "`](#oomlab-" << c.name << ") | " << cell(c.summary) << " |\n";
+  for (const CommandSpec& c : command_table()) {
+    s << "\n## oomlab " << c.name << "\n\n```\n" << synopsis(c.name) << "```\n";
+    const std::vector<const FlagSpec*> flags = flags_of(c.name);
+    if (flags.empty()) continue;
+    s << "\n| flag | value | meaning | range, rules, default |\n|---|---|---|---|\n";
+    for (const FlagSpec* f : flags) {
+      std::string notes = range_text(*f);
+      const std::string rules = rules_text(*f);
+      if (!rules.empty()) notes += (notes.empty() ? "" : "; ") + rules;
+      if (!f->default_value.empty()) notes += (notes.empty() ? "" : "; ") + std::string("default ") + f->default_value;
+      if (f->required) notes += (notes.empty() ? "" : "; ") + std::string("required");
+      const std::string value = f->kind == FlagKind::switch_ ? "" : "`" + f->metavar + "`";
+      s << "| `--" << f->name << "` | " << cell(value) << " | " << cell(f->help) << " | " << cell(notes) << " |\n";
+    }
+  }
+  return s.str();
+}
+
 std::string fuzz_dictionary() {
   std::string s = "# libFuzzer dictionary for fuzz_cli: the commands, flags and choices of the flag table\n"
                   "# (experiments/cli/flag_table.cpp; tests/test_cli_flags.cpp keeps this file equal to it).\n";

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/autograd/autocast.h"
+#include "engine/core/byte_sizes.h"
 #include "experiments/cli/tricks.h"
 
 namespace oomlab {
@@ -56,6 +58,7 @@ struct F {
   }
   F& models(std::string use) { s.models = std::move(use); return *this; }
   F& output() { s.output = true; return *this; }
+  F& to(RunSpecField f) { s.field = f; return *this; }
 };
 
 const Commands kTrain = {"train"}, kSummary = {"summary"}, kEstimate = {"estimate"}, kStep = {"step"};
@@ -65,100 +68,152 @@ const std::vector<std::string> kSynthetic = {"synthetic", "synthetic-seq", "synt
 const std::vector<std::string> kProcessBackends = {"gloo", "mpi", "nccl"};   // one process per rank
 
 void rows_model_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("model", kModel, "the model (`oomlab models` lists the zoo)").text("M").required().s);
+  t.push_back(F("model", kModel, "the model (`oomlab models` lists the zoo)").text("M").required()
+                  .to(&RunSpec::model).s);
   t.push_back(F("dataset", kTrain, "the training data: Fashion-MNIST, a synthetic task, or your npy arrays")
-                  .choice({"fashion-mnist", "synthetic", "synthetic-seq", "synthetic-seg", "npy"}).required().s);
+                  .choice({"fashion-mnist", "synthetic", "synthetic-seq", "synthetic-seg", "npy"}).required()
+                  .to(&RunSpec::dataset).s);
   t.push_back(F("data-dir", kTrain, "the dataset's folder (Fashion-MNIST's IDX files, or the npy files)")
-                  .text("DIR").applies("dataset", {"fashion-mnist", "npy"}).s);
+                  .text("DIR").applies("dataset", {"fashion-mnist", "npy"})
+                  .to(&RunSpec::data_dir).s);
   t.push_back(F("data-dir", kStep, "the folder of train_inputs.npy and train_labels.npy").text("DIR").required().s);
   t.push_back(F("init", kStep, "the starting weights (a PyTorch state_dict saved with safetensors)").text("FILE").required().s);
   t.push_back(F("out", kStep, "where to write loss, logits, gradients and updated weights (safetensors)")
                   .text("FILE").required().output().s);
   t.push_back(F("input", kTrain, "the sample shape of the synthetic images").int_list("C,H,W")
-                  .applies("dataset", {"synthetic", "synthetic-seg"}).s);
-  t.push_back(F("input", kMemory, "the sample shape (image models)").int_list("C,H,W").s);
-  t.push_back(F("seq-len", kMemory, "the sequence length (bert-*)").integer("T", 1).s);
+                  .applies("dataset", {"synthetic", "synthetic-seg"})
+                  .to(+[](RunSpec& r, const std::string& v) { r.input = parse_int_list(v, "--input"); }).s);
+  t.push_back(F("input", kMemory, "the sample shape (image models)").int_list("C,H,W")
+                  .to(+[](RunSpec& r, const std::string& v) { r.input = parse_int_list(v, "--input"); }).s);
+  t.push_back(F("seq-len", kMemory, "the sequence length (bert-*)").integer("T", 1)
+                  .to(&RunSpec::seq_len).s);
   t.push_back(F("classes", kTrain, "the number of classes (npy: default the largest label + 1)").integer("K", 1)
                   .applies("dataset", {"synthetic", "synthetic-seg", "npy"}).models("classes").s);
-  t.push_back(F("classes", {"summary", "estimate", "step"}, "the number of classes").integer("K", 1).models("classes").s);
+  t.push_back(F("classes", {"summary", "estimate", "step"}, "the number of classes").integer("K", 1).models("classes")
+                  .to(&RunSpec::num_classes).s);
   t.push_back(F("synthetic-size", kTrain, "samples in a synthetic training set").integer("N", 1).def("2048")
-                  .applies("dataset", kSynthetic).s);
-  t.push_back(F("no-shuffle", kTrain, "visit samples in file order every epoch (DataLoader(shuffle=False))").sw().s);
+                  .applies("dataset", kSynthetic)
+                  .to(&RunSpec::synthetic_size).s);
+  t.push_back(F("no-shuffle", kTrain, "visit samples in file order every epoch (DataLoader(shuffle=False))").sw()
+                  .to(+[](RunSpec& r, const std::string&) { r.shuffle = false; }).s);
   t.push_back(F("init", kTrain, "the starting weights (a PyTorch state_dict saved with safetensors)")
-                  .text("FILE.safetensors").excludes("resume").s);
+                  .text("FILE.safetensors").excludes("resume")
+                  .to(&RunSpec::init).s);
   t.push_back(F("init-non-strict", kTrain, "load what matches --init, keep the model's own values for the rest")
-                  .sw().needs("init").s);
+                  .sw().needs("init")
+                  .to(+[](RunSpec& r, const std::string&) { r.init_strict = false; }).s);
   t.push_back(F("seq-len", kTrain, "the longest sequence of synthetic-seq").integer("N", 3).def("32")
-                  .applies("dataset", {"synthetic-seq"}).s);
+                  .applies("dataset", {"synthetic-seq"})
+                  .to(&RunSpec::seq_len).s);
   t.push_back(F("seq-min-len", kTrain, "the shortest sequence of synthetic-seq (0: half of --seq-len, at least 3)")
                   .integer("N", 0)
-                  .applies("dataset", {"synthetic-seq"}).models("padding").s);
+                  .applies("dataset", {"synthetic-seq"}).models("padding")
+                  .to(&RunSpec::seq_min_len).s);
   t.push_back(F("long-seq-prob", kTrain, "the chance of a rare very long sequence").number("P", 0, 1, false, false)
-                  .needs("long-seq-len").applies("dataset", {"synthetic-seq"}).s);
+                  .needs("long-seq-len").applies("dataset", {"synthetic-seq"})
+                  .to(&RunSpec::long_seq_prob).s);
   t.push_back(F("long-seq-len", kTrain, "the length of the rare very long sequences").integer("N", 1)
-                  .needs("long-seq-prob").applies("dataset", {"synthetic-seq"}).s);
+                  .needs("long-seq-prob").applies("dataset", {"synthetic-seq"})
+                  .to(&RunSpec::long_seq_len).s);
 }
 
 void rows_run_length_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("device", kTrain, "the (first) logical device").text("cpu|meta|cuda[:N]").def("cpu").s);
+  t.push_back(F("device", kTrain, "the (first) logical device").text("cpu|meta|cuda[:N]").def("cpu")
+                  .to(+[](RunSpec& r, const std::string& v) { r.device = parse_device(v); }).s);
   t.push_back(F("device", kStep, "the device of the step").text("cpu|cuda[:N]").def("cpu").s);
-  t.push_back(F("batch", kTrain, "samples per micro-batch (per rank under ddp)").integer("B", 1).def("128").s);
-  t.push_back(F("batch", kSummary, "samples per batch").integer("B", 1).def("1").s);
-  t.push_back(F("batch", kEstimate, "samples per batch").integer("B", 1).required().s);
-  t.push_back(F("epochs", kTrain, "passes over the training set").integer("E", 1).def("1").excludes("steps").s);
-  t.push_back(F("steps", kTrain, "optimizer steps, instead of epochs").integer("S", 1).s);
-  t.push_back(F("accumulate", kTrain, "micro-batches per optimizer step (gradient accumulation)").integer("K", 1).def("1").s);
-  t.push_back(F("optimizer", kTrain, "the optimizer (default: the model family's recipe)").choice({"sgd", "adam", "adamw"}).s);
-  t.push_back(F("optimizer", kEstimate, "the optimizer whose state is counted").choice({"sgd", "adam", "adamw"}).def("sgd").s);
+  t.push_back(F("batch", kTrain, "samples per micro-batch (per rank under ddp)").integer("B", 1).def("128")
+                  .to(&RunSpec::batch).s);
+  t.push_back(F("batch", kSummary, "samples per batch").integer("B", 1).def("1")
+                  .to(&RunSpec::batch).s);
+  t.push_back(F("batch", kEstimate, "samples per batch").integer("B", 1).required()
+                  .to(&RunSpec::batch).s);
+  t.push_back(F("epochs", kTrain, "passes over the training set").integer("E", 1).def("1").excludes("steps")
+                  .to(&RunSpec::epochs).s);
+  t.push_back(F("steps", kTrain, "optimizer steps, instead of epochs").integer("S", 1)
+                  .to(&RunSpec::steps).s);
+  t.push_back(F("accumulate", kTrain, "micro-batches per optimizer step (gradient accumulation)").integer("K", 1).def("1")
+                  .to(&RunSpec::accumulate).s);
+  t.push_back(F("optimizer", kTrain, "the optimizer (default: the model family's recipe)").choice({"sgd", "adam", "adamw"})
+                  .to(&RunSpec::optimizer).s);
+  t.push_back(F("optimizer", kEstimate, "the optimizer whose state is counted").choice({"sgd", "adam", "adamw"}).def("sgd")
+                  .to(&RunSpec::optimizer).s);
   t.push_back(F("momentum", kEstimate, "SGD momentum (0: plain SGD, no state)").number("X", 0, 1, false, true).def("0.9")
-                  .applies("optimizer", {"sgd"}).s);
-  t.push_back(F("lr", kTrain, "the learning rate (default: the recipe's)").number("X", 0, 1e6, true, false).s);
+                  .applies("optimizer", {"sgd"})
+                  .to(&RunSpec::momentum).s);
+  t.push_back(F("lr", kTrain, "the learning rate (default: the recipe's)").number("X", 0, 1e6, true, false)
+                  .to(&RunSpec::lr).s);
   t.push_back(F("lr", kStep, "the SGD learning rate").number("X", 0, 1e6, true, false).def("0.1").s);
-  t.push_back(F("momentum", kTrain, "SGD momentum (default: the recipe's)").number("X", 0, 1, false, true).s);
-  t.push_back(F("weight-decay", kTrain, "weight decay (default: the recipe's)").number("X", 0, kInf, false, false).s);
-  t.push_back(F("nesterov", kTrain, "Nesterov momentum (torch.optim.SGD(nesterov=True))").sw().s);
-  t.push_back(F("schedule", kTrain, "the lr schedule: constant, step:..., cosine:..., warmup-cosine[:...], lambda-warmup-cosine:...").text("SPEC").s);
+  t.push_back(F("momentum", kTrain, "SGD momentum (default: the recipe's)").number("X", 0, 1, false, true)
+                  .to(&RunSpec::momentum).s);
+  t.push_back(F("weight-decay", kTrain, "weight decay (default: the recipe's)").number("X", 0, kInf, false, false)
+                  .to(&RunSpec::weight_decay).s);
+  t.push_back(F("nesterov", kTrain, "Nesterov momentum (torch.optim.SGD(nesterov=True))").sw()
+                  .to(&RunSpec::nesterov).s);
+  t.push_back(F("schedule", kTrain, "the lr schedule: constant, step:..., cosine:..., warmup-cosine[:...], lambda-warmup-cosine:...").text("SPEC")
+                  .to(&RunSpec::schedule).s);
   t.push_back(F("lr-groups", kTrain, "parameter groups with their own lr: NAME_PREFIX=FACTOR,... (lr x FACTOR; the schedule scales each)")
-                  .text("GROUPS").s);
+                  .text("GROUPS")
+                  .to(+[](RunSpec& r, const std::string& v) { r.lr_groups = parse_lr_groups(v); }).s);
   t.push_back(F("tta", kTrain, "test-time augmentation: evaluate on the inputs and their mirror image, average the probabilities")
-                  .choice({"none", "flip"}).def("none").s);
+                  .choice({"none", "flip"}).def("none")
+                  .to(+[](RunSpec& r, const std::string& v) { r.tta_flip = v == "flip"; }).s);
   t.push_back(F("ema", kTrain, "keep an exponential moving average of the weights, evaluated at the end")
-                  .number("DECAY", 0, 1, false, true).s);
-  t.push_back(F("seed", kTrain, "the seed of initialisation, data order and dropout").integer("N", 0).def("0").s);
+                  .number("DECAY", 0, 1, false, true)
+                  .to(&RunSpec::ema_decay).s);
+  t.push_back(F("seed", kTrain, "the seed of initialisation, data order and dropout").integer("N", 0).def("0")
+                  .to(&RunSpec::seed).s);
 }
 
 void rows_state_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("device-memory", kTrain, "cap every device's allocator at SIZE (a smaller GPU, on any device)").size().s);
-  t.push_back(F("device-memory", kEstimate, "the capacity to judge the peak against; also finds the largest batch that fits").size().s);
-  t.push_back(F("save", kTrain, "write checkpoints to DIR/step-N (rank 0)").text("DIR").s);
-  t.push_back(F("save-every", kTrain, "steps between checkpoints (0: at the end only)").integer("S", 0).needs("save").s);
-  t.push_back(F("resume", kTrain, "continue from a checkpoint (DIR or DIR/step-N)").text("DIR").s);
-  t.push_back(F("on-nan", kTrain, "what a NaN/Inf loss does").choice({"stop", "continue"}).def("stop").s);
-  t.push_back(F("on-oom", kTrain, "what an out-of-memory step does").choice({"raise", "skip", "split"}).def("raise").s);
-  t.push_back(F("workers", kTrain, "DataLoader worker threads (0: load in the training thread)").integer("N", 0, 64).def("1").s);
-  t.push_back(F("pin-memory", kTrain, "stage batches in pinned host memory").sw().s);
+  t.push_back(F("device-memory", kTrain, "cap every device's allocator at SIZE (a smaller GPU, on any device)").size()
+                  .to(&RunSpec::device_memory).s);
+  t.push_back(F("device-memory", kEstimate, "the capacity to judge the peak against; also finds the largest batch that fits").size()
+                  .to(&RunSpec::device_memory).s);
+  t.push_back(F("save", kTrain, "write checkpoints to DIR/step-N (rank 0)").text("DIR")
+                  .to(&RunSpec::save_dir).s);
+  t.push_back(F("save-every", kTrain, "steps between checkpoints (0: at the end only)").integer("S", 0).needs("save")
+                  .to(&RunSpec::save_every).s);
+  t.push_back(F("resume", kTrain, "continue from a checkpoint (DIR or DIR/step-N)").text("DIR")
+                  .to(&RunSpec::resume_dir).s);
+  t.push_back(F("on-nan", kTrain, "what a NaN/Inf loss does").choice({"stop", "continue"}).def("stop")
+                  .to(+[](RunSpec& r, const std::string& v) { r.stop_on_nan = v == "stop"; }).s);
+  t.push_back(F("on-oom", kTrain, "what an out-of-memory step does").choice({"raise", "skip", "split"}).def("raise")
+                  .to(+[](RunSpec& r, const std::string& v) { r.on_oom = parse_on_oom(v); }).s);
+  t.push_back(F("workers", kTrain, "DataLoader worker threads (0: load in the training thread)").integer("N", 0, 64).def("1")
+                  .to(&RunSpec::workers).s);
+  t.push_back(F("pin-memory", kTrain, "stage batches in pinned host memory").sw()
+                  .to(&RunSpec::pin_memory).s);
   t.push_back(F("cuda-graphs", kTrain, "capture the step after 3 warm-up steps, then replay it (meta: its memory)")
-                  .sw().applies("parallel", {"none"}).applies("devices", {"1"}).applies("on-oom", {"raise"}).s);
-  t.push_back(F("cuda-graphs", kEstimate, "also capture the step as --cuda-graphs training does: its pool counts").sw().s);
+                  .sw().applies("parallel", {"none"}).applies("devices", {"1"}).applies("on-oom", {"raise"})
+                  .to(&RunSpec::cuda_graphs).s);
+  t.push_back(F("cuda-graphs", kEstimate, "also capture the step as --cuda-graphs training does: its pool counts").sw()
+                  .to(&RunSpec::cuda_graphs).s);
   t.push_back(F("checkpoint", {"train", "summary", "estimate"}, "activation checkpointing")
                   .text("none|all|every:K|sqrt|selective[:KINDS]|budget:SIZE").def("none").s);
 }
 
 void rows_precision_flags(std::vector<FlagSpec>& t) {
   const Commands amp_cmds = {"train", "summary", "estimate"}, half_cmds = {"train", "estimate"};
-  t.push_back(F("amp", amp_cmds, "autocast to float16 or bfloat16").choice({"off", "fp16", "bf16"}).def("off").s);
-  t.push_back(F("half", half_cmds, "model.half(): float16 weights, BatchNorm float32").sw().applies("amp", {"off"}).s);
-  t.push_back(F("master-weights", half_cmds, "with --half: float32 master weights for the update").sw().needs("half").s);
+  t.push_back(F("amp", amp_cmds, "autocast to float16 or bfloat16").choice({"off", "fp16", "bf16"}).def("off")
+                  .to(+[](RunSpec& r, const std::string& v) { r.amp = parse_amp(v); }).s);
+  t.push_back(F("half", half_cmds, "model.half(): float16 weights, BatchNorm float32").sw().applies("amp", {"off"})
+                  .to(&RunSpec::half).s);
+  t.push_back(F("master-weights", half_cmds, "with --half: float32 master weights for the update").sw().needs("half")
+                  .to(&RunSpec::master_weights).s);
   t.push_back(F("channels-last", half_cmds, "torch.channels_last: NHWC convolutions, BatchNorm, pooling (image models)")
-                  .sw().s);
+                  .sw()
+                  .to(&RunSpec::channels_last).s);
   t.push_back(F("loss-scale", half_cmds, "loss scaling (auto: dynamic for fp16 and --master-weights)")
                   .text("auto|dynamic|static:S|none").def("auto").s);
 }
 
 void rows_output_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("eval-batches", kTrain, "test batches per evaluation (-1: the whole test set)").integer("N", -1).def("-1").s);
-  t.push_back(F("log-every", kTrain, "steps between progress lines (0: none)").integer("N", 0).def("50").s);
-  t.push_back(F("quiet", kTrain, "no progress lines").sw().s);
+  t.push_back(F("eval-batches", kTrain, "test batches per evaluation (-1: the whole test set)").integer("N", -1).def("-1")
+                  .to(&RunSpec::eval_batches).s);
+  t.push_back(F("log-every", kTrain, "steps between progress lines (0: none)").integer("N", 0).def("50")
+                  .to(&RunSpec::log_every).s);
+  t.push_back(F("quiet", kTrain, "no progress lines").sw()
+                  .to(&RunSpec::quiet).s);
   t.push_back(F("json", {"train", "summary", "estimate", "amp-policy", "trick", "allreduce-bench"},
                 "write the results as JSON (atomically)").text("FILE").output().s);
   t.push_back(F("memory-snapshot", {"train", "estimate"}, "the allocator's history for pytorch.org/memory_viz").text("FILE")
@@ -168,15 +223,22 @@ void rows_output_flags(std::vector<FlagSpec>& t) {
 
 void rows_parallel_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("parallel", kTrain, "DataParallel, balanced DataParallel or DistributedDataParallel")
-                  .choice({"none", "dp", "bdp", "ddp"}).def("none").s);
-  t.push_back(F("devices", kTrain, "logical devices (ranks) from --device on").integer("N", 1, 1024).def("1").s);
-  t.push_back(F("gpu0-bsz", kTrain, "device 0's samples per step under bdp").integer("B0", 0).applies("parallel", {"bdp"}).s);
-  t.push_back(F("bucket-cap", kTrain, "DDP's gradient bucket size (PyTorch: 25MiB)").size().applies("parallel", {"ddp"}).s);
+                  .choice({"none", "dp", "bdp", "ddp"}).def("none")
+                  .to(+[](RunSpec& r, const std::string& v) { r.parallel = parse_parallel_mode(v); }).s);
+  t.push_back(F("devices", kTrain, "logical devices (ranks) from --device on").integer("N", 1, 1024).def("1")
+                  .to(&RunSpec::devices).s);
+  t.push_back(F("gpu0-bsz", kTrain, "device 0's samples per step under bdp").integer("B0", 0).applies("parallel", {"bdp"})
+                  .to(&RunSpec::gpu0_bsz).s);
+  t.push_back(F("bucket-cap", kTrain, "DDP's gradient bucket size (PyTorch: 25MiB)").size().applies("parallel", {"ddp"})
+                  .to(&RunSpec::bucket_cap).s);
   t.push_back(F("timeout", kTrain, "seconds the ddp rendezvous and each collective may wait (one process per rank)")
-                  .number("SECONDS", 0, 1e6, true, false).def("300").applies("parallel", {"ddp"}).s);
-  t.push_back(F("sync-bn", kTrain, "SyncBatchNorm across the ranks").sw().applies("parallel", {"ddp"}).s);
+                  .number("SECONDS", 0, 1e6, true, false).def("300").applies("parallel", {"ddp"})
+                  .to(&RunSpec::timeout_s).s);
+  t.push_back(F("sync-bn", kTrain, "SyncBatchNorm across the ranks").sw().applies("parallel", {"ddp"})
+                  .to(&RunSpec::sync_bn).s);
   t.push_back(F("backend", kTrain, "the ddp communicator (gloo, mpi, nccl: one process per rank)")
-                  .choice({"local", "gloo", "mpi", "nccl"}).applies("parallel", {"ddp"}).s);
+                  .choice({"local", "gloo", "mpi", "nccl"}).applies("parallel", {"ddp"})
+                  .to(&RunSpec::backend).s);
 }
 
 void rows_arch_flags(std::vector<FlagSpec>& t) {

@@ -23,8 +23,12 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
+
+#include "experiments/plan/run_spec.h"
 
 namespace oomlab {
 
@@ -34,6 +38,16 @@ struct FlagRule {
   std::string flag;                 // the other flag
   std::vector<std::string> values;  // applies_when: the values that make this flag apply
 };
+
+// The RunSpec field a flag sets (run_spec_flags.cpp applies every bound flag of a command):
+// a member of the field's type, converted from the checked value, or a setter for values
+// that need a parser of their own (a device, a policy, a mode). A switch sets true; an
+// optional member is set only when the flag has a value (given, or the table's default).
+using RunSpecSetter = void (*)(RunSpec&, const std::string& value);
+using RunSpecField = std::variant<std::monostate, bool RunSpec::*, int RunSpec::*, int64_t RunSpec::*,
+                                  uint64_t RunSpec::*, double RunSpec::*, std::string RunSpec::*,
+                                  std::optional<double> RunSpec::*, std::optional<std::string> RunSpec::*,
+                                  RunSpecSetter>;
 
 struct FlagSpec {
   std::string name;                       // without "--"
@@ -51,6 +65,7 @@ struct FlagSpec {
   std::vector<FlagRule> applies_when;        // each must hold (flag's value in values)
   std::string models;                        // a model use (model_arch.h) the flag needs; "" = any model
   bool output = false;                       // names a file the command writes: no two may name the same one
+  RunSpecField field;                        // what it sets in the command's RunSpec (monostate: read by hand)
 };
 
 const std::vector<FlagSpec>& flag_table();
@@ -72,6 +87,9 @@ std::vector<const FlagSpec*> flags_of(const std::string& command);
 std::string synopsis(const std::string& command);
 // The synopsis, then one line per flag (metavar, help, range, default) and the rules.
 std::string command_help(const std::string& command);
+// docs/cli.md: every command's synopsis and a table of its flags (tests/test_cli_flags.cpp
+// keeps the file equal to it).
+std::string cli_reference_markdown();
 // libFuzzer dictionary lines: the commands, every flag, every choice.
 std::string fuzz_dictionary();
 
