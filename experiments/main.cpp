@@ -15,11 +15,8 @@
 #include <vector>
 
 #include "engine/core/error.h"
-#include "experiments/cli/allreduce_bench.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/flag_table.h"
-#include "experiments/cli/parity_step.h"
-#include "experiments/cli/tricks.h"
 #include "experiments/runner/run_command.h"
 #include "experiments/launch/child_process.h"
 

@@ -12,7 +12,8 @@ The layers, lowest first (one CMake library per layer group):
                                 (never each other); kernels/cuda also sees engine/parallel,
                                 whose Communicator interface its NCCL backend implements
     models/                     the zoo: the engine but engine/train
-    experiments/plan, experiments/launch (peers) < experiments/train < experiments/cli
+    experiments/plan, experiments/launch (peers) < experiments/train, experiments/measure
+      (peers) < experiments/cli
       < experiments/runner < experiments/NN_* (the drivers)
                                 the application; experiments/main.cpp (the oomlab command)
                                 and experiments/benchmarks see all of it
@@ -43,7 +44,8 @@ CUDA_MACRO = re.compile(r'^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b(OOMLAB_CUDA|OOMLA
 RANK = {"engine/core": 0, "kernels/api": 1, "engine/memory": 2, "engine/autograd": 3, "engine/ops": 4,
         "engine/io": 5, "engine/nn": 6, "engine/optim": 6, "engine/data": 6, "engine/parallel": 7,
         "engine/train": 8}
-APP = {"experiments/plan": 0, "experiments/launch": 0, "experiments/train": 1, "experiments/cli": 2,
+APP = {"experiments/plan": 0, "experiments/launch": 0, "experiments/train": 1, "experiments/measure": 1,
+       "experiments/cli": 2,
        "experiments/runner": 3, "experiments/drivers": 4}
 
 

@@ -1,4 +1,4 @@
-// test_tricks.cpp — `oomlab trick` probes (experiments/cli/tricks.h) on the meta device: the
+// test_tricks.cpp — `oomlab trick` probes (experiments/measure/tricks.h) on the meta device: the
 // mechanisms their figures rest on. An evaluation loop without no_grad keeps each
 // iteration's activations (growth > 0 per iteration) while a detached total keeps nothing;
 // under no_grad, naming every intermediate holds them all (peak far above rebinding one
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
-#include "experiments/cli/tricks.h"
+#include "experiments/measure/tricks.h"
 
 using namespace oomlab;
 

@@ -5,7 +5,6 @@
 // (they show the OOM), then the error propagates (exit 2); --json is never written then.
 #include "experiments/cli/commands.h"
 
-#include "experiments/cli/allreduce_bench.h"
 
 #include "engine/autograd/autocast.h"
 #include "engine/train/mixed_precision.h"
@@ -33,7 +32,6 @@
 #include "engine/train/results.h"
 #include "experiments/train/parallel_train.h"
 #include "experiments/train/train_command.h"
-#include "experiments/cli/tricks.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
 

@@ -7,7 +7,7 @@
 
 #include "engine/autograd/autocast.h"
 #include "engine/core/byte_sizes.h"
-#include "experiments/cli/tricks.h"
+#include "experiments/measure/tricks.h"
 
 namespace oomlab {
 namespace {
@@ -292,7 +292,7 @@ void rows_bench_flags(std::vector<FlagSpec>& t) {
 }
 
 void rows_other_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("name", {"trick"}, "the trick (tricks.h)").choice(trick_names()).required().s);
+  t.push_back(F("name", {"trick"}, "the trick (experiments/measure/tricks.h)").choice(trick_names()).required().s);
   t.push_back(F("batch", {"trick"}, "samples per batch").integer("B", 1).def("64").s);
   t.push_back(F("profile", kRun, "quick (minutes), full (the committed results) or gpu (the GPU claims' points)")
                   .choice({"quick", "full", "gpu"}).def("quick").s);

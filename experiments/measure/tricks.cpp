@@ -1,5 +1,5 @@
 // tricks.cpp — the memory probes of `oomlab trick` (tricks.h), all on the meta device.
-#include "experiments/cli/tricks.h"
+#include "experiments/measure/tricks.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -15,8 +15,6 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/results.h"
 #include "engine/train/train_step.h"
-#include "experiments/cli/cli_args.h"
-#include "experiments/cli/flag_table.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -209,21 +207,6 @@ json measure_trick(const std::string& name, int64_t batch) {
   std::string known;
   for (const std::string& n : trick_names()) known += (known.empty() ? "" : ", ") + n;
   throw ValueError(str_cat("unknown trick '", name, "' (", known, ")"));
-}
-
-int cmd_trick(const std::vector<std::string>& args) {
-  if (help_requested(args)) {
-    std::printf("%s  exact meta-device memory probes of the source's practical tricks (T9)\n",
-                command_help("trick").c_str());
-    return 0;
-  }
-  CliArgs a(args, "trick");
-  const std::string out = a.get("json");
-  if (!out.empty()) check_output_file(out, "--json");
-  const json m = measure_trick(a.get("name"), a.get_int("batch"));
-  std::printf("%s\n", m.dump(2).c_str());
-  if (!out.empty()) write_json_atomic(out, make_results("trick", meta_device(), {{"trick", m["trick"]}}, m, "the trick's last probe (metrics has each probe's figures)"));
-  return 0;
 }
 
 }  // namespace oomlab

@@ -23,6 +23,4 @@ std::vector<std::string> trick_names();
 // {"trick", "claim", "variants": [...], ...} for one trick at `batch` samples.
 nlohmann::json measure_trick(const std::string& name, int64_t batch);
 
-int cmd_trick(const std::vector<std::string>& args);
-
 }  // namespace oomlab

@@ -1,5 +1,5 @@
 // allreduce_bench.cpp — the nccl-tests-style all-reduce benchmark (allreduce_bench.h).
-#include "experiments/cli/allreduce_bench.h"
+#include "experiments/measure/allreduce_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,9 +13,7 @@
 #include "engine/parallel/comm_registry.h"
 #include "engine/parallel/local_comm.h"
 #include "engine/train/results.h"
-#include "experiments/cli/cli_args.h"
-#include "experiments/cli/commands.h"
-#include "experiments/cli/flag_table.h"
+#include "experiments/launch/exit_codes.h"
 #include "experiments/launch/rank_launcher.h"
 
 namespace oomlab {
@@ -23,12 +21,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-struct BenchOptions {
-  std::string backend = "local", algo = "ring", device = "cpu", dtype = "float", op = "sum";
-  int ranks = 2;
-  int64_t min_bytes = 8, max_bytes = int64_t(64) << 20, step_factor = 2, iters = 20, warmup = 5;
-  double timeout_s = 300;
-};
 
 // nccl-tests' type names.
 DType bench_dtype(const std::string& s) {
@@ -50,22 +42,9 @@ struct Row {
   std::vector<int64_t> sent, received;   // per rank, bytes per call
 };
 
-// The options, read from the table's values (ranges, choices and --algo's backend are the
-// table's); here the rules that need this build's backends or two values at once.
-BenchOptions bench_options(const CliArgs& a) {
-  BenchOptions o;
-  o.backend = a.get("backend");
-  o.algo = a.get("algo");
-  o.device = a.get("device");
-  o.dtype = a.get("dtype");
-  o.op = a.get("op");
-  o.ranks = int(a.get_int("ranks"));
-  o.min_bytes = int64_t(parse_size(a.get("min-bytes")));
-  o.max_bytes = int64_t(parse_size(a.get("max-bytes")));
-  o.step_factor = a.get_int("step-factor");
-  o.iters = a.get_int("iters");
-  o.warmup = a.get_int("warmup");
-  o.timeout_s = a.get_double("timeout");
+}  // namespace
+
+void check_bench_options(BenchOptions& o) {
   const bool local = o.backend == "local";
   if (!local) {
     std::string built = "local";
@@ -81,8 +60,9 @@ BenchOptions bench_options(const CliArgs& a) {
   OOMLAB_CHECK(o.device == "meta" || o.ranks <= 64, "--ranks ", o.ranks, " on cpu: at most 64 rank threads (meta allows 1024)");
   OOMLAB_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes (", o.min_bytes, ") is larger than --max-bytes (", o.max_bytes, ")");
   OOMLAB_CHECK(o.max_bytes >= int64_t(dtype_size(d)), "--max-bytes ", o.max_bytes, " is smaller than one ", o.dtype);
-  return o;
 }
+
+namespace {
 
 // One thread's memcpy of `bytes` (median of 9 after a touch), in GB/s (1e9 bytes).
 double memcpy_gbps(int64_t bytes) {
@@ -219,12 +199,6 @@ json measure_json(const Measure& m, int64_t bytes, int n) {
 }
 }  // namespace
 
-void check_allreduce_bench_args(const std::vector<std::string>& args) {
-  CliArgs a(args, "allreduce-bench");
-  bench_options(a);
-  if (a.has("json")) check_output_file(a.get("json"), "--json");
-}
-
 // nccl-tests' all_reduce_perf table of `rows` (and the memcpy comparison on cpu); returns
 // the results' metrics.
 static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int64_t wrong_total, double memcpy_bw,
@@ -268,32 +242,21 @@ static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int
   return metrics;
 }
 
-int cmd_allreduce_bench(const std::vector<std::string>& args) {
-  if (help_requested(args)) {
-    std::printf("%s  nccl-tests' all_reduce_perf columns; sizes take K/M/G (binary) suffixes; without --rank, "
-                "torchrun / mpirun / Slurm variables give the rank\n", command_help("allreduce-bench").c_str());
-    return 0;
-  }
-  CliArgs a(args, "allreduce-bench");
-  BenchOptions o = bench_options(a);
-  const std::string out = a.get("json");
+int run_allreduce_bench(BenchOptions o, const BenchLaunch& launch) {
+  check_bench_options(o);
+  const std::string& out = launch.json_out;
   if (!out.empty()) check_output_file(out, "--json");
   const std::vector<int64_t> sizes = bench_sizes(o);
   std::unique_ptr<Communicator> comm;   // a process backend: this process is one rank
   if (o.backend != "local") {
-    RankFlags flags;
-    if (a.has("rank")) flags.rank = int(a.get_int("rank"));
-    if (a.has("world-size")) flags.world_size = int(a.get_int("world-size"));
-    if (a.has("master-addr")) flags.master_addr = a.get("master-addr");
-    if (a.has("master-port")) flags.master_port = int(a.get_int("master-port"));
-    RankInfo info = discover_rank(flags, current_environment());
+    RankInfo info = discover_rank(launch.rank_flags, current_environment());
     info.timeout = std::chrono::milliseconds(int64_t(o.timeout_s * 1000));   // the rendezvous's bound too
     if (info.source == "single" && o.ranks > 1) {   // no launcher: be one
       std::vector<std::string> job = {"allreduce-bench"};
-      job.insert(job.end(), args.begin(), args.end());
+      job.insert(job.end(), launch.args.begin(), launch.args.end());
       return launch_local_job(o.backend, o.ranks, job);
     }
-    OOMLAB_CHECK(!a.has("ranks") || o.ranks == info.world_size, "--ranks ", o.ranks, " but the launcher (",
+    OOMLAB_CHECK(!launch.ranks_given || o.ranks == info.world_size, "--ranks ", o.ranks, " but the launcher (",
                  info.source, ") started ", info.world_size, " rank(s)");
     o.ranks = info.world_size;
     const Device dev = o.device == "cuda" ? Device{DeviceType::cuda, info.local_rank} : Device{DeviceType::cpu, 0};

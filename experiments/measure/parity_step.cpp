@@ -10,7 +10,7 @@
 // Output (--out FILE.safetensors, written atomically): "loss" (scalar), "logits",
 // "grad/<name>" per parameter, "after/<key>" per state_dict entry after the update (BN's
 // running statistics included).
-#include "experiments/cli/parity_step.h"
+#include "experiments/measure/parity_step.h"
 
 #include <cmath>
 #include <cstdio>
@@ -24,34 +24,27 @@
 #include "engine/io/safetensors.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_step.h"
-#include "experiments/cli/cli_args.h"
-#include "experiments/cli/flag_table.h"
-#include "experiments/cli/run_spec_flags.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
 
-int cmd_step(const std::vector<std::string>& args) {
-  if (help_requested(args)) {
-    std::printf("%sOne SGD step on the whole train split of DIR (npy files, see `oomlab train --dataset npy`);\n"
-                "writes loss, logits, grad/<param> and after/<state_dict key> to FILE.safetensors.\n",
-                command_help("step").c_str());
-    return 0;
-  }
-  CliArgs a(args, "step");
-  const std::string model_name = a.get("model"), out = a.get("out"), init = a.get("init");
-  const std::string dtype_flag = a.get("dtype");
-  const DType dtype = dtype_flag == "float64" ? DType::f64 : DType::f32;
-  const double lr = a.get_double("lr");
-  // the labels' classes: --classes, an imported classifier's output classes, else the largest label + 1
-  const int64_t classes = a.get_int("classes", is_graph_model(model_name) ? graph_model_config(model_name).num_classes : 0);
-  const Device device = parse_device(a.get("device"));
+void run_parity_step(const StepRequest& r) {
+  const std::string& model_name = r.model;
+  const std::string& out = r.out;
+  const std::string& init = r.init;
+  const DType dtype = r.dtype;
+  const std::string dtype_flag = dtype == DType::f64 ? "float64" : "float32";
+  const double lr = r.lr;
+  const Device device = r.device;
+  const ArchOverrides& arch = r.arch;
   OOMLAB_CHECK_T(DeviceError, !device.is_meta(), "--device meta has no numbers to compare; use cpu or cuda");
-  const ArchOverrides arch = arch_flags(a, model_name);
   check_output_file(out, "--out");
+  // the labels' classes: --classes, an imported classifier's output classes, else the largest label + 1
+  const int64_t classes = r.classes > 0 ? r.classes
+                          : is_graph_model(model_name) ? graph_model_config(model_name).num_classes : 0;
 
-  std::shared_ptr<Dataset> data = load_npy_dataset(a.get("data-dir"), "train", classes);
+  std::shared_ptr<Dataset> data = load_npy_dataset(r.data_dir, "train", classes);
   const bool tokens = model_input_kind(model_name) == InputKind::tokens;
   OOMLAB_CHECK(tokens == data->is_tokens(), "--model ", model_name, " takes ", tokens ? "token ids" : "images", ", ",
                data->name(), " holds ", data->is_tokens() ? "token ids" : "images");
@@ -104,7 +97,6 @@ int cmd_step(const std::vector<std::string>& args) {
   write_safetensors(out, outputs, {{"model", model_name}, {"dtype", dtype_flag}, {"lr", str_cat(lr)}});
   std::printf("step: %s %s batch %lld: loss %.10g -> %s\n", model_name.c_str(), dtype_flag.c_str(),
               static_cast<long long>(batch.n), loss_value, out.c_str());
-  return 0;
 }
 
 }  // namespace oomlab
