@@ -12,6 +12,8 @@
 //    is untouched). On meta nothing is initialised (no data is ever touched).
 //  * Inputs too small for a model raise ShapeError naming the model and the input size.
 //  * Unknown names raise ValueError listing the valid names.
+//  * Every per-model fact (family, builder, input and task kind, default input, the flags
+//    and techniques that apply) is a field of the model's row in models/model_table.h.
 #pragma once
 #include <cstdint>
 #include <string>

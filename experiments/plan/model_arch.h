@@ -28,8 +28,7 @@ struct ModelConfig;
 struct ModelUse {
   std::string name;     // the flag table's `models` value
   std::string owners;   // "BERT models (bert-*) and ...": the models that have it, for errors
-  bool (*has)(const std::string& model);
-};
+};                      // which models have it: their rows' `uses` (models/model_table.h)
 const std::vector<ModelUse>& model_uses();
 // ValueError "--FLAG applies to OWNERS; --model M is not one" unless `model` has `use`; an
 // unknown model is named as such first.

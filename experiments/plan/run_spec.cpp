@@ -7,8 +7,7 @@
 
 #include "engine/autograd/autocast.h"
 #include "engine/core/error.h"
-#include "models/graph_model.h"
-#include "models/model_zoo.h"
+#include "models/model_table.h"
 
 namespace oomlab {
 
@@ -72,16 +71,15 @@ RunSpec RunSpec::for_model(const std::string& model) {
 const char* RunSpec::amp_text() const { return amp_name(amp); }
 
 void check_run_model_techniques(const RunSpec& spec) {
-  const bool tokens = model_input_kind(spec.model) == InputKind::tokens;
+  const ModelEntry model = model_entry(spec.model);
   if (spec.channels_last)
-    OOMLAB_CHECK(!tokens, "--channels-last: ", spec.model,
+    OOMLAB_CHECK(model.has_technique("channels-last"), "--channels-last: ", spec.model,
                  " is a token model, which has no 4-D [N, C, H, W] tensor to lay out; use it with an image model");
   if (!spec.cuda_graphs) return;
-  const std::string scale = spec.loss_scale.str();
   OOMLAB_CHECK(spec.loss_scale.kind == LossScaleSpec::Kind::none, "--cuda-graphs needs a run without loss scaling ",
                "(--amp bf16, or --loss-scale none): the scaler checks the gradients on the host every step (this run: ",
-               "--loss-scale ", scale, ")");
-  OOMLAB_CHECK(!tokens || !is_graph_model(spec.model), "--cuda-graphs: ", spec.model,
+               "--loss-scale ", spec.loss_scale.str(), ")");
+  OOMLAB_CHECK(model.has_technique("cuda-graphs"), "--cuda-graphs: ", spec.model,
                " is an imported token model, whose integer constants are copied from the host every step, which a ",
                "captured step cannot hold; the zoo's bert-* models and the image models can be graphed");
 }

@@ -17,6 +17,7 @@
 #include "experiments/train/parallel_train.h"
 #include "experiments/train/recipes.h"
 #include "models/graph_model.h"
+#include "models/model_table.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -77,11 +78,11 @@ void check_train_config(const RunSpec& c) {
   with_flag_name("schedule", [&] { return parse_lr_schedule(resolve_schedule(r.schedule, 100)); });   // named now
   if (c.cuda_graphs) check_cuda_graphs(c);
   check_run_model_techniques(c);
-  OOMLAB_CHECK(!c.tta_flip || model_input_kind(c.model) == InputKind::image,
-               "--tta flip applies to image classification models (", c.model, " does not take images)");
-  OOMLAB_CHECK(!c.tta_flip || model_task_kind(c.model) == TaskKind::classification,
-               "--tta flip applies to classification models (", c.model, " segments: its mirrored output would need "
-               "flipping back)");
+  if (c.tta_flip && !model_entry(c.model).has_technique("tta-flip"))
+    throw ValueError(model_input_kind(c.model) != InputKind::image
+                         ? str_cat("--tta flip applies to image classification models (", c.model, " does not take images)")
+                         : str_cat("--tta flip applies to classification models (", c.model, " segments: its mirrored "
+                                   "output would need flipping back)"));
   if (c.dataset != "npy") {   // npy: checked once the files are loaded (train())
     int64_t train_size = c.synthetic_size;
     if (c.dataset == "fashion-mnist") {
