@@ -34,8 +34,9 @@ BertShape bert_shape(const std::string& name, const ModelConfig& cfg) {
   if (name == "bert-tiny") { s.layers = 2; s.hidden = 128; s.heads = 2; }
   else if (name == "bert-mini") { s.layers = 4; s.hidden = 256; s.heads = 4; }
   else if (name == "bert-small") { s.layers = 4; s.hidden = 512; s.heads = 8; }
-  else if (name == "bert-base") { s.layers = 12; s.hidden = 768; s.heads = 12; }
-  else throw ValueError(str_cat("bert: '", name, "' is not a BERT model (bert-tiny, bert-mini, bert-small, bert-base)"));
+  else if (name == "bert-base") { s.layers = 12; s.hidden = 768; s.heads = 12;
+  } else
+    throw ValueError(str_cat("bert: '", name, "' is not a BERT model (bert-tiny, bert-mini, bert-small, bert-base)"));
   if (cfg.hidden > 0) s.hidden = cfg.hidden;
   if (cfg.layers > 0) s.layers = cfg.layers;
   if (cfg.heads > 0) s.heads = cfg.heads;
@@ -156,7 +157,8 @@ class BertAttention : public nn::Module {
  public:
   BertAttention(const BertShape& s, double p, const LayerOptions& o) {
     self = register_module("self", std::make_shared<BertSelfAttention>(s, p, o));
-    output = register_module("output", std::make_shared<BertResidualOutput>(s.hidden, s.hidden, p, "BertSelfOutput", o));
+    output =
+        register_module("output", std::make_shared<BertResidualOutput>(s.hidden, s.hidden, p, "BertSelfOutput", o));
   }
   Tensor forward(const Tensor& x) override {
     Tensor ctx = (*self)(x);

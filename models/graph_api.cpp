@@ -112,7 +112,9 @@ bool graph_has_mask_input(const ModelGraph& g) {
 }
 
 namespace {
-bool op_supported(const std::string& op) { return graph::supported_ops().count(op) || graph::pointwise_ops().count(op); }
+bool op_supported(const std::string& op) {
+  return graph::supported_ops().count(op) || graph::pointwise_ops().count(op);
+}
 }  // namespace
 
 std::vector<std::string> graph_missing_ops(const ModelGraph& g) {
@@ -133,8 +135,10 @@ nn::ModulePtr build_graph_model(const ModelGraph& g, const ModelConfig& cfg) {
     for (const std::string& m : missing) list += "\n  " + m;
     for (const GraphNode& n : g.nodes)
       if (!op_supported(n.op) && !n.module.empty() && seen.insert(n.module).second)
-        modules += str_cat(modules.empty() ? "" : ", ", n.module, n.module_type.empty() ? "" : " (" + n.module_type + ")");
-    throw NotImplementedError(str_cat("graph ", g.file, ": ", missing.size(), " node(s) use ops oomlab does not have yet",
+        modules +=
+            str_cat(modules.empty() ? "" : ", ", n.module, n.module_type.empty() ? "" : " (" + n.module_type + ")");
+    throw NotImplementedError(str_cat("graph ", g.file, ": ", missing.size(),
+                                      " node(s) use ops oomlab does not have yet",
                                       modules.empty() ? "" : ", in module(s) " + modules, ":", list));
   }
   OOMLAB_CHECK_T(NotImplementedError, (g.inputs.size() == 1 || graph_has_mask_input(g)) && g.outputs.size() == 1,

@@ -57,7 +57,8 @@ int64_t arg_mul(int64_t a, int64_t b, size_t arg) {
 
 int64_t arg_floordiv(int64_t a, int64_t b, size_t arg) {
   if (b == 0) bad_arg(arg, str_cat(a, " // 0 divides by zero"));
-  if (b == -1 && a == std::numeric_limits<int64_t>::min()) bad_arg(arg, str_cat(a, " // -1 overflows a 64-bit integer"));
+  if (b == -1 && a == std::numeric_limits<int64_t>::min())
+    bad_arg(arg, str_cat(a, " // -1 overflows a 64-bit integer"));
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
@@ -94,7 +95,8 @@ Tensor NodeCtx::tensor(size_t i) const {
   if (v->transposed_of.defined()) unsupported("a permuted weight used other than by addmm");
   if (v->mask) unsupported("the attention-mask input used other than as a key padding mask of attention");
   if (v->outs.empty() && v->constant) return to_device(*v->constant, m.config().device);
-  if (v->outs.empty() || !v->outs[0].defined()) unsupported(str_cat("argument ", i, " (an output oomlab does not compute)"));
+  if (v->outs.empty() || !v->outs[0].defined())
+    unsupported(str_cat("argument ", i, " (an output oomlab does not compute)"));
   return v->outs[0];
 }
 
@@ -106,7 +108,8 @@ std::vector<int64_t> NodeCtx::ints(size_t i, std::vector<int64_t> dflt) const {
   for (const json& e : a) {
     if (e.is_object() && e.contains("ref")) {   // a size node (dynamic batch), folded on the host
       const Value& v = env.at(e["ref"].get<std::string>());
-      if (!v.constant || v.constant->v.size() != 1) unsupported(str_cat("argument ", i, " (a size not known on the host)"));
+      if (!v.constant || v.constant->v.size() != 1)
+        unsupported(str_cat("argument ", i, " (a size not known on the host)"));
       out.push_back(v.constant->v[0]);
       continue;
     }

@@ -78,7 +78,8 @@ std::optional<GraphSegment> GraphModel::segment_of(size_t begin, size_t end, con
 // A node in the segment that may write its first argument in place (may_overwrite_first's
 // rule) with the segment's input there: the kept input would change before the re-run.
 bool GraphModel::overwrites_input(const GraphSegment& seg) const {
-  if (uses(seg.input) != 1 || !producer.count(seg.input) || !overwritable_producer(producer.at(seg.input))) return false;
+  if (uses(seg.input) != 1 || !producer.count(seg.input) || !overwritable_producer(producer.at(seg.input)))
+    return false;
   for (size_t i = seg.begin; i < seg.end; ++i) {
     const GraphNode& n = g_.nodes[i];
     if ((n.op == "aten.relu.default" || n.op == "aten.add.Tensor") && !n.refs.empty() && n.refs[0] == seg.input)
@@ -168,7 +169,9 @@ CheckpointPlan GraphModel::plan_checkpoints(const CheckpointPolicy& policy) {
   if (!plan.segments.empty()) plan.segments.pop_back();   // the last one would be re-run at once
   OOMLAB_CHECK(!plan.segments.empty(), "checkpoint policy ", policy.spec, ": graph ", g_.file, " has ", plan.blocks,
                " block(s) (modules a Sequential or ModuleList holds) and no run of them to checkpoint",
-               g_.module_types.empty() ? " (the file has no \"modules\" table: export it again with scripts/export_model.py)" : "");
+               g_.module_types.empty()
+                   ? " (the file has no \"modules\" table: export it again with scripts/export_model.py)"
+                   : "");
   return plan;
 }
 
@@ -181,7 +184,8 @@ void GraphModel::apply_checkpoint_plan(const CheckpointPlan& plan) {
                    names.back(), " is not one tensor in and one out");
     segments_.push_back(*seg);
   }
-  std::sort(segments_.begin(), segments_.end(), [](const GraphSegment& a, const GraphSegment& b) { return a.begin < b.begin; });
+  std::sort(segments_.begin(), segments_.end(),
+            [](const GraphSegment& a, const GraphSegment& b) { return a.begin < b.begin; });
 }
 
 }  // namespace oomlab::graph

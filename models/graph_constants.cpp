@@ -82,12 +82,15 @@ struct Folder {
     if (i >= n.args.size() || n.args[i].is_null()) return dflt;
     return arg_integer(n.args[i], i);
   }
-  int64_t dim(size_t i, size_t rank, bool insert = false) const { return checked_dim(integer(i, 0), int64_t(rank), i, insert); }
+  int64_t dim(size_t i, size_t rank, bool insert = false) const {
+    return checked_dim(integer(i, 0), int64_t(rank), i, insert);
+  }
   bool integral(size_t i) const { return i < n.args.size() && n.args[i].is_number_integer(); }
   // A list of sizes whose entries are integers or references to folded sizes (dynamic batch).
   Shape sizes(size_t i) const {
     Shape s;
-    for (const json& e : n.args.at(i)) s.push_back(e.is_object() ? known.at(e["ref"].get<std::string>()).v.at(0) : arg_integer(e, i));
+    for (const json& e : n.args.at(i))
+      s.push_back(e.is_object() ? known.at(e["ref"].get<std::string>()).v.at(0) : arg_integer(e, i));
     if (s.size() > 8) bad_arg(i, str_cat("a shape of rank ", s.size(), " (at most 8)"));
     return s;
   }
@@ -126,11 +129,16 @@ template <class Op> std::optional<HostValue> fold_binary(const Folder& f, Op op)
 std::optional<HostValue> fold_mask_op(const Folder& f) {
   const std::string& op = f.n.op;
   if (op == "aten.sub.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return arg_sub(x, y, 1); });
-  if (op == "aten.ne.Scalar" || op == "aten.ne.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x != y); });
-  if (op == "aten.eq.Scalar" || op == "aten.eq.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x == y); });
-  if (op == "aten.le.Scalar" || op == "aten.le.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x <= y); });
-  if (op == "aten.lt.Scalar" || op == "aten.lt.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x < y); });
-  if (op == "aten.gt.Scalar" || op == "aten.gt.Tensor") return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x > y); });
+  if (op == "aten.ne.Scalar" || op == "aten.ne.Tensor")
+    return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x != y); });
+  if (op == "aten.eq.Scalar" || op == "aten.eq.Tensor")
+    return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x == y); });
+  if (op == "aten.le.Scalar" || op == "aten.le.Tensor")
+    return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x <= y); });
+  if (op == "aten.lt.Scalar" || op == "aten.lt.Tensor")
+    return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x < y); });
+  if (op == "aten.gt.Scalar" || op == "aten.gt.Tensor")
+    return fold_binary(f, [](int64_t x, int64_t y) { return int64_t(x > y); });
   if (op == "aten.bitwise_and.Tensor" || op == "aten.logical_and.default")
     return fold_binary(f, [](int64_t x, int64_t y) { return int64_t((x != 0) && (y != 0)); });
   if (op == "aten.full.default") {
@@ -160,8 +168,9 @@ std::optional<HostValue> fold_mask_op(const Folder& f) {
     for (const HostValue& p : parts) {
       Shape others = p.shape;
       if (others.size() == s.size()) others[dim] = 0;
-      if (others != others_of_first) bad_arg(0, str_cat("cat of ", shape_str(parts[0].shape), " and ", shape_str(p.shape),
-                                          ": sizes must match except in dim ", dim));
+      if (others != others_of_first)
+        bad_arg(0, str_cat("cat of ", shape_str(parts[0].shape), " and ", shape_str(p.shape),
+                           ": sizes must match except in dim ", dim));
       starts.push_back(s[dim]);
       s[dim] = arg_add(s[dim], p.shape[dim], 0);
     }
@@ -264,7 +273,8 @@ std::optional<HostValue> fold_arith(const Folder& f) {
     const HostValue& index = f.ref(2);
     bool fits = index.shape.size() == x.shape.size();   // PyTorch: same rank, no larger elsewhere
     for (size_t d = 0; fits && d < x.shape.size(); ++d) fits = d == dim || index.shape[d] <= x.shape[d];
-    if (!fits) bad_arg(2, str_cat("gather of ", shape_str(x.shape), " with an index of shape ", shape_str(index.shape)));
+    if (!fits)
+      bad_arg(2, str_cat("gather of ", shape_str(x.shape), " with an index of shape ", shape_str(index.shape)));
     return build(index.shape, [&](std::vector<int64_t> idx) {
       const int64_t i = at(index, idx);
       if (i < 0 || i >= x.shape[dim])
@@ -299,7 +309,8 @@ std::optional<HostValue> fold_node(const GraphNode& n, const std::map<std::strin
     return fold(n, known);
   } catch (const GraphArgError&) {   // an argument no device op could take either: named now
     throw;
-  } catch (const std::exception&) {   // arguments of other types, a value too large: left to the device, which names them
+  } catch (
+      const std::exception&) {  // arguments of other types, a value too large: left to the device, which names them
     return std::nullopt;
   }
 }
@@ -366,7 +377,8 @@ std::optional<MaskExpr> fold_mask(const GraphNode& n, const std::map<std::string
   }
   const MaskExpr& e = exprs.at(expr_ref);
   if (n.op == "aten._to_copy.default") {   // to bool or an integer type: 0/1 stays 0/1
-    const std::string dt = n.kwargs.contains("dtype") && n.kwargs["dtype"].is_string() ? n.kwargs["dtype"].get<std::string>() : "";
+    const std::string dt =
+        n.kwargs.contains("dtype") && n.kwargs["dtype"].is_string() ? n.kwargs["dtype"].get<std::string>() : "";
     if (dt != "bool" && dt != "int64" && dt != "int32") return std::nullopt;
     return e;
   }

@@ -69,8 +69,8 @@ std::vector<std::string> module_and_ancestors(const std::string& path) {
 // uint8 [B, T], 1 where the id is 0 (padding), as the zoo's BERT derives its mask (on the
 // ids' device: token_inputs).
 Tensor key_padding_of(const Tensor& ids) {
-  OOMLAB_CHECK_T(DTypeError, ids.dtype() == DType::i64, "a graph with an attention-mask input takes int64 token ids, got ",
-                 ids.str());
+  OOMLAB_CHECK_T(DTypeError, ids.dtype() == DType::i64,
+                 "a graph with an attention-mask input takes int64 token ids, got ", ids.str());
   return token_inputs(ids, /*positions_and_types=*/false, /*padding=*/true).padding;
 }
 }  // namespace
@@ -166,7 +166,8 @@ void GraphModel::fold_constants(const Shape& input_shape) {
       constants_[n.name] = HostValue{{0}, {}};
       continue;
     }
-    const bool on_mask = std::any_of(n.refs.begin(), n.refs.end(), [&](const std::string& r) { return mask_exprs_.count(r) > 0; });
+    const bool on_mask =
+        std::any_of(n.refs.begin(), n.refs.end(), [&](const std::string& r) { return mask_exprs_.count(r) > 0; });
     try {
       if (on_mask) {
         if (std::optional<MaskExpr> e = fold_mask_expr(n, constants_, mask_exprs_)) mask_exprs_[n.name] = std::move(*e);
@@ -233,8 +234,9 @@ std::map<std::string, Value> GraphModel::base_env() {
 Tensor GraphModel::padded_to_export(const Tensor& x) const {
   const GraphTensor& in = g_.inputs[0];
   if (mask_input_.empty() || x.dim() != 2 || x.size(1) >= in.shape[1]) return x;
-  OOMLAB_CHECK_T(ShapeError, classifier_output_, "graph ", g_.file, ": token ids of length ", x.size(1), " for a model exported at ",
-                 in.shape[1], " whose output is not [batch, classes]: pad the batches to ", in.shape[1]);
+  OOMLAB_CHECK_T(ShapeError, classifier_output_, "graph ", g_.file, ": token ids of length ", x.size(1),
+                 " for a model exported at ", in.shape[1], " whose output is not [batch, classes]: pad the batches to ",
+                 in.shape[1]);
   return cat({x, Tensor::zeros({x.size(0), in.shape[1] - x.size(1)}, DType::i64, x.device())}, 1);
 }
 

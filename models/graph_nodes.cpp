@@ -133,7 +133,8 @@ Shape batch_following(const NodeCtx& c, Shape shape) {
   if (c.m.dynamic_batch()) return shape;   // sizes that follow the batch are size nodes
   if (!c.value(0) || !c.m.batched(c.arg(0)["ref"].get<std::string>()) || shape.empty() || b == b0 || shape[0] < 0)
     return shape;
-  if (b0 <= 0 || shape[0] % b0 != 0) c.unsupported(str_cat("a view whose dim 0 (", shape[0], ") is not a multiple of the batch"));
+  if (b0 <= 0 || shape[0] % b0 != 0)
+    c.unsupported(str_cat("a view whose dim 0 (", shape[0], ") is not a multiple of the batch"));
   shape[0] = arg_mul(shape[0] / b0, b, 1);
   return shape;
 }
@@ -196,11 +197,13 @@ Value transformer_node(const NodeCtx& c) {
   if (c.n.op == "aten.native_layer_norm.default") {
     const Tensor x = c.tensor(0);
     const auto normalized = c.ints(1);
-    if (normalized.size() != 1 || normalized[0] != x.size(x.dim() - 1)) c.unsupported("a layer norm over more than the last dim");
+    if (normalized.size() != 1 || normalized[0] != x.size(x.dim() - 1))
+      c.unsupported("a layer norm over more than the last dim");
     return {{layer_norm(x, c.tensor(2), c.tensor(3), c.number(4, 1e-5)), Tensor(), Tensor()}, {}, {}};
   }
   if (c.n.op == "aten.gelu.default") {
-    const std::string approx = c.n.kwargs.contains("approximate") ? c.n.kwargs["approximate"].get<std::string>() : "none";
+    const std::string approx =
+        c.n.kwargs.contains("approximate") ? c.n.kwargs["approximate"].get<std::string>() : "none";
     return {{gelu(c.tensor(0), approx)}, {}, {}};
   }
   return {{nn::tanh_composed(c.tensor(0))}, {}, {}};   // aten.tanh.default
@@ -267,11 +270,14 @@ Value attention_node(const NodeCtx& c) {
   }
   if (p.is_number() && p.get<double>() != 0.0) c.unsupported("attention dropout in the exported graph");
   const double want = 1.0 / std::sqrt(double(q.size(q.dim() - 1)));
-  if (sc.is_number() && std::abs(sc.get<double>() - want) > 1e-9 * want) c.unsupported("an attention scale other than 1/sqrt(head dim)");
+  if (sc.is_number() && std::abs(sc.get<double>() - want) > 1e-9 * want)
+    c.unsupported("an attention scale other than 1/sqrt(head dim)");
   const bool training = c.m.is_training();
-  return {{c.m.config().fused_attention ? fused_scaled_dot_product_attention(q, k, v, padding, 0.0, training, nullptr, causal)
-                                        : scaled_dot_product_attention(q, k, v, padding, 0.0, training, nullptr, causal)},
-          {}, {}};
+  return {{c.m.config().fused_attention
+               ? fused_scaled_dot_product_attention(q, k, v, padding, 0.0, training, nullptr, causal)
+               : scaled_dot_product_attention(q, k, v, padding, 0.0, training, nullptr, causal)},
+          {},
+          {}};
 }
 }  // namespace
 

@@ -55,9 +55,11 @@ Value arithmetic(const NodeCtx& c, BinaryOp op) {
 std::vector<Tensor> tensor_list(const NodeCtx& c, size_t i) {
   std::vector<Tensor> out;
   for (const json& e : c.arg(i)) {
-    if (!e.is_object() || !e.contains("ref")) c.unsupported(str_cat("argument ", i, " (a list of tensors was expected)"));
+    if (!e.is_object() || !e.contains("ref"))
+      c.unsupported(str_cat("argument ", i, " (a list of tensors was expected)"));
     const Value& v = c.env.at(e["ref"].get<std::string>());
-    if (v.outs.empty() || !v.outs[0].defined()) c.unsupported(str_cat("argument ", i, " (an output oomlab does not compute)"));
+    if (v.outs.empty() || !v.outs[0].defined())
+      c.unsupported(str_cat("argument ", i, " (an output oomlab does not compute)"));
     out.push_back(v.outs[0]);
   }
   return out;
@@ -72,7 +74,8 @@ Value shape_op(const NodeCtx& c) {
   }
   if (op == "aten.mm.default" || op == "aten.bmm.default") {   // x @ W^T (bmm: W^T expanded over x's dim 0)
     const Value* wt = c.value(1);
-    if (!wt || !wt->transposed_of.defined()) c.unsupported("a matrix product whose second matrix is not a transposed weight");
+    if (!wt || !wt->transposed_of.defined())
+      c.unsupported("a matrix product whose second matrix is not a transposed weight");
     return one(linear(c.tensor(0), wt->transposed_of, Tensor()));
   }
   const Value* src = c.value(0);
@@ -109,7 +112,8 @@ Value shape_op(const NodeCtx& c) {
   bool same = shape == x.shape() && x.is_contiguous() && strides.size() == want.size() &&
               (!c.arg(3).is_number_integer() || c.arg(3).get<int64_t>() == 0);
   for (size_t d = 0; same && d < strides.size(); ++d) same = shape[d] == 1 || strides[d] == want[d];
-  if (!same) c.unsupported(str_cat("as_strided to ", shape_str(shape), " strides ", shape_str(strides), " of ", x.str()));
+  if (!same)
+    c.unsupported(str_cat("as_strided to ", shape_str(shape), " strides ", shape_str(strides), " of ", x.str()));
   return one(x);
 }
 }  // namespace
@@ -125,7 +129,8 @@ Value pointwise_node(const NodeCtx& c) {
   if (op == "aten.sub.Tensor") return arithmetic(c, BinaryOp::sub);
   if (op == "aten.mul.Tensor") return arithmetic(c, BinaryOp::mul);
   if (op == "aten.div.Tensor") {
-    if (c.n.kwargs.contains("rounding_mode") && !c.n.kwargs["rounding_mode"].is_null()) c.unsupported("a rounding division");
+    if (c.n.kwargs.contains("rounding_mode") && !c.n.kwargs["rounding_mode"].is_null())
+      c.unsupported("a rounding division");
     return arithmetic(c, BinaryOp::div);
   }
   if (op == "aten.sigmoid.default") return one(sigmoid(c.tensor(0)));

@@ -66,7 +66,8 @@ inline void check_other_collectives(Communicator& c) {
         if (r == root) {
           EXPECT_EQ(count_wrong(out, op, n), 0) << "reduce " << reduce_op_name(op);
         } else if (!in_place) {
-          EXPECT_EQ(host_values(out), std::vector<double>(static_cast<size_t>(count), 99.0)) << "reduce wrote a non-root recv";
+          EXPECT_EQ(host_values(out), std::vector<double>(static_cast<size_t>(count), 99.0))
+              << "reduce wrote a non-root recv";
         }
       }
       {

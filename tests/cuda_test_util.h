@@ -152,7 +152,9 @@ struct Input {
   double lo = -1.0, hi = 1.0;
   std::vector<int64_t> ints;   // index (int64) / mask (uint8) values, row-major
 };
-inline Input F(Shape s, bool grad = true, double lo = -1.0, double hi = 1.0) { return {std::move(s), Kind::floating, grad, lo, hi, {}}; }
+inline Input F(Shape s, bool grad = true, double lo = -1.0, double hi = 1.0) {
+  return {std::move(s), Kind::floating, grad, lo, hi, {}};
+}
 inline Input Buf(Shape s, double lo, double hi) { return {std::move(s), Kind::buffer, false, lo, hi, {}}; }
 inline Input Idx(Shape s, std::vector<int64_t> v) { return {std::move(s), Kind::index, false, 0, 0, std::move(v)}; }
 inline Input Mask(Shape s, std::vector<int64_t> v) { return {std::move(s), Kind::mask, false, 0, 0, std::move(v)}; }
@@ -187,7 +189,8 @@ inline void run_op_case(const OpCase& c, DType d) {
     const Input& in = c.inputs[i];
     Tensor host;
     if (in.kind == Kind::index) host = Tensor::from_vector_i64(in.ints, in.shape);
-    else if (in.kind == Kind::mask) host = Tensor::from_vector(std::vector<double>(in.ints.begin(), in.ints.end()), in.shape, DType::u8);
+    else if (in.kind == Kind::mask)
+      host = Tensor::from_vector(std::vector<double>(in.ints.begin(), in.ints.end()), in.shape, DType::u8);
     else host = random_tensor(in.shape, in.lo, in.hi, 1000 + 17 * i, d);
     Tensor r = (in.kind == Kind::floating || in.kind == Kind::buffer) ? host.to(rt).contiguous().detach() : host;
     Tensor g = to_device(host, cuda0());

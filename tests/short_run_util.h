@@ -54,8 +54,8 @@ inline RunSpec small_run(const std::string& model, const std::string& dataset) {
 
 // Writes the initial weights train(c) builds (small_run's datasets: synthetic, synthetic-seq,
 // synthetic-seg), every floating value moved by `rel` of itself, or by one ulp (towards +inf
-// when ulp_direction > 0, -inf otherwise) when rel == 0, as a safetensors file for c.init. A shape that differs from what
-// train() builds fails the strict --init load, so a drift here cannot pass silently.
+// when ulp_direction > 0, -inf otherwise) when rel == 0, as a safetensors file for c.init. A shape that differs from
+// what train() builds fails the strict --init load, so a drift here cannot pass silently.
 inline void write_perturbed_init(const RunSpec& c, double rel, const std::string& path, int ulp_direction = 1) {
   ModelConfig m;
   const ModelConfig d = default_model_config(c.model);
@@ -105,7 +105,8 @@ inline CpuEnvelope cpu_envelope(RunSpec c, const std::string& scratch_dir, doubl
 inline ::testing::AssertionResult within_rounding_envelope(const nlohmann::json& got, const CpuEnvelope& e) {
   const auto& g = got["metrics"]["history"]["train_loss"];
   const auto& w = e.cpu["metrics"]["history"]["train_loss"];
-  if (g.size() != w.size()) return ::testing::AssertionFailure() << "histories of " << g.size() << " and " << w.size() << " steps";
+  if (g.size() != w.size())
+    return ::testing::AssertionFailure() << "histories of " << g.size() << " and " << w.size() << " steps";
   for (const auto& m : e.moved)
     if (m["metrics"]["history"]["train_loss"].size() != w.size())
       return ::testing::AssertionFailure() << "a moved-weights run logged a different number of steps";

@@ -92,7 +92,9 @@ TEST_P(AccumulationWithoutBn, KMicroBatchesEqualOneBigBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, AccumulationWithoutBn, ::testing::Values("mlp", "cnn", "bert-mini"),
-                         [](const auto& info) { return info.param == "bert-mini" ? std::string("bert_mini") : info.param; });
+                         [](const auto& info) {
+                           return info.param == "bert-mini" ? std::string("bert_mini") : info.param;
+                         });
 
 // With BatchNorm the micro-batch's statistics differ from the big batch's: the updates
 // differ, and the running statistics are updated once per micro-batch.
@@ -182,8 +184,11 @@ TEST(Accumulation, BadValuesAreClearErrors) {
     check_train_config(c);
     FAIL() << "expected an error";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("accumulating 9 micro-batches of 8 needs 72 samples per step, more than the 8 batches of 8 in an epoch"),
-              std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "accumulating 9 micro-batches of 8 needs 72 samples per step, more than the 8 batches of 8 in an epoch"),
+        std::string::npos)
+        << e.what();
   }
   c.accumulate = 8;
   EXPECT_NO_THROW(check_train_config(c));

@@ -114,7 +114,8 @@ struct KernelRow {
 
 // |a - b| <= ulps 16-bit ulps of the largest |b| (what rounding between kernels and 16-bit
 // saved tensors can cost; a wrong kernel is off by O(1)).
-void expect_close(const std::vector<double>& a, const std::vector<double>& b, DType low, double ulps, const char* what) {
+void expect_close(const std::vector<double>& a, const std::vector<double>& b, DType low, double ulps,
+                  const char* what) {
   ASSERT_EQ(a.size(), b.size());
   double big = 0;
   for (double v : b) big = std::max(big, std::fabs(v));
@@ -161,10 +162,17 @@ INSTANTIATE_TEST_SUITE_P(
         KernelRow{"linear", {{5, 7}, {3, 7}, {3}}, [](const auto& v) { return linear(v[0], v[1], v[2]); }, false},
         KernelRow{"linear_no_bias", {{5, 7}, {3, 7}}, [](const auto& v) { return linear(v[0], v[1], Tensor()); }},
         KernelRow{"bmm", {{2, 4, 5}, {2, 5, 3}}, [](const auto& v) { return bmm(v[0], v[1]); }},
-        KernelRow{"conv2d", {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}},
-                  [](const auto& v) { return conv2d(v[0], v[1], v[2], Conv2dParams{1, 1, 1, 1}); }, false},
-        KernelRow{"conv2d_no_bias", {{2, 3, 6, 6}, {4, 3, 3, 3}},
-                  [](const auto& v) { return conv2d(v[0], v[1], Tensor(), Conv2dParams{1, 1, 1, 1}); }},
+        KernelRow{"conv2d",
+                  {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}},
+                  [](const auto& v) {
+                    return conv2d(v[0], v[1], v[2], Conv2dParams{1, 1, 1, 1});
+                  },
+                  false},
+        KernelRow{"conv2d_no_bias",
+                  {{2, 3, 6, 6}, {4, 3, 3, 3}},
+                  [](const auto& v) {
+                    return conv2d(v[0], v[1], Tensor(), Conv2dParams{1, 1, 1, 1});
+                  }},
         KernelRow{"relu", {{4, 9}}, [](const auto& v) { return relu(v[0]); }},
         KernelRow{"gelu", {{4, 9}}, [](const auto& v) { return gelu(v[0]); }},
         KernelRow{"sigmoid", {{4, 9}}, [](const auto& v) { return sigmoid(v[0]); }},
@@ -172,8 +180,16 @@ INSTANTIATE_TEST_SUITE_P(
         KernelRow{"softmax", {{3, 10}}, [](const auto& v) { return softmax(v[0]); }},
         KernelRow{"log_softmax", {{3, 10}}, [](const auto& v) { return log_softmax(v[0]); }},
         KernelRow{"layer_norm", {{4, 8}, {8}, {8}}, [](const auto& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }},
-        KernelRow{"max_pool2d", {{2, 3, 6, 6}}, [](const auto& v) { return max_pool2d(v[0], Pool2dParams{2, 2, 2, 2}); }},
-        KernelRow{"avg_pool2d", {{2, 3, 6, 6}}, [](const auto& v) { return avg_pool2d(v[0], Pool2dParams{2, 2, 2, 2}); }},
+        KernelRow{"max_pool2d",
+                  {{2, 3, 6, 6}},
+                  [](const auto& v) {
+                    return max_pool2d(v[0], Pool2dParams{2, 2, 2, 2});
+                  }},
+        KernelRow{"avg_pool2d",
+                  {{2, 3, 6, 6}},
+                  [](const auto& v) {
+                    return avg_pool2d(v[0], Pool2dParams{2, 2, 2, 2});
+                  }},
         KernelRow{"upsample_bilinear", {{2, 3, 4, 4}}, [](const auto& v) { return upsample2x(v[0], "bilinear"); }},
         KernelRow{"add", {{3, 5}, {3, 5}}, [](const auto& v) { return add(v[0], v[1]); }},
         KernelRow{"mul", {{3, 5}, {3, 5}}, [](const auto& v) { return mul(v[0], v[1]); }}),

@@ -56,8 +56,9 @@ void kill_at_every(const std::string& syscalls, const std::string& reference_wei
     const std::string save = " --save " + dir.string();
     // Under ASan, LeakSanitizer cannot stop the threads of a traced process (its report at
     // exit is then spurious): leak checking is off for the traced run only.
-    const std::string strace = "ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 strace -qq -o /dev/null -e trace=" + syscalls +
-                               " -e inject=" + syscalls + ":signal=KILL:when=" + std::to_string(k);
+    const std::string strace =
+        "ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 strace -qq -o /dev/null -e trace=" + syscalls +
+        " -e inject=" + syscalls + ":signal=KILL:when=" + std::to_string(k);
     const CliRun killed = run_oomlab(kRun + save, strace);
     if (killed.code == 0) {   // fewer than k such calls: every point was covered
       EXPECT_GT(kills, 0) << syscalls << ": the run never reached one of them";

@@ -23,7 +23,9 @@
 namespace fs = std::filesystem;
 
 namespace {
-fs::path tmp(const std::string& name) { return fs::temp_directory_path() / ("oomlab_cli_" + name + "_" + std::to_string(::getpid())); }
+fs::path tmp(const std::string& name) {
+  return fs::temp_directory_path() / ("oomlab_cli_" + name + "_" + std::to_string(::getpid()));
+}
 }  // namespace
 
 struct BadInputCase { const char* args; const char* expected; };
@@ -49,7 +51,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"train --model resnet20 --dataset synthetic --device tpu", "unknown device 'tpu'"},
         BadInputCase{"train --model resnet20 --batch abc", "expects an integer"},
         BadInputCase{"train --model resnet20 --batch 0", "--batch must be >= 1"},
-        BadInputCase{"train --model resnet20 --dataset fashion-mnist --data-dir /nonexistent/fmnist", "dataset-fashion-mnist"},
+        BadInputCase{"train --model resnet20 --dataset fashion-mnist --data-dir /nonexistent/fmnist",
+                     "dataset-fashion-mnist"},
         BadInputCase{"train --model resnet20 --dataset synthetic --synthetic-size 16 --batch 64", "impossible batch"},
         BadInputCase{"train --model resnet20 --dataset synthetic --device-memory 12XB", "invalid size"},
         BadInputCase{"train --model resnet20 --dataset synthetic --schedule zigzag", "zigzag"},
@@ -60,8 +63,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"estimate --model resnet20", "--batch is required"},
         BadInputCase{"train --model unet-small --dataset synthetic-seq --steps 1", "use --dataset synthetic-seg"},
         BadInputCase{"train --model bert-mini --dataset synthetic --steps 1", "use --dataset synthetic-seq"},
-        BadInputCase{"train --model resnet20 --dataset synthetic-seg --steps 1", "cannot train on --dataset synthetic-seg"},
-        BadInputCase{"train --model bert-mini --dataset synthetic-seq --seq-len 600 --steps 1", "exceeds max_positions"},
+        BadInputCase{"train --model resnet20 --dataset synthetic-seg --steps 1",
+                     "cannot train on --dataset synthetic-seg"},
+        BadInputCase{"train --model bert-mini --dataset synthetic-seq --seq-len 600 --steps 1",
+                     "exceeds max_positions"},
         BadInputCase{"summary --model bert-mini --input 3,32,32", "give --seq-len N, not --input"},
         BadInputCase{"train --model resnet20 --dataset synthetic --steps 0", "--steps must be >= 1 (got 0)"},
         BadInputCase{"train --model resnet20 --dataset synthetic --steps 1 --seed 99999999999999999999999",
@@ -75,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"summary --model bert-mini --hidden 250 --heads 4", "not divisible"},
         BadInputCase{"summary --model resnet20 --base-width 8", "--base-width applies to UNet models"},
         BadInputCase{"estimate --model unet-small --batch 2 --heads 4", "--heads applies to BERT models"},
-        BadInputCase{"train --model resnet20 --dataset synthetic --steps 1 --dropout 0.2", "--model resnet20 is not one"},
+        BadInputCase{"train --model resnet20 --dataset synthetic --steps 1 --dropout 0.2",
+                     "--model resnet20 is not one"},
         BadInputCase{"summary --model bert-mini --layers 0", "--layers must be in 1..1024 (got 0)"},
         BadInputCase{"summary --model bert-mini --dropout 1", "--dropout must be in [0, 1)"},
         BadInputCase{"summary --model unet-small --depth 9", "depth must be in 1..8"},
@@ -84,9 +90,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"train --model bert-mini --dataset synthetic-seq --steps 1 --seq-len 600",
                      "pass --max-positions 600"},
         BadInputCase{"summary --model bert-mini --seq-len 100 --max-positions 64", "exceeds max_positions 64"},
-        BadInputCase{"train --model mlp --dataset synthetic --steps 1 --on-oom retry", "--on-oom must be raise, skip or split"},
-        BadInputCase{"train --model mlp --dataset synthetic --steps 1 --workers -1", "--workers must be in 0..64 (got -1)"},
-        BadInputCase{"trick --name nope", "--name must be graph-history, del-intermediates, inplace-relu or empty-cache (got 'nope')"},
+        BadInputCase{"train --model mlp --dataset synthetic --steps 1 --on-oom retry",
+                     "--on-oom must be raise, skip or split"},
+        BadInputCase{"train --model mlp --dataset synthetic --steps 1 --workers -1",
+                     "--workers must be in 0..64 (got -1)"},
+        BadInputCase{"trick --name nope",
+                     "--name must be graph-history, del-intermediates, inplace-relu or empty-cache (got 'nope')"},
         BadInputCase{"train --model bert-mini --dataset synthetic-seq --device meta --steps 1 --batch 1 --on-oom split "
                      "--device-memory 64MiB --long-seq-prob 0.1 --long-seq-len 512",
                      "--on-oom split cannot make this run fit: one sequence of 512 tokens"}));
@@ -107,7 +116,8 @@ TEST(Cli, RefusedTrainCreatesNoSaveFolder) {
   const fs::path base = tmp("save_parent");
   fs::remove_all(base);
   const fs::path save = base / "a" / "b";
-  CliRun r = run_oomlab("train --model mlp --dataset synthetic --steps 1 --save " + save.string() + " --resume /nonexistent/ckpt");
+  CliRun r = run_oomlab("train --model mlp --dataset synthetic --steps 1 --save " + save.string() +
+                        " --resume /nonexistent/ckpt");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_FALSE(fs::exists(base)) << "a refused command created " << base;
   CliRun file_parent = run_oomlab("train --model mlp --dataset synthetic --steps 1 --save /etc/hostname/ckpt");
@@ -162,8 +172,10 @@ TEST(Cli, CudaDeviceWithoutUsableGpuIsOneClearError) {
 TEST(Cli, HalfWithAModelTheBackendCannotServeIsRefusedUpFront) {
   fs::path out = tmp("half_cuda.json");
   fs::remove(out);
-  CliRun r = run_oomlab("train --model unet-small --dataset synthetic-seg --input 3,16,16 --synthetic-size 16 --batch 8 "
-                        "--steps 1 --half --device cuda --json " + out.string());
+  CliRun r = run_oomlab(
+      "train --model unet-small --dataset synthetic-seg --input 3,16,16 --synthetic-size 16 --batch 8 "
+      "--steps 1 --half --device cuda --json " +
+      out.string());
   EXPECT_EQ(r.code, 2) << r.output;
   if (oomlab::built_with_cuda())
     EXPECT_NE(r.output.find("--half: unet-small cannot train in float16 on cuda: op 'pixel_cross_entropy'"),
@@ -184,8 +196,9 @@ TEST(Cli, OutputPathThatIsADirectoryIsRejectedUpFront) {
   fs::path dir = tmp("outdir");
   fs::create_directories(dir);
   for (const char* flag : {"--json", "--memory-snapshot", "--chrome-trace"}) {
-    CliRun r = run_oomlab("train --model mlp --dataset synthetic --synthetic-size 64 --batch 8 --steps 2 --device meta " +
-                          std::string(flag) + " " + dir.string());
+    CliRun r =
+        run_oomlab("train --model mlp --dataset synthetic --synthetic-size 64 --batch 8 --steps 2 --device meta " +
+                   std::string(flag) + " " + dir.string());
     EXPECT_EQ(r.code, 2) << flag << ": " << r.output;
     EXPECT_NE(r.output.find("is a directory"), std::string::npos) << flag << ": " << r.output;
     EXPECT_EQ(r.output.find("epoch"), std::string::npos) << flag << ": trained before failing: " << r.output;

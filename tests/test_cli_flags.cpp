@@ -82,13 +82,15 @@ TEST(FlagTable, ReadmeSynopsesAreTheTablesRendering) {
 TEST(FlagTable, FuzzDictionaryIsTheTablesRendering) {
   const std::string path = std::string(OOMLAB_SOURCE_DIR) + "/tests/fuzz/fuzz_cli.dict";
   if (update_golden()) write_text(path, fuzz_dictionary());
-  EXPECT_EQ(read_text(path), fuzz_dictionary()) << path << " differs from the flag table; OOMLAB_UPDATE_GOLDEN=1 rewrites it";
+  EXPECT_EQ(read_text(path), fuzz_dictionary())
+      << path << " differs from the flag table; OOMLAB_UPDATE_GOLDEN=1 rewrites it";
 }
 
 TEST(FlagTable, CliReferenceIsTheTablesRendering) {
   const std::string path = std::string(OOMLAB_SOURCE_DIR) + "/docs/cli.md";
   if (update_golden()) write_text(path, cli_reference_markdown());
-  EXPECT_EQ(read_text(path), cli_reference_markdown()) << path << " differs from the flag table; OOMLAB_UPDATE_GOLDEN=1 rewrites it";
+  EXPECT_EQ(read_text(path), cli_reference_markdown())
+      << path << " differs from the flag table; OOMLAB_UPDATE_GOLDEN=1 rewrites it";
 }
 
 TEST(FlagTable, IsConsistent) {
@@ -134,9 +136,15 @@ TEST(FlagTable, EachCheckFiresWithItsOneWording) {
       {{}, "estimate", "oomlab estimate: --model is required (oomlab estimate --help)"},
       {{"--save-every", "2"}, "train", "--save-every needs --save"},
       {{"--epochs", "2", "--steps", "3"}, "train", "--epochs and --steps exclude each other: give one"},
-      {{"--bucket-cap", "1M", "--parallel", "dp"}, "train", "--bucket-cap applies to --parallel ddp (this run has --parallel dp)"},
-      {{"--seq-len", "64"}, "train", "--seq-len applies to --dataset synthetic-seq (this run has --dataset fashion-mnist)"},
-      {{"--algo", "ps", "--backend", "gloo"}, "allreduce-bench", "--algo applies to --backend local (this run has --backend gloo)"},
+      {{"--bucket-cap", "1M", "--parallel", "dp"},
+       "train",
+       "--bucket-cap applies to --parallel ddp (this run has --parallel dp)"},
+      {{"--seq-len", "64"},
+       "train",
+       "--seq-len applies to --dataset synthetic-seq (this run has --dataset fashion-mnist)"},
+      {{"--algo", "ps", "--backend", "gloo"},
+       "allreduce-bench",
+       "--algo applies to --backend local (this run has --backend gloo)"},
       {{"--rank", "0"}, "allreduce-bench", "--rank needs --world-size"},
       {{"--nesterovv"}, "train", "oomlab train: unknown flag --nesterovv"},
       {{"resnet20"}, "train", "oomlab train: unexpected argument 'resnet20'"},

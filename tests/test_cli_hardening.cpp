@@ -88,14 +88,14 @@ INSTANTIATE_TEST_SUITE_P(
                    "--momentum has no effect with --optimizer adamw"},
         RejectCase{"train --model mlp --dataset synthetic --optimizer adam --nesterov --steps 1", 2,
                    "--nesterov applies to --optimizer sgd only"},
-        RejectCase{"train --model mlp --dataset synthetic --save-every 5 --steps 1", 2,
-                   "--save-every needs --save"},
+        RejectCase{"train --model mlp --dataset synthetic --save-every 5 --steps 1", 2, "--save-every needs --save"},
         RejectCase{"train --model mlp --dataset synthetic --seq-min-len 4 --steps 1", 2,
                    "--seq-min-len applies to --dataset synthetic-seq (this run has --dataset synthetic)"},
         RejectCase{"train --model mlp --data-dir /tmp --dataset synthetic --steps 1", 2,
                    "--data-dir applies to --dataset fashion-mnist or npy (this run has --dataset synthetic)"},
         RejectCase{"train --model mlp --dataset fashion-mnist --synthetic-size 10 --steps 1", 2,
-                   "--synthetic-size applies to --dataset synthetic, synthetic-seq or synthetic-seg (this run has --dataset fashion-mnist)"},
+                   "--synthetic-size applies to --dataset synthetic, synthetic-seq or synthetic-seg (this run has "
+                   "--dataset fashion-mnist)"},
         RejectCase{"train --model mlp --dataset synthetic --on-nan ignore --steps 1", 2,
                    "--on-nan must be stop or continue"}));
 
@@ -103,8 +103,8 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     DataParallel, CliRejects,
     ::testing::Values(
-        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel bdp --devices 3 --batch 8 --gpu0-bsz 9", 2,
-                   "--gpu0-bsz 9 is larger than the 8 samples of a step"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel bdp --devices 3 --batch 8 --gpu0-bsz 9",
+                   2, "--gpu0-bsz 9 is larger than the 8 samples of a step"},
         RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel dp --devices 0", 2,
                    "--devices must be in 1..1024 (got 0)"},
         RejectCase{"train --model mlp --dataset synthetic --steps 1 --parallel dp --devices 4 --batch 2", 2,
@@ -176,11 +176,14 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     AccumulationAndNorm, CliRejects,
     ::testing::Values(
-        RejectCase{"train --model mlp --dataset synthetic --steps 1 --accumulate 0", 2, "--accumulate must be >= 1 (got 0)"},
-        RejectCase{"train --model mlp --dataset synthetic --synthetic-size 64 --batch 8 --steps 1 --accumulate 9", 2,
-                   "accumulating 9 micro-batches of 8 needs 72 samples per step, more than the 8 batches of 8 in an epoch"},
+        RejectCase{"train --model mlp --dataset synthetic --steps 1 --accumulate 0", 2,
+                   "--accumulate must be >= 1 (got 0)"},
+        RejectCase{
+            "train --model mlp --dataset synthetic --synthetic-size 64 --batch 8 --steps 1 --accumulate 9", 2,
+            "accumulating 9 micro-batches of 8 needs 72 samples per step, more than the 8 batches of 8 in an epoch"},
         RejectCase{"summary --model vgg11_bn --norm gn", 2, "--norm applies to the ResNets"},
-        RejectCase{"estimate --model resnet20 --batch 2 --norm layer", 2, "--norm must be bn, gn or none (got 'layer')"}));
+        RejectCase{"estimate --model resnet20 --batch 2 --norm layer", 2,
+                   "--norm must be bn, gn or none (got 'layer')"}));
 
 // oomlab run checks where its results go before the first point.
 TEST(CliOutputs, RunChecksItsOutputBeforeThePoints) {

@@ -63,8 +63,10 @@ INSTANTIATE_TEST_SUITE_P(
     Causes, CliHostile,
     ::testing::Values(
         // 1: sizes have documented limits (and the autograd graph is freed iteratively at any depth).
-        HostileCase{"", "train --model bert-tiny --dataset synthetic-seq --steps 1 --batch 2 --synthetic-size 4 "
-                        "--device meta --layers 100000", 2, "--layers must be in 1..1024 (got 100000)"},
+        HostileCase{"",
+                    "train --model bert-tiny --dataset synthetic-seq --steps 1 --batch 2 --synthetic-size 4 "
+                    "--device meta --layers 100000",
+                    2, "--layers must be in 1..1024 (got 100000)"},
         HostileCase{"", "summary --model unet-small --depth 17", 2, "--depth must be in 1..16 (got 17)"},
         // 2, 3: every command checks its arguments.
         HostileCase{"", "models --bogus", 2, "--bogus"},
@@ -72,14 +74,17 @@ INSTANTIATE_TEST_SUITE_P(
         HostileCase{"", "estimate --model resnet20 --classes 0", 2, "--classes"},
         // 4: rank variables and flags that would be ignored or contradict each other.
         HostileCase{"RANK=0 WORLD_SIZE=1 LOCAL_RANK=7 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555",
-                    "allreduce-bench --backend gloo --max-bytes 1K --iters 2", 2, "LOCAL_RANK=7 is not below WORLD_SIZE=1"},
+                    "allreduce-bench --backend gloo --max-bytes 1K --iters 2", 2,
+                    "LOCAL_RANK=7 is not below WORLD_SIZE=1"},
         HostileCase{"", "allreduce-bench --backend local --rank 0 --world-size 1 --max-bytes 1K --iters 2", 2,
                     "--rank applies to --backend"},
         HostileCase{"", "allreduce-bench --master-port 29555 --max-bytes 1K --iters 2", 2,
                     "--master-port applies to --backend"},
         // 10: the skip policy gives up when no batch fits.
-        HostileCase{"", "train --model resnet20 --dataset synthetic --batch 8 --synthetic-size 64 --steps 2 --device meta "
-                        "--on-oom skip --device-memory 3MiB", 3, "batches in a row ran out of memory"}));
+        HostileCase{"",
+                    "train --model resnet20 --dataset synthetic --batch 8 --synthetic-size 64 --steps 2 --device meta "
+                    "--on-oom skip --device-memory 3MiB",
+                    3, "batches in a row ran out of memory"}));
 
 // 5: /dev/stdout (through a link of our own, so that a regression cannot replace the
 // machine's /dev/stdout) is written through the descriptor: after the table, in the file
@@ -122,8 +127,8 @@ TEST(CliHostileOutputs, FifosNeverHang) {
   fs::create_directories(dir / "npy");
   ASSERT_EQ(::mkfifo((dir / "npy" / "train_inputs.npy").c_str(), 0600), 0);
   const auto t0 = std::chrono::steady_clock::now();
-  const CliRun n = run_oomlab("train --model mlp --dataset npy --data-dir " + (dir / "npy").string() + " --classes 10 --steps 1",
-                              "timeout 60");
+  const CliRun n = run_oomlab(
+      "train --model mlp --dataset npy --data-dir " + (dir / "npy").string() + " --classes 10 --steps 1", "timeout 60");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
   EXPECT_EQ(n.code, 2) << n.output;
   EXPECT_NE(n.output.find("is a FIFO, not a regular file"), std::string::npos) << n.output;
@@ -153,19 +158,22 @@ TEST(CliHostileRanks, RendezvousEndsWithinTheTimeout) {
   const Case cases[] = {
       {"RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port), "did not arrive"},
       {"RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port + 1), "is rank 0 running?"},
-      {"RANK=0 WORLD_SIZE=2 MASTER_ADDR=host.invalid MASTER_PORT=" + std::to_string(port + 2), "cannot resolve host.invalid"},
+      {"RANK=0 WORLD_SIZE=2 MASTER_ADDR=host.invalid MASTER_PORT=" + std::to_string(port + 2),
+       "cannot resolve host.invalid"},
       // The port in use: another rank 0 serves it (and waits for its own peer) meanwhile.
       {"(env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port + 3) + " " + oomlab_path() +
            " allreduce-bench --backend gloo --timeout 6 --max-bytes 1K >/dev/null 2>&1 &); sleep 2; "
-           "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port + 3),
+           "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+           std::to_string(port + 3),
        "cannot listen on port"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.env);
     const auto t0 = std::chrono::steady_clock::now();
     const size_t last = c.env.rfind("; ");   // the command's own variables follow the last "; "
-    const std::string env = last == std::string::npos ? "timeout 120 env " + c.env
-                                                      : c.env.substr(0, last + 2) + "timeout 120 env " + c.env.substr(last + 2);
+    const std::string env = last == std::string::npos
+                                ? "timeout 120 env " + c.env
+                                : c.env.substr(0, last + 2) + "timeout 120 env " + c.env.substr(last + 2);
     const CliRun r = run_oomlab("allreduce-bench --backend gloo --timeout 2 --max-bytes 1K --iters 2", env);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_LT(took, 30.0) << r.output;
@@ -256,7 +264,8 @@ TEST(CliHostileOutputs, StdoutWriteErrorsAreErrors) {
 // A checkpoint past the run's last step would train nothing: an error, not a silent exit 0.
 TEST(CliHostileOutputs, ResumePastTheLastStepIsAnError) {
   const fs::path dir = tmp("past");
-  const std::string tiny = "train --model mlp --dataset synthetic --synthetic-size 64 --batch 16 --eval-batches 1 --quiet ";
+  const std::string tiny =
+      "train --model mlp --dataset synthetic --synthetic-size 64 --batch 16 --eval-batches 1 --quiet ";
   ASSERT_EQ(run_oomlab(tiny + "--steps 2 --save " + dir.string()).code, 0);
   const CliRun r = run_oomlab(tiny + "--steps 1 --resume " + dir.string());
   EXPECT_EQ(r.code, 2) << r.output;

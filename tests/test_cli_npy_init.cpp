@@ -171,8 +171,10 @@ TEST_F(NpyCli, BadUseIsAClearErrorWithNoOutput) {
   const std::vector<NpyBad> cases = {
       {"train --model resnet20 --dataset npy", "--dataset npy needs --data-dir"},
       {"train --model resnet20 --dataset npy --data-dir /nonexistent", "is not a directory"},
-      {"train --model resnet20 --dataset npy --data-dir DATA --input 1,8,8", "--input applies to --dataset synthetic or synthetic-seg (this run has --dataset npy)"},
-      {"train --model resnet20 --dataset npy --data-dir DATA --seq-len 8", "--seq-len applies to --dataset synthetic-seq (this run has --dataset npy)"},
+      {"train --model resnet20 --dataset npy --data-dir DATA --input 1,8,8",
+       "--input applies to --dataset synthetic or synthetic-seg (this run has --dataset npy)"},
+      {"train --model resnet20 --dataset npy --data-dir DATA --seq-len 8",
+       "--seq-len applies to --dataset synthetic-seq (this run has --dataset npy)"},
       {"train --model bert-tiny --dataset npy --data-dir DATA", "bert-tiny cannot train on npy:"},
       {"train --model unet-small --dataset npy --data-dir DATA", "the files hold images with class labels"},
       {"train --model resnet20 --dataset npy --data-dir DATA --batch 13", "impossible batch"},
@@ -180,20 +182,23 @@ TEST_F(NpyCli, BadUseIsAClearErrorWithNoOutput) {
       {"train --model resnet20 --dataset synthetic --init /nonexistent.safetensors", "--init: /nonexistent"},
       {"train --model resnet20 --dataset synthetic --init-non-strict", "--init-non-strict needs --init"},
       {"train --model resnet20 --dataset synthetic --init W --resume /tmp", "give one"},
-      {"train --model resnet20 --dataset synthetic --init W", "cannot load into"},   // 28x28 synthetic: 10 classes
+      {"train --model resnet20 --dataset synthetic --init W", "cannot load into"},  // 28x28 synthetic: 10 classes
       {"train --model resnet20 --dataset synthetic --dropout 0", "--dropout applies to BERT models"},
-      {"train --model resnet20 --dataset synthetic --init LONG", "is not a file"},   // ENAMETOOLONG: no exception
+      {"train --model resnet20 --dataset synthetic --init LONG", "is not a file"},  // ENAMETOOLONG: no exception
       {"train --model resnet20 --dataset synthetic --resume LONG", "does not exist"},
       {"train --model resnet20 --dataset npy --data-dir LONG", "is not a directory"},
       {"step --model resnet20 --data-dir DATA --init W", "--out is required"},
-      {"step --model resnet20 --data-dir DATA --init W --out OUT --dtype float16", "--dtype must be float32 or float64"},
+      {"step --model resnet20 --data-dir DATA --init W --out OUT --dtype float16",
+       "--dtype must be float32 or float64"},
       {"step --model bert-tiny --data-dir DATA --init W --out OUT", "takes token ids"},
       {"step --model resnet20 --data-dir DATA --init W --out OUT --device meta", "--device meta has no numbers"},
   };
   const fs::path out = dir / "out.json", step_out = dir / "step_out.safetensors";
   for (const NpyBad& c : cases) {
     std::string args = c.args;
-    for (auto [from, to] : {std::pair<std::string, std::string>{"DATA", data}, {" W", " " + w}, {"OUT", step_out.string()},
+    for (auto [from, to] : {std::pair<std::string, std::string>{"DATA", data},
+                            {" W", " " + w},
+                            {"OUT", step_out.string()},
                             {"LONG", std::string(5000, 'x')}}) {
       for (size_t at = args.find(from); at != std::string::npos; at = args.find(from, at + to.size()))
         args.replace(at, from.size(), to);

@@ -29,7 +29,8 @@ TEST(CliOutputs, TwoFlagsNamingOneFileFailBeforeAnyWork) {
   const fs::path dir = tmp("same");
   fs::create_directories(dir);
   const std::string out = (dir / "out.json").string();
-  for (const std::string& second : {out, (dir / "." / "out.json").string(), dir.string() + "/../" + dir.filename().string() + "/out.json"}) {
+  for (const std::string& second :
+       {out, (dir / "." / "out.json").string(), dir.string() + "/../" + dir.filename().string() + "/out.json"}) {
     const CliRun r = run_oomlab("estimate --model mlp --batch 2 --json " + out + " --chrome-trace " + second);
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_EQ(r.output, "oomlab: error: --json and --chrome-trace name the same file " + out +
@@ -39,7 +40,8 @@ TEST(CliOutputs, TwoFlagsNamingOneFileFailBeforeAnyWork) {
   // A link to the file is the same file too.
   { std::ofstream(out) << "{}\n"; }
   fs::create_symlink(out, dir / "link.json");
-  const CliRun r = run_oomlab("estimate --model mlp --batch 2 --json " + out + " --memory-snapshot " + (dir / "link.json").string());
+  const CliRun r =
+      run_oomlab("estimate --model mlp --batch 2 --json " + out + " --memory-snapshot " + (dir / "link.json").string());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--json and --memory-snapshot name the same file"), std::string::npos) << r.output;
   EXPECT_EQ(run_oomlab("estimate --model mlp --batch 2 --json /dev/null --chrome-trace /dev/null").code, 0);

@@ -29,7 +29,8 @@ double source_lambda(double t) {   // T10: warm_up_iter 10, T_max 50, lr_max 0.1
 TEST(LambdaSchedule, IsTheSourcesLambdaRelativeToEachBase) {
   const LrSchedule s = parse_lr_schedule("lambda-warmup-cosine:warm_up_iter=10,t_max=50,lr_max=0.1,lr_min=1e-5");
   for (double base : {0.1, 0.01})
-    for (int64_t t : {0, 1, 5, 10, 11, 30, 49, 50, 60}) EXPECT_DOUBLE_EQ(s.lr(base, t), base * source_lambda(double(t))) << t;
+    for (int64_t t : {0, 1, 5, 10, 11, 30, 49, 50, 60})
+      EXPECT_DOUBLE_EQ(s.lr(base, t), base * source_lambda(double(t))) << t;
   // warmup-cosine's lr_min is absolute (CosineAnnealingLR's eta_min): equal at base = lr_max only.
   const LrSchedule w = parse_lr_schedule("warmup-cosine:warmup=10,t_max=50,lr_min=1e-5");
   EXPECT_DOUBLE_EQ(w.lr(0.1, 50), s.lr(0.1, 50));
@@ -94,7 +95,8 @@ TEST(CliRecipe, BadRecipeFlagsAreClearErrors) {
            {"--lr-groups nosuch.=2", "no parameter of mlp has a name starting with it"},
            {"--tta mirror", "--tta must be none or flip"},
            {"--schedule lambda-warmup-cosine:warm_up_iter=3", "missing key 't_max'"}}) {
-    const CliRun r = run_oomlab("train --model mlp --dataset synthetic --synthetic-size 32 --batch 8 --steps 1 " + c.flags);
+    const CliRun r =
+        run_oomlab("train --model mlp --dataset synthetic --synthetic-size 32 --batch 8 --steps 1 " + c.flags);
     EXPECT_EQ(r.code, 2) << c.flags << ": " << r.output;
     EXPECT_NE(r.output.find(c.want), std::string::npos) << c.flags << ": " << r.output;
   }
@@ -113,7 +115,8 @@ TEST(CliFusedAttention, TrainsAsEagerAndSavesLess) {
     return j;
   };
   const std::string train =
-      "train --model bert-tiny --dataset synthetic-seq --synthetic-size 64 --eval-batches 1 --steps 4 --batch 8 --quiet "
+      "train --model bert-tiny --dataset synthetic-seq --synthetic-size 64 --eval-batches 1 --steps 4 --batch 8 "
+      "--quiet "
       "--attention ";
   const json eager = run(train + "eager", "eager"), fused = run(train + "fused", "fused");
   const json &a = eager["metrics"]["history"]["train_loss"], &b = fused["metrics"]["history"]["train_loss"];

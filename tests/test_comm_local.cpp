@@ -124,7 +124,8 @@ TEST(LocalComm, AFailingRankBreaksTheWorldInsteadOfHanging) {
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 2 ran out of data"), std::string::npos);   // the root cause
   }
-  for (int r : {0, 1}) EXPECT_NE(seen[size_t(r)].find("rank 2 failed: rank 2 ran out of data"), std::string::npos) << seen[size_t(r)];
+  for (int r : {0, 1})
+    EXPECT_NE(seen[size_t(r)].find("rank 2 failed: rank 2 ran out of data"), std::string::npos) << seen[size_t(r)];
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 

@@ -28,7 +28,8 @@ bool nccl_built() {
 }
 
 #define REQUIRE_NCCL() \
-  if (!nccl_built()) GTEST_SKIP() << "this build has no nccl backend (no CUDA backend, or no NCCL under the CUDA prefix)"
+  if (!nccl_built())   \
+  GTEST_SKIP() << "this build has no nccl backend (no CUDA backend, or no NCCL under the CUDA prefix)"
 
 // Rank 0 of 1; each test its own rendezvous port (ctest may run the tests as parallel processes).
 RankInfo solo(int port) {

@@ -13,8 +13,8 @@
 //  * on a GPU (skipped without one): a captured kernel replays on new input; a capture
 //    that syncs with the host fails with CUDA's error and leaves the device usable; a
 //    graphed run's losses equal the eager run's (warm-up bit for bit, replays within
-//    float32 rounding; both runs with deterministic cuDNN algorithms), with SGD at a constant lr, AdamW under a cosine schedule, and VGG's
-//    dropout.
+//    float32 rounding; both runs with deterministic cuDNN algorithms), with SGD at a constant lr, AdamW under a cosine
+//    schedule, and VGG's dropout.
 // ctest tier: cli gpu
 #include <gtest/gtest.h>
 
@@ -56,7 +56,9 @@ RunSpec image_run(Device device, const std::string& model = "resnet20") {
   c.device = device;
   return c;
 }
-const nlohmann::json& stats_of(const nlohmann::json& res, const std::string& dev) { return res["memory"]["devices"][dev]; }
+const nlohmann::json& stats_of(const nlohmann::json& res, const std::string& dev) {
+  return res["memory"]["devices"][dev];
+}
 
 // Deterministic cuDNN algorithms for the scope (torch.backends.cudnn.deterministic): runs
 // compared bit for bit must not take nondeterministic (atomic) convolution algorithms, or two
@@ -110,7 +112,8 @@ TEST(DeviceGraph, MetaCapturesAllocationsIntoAPoolReleasedWithTheGraph) {
     });
     EXPECT_TRUE(g.captured());
     EXPECT_EQ(al.stat("num_graph_pools"), 1);
-    EXPECT_EQ(al.stat("graph_pools_reserved_bytes"), (int64_t(20) << 20) + (int64_t(2) << 20));   // + the constants' block
+    EXPECT_EQ(al.stat("graph_pools_reserved_bytes"),
+              (int64_t(20) << 20) + (int64_t(2) << 20));  // + the constants' block
     EXPECT_THROW(g.capture([] {}), ValueError);
     const int64_t allocs = al.stat("allocation.all.allocated");
     g.replay();   // a replay allocates nothing

@@ -59,7 +59,8 @@ TEST_P(CudaZoo, TrainingStepMatchesCpu) {
     for (auto& [n, p] : cstate) bottleneck |= n.find(".bn3.") != std::string::npos;
     const std::string last = bottleneck ? ".bn3.weight" : ".bn2.weight";
     for (auto& [n, p] : cstate)
-      if (n.rfind("layer", 0) == 0 && n.size() > last.size() && n.compare(n.size() - last.size(), last.size(), last) == 0)
+      if (n.rfind("layer", 0) == 0 && n.size() > last.size() &&
+          n.compare(n.size() - last.size(), last.size(), last) == 0)
         p.detach().fill_(0.1);
   }
   gm->load_state_dict(cstate);
@@ -68,7 +69,8 @@ TEST_P(CudaZoo, TrainingStepMatchesCpu) {
   auto copt = sgd_for(*cm), gopt = sgd_for(*gm);
   HostBatch b = make_batch(name, cs.cfg, cs.batch, 42);
   manual_seed(5);
-  StepOutput co = train_step(*cm, *copt, batch_input_to_device(b, cpu_device()), batch_target_to_device(b, cpu_device()));
+  StepOutput co =
+      train_step(*cm, *copt, batch_input_to_device(b, cpu_device()), batch_target_to_device(b, cpu_device()));
   manual_seed(5);
   StepOutput go = train_step(*gm, *gopt, batch_input_to_device(b, cuda0()), batch_target_to_device(b, cuda0()));
   const double cl = co.loss.item(), gl = go.loss.item();
@@ -101,7 +103,8 @@ TEST_P(CudaZoo, TrainingStepMatchesCpu) {
     const std::vector<double> p1 = values(gp[i].second);
     for (size_t j = 0; j < p1.size(); ++j) {
       const double want = p0[i][j] - 0.01 * gg[j];
-      ASSERT_LE(std::fabs(p1[j] - want), 4e-7 * std::max(std::fabs(p0[i][j]), std::fabs(want))) << "updated parameter at " << j;
+      ASSERT_LE(std::fabs(p1[j] - want), 4e-7 * std::max(std::fabs(p0[i][j]), std::fabs(want)))
+          << "updated parameter at " << j;
     }
   }
   std::printf("[   INFO   ] %s: worst floored grad NMSE %.2e (%s)\n", name.c_str(), worst, worst_name.c_str());
@@ -133,7 +136,8 @@ void expect_close_histories(const nlohmann::json& got, const nlohmann::json& wan
   const auto& w = want["metrics"]["history"]["train_loss"];
   ASSERT_EQ(g.size(), w.size());
   for (size_t i = 0; i < g.size(); ++i)
-    EXPECT_NEAR(g[i].get<double>(), w[i].get<double>(), rel * std::max(1.0, std::fabs(w[i].get<double>()))) << "step " << i;
+    EXPECT_NEAR(g[i].get<double>(), w[i].get<double>(), rel * std::max(1.0, std::fabs(w[i].get<double>())))
+        << "step " << i;
 }
 
 std::string scratch_dir() {
@@ -188,8 +192,8 @@ TEST(CudaTrainer, ShortRunsMatchCpu) {
     EXPECT_GT(got["memory"]["totals"]["allocated_bytes.all.peak"].get<int64_t>(), 0);
     EXPECT_TRUE(within_rounding_envelope(got, e));
     // One eval batch of 16 samples: accuracy moves in steps of 1/16, one near-tie allowed.
-    EXPECT_NEAR(got["metrics"]["final_test_accuracy"].get<double>(), e.cpu["metrics"]["final_test_accuracy"].get<double>(),
-                1.0 / 16 + 1e-9);
+    EXPECT_NEAR(got["metrics"]["final_test_accuracy"].get<double>(),
+                e.cpu["metrics"]["final_test_accuracy"].get<double>(), 1.0 / 16 + 1e-9);
   }
   fs::remove_all(dir);
   reset_allocators();
@@ -204,7 +208,8 @@ TEST(CudaTrainer, DataParallelOnLogicalDevicesMatchesCpu) {
   const nlohmann::json want = train(base);
   const double want_test = want["metrics"]["history"]["epochs"].back()["test_loss"].get<double>();
   struct Mode { ParallelMode parallel; int64_t batch, gpu0; };
-  for (const Mode& m : {Mode{ParallelMode::dp, 16, -1}, Mode{ParallelMode::bdp, 16, 4}, Mode{ParallelMode::ddp, 8, -1}}) {
+  for (const Mode& m :
+       {Mode{ParallelMode::dp, 16, -1}, Mode{ParallelMode::bdp, 16, 4}, Mode{ParallelMode::ddp, 8, -1}}) {
     SCOPED_TRACE(parallel_mode_name(m.parallel));
     RunSpec c = base;
     c.device = cuda0();
@@ -236,7 +241,8 @@ TEST(CudaTrainer, DeviceMemoryCapRaisesOutOfMemoryError) {
   std::string msg;
   try { train(c); } catch (const OutOfMemoryError& e) { msg = e.what(); }
   ASSERT_FALSE(msg.empty()) << "no OutOfMemoryError with a 1 MiB cap";
-  for (const char* k : {"cuda:0 out of memory", "tried to allocate", "capacity 1.00 MiB", "allocated", "reserved", "free"})
+  for (const char* k :
+       {"cuda:0 out of memory", "tried to allocate", "capacity 1.00 MiB", "allocated", "reserved", "free"})
     EXPECT_NE(msg.find(k), std::string::npos) << k << " missing in: " << msg;
   reset_allocators();
 }

@@ -107,7 +107,8 @@ TEST(CudaLayerNorm, UnrolledKernelsAreBitIdenticalToTheDefault) {
         set_cuda_ln_unroll(false);
         return std::vector<Tensor>{to_host(y), to_host(xd.grad()), to_host(w.grad()), to_host(b.grad())};
       };
-      const std::vector<Tensor> dflt = run(cuda0(), false), unrolled = run(cuda0(), true), cpu = run(cpu_device(), false);
+      const std::vector<Tensor> dflt = run(cuda0(), false), unrolled = run(cuda0(), true),
+                                cpu = run(cpu_device(), false);
       const char* names[] = {"y", "dx", "dweight", "dbias"};
       for (size_t i = 0; i < dflt.size(); ++i)
         EXPECT_TRUE(same_bytes(unrolled[i], dflt[i])) << names[i] << " " << dtype_name(t) << " H=" << H;
@@ -145,7 +146,8 @@ TEST(CudaBatchNormChannelsLast, OnePassStatisticsMatchTwoPass) {
   EXPECT_LE(max_rel(one[1], two[1]), 0x1p-22) << "running_var";
   const char* names[] = {"y", "dx", "dweight", "dbias"};
   for (size_t i = 2; i < two.size(); ++i) {   // through float32 statistics: rounding, not digits lost
-    const std::vector<double> a = to_host(one[i]).contiguous().to_vector(), r = to_host(two[i]).contiguous().to_vector();
+    const std::vector<double> a = to_host(one[i]).contiguous().to_vector(),
+                              r = to_host(two[i]).contiguous().to_vector();
     double scale = 1e-30, worst = 0.0;
     for (size_t k = 0; k < r.size(); ++k) {
       scale = std::max(scale, std::fabs(r[k]));
@@ -194,7 +196,8 @@ TEST(CudaCopy, FastDivisionOffsetsGiveTheSameBytes) {
       set_cuda_copy_fastdiv(false);
       return out;
     };
-    const std::vector<Tensor> slow = copies(cuda0(), false), fast = copies(cuda0(), true), cpu = copies(cpu_device(), false);
+    const std::vector<Tensor> slow = copies(cuda0(), false), fast = copies(cuda0(), true),
+                              cpu = copies(cpu_device(), false);
     for (size_t i = 0; i < slow.size(); ++i) {
       EXPECT_TRUE(same_bytes(fast[i], slow[i])) << dtype_name(t) << " copy " << i;
       EXPECT_TRUE(same_bytes(fast[i], cpu[i])) << dtype_name(t) << " copy " << i << " vs the CPU";
@@ -283,7 +286,8 @@ TEST(CudaConvBias, PlanesGiveTheSameBytes) {
       return out;
     };
     const std::vector<Tensor> flat = outs(false), planes = outs(true);
-    for (size_t i = 0; i < flat.size(); ++i) EXPECT_TRUE(same_bytes(planes[i], flat[i])) << dtype_name(t) << " output " << i;
+    for (size_t i = 0; i < flat.size(); ++i)
+      EXPECT_TRUE(same_bytes(planes[i], flat[i])) << dtype_name(t) << " output " << i;
   }
 }
 
@@ -310,8 +314,10 @@ TEST(CudaMmaAttention, MatchesTheCpuAndTheTf32KernelsWithinRounding) {
   const Tensor mask0 = Tensor::from_vector(m, {2, 130}, DType::u8);
   for (DType t : {DType::bf16, DType::f16})
     for (bool causal : {false, true}) {
-      const Tensor q0 = random_tensor({2, 3, 130, 64}, -1, 1, 111, t), k0 = random_tensor({2, 3, 130, 64}, -1, 1, 112, t);
-      const Tensor v0 = random_tensor({2, 3, 130, 64}, -1, 1, 113, t), g0 = random_tensor({2, 3, 130, 64}, -1, 1, 114, t);
+      const Tensor q0 = random_tensor({2, 3, 130, 64}, -1, 1, 111, t),
+                   k0 = random_tensor({2, 3, 130, 64}, -1, 1, 112, t);
+      const Tensor v0 = random_tensor({2, 3, 130, 64}, -1, 1, 113, t),
+                   g0 = random_tensor({2, 3, 130, 64}, -1, 1, 114, t);
       auto run = [&](Device dev, bool mma) {
         set_cuda_mma_attention(mma);
         std::vector<Tensor> in;
@@ -330,8 +336,10 @@ TEST(CudaMmaAttention, MatchesTheCpuAndTheTf32KernelsWithinRounding) {
       const double bar = t == DType::bf16 ? 2e-2 : 3e-3;
       const char* names[] = {"out", "dq", "dk", "dv"};
       for (size_t i = 0; i < 4; ++i) {
-        EXPECT_LE(err_of_max(mma[i], cpu[i]), bar) << names[i] << " vs the CPU, " << dtype_name(t) << (causal ? " causal" : "");
-        EXPECT_LE(err_of_max(mma[i], tf32[i]), bar) << names[i] << " vs TF32, " << dtype_name(t) << (causal ? " causal" : "");
+        EXPECT_LE(err_of_max(mma[i], cpu[i]), bar)
+            << names[i] << " vs the CPU, " << dtype_name(t) << (causal ? " causal" : "");
+        EXPECT_LE(err_of_max(mma[i], tf32[i]), bar)
+            << names[i] << " vs TF32, " << dtype_name(t) << (causal ? " causal" : "");
       }
     }
 }

@@ -70,7 +70,8 @@ TEST(CudaOptim, StepsMatchCpu) {
       }
       ASSERT_EQ(got.size(), want.size());
       const Tol tol = tolerance(t);
-      for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], tol.rtol, tol.atol)) << "tensor " << i;
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(all_close(got[i], want[i], tol.rtol, tol.atol)) << "tensor " << i;
     }
 }
 

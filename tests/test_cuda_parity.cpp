@@ -95,7 +95,14 @@ const std::vector<OpCase>& op_cases() {
     c.push_back({"mul", {F({1000}), F({1000})}, [](V& v) { return mul(v[0], v[1]); }, P});
     c.push_back({"scale", {F({4, 33})}, [](V& v) { return scale(v[0], 0.75); }, P});
     c.push_back({"add_scalar", {F({4, 33})}, [](V& v) { return add_scalar(v[0], 0.5); }, P});
-    c.push_back({"add_inplace", {F({6, 7}), F({6, 7})}, [](V& v) { Tensor y = scale(v[0], 1.0); add_(y, v[1]); return y; }, P});
+    c.push_back({"add_inplace",
+                 {F({6, 7}), F({6, 7})},
+                 [](V& v) {
+                   Tensor y = scale(v[0], 1.0);
+                   add_(y, v[1]);
+                   return y;
+                 },
+                 P});
     c.push_back({"sum_all", {F({10, 100})}, [](V& v) { return sum_all(v[0]); }, N});
     c.push_back({"mean_all", {F({7, 129})}, [](V& v) { return mean_all(v[0]); }, N});
     // ---- activations ----
@@ -103,8 +110,20 @@ const std::vector<OpCase>& op_cases() {
     c.push_back({"relu_inplace", {F({4, 33})}, [](V& v) { Tensor y = scale(v[0], 1.0); return relu_(y); }, P});
     c.push_back({"add_relu_inplace", {F({4, 33}), F({4, 33})},   // 132 elements: vector body + tail
                  [](V& v) { Tensor y = scale(v[0], 1.0); return add_relu_(y, v[1]); }, P});
-    c.push_back({"dropout_train", {F({8, 129})}, [](V& v) { Generator g{123, 5}; return dropout(v[0], 0.3, true, g); }, P});
-    c.push_back({"dropout_eval", {F({8, 16})}, [](V& v) { Generator g{123, 5}; return dropout(v[0], 0.3, false, g); }, P});
+    c.push_back({"dropout_train",
+                 {F({8, 129})},
+                 [](V& v) {
+                   Generator g{123, 5};
+                   return dropout(v[0], 0.3, true, g);
+                 },
+                 P});
+    c.push_back({"dropout_eval",
+                 {F({8, 16})},
+                 [](V& v) {
+                   Generator g{123, 5};
+                   return dropout(v[0], 0.3, false, g);
+                 },
+                 P});
     c.push_back({"gelu_erf", {F({5, 40}, true, -3, 3)}, [](V& v) { return gelu(v[0]); }, P});
     c.push_back({"gelu_tanh", {F({5, 40}, true, -3, 3)}, [](V& v) { return gelu(v[0], "tanh"); }, P});
     c.push_back({"sigmoid", {F({5, 40}, true, -4, 4)}, [](V& v) { return sigmoid(v[0]); }, P});
@@ -124,8 +143,14 @@ const std::vector<OpCase>& op_cases() {
     c.push_back({"softmax_wide", {F({3, 1500}, true, -3, 3)}, [](V& v) { return softmax(v[0]); }, N});
     // ---- losses ----
     const auto labels = with(random_ints(8, 0, 10, 5), {{3, kNllIgnoreIndex}});
-    c.push_back({"cross_entropy", {F({8, 10}, true, -2, 2), Idx({8}, labels)}, [](V& v) { return cross_entropy(v[0], v[1]); }, N});
-    c.push_back({"nll_loss", {F({8, 10}, true, -2, 2), Idx({8}, labels)}, [](V& v) { return nll_loss(log_softmax(v[0]), v[1]); }, N});
+    c.push_back({"cross_entropy",
+                 {F({8, 10}, true, -2, 2), Idx({8}, labels)},
+                 [](V& v) { return cross_entropy(v[0], v[1]); },
+                 N});
+    c.push_back({"nll_loss",
+                 {F({8, 10}, true, -2, 2), Idx({8}, labels)},
+                 [](V& v) { return nll_loss(log_softmax(v[0]), v[1]); },
+                 N});
     // 7 x 13 = 91 gradient elements: a tail after the 16-byte stores (vector_map.cuh)
     const auto labels7 = with(random_ints(7, 0, 13, 8), {{5, kNllIgnoreIndex}});
     c.push_back({"nll_loss_odd_size", {F({7, 13}, true, -2, 2), Idx({7}, labels7)},
@@ -135,11 +160,20 @@ const std::vector<OpCase>& op_cases() {
                  [](V& v) { return pixel_cross_entropy(v[0], v[1]); }, N});
     // ---- GEMM ----
     c.push_back({"matmul", {F({33, 65}), F({65, 47})}, [](V& v) { return matmul(v[0], v[1]); }, N});
-    c.push_back({"matmul_transposed_a", {F({65, 33}), F({65, 47})}, [](V& v) { return matmul(v[0].transpose(0, 1), v[1]); }, N});
-    c.push_back({"matmul_transposed_b", {F({33, 65}), F({47, 65})}, [](V& v) { return matmul(v[0], v[1].transpose(0, 1)); }, N});
+    c.push_back({"matmul_transposed_a",
+                 {F({65, 33}), F({65, 47})},
+                 [](V& v) { return matmul(v[0].transpose(0, 1), v[1]); },
+                 N});
+    c.push_back({"matmul_transposed_b",
+                 {F({33, 65}), F({47, 65})},
+                 [](V& v) { return matmul(v[0], v[1].transpose(0, 1)); },
+                 N});
     c.push_back({"linear_bias", {F({2, 5, 64}), F({48, 64}, true, -0.3, 0.3), F({48})},
                  [](V& v) { return linear(v[0], v[1], v[2]); }, N});
-    c.push_back({"linear_no_bias", {F({9, 130}), F({7, 130}, true, -0.3, 0.3)}, [](V& v) { return linear(v[0], v[1], Tensor()); }, N});
+    c.push_back({"linear_no_bias",
+                 {F({9, 130}), F({7, 130}, true, -0.3, 0.3)},
+                 [](V& v) { return linear(v[0], v[1], Tensor()); },
+                 N});
     c.push_back({"linear_large", {F({64, 512}), F({384, 512}, true, -0.1, 0.1), F({384})},
                  [](V& v) { return linear(v[0], v[1], v[2]); }, N});
     c.push_back({"bmm", {F({3, 17, 24}), F({3, 24, 19})}, [](V& v) { return bmm(v[0], v[1]); }, N});
@@ -168,49 +202,100 @@ const std::vector<OpCase>& op_cases() {
     c.push_back(conv_t_case("conv_transpose_3x3_s2_outpad", {1, 4, 5, 5}, {4, 3, 3, 3}, false, {2, 1, 1, 1}));
     // ---- batch norm (running stats are buffers: compared after forward) ----
     const std::vector<DType> bn_types = {f32, f64, DType::f16, DType::bf16};
-    c.push_back({"batch_norm_train", {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
-                 [](V& v) { return bn_call(v, true); }, N, bn_types});
-    c.push_back({"batch_norm_eval", {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
-                 [](V& v) { return bn_call(v, false); }, N, bn_types});
-    c.push_back({"batch_norm_2d", {F({16, 10}, true, -2, 3), F({10}, true, 0.5, 1.5), F({10}), Buf({10}, 0, 0.1), Buf({10}, 0.9, 1.1)},
-                 [](V& v) { return bn_call(v, true); }, N, bn_types});
-    c.push_back({"batch_norm_large_hw", {F({2, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
-                 [](V& v) { return bn_call(v, true); }, N, bn_types});
+    c.push_back({"batch_norm_train",
+                 {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
+                 [](V& v) { return bn_call(v, true); },
+                 N,
+                 bn_types});
+    c.push_back({"batch_norm_eval",
+                 {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
+                 [](V& v) { return bn_call(v, false); },
+                 N,
+                 bn_types});
+    c.push_back({"batch_norm_2d",
+                 {F({16, 10}, true, -2, 3), F({10}, true, 0.5, 1.5), F({10}), Buf({10}, 0, 0.1), Buf({10}, 0.9, 1.1)},
+                 [](V& v) { return bn_call(v, true); },
+                 N,
+                 bn_types});
+    c.push_back({"batch_norm_large_hw",
+                 {F({2, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) { return bn_call(v, true); },
+                 N,
+                 bn_types});
     // M = N*HW = 25600 per channel: 7 splits of the per-channel sums (batchnorm.cu), the
     // last one shorter.
-    c.push_back({"batch_norm_train_split", {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
-                 [](V& v) { return bn_call(v, true); }, N, bn_types});
-    c.push_back({"batch_norm_eval_split", {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
-                 [](V& v) { return bn_call(v, false); }, N, bn_types});
-    c.push_back({"batch_norm_relu_train_split", {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
-                 [](V& v) { return bn_call(v, true, true); }, N, bn_types});
-    c.push_back({"batch_norm_relu_eval", {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
-                 [](V& v) { return bn_call(v, false, true); }, N, bn_types});
+    c.push_back({"batch_norm_train_split",
+                 {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) { return bn_call(v, true); },
+                 N,
+                 bn_types});
+    c.push_back({"batch_norm_eval_split",
+                 {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) { return bn_call(v, false); },
+                 N,
+                 bn_types});
+    c.push_back({"batch_norm_relu_train_split",
+                 {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) { return bn_call(v, true, true); },
+                 N,
+                 bn_types});
+    c.push_back({"batch_norm_relu_eval",
+                 {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
+                 [](V& v) { return bn_call(v, false, true); },
+                 N,
+                 bn_types});
     // ---- pooling ----
-    c.push_back(pool_case("max_pool_3x3_s2_p1", {2, 3, 9, 9}, [](const Tensor& x) { return max_pool2d(x, {3, 3, 2, 2, 1, 1}); }));
+    c.push_back(pool_case("max_pool_3x3_s2_p1", {2, 3, 9, 9}, [](const Tensor& x) {
+      return max_pool2d(x, {3, 3, 2, 2, 1, 1});
+    }));
     c.push_back(pool_case("max_pool_2x2", {2, 4, 8, 8}, [](const Tensor& x) { return max_pool2d(x, {2, 2, 2, 2}); }));
     c.push_back(pool_case("avg_pool_2x2", {2, 4, 8, 8}, [](const Tensor& x) { return avg_pool2d(x, {2, 2, 2, 2}); }));
-    c.push_back(pool_case("avg_pool_3x3_s1_p1", {2, 3, 7, 6}, [](const Tensor& x) { return avg_pool2d(x, {3, 3, 1, 1, 1, 1}); }));
-    c.push_back(pool_case("adaptive_avg_1x1", {2, 5, 7, 7}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 1, 1); }));
-    c.push_back(pool_case("adaptive_avg_7x7", {2, 3, 10, 9}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 7, 7); }));
-    c.push_back(pool_case("adaptive_avg_upsampling", {1, 2, 3, 2}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 7, 7); }));
+    c.push_back(pool_case("avg_pool_3x3_s1_p1", {2, 3, 7, 6}, [](const Tensor& x) {
+      return avg_pool2d(x, {3, 3, 1, 1, 1, 1});
+    }));
+    c.push_back(
+        pool_case("adaptive_avg_1x1", {2, 5, 7, 7}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 1, 1); }));
+    c.push_back(
+        pool_case("adaptive_avg_7x7", {2, 3, 10, 9}, [](const Tensor& x) { return adaptive_avg_pool2d(x, 7, 7); }));
+    c.push_back(pool_case("adaptive_avg_upsampling", {1, 2, 3, 2},
+                          [](const Tensor& x) { return adaptive_avg_pool2d(x, 7, 7); }));
     // ---- channels_last (--channels-last) ----
     c.push_back(conv_cl_case("conv_cl_stem_7x7_s2", {2, 3, 32, 32}, {8, 3, 7, 7}, false, {2, 2, 3, 3, 1, 1, 1}));
     c.push_back(conv_cl_case("conv_cl_3x3_bias", {2, 8, 12, 12}, {16, 8, 3, 3}, true, {1, 1, 1, 1, 1, 1, 1}));
     c.push_back(conv_cl_case("conv_cl_1x1_s2", {2, 16, 9, 9}, {32, 16, 1, 1}, false, {2, 2, 0, 0, 1, 1, 1}));
     c.push_back(conv_cl_case("conv_cl_groups2", {2, 8, 10, 10}, {8, 4, 3, 3}, true, {1, 1, 1, 1, 1, 1, 2}));
-    c.push_back({"batch_norm_cl_train_split", {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
-                 [](V& v) { V w = v; w[0] = cl(v[0]); return bn_call(w, true); }, N, bn_types});
-    c.push_back({"batch_norm_relu_cl_eval", {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
-                 [](V& v) { V w = v; w[0] = cl(v[0]); return bn_call(w, false, true); }, N, bn_types});
-    c.push_back(pool_case("max_pool_cl_3x3_s2_p1", {2, 5, 9, 9}, [](const Tensor& x) { return max_pool2d(cl(x), {3, 3, 2, 2, 1, 1}); }));
-    c.push_back(pool_case("avg_pool_cl_3x3_s1_p1", {2, 3, 7, 6}, [](const Tensor& x) { return avg_pool2d(cl(x), {3, 3, 1, 1, 1, 1}); }));
-    c.push_back(pool_case("adaptive_avg_cl_7x7", {2, 3, 10, 9}, [](const Tensor& x) { return adaptive_avg_pool2d(cl(x), 7, 7); }));
+    c.push_back({"batch_norm_cl_train_split",
+                 {F({16, 3, 40, 40}), F({3}, true, 0.5, 1.5), F({3}), Buf({3}, 0, 0.1), Buf({3}, 0.9, 1.1)},
+                 [](V& v) {
+                   V w = v;
+                   w[0] = cl(v[0]);
+                   return bn_call(w, true);
+                 },
+                 N,
+                 bn_types});
+    c.push_back({"batch_norm_relu_cl_eval",
+                 {F({4, 6, 5, 5}), F({6}, true, 0.5, 1.5), F({6}), Buf({6}, -0.2, 0.2), Buf({6}, 0.5, 1.5)},
+                 [](V& v) {
+                   V w = v;
+                   w[0] = cl(v[0]);
+                   return bn_call(w, false, true);
+                 },
+                 N,
+                 bn_types});
+    c.push_back(pool_case("max_pool_cl_3x3_s2_p1", {2, 5, 9, 9}, [](const Tensor& x) {
+      return max_pool2d(cl(x), {3, 3, 2, 2, 1, 1});
+    }));
+    c.push_back(pool_case("avg_pool_cl_3x3_s1_p1", {2, 3, 7, 6}, [](const Tensor& x) {
+      return avg_pool2d(cl(x), {3, 3, 1, 1, 1, 1});
+    }));
+    c.push_back(pool_case("adaptive_avg_cl_7x7", {2, 3, 10, 9},
+                          [](const Tensor& x) { return adaptive_avg_pool2d(cl(x), 7, 7); }));
     c.push_back({"add_relu_cl", {F({2, 6, 5, 7}), F({2, 6, 5, 7})},
                  [](V& v) { Tensor y = cl(scale(v[0], 1.0)); return add_relu_(y, cl(v[1])); }, P});
     // ---- transformer ops ----
     auto ids = with(random_ints(21, 0, 50, 7), {{0, 0}, {5, 0}, {6, 13}, {7, 13}, {8, 13}});
-    c.push_back({"embedding_padding_idx", {F({50, 16}), Idx({3, 7}, ids)}, [](V& v) { return embedding(v[0], v[1], 0); }, N});
+    c.push_back(
+        {"embedding_padding_idx", {F({50, 16}), Idx({3, 7}, ids)}, [](V& v) { return embedding(v[0], v[1], 0); }, N});
     c.push_back({"embedding", {F({50, 16}), Idx({3, 7}, ids)}, [](V& v) { return embedding(v[0], v[1]); }, N});
     c.push_back({"layer_norm", {F({6, 48}, true, -2, 3), F({48}, true, 0.5, 1.5), F({48})},
                  [](V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); }, N});
@@ -232,18 +317,29 @@ const std::vector<OpCase>& op_cases() {
                  [](V& v) { return masked_softmax(v[0], v[1], 0.5); }, N});
     c.push_back({"masked_softmax_all_padded_row", {F({2, 2, 3, 7}, true, -3, 3), Mask({2, 7}, mask_all)},
                  [](V& v) { return masked_softmax(v[0], v[1], 1.0); }, N});
-    c.push_back({"masked_softmax_no_mask", {F({5, 9}, true, -3, 3)}, [](V& v) { return masked_softmax(v[0], Tensor(), 1.0); }, N});
+    c.push_back({"masked_softmax_no_mask",
+                 {F({5, 9}, true, -3, 3)},
+                 [](V& v) { return masked_softmax(v[0], Tensor(), 1.0); },
+                 N});
     // causal (GPT-2's mask, issue 32): the eager path's masked_softmax; Tq < Tk and with padding
     c.push_back({"masked_softmax_causal", {F({2, 3, 7, 7}, true, -3, 3), Mask({2, 7}, mask)},
                  [](V& v) { return masked_softmax(v[0], v[1], 0.5, true); }, N});
     c.push_back({"masked_softmax_causal_wide", {F({1, 2, 40, 300}, true, -3, 3)},
                  [](V& v) { return masked_softmax(v[0], Tensor(), 1.0, true); }, N});
-    c.push_back({"attention_causal", {F({2, 2, 6, 8}), F({2, 2, 6, 8}), F({2, 2, 6, 6})},
-                 [](V& v) { return scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), 0.0, false, nullptr, true); }, N});
+    c.push_back(
+        {"attention_causal",
+         {F({2, 2, 6, 8}), F({2, 2, 6, 8}), F({2, 2, 6, 6})},
+         [](V& v) { return scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), 0.0, false, nullptr, true); },
+         N});
     c.push_back({"attention", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
                  [](V& v) { return scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false); }, N});
-    c.push_back({"attention_dropout", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
-                 [](V& v) { Generator g{77, 0}; return scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.2, true, g); }, N});
+    c.push_back({"attention_dropout",
+                 {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
+                 [](V& v) {
+                   Generator g{77, 0};
+                   return scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.2, true, g);
+                 },
+                 N});
     c.push_back({"fused_attention", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask_all)},
                  [](V& v) { return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false); }, N});
     c.push_back({"fused_attention_dropout", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
@@ -255,11 +351,13 @@ const std::vector<OpCase>& op_cases() {
     // time): 70 queries, 130 keys of which the last 10 padded, dropout.
     std::vector<int64_t> mask130(130, 0);
     std::fill(mask130.begin() + 120, mask130.end(), 1);
-    c.push_back({"fused_attention_tiles", {F({1, 2, 70, 64}), F({1, 2, 130, 64}), F({1, 2, 130, 64}), Mask({1, 130}, mask130)},
+    c.push_back({"fused_attention_tiles",
+                 {F({1, 2, 70, 64}), F({1, 2, 130, 64}), F({1, 2, 130, 64}), Mask({1, 130}, mask130)},
                  [](V& v) {
                    Generator g{78, 0};
                    return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.1, true, &g);
-                 }, N});
+                 },
+                 N});
     // Head dim 64 over two batches, the second with every key padded (zero outputs and
     // gradients), no dropout: the tiled and the flash kernels' (OOMLAB_CUDA_FLASH_ATTENTION)
     // empty rows and partial tiles on both sides.
@@ -271,9 +369,11 @@ const std::vector<OpCase>& op_cases() {
                  [](V& v) { return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false); }, N});
     // causal fused attention (GPT-2 graphs with --attention fused): Tq < Tk with padding, and
     // 130 x 130 with dropout, where whole tiles are skipped (tiled kernels) on both sides.
-    c.push_back({"fused_attention_causal", {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
-                 [](V& v) { return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false, nullptr, true); },
-                 N});
+    c.push_back(
+        {"fused_attention_causal",
+         {F({2, 2, 5, 8}), F({2, 2, 7, 8}), F({2, 2, 7, 6}), Mask({2, 7}, mask)},
+         [](V& v) { return fused_scaled_dot_product_attention(v[0], v[1], v[2], v[3], 0.0, false, nullptr, true); },
+         N});
     c.push_back({"fused_attention_causal_tiles", {F({1, 2, 130, 64}), F({1, 2, 130, 64}), F({1, 2, 130, 64})},
                  [](V& v) {
                    Generator g{79, 0};
@@ -288,9 +388,22 @@ const std::vector<OpCase>& op_cases() {
                    return cat({p[1], v[1], p[0]}, 0);
                  }, P});
     // ---- views and casts (copy kernels) ----
-    c.push_back({"permute_contiguous", {F({3, 4, 5}), F({5, 3, 4})}, [](V& v) { return mul(v[0].permute({2, 0, 1}).contiguous(), v[1]); }, P});
-    c.push_back({"narrow_transpose", {F({6, 5})}, [](V& v) { return scale(v[0].transpose(0, 1).narrow(0, 1, 3).contiguous(), 2.0); }, P});
-    c.push_back({"reshape_flatten", {F({2, 3, 4, 5})}, [](V& v) { return scale(v[0].flatten(1).reshape({6, 20}), -1.0); }, P});
+    c.push_back({"permute_contiguous",
+                 {F({3, 4, 5}), F({5, 3, 4})},
+                 [](V& v) {
+                   return mul(v[0].permute({2, 0, 1}).contiguous(), v[1]);
+                 },
+                 P});
+    c.push_back({"narrow_transpose",
+                 {F({6, 5})},
+                 [](V& v) { return scale(v[0].transpose(0, 1).narrow(0, 1, 3).contiguous(), 2.0); },
+                 P});
+    c.push_back({"reshape_flatten",
+                 {F({2, 3, 4, 5})},
+                 [](V& v) {
+                   return scale(v[0].flatten(1).reshape({6, 20}), -1.0);
+                 },
+                 P});
     c.push_back({"cast_to_f64", {F({4, 9})}, [](V& v) { return scale(v[0].to(f64), 1.0); }, P});
     c.push_back({"cast_to_f32", {F({4, 9})}, [](V& v) { return scale(v[0].to(f32), 1.0); }, P});
     // ---- vision ----
@@ -325,15 +438,22 @@ TEST(CudaOpParityTable, CasesAreWellFormedOnCpu) {
   std::set<std::string> names;
   for (const OpCase& c : op_cases()) {
     EXPECT_TRUE(names.insert(c.name).second) << "duplicate case " << c.name;
-    EXPECT_TRUE(std::all_of(c.name.begin(), c.name.end(), [](char ch) { return std::isalnum(uint8_t(ch)) || ch == '_'; }))
-        << c.name;
+    EXPECT_TRUE(std::all_of(c.name.begin(), c.name.end(), [](char ch) {
+      return std::isalnum(uint8_t(ch)) || ch == '_';
+    })) << c.name;
     EXPECT_NE(std::find(c.dtypes.begin(), c.dtypes.end(), f32), c.dtypes.end()) << c.name;
     std::vector<Tensor> in;
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       const Input& s = c.inputs[i];
-      if (s.kind == Kind::index) { ASSERT_EQ(int64_t(s.ints.size()), shape_numel(s.shape)) << c.name; in.push_back(Tensor::from_vector_i64(s.ints, s.shape)); }
-      else if (s.kind == Kind::mask) in.push_back(Tensor::from_vector(std::vector<double>(s.ints.begin(), s.ints.end()), s.shape, DType::u8));
-      else { in.push_back(random_tensor(s.shape, s.lo, s.hi, 1000 + i, f32)); if (s.kind == Kind::floating && s.grad) in.back().set_requires_grad(true); }
+      if (s.kind == Kind::index) {
+        ASSERT_EQ(int64_t(s.ints.size()), shape_numel(s.shape)) << c.name;
+        in.push_back(Tensor::from_vector_i64(s.ints, s.shape));
+      } else if (s.kind == Kind::mask)
+        in.push_back(Tensor::from_vector(std::vector<double>(s.ints.begin(), s.ints.end()), s.shape, DType::u8));
+      else {
+        in.push_back(random_tensor(s.shape, s.lo, s.hi, 1000 + i, f32));
+        if (s.kind == Kind::floating && s.grad) in.back().set_requires_grad(true);
+      }
     }
     Tensor y;
     ASSERT_NO_THROW(y = c.fn(in)) << c.name;

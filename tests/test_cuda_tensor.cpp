@@ -156,7 +156,8 @@ TEST(CudaTensor, FactoriesFillAndHostReads) {
     EXPECT_EQ(Tensor::full({}, 5.0, t, dev).item(), 5.0);
   }
   std::vector<double> v = {0.5, -1.25, 3.0, 7.5, 1e-3, -2.0};
-  EXPECT_TRUE(same_bytes(Tensor::from_vector(v, {2, 3}, DType::bf16, dev), Tensor::from_vector(v, {2, 3}, DType::bf16)));
+  EXPECT_TRUE(
+      same_bytes(Tensor::from_vector(v, {2, 3}, DType::bf16, dev), Tensor::from_vector(v, {2, 3}, DType::bf16)));
   EXPECT_EQ(Tensor::from_vector(v, {2, 3}, DType::f64, dev).to_vector(), v);
   std::vector<int64_t> iv = {4, -9, 1LL << 40, 0};
   EXPECT_EQ(Tensor::from_vector_i64(iv, {4}, dev).to_vector_i64(), iv);

@@ -1,8 +1,8 @@
 // test_cudnn_graph_rules.cpp — the host-side rules of the cuDNN graph-API convolution path
 // (kernels/cuda/conv_graph_rules.h), which CPU CI can check though the path itself runs only
 // on a GPU: which engine configurations are refused (PyTorch's filter for its cuDNN v8
-// convolutions, and nondeterministic engines under cuDNN deterministic), the alignment a tensor descriptor promises, and how an engine is named in
-// results and traces.
+// convolutions, and nondeterministic engines under cuDNN deterministic), the alignment a
+// tensor descriptor promises, and how an engine is named in results and traces.
 // ctest tier: unit
 #include <gtest/gtest.h>
 
@@ -42,7 +42,8 @@ TEST(CudnnGraphRules, DeterministicRefusesOnlyNondeterministicEngines) {
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     EXPECT_EQ(cudnn_graph::engine_refusal(atomics, t, true, false), nullptr) << dtype_name(t);
     EXPECT_EQ(cudnn_graph::engine_refusal(tc_atomics, t, true, false), nullptr) << dtype_name(t);
-    EXPECT_STREQ(cudnn_graph::engine_refusal(atomics, t, true, true), "is nondeterministic (cuDNN deterministic is on)");
+    EXPECT_STREQ(cudnn_graph::engine_refusal(atomics, t, true, true),
+                 "is nondeterministic (cuDNN deterministic is on)");
     EXPECT_EQ(cudnn_graph::engine_refusal(plain, t, true, true), nullptr) << dtype_name(t);
   }
 }

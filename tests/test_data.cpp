@@ -260,7 +260,8 @@ namespace {
 // image[0] = index; optional delay and a poisoned index that throws.
 class IndexDataset : public Dataset {
  public:
-  explicit IndexDataset(int64_t n, int delay_us = 0, int64_t poison = -1) : n_(n), delay_us_(delay_us), poison_(poison) {}
+  explicit IndexDataset(int64_t n, int delay_us = 0, int64_t poison = -1)
+      : n_(n), delay_us_(delay_us), poison_(poison) {}
   int64_t size() const override { return n_; }
   Shape sample_shape() const override { return {1, 1, 2}; }
   int64_t num_classes() const override { return 10; }

@@ -183,8 +183,9 @@ TEST_P(DataParallelEquivalence, OnDevicesOtherThanZero) {
   LocalCommunicator::use_kernel_path_on_cpu_for_tests(false);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DataParallelEquivalence, ::testing::Values("mlp", "bert-mini"),
-                         [](const auto& info) { return info.param == "bert-mini" ? std::string("bert_mini") : info.param; });
+INSTANTIATE_TEST_SUITE_P(Models, DataParallelEquivalence, ::testing::Values("mlp", "bert-mini"), [](const auto& info) {
+  return info.param == "bert-mini" ? std::string("bert_mini") : info.param;
+});
 
 // BatchNorm: running statistics are replica 0's, i.e. those of device 0's chunk.
 TEST(DataParallel, BatchNormStatisticsComeFromReplicaZero) {

@@ -363,8 +363,9 @@ TEST(SeqSegTrainer, UnetSmallLearnsSyntheticSeg) {
 TEST(SeqSegSummary, KorthikantiRowsForBertTiny) {
   const TempDir dir("seqseg");
   const std::string json_path = dir.file("summary.json");
-  std::string cmd = std::string(OOMLAB_BINARY_DIR) + "/oomlab summary --model bert-tiny --seq-len 32 --batch 2 --json " +
-                    json_path + " > /dev/null 2>&1";
+  std::string cmd = std::string(OOMLAB_BINARY_DIR) +
+                    "/oomlab summary --model bert-tiny --seq-len 32 --batch 2 --json " + json_path +
+                    " > /dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   nlohmann::json j = nlohmann::json::parse(std::ifstream(json_path));
   const auto& m = j["metrics"];

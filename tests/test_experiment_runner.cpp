@@ -66,7 +66,8 @@ void expect_schema(const json& r, const std::string& name) {
   }
   EXPECT_EQ(r["runner"]["ran"], r["points"].size());
   const std::string status = r["verdict"]["status"];
-  EXPECT_TRUE(status == "confirmed" || status == "refuted" || status == "depends" || status == "inconclusive") << status;
+  EXPECT_TRUE(status == "confirmed" || status == "refuted" || status == "depends" || status == "inconclusive")
+      << status;
   EXPECT_FALSE(r["verdict"]["reason"].get<std::string>().empty());
 }
 }  // namespace
@@ -286,7 +287,8 @@ TEST(ExperimentVerdicts, MemoryVsBatch02StatusAndTextFollowTheData) {
   EXPECT_TRUE(has(v, "linear in batch (min R^2 0.99999) - confirmed")) << v;
   EXPECT_TRUE(has(v, "live only a layer or two")) << v;
   EXPECT_TRUE(has(v, "momentum buffer")) << v;
-  EXPECT_TRUE(has(v, "3.00x the weights, not the formula's 2x, which describes plain SGD (sgd-plain, momentum 0)")) << v;
+  EXPECT_TRUE(has(v, "3.00x the weights, not the formula's 2x, which describes plain SGD (sgd-plain, momentum 0)"))
+      << v;
   EXPECT_TRUE(has(v, "make the transient peak")) << v;
   // Not linear (the formula's total within 10%): depends, and the text says so; both fail: refuted.
   s = data_02(0.95, 5.0, 1.2, 1.0, 1.0);
@@ -364,44 +366,62 @@ TEST(ExperimentRunner, BadFoldersFailClearlyAndWriteNothing) {
   expect_error("99_copy", R"({"name": "04_transformer_activation_memory", "matrix": {"command": "summary"}})",
                "\"name\" is '04_transformer_activation_memory' but the folder is '99_copy'");
   const std::string head = R"({"name": "04_transformer_activation_memory", "source": {"tolerance": 0.01}, )";
-  expect_error("04_transformer_activation_memory", head + R"("models": ["bert-mini"], "matrix": {"command": "summary"}})", "unknown key \"models\"");
-  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "axes": [{"name": "seq-len", "values": {"full": [64]}}]}})",
+  expect_error("04_transformer_activation_memory",
+               head + R"("models": ["bert-mini"], "matrix": {"command": "summary"}})", "unknown key \"models\"");
+  expect_error("04_transformer_activation_memory",
+               head + R"("matrix": {"command": "summary", "axes": [{"name": "seq-len", "values": {"full": [64]}}]}})",
                "no value for profile 'quick'");
-  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "options": {"optimizer": "adamw"}}})",
+  expect_error("04_transformer_activation_memory",
+               head + R"("matrix": {"command": "summary", "options": {"optimizer": "adamw"}}})",
                "'summary' has no flag --optimizer");
   expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "fit"}})", "unknown command 'fit'");
-  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "options": {"json": "x.json"}}})", "--json is the runner's");
-  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "axs": []}})", "unknown key \"axs\"");
-  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "axes": [{"name": "seq-len", "values": [64, 64]}]}})",
+  expect_error("04_transformer_activation_memory",
+               head + R"("matrix": {"command": "summary", "options": {"json": "x.json"}}})", "--json is the runner's");
+  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "axs": []}})",
+               "unknown key \"axs\"");
+  expect_error("04_transformer_activation_memory",
+               head + R"("matrix": {"command": "summary", "axes": [{"name": "seq-len", "values": [64, 64]}]}})",
                "two points are named");
   expect_error("04_transformer_activation_memory", "{ not json", "invalid JSON");
   // Types and values of the runner's keys, the driver's fields and every point's flags are
   // checked before any point runs; each error names the file and the key.
-  expect_error("04_transformer_activation_memory", R"({"name": 4, "matrix": {}})", "\"name\" must be a string (got an integer)");
+  expect_error("04_transformer_activation_memory", R"({"name": 4, "matrix": {}})",
+               "\"name\" must be a string (got an integer)");
   expect_error("04_transformer_activation_memory", "[1, 2]", "the spec must be a JSON object (got a list)");
-  expect_error("04_transformer_activation_memory", head + R"("device": 5, "matrix": {"command": "summary"}})", "\"device\" must be a string");
-  expect_error("04_transformer_activation_memory", head + R"("device": "tpu", "matrix": {"command": "summary"}})", "unknown device 'tpu'");
-  expect_error("04_transformer_activation_memory", head + R"("timeout_s": -1, "matrix": {"command": "summary"}})", "\"timeout_s\" must be a positive");
+  expect_error("04_transformer_activation_memory", head + R"("device": 5, "matrix": {"command": "summary"}})",
+               "\"device\" must be a string");
+  expect_error("04_transformer_activation_memory", head + R"("device": "tpu", "matrix": {"command": "summary"}})",
+               "unknown device 'tpu'");
+  expect_error("04_transformer_activation_memory", head + R"("timeout_s": -1, "matrix": {"command": "summary"}})",
+               "\"timeout_s\" must be a positive");
   expect_error("04_transformer_activation_memory", head + R"("matrix": 7})", "\"matrix\" must be an object or a list");
   expect_error("04_transformer_activation_memory", head + R"("expected_points": -1, "matrix": {"command": "summary"}})",
                "\"expected_points\" must be a count of points");
-  expect_error("04_transformer_activation_memory", head + R"("expected_points": {"quick": 3, "full": 1}, "matrix": {"command": "summary"}})",
+  expect_error("04_transformer_activation_memory",
+               head + R"("expected_points": {"quick": 3, "full": 1}, "matrix": {"command": "summary"}})",
                "\"expected_points\" is 3 for the quick profile but the matrix expands to 1 point(s)");
-  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "name": 3}})", "\"name\" must be a string");
-  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "axes": [{"name": "seq-len", "values": []}]}})",
+  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "name": 3}})",
+               "\"name\" must be a string");
+  expect_error("04_transformer_activation_memory",
+               head + R"("matrix": {"command": "summary", "axes": [{"name": "seq-len", "values": []}]}})",
                "must be a non-empty list");
-  expect_error("04_transformer_activation_memory", head + R"("matrix": {"command": "summary", "options": {"model": "bert-mini"}, )"
-                                R"("axes": [{"name": "seq-len", "values": [64, 0]}]}})",
+  expect_error("04_transformer_activation_memory",
+               head + R"("matrix": {"command": "summary", "options": {"model": "bert-mini"}, )"
+                      R"("axes": [{"name": "seq-len", "values": [64, 0]}]}})",
                "point 'summary seq-len=0': --seq-len must be >= 1");
-  expect_error("04_transformer_activation_memory", R"({"name": "04_transformer_activation_memory", "source": {"tolerance": "1%"}, )"
-                         R"("matrix": {"command": "summary"}})",
+  expect_error("04_transformer_activation_memory",
+               R"({"name": "04_transformer_activation_memory", "source": {"tolerance": "1%"}, )"
+               R"("matrix": {"command": "summary"}})",
                "\"source.tolerance\" must be a positive number (got a string)");
-  expect_error("04_transformer_activation_memory", R"({"name": "04_transformer_activation_memory", "matrix": {"command": "summary"}})",
+  expect_error("04_transformer_activation_memory",
+               R"({"name": "04_transformer_activation_memory", "matrix": {"command": "summary"}})",
                "missing key \"source\"");
-  expect_error("04_transformer_activation_memory", std::string(100000, '[') + std::string(100000, ']'), "nested deeper than 64 levels");
+  expect_error("04_transformer_activation_memory", std::string(100000, '[') + std::string(100000, ']'),
+               "nested deeper than 64 levels");
   // A spec that runs, but whose points the driver cannot summarise (resnet20 is no BERT):
   // the run fails naming why, and no results file is written.
-  expect_error("04_transformer_activation_memory", head + R"("device": "meta", "matrix": {"command": "summary", "options": {"model": "resnet20"}}})",
+  expect_error("04_transformer_activation_memory",
+               head + R"("device": "meta", "matrix": {"command": "summary", "options": {"model": "resnet20"}}})",
                "cannot summarise");
   EXPECT_FALSE(fs::exists(out));
 }

@@ -29,10 +29,12 @@ const char* kSpec = R"({"name": "x", "device": "meta", "matrix": [
   {"name": "step", "command": "train", "profiles": ["gpu"], "rounds": 2, "interleave": "t",
    "options": {"model": "mlp", "dataset": "synthetic", "steps": 2, "allow-tf32": "all"},
    "axes": [{"name": "amp", "values": ["off", "bf16"]}]},
-  {"name": "twin", "command": "torch", "profiles": ["gpu"], "rounds": 2, "interleave": "t", "options": {"tag": "r50_tf32"}},
+  {"name": "twin", "command": "torch", "profiles": ["gpu"], "rounds": 2, "interleave": "t",
+   "options": {"tag": "r50_tf32"}},
   {"name": "meta", "command": "train", "profiles": ["gpu"], "keep_device": true,
    "options": {"model": "mlp", "dataset": "synthetic", "steps": 1, "device": "meta"}},
-  {"name": "cpu", "command": "train", "profiles": ["gpu"], "options": {"model": "mlp", "dataset": "synthetic", "steps": 1, "device": "cpu"}}]})";
+  {"name": "cpu", "command": "train", "profiles": ["gpu"],
+   "options": {"model": "mlp", "dataset": "synthetic", "steps": 1, "device": "cpu"}}]})";
 
 std::vector<std::string> names(const std::vector<PointSpec>& ps) {
   std::vector<std::string> out;
@@ -107,12 +109,13 @@ TEST(GpuProfile, BadBlocksAndClaimsAreRefused) {
   refused(R"({"command": "torch", "profiles": ["gpu"], "options": {"device": "cuda"}})");
   const json spec = json::parse(kSpec);
   const std::vector<PointSpec> g = expand_matrix(spec, "gpu", {}, "s");
-  for (const char* claim : {R"({"name": "a", "metric": "speed", "other": {"block": "step"}, "below": 1})",
-                            R"({"name": "a", "metric": "step_time", "other": {"block": "nope"}, "below": 1})",
-                            R"({"name": "a", "metric": "step_time", "other": {"block": "step"}})",
-                            R"({"name": "a", "metric": "step_time", "other": {"block": "step"}, "below": 1, "above": 0})",
-                            R"({"name": "a", "metric": "step_time", "other": {"block": "step"}, "within": [1]})",
-                            R"({"name": "a", "metric": "ok", "other": {"block": "step"}, "below": 1, "why": 0})"}) {
+  for (const char* claim :
+       {R"({"name": "a", "metric": "speed", "other": {"block": "step"}, "below": 1})",
+        R"({"name": "a", "metric": "step_time", "other": {"block": "nope"}, "below": 1})",
+        R"({"name": "a", "metric": "step_time", "other": {"block": "step"}})",
+        R"({"name": "a", "metric": "step_time", "other": {"block": "step"}, "below": 1, "above": 0})",
+        R"({"name": "a", "metric": "step_time", "other": {"block": "step"}, "within": [1]})",
+        R"({"name": "a", "metric": "ok", "other": {"block": "step"}, "below": 1, "why": 0})"}) {
     json s = spec;
     s["gpu_claims"] = json::array({json::parse(claim)});
     EXPECT_THROW(check_gpu_claims(s, g, "s"), ValueError) << claim;
@@ -120,7 +123,8 @@ TEST(GpuProfile, BadBlocksAndClaimsAreRefused) {
 }
 
 namespace {
-json point(const std::string& block, const std::string& amp, int round, double step_s, double peak, const char* dev = "cuda:0") {
+json point(const std::string& block, const std::string& amp, int round, double step_s, double peak,
+           const char* dev = "cuda:0") {
   return {{"name", str_cat(block, " round=", round, " amp=", amp)}, {"block", block},
           {"axes", {{"round", round}, {"amp", amp}}}, {"outcome", {{"status", "ok"}}},
           {"metrics", {{"step_time_s", {{"median", step_s}}}, {"oom", {{"skipped_batches", 3}}}}},
@@ -137,10 +141,14 @@ TEST(GpuProfile, ClaimsAreJudgedFromGpuPointsAndPendingOffAGpu) {
     points.push_back(point("step", "bf16", r + 1, bf16[r], 600));
   }
   const json spec = {{"gpu_claims", json::parse(R"([
-    {"name": "faster", "metric": "step_time", "other": {"block": "step", "amp": "bf16"}, "base": {"block": "step", "amp": "off"}, "below": 1.0},
-    {"name": "2x faster", "metric": "step_time", "other": {"block": "step", "amp": "bf16"}, "base": {"block": "step", "amp": "off"}, "below": 0.5},
-    {"name": "smaller", "metric": "peak_allocated", "other": {"block": "step", "amp": "bf16"}, "base": {"block": "step", "amp": "off"}, "within": [0.59, 0.61]},
-    {"name": "skips", "metric": "metrics.oom.skipped_batches", "other": {"block": "step", "amp": "off"}, "above": 0}])")}};
+    {"name": "faster", "metric": "step_time", "other": {"block": "step", "amp": "bf16"},
+     "base": {"block": "step", "amp": "off"}, "below": 1.0},
+    {"name": "2x faster", "metric": "step_time", "other": {"block": "step", "amp": "bf16"},
+     "base": {"block": "step", "amp": "off"}, "below": 0.5},
+    {"name": "smaller", "metric": "peak_allocated", "other": {"block": "step", "amp": "bf16"},
+     "base": {"block": "step", "amp": "off"}, "within": [0.59, 0.61]},
+    {"name": "skips", "metric": "metrics.oom.skipped_batches", "other": {"block": "step", "amp": "off"},
+     "above": 0}])")}};
   const json s = gpu_claims_summary(spec, points, "cuda");
   ASSERT_EQ(s["claims"].size(), 4u);
   EXPECT_EQ(s["claims"][0]["judged"], "holds");

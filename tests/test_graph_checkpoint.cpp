@@ -60,7 +60,8 @@ TEST(GraphCheckpoint, PlansBlocksOfSequentialAndModuleListContainers) {
 TEST(GraphCheckpoint, CheckpointedStepIsBitIdentical) {
   const Tensor x = Tensor::normal({2, 3, 224, 224}, 0.0, 1.0);
   auto step = [&x](const std::string& policy) {
-    nn::ModulePtr m = build_graph_model(read_model_graph(kGraphs + "mobilenet_v3_large.json"), image_config(cpu_device()));
+    nn::ModulePtr m =
+        build_graph_model(read_model_graph(kGraphs + "mobilenet_v3_large.json"), image_config(cpu_device()));
     m->train();
     apply_checkpoint_plan(*m, plan_checkpoints(*m, Tensor(), parse_checkpoint_policy(policy)));
     reset_checkpoint_counters();
@@ -82,7 +83,8 @@ TEST(GraphCheckpoint, CheckpointedStepIsBitIdentical) {
 
 TEST(GraphCheckpoint, MetaPeakFallsAndFollowsTheZoosPlan) {
   const std::string graph = "graph:" + kGraphs + "resnet50.json";
-  const int64_t none = peak(graph, ""), sqrt_peak = peak(graph, "--checkpoint sqrt"), all = peak(graph, "--checkpoint all");
+  const int64_t none = peak(graph, ""), sqrt_peak = peak(graph, "--checkpoint sqrt"),
+                all = peak(graph, "--checkpoint all");
   EXPECT_LT(sqrt_peak, none);
   EXPECT_LT(all, sqrt_peak);
   // the zoo's ResNet-50 with the same plan (16 blocks, 4 per segment): within 1 MiB (the zoo
@@ -94,7 +96,8 @@ TEST(GraphCheckpoint, MetaPeakFallsAndFollowsTheZoosPlan) {
 }
 
 TEST(GraphCheckpoint, NothingToCheckpointIsAClearError) {
-  CliRun r = run_oomlab("estimate --model graph:" + kGraphs + "resnet50.json --batch 2 --checkpoint selective:GPT2Block");
+  CliRun r =
+      run_oomlab("estimate --model graph:" + kGraphs + "resnet50.json --batch 2 --checkpoint selective:GPT2Block");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("has no GPT2Block module"), std::string::npos) << r.output;
 }

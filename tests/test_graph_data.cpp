@@ -95,9 +95,11 @@ TEST(GraphData, TokenGraphsTrainAndStepOnNpy) {
                         " --batch 2 --steps 2 --quiet --save " + (dir / "ck").string());
   ASSERT_EQ(r.code, 0) << r.output;
   r = run_oomlab("step " + model + " --data-dir " + (dir / "t16").string() + " --init " +
-                 (dir / "ck" / "step-2" / "model.safetensors").string() + " --out " + (dir / "step.safetensors").string());
+                 (dir / "ck" / "step-2" / "model.safetensors").string() + " --out " +
+                 (dir / "step.safetensors").string());
   EXPECT_EQ(r.code, 0) << r.output;
-  r = run_oomlab("train " + model + " --dataset npy --data-dir " + (dir / "t12").string() + " --batch 2 --steps 1 --quiet");
+  r = run_oomlab("train " + model + " --dataset npy --data-dir " + (dir / "t12").string() +
+                 " --batch 2 --steps 1 --quiet");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("was exported for 16-token sequences and npy:" + (dir / "t12").string() +
                           "[train] holds 12-token ones"), std::string::npos) << r.output;

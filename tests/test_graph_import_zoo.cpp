@@ -1,12 +1,11 @@
 // test_graph_import_zoo.cpp — the importer is faithful (issue 32): graphs that
 // scripts/export_model.py wrote from the real torchvision models (models/graphs/, with the
 // batch symbolic, and tests/fixtures/graphs/vgg16.json, an older static-batch export; committed
-// so that CI needs no PyTorch; regenerate with the commands in those folders' READMEs) give the zoo model's parameter count, state_dict names and shapes, per-layer table
-// (output and saved bytes of every module) and exact training meta peak, to the byte; vgg16's
-// step memory is the zoo's without dropout; the
-// Hugging Face BERT-base export (BertForSequenceClassification, attention kept as
-// scaled_dot_product_attention) has the zoo bert-base's parameters and, with the zoo's
-// weights and unpadded input, the same logits and gradients, bit for bit; exported with an
+// so that CI needs no PyTorch; regenerate with the commands in those folders' READMEs) give the zoo model's parameter
+// count, state_dict names and shapes, per-layer table (output and saved bytes of every module) and exact training meta
+// peak, to the byte; vgg16's step memory is the zoo's without dropout; the Hugging Face BERT-base export
+// (BertForSequenceClassification, attention kept as scaled_dot_product_attention) has the zoo bert-base's parameters
+// and, with the zoo's weights and unpadded input, the same logits and gradients, bit for bit; exported with an
 // attention_mask input (bert_padded.json), the same on padded input too.
 // Inference (summary's forward-only peak) frees values as eager PyTorch does, and that is one
 // tensor less than the zoo's C++ forward holds (see ForwardOnlyPeakFollowsPython).
@@ -197,7 +196,8 @@ TEST(GraphImportZoo, BertPaddedGraphStepEqualsTheZoosOnPaddedBatches) {
   for (bool fused : {false, true})
     EXPECT_TRUE(bert_step_equals_the_zoos("bert_padded.json", ids, fused)) << fused;
   ModelConfig cfg = bert_base_config();
-  nn::ModulePtr zoo = build_model("bert-base", cfg), unmasked = build_graph_model(read_model_graph(kGraphs + "bert.json"), cfg);
+  nn::ModulePtr zoo = build_model("bert-base", cfg),
+                unmasked = build_graph_model(read_model_graph(kGraphs + "bert.json"), cfg);
   auto theirs = unmasked->named_parameters();
   for (auto& [name, t] : zoo->named_parameters())
     for (auto& [n2, t2] : theirs)
@@ -242,8 +242,10 @@ TEST(GraphImportZoo, BertUnpaddedGraphRefusesSeqMinLenAndTrainsAtItsLength) {
 // many it runs with, as for the zoo (BERT's 12 layers under sqrt: 3 segments of 4, the last
 // not checkpointed), not 0.
 TEST(GraphImportZoo, TrainRecordsAGraphsCheckpointSegments) {
-  json j = run_json("train --model graph:" + kGraphs + "bert_padded.json --checkpoint sqrt --device meta"
-                    " --dataset synthetic-seq --seq-len 128 --batch 2 --steps 1 --synthetic-size 4 --eval-batches 0 --quiet");
+  json j = run_json(
+      "train --model graph:" + kGraphs +
+      "bert_padded.json --checkpoint sqrt --device meta"
+      " --dataset synthetic-seq --seq-len 128 --batch 2 --steps 1 --synthetic-size 4 --eval-batches 0 --quiet");
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j["config"]["checkpoint_segments"], 2);
 }
@@ -272,8 +274,8 @@ TEST(GraphImportZoo, OtherUsesOfTheMaskInputAreRefusedNamingTheNode) {
 // The exact memory of a training step equals the zoo bert-base's without dropout (the eval
 // export has none): activations, parameters, gradients, optimizer state and transients to the
 // byte, in both attention modes; the graph adds Hugging Face's position_ids and token_type_ids
-// buffers (2 x 512 int64, 8192 bytes; non-persistent: on the device, outside the state_dict). The peak is the zoo's plus those buffers where the
-// activations make it (batch 24, 32); with fused attention less the zoo's key padding mask
+// buffers (2 x 512 int64, 8192 bytes; non-persistent: on the device, outside the state_dict). The peak is the zoo's
+// plus those buffers where the activations make it (batch 24, 32); with fused attention less the zoo's key padding mask
 // (B x T bytes; the graph masks nothing). At batch 8 and 16 the peak falls in layer 11's
 // backward, where the optimizer-state blocks count: the caching allocator, like PyTorch's,
 // counts a reused large block whole when its remainder (under 1 MiB) is not split, and the

@@ -134,7 +134,8 @@ TEST(GraphModel, UnsupportedOpsAreListedAndUsesNamed) {
     ADD_FAILURE() << "accepted";
   } catch (const NotImplementedError& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("2 node(s) use ops oomlab does not have yet, in module(s) relu (ReLU):"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("2 node(s) use ops oomlab does not have yet, in module(s) relu (ReLU):"), std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("aten.upsample_nearest3d.vec (node 'relu', module 'relu' (ReLU))"), std::string::npos) << msg;
     EXPECT_NE(msg.find("aten.fancy.default (node 'view')"), std::string::npos) << msg;
   }
@@ -145,8 +146,10 @@ TEST(GraphModel, UnsupportedOpsAreListedAndUsesNamed) {
     (*m)(Tensor::zeros({2, 3, 8, 8}));
     ADD_FAILURE() << "ran a transposed convolution";
   } catch (const NotImplementedError& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'convolution' (aten.convolution.default) in module 'conv' (Conv2d): a transposed convolution"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "node 'convolution' (aten.convolution.default) in module 'conv' (Conv2d): a transposed convolution"),
+              std::string::npos)
+        << e.what();
   }
 }
 }  // namespace
@@ -165,11 +168,13 @@ TEST(GraphModelCli, CommandsTakeAGraphAndRefuseBadOnes) {
   json j = json::parse(read_file(kSeed));
   j["nodes"][3]["op"] = "aten.upsample_nearest3d.vec";
   j["nodes"][6]["op"] = "aten.fancy.default";
-  const std::string bad = (std::filesystem::temp_directory_path() / ("oomlab_graph_" + std::to_string(::getpid()) + ".json")).string();
+  const std::string bad =
+      (std::filesystem::temp_directory_path() / ("oomlab_graph_" + std::to_string(::getpid()) + ".json")).string();
   std::ofstream(bad) << j.dump();
   r = run_oomlab("estimate --model graph:" + bad + " --batch 2");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("aten.upsample_nearest3d.vec (node 'relu', module 'relu' (ReLU))"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("aten.upsample_nearest3d.vec (node 'relu', module 'relu' (ReLU))"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("aten.fancy.default (node 'view')"), std::string::npos) << r.output;
   std::filesystem::remove(bad);
   r = run_oomlab("estimate --model graph:/nonexistent/g.json --batch 2");

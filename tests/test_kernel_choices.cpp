@@ -21,7 +21,8 @@ using namespace oomlab::testing;
 namespace {
 // 3x3, pad 1, 16 -> 16 channels in float32: the direct kernels (conv_direct_applies).
 Tensor direct_conv() {
-  Tensor x = random_f64({2, 16, 8, 8}, -1, 1, 1).to(DType::f32), w = random_f64({16, 16, 3, 3}, -1, 1, 2).to(DType::f32);
+  Tensor x = random_f64({2, 16, 8, 8}, -1, 1, 1).to(DType::f32),
+         w = random_f64({16, 16, 3, 3}, -1, 1, 2).to(DType::f32);
   Conv2dParams p;
   p.pad_h = p.pad_w = 1;
   return conv2d(x, w, Tensor(), p);

@@ -29,7 +29,8 @@ namespace {
 json summarize_test(const json& spec, json& points) {
   OOMLAB_CHECK(std::getenv("OOMLAB_TEST_REFUSE_SUMMARY") == nullptr, "refused on purpose");
   json counts = json::object();
-  for (const json& p : points) counts[p["outcome"]["status"].get<std::string>()] = counts.value(p["outcome"]["status"].get<std::string>(), 0) + 1;
+  for (const json& p : points)
+    counts[p["outcome"]["status"].get<std::string>()] = counts.value(p["outcome"]["status"].get<std::string>(), 0) + 1;
   return {{"outcomes", counts}, {"profile", spec["profile"]}};
 }
 json verdict_test(const json&, const json& summary) {
@@ -137,8 +138,8 @@ TEST(MatrixRunner, APointPastItsTimeoutIsStoppedAndRecorded) {
   ASSERT_EQ(r["points"].size(), 1u);
   EXPECT_EQ(r["points"][0]["outcome"]["status"], "timeout");
   EXPECT_LT(r["points"][0]["outcome"]["seconds"].get<double>(), 30.0);
-  EXPECT_EQ(r["points"][0]["args"], json({"train", "--dataset", "synthetic", "--input", "1,28,28", "--model", "resnet20",
-                                          "--quiet", "--steps", "100000", "--device", "cpu"}));
+  EXPECT_EQ(r["points"][0]["args"], json({"train", "--dataset", "synthetic", "--input", "1,28,28", "--model",
+                                          "resnet20", "--quiet", "--steps", "100000", "--device", "cpu"}));
 }
 
 TEST(MatrixRunner, ExpansionOrderProfilesAndBundles) {
@@ -157,8 +158,9 @@ TEST(MatrixRunner, ExpansionOrderProfilesAndBundles) {
                                                     "resnet20", "--batch", "1"}));
   EXPECT_EQ(q[2].axes, json({{"model", "r20"}, {"batch", 1}}));
   EXPECT_EQ(expand_matrix(spec, "full", {}, "spec").size(), 3u);
-  EXPECT_THROW(expand_matrix(json::parse(R"({"name": "x", "matrix": {"command": "estimate"}, "extra": 1})"), "quick", {}, "s"),
-               ValueError);
+  EXPECT_THROW(
+      expand_matrix(json::parse(R"({"name": "x", "matrix": {"command": "estimate"}, "extra": 1})"), "quick", {}, "s"),
+      ValueError);
   EXPECT_NO_THROW(expand_matrix(json::parse(R"({"name": "x", "matrix": {"command": "estimate"}, "extra": 1})"), "quick",
                                 {"extra"}, "s"));
 }
@@ -168,7 +170,8 @@ TEST(MatrixRunner, AHugeMatrixIsRefusedBeforeItExpands) {
   json values = json::array();
   for (int i = 1; i <= 100; ++i) values.push_back(i);
   json axes = json::array();
-  for (const char* name : {"batch", "seed", "steps", "classes", "lr"}) axes.push_back({{"name", name}, {"values", values}});
+  for (const char* name : {"batch", "seed", "steps", "classes", "lr"})
+    axes.push_back({{"name", name}, {"values", values}});
   const json spec = {{"name", "x"}, {"matrix", {{"command", "train"}, {"axes", axes}}}};
   try {
     expand_matrix(spec, "quick", {}, "spec");

@@ -133,7 +133,8 @@ TEST(MemoryFormat, ChannelsLastOpsDoNotDependOnTheThreadCount) {
     Tensor w3 = leaf(cl(rand_t({32, 16, 3, 3}, 31))), w1 = leaf(cl(rand_t({16, 32, 1, 1}, 32)));
     Tensor wd = leaf(cl(rand_t({16, 1, 3, 3}, 33)));
     Tensor rm = Tensor::zeros({32}), rv = Tensor::ones({32});
-    Tensor h = relu(batch_norm(conv2d(x, w3, Tensor(), {1, 1, 1, 1, 1, 1, 1}), Tensor(), Tensor(), rm, rv, true, 0.1, 1e-5));
+    Tensor h =
+        relu(batch_norm(conv2d(x, w3, Tensor(), {1, 1, 1, 1, 1, 1, 1}), Tensor(), Tensor(), rm, rv, true, 0.1, 1e-5));
     Tensor y = max_pool2d(conv2d(conv2d(h, w1, Tensor(), {}), wd, Tensor(), {1, 1, 1, 1, 1, 1, 16}), {2, 2, 2, 2});
     y.backward(cl(rand_t(y.shape(), 34)));
     std::vector<std::vector<double>> out = {y.to_vector(), x.grad().to_vector(), w3.grad().to_vector(),
@@ -157,11 +158,12 @@ TEST(MemoryFormat, ChannelsLastWeightMakesTheConvChannelsLastAndLeafGradsKeepThe
 
 TEST(MemoryFormat, ConvGradcheckFloat64) {
   const Conv2dParams p{2, 1, 1, 0, 1, 1, 2};
-  std::vector<Tensor> in = {leaf(cl(random_f64({2, 4, 5, 4}, -1, 1, 10))), leaf(cl(random_f64({6, 2, 3, 2}, -1, 1, 11))),
-                            leaf(random_f64({6}, -1, 1, 12))};
+  std::vector<Tensor> in = {leaf(cl(random_f64({2, 4, 5, 4}, -1, 1, 10))),
+                            leaf(cl(random_f64({6, 2, 3, 2}, -1, 1, 11))), leaf(random_f64({6}, -1, 1, 12))};
   EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], p); }, in));
   const Conv2dParams dw{1, 2, 1, 1, 1, 1, 3};   // depthwise
-  std::vector<Tensor> in2 = {leaf(cl(random_f64({2, 3, 5, 6}, -1, 1, 13))), leaf(cl(random_f64({3, 1, 3, 3}, -1, 1, 14)))};
+  std::vector<Tensor> in2 = {leaf(cl(random_f64({2, 3, 5, 6}, -1, 1, 13))),
+                             leaf(cl(random_f64({3, 1, 3, 3}, -1, 1, 14)))};
   EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], Tensor(), dw); }, in2));
 }
 
@@ -191,8 +193,8 @@ TEST(MemoryFormat, BatchNormMatchesNchwAndKeepsTheFormat) {
   Tensor rm = Tensor::zeros({3}, DType::f64), rv = Tensor::ones({3}, DType::f64);
   std::vector<Tensor> in = {leaf(cl(random_f64({3, 3, 2, 3}, -1, 1, 17))), leaf(random_f64({3}, 0.5, 1.5, 18)),
                             leaf(random_f64({3}, -1, 1, 19))};
-  EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& t) { return batch_norm(t[0], t[1], t[2], rm, rv, true, 0.1, 1e-5); },
-                        in));
+  EXPECT_TRUE(gradcheck(
+      [&](const std::vector<Tensor>& t) { return batch_norm(t[0], t[1], t[2], rm, rv, true, 0.1, 1e-5); }, in));
 }
 
 TEST(MemoryFormat, PoolsAreBitIdenticalToNchw) {

@@ -354,7 +354,8 @@ TEST(SeqSegModels, TinyModelsGradcheck) {
   auto m = build_model("bert-tiny", c);
   Tensor ids = ids_tensor({3, 7, 11, 0, 0, 5, 1, 2, 9, 0}, 2, 5);
   std::vector<Tensor> params = m->parameters();
-  EXPECT_TRUE(oomlab::testing::gradcheck([&](const std::vector<Tensor>&) { return (*m)(ids); }, params, 1e-6, 1e-6, 1e-4));
+  EXPECT_TRUE(
+      oomlab::testing::gradcheck([&](const std::vector<Tensor>&) { return (*m)(ids); }, params, 1e-6, 1e-6, 1e-4));
 
   ModelConfig u = default_model_config("unet-small");
   u.dtype = DType::f64;
@@ -363,5 +364,6 @@ TEST(SeqSegModels, TinyModelsGradcheck) {
   Tensor x = oomlab::testing::leaf(oomlab::testing::random_f64({2, 1, 4, 4}));
   std::vector<Tensor> inputs = un->parameters();
   inputs.push_back(x);
-  EXPECT_TRUE(oomlab::testing::gradcheck([&](const std::vector<Tensor>&) { return (*un)(x); }, inputs, 1e-6, 1e-6, 1e-4));
+  EXPECT_TRUE(
+      oomlab::testing::gradcheck([&](const std::vector<Tensor>&) { return (*un)(x); }, inputs, 1e-6, 1e-6, 1e-4));
 }

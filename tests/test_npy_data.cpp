@@ -110,10 +110,13 @@ TEST(Npy, MalformedFilesAreIoErrorsNamingFileAndProblem) {
     s += char(h.size() >> 8);
     return s + h;
   };
-  EXPECT_NE(what_of([&] { parse_npy(with_header("{'descr': '<f4', 'shape': (0,)}"), "y.npy"); }).find("lacks 'fortran_order'"),
+  EXPECT_NE(what_of([&] {
+              parse_npy(with_header("{'descr': '<f4', 'shape': (0,)}"), "y.npy");
+            }).find("lacks 'fortran_order'"),
             std::string::npos);
-  EXPECT_NE(what_of([&] { parse_npy(with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (0,), 'x': 1}"), "y.npy"); })
-                .find("unexpected key 'x'"),
+  EXPECT_NE(what_of([&] {
+              parse_npy(with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (0,), 'x': 1}"), "y.npy");
+            }).find("unexpected key 'x'"),
             std::string::npos);
   EXPECT_NE(what_of([&] { parse_npy(with_header("{'descr: '<f4'}"), "y.npy"); }).find("header"), std::string::npos);
   EXPECT_NE(what_of([&] { read_npy("/nonexistent/z.npy"); }).find("/nonexistent/z.npy"), std::string::npos);
@@ -186,40 +189,64 @@ TEST(NpyDataset, InconsistentFilesAreClearErrors) {
   const auto i8 = [](const char* shape, std::vector<int64_t> v) { return npy_of("<i8", shape, v); };
   const std::vector<BadSet> cases = {
       {"no labels", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}}, "train_labels.npy does not exist"},
-      {"rank 3 images", {{"train_inputs.npy", f4("(2, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {0, 1})}},
+      {"rank 3 images",
+       {{"train_inputs.npy", f4("(2, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {0, 1})}},
        "save x[:, None]"},
-      {"N differs", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(3,)", {0, 1, 1})}},
+      {"N differs",
+       {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(3,)", {0, 1, 1})}},
        "has 3 samples"},
-      {"negative label", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {0, -1})}},
+      {"negative label",
+       {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {0, -1})}},
        "label -1 of sample 1 is outside"},
-      {"negative mask pixel", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)},
-                               {"train_labels.npy", i8("(2, 2, 2)", {0, 0, 0, 0, 0, 0, -3, 0})}},
+      {"negative mask pixel",
+       {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2, 2, 2)", {0, 0, 0, 0, 0, 0, -3, 0})}},
        "label -3 of sample 1, pixel 2 is outside"},
-      {"int64 images", {{"train_inputs.npy", i8("(1, 1, 1, 2)", {3, 4})}, {"train_labels.npy", i8("(1,)", {0})}},
+      {"int64 images",
+       {{"train_inputs.npy", i8("(1, 1, 1, 2)", {3, 4})}, {"train_labels.npy", i8("(1,)", {0})}},
        "(N, C, H, W) images must be float32, float64 or uint8 (got int64)"},
-      {"a 10^9 label", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {1000000000, 0})}},
+      {"a 10^9 label",
+       {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {1000000000, 0})}},
        "label 1000000000 of sample 0 would make 1000000001 classes"},
-      {"a NaN pixel", {{"train_inputs.npy", npy_of("<f4", "(2, 1, 2, 2)", std::vector<float>{0, 0, 0, 0, 0, NAN, 0, 0})},
-                       {"train_labels.npy", i8("(2,)", {0, 1})}},
+      {"a NaN pixel",
+       {{"train_inputs.npy", npy_of("<f4", "(2, 1, 2, 2)", std::vector<float>{0, 0, 0, 0, 0, NAN, 0, 0})},
+        {"train_labels.npy", i8("(2,)", {0, 1})}},
        "sample 1 holds a non-finite value (nan) at element 1"},
-      {"an Inf pixel", {{"train_inputs.npy", npy_of("<f8", "(1, 1, 1, 2)", std::vector<double>{0, -INFINITY})},
-                        {"train_labels.npy", i8("(1,)", {0})}},
+      {"an Inf pixel",
+       {{"train_inputs.npy", npy_of("<f8", "(1, 1, 1, 2)", std::vector<double>{0, -INFINITY})},
+        {"train_labels.npy", i8("(1,)", {0})}},
        "sample 0 holds a non-finite value (-inf) at element 1"},
-      {"float labels", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", f4("(2,)", 2)}},
+      {"float labels",
+       {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", f4("(2,)", 2)}},
        "labels must be integers"},
-      {"mask size", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2, 3, 3)", std::vector<int64_t>(18, 0))}},
+      {"mask size",
+       {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)},
+        {"train_labels.npy", i8("(2, 3, 3)", std::vector<int64_t>(18, 0))}},
        "do not match the images"},
-      {"mask with images", {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)}, {"train_labels.npy", i8("(2,)", {0, 1})},
-                            {"train_attention_mask.npy", i8("(2, 2)", {1, 1, 1, 1})}}, "goes with token ids"},
-      {"padding id inside", {{"train_inputs.npy", i8("(1, 3)", {5, 0, 6})}, {"train_labels.npy", i8("(1,)", {0})},
-                             {"train_attention_mask.npy", i8("(1, 3)", {1, 1, 1})}}, "reserves id 0 for padding"},
-      {"left padding", {{"train_inputs.npy", i8("(1, 3)", {5, 6, 7})}, {"train_labels.npy", i8("(1,)", {0})},
-                        {"train_attention_mask.npy", i8("(1, 3)", {0, 1, 1})}}, "not right-padded"},
-      {"mask value", {{"train_inputs.npy", i8("(1, 2)", {5, 6})}, {"train_labels.npy", i8("(1,)", {0})},
-                      {"train_attention_mask.npy", i8("(1, 2)", {1, 2})}}, "mask value 2"},
-      {"empty row", {{"train_inputs.npy", i8("(1, 2)", {0, 0})}, {"train_labels.npy", i8("(1,)", {0})}},
+      {"mask with images",
+       {{"train_inputs.npy", f4("(2, 1, 2, 2)", 8)},
+        {"train_labels.npy", i8("(2,)", {0, 1})},
+        {"train_attention_mask.npy", i8("(2, 2)", {1, 1, 1, 1})}},
+       "goes with token ids"},
+      {"padding id inside",
+       {{"train_inputs.npy", i8("(1, 3)", {5, 0, 6})},
+        {"train_labels.npy", i8("(1,)", {0})},
+        {"train_attention_mask.npy", i8("(1, 3)", {1, 1, 1})}},
+       "reserves id 0 for padding"},
+      {"left padding",
+       {{"train_inputs.npy", i8("(1, 3)", {5, 6, 7})},
+        {"train_labels.npy", i8("(1,)", {0})},
+        {"train_attention_mask.npy", i8("(1, 3)", {0, 1, 1})}},
+       "not right-padded"},
+      {"mask value",
+       {{"train_inputs.npy", i8("(1, 2)", {5, 6})},
+        {"train_labels.npy", i8("(1,)", {0})},
+        {"train_attention_mask.npy", i8("(1, 2)", {1, 2})}},
+       "mask value 2"},
+      {"empty row",
+       {{"train_inputs.npy", i8("(1, 2)", {0, 0})}, {"train_labels.npy", i8("(1,)", {0})}},
        "no attended token"},
-      {"token labels per position", {{"train_inputs.npy", i8("(1, 2)", {3, 4})}, {"train_labels.npy", i8("(1, 2)", {0, 1})}},
+      {"token labels per position",
+       {{"train_inputs.npy", i8("(1, 2)", {3, 4})}, {"train_labels.npy", i8("(1, 2)", {0, 1})}},
        "one class label per sample"},
   };
   for (const BadSet& c : cases) {
@@ -232,7 +259,9 @@ TEST(NpyDataset, InconsistentFilesAreClearErrors) {
   fs::path dir = fresh_dir("classes");
   put(dir, "train_inputs.npy", f4("(2, 1, 2, 2)", 8));
   put(dir, "train_labels.npy", i8("(2,)", {0, 7}));
-  EXPECT_NE(what_of([&] { load_npy_dataset(dir.string(), "train", 5); }).find("label 7 of sample 1 is outside [0, 5) (the class count given)"),
+  EXPECT_NE(what_of([&] {
+              load_npy_dataset(dir.string(), "train", 5);
+            }).find("label 7 of sample 1 is outside [0, 5) (the class count given)"),
             std::string::npos);
   EXPECT_NE(what_of([&] { load_npy_dataset((dir / "nope").string(), "train"); }).find("is not a directory"),
             std::string::npos);
@@ -248,8 +277,9 @@ TEST(NpyDataset, TokenIdsOutsideTheVocabularyNameSampleAndPosition) {
   put(dir, "train_inputs.npy", i8("(2, 3)", {5, 6, 0, 7, 30522, 0}));
   put(dir, "train_labels.npy", i8("(2,)", {0, 1}));
   auto d = load_npy_dataset(dir.string(), "train");
-  EXPECT_NE(what_of([&] { d->check_token_ids(30522); }).find("train_inputs.npy: token id 30522 of sample 1 at position 1 "
-                                                              "is outside the model's vocabulary [0, 30522)"),
+  EXPECT_NE(what_of([&] { d->check_token_ids(30522); })
+                .find("train_inputs.npy: token id 30522 of sample 1 at position 1 "
+                      "is outside the model's vocabulary [0, 30522)"),
             std::string::npos);
   EXPECT_EQ(what_of([&] { d->check_token_ids(30523); }), "(no error)");
   fs::remove_all(dir);

@@ -178,7 +178,8 @@ TEST(OomSplit, HalvesUntilItFitsAndEqualsTheWholeBatch) {
   for (const char* phase : {"forward", "backward"}) {
     reset_allocators();
     {
-      StepSetup whole = make_run(cpu_device(), 16), acc4 = make_run(cpu_device(), 16), split = make_run(cpu_device(), 16);
+      StepSetup whole = make_run(cpu_device(), 16), acc4 = make_run(cpu_device(), 16),
+                split = make_run(cpu_device(), 16);
       train_step(*whole.model, *whole.opt, whole.x, whole.y);
       GradientAccumulation four(4);
       TrainStep(*acc4.model, *acc4.opt, {&four}).run(acc4.x, acc4.y);
@@ -353,7 +354,8 @@ TEST(OomRun, RaiseDiesSkipLosesTheLongBatchesSplitLosesNone) {
     for (int64_t i : longs)
       if (i < consumed) ++lost, ++consumed;
     std::printf("%s: %zu long batch(es) in the first %lld; skip lost %lld, split split %lld\n", dev.str().c_str(),
-                longs.size(), (long long)skip.steps + 8, (long long)lost, (long long)p["oom"]["split_batches"].get<int64_t>());
+                longs.size(), (long long)skip.steps + 8, (long long)lost,
+                (long long)p["oom"]["split_batches"].get<int64_t>());
     EXPECT_EQ(s["steps"], skip.steps);
     EXPECT_EQ(s["oom"]["skipped_batches"], lost) << dev.str();
     EXPECT_EQ(s["oom"]["samples_lost"], lost * skip.batch);

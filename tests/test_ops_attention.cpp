@@ -80,7 +80,8 @@ TEST(Attention, ValuesAndGradcheck) {
       {q2, k2, v2}));
   // eval mode ignores dropout
   Generator g1{1, 0};
-  expect_near(scaled_dot_product_attention(q, k, v, m, 0.5, false, g1).to_vector(), naive_attention(q, k, v, pad), 1e-12);
+  expect_near(scaled_dot_product_attention(q, k, v, m, 0.5, false, g1).to_vector(), naive_attention(q, k, v, pad),
+              1e-12);
   EXPECT_EQ(g1.offset, 0u);
   EXPECT_THROW(scaled_dot_product_attention(q, k, Tensor::zeros({2, 2, 3, 3}, DType::f64), m, 0.0, true), ShapeError);
 }

@@ -54,7 +54,8 @@ Outcome run(int mode, DType dt, bool training) {
     relu_(y);
   }
   y.backward(random_f64(y.shape(), -1, 1, 65).to(dt));
-  return {{tensor_bytes(y), tensor_bytes(rm), tensor_bytes(rv), tensor_bytes(x.grad()), tensor_bytes(w.grad()), tensor_bytes(b.grad())}};
+  return {{tensor_bytes(y), tensor_bytes(rm), tensor_bytes(rv), tensor_bytes(x.grad()), tensor_bytes(w.grad()),
+           tensor_bytes(b.grad())}};
 }
 
 TEST(BatchNormRelu, BitIdenticalToBatchNormThenRelu) {

@@ -63,8 +63,10 @@ TEST(BroadcastValues, MatchExplicitLoops) {
         EXPECT_EQ(d[size_t(i * 6 + j * 2 + k)], bv[size_t(j)] / av[size_t(i * 6 + j * 2 + k)]);
       }
   for (int j = 0; j < 3; ++j)
-    EXPECT_NEAR(s[size_t(j)], av[size_t(j * 2)] + av[size_t(j * 2 + 1)] + av[size_t(6 + j * 2)] + av[size_t(7 + j * 2)], 1e-15);
-  EXPECT_EQ(pow_scalar(Tensor::from_vector({-2.0, 3.0}, {2}, DType::f64), 3.0).to_vector(), (std::vector<double>{-8.0, 27.0}));
+    EXPECT_NEAR(s[size_t(j)], av[size_t(j * 2)] + av[size_t(j * 2 + 1)] + av[size_t(6 + j * 2)] + av[size_t(7 + j * 2)],
+                1e-15);
+  EXPECT_EQ(pow_scalar(Tensor::from_vector({-2.0, 3.0}, {2}, DType::f64), 3.0).to_vector(),
+            (std::vector<double>{-8.0, 27.0}));
 }
 
 // expand is a view: no allocation, stride 0 on the broadcast dims; reading it copies.

@@ -60,8 +60,8 @@ template <class Op> void gradcheck_table(Op op, uint64_t seed0) {
 }
 
 TEST(Conv2d, GradcheckTable) {
-  gradcheck_table([](const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) { return conv2d(x, w, b, p); },
-                  100);
+  gradcheck_table(
+      [](const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) { return conv2d(x, w, b, p); }, 100);
 }
 
 // Naive direct convolution (double accumulation) and its two adjoints.
@@ -261,7 +261,9 @@ TEST(ConvTranspose, OutputShape) {
 }
 
 TEST(ConvTranspose, Errors) {
-  std::string msg = error_of([] { conv_transpose2d(Tensor::zeros({2, 5, 4, 4}), Tensor::zeros({4, 3, 3, 3}), Tensor()); });
+  std::string msg = error_of([] {
+    conv_transpose2d(Tensor::zeros({2, 5, 4, 4}), Tensor::zeros({4, 3, 3, 3}), Tensor());
+  });
   EXPECT_TRUE(contains(msg, "conv_transpose2d")) << msg;
   EXPECT_TRUE(contains(msg, "[2, 5, 4, 4]")) << msg;
   EXPECT_TRUE(contains(msg, "[4, 3, 3, 3]")) << msg;
@@ -323,7 +325,8 @@ TEST(Conv2dRelu, SameBytesAsConvThenRelu) {
     for (bool bias : {true, false}) {
       SCOPED_TRACE(std::string(channels_last ? "channels_last" : "NCHW") + (bias ? " bias" : " no bias"));
       auto run = [&](bool fused) {
-        Tensor x = random_f64({2, 4, 7, 6}, -1, 1, 71).to(DType::f32), w = random_f64({5, 4, 3, 3}, -1, 1, 72).to(DType::f32);
+        Tensor x = random_f64({2, 4, 7, 6}, -1, 1, 71).to(DType::f32),
+               w = random_f64({5, 4, 3, 3}, -1, 1, 72).to(DType::f32);
         if (channels_last) x = x.contiguous(MemoryFormat::channels_last);
         Tensor b = bias ? random_f64({5}, -1, 1, 73).to(DType::f32) : Tensor();
         for (Tensor* t : {&x, &w, &b})

@@ -42,7 +42,8 @@ TEST(FusedAttention, Gradcheck) {
          v2 = leaf(random_f64({1, 4, 2, 3}, -1, 1, 33));
   EXPECT_TRUE(gradcheck(
       [&](const std::vector<Tensor>& in) {
-        return fused({in[0].permute({0, 2, 1, 3}), in[1].permute({0, 2, 1, 3}), in[2].permute({0, 2, 1, 3})}, m2, 0.1, 7);
+        return fused({in[0].permute({0, 2, 1, 3}), in[1].permute({0, 2, 1, 3}), in[2].permute({0, 2, 1, 3})}, m2, 0.1,
+                     7);
       },
       {q2, k2, v2}));
 }
@@ -75,7 +76,8 @@ TEST(FusedAttention, EqualsEagerWithinFloat32RoundingDropoutIncluded) {
 
 TEST(FusedAttention, ThreadCountDoesNotChangeABit) {
   std::vector<Tensor> in;
-  for (uint64_t s : {21u, 22u, 23u}) in.push_back(leaf(random_f64({2, 4, 130, 16}, -1, 1, s).to(DType::f32)));   // 3 row blocks; parallel
+  for (uint64_t s : {21u, 22u, 23u})
+    in.push_back(leaf(random_f64({2, 4, 130, 16}, -1, 1, s).to(DType::f32)));  // 3 row blocks; parallel
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     for (Tensor& t : in) t.zero_grad();
@@ -151,7 +153,8 @@ TEST(FusedAttention, SixteenBitInputsAreSavedIn16BitsAndMatchFloat32) {
     expect_near(yh.to(DType::f64).to_vector(), yf.to(DType::f64).to_vector(), tol);
     for (int i = 0; i < 3; ++i) {
       EXPECT_EQ(half[size_t(i)].grad().dtype(), low);
-      expect_near(half[size_t(i)].grad().to(DType::f64).to_vector(), f32[size_t(i)].grad().to(DType::f64).to_vector(), tol);
+      expect_near(half[size_t(i)].grad().to(DType::f64).to_vector(), f32[size_t(i)].grad().to(DType::f64).to_vector(),
+                  tol);
     }
   }
 }

@@ -53,9 +53,9 @@ TEST(GroupNorm, Gradcheck) {
                         {random_f64({3, 4, 5}, -1, 1, 9), leaf(random_f64({4}, -1, 1, 10)),
                          leaf(random_f64({4}, -1, 1, 11))}));
   // non-contiguous input
-  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return group_norm(in[0].transpose(0, 1), 2, in[1], in[2]); },
-                        {leaf(random_f64({4, 2, 3}, -1, 1, 12)), leaf(random_f64({4}, -1, 1, 13)),
-                         leaf(random_f64({4}, -1, 1, 14))}));
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) { return group_norm(in[0].transpose(0, 1), 2, in[1], in[2]); },
+      {leaf(random_f64({4, 2, 3}, -1, 1, 12)), leaf(random_f64({4}, -1, 1, 13)), leaf(random_f64({4}, -1, 1, 14))}));
 }
 
 // 16-bit: widen, the float32 kernel, round back (statistics kept in float32).

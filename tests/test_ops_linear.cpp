@@ -54,7 +54,8 @@ TEST(Linear, TransposedWeightViewIsUsedInPlace) {
   const std::vector<double> want = linear(x, m.transpose(0, 1).contiguous(), b).to_vector();
   EXPECT_EQ(linear(x, m.transpose(0, 1), b).to_vector(), want);
   CachingAllocator& alloc = allocator_for(meta_device());
-  Tensor xm = Tensor::empty({8, 768}, DType::f32, meta_device()), wm = Tensor::empty({768, 2304}, DType::f32, meta_device());
+  Tensor xm = Tensor::empty({8, 768}, DType::f32, meta_device()),
+         wm = Tensor::empty({768, 2304}, DType::f32, meta_device());
   const int64_t before = alloc.stat("allocated_bytes.all.current");
   Tensor y = linear(xm, wm.transpose(0, 1), Tensor());
   EXPECT_EQ(alloc.stat("allocated_bytes.all.current") - before, int64_t(8 * 2304 * 4));   // the output only

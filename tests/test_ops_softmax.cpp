@@ -69,7 +69,9 @@ TEST(MaskedSoftmax, Gradcheck) {
 }
 
 TEST(MaskedSoftmax, Errors) {
-  std::string msg = error_of<ShapeError>([] { masked_softmax(Tensor::zeros({2, 1, 3, 3}), u8_mask({0, 0, 0, 0}, {2, 2})); });
+  std::string msg = error_of<ShapeError>([] {
+    masked_softmax(Tensor::zeros({2, 1, 3, 3}), u8_mask({0, 0, 0, 0}, {2, 2}));
+  });
   EXPECT_TRUE(contains(msg, "[2, 2]") && contains(msg, "[2, 1, 3, 3]")) << msg;
   EXPECT_THROW(masked_softmax(Tensor::zeros({2, 1, 3, 3}), Tensor::zeros({2, 3})), DTypeError);
 }

@@ -312,7 +312,8 @@ TEST(Optimizer, MetaAllocatesLikeCpu) {
 TEST(Optimizer, LargeFloatParamIsThreadCountIndependent) {
   const int64_t n = 100003;   // odd: chunk edges fall inside vector lanes
   Vec init(n), grad(n);
-  for (int64_t i = 0; i < n; ++i) init[size_t(i)] = std::sin(0.001 * double(i)), grad[size_t(i)] = std::cos(0.37 * double(i));
+  for (int64_t i = 0; i < n; ++i)
+    init[size_t(i)] = std::sin(0.001 * double(i)), grad[size_t(i)] = std::cos(0.37 * double(i));
   for (const char* name : {"sgd", "adamw"}) {
     std::vector<Vec> results;
     for (int threads : {1, 2, 3}) {

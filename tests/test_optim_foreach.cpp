@@ -87,7 +87,8 @@ void expect_foreach_equals_single(DType dt, KernelTable<Args>& single, KernelTab
   b = a;
   for (int step = 1; step <= 2; ++step) {
     std::vector<Args> items;
-    for (auto& q : a) items.push_back(make(q.p.data(), q.g.data(), q.s0.data(), q.s1.data(), int64_t(q.p.size()), step));
+    for (auto& q : a)
+      items.push_back(make(q.p.data(), q.g.data(), q.s0.data(), q.s1.data(), int64_t(q.p.size()), step));
     each.launch(cpu_device(), dt, ForeachArgs<Args>{items.data(), int64_t(items.size()), dt});
     for (auto& q : b) single.launch(cpu_device(), dt, make(q.p.data(), q.g.data(), q.s0.data(), q.s1.data(),
                                                            int64_t(q.p.size()), step));

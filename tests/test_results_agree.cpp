@@ -60,8 +60,10 @@ TEST(ResultsAgree, SummaryAndEstimateOfEveryZooModel) {
     EXPECT_NE(text.find(oomlab::str_cat("total params ", t["params"].get<int64_t>(), ";")), std::string::npos) << text;
     EXPECT_NE(text.find("forward-only peak " + oomlab::format_bytes(t["forward_only_peak_bytes"].get<double>())),
               std::string::npos) << text;
-    EXPECT_NE(text.find("training-forward peak " + oomlab::format_bytes(t["training_forward_peak_bytes"].get<double>())),
-              std::string::npos) << text;
+    EXPECT_NE(
+        text.find("training-forward peak " + oomlab::format_bytes(t["training_forward_peak_bytes"].get<double>())),
+        std::string::npos)
+        << text;
     EXPECT_EQ(peak_of(s), t["training_forward_peak_bytes"].get<int64_t>());
     EXPECT_NE(s["memory"]["of"].get<std::string>().find("training forward"), std::string::npos);
 
@@ -88,8 +90,9 @@ TEST(ResultsAgree, TrainEpochLinesMatchHistory) {
   for (const json& e : epochs) {
     char line[256];
     std::snprintf(line, sizeof line, "epoch %lld step %lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f",
-                  (long long)e["epoch"].get<int64_t>(), (long long)e["step"].get<int64_t>(), e["train_loss"].get<double>(),
-                  e["train_accuracy"].get<double>(), e["test_loss"].get<double>(), e["test_accuracy"].get<double>());
+                  (long long)e["epoch"].get<int64_t>(), (long long)e["step"].get<int64_t>(),
+                  e["train_loss"].get<double>(), e["train_accuracy"].get<double>(), e["test_loss"].get<double>(),
+                  e["test_accuracy"].get<double>());
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
   EXPECT_EQ(j["memory"]["of"], "the whole run");

@@ -302,6 +302,8 @@ TEST(Safetensors, LoadIntoAcceptsATiedWeightsSecondName) {
   LoadReport r = load_into(p, {{"lm_head.weight", t}}, true, {{"wte.weight", "lm_head.weight"}});
   EXPECT_TRUE(r.unexpected.empty());
   EXPECT_EQ(t.to_vector(), w.to_vector());
-  const std::string msg = error_of<IoError>([&] { load_into(q, {{"lm_head.weight", t}}, true, {{"wte.weight", "lm_head.weight"}}); });
+  const std::string msg = error_of<IoError>([&] {
+    load_into(q, {{"lm_head.weight", t}}, true, {{"wte.weight", "lm_head.weight"}});
+  });
   EXPECT_NE(msg.find("'wte.weight' is tied to 'lm_head.weight' but holds other values"), std::string::npos) << msg;
 }

@@ -216,10 +216,12 @@ TEST(SyncBatchNorm, MetaAllocatesLikeCpuAndCommunicatesOncePerPass) {
   std::atomic<int> calls{0};
   run_local_ranks({meta_device(0), meta_device(1)}, AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
     Tensor x = leaf(Tensor::empty({2, 3, 4, 4}, DType::f32, comm.device()));
-    Tensor w = leaf(Tensor::ones({3}, DType::f32, comm.device())), b = leaf(Tensor::zeros({3}, DType::f32, comm.device()));
+    Tensor w = leaf(Tensor::ones({3}, DType::f32, comm.device())),
+           b = leaf(Tensor::zeros({3}, DType::f32, comm.device()));
     Tensor rm = Tensor::zeros({3}, DType::f32, comm.device()), rv = Tensor::ones({3}, DType::f32, comm.device());
     AllReduceSumFn fn = [&](const Tensor& t) { ++calls; comm.all_reduce(t, ReduceOp::sum); };
-    sync_batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5, fn).backward(Tensor::ones({2, 3, 4, 4}, DType::f32, comm.device()));
+    sync_batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5, fn)
+        .backward(Tensor::ones({2, 3, 4, 4}, DType::f32, comm.device()));
     EXPECT_EQ(comm.stats().calls.at("all_reduce"), 2);
   });
   EXPECT_EQ(calls.load(), 4);

@@ -94,7 +94,8 @@ TEST(Tensor, BFloat16ConversionRoundsToNearestEven) {
     EXPECT_EQ(float_to_bf16(f), b) << "float bits 0x" << std::hex << bits_of(f);
   }
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
-  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(from_bits(0x7F800001u)))));   // a NaN that truncation would make inf
+  EXPECT_TRUE(
+      std::isnan(bf16_to_float(float_to_bf16(from_bits(0x7F800001u)))));  // a NaN that truncation would make inf
   for (uint32_t b = 0; b < 65536; ++b) {
     const float f = bf16_to_float(uint16_t(b));
     if ((b & 0x7F80) == 0x7F80 && (b & 0x007F)) continue;   // NaN payloads: checked above
@@ -154,9 +155,9 @@ TEST(Autograd, GradReadyHookFiresOnceWithFinalGrad) {
 
 // Each node releases its saved tensors as soon as it has run, while the graph itself is
 // still alive (y is held): t1 = a*a and t2 = t1*a are held only by the nodes of the muls
-// that saved them (t3 = t2*a is not saved: sum's backward needs only the shape). After backward only y and a.grad remain; t2 (saved by the
-// third mul, which runs first) is freed before t1, with the second mul's gradient
-// allocated in between (a release at the end of backward would free both back to back).
+// that saved them (t3 = t2*a is not saved: sum's backward needs only the shape). After backward only y and a.grad
+// remain; t2 (saved by the third mul, which runs first) is freed before t1, with the second mul's gradient allocated in
+// between (a release at the end of backward would free both back to back).
 TEST(Autograd, SavedTensorsFreedAsEachNodeRuns) {
   reset_allocators();
   CachingAllocator& al = allocator_for(cpu_device());

@@ -175,7 +175,8 @@ TEST(Trainer, ResumeIsBitExactWithHalfAndMasterWeights) {
   EXPECT_EQ(ra["metrics"]["history"]["train_loss"], rb["metrics"]["history"]["train_loss"]);
   EXPECT_EQ(ra["metrics"]["history"]["loss_scale"], rb["metrics"]["history"]["loss_scale"]);
   EXPECT_EQ(load_all(a / "step-10" / "model.safetensors"), load_all(b / "step-10" / "model.safetensors"));
-  EXPECT_EQ(load_all(a / "step-10" / "trainer_state.safetensors"), load_all(b / "step-10" / "trainer_state.safetensors"));
+  EXPECT_EQ(load_all(a / "step-10" / "trainer_state.safetensors"),
+            load_all(b / "step-10" / "trainer_state.safetensors"));
 
   RunSpec plain = small_config();
   plain.half = true;
@@ -206,7 +207,8 @@ TEST(Trainer, LearnsSyntheticTaskAndWritesStrictJson) {
   EXPECT_GT(r["metrics"]["images_per_s"].get<double>(), 0.0);
   for (const char* k : {"schema_version", "context", "config", "metrics", "memory"}) EXPECT_TRUE(r.contains(k)) << k;
   EXPECT_TRUE(r["memory"]["devices"]["cpu:0"].contains("allocated_bytes.all.peak"));
-  EXPECT_EQ(r["memory"]["totals"]["allocated_bytes.all.peak"], r["memory"]["devices"]["cpu:0"]["allocated_bytes.all.peak"]);
+  EXPECT_EQ(r["memory"]["totals"]["allocated_bytes.all.peak"],
+            r["memory"]["devices"]["cpu:0"]["allocated_bytes.all.peak"]);
   EXPECT_EQ(r["config"]["device"], "cpu:0");
   EXPECT_EQ(r["config"]["recipe"]["family"], "cnn");
   EXPECT_NO_THROW(check_json_finite(r));
@@ -347,22 +349,23 @@ TEST_P(TrainerBadState, MissingOrMistypedFieldNamesFileAndField) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, TrainerBadState,
-    ::testing::Values(
-        BadStateCase{"no_rng", [](nlohmann::json& s) { s.erase("rng"); }, "\"rng\" is missing"},
-        BadStateCase{"rng_offset_string", [](nlohmann::json& s) { s["rng"]["offset"] = "7"; },
-                     "\"rng.offset\" must be a non-negative integer"},
-        BadStateCase{"step_negative", [](nlohmann::json& s) { s["step"] = -2; }, "\"step\" must be"},
-        BadStateCase{"no_loader_cursor", [](nlohmann::json& s) { s["loader"].erase("cursor"); },
-                     "\"loader.cursor\" is missing"},
-        BadStateCase{"epoch_loss_string", [](nlohmann::json& s) { s["epoch_sums"]["loss"] = "x"; },
-                     "\"epoch_sums.loss\" must be a finite number"},
-        BadStateCase{"history_not_object", [](nlohmann::json& s) { s["history"] = 3; }, "\"history\" must be an object"},
-        BadStateCase{"history_short", [](nlohmann::json& s) { s["history"]["train_loss"].erase(0); },
-                     "\"history.train_loss\" has 1 entries"},
-        BadStateCase{"no_config_model", [](nlohmann::json& s) { s["config"].erase("model"); },
-                     "\"config.model\" is missing"},
-        BadStateCase{"no_ema", [](nlohmann::json& s) { s.erase("ema"); }, "\"ema\" is missing"},
-        BadStateCase{"state_is_array", [](nlohmann::json& s) { s = nlohmann::json::array(); }, "not a JSON object"}),
+    ::testing::Values(BadStateCase{"no_rng", [](nlohmann::json& s) { s.erase("rng"); }, "\"rng\" is missing"},
+                      BadStateCase{"rng_offset_string", [](nlohmann::json& s) { s["rng"]["offset"] = "7"; },
+                                   "\"rng.offset\" must be a non-negative integer"},
+                      BadStateCase{"step_negative", [](nlohmann::json& s) { s["step"] = -2; }, "\"step\" must be"},
+                      BadStateCase{"no_loader_cursor", [](nlohmann::json& s) { s["loader"].erase("cursor"); },
+                                   "\"loader.cursor\" is missing"},
+                      BadStateCase{"epoch_loss_string", [](nlohmann::json& s) { s["epoch_sums"]["loss"] = "x"; },
+                                   "\"epoch_sums.loss\" must be a finite number"},
+                      BadStateCase{"history_not_object", [](nlohmann::json& s) { s["history"] = 3; },
+                                   "\"history\" must be an object"},
+                      BadStateCase{"history_short", [](nlohmann::json& s) { s["history"]["train_loss"].erase(0); },
+                                   "\"history.train_loss\" has 1 entries"},
+                      BadStateCase{"no_config_model", [](nlohmann::json& s) { s["config"].erase("model"); },
+                                   "\"config.model\" is missing"},
+                      BadStateCase{"no_ema", [](nlohmann::json& s) { s.erase("ema"); }, "\"ema\" is missing"},
+                      BadStateCase{"state_is_array", [](nlohmann::json& s) { s = nlohmann::json::array(); },
+                                   "not a JSON object"}),
     [](const ::testing::TestParamInfo<BadStateCase>& i) { return std::string(i.param.what); });
 
 // Saving a step this run already wrote replaces it whole (no leftovers), and a replacement

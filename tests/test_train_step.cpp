@@ -172,6 +172,7 @@ TEST(TrainStep, ImpossibleMicroBatchCountIsAClearError) {
     TrainStep(*r.model, *r.opt, {&rec}).run(r.x, r.y);
     FAIL() << "expected ValueError";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot split a batch of 2 into 3 micro-batches"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot split a batch of 2 into 3 micro-batches"), std::string::npos)
+        << e.what();
   }
 }

@@ -43,8 +43,10 @@ TEST(Tricks, NamingIntermediatesMattersForInference) {
 TEST(Tricks, EmptyCacheReleasesReservedNotAllocated) {
   const nlohmann::json t = measure_trick("empty-cache", 64);   // (at 16 every segment still holds a live block)
   EXPECT_EQ(t["after_empty_cache"]["allocated_bytes"], t["before_empty_cache"]["allocated_bytes"]);
-  EXPECT_LT(t["after_empty_cache"]["reserved_bytes"].get<int64_t>(), t["before_empty_cache"]["reserved_bytes"].get<int64_t>());
-  EXPECT_GE(t["after_empty_cache"]["reserved_bytes"].get<int64_t>(), t["after_empty_cache"]["allocated_bytes"].get<int64_t>());
+  EXPECT_LT(t["after_empty_cache"]["reserved_bytes"].get<int64_t>(),
+            t["before_empty_cache"]["reserved_bytes"].get<int64_t>());
+  EXPECT_GE(t["after_empty_cache"]["reserved_bytes"].get<int64_t>(),
+            t["after_empty_cache"]["allocated_bytes"].get<int64_t>());
   EXPECT_EQ(t["next_step"]["reserved_peak_bytes"], t["before_empty_cache"]["reserved_bytes"]);
   EXPECT_GT(t["next_step"]["device_allocations"].get<int64_t>(), 0);
 }

@@ -114,7 +114,7 @@ json summary_16(double formula_error, double share, double saving, int64_t extra
 }
 
 TEST(Verdict16, FormulaActivationsAndTechniques) {
-  EXPECT_EQ(status("16_your_model_memory", summary_16(0.1, 0.7, 0.2, 50)), "pending GPU");   // all hold; GPU points open
+  EXPECT_EQ(status("16_your_model_memory", summary_16(0.1, 0.7, 0.2, 50)), "pending GPU");  // all hold; GPU points open
   EXPECT_EQ(status("16_your_model_memory", summary_16(0.7, 0.7, 0.2, 50)), "depends");       // the formula misses
   EXPECT_EQ(status("16_your_model_memory", summary_16(0.1, 0.7, -0.01, 50)), "depends");     // a technique costs memory
   EXPECT_EQ(status("16_your_model_memory", summary_16(0.7, 0.3, -0.1, -10)), "refuted");     // every judged claim fails

@@ -64,7 +64,8 @@ json summary_06(const std::vector<double>& selective_times) {
     if (r["policy"] == "none") none_batch = r["max_batch_in_capacity"].get<double>();
   for (json& r : s["bert_base"])
     if (r["policy"] == "selective") {
-      r["reduction_at_source_batch"] = 1.0 - src["memory_mb_with"].get<double>() / src["memory_mb_without"].get<double>();
+      r["reduction_at_source_batch"] =
+          1.0 - src["memory_mb_with"].get<double>() / src["memory_mb_without"].get<double>();
       r["max_batch_in_capacity"] = none_batch * src["batch_with"].get<double>() / src["batch_without"].get<double>();
     }
   for (json& r : s["bert_mini"])
@@ -94,7 +95,8 @@ TEST(Verdict06, TheBarIsMetOnlyByAWholeInterval) {
       }
     return reason("06_checkpointing", s);
   };
-  EXPECT_NE(with_all({1.20, 1.21, 1.19, 1.20, 1.22}).find("met by all (3.4x less activation memory"), std::string::npos);
+  EXPECT_NE(with_all({1.20, 1.21, 1.19, 1.20, 1.22}).find("met by all (3.4x less activation memory"),
+            std::string::npos);
   const std::string straddles = with_all({1.26, 1.05, 1.45, 1.30, 1.22});
   EXPECT_NE(straddles.find("not shown: the time interval reaches past it for all"), std::string::npos) << straddles;
 }
@@ -170,7 +172,8 @@ json row_13(int64_t k, double factor, bool warmup, const std::vector<double>& ac
 }
 json summary_13(const std::vector<double>& k2, const std::vector<double>& k4) {
   const std::vector<double> ref = {0.888, 0.8881, 0.888};
-  json one = {{"devices", 1}, {"lr_factor", 1.0}, {"warmup", false}, {"seeds", 3}, {"diverged", 0}, {"accuracy_mean", 0.888}};
+  json one = {{"devices", 1}, {"lr_factor", 1.0}, {"warmup", false},
+              {"seeds", 3},   {"diverged", 0},    {"accuracy_mean", 0.888}};
   return {{"rows", {one, row_13(2, 2, true, k2, ref), row_13(4, 4, true, k4, ref)}}, {"profile", "full"}};
 }
 
@@ -189,18 +192,35 @@ json summary_14(double lr_miss, const std::vector<double>& ema_gain, const std::
                 double ddp_accuracy = 0.71, double resumed_diff = 1e-9) {
   json rows = json::array();
   for (size_t i = 0; i < ema_gain.size(); ++i)
-    rows.push_back({{"seed", i}, {"ema", 0.8 + ema_gain[i]}, {"raw", 0.8}, {"tta_flip", 0.8 + ema_gain[i] + tta_gain[i]},
+    rows.push_back({{"seed", i},
+                    {"ema", 0.8 + ema_gain[i]},
+                    {"raw", 0.8},
+                    {"tta_flip", 0.8 + ema_gain[i] + tta_gain[i]},
                     {"tta_flip_raw", 0.8}});
   auto ck = [](double d) { return json{{"test_loss", 1.0 + d}, {"test_loss_rel_diff", d}, {"test_samples", 10000}}; };
-  return {{"lambda_lr", {{"steps", 50}, {"groups", {{{"base_lr", 0.1}, {"max_rel_miss", lr_miss}, {"warmup_cosine_max_abs_diff", 0.0}},
-                                                   {{"base_lr", 0.01}, {"max_rel_miss", lr_miss}, {"warmup_cosine_max_abs_diff", 9e-6}}}}}},
-          {"ema_tta", {{"rows", rows}, {"ema_minus_raw", interval_json(seed_mean(ema_gain))},
-                       {"tta_minus_plain", interval_json(seed_mean(tta_gain))}, {"same_training", true}}},
-          {"dist_eval", {{"1 device b96", {{"test_samples", 10000}, {"test_accuracy", 0.71}, {"test_loss", 0.8}}},
-                         {"ddp 3 ranks 3x32", {{"test_samples", 10000}, {"test_accuracy", ddp_accuracy}, {"test_loss", 0.8},
-                                               {"test_padding_samples", 2}, {"test_accuracy_padding_kept", 0.7099}}}}},
-          {"checkpoint", {{"4 ranks, resumed", ck(0.0)}, {"2 ranks, resumed", ck(resumed_diff)},
-                          {"1 device, resumed", ck(resumed_diff)}, {"4 ranks, uninterrupted", ck(0.0)}}},
+  return {{"lambda_lr",
+           {{"steps", 50},
+            {"groups",
+             {{{"base_lr", 0.1}, {"max_rel_miss", lr_miss}, {"warmup_cosine_max_abs_diff", 0.0}},
+              {{"base_lr", 0.01}, {"max_rel_miss", lr_miss}, {"warmup_cosine_max_abs_diff", 9e-6}}}}}},
+          {"ema_tta",
+           {{"rows", rows},
+            {"ema_minus_raw", interval_json(seed_mean(ema_gain))},
+            {"tta_minus_plain", interval_json(seed_mean(tta_gain))},
+            {"same_training", true}}},
+          {"dist_eval",
+           {{"1 device b96", {{"test_samples", 10000}, {"test_accuracy", 0.71}, {"test_loss", 0.8}}},
+            {"ddp 3 ranks 3x32",
+             {{"test_samples", 10000},
+              {"test_accuracy", ddp_accuracy},
+              {"test_loss", 0.8},
+              {"test_padding_samples", 2},
+              {"test_accuracy_padding_kept", 0.7099}}}}},
+          {"checkpoint",
+           {{"4 ranks, resumed", ck(0.0)},
+            {"2 ranks, resumed", ck(resumed_diff)},
+            {"1 device, resumed", ck(resumed_diff)},
+            {"4 ranks, uninterrupted", ck(0.0)}}},
           {"profile", "full"}};
 }
 

@@ -120,7 +120,8 @@ inline void expect_trace_equals_meta(const std::string& name, const Recorded& me
   const int64_t ws_peak = dev.stats.at("workspace_bytes.all.peak");
   // Workspace blocks share the pools, so they can change segment reuse: segments are
   // compared only when no workspace was allocated.
-  const bool ws = ws_peak > 0 || std::any_of(dev.trace.begin(), dev.trace.end(), [](auto& e) { return e.tag == "workspace"; });
+  const bool ws =
+      ws_peak > 0 || std::any_of(dev.trace.begin(), dev.trace.end(), [](auto& e) { return e.tag == "workspace"; });
   std::vector<TraceEvent> m = without_workspace(meta.trace, ws), c = without_workspace(dev.trace, ws);
   ASSERT_GT(m.size(), 10u);
   for (size_t i = 0; i < std::min(m.size(), c.size()); ++i) {

@@ -119,8 +119,8 @@ const char* amp_name(std::optional<DType> amp) {
 std::optional<DType> autocast_dtype() { return state.dtype; }
 
 AutocastGuard::AutocastGuard(std::optional<DType> dtype) : previous_(state.dtype), owns_cache_(false) {
-  OOMLAB_CHECK(!dtype || *dtype == DType::f16 || *dtype == DType::bf16, "autocast: dtype must be float16 or bfloat16, got ",
-               dtype_name(*dtype));
+  OOMLAB_CHECK(!dtype || *dtype == DType::f16 || *dtype == DType::bf16,
+               "autocast: dtype must be float16 or bfloat16, got ", dtype_name(*dtype));
   if (dtype && !state.dtype) owns_cache_ = true;   // entering autocast: this guard's cache
   state.dtype = dtype;
 }

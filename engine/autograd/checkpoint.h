@@ -12,8 +12,8 @@
 //  * Same results as without checkpointing, bit for bit: the re-run starts from the device
 //    generator state the forward started from (identical dropout masks) and restores the
 //    generator afterwards, under the autocast dtype the forward had (autocast.h; with a
-//    fresh cast cache, so weights are cast again, as torch's re-run does); while it runs checkpoint_recomputing() is true, which BatchNorm
-//    reads to use the batch statistics without updating running stats a second time.
+//    fresh cast cache, so weights are cast again, as torch's re-run does); while it runs checkpoint_recomputing() is
+//    true, which BatchNorm reads to use the batch statistics without updating running stats a second time.
 //  * Kept: the segment's input and side inputs (detached: no graph, no reference cycle).
 //    If one is modified in place before the recompute (version changed), backward throws
 //    AutogradError naming the segment; so does a re-run that saves a different number of
@@ -56,7 +56,8 @@ class CheckpointSegment {
 };
 
 // One function as one segment: checkpoint(fn, x) like torch.utils.checkpoint.checkpoint.
-Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x, const std::string& name = "checkpoint");
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x,
+                  const std::string& name = "checkpoint");
 
 // True while a segment is being re-run on this thread.
 bool checkpoint_recomputing();

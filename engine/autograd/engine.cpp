@@ -46,7 +46,8 @@ Tensor sum_of(const Tensor& a0, const Tensor& b0) {
   // Both in a0's memory format when it is dense (channels_last gradients stay so).
   Tensor a = dense(a0), b = laid_out_like(b0, a);
   Tensor out = empty_like(a);
-  axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{out.raw_data(), a.raw_data(), b.raw_data(), 1.0, 1.0, 0.0, a.numel()});
+  axpby_kernels().launch(a.device(), a.dtype(),
+                         AxpbyArgs{out.raw_data(), a.raw_data(), b.raw_data(), 1.0, 1.0, 0.0, a.numel()});
   return out;
 }
 
@@ -55,7 +56,8 @@ void add_into(Tensor& a, const Tensor& b) {
   OOMLAB_CHECK_T(ShapeError, a.is_dense(), "autograd: gradient buffer ", a.str(), " must be dense");
   Tensor bc = laid_out_like(b, a);
   a.bump_version();
-  axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{a.raw_data(), a.raw_data(), bc.raw_data(), 1.0, 1.0, 0.0, a.numel()});
+  axpby_kernels().launch(a.device(), a.dtype(),
+                         AxpbyArgs{a.raw_data(), a.raw_data(), bc.raw_data(), 1.0, 1.0, 0.0, a.numel()});
 }
 
 // Sum gradients flowing into one place: in place when we own the buffer.

@@ -32,8 +32,9 @@ Device parse_device(std::string_view s) {
       if (*end == '\0' && idx[0] >= '0' && idx[0] <= '9' && v >= 0 && v < kMaxDeviceIndex) return {t, int(v)};
     }
   }
-  throw DeviceError(str_cat("unknown device '", s, "' (expected cpu, meta or cuda, optionally with an index :N, 0 <= N < ",
-                            kMaxDeviceIndex, ")"));
+  throw DeviceError(str_cat("unknown device '", s,
+                            "' (expected cpu, meta or cuda, optionally with an index :N, 0 <= N < ", kMaxDeviceIndex,
+                            ")"));
 }
 
 Device current_device() { return t_current; }

@@ -106,7 +106,8 @@ void float_block_to_half(const float* in, uint16_t* out, int64_t n) {
 #if defined(__F16C__)
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(in + i);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
     if (!_mm256_testz_ps(nan, nan))   // NaN lanes: the scalar rule (sign | 0x7e00), not the payload
       for (int64_t j = i; j < i + 8; ++j) out[j] = float_to_half(in[j]);

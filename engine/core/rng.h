@@ -48,7 +48,10 @@ struct Generator {
 
   // Sequential helpers for host-side use (data shuffling, init). Each consumes one block.
   uint32_t next_u32() { return block(seed, offset++, 0)[0]; }
-  double next_unit() { auto b = block(seed, offset++, 0); return (double(b[0] >> 5) * 67108864.0 + double(b[1] >> 6)) / 9007199254740992.0; }
+  double next_unit() {
+    auto b = block(seed, offset++, 0);
+    return (double(b[0] >> 5) * 67108864.0 + double(b[1] >> 6)) / 9007199254740992.0;
+  }
   double next_normal() {  // Box-Muller, one block per draw
     auto b = block(seed, offset++, 0);
     double u1 = (double(b[0]) + 1.0) / 4294967297.0, u2 = double(b[1]) / 4294967296.0;

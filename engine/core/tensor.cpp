@@ -94,7 +94,9 @@ MemoryFormat suggest_memory_format(const Shape& shape, const Shape& strides) {
   return MemoryFormat::channels_last;
 }
 
-bool Tensor::is_contiguous() const { return strides_contiguous(impl_->shape, impl_->strides, MemoryFormat::contiguous); }
+bool Tensor::is_contiguous() const {
+  return strides_contiguous(impl_->shape, impl_->strides, MemoryFormat::contiguous);
+}
 
 bool Tensor::is_contiguous(MemoryFormat f) const { return strides_contiguous(impl_->shape, impl_->strides, f); }
 

@@ -71,8 +71,9 @@ void DataLoader::set_shard(int rank, int world) {
   shard_rank_ = rank;
   shard_world_ = world;
   const int64_t n = shard_size();
-  OOMLAB_CHECK(!drop_last_ || n == 0 || batch_ <= n, "impossible batch: a batch of ", batch_, " samples per rank exceeds the ",
-               n, " samples of each of the ", world, " ranks' shards of ", ds_.name(), " (", ds_.size(), " samples)");
+  OOMLAB_CHECK(!drop_last_ || n == 0 || batch_ <= n, "impossible batch: a batch of ", batch_,
+               " samples per rank exceeds the ", n, " samples of each of the ", world, " ranks' shards of ", ds_.name(),
+               " (", ds_.size(), " samples)");
   batches_per_epoch_ = drop_last_ ? n / batch_ : (n + batch_ - 1) / batch_;
 }
 

@@ -141,8 +141,9 @@ IdxImages read_idx_images(const std::string& path, int64_t expect_rows, int64_t 
   std::vector<int64_t> dims = read_header(in, kMagicImages, "image");
   IdxImages out;
   out.count = dims[0]; out.rows = dims[1]; out.cols = dims[2];
-  OOMLAB_CHECK_T(IoError, (expect_rows <= 0 || out.rows == expect_rows) && (expect_cols <= 0 || out.cols == expect_cols),
-                 path, ": wrong image size ", out.rows, "x", out.cols, ": expected ", expect_rows, "x", expect_cols);
+  OOMLAB_CHECK_T(IoError,
+                 (expect_rows <= 0 || out.rows == expect_rows) && (expect_cols <= 0 || out.cols == expect_cols), path,
+                 ": wrong image size ", out.rows, "x", out.cols, ": expected ", expect_rows, "x", expect_cols);
   // Each dimension is < 2^32, so rows*cols fits 64 bits but count*rows*cols may not (any size
   // is accepted when expect_rows/cols are 0): a wrapped product would pass as a small size.
   const uint64_t per_image = uint64_t(out.rows) * uint64_t(out.cols);

@@ -213,9 +213,9 @@ std::shared_ptr<Dataset> load_npy_dataset(const std::string& dir, const std::str
   const std::string name = "npy:" + dir + "[" + split + "]";
   // The kind comes from dtype and rank together: (N, T) integers are token ids, (N, C, H, W)
   // arrays are images, whose dtype must then be one an image has.
-  OOMLAB_CHECK(!(x.is_integer() && x.type != NpyType::u8 && x.shape.size() == 4), x.file, ": (N, C, H, W) images must be ",
-               "float32, float64 or uint8 (got ", npy_type_name(x.type), "); integer inputs are read as token ids only ",
-               "when they are (N, T)");
+  OOMLAB_CHECK(!(x.is_integer() && x.type != NpyType::u8 && x.shape.size() == 4), x.file,
+               ": (N, C, H, W) images must be ", "float32, float64 or uint8 (got ", npy_type_name(x.type),
+               "); integer inputs are read as token ids only ", "when they are (N, T)");
   if (x.is_integer() && x.type != NpyType::u8 && x.type != NpyType::b1) {
     if (std::filesystem::exists(mask_path, ec)) {
       NpyArray m = read_npy(mask_path);
@@ -223,8 +223,9 @@ std::shared_ptr<Dataset> load_npy_dataset(const std::string& dir, const std::str
     }
     return std::make_shared<NpyTokenDataset>(std::move(x), nullptr, std::move(y), num_classes, name);
   }
-  OOMLAB_CHECK(!std::filesystem::exists(mask_path, ec), mask_path, ": an attention mask goes with token ids (int64 or int32), ",
-               "but ", split_file(dir, split, "inputs"), " holds ", npy_type_name(x.type), " images");
+  OOMLAB_CHECK(!std::filesystem::exists(mask_path, ec), mask_path,
+               ": an attention mask goes with token ids (int64 or int32), ", "but ", split_file(dir, split, "inputs"),
+               " holds ", npy_type_name(x.type), " images");
   return std::make_shared<NpyImageDataset>(std::move(x), std::move(y), num_classes, name);
 }
 

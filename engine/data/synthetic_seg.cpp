@@ -63,7 +63,8 @@ void SyntheticSegmentationDataset::get(int64_t index, float* image_out, int64_t*
     const bool disc = (b[0] >> 16) & 1u;
     const float cy = unit(b[1]) * float(H), cx = unit(b[2]) * float(W);
     // Half-extents between 1/8 and 3/8 of the side.
-    const float ry = float(H) * (0.125f + 0.25f * unit(b[3])), rx = float(W) * (0.125f + 0.25f * unit(b[3] * 2654435761u));
+    const float ry = float(H) * (0.125f + 0.25f * unit(b[3])),
+                rx = float(W) * (0.125f + 0.25f * unit(b[3] * 2654435761u));
     for (int64_t y = 0; y < H; ++y)
       for (int64_t x = 0; x < W; ++x) {
         const float dy = (float(y) + 0.5f - cy) / ry, dx = (float(x) + 0.5f - cx) / rx;
@@ -88,7 +89,8 @@ void SyntheticSegmentationDataset::get(int64_t index, float* image_out, int64_t*
     for (int64_t y = 0; y < H; ++y)
       for (int64_t x = 0; x < W; ++x) {
         const int64_t k = mask_out[y * W + x];
-        const float stripe = 0.5f * std::cos(k2Pi * (freq_[size_t(2 * k)] * float(x) + freq_[size_t(2 * k + 1)] * float(y)));
+        const float stripe =
+            0.5f * std::cos(k2Pi * (freq_[size_t(2 * k)] * float(x) + freq_[size_t(2 * k + 1)] * float(y)));
         image_out[(c * H + y) * W + x] += level_[size_t(k * C + c)] + stripe;
       }
 }

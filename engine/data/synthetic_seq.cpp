@@ -13,8 +13,8 @@ namespace oomlab {
 SyntheticSequenceDataset::SyntheticSequenceDataset(const SyntheticSeqOptions& o) : o_(o) {
   if (o_.min_len == 0) o_.min_len = std::max<int64_t>(3, o_.max_len / 2);
   OOMLAB_CHECK(o_.size >= 0, "synthetic-seq: size must be >= 0, got ", o_.size);
-  OOMLAB_CHECK(o_.min_len >= 3 && o_.min_len <= o_.max_len, "synthetic-seq: need 3 <= min_len <= max_len (seq_len), got ",
-               o_.min_len, " and ", o_.max_len);
+  OOMLAB_CHECK(o_.min_len >= 3 && o_.min_len <= o_.max_len,
+               "synthetic-seq: need 3 <= min_len <= max_len (seq_len), got ", o_.min_len, " and ", o_.max_len);
   OOMLAB_CHECK(o_.long_prob >= 0 && o_.long_prob <= 1, "synthetic-seq: long probability must be in [0, 1], got ",
                o_.long_prob);
   OOMLAB_CHECK(o_.long_prob == 0 || o_.long_len >= 3, "synthetic-seq: long sequences need long_len >= 3, got ",
@@ -54,7 +54,8 @@ void SyntheticSequenceDataset::get_tokens(int64_t index, std::vector<int64_t>& t
     for (int64_t k = 0; k < 2 && t + k < len; ++k) {
       const int64_t pos = t + k;
       const bool marker = (b[2 * k] & 3u) == 0 || pos == r1 || pos == r2;
-      tokens[size_t(pos)] = marker ? (pos < h ? first : second) : kFirstDistractor + int64_t(b[2 * k + 1] % n_distractors);
+      tokens[size_t(pos)] =
+          marker ? (pos < h ? first : second) : kFirstDistractor + int64_t(b[2 * k + 1] % n_distractors);
     }
   }
   *label_out = label;

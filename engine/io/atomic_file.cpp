@@ -147,7 +147,8 @@ void check_output_file(const std::string& path0, const std::string& what) {
     return;
   }
   if (::stat(path.c_str(), &st) == 0)
-    OOMLAB_CHECK_T(IoError, !S_ISDIR(st.st_mode), what, ": cannot write ", path0, ": it is a directory (give a file name)");
+    OOMLAB_CHECK_T(IoError, !S_ISDIR(st.st_mode), what, ": cannot write ", path0,
+                   ": it is a directory (give a file name)");
   const fs::path p(path);
   OOMLAB_CHECK_T(IoError, !p.filename().empty() && p.filename() != "." && p.filename() != "..", what, ": cannot write ",
                  path, ": not a file name");

@@ -64,7 +64,8 @@ std::string text_field(const json& obj, const char* key, const std::string& file
 }
 
 bool known_dtype(const std::string& d) {
-  static const std::set<std::string> k = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"};
+  static const std::set<std::string> k = {"float32", "float64", "float16", "bfloat16",
+                                          "int64",   "int32",   "uint8",   "bool"};
   return k.count(d) > 0;
 }
 
@@ -72,7 +73,8 @@ GraphTensor tensor_spec(const json& j, const std::string& file, const std::strin
   GraphTensor t;
   if (named) t.name = text_field(j, "name", file, where);
   const json& shape = field(j, "shape", file, where);
-  if (!shape.is_array() || shape.size() > kMaxRank) fail(file, where, str_cat("\"shape\" must be a list of at most ", kMaxRank, " sizes"));
+  if (!shape.is_array() || shape.size() > kMaxRank)
+    fail(file, where, str_cat("\"shape\" must be a list of at most ", kMaxRank, " sizes"));
   int64_t numel = 1;
   for (const json& d : shape) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > kMaxNumel)
@@ -105,7 +107,8 @@ std::vector<int64_t> buffer_values(const json& v, const GraphParameter& p, const
   std::vector<int64_t> out;
   out.reserve(v.size());
   for (const json& e : v) {
-    if (!e.is_number_integer()) fail(file, where, str_cat("\"values\": ", e.dump().substr(0, 40), " is not an integer"));
+    if (!e.is_number_integer())
+      fail(file, where, str_cat("\"values\": ", e.dump().substr(0, 40), " is not an integer"));
     out.push_back(e.get<int64_t>());
   }
   return out;
@@ -122,7 +125,8 @@ void check_arg(const json& a, int depth, const Names& names, GraphNode& node, co
   if (a.is_object() && a.size() == 1 && a.contains("float")) {   // JSON has no inf or nan
     const json& f = a["float"];
     if (!f.is_string() || (f != "inf" && f != "-inf" && f != "nan"))
-      fail(file, where, str_cat("{\"float\": ...} must hold \"inf\", \"-inf\" or \"nan\"; got ", f.dump().substr(0, 80)));
+      fail(file, where,
+           str_cat("{\"float\": ...} must hold \"inf\", \"-inf\" or \"nan\"; got ", f.dump().substr(0, 80)));
     return;
   }
   if (!a.is_object() || a.size() != 1 || !a.contains("ref") || !a["ref"].is_string())
@@ -130,7 +134,8 @@ void check_arg(const json& a, int depth, const Names& names, GraphNode& node, co
                               "{\"ref\": name}; got ", a.dump().substr(0, 80)));
   const std::string ref = a["ref"].get<std::string>();
   auto it = names.outputs.find(ref);
-  if (it == names.outputs.end()) fail(file, where, str_cat("'", ref, "' is not an input, a parameter or an earlier node"));
+  if (it == names.outputs.end())
+    fail(file, where, str_cat("'", ref, "' is not an input, a parameter or an earlier node"));
   const bool getitem_source = node.op == "getitem" && depth == 0 && node.refs.empty();
   if (it->second != 1 && !getitem_source)
     fail(file, where, str_cat("'", ref, "' has ", it->second, " outputs: only a getitem node may take it"));
@@ -153,12 +158,14 @@ GraphNode read_node(const json& j, size_t i, const Names& names, const std::stri
     check_arg(*it, 1, names, n, file, str_cat(where, " kwarg '", it.key(), "'"));
   const json& outs = field(j, "outputs", file, where);
   if (!outs.is_array() || outs.empty()) fail(file, where, "\"outputs\" must be a non-empty list");
-  for (size_t k = 0; k < outs.size(); ++k) n.outputs.push_back(tensor_spec(outs[k], file, str_cat(where, " output ", k), false));
+  for (size_t k = 0; k < outs.size(); ++k)
+    n.outputs.push_back(tensor_spec(outs[k], file, str_cat(where, " output ", k), false));
   if (n.op == "getitem") {
     const json& a = n.args;
     if (a.size() != 2 || !a[0].is_object() || !a[1].is_number_integer() || a[1].get<int64_t>() < 0 ||
         size_t(a[1].get<int64_t>()) >= names.outputs.at(n.refs.at(0)) || n.outputs.size() != 1)
-      fail(file, where, "getitem takes [{\"ref\": a multi-output node}, an index below its output count] and has one output");
+      fail(file, where,
+           "getitem takes [{\"ref\": a multi-output node}, an index below its output count] and has one output");
   }
   return n;
 }
@@ -184,10 +191,12 @@ ModelGraph parse_model_graph(std::string_view text, const std::string& file) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) fail(file, "", "not valid JSON (truncated or corrupt)");
   if (!j.is_object() || !j.contains("format") || j["format"] != "oomlab-graph")
-    fail(file, "", "not an oomlab graph (\"format\": \"oomlab-graph\" missing); write one with scripts/export_model.py");
+    fail(file, "",
+         "not an oomlab graph (\"format\": \"oomlab-graph\" missing); write one with scripts/export_model.py");
   const json& v = field(j, "version", file, "");
   if (!v.is_number_integer() || v.get<int64_t>() != kModelGraphVersion)
-    fail(file, "", str_cat("version ", v.dump(), " is not supported (this oomlab reads version ", kModelGraphVersion, ")"));
+    fail(file, "",
+         str_cat("version ", v.dump(), " is not supported (this oomlab reads version ", kModelGraphVersion, ")"));
   ModelGraph g;
   g.file = file;
   g.exporter = j.value("exporter", json::object());
@@ -217,7 +226,8 @@ ModelGraph parse_model_graph(std::string_view text, const std::string& file) {
     GraphParameter p;
     static_cast<GraphTensor&>(p) = tensor_spec(params[i], file, where, true);
     const std::string kind = text_field(params[i], "kind", file, where);
-    if (kind != "parameter" && kind != "buffer") fail(file, where, str_cat("\"kind\" must be parameter or buffer, got \"", kind, "\""));
+    if (kind != "parameter" && kind != "buffer")
+      fail(file, where, str_cat("\"kind\" must be parameter or buffer, got \"", kind, "\""));
     p.buffer = kind == "buffer";
     if (params[i].contains("values")) p.values = buffer_values(params[i]["values"], p, file, where);
     if (params[i].contains("persistent")) {

@@ -194,7 +194,8 @@ NpyArray parse_npy(std::string_view bytes, const std::string& file_name) {
   }
   if (header_len > kMaxHeaderBytes) throw bad(str_cat("header length ", header_len, " is implausible"));
   if (bytes.size() - offset < header_len)
-    throw bad(str_cat("the header claims ", header_len, " bytes but the file has ", bytes.size() - offset, " after the preamble"));
+    throw bad(str_cat("the header claims ", header_len, " bytes but the file has ", bytes.size() - offset,
+                      " after the preamble"));
 
   NpyArray a;
   a.file = file_name;

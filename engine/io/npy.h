@@ -31,7 +31,9 @@ struct NpyArray {
   std::vector<uint8_t> data;    // numel x itemsize bytes, C order, little-endian
   int64_t numel() const { return shape_numel(shape); }
   size_t itemsize() const;
-  bool is_integer() const { return type == NpyType::i64 || type == NpyType::i32 || type == NpyType::u8 || type == NpyType::b1; }
+  bool is_integer() const {
+    return type == NpyType::i64 || type == NpyType::i32 || type == NpyType::u8 || type == NpyType::b1;
+  }
   // Element i converted (integers and bool exactly; floats rounded toward zero is never
   // done: int_at on a float array is an InternalError, callers check is_integer()).
   int64_t int_at(int64_t i) const;

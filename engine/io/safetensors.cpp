@@ -123,13 +123,17 @@ std::string serialize_safetensors(const NamedTensors& tensors, const TensorMetad
 }
 
 namespace {
-template <class... M> IoError bad(const std::string& file, const M&... msg) { return IoError(str_cat(file, ": ", msg...)); }
+template <class... M>
+IoError bad(const std::string& file, const M&... msg) {
+  return IoError(str_cat(file, ": ", msg...));
+}
 
 struct Entry { std::string name; DType dtype; Shape shape; uint64_t begin, end; };
 
 // The 8-byte length, the JSON header (an object) and the data section after it.
 nlohmann::ordered_json read_header(std::string_view bytes, const std::string& file, std::string_view& data) {
-  if (bytes.size() < 8) throw bad(file, "file too short for a safetensors header (", bytes.size(), " bytes, need >= 8)");
+  if (bytes.size() < 8)
+    throw bad(file, "file too short for a safetensors header (", bytes.size(), " bytes, need >= 8)");
   uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
   if (n == 0 || n > kMaxHeaderBytes)
@@ -142,12 +146,13 @@ nlohmann::ordered_json read_header(std::string_view bytes, const std::string& fi
   try {
     // A name given twice would silently keep one of the tensors (JSON keeps the last).
     std::set<std::string> names;
-    header = nlohmann::ordered_json::parse(
-        bytes.substr(8, size_t(n)), [&](int depth, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json& v) {
-          if (ev == nlohmann::ordered_json::parse_event_t::key && depth == 1 && !names.insert(v.get<std::string>()).second)
-            throw bad(file, "the header names '", v.get<std::string>(), "' twice");
-          return true;
-        });
+    header = nlohmann::ordered_json::parse(bytes.substr(8, size_t(n)), [&](int depth,
+                                                                           nlohmann::ordered_json::parse_event_t ev,
+                                                                           nlohmann::ordered_json& v) {
+      if (ev == nlohmann::ordered_json::parse_event_t::key && depth == 1 && !names.insert(v.get<std::string>()).second)
+        throw bad(file, "the header names '", v.get<std::string>(), "' twice");
+      return true;
+    });
   } catch (const nlohmann::json::exception& e) {
     throw bad(file, "header is not valid JSON: ", e.what());
   }
@@ -165,7 +170,8 @@ void read_metadata(const nlohmann::ordered_json& v, const std::string& file, Ten
 
 // One tensor's entry: dtype, shape (bounded), data_offsets inside the data section and
 // spanning exactly the tensor's bytes.
-Entry read_entry(const std::string& name, const nlohmann::ordered_json& v, uint64_t data_bytes, const std::string& file) {
+Entry read_entry(const std::string& name, const nlohmann::ordered_json& v, uint64_t data_bytes,
+                 const std::string& file) {
   if (!v.is_object()) throw bad(file, "entry '", name, "' is not an object");
   Entry e{name, DType::f32, {}, 0, 0};
   auto dt = v.find("dtype");

@@ -127,11 +127,11 @@ void CachingAllocator::Impl::throw_oom(size_t nbytes) {
   if (capacity != 0) free_bytes = std::min<uint64_t>(free_bytes, capacity > reserved ? capacity - reserved : 0);
   ++num_ooms;
   record("oom", free_bytes == SIZE_MAX ? 0 : free_bytes, nbytes, false);
-  std::string msg = str_cat(
-      "oomlab: ", device.str(), " out of memory: tried to allocate ", format_size(nbytes),
-      " (capacity ", capacity == 0 ? std::string("unlimited, but at most 4 EiB can be accounted") : format_size(capacity), "; ",
-      format_size(allocated), " allocated, ", format_size(reserved), " reserved by oomlab; ",
-      free_bytes == SIZE_MAX ? std::string("unknown") : format_size(free_bytes), " free)");
+  std::string msg =
+      str_cat("oomlab: ", device.str(), " out of memory: tried to allocate ", format_size(nbytes), " (capacity ",
+              capacity == 0 ? std::string("unlimited, but at most 4 EiB can be accounted") : format_size(capacity),
+              "; ", format_size(allocated), " allocated, ", format_size(reserved), " reserved by oomlab; ",
+              free_bytes == SIZE_MAX ? std::string("unknown") : format_size(free_bytes), " free)");
   if (reserved > allocated && reserved - allocated >= (reserved >> 2))
     msg += str_cat(". ", format_size(reserved - allocated),
                    " is reserved but unallocated (fragmentation): smaller or fewer distinct "

@@ -92,7 +92,8 @@ json chrome_trace_json(const CachingAllocator& alloc, const std::vector<OpSpan>&
   for (const OpSpan& s : spans) {
     tids.insert(s.tid);
     if (s.category == "op") {
-      json e = {{"name", s.name}, {"cat", "op"}, {"ph", "X"}, {"ts", s.ts_us}, {"dur", s.dur_us}, {"pid", 0}, {"tid", s.tid}};
+      json e = {{"name", s.name},  {"cat", "op"}, {"ph", "X"},   {"ts", s.ts_us},
+                {"dur", s.dur_us}, {"pid", 0},    {"tid", s.tid}};
       if (!s.kernels.empty()) e["args"]["kernels"] = s.kernels;
       if (s.device_us >= 0) e["args"]["device_us"] = s.device_us;
       events.push_back(std::move(e));

@@ -4,9 +4,9 @@
 // JSON; frames are {"filename": layer, "line": 0, "name": phase} from MemoryContext.
 // chrome_trace_json() returns a Chrome/Perfetto trace: one "X" event per OpSpan (tid =
 // stream; args.kernels: the kernel choices of its calls, kernel_choices.h; args.device_us:
-// its device time, below; an OpSpan of another category, e.g. "autocast", is an "i" instant event), "C" counters "allocated"/"reserved" (bytes) after every allocator trace event,
-// and an "i" instant event per oom. Both only build json; writing files is the caller's.
-// All timestamps (allocator trace, OpSpan) share the trace_clock_us() origin.
+// its device time, below; an OpSpan of another category, e.g. "autocast", is an "i" instant event), "C" counters
+// "allocated"/"reserved" (bytes) after every allocator trace event, and an "i" instant event per oom. Both only build
+// json; writing files is the caller's. All timestamps (allocator trace, OpSpan) share the trace_clock_us() origin.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -34,7 +34,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char*
     OOMLAB_CHECK_T(ShapeError, d >= 0, "cannot create a tensor with negative dimension: ",
                    shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(device, checked_nbytes(shape_numel(shape), dtype_size(dtype), "tensor"), tag);
+  impl->storage =
+      std::make_shared<Storage>(device, checked_nbytes(shape_numel(shape), dtype_size(dtype), "tensor"), tag);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -50,7 +51,8 @@ Tensor Tensor::empty_format(const Shape& shape, DType dtype, Device device, Memo
 }
 
 Tensor empty_like(const Tensor& t, DType dtype) {
-  return Tensor::empty_format(t.shape(), dtype, t.device(), t.is_dense() ? t.memory_format() : MemoryFormat::contiguous);
+  return Tensor::empty_format(t.shape(), dtype, t.device(),
+                              t.is_dense() ? t.memory_format() : MemoryFormat::contiguous);
 }
 
 Tensor empty_like(const Tensor& t) { return empty_like(t, t.dtype()); }
@@ -194,7 +196,11 @@ void Tensor::copy_(const Tensor& src) {
   CopyArgs a{};
   a.out = raw_data(); a.out_dtype = dtype(); a.in = src.raw_data(); a.in_dtype = src.dtype();
   a.ndim = int(dim());
-  for (int i = 0; i < a.ndim; ++i) { a.shape[i] = shape()[i]; a.in_strides[i] = src.strides()[i]; a.out_strides[i] = strides()[i]; }
+  for (int i = 0; i < a.ndim; ++i) {
+    a.shape[i] = shape()[i];
+    a.in_strides[i] = src.strides()[i];
+    a.out_strides[i] = strides()[i];
+  }
   if (a.ndim == 0) { a.ndim = 1; a.shape[0] = 1; a.in_strides[0] = 1; a.out_strides[0] = 1; }
   // Cross-device copies are run by the non-cpu side's kernel (it knows both memories).
   Device kdev = src.device().is_cpu() ? device() : src.device();

@@ -64,8 +64,8 @@ CheckpointPolicy parse_checkpoint_policy(std::string_view spec) {
   if (spec.rfind("budget:", 0) == 0) {
     p.kind = K::budget;
     p.budget = std::string(spec.substr(7));
-    OOMLAB_CHECK(!p.budget.empty(), "checkpoint policy '", spec, "': budget: needs a size (e.g. budget:4GiB); accepted: ",
-                 kForms);
+    OOMLAB_CHECK(!p.budget.empty(), "checkpoint policy '", spec,
+                 "': budget: needs a size (e.g. budget:4GiB); accepted: ", kForms);
     return p;
   }
   if (spec == "selective" || spec.rfind("selective:", 0) == 0) {
@@ -119,7 +119,8 @@ std::vector<std::vector<std::string>> checkpoint_chains(nn::Module& model, const
   }
   // A module called more than once per forward (shared weights) cannot be planned by name.
   for (const auto& [name, c] : calls)
-    OOMLAB_CHECK(c == 1, "checkpoint: module '", name, "' runs ", c, " times per forward; a planned segment must run once");
+    OOMLAB_CHECK(c == 1, "checkpoint: module '", name, "' runs ", c,
+                 " times per forward; a planned segment must run once");
   return chains;
 }
 

@@ -64,8 +64,9 @@ Tensor relu_in_place(Tensor& x, bool run_kernel) {
   OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && x.is_leaf() && x.requires_grad()),
                  "relu_: a leaf Variable that requires grad (", x.str(),
                  ") is being used in an in-place operation");
-  OOMLAB_CHECK_T(ShapeError, x.is_dense(), "relu_: in-place relu needs a dense (contiguous or channels_last) tensor, got ",
-                 x.str(), " with strides ", shape_str(x.strides()));
+  OOMLAB_CHECK_T(ShapeError, x.is_dense(),
+                 "relu_: in-place relu needs a dense (contiguous or channels_last) tensor, got ", x.str(),
+                 " with strides ", shape_str(x.strides()));
   x.bump_version();
   if (run_kernel)
     relu_forward_kernels().launch(x.device(), x.dtype(),

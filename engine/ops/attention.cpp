@@ -106,7 +106,8 @@ Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, co
   Tensor mask;
   if (mask0.defined()) {
     OOMLAB_CHECK_T(ShapeError, mask0.dim() == 2 && mask0.size(0) == B && mask0.size(1) == Tk,
-                   "fused attention: key_padding_mask ", shape_str(mask0.shape()), " does not match [", B, ", ", Tk, "]");
+                   "fused attention: key_padding_mask ", shape_str(mask0.shape()), " does not match [", B, ", ", Tk,
+                   "]");
     OOMLAB_CHECK_T(DTypeError, mask0.dtype() == DType::u8, "fused attention: key_padding_mask must be uint8, got ",
                    dtype_name(mask0.dtype()));
     mask = mask0.contiguous();
@@ -116,9 +117,12 @@ Tensor fused_scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, co
   const Tensor k = autocast_lower(k0, "fused_attention").reshape({B * NH, Tk, D}).contiguous();
   const Tensor v = autocast_lower(v0, "fused_attention").reshape({B * NH, Tk, Dv}).contiguous();
   OOMLAB_CHECK_T(DTypeError, q.dtype() == k.dtype() && q.dtype() == v.dtype(), "fused attention: q, k and v are ",
-                 dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()), ": one dtype expected");
+                 dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()),
+                 ": one dtype expected");
   const double p = training ? dropout_p : 0.0;
-  const auto [seed, base] = p > 0 ? reserve_draws(gen, q.device(), uint64_t(B * NH * Tq * Tk), "fused attention's dropout") : std::pair<uint64_t, uint64_t>{0, 0};
+  const auto [seed, base] =
+      p > 0 ? reserve_draws(gen, q.device(), uint64_t(B * NH * Tq * Tk), "fused attention's dropout")
+            : std::pair<uint64_t, uint64_t>{0, 0};
   FusedAttentionArgs a{nullptr, nullptr, nullptr, mask.defined() ? mask.data<uint8_t>() : nullptr,
                        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                        B * NH, NH, Tq, Tk, D, Dv, D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0, p, seed, base, causal,

@@ -12,6 +12,8 @@
 namespace oomlab {
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
-inline Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) { return dropout(x, p, training, &gen); }
+inline Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  return dropout(x, p, training, &gen);
+}
 
 }  // namespace oomlab

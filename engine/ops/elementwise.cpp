@@ -96,7 +96,8 @@ Tensor pow_scalar(const Tensor& x0, double exponent) {
                  dtype_name(x0.dtype()));
   Tensor x = x0.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  pow_forward_kernels().launch(x.device(), x.dtype(), PowArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, exponent, x.numel()});
+  pow_forward_kernels().launch(x.device(), x.dtype(),
+                               PowArgs{x.raw_data(), y.raw_data(), nullptr, nullptr, exponent, x.numel()});
   return attach_grad_fn(y, "pow", {x0}, [&]() -> BackwardFn {
     SavedTensor sx(x, "pow");
     return [sx, exponent](const Tensor& g0, const std::vector<bool>&) {
@@ -118,7 +119,8 @@ Tensor inplace_operand(const Tensor& a, const Tensor& b_in, const char* op) {
   OOMLAB_CHECK_T(AutogradError, !(grad_enabled() && a.is_leaf() && a.requires_grad()),
                  op, ": a leaf Variable that requires grad (", a.str(), ") is being used in an in-place operation");
   check_same(a, b, op);
-  OOMLAB_CHECK_T(ShapeError, a.is_dense(), op, ": destination ", a.str(), " must be dense (contiguous or channels_last)");
+  OOMLAB_CHECK_T(ShapeError, a.is_dense(), op, ": destination ", a.str(),
+                 " must be dense (contiguous or channels_last)");
   return b;
 }
 
@@ -143,7 +145,8 @@ Tensor& add_(Tensor& a, const Tensor& b_in) {
 
 void add_inplace(Tensor& a, const Tensor& b, double alpha) {
   check_same(a, b, "add_");
-  OOMLAB_CHECK_T(ShapeError, a.is_dense(), "add_: destination ", a.str(), " must be dense (contiguous or channels_last)");
+  OOMLAB_CHECK_T(ShapeError, a.is_dense(), "add_: destination ", a.str(),
+                 " must be dense (contiguous or channels_last)");
   Tensor bc = laid_out_like(b, a);
   a.bump_version();
   axpby_kernels().launch(a.device(), a.dtype(),
@@ -151,9 +154,11 @@ void add_inplace(Tensor& a, const Tensor& b, double alpha) {
 }
 
 void add_scalar_inplace(Tensor& a, double value) {
-  OOMLAB_CHECK_T(ShapeError, a.is_dense(), "add_: destination ", a.str(), " must be dense (contiguous or channels_last)");
+  OOMLAB_CHECK_T(ShapeError, a.is_dense(), "add_: destination ", a.str(),
+                 " must be dense (contiguous or channels_last)");
   a.bump_version();
-  axpby_kernels().launch(a.device(), a.dtype(), AxpbyArgs{a.raw_data(), a.raw_data(), nullptr, 1.0, 0.0, value, a.numel()});
+  axpby_kernels().launch(a.device(), a.dtype(),
+                         AxpbyArgs{a.raw_data(), a.raw_data(), nullptr, 1.0, 0.0, value, a.numel()});
 }
 
 namespace {

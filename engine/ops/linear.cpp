@@ -23,7 +23,11 @@ namespace oomlab {
 namespace {
 // Linear's extras of one GEMM (kernels/linear.h): the bias added to C's rows, or the bias
 // gradient as the sums of op(A)'s rows or op(B)'s columns.
-struct GemmExtras { const Tensor* bias = nullptr; const Tensor* a_row_sums = nullptr; const Tensor* b_col_sums = nullptr; };
+struct GemmExtras {
+  const Tensor* bias = nullptr;
+  const Tensor* a_row_sums = nullptr;
+  const Tensor* b_col_sums = nullptr;
+};
 void* data_or_null(const Tensor* t) { return t ? t->raw_data() : nullptr; }
 
 // C[M,N] = op(A) op(B) (+ beta C) on contiguous row-major buffers.

@@ -3,8 +3,8 @@
 // undefined, scale): softmax over the last dim of scale * x with padded keys at -inf (a
 // row whose keys are all padded gives zeros, not NaN, and so does its gradient; without a
 // mask x may have any rank); causal also masks each query's later keys (x [..., Tq, Tk],
-// key j > query i at -inf: torch's is_causal, top-left aligned). All max-shifted for stability; each saves its output only.
-// Errors: ShapeError / DTypeError / DeviceError naming the op. Kernels: kernels/softmax.h.
+// key j > query i at -inf: torch's is_causal, top-left aligned). All max-shifted for stability; each saves its output
+// only. Errors: ShapeError / DTypeError / DeviceError naming the op. Kernels: kernels/softmax.h.
 #pragma once
 #include "engine/core/tensor.h"
 

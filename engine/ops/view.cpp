@@ -110,7 +110,11 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
         a.out = slot.raw_data(); a.out_dtype = dt; a.in = gc.raw_data(); a.in_dtype = dt;
         a.ndim = int(gc.dim());
         Shape cst = contiguous_strides(gc.shape());
-        for (int i = 0; i < a.ndim; ++i) { a.shape[i] = gc.shape()[i]; a.in_strides[i] = cst[i]; a.out_strides[i] = slot.strides()[i]; }
+        for (int i = 0; i < a.ndim; ++i) {
+          a.shape[i] = gc.shape()[i];
+          a.in_strides[i] = cst[i];
+          a.out_strides[i] = slot.strides()[i];
+        }
         copy_kernels().launch(dev, dt, a);
       }
       return std::vector<Tensor>{gi};

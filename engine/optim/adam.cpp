@@ -45,7 +45,8 @@ class Adam final : public Optimizer {
                       g.lr / bias_correction1, std::sqrt(bias_correction2), decoupled_, it.param->numel()});
     }
     const Tensor& p0 = *items.front().param;
-    adam_foreach_kernels().launch(p0.device(), p0.dtype(), AdamForeachArgs{args.data(), int64_t(args.size()), p0.dtype()});
+    adam_foreach_kernels().launch(p0.device(), p0.dtype(),
+                                  AdamForeachArgs{args.data(), int64_t(args.size()), p0.dtype()});
     for (const UpdateItem& it : items) {
       it.state->tensors[0].bump_version();
       it.state->tensors[1].bump_version();

@@ -18,7 +18,8 @@ WeightEma::WeightEma(const NamedTensors& tensors, double decay) : decay_(0) {
   auto add = [&](const std::string& name, const Tensor& t, bool average) {
     OOMLAB_CHECK(t.defined(), "WeightEma: tensor '", name, "' is undefined");
     OOMLAB_CHECK(names.insert(name).second, "WeightEma: name '", name, "' appears twice");
-    OOMLAB_CHECK_T(ShapeError, t.is_dense(), "WeightEma: tensor '", name, "' must be dense (contiguous or channels_last)");
+    OOMLAB_CHECK_T(ShapeError, t.is_dense(), "WeightEma: tensor '", name,
+                   "' must be dense (contiguous or channels_last)");
     OOMLAB_CHECK_T(DTypeError, !average || dtype_is_floating(t.dtype()), "WeightEma: parameter '", name,
                    "' has non-floating dtype ", dtype_name(t.dtype()));
     Tensor shadow = empty_like(t);   // laid out as t: the average walks memory order

@@ -62,7 +62,8 @@ LrSchedule warmup_cosine_schedule(int64_t warmup, int64_t t_max, double lr_min) 
 
 LrSchedule lambda_warmup_cosine_schedule(int64_t warmup, int64_t t_max, double lr_max, double lr_min) {
   OOMLAB_CHECK(warmup > 0, "lambda-warmup-cosine schedule: warm_up_iter must be > 0, got ", warmup);
-  OOMLAB_CHECK(t_max > warmup, "lambda-warmup-cosine schedule: t_max (", t_max, ") must be > warm_up_iter (", warmup, ")");
+  OOMLAB_CHECK(t_max > warmup, "lambda-warmup-cosine schedule: t_max (", t_max, ") must be > warm_up_iter (", warmup,
+               ")");
   OOMLAB_CHECK(std::isfinite(lr_max) && lr_max > 0, "lambda-warmup-cosine schedule: lr_max must be > 0, got ", lr_max);
   OOMLAB_CHECK(std::isfinite(lr_min) && lr_min >= 0 && lr_min <= lr_max,
                "lambda-warmup-cosine schedule: lr_min must be in [0, lr_max], got ", lr_min);
@@ -163,7 +164,8 @@ LrSchedule parse_lr_schedule(const std::string& spec) {
     if (msg.rfind(ctx, 0) == 0) throw;
     throw ValueError(ctx + msg);
   }
-  throw ValueError(ctx + "unknown kind '" + kind + "' (expected constant, step, cosine, warmup-cosine or lambda-warmup-cosine)");
+  throw ValueError(ctx + "unknown kind '" + kind +
+                   "' (expected constant, step, cosine, warmup-cosine or lambda-warmup-cosine)");
 }
 
 // ---------------------------------------------------------------- LrScheduler

@@ -1,7 +1,7 @@
 // sgd.cpp — torch.optim.SGD (momentum, dampening, nesterov, L2 weight decay added to the
-// grad) as fused per-parameter kernels, launched per group through the foreach table. State: "momentum_buffer", created for
-// a parameter's first update (Tensor::empty, filled by the kernel with a copy of the
-// weight-decayed grad, exactly like PyTorch's clone) and only when momentum != 0.
+// grad) as fused per-parameter kernels, launched per group through the foreach table. State: "momentum_buffer", created
+// for a parameter's first update (Tensor::empty, filled by the kernel with a copy of the weight-decayed grad, exactly
+// like PyTorch's clone) and only when momentum != 0.
 #include "engine/core/error.h"
 #include "engine/optim/optimizer.h"
 #include "kernels/optim.h"
@@ -41,7 +41,8 @@ class Sgd final : public Optimizer {
                       g.momentum, g.dampening, g.weight_decay, g.nesterov, it.state->fresh, it.param->numel()});
     }
     const Tensor& p0 = *items.front().param;
-    sgd_foreach_kernels().launch(p0.device(), p0.dtype(), SgdForeachArgs{args.data(), int64_t(args.size()), p0.dtype()});
+    sgd_foreach_kernels().launch(p0.device(), p0.dtype(),
+                                 SgdForeachArgs{args.data(), int64_t(args.size()), p0.dtype()});
     if (g.momentum != 0)
       for (const UpdateItem& it : items) it.state->tensors[0].bump_version();
   }

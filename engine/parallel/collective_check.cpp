@@ -21,7 +21,8 @@ Tensor check_input(int rank, int64_t count, DType dtype, Device device, int64_t 
 
 double expected_reduction(ReduceOp op, DType dtype, int world, int64_t i) {
   double acc = check_value(0, i);
-  for (int r = 1; r < world; ++r) acc = op == ReduceOp::max ? std::max(acc, check_value(r, i)) : acc + check_value(r, i);
+  for (int r = 1; r < world; ++r)
+    acc = op == ReduceOp::max ? std::max(acc, check_value(r, i)) : acc + check_value(r, i);
   if (op != ReduceOp::avg) return acc;
   if (dtype == DType::i64) return double(int64_t(acc) / world);
   if (dtype == DType::f64) return acc / world;

@@ -27,10 +27,12 @@ ReduceOp parse_reduce_op(const std::string& s) {
 
 Communicator::Buf Communicator::checked(const Tensor& t, const char* op, const char* what) const {
   OOMLAB_CHECK_T(ValueError, t.defined(), op, ": the ", what, " tensor is undefined");
-  OOMLAB_CHECK_T(ShapeError, t.is_dense(), op, ": the ", what, " tensor ", t.str(), " is not dense (contiguous or channels_last)");
+  OOMLAB_CHECK_T(ShapeError, t.is_dense(), op, ": the ", what, " tensor ", t.str(),
+                 " is not dense (contiguous or channels_last)");
   const DType d = t.dtype();
-  OOMLAB_CHECK_T(DTypeError, d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16 || d == DType::i64,
-                 op, ": ", dtype_name(d), " is not a collective dtype (float32, float64, float16, bfloat16, int64)");
+  OOMLAB_CHECK_T(DTypeError,
+                 d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16 || d == DType::i64, op, ": ",
+                 dtype_name(d), " is not a collective dtype (float32, float64, float16, bfloat16, int64)");
   OOMLAB_CHECK_T(DeviceError, t.device() == device(), op, ": rank ", rank(), " of the ", backend(),
                  " communicator works on ", device().str(), ", the ", what, " tensor is on ", t.device().str());
   return {t.device().is_meta() ? nullptr : t.raw_data(), t.numel(), d};

@@ -15,7 +15,8 @@ double bottleneck_bytes(AllReduceAlgo algo, int ranks, double bytes) {
 }
 
 double predict_us(const CollectiveCost& c, AllReduceAlgo algo, int ranks, double bytes) {
-  return c.fixed_us + c.alpha_us * all_reduce_steps(algo, ranks) + c.beta_us_per_byte * bottleneck_bytes(algo, ranks, bytes);
+  return c.fixed_us + c.alpha_us * all_reduce_steps(algo, ranks) +
+         c.beta_us_per_byte * bottleneck_bytes(algo, ranks, bytes);
 }
 
 namespace {

@@ -28,8 +28,8 @@ std::vector<int64_t> even_chunk_sizes(int64_t batch, int64_t devices) {
 
 std::vector<int64_t> balanced_chunk_sizes(int64_t batch, int64_t devices, int64_t gpu0_bsz) {
   OOMLAB_CHECK(devices >= 1, "balanced DataParallel needs at least one device (got ", devices, ")");
-  OOMLAB_CHECK(gpu0_bsz >= 0 && gpu0_bsz <= batch, "balanced DataParallel: gpu0_bsz ", gpu0_bsz, " is not in 0..", batch,
-               " (the batch of ", batch, " samples)");
+  OOMLAB_CHECK(gpu0_bsz >= 0 && gpu0_bsz <= batch, "balanced DataParallel: gpu0_bsz ", gpu0_bsz, " is not in 0..",
+               batch, " (the batch of ", batch, " samples)");
   if (devices == 1) return {batch};
   OOMLAB_CHECK(batch - gpu0_bsz >= devices - 1, "balanced DataParallel: ", batch - gpu0_bsz,
                " samples left after gpu0_bsz ", gpu0_bsz, " cannot give each of the other ", devices - 1,
@@ -67,7 +67,8 @@ DataParallel::DataParallel(nn::ModulePtr module, std::vector<nn::ModulePtr> repl
                  " tensors, the module ", ref.size());
     for (size_t k = 0; k < s.size(); ++k) {
       OOMLAB_CHECK(s[k].first == ref[k].first && s[k].second.shape() == ref[k].second.shape(),
-                   "DataParallel: the replica on ", devices_[i + 1].str(), " differs from the module at ", ref[k].first);
+                   "DataParallel: the replica on ", devices_[i + 1].str(), " differs from the module at ",
+                   ref[k].first);
       OOMLAB_CHECK(s[k].second.device() == devices_[i + 1], "DataParallel: replica tensor ", s[k].first, " is on ",
                    s[k].second.device().str(), ", not ", devices_[i + 1].str());
     }

@@ -45,7 +45,8 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
                                                  int64_t bucket_cap_bytes)
     : module_(module), queue_(std::move(queue)), alive_(std::make_shared<bool>(true)) {
   OOMLAB_CHECK(queue_ != nullptr, "DistributedDataParallel: no communicator");
-  OOMLAB_CHECK(bucket_cap_bytes >= 1, "DistributedDataParallel: the bucket capacity must be >= 1 byte (got ", bucket_cap_bytes, ")");
+  OOMLAB_CHECK(bucket_cap_bytes >= 1, "DistributedDataParallel: the bucket capacity must be >= 1 byte (got ",
+               bucket_cap_bytes, ")");
   const Device dev = queue_->device();
   const nn::NamedTensors all_params = module_.named_parameters();
   for (const auto& [name, t] : module_.state_dict())

@@ -78,7 +78,8 @@ void ignore_sigpipe_by_default() {
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(const RankInfo& info, Device device) : rank_(info.rank), world_(info.world_size), device_(device) {
-    OOMLAB_CHECK_T(DeviceError, device.type == DeviceType::cpu, "the gloo backend runs on cpu (got ", device.str(), ")");
+    OOMLAB_CHECK_T(DeviceError, device.type == DeviceType::cpu, "the gloo backend runs on cpu (got ", device.str(),
+                   ")");
     ignore_sigpipe_by_default();
     set_timeout(info.timeout);   // the rendezvous below is bounded by it too
     store_ = std::make_unique<TcpStore>(info.master_addr, info.master_port, info.rank == 0, timeout());
@@ -216,7 +217,8 @@ class GlooCommunicator : public Communicator {
   }
 
   template <class Fn> void run(const char* what, Fn fn) {
-    if (broken_) throw CommError(str_cat("gloo: rank ", rank_, ": the communicator failed earlier; ", what, " refused"));
+    if (broken_)
+      throw CommError(str_cat("gloo: rank ", rank_, ": the communicator failed earlier; ", what, " refused"));
     try {
       fn();
     } catch (const gloo::IoException& e) {

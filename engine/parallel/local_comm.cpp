@@ -209,7 +209,8 @@ void LocalCommunicator::do_broadcast(Buf send, Buf recv, int root) {
 void LocalCommunicator::do_reduce(Buf send, Buf recv, ReduceOp op, int root) {
   const int n = world_size();
   if (rank_ == root) move(recv.data, send.data, recv.bytes());
-  enter(call_text("reduce", recv.count, recv.dtype, str_cat(reduce_op_name(op), ", root ", root)), send.data, recv.data);
+  enter(call_text("reduce", recv.count, recv.dtype, str_cat(reduce_op_name(op), ", root ", root)), send.data,
+        recv.data);
   const int64_t base = steps_, bytes = int64_t(recv.bytes());
   Lock lk(world_->mu_);
   if (rank_ == root) {
@@ -294,7 +295,8 @@ void run_local_ranks(const std::vector<Device>& devices, AllReduceAlgo algo,
   const int n = int(devices.size());
   auto world = std::make_shared<LocalWorld>(n);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<char> comm_error(static_cast<size_t>(n), 0);  // not vector<bool>: ranks write their own entries concurrently
+  std::vector<char> comm_error(static_cast<size_t>(n),
+                               0);  // not vector<bool>: ranks write their own entries concurrently
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {

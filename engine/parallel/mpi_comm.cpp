@@ -170,7 +170,8 @@ class MpiCommunicator : public Communicator {
   }
   void do_reduce_scatter(Buf s, Buf r, ReduceOp op) override {
     Guard g(*this, "reduce_scatter");
-    OOMLAB_CHECK_T(CommError, s.count <= INT_MAX, "mpi: reduce_scatter of ", s.count, " elements exceeds MPI's int counts");
+    OOMLAB_CHECK_T(CommError, s.count <= INT_MAX, "mpi: reduce_scatter of ", s.count,
+                   " elements exceeds MPI's int counts");
     char* mine = static_cast<char*>(s.data) + size_t(rank_) * r.bytes();
     if (mine == r.data) {   // NCCL's in-place (recv = send's slice); MPI_IN_PLACE leaves it at the start
       mpi_check(MPI_Reduce_scatter_block(MPI_IN_PLACE, s.data, int(r.count), mpi_type(r.dtype), mpi_op(r.dtype, op),

@@ -43,7 +43,8 @@ std::optional<RankInfo> from_env(const EnvMap& env, const std::string& source, c
   r.source = source;
   r.world_size = *env_int(env, size_var, 1, 1 << 20);
   r.rank = *env_int(env, rank_var, 0, 1 << 20);
-  OOMLAB_CHECK(r.rank < r.world_size, source, ": ", rank_var, "=", r.rank, " is not below ", size_var, "=", r.world_size);
+  OOMLAB_CHECK(r.rank < r.world_size, source, ": ", rank_var, "=", r.rank, " is not below ", size_var, "=",
+               r.world_size);
   r.local_rank = env_int(env, local_rank_var, 0, 1 << 20).value_or(r.rank);   // none given: one node
   r.local_world_size = local_size_var.empty() ? -1 : env_int(env, local_size_var, 1, 1 << 20).value_or(-1);
   OOMLAB_CHECK(r.local_rank < r.world_size, source, ": ", local_rank_var, "=", r.local_rank, " is not below ", size_var,
@@ -73,8 +74,13 @@ std::string slurm_first_host(const std::string& nodelist) {
   size_t depth = 0, end = nodelist.size();
   for (size_t i = 0; i < nodelist.size(); ++i) {
     if (nodelist[i] == '[') ++depth;
-    else if (nodelist[i] == ']') { OOMLAB_CHECK(depth > 0, "SLURM_NODELIST='", nodelist, "' has an unmatched ]"); --depth; }
-    else if (nodelist[i] == ',' && depth == 0) { end = i; break; }
+    else if (nodelist[i] == ']') {
+      OOMLAB_CHECK(depth > 0, "SLURM_NODELIST='", nodelist, "' has an unmatched ]");
+      --depth;
+    } else if (nodelist[i] == ',' && depth == 0) {
+      end = i;
+      break;
+    }
   }
   const std::string first = nodelist.substr(0, end);
   std::string host;   // each [range] group replaced by its first number, leading zeros kept
@@ -97,7 +103,8 @@ RankInfo discover_rank(const RankFlags& f, const EnvMap& env) {
     OOMLAB_CHECK(f.rank.has_value(), "rank flags: a world size without a rank");
     OOMLAB_CHECK(f.world_size.has_value(), "rank flags: a rank without a world size");
     OOMLAB_CHECK(*f.world_size >= 1, "the world size must be >= 1 (got ", *f.world_size, ")");
-    OOMLAB_CHECK(*f.rank >= 0 && *f.rank < *f.world_size, "rank ", *f.rank, " is not in 0..", *f.world_size - 1, " (the world size is ", *f.world_size, ")");
+    OOMLAB_CHECK(*f.rank >= 0 && *f.rank < *f.world_size, "rank ", *f.rank, " is not in 0..", *f.world_size - 1,
+                 " (the world size is ", *f.world_size, ")");
     r.rank = *f.rank;
     r.world_size = *f.world_size;
     r.local_rank = f.local_rank.value_or(r.rank);

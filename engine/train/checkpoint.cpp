@@ -95,7 +95,8 @@ void remove_dead_leftovers(const fs::path& root) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string n = e.path().filename().string();
-    const bool tmp = n.rfind(".tmp-step-", 0) == 0 || n.rfind(".del-step-", 0) == 0, old = n.rfind(".old-step-", 0) == 0;
+    const bool tmp = n.rfind(".tmp-step-", 0) == 0 || n.rfind(".del-step-", 0) == 0,
+               old = n.rfind(".old-step-", 0) == 0;
     if (!tmp && !old) continue;
     const size_t dash = n.rfind('-');
     long pid = 0;
@@ -126,7 +127,8 @@ bool complete_checkpoint(const fs::path& p) {
 
 // N of a "step-N" folder name, or -1.
 int64_t step_of(const std::string& n) {
-  if (n.rfind("step-", 0) != 0 || n.size() == 5 || n.size() > 23 || n.find_first_not_of("0123456789", 5) != std::string::npos)
+  if (n.rfind("step-", 0) != 0 || n.size() == 5 || n.size() > 23 ||
+      n.find_first_not_of("0123456789", 5) != std::string::npos)
     return -1;
   return std::stoll(n.substr(5));
 }
@@ -203,7 +205,8 @@ void check_checkpoint_slot_free(const std::string& dir, int64_t step, const std:
   if (!fs::exists(fs::symlink_status(slot, ec))) return;
   if (!replaceable.empty() && fs::equivalent(slot, replaceable, ec)) return;
   if (!run_id.empty() && checkpoint_run_id(slot.string()) == run_id) return;   // this run's, before a restart
-  throw IoError(str_cat("cannot save checkpoint ", slot.string(), ": it exists and this run did not write it (a user's ",
+  throw IoError(str_cat("cannot save checkpoint ", slot.string(),
+                        ": it exists and this run did not write it (a user's ",
                         "folder or another run's checkpoint), and oomlab never replaces one: save to a new directory ",
                         "or move it away"));
 }
@@ -270,7 +273,8 @@ LoadedCheckpoint load_checkpoint(
     if (best >= 0) p = found;
   }
   for (const char* f : {"model.safetensors", "trainer_state.safetensors", "trainer_state.json"})
-    OOMLAB_CHECK_T(IoError, fs::exists(p / f, ec), "resume: ", (p / f).string(), " is missing (not a complete oomlab checkpoint)");
+    OOMLAB_CHECK_T(IoError, fs::exists(p / f, ec), "resume: ", (p / f).string(),
+                   " is missing (not a complete oomlab checkpoint)");
   LoadedCheckpoint out;
   out.path = p.string();
   const std::string trainer_file = (p / "trainer_state.safetensors").string();
@@ -278,8 +282,9 @@ LoadedCheckpoint load_checkpoint(
   SafetensorsContents trainer = read_safetensors(trainer_file);
   const std::string state_bytes = read_file(state_file);
   auto crc = trainer.metadata.find(kTrainerStateJsonCrcKey);
-  OOMLAB_CHECK_T(IoError, crc != trainer.metadata.end(), trainer_file, ": no CRC32 of trainer_state.json in its metadata (",
-                 kTrainerStateJsonCrcKey, "; a checkpoint from an older oomlab?)");
+  OOMLAB_CHECK_T(IoError, crc != trainer.metadata.end(), trainer_file,
+                 ": no CRC32 of trainer_state.json in its metadata (", kTrainerStateJsonCrcKey,
+                 "; a checkpoint from an older oomlab?)");
   const std::string actual = crc32_hex(state_bytes);
   OOMLAB_CHECK_T(IoError, crc->second == actual, state_file, ": CRC32 mismatch: ", trainer_file, " records ",
                  crc->second, " but the file hashes to ", actual, " (edited or corrupt)");

@@ -47,7 +47,8 @@ Scored scored_output(nn::Module& model, const Tensor& x_in, const Tensor& xf_in,
   const std::vector<int64_t> labels = to_host(y).to_vector_i64();
   const int64_t k = p.size(1);
   double sum = 0;
-  for (size_t i = 0; i < labels.size(); ++i) sum -= std::log(std::max(probs[i * size_t(k) + size_t(labels[i])], 1e-300));
+  for (size_t i = 0; i < labels.size(); ++i)
+    sum -= std::log(std::max(probs[i * size_t(k) + size_t(labels[i])], 1e-300));
   loss = labels.empty() ? 0.0 : sum / double(labels.size());
   return {p, {y, y.numel()}};
 }

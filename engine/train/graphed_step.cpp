@@ -7,8 +7,9 @@
 namespace oomlab {
 
 GraphedStep::GraphedStep(TrainStep& step, Device device) : step_(step), device_(device) {
-  OOMLAB_CHECK(device.is_meta() || device.type == DeviceType::cuda, "CUDA graphs need a CUDA device (or meta, which counts a ",
-               "graph's memory); this run is on ", device.str());
+  OOMLAB_CHECK(device.is_meta() || device.type == DeviceType::cuda,
+               "CUDA graphs need a CUDA device (or meta, which counts a ", "graph's memory); this run is on ",
+               device.str());
   DeviceGraph::prepare(device);   // warm-up runs on the stream the capture will use
   step_.set_count_correct(false);
   step_.set_device_loss(true);   // gradient accumulation's loss sum stays on the device

@@ -67,9 +67,9 @@ bool GradScaler::before_optimizer_step(Optimizer& opt) {
         if (!flag.defined()) flag = Tensor::zeros({1}, DType::f32, grad.device());
         OOMLAB_CHECK_T(ShapeError, grad.is_dense(), "GradScaler: the gradient of ", name, " is not dense");
         grad.bump_version();
-        amp_unscale_kernels().launch(grad.device(), grad.dtype(),
-                                     UnscaleArgs{grad.raw_data(), flag.device().is_meta() ? nullptr : flag.data<float>(),
-                                                 inv, grad.numel()});
+        amp_unscale_kernels().launch(
+            grad.device(), grad.dtype(),
+            UnscaleArgs{grad.raw_data(), flag.device().is_meta() ? nullptr : flag.data<float>(), inv, grad.numel()});
       }
   }
   if (flag.defined() && !flag.device().is_meta()) found_inf_ = flag.item() != 0.0;

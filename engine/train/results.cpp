@@ -100,7 +100,9 @@ nlohmann::json make_results(const std::string& command, const std::vector<Device
 nlohmann::json summarize_times(std::vector<double> s) {
   if (s.empty()) return {{"median", 0.0}, {"p10", 0.0}, {"p90", 0.0}, {"mean", 0.0}, {"count", 0}};
   std::sort(s.begin(), s.end());
-  auto pct = [&](double q) { return s[size_t(std::min<double>(double(s.size() - 1), q * double(s.size() - 1) + 0.5))]; };
+  auto pct = [&](double q) {
+    return s[size_t(std::min<double>(double(s.size() - 1), q * double(s.size() - 1) + 0.5))];
+  };
   double mean = 0;
   for (double v : s) mean += v;
   return {{"median", pct(0.5)}, {"p10", pct(0.1)}, {"p90", pct(0.9)}, {"mean", mean / double(s.size())},

@@ -303,13 +303,15 @@ TaskTargets task_targets(const Tensor& logits, const Tensor& x, const Tensor& y)
 
 Tensor task_loss(const Tensor& logits, const Tensor& target) {
   if (logits.dim() == 3 && target.dim() == 2)   // tokens: [B, T, V] against [B, T]
-    return cross_entropy(logits.reshape({logits.size(0) * logits.size(1), logits.size(2)}), target.reshape({target.numel()}));
+    return cross_entropy(logits.reshape({logits.size(0) * logits.size(1), logits.size(2)}),
+                         target.reshape({target.numel()}));
   return target.dim() == 1 ? cross_entropy(logits, target) : pixel_cross_entropy(logits, target);
 }
 
 int64_t count_task_correct(const Tensor& logits, const Tensor& target, std::vector<int64_t>* confusion) {
   if (logits.dim() == 3 && target.dim() == 2 && !confusion)   // next-token hits (ignored positions never hit)
-    return count_correct(logits.reshape({logits.size(0) * logits.size(1), logits.size(2)}), target.reshape({target.numel()}));
+    return count_correct(logits.reshape({logits.size(0) * logits.size(1), logits.size(2)}),
+                         target.reshape({target.numel()}));
   if (target.dim() == 1 && !confusion) return count_correct(logits, target);
   OOMLAB_CHECK_T(ShapeError, logits.dim() >= 2 && logits.size(0) == target.size(0) &&
                      logits.dim() == target.dim() + 1,
@@ -318,7 +320,8 @@ int64_t count_task_correct(const Tensor& logits, const Tensor& target, std::vect
   if (logits.device().is_meta()) return 0;
   Tensor l = logits, t = target;
   if (!l.device().is_cpu()) {   // accelerator: copy to host (cpu allocator only)
-    Tensor hl = Tensor::empty(l.shape(), l.dtype(), cpu_device()), ht = Tensor::empty(t.shape(), DType::i64, cpu_device());
+    Tensor hl = Tensor::empty(l.shape(), l.dtype(), cpu_device()),
+           ht = Tensor::empty(t.shape(), DType::i64, cpu_device());
     hl.copy_(l);
     ht.copy_(t);
     l = hl; t = ht;

@@ -50,7 +50,8 @@ std::string resolve_schedule(const std::string& spec, int64_t total_steps) {
   if (spec == "cosine") return "cosine:t_max=" + std::to_string(total_steps);
   if (spec == "warmup-cosine") {   // a run of one step has no room to warm up
     const int64_t warmup = total_steps >= 2 ? std::max<int64_t>(1, total_steps / 10) : 0;
-    return "warmup-cosine:warmup=" + std::to_string(warmup) + ",t_max=" + std::to_string(std::max(total_steps, warmup + 1));
+    return "warmup-cosine:warmup=" + std::to_string(warmup) +
+           ",t_max=" + std::to_string(std::max(total_steps, warmup + 1));
   }
   return spec;
 }
@@ -103,8 +104,8 @@ void TrainingRun::make_optimizer() {
     groups[g].params.push_back({name, t});
   }
   for (size_t i = 0; i < c_.lr_groups.size(); ++i)
-    OOMLAB_CHECK(!groups[i + 1].params.empty(), "lr group '", c_.lr_groups[i].first, "': no parameter of ", c_.config.value("model", std::string("the model")),
-                 " has a name starting with it");
+    OOMLAB_CHECK(!groups[i + 1].params.empty(), "lr group '", c_.lr_groups[i].first, "': no parameter of ",
+                 c_.config.value("model", std::string("the model")), " has a name starting with it");
   opt_ = ::oomlab::make_optimizer(c_.optimizer, groups);
 }
 

@@ -47,8 +47,9 @@ void TrainingRun::resume() {
   };
   LoadedCheckpoint ck = load_checkpoint(c_.resume_dir, parameters_and_buffers(*model_), check_config);
   const TrainerState st = parse_trainer_state(ck.state, ck.path + "/trainer_state.json");
-  OOMLAB_CHECK_T(IoError, !ema_ || st.ema.is_object(), "resume: ", ck.path,
-                 "/trainer_state.json: field \"ema\" is missing (this run keeps a weight EMA, the checkpoint's had none)");
+  OOMLAB_CHECK_T(
+      IoError, !ema_ || st.ema.is_object(), "resume: ", ck.path,
+      "/trainer_state.json: field \"ema\" is missing (this run keeps a weight EMA, the checkpoint's had none)");
   restore_components(ck, st);
   device_generator(c_.device).set_state(st.rng);
   history_ = st.history;
@@ -65,8 +66,9 @@ void TrainingRun::resume() {
   epoch_correct_ = st.epoch_correct;
   epoch_samples_ = st.epoch_samples;
   epoch_scored_ = c_.cuda_graphs ? 0
-                  : st.epoch_scored >= 0 ? st.epoch_scored
-                                         : checked_mul(epoch_samples_, train_set_.target_numel(), "resume: epoch_sums.samples");
+                  : st.epoch_scored >= 0
+                      ? st.epoch_scored
+                      : checked_mul(epoch_samples_, train_set_.target_numel(), "resume: epoch_sums.samples");
   if (!quiet_) std::printf("resumed from %s at step %lld\n", ck.path.c_str(), (long long)step_);
 }
 
@@ -75,7 +77,10 @@ void TrainingRun::resume() {
 void TrainingRun::restore_components(const LoadedCheckpoint& ck, const TrainerState& st) {
   NamedTensors opt_tensors, ema_tensors, master_tensors;
   for (auto& [n, t] : ck.trainer)
-    (n.rfind("ema.", 0) == 0 ? ema_tensors : n.rfind("master.", 0) == 0 ? master_tensors : opt_tensors).push_back({n, t});
+    (n.rfind("ema.", 0) == 0      ? ema_tensors
+     : n.rfind("master.", 0) == 0 ? master_tensors
+                                  : opt_tensors)
+        .push_back({n, t});
   try {
     opt_->load_state(st.optimizer, opt_tensors);
     sched_->load_state(st.scheduler);
@@ -139,7 +144,8 @@ void TrainingRun::train_batch() {
       try {
         out = train_step_->run(x, y, /*track_memory=*/false);
       } catch (const OutOfMemoryError& e) {   // --on-oom raise (or split at its limit): say which batch
-        throw OutOfMemoryError(str_cat("step ", step_ + 1, " (a batch of shape ", shape_str(x.shape()), "): ", e.what()));
+        throw OutOfMemoryError(
+            str_cat("step ", step_ + 1, " (a batch of shape ", shape_str(x.shape()), "): ", e.what()));
       }
     }
   }   // the batch's tensors are freed before the step is timed
@@ -158,8 +164,9 @@ void TrainingRun::train_batch() {
   if (!std::isfinite(loss) && divergence_.is_null()) {
     divergence_ = {{"step", step_ + 1}, {"loss", std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"}};
     std::printf("step %lld: the loss is %s: diverged (%s)\n", (long long)step_ + 1,
-                divergence_["loss"].get<std::string>().c_str(), c_.stop_on_nan ? "stopping: the run stops on a non-finite loss"
-                                                                                 : "going on: the run continues past non-finite losses");
+                divergence_["loss"].get<std::string>().c_str(),
+                c_.stop_on_nan ? "stopping: the run stops on a non-finite loss"
+                               : "going on: the run continues past non-finite losses");
   }
   sched_->step();
   if (ema_) ema_->update();
@@ -229,12 +236,17 @@ void TrainingRun::checkpoint() {
   if (masters_) for (auto& t : masters_->state_tensors()) d.trainer.push_back(t);
   const LoaderState ls = loader_->state();
   const Generator rng = device_generator(c_.device).get_state();
-  d.state = {{"step", step_}, {"run_id", run_id_}, {"config", run_cfg_}, {"optimizer", opt_->state_json()},
-             {"scheduler", sched_->state_json()}, {"loader", {{"epoch", ls.epoch}, {"cursor", ls.cursor}}},
-             {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
-             {"history", history_},
-             {"epoch_sums",
-              {{"loss", epoch_loss_}, {"correct", epoch_correct_}, {"samples", epoch_samples_}, {"scored", epoch_scored_}}}};
+  d.state = {
+      {"step", step_},
+      {"run_id", run_id_},
+      {"config", run_cfg_},
+      {"optimizer", opt_->state_json()},
+      {"scheduler", sched_->state_json()},
+      {"loader", {{"epoch", ls.epoch}, {"cursor", ls.cursor}}},
+      {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
+      {"history", history_},
+      {"epoch_sums",
+       {{"loss", epoch_loss_}, {"correct", epoch_correct_}, {"samples", epoch_samples_}, {"scored", epoch_scored_}}}};
   if (ema_) d.state["ema"] = ema_->state_json();   // decay, num_updates, names
   if (scaler_) d.state["grad_scaler"] = scaler_->state_json();
   if (!divergence_.is_null()) d.state["divergence"] = divergence_;
@@ -282,7 +294,9 @@ void TrainingRun::end_epoch(int64_t epoch) {
   if (ev.mean_iou >= 0) e["test_mean_iou"] = ev.mean_iou;
   if (ev.skipped_samples > 0) e["test_samples_skipped"] = ev.skipped_samples;   // --on-oom skip
   if (ema_ && raw.samples > 0) e["test_accuracy_raw"] = raw.accuracy;            // test_accuracy is the EMA's
-  if (ev.padding_samples > 0 && test_set_.target_numel() == 1) {   // distributed classification: what a gather keeping the sampler's padding would report
+  if (ev.padding_samples > 0 &&
+      test_set_.target_numel() ==
+          1) {  // distributed classification: what a gather keeping the sampler's padding would report
     e["test_padding_samples"] = ev.padding_samples;
     e["test_accuracy_padding_kept"] =
         double(ev.correct + ev.padding_correct) / double(ev.samples + ev.padding_samples);

@@ -50,7 +50,8 @@ json summarize_01(const json& spec, json& points) {
   for (const auto& [b, p] : summary_at) {
     json row = {{"batch", b}, {"forward_only_peak_bytes", (*p)["metrics"]["totals"]["forward_only_peak_bytes"]},
                 {"training_forward_peak_bytes", (*p)["metrics"]["totals"]["training_forward_peak_bytes"]}};
-    if (estimate_at.count(b)) row["training_peak_bytes"] = (*estimate_at[b])["metrics"]["exact"]["peak_allocated_bytes"];
+    if (estimate_at.count(b))
+      row["training_peak_bytes"] = (*estimate_at[b])["metrics"]["exact"]["peak_allocated_bytes"];
     per_batch.push_back(row);
   }
   json layers = s1["layers"];

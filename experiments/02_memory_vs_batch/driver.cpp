@@ -28,13 +28,21 @@ json summarize_02(const json& spec, json& points) {
     std::string opt = m["optimizer"];   // plain SGD (momentum 0, no state) apart from SGD with momentum
     if (opt == "sgd" && point_option(*p, "momentum", 0.9).get<double>() == 0.0) opt = "sgd-plain";
     const int64_t batch = m["batch"];
-    rows.push_back({{"point", (*p)["name"]}, {"model", model}, {"optimizer", opt}, {"batch", batch},
+    rows.push_back({{"point", (*p)["name"]},
+                    {"model", model},
+                    {"optimizer", opt},
+                    {"batch", batch},
                     {"input", point_option(*p, "input", "default")},
-                    {"peak_allocated_bytes", ex["peak_allocated_bytes"]}, {"formula_bytes", m["formula"]["total_bytes"]},
-                    {"formula_error_pct", m["formula_error_pct"]}, {"params_bytes", ex["params_bytes"]},
-                    {"buffers_bytes", ex["buffers_bytes"]}, {"grads_bytes", ex["grads_bytes"]},
-                    {"optimizer_state_bytes", ex["optimizer_state_bytes"]}, {"activation_bytes", ex["activation_bytes"]},
-                    {"transient_bytes", ex["transient_bytes"]}, {"input_bytes", ex["input_bytes"]}});
+                    {"peak_allocated_bytes", ex["peak_allocated_bytes"]},
+                    {"formula_bytes", m["formula"]["total_bytes"]},
+                    {"formula_error_pct", m["formula_error_pct"]},
+                    {"params_bytes", ex["params_bytes"]},
+                    {"buffers_bytes", ex["buffers_bytes"]},
+                    {"grads_bytes", ex["grads_bytes"]},
+                    {"optimizer_state_bytes", ex["optimizer_state_bytes"]},
+                    {"activation_bytes", ex["activation_bytes"]},
+                    {"transient_bytes", ex["transient_bytes"]},
+                    {"input_bytes", ex["input_bytes"]}});
     const auto key = std::make_pair(model, opt);
     if (!series.count(key)) order.push_back(key);
     Series& s = series[key];
@@ -97,8 +105,9 @@ std::string outputs_why(double lo_once, double hi_once) {
     return buf;
   }
   if (hi_once > 0) {
-    std::snprintf(buf, sizeof buf, " the measured per-sample slope is %.2f-%.2fx the outputs counted once (the formula: 2x);",
-                  lo_once, hi_once);
+    std::snprintf(buf, sizeof buf,
+                  " the measured per-sample slope is %.2f-%.2fx the outputs counted once (the formula: 2x);", lo_once,
+                  hi_once);
     return buf;
   }
   return "";
@@ -123,7 +132,8 @@ std::string parameter_memory_why(const json& summary) {
   }
   for (const auto& f : summary["fits"]) {
     const double params = f["params"].get<double>();
-    if (params > 0) formula_n[f["optimizer"].get<std::string>()] = f["formula_static_bytes"].get<double>() / (4 * params);
+    if (params > 0)
+      formula_n[f["optimizer"].get<std::string>()] = f["formula_static_bytes"].get<double>() / (4 * params);
   }
   std::string why;
   char buf[400];
@@ -140,8 +150,9 @@ std::string parameter_memory_why(const json& summary) {
                     "which describes plain SGD (sgd-plain, momentum 0);",
                     measured.c_str(), n);
     else
-      std::snprintf(buf, sizeof buf, " %s's parameter memory (weights + grads + state) is %s the weights (formula: %.0fx);",
-                    opt.c_str(), measured.c_str(), n);
+      std::snprintf(buf, sizeof buf,
+                    " %s's parameter memory (weights + grads + state) is %s the weights (formula: %.0fx);", opt.c_str(),
+                    measured.c_str(), n);
     why += buf;
   }
   return why;

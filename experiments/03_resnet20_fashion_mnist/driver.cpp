@@ -38,8 +38,9 @@ json verdict_03(const json& spec, const json& summary) {
   const double target = spec["source"]["target_test_accuracy"];
   const int64_t target_epochs = spec["source"]["target_epochs"];
   const int64_t epochs = summary["epochs_run"];
-  const Interval acc = summary.contains("accuracy_interval") ? interval_from_json(summary["accuracy_interval"])
-                                                             : seed_mean({summary["final_test_accuracy"].get<double>()});
+  const Interval acc = summary.contains("accuracy_interval")
+                           ? interval_from_json(summary["accuracy_interval"])
+                           : seed_mean({summary["final_test_accuracy"].get<double>()});
   const Judged j = epochs > target_epochs ? Judged::fails
                    : epochs < target_epochs ? Judged::too_few : judge_threshold(acc, target, true);
   std::string reason = str_cat("ResNet-20 reached ", interval_text(acc, "seeds", 100, "%"), " test accuracy after ",

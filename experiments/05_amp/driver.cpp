@@ -41,13 +41,16 @@ json mode_row(const std::vector<const json*>& ps, const json& ref) {
   const json& m = (*ps.front())["metrics"];
   std::vector<double> accs;
   for (const json* p : ps)
-    if ((*p)["metrics"].value("final_test_accuracy", json()).is_number()) accs.push_back((*p)["metrics"]["final_test_accuracy"]);
+    if ((*p)["metrics"].value("final_test_accuracy", json()).is_number())
+      accs.push_back((*p)["metrics"]["final_test_accuracy"]);
   double mean = 0;
   for (double a : accs) mean += a / double(accs.size());
-  json r = {{"median_step_s", m["step_time_s"]["median"]},
-            {"time_ratio", m["step_time_s"]["median"].get<double>() / ref["step_time_s"]["median"].get<double>()},
-            {"final_test_accuracy", accs.empty() ? json() : json(mean)}, {"accuracies", accs},
-            {"peak_allocated_mib_cpu", mib((*ps.front())["memory"]["totals"]["allocated_bytes.all.peak"].get<double>())}};
+  json r = {
+      {"median_step_s", m["step_time_s"]["median"]},
+      {"time_ratio", m["step_time_s"]["median"].get<double>() / ref["step_time_s"]["median"].get<double>()},
+      {"final_test_accuracy", accs.empty() ? json() : json(mean)},
+      {"accuracies", accs},
+      {"peak_allocated_mib_cpu", mib((*ps.front())["memory"]["totals"]["allocated_bytes.all.peak"].get<double>())}};
   if (m["history"].contains("found_inf_steps")) r["skipped_steps"] = m["history"]["found_inf_steps"].size();
   if (m["history"].contains("loss_scale") && !m["history"]["loss_scale"].empty()) {
     const json& scales = m["history"]["loss_scale"];
@@ -102,7 +105,8 @@ json summarize_05(const json& spec, json& points) {
     const std::string name = (*p)["name"].get<std::string>();
     std::string block = name.substr(0, name.find(' '));
     for (const char* suffix : {"_half_master", "_half"})   // accuracy_resnet20_half -> accuracy_resnet20
-      if (block.size() > std::strlen(suffix) && block.compare(block.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
+      if (block.size() > std::strlen(suffix) &&
+          block.compare(block.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
         block.resize(block.size() - std::strlen(suffix));
         break;
       }
@@ -141,12 +145,14 @@ std::string accuracy_text(const json& summary, const json& src, std::vector<Judg
       parts.push_back(j);
       const json& m = r[mode];
       const std::string scaling = m.contains("loss_scale_changes")
-          ? str_cat(" (dynamic loss scaling: ", m.value("skipped_steps", 0), " steps skipped, ",
-                    m["loss_scale_changes"].get<int64_t>(), " scale changes, final scale ", m["final_loss_scale"].dump(), ")")
-          : std::string();
-      acc_text += str_cat(r["model"].get<std::string>(), " fp32 ", std::round(10000 * r["off"]["final_test_accuracy"].get<double>()) / 100,
-                          "% vs ", mode, " ", std::round(10000 * m["final_test_accuracy"].get<double>()) / 100, "%", scaling,
-                          " after ", r["steps"].get<int64_t>(), " steps, ", mode, " minus fp32 ",
+                                      ? str_cat(" (dynamic loss scaling: ", m.value("skipped_steps", 0),
+                                                " steps skipped, ", m["loss_scale_changes"].get<int64_t>(),
+                                                " scale changes, final scale ", m["final_loss_scale"].dump(), ")")
+                                      : std::string();
+      acc_text += str_cat(r["model"].get<std::string>(), " fp32 ",
+                          std::round(10000 * r["off"]["final_test_accuracy"].get<double>()) / 100, "% vs ", mode, " ",
+                          std::round(10000 * m["final_test_accuracy"].get<double>()) / 100, "%", scaling, " after ",
+                          r["steps"].get<int64_t>(), " steps, ", mode, " minus fp32 ",
                           interval_text(d, "seeds", 100, " points"), ": within ", 100 * tol, " point ",
                           long_enough ? judged_name(j) : "not judged (too few steps)", "; ");
     }
@@ -186,8 +192,9 @@ std::string half_text_of(const json& summary, std::initializer_list<const json*>
         std::snprintf(t, sizeof t, "; %s --%s %.2f%% (%s)", r["model"].get<std::string>().c_str(),
                       std::strcmp(mode, "half") == 0 ? "half" : "half --master-weights",
                       100 * r[mode]["final_test_accuracy"].get<double>(),
-                      r[mode].contains("skipped_steps") ? str_cat(r[mode]["skipped_steps"].get<int64_t>(), " steps skipped").c_str()
-                                                        : "no loss scaling");
+                      r[mode].contains("skipped_steps")
+                          ? str_cat(r[mode]["skipped_steps"].get<int64_t>(), " steps skipped").c_str()
+                          : "no loss scaling");
         half_text += t;
       }
   return half_text;
@@ -205,9 +212,11 @@ double source_ratio(const json& src, const char* model, const char* gpu) {
 // change: they are shown, not matched); "large models gain some memory" -- UNet's and BERT's
 // ratios below 1; activations "roughly halve" (Micikevicius: 0.5;
 // source.activation_ratio_range), judged per model; model state 16 B/param.
-std::string memory_part(const json& src, const json* tiny, const json* unet, const json* bert, std::vector<Judged>& parts) {
+std::string memory_part(const json& src, const json* tiny, const json* unet, const json* bert,
+                        std::vector<Judged>& parts) {
   auto ratio = [](const json* r, const char* what) { return (*r)["fp16"][what].get<double>(); };
-  const double tiny_r = ratio(tiny, "peak_ratio"), unet_r = ratio(unet, "peak_ratio"), bert_r = ratio(bert, "peak_ratio");
+  const double tiny_r = ratio(tiny, "peak_ratio"), unet_r = ratio(unet, "peak_ratio"),
+               bert_r = ratio(bert, "peak_ratio");
   const double act_unet = ratio(unet, "activation_ratio"), act_bert = ratio(bert, "activation_ratio");
   const double tol = src["tiny_ratio_tolerance"].get<double>();
   const double tiny_lo = 1.0 - tol;
@@ -221,8 +230,9 @@ std::string memory_part(const json& src, const json* tiny, const json* unet, con
   const Judged act_bert_j = judge_within(exact(act_bert), act[0], act[1]);
   const Judged state_j = judge_exact(std::abs(state_amp - want_state) < 0.5 && std::abs(state_off - want_state) < 0.5);
   parts.insert(parts.end(), {tiny_j, large_j, act_unet_j, act_bert_j, state_j});
-  const double extra_per_param = ((*tiny)["fp16"]["peak_mib"].get<double>() - (*tiny)["off"]["peak_mib"].get<double>()) *
-                                 1048576.0 / (*tiny)["params"].get<double>();
+  const double extra_per_param =
+      ((*tiny)["fp16"]["peak_mib"].get<double>() - (*tiny)["off"]["peak_mib"].get<double>()) * 1048576.0 /
+      (*tiny)["params"].get<double>();
   return str_cat(
       "Exact meta peaks with --amp fp16 vs fp32 (Adam): tiny-ff (", (*tiny)["params"].get<double>(), " parameters) ",
       std::round(1000 * tiny_r) / 1000, "x (source ", std::round(1000 * source_ratio(src, "tiny-ff", "V100")) / 1000,

@@ -118,7 +118,8 @@ json summarize_06(const json& spec, json& points) {
   const json chen = chen_depth(points, act);
   std::map<std::string, std::vector<const json*>> runs;   // policy -> its runs (the "run" axis alternates them)
   for (const json* p : ok_points(points, "train")) runs[axis(*p, "checkpoint")].push_back(p);
-  OOMLAB_CHECK(runs.count("none") && act.count("none"), "experiment 06: bert-mini points without checkpointing missing");
+  OOMLAB_CHECK(runs.count("none") && act.count("none"),
+               "experiment 06: bert-mini points without checkpointing missing");
   const json& ref = (*runs["none"].front())["metrics"];
   auto medians = [](const std::vector<const json*>& ps) {
     std::vector<double> v;
@@ -136,13 +137,14 @@ json summarize_06(const json& spec, json& points) {
     const Interval r = paired ? paired_ratio(medians(ps), medians(runs["none"])) : Interval{};
     // One estimator: the paired ratio over alternating rounds; unpaired (a quick run of one
     // round each), the ratio of the two policies' medians over their rounds.
-    json row = {{"policy", pol},
-                {"median_step_s", median_of(medians(ps))},
-                {"step_s_runs", medians(ps)},
-                {"time_overhead", paired ? r.estimate - 1 : median_of(medians(ps)) / median_of(medians(runs["none"])) - 1},
-                {"final_test_accuracy", m["final_test_accuracy"]},
-                {"loss_history_identical", m["history"]["train_loss"] == ref["history"]["train_loss"]},
-                {"peak_allocated_mib_cpu", mib((*ps.front())["memory"]["totals"]["allocated_bytes.all.peak"].get<double>())}};
+    json row = {
+        {"policy", pol},
+        {"median_step_s", median_of(medians(ps))},
+        {"step_s_runs", medians(ps)},
+        {"time_overhead", paired ? r.estimate - 1 : median_of(medians(ps)) / median_of(medians(runs["none"])) - 1},
+        {"final_test_accuracy", m["final_test_accuracy"]},
+        {"loss_history_identical", m["history"]["train_loss"] == ref["history"]["train_loss"]},
+        {"peak_allocated_mib_cpu", mib((*ps.front())["memory"]["totals"]["allocated_bytes.all.peak"].get<double>())}};
     if (paired) row["time_ratio_interval"] = interval_json(r);
     if (act.count(pol)) {
       row["activation_mib"] = mib(act[pol]);
@@ -164,13 +166,17 @@ Judged chen_part(const json& summary, std::string& text) {
   for (const json& r : summary["chen_depth"]) {
     const double e = r.value("endpoint_exponent", r["depth_exponent"].get<double>());
     if (r["policy"] == "none") exp_none = e;
-    if (r["policy"] == "sqrt") exp_sqrt = e, fit_sqrt = r["depth_exponent"].get<double>(), sqrt_monotonic = r.value("monotonic", true);
+    if (r["policy"] == "sqrt")
+      exp_sqrt = e, fit_sqrt = r["depth_exponent"].get<double>(), sqrt_monotonic = r.value("monotonic", true);
   }
   const Judged j = judge_exact(exp_sqrt <= 0.65 && exp_none >= 0.85);
   text = str_cat(" Chen et al.'s sqrt(n): from the shallowest to the deepest bert-mini, activations grow as layers^",
-                 std::round(100 * exp_none) / 100, " without checkpointing and layers^", std::round(100 * exp_sqrt) / 100,
-                 " with --checkpoint sqrt", sqrt_monotonic ? "" : str_cat(" (a series that is not monotonic in depth: "
-                 "segment sizes round; a least-squares slope over all depths gives ", std::round(100 * fit_sqrt) / 100, ")"),
+                 std::round(100 * exp_none) / 100, " without checkpointing and layers^",
+                 std::round(100 * exp_sqrt) / 100, " with --checkpoint sqrt",
+                 sqrt_monotonic ? ""
+                                : str_cat(" (a series that is not monotonic in depth: "
+                                          "segment sizes round; a least-squares slope over all depths gives ",
+                                          std::round(100 * fit_sqrt) / 100, ")"),
                  " -- sub-linear with sqrt, linear without: ", judged_name(j), ".");
   return j;
 }
@@ -188,12 +194,14 @@ std::string bar_text(const json& summary, const json& src) {
       continue;
     const Interval t = interval_from_json(r["time_ratio_interval"]);
     const Judged j = judge_threshold(t, target_t, false);
-    const std::string what = str_cat(r["policy"].get<std::string>(), " (", std::round(100 * r["activation_reduction_x"].get<double>()) / 100,
-                                     "x less activation memory, time ", interval_text(t, "pairs", 1.0, "x"), ")");
+    const std::string what =
+        str_cat(r["policy"].get<std::string>(), " (", std::round(100 * r["activation_reduction_x"].get<double>()) / 100,
+                "x less activation memory, time ", interval_text(t, "pairs", 1.0, "x"), ")");
     if (j == Judged::holds) met += (met.empty() ? "" : "; ") + what;
     else if (j != Judged::fails) noise += (noise.empty() ? "" : "; ") + what;
   }
-  const std::string head = str_cat(" The bar (>= ", target_x, "x less activation memory for <= ", target_t, "x time): ");
+  const std::string head =
+      str_cat(" The bar (>= ", target_x, "x less activation memory for <= ", target_t, "x time): ");
   if (!met.empty()) return head + "met by " + met + ".";
   if (!noise.empty()) return head + "not shown: the time interval reaches past it for " + noise + ".";
   return head + "no policy meets it here.";
@@ -211,7 +219,8 @@ json verdict_06(const json& spec, const json& summary) {
   const double src_red = 1.0 - src["memory_mb_with"].get<double>() / src["memory_mb_without"].get<double>();
   const double red = (*sel)["reduction_at_source_batch"];
   const double src_ratio = src["batch_with"].get<double>() / src["batch_without"].get<double>();
-  const double ratio = (*sel)["max_batch_in_capacity"].get<double>() / std::max(1.0, (*none)["max_batch_in_capacity"].get<double>());
+  const double ratio =
+      (*sel)["max_batch_in_capacity"].get<double>() / std::max(1.0, (*none)["max_batch_in_capacity"].get<double>());
   bool identical = true;
   double sel_overhead = 0;
   for (const json& r : summary["bert_mini"]) {
@@ -228,24 +237,27 @@ json verdict_06(const json& spec, const json& summary) {
                   " Korthikanti et al.'s selective recompute (attention core only) cuts bert-base's per-sample "
                   "cost %.2fx at seq %.0f; their formula predicts %.2fx (fp32; %.2fx fp16).",
                   summary["korthikanti"]["measured_per_sample_ratio"].get<double>(),
-                  summary["korthikanti"]["seq"].get<double>(), summary["korthikanti"]["formula_fp32_ratio"].get<double>(),
+                  summary["korthikanti"]["seq"].get<double>(),
+                  summary["korthikanti"]["formula_fp32_ratio"].get<double>(),
                   summary["korthikanti"]["formula_fp16_ratio"].get<double>());
   const json* all = row("bert_base", "all");
   char extra[300] = "";
   if (all && none)
-    std::snprintf(extra, sizeof extra, " (every encoder layer but the last, --checkpoint all: -%.0f%%, %.1fx.)",
-                  100 * (*all)["reduction_at_source_batch"].get<double>(),
-                  (*all)["max_batch_in_capacity"].get<double>() / std::max(1.0, (*none)["max_batch_in_capacity"].get<double>()));
+    std::snprintf(
+        extra, sizeof extra, " (every encoder layer but the last, --checkpoint all: -%.0f%%, %.1fx.)",
+        100 * (*all)["reduction_at_source_batch"].get<double>(),
+        (*all)["max_batch_in_capacity"].get<double>() / std::max(1.0, (*none)["max_batch_in_capacity"].get<double>()));
   char buf[2000];
-  std::snprintf(buf, sizeof buf,
-                "bert-base seq 384 AdamW fp32 (meta, exact): checkpointing attention+GELU cuts the peak at batch %lld "
-                "by %.0f%% (source %.0f%%); the largest batch under %.0f GiB grows %.1fx (%.0f -> %.0f; source %.1fx)%s "
-                "bert-mini on this CPU: attention+GELU costs %+.0f%% time per step (source +%.0f%%). Loss histories "
-                "and accuracy %s across all policies.%s%s%s",
-                (long long)summary["source_batch"].get<int64_t>(), 100 * red, 100 * src_red, src["capacity_gib"].get<double>(),
-                ratio, (*none)["max_batch_in_capacity"].get<double>(), (*sel)["max_batch_in_capacity"].get<double>(),
-                src_ratio, extra, 100 * sel_overhead, 100 * src["time_overhead"].get<double>(),
-                identical ? "identical" : "NOT identical", chen.c_str(), kor, bar.c_str());
+  std::snprintf(
+      buf, sizeof buf,
+      "bert-base seq 384 AdamW fp32 (meta, exact): checkpointing attention+GELU cuts the peak at batch %lld "
+      "by %.0f%% (source %.0f%%); the largest batch under %.0f GiB grows %.1fx (%.0f -> %.0f; source %.1fx)%s "
+      "bert-mini on this CPU: attention+GELU costs %+.0f%% time per step (source +%.0f%%). Loss histories "
+      "and accuracy %s across all policies.%s%s%s",
+      (long long)summary["source_batch"].get<int64_t>(), 100 * red, 100 * src_red, src["capacity_gib"].get<double>(),
+      ratio, (*none)["max_batch_in_capacity"].get<double>(), (*sel)["max_batch_in_capacity"].get<double>(), src_ratio,
+      extra, 100 * sel_overhead, 100 * src["time_overhead"].get<double>(), identical ? "identical" : "NOT identical",
+      chen.c_str(), kor, bar.c_str());
   // Memory (exact): the cut within 10 points of the source's and the batch growth within 25%
   // of its ratio; training unchanged (exact); recompute costs time (paired runs, ratio above 1:
   // the size of the overhead is reported beside the source's GPU figure, not judged); Chen's
@@ -258,7 +270,8 @@ json verdict_06(const json& spec, const json& summary) {
                             : Judged::too_few;
   std::string time_text = " Selective recompute costs time on this CPU: ";
   time_text += sel_mini && sel_mini->contains("time_ratio_interval")
-                   ? str_cat(interval_text(interval_from_json((*sel_mini)["time_ratio_interval"]), "alternating pairs", 1.0, "x"),
+                   ? str_cat(interval_text(interval_from_json((*sel_mini)["time_ratio_interval"]), "alternating pairs",
+                                           1.0, "x"),
                              " -- ", judged_name(time_j), ".")
                    : "one run per policy (too few runs to judge).";
   const std::string status = verdict_status({judge_exact(mem_ok && batch_ok), judge_exact(identical), time_j, chen_j});

@@ -47,8 +47,9 @@ std::pair<int64_t, double> first_difference(const json& a, const json& b) {
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
     if (a[i] != b[i]) {
       const bool num = a[i].is_number() && b[i].is_number();
-      return {int64_t(i) + 1, num ? std::abs(a[i].get<double>() - b[i].get<double>()) / std::max(std::abs(b[i].get<double>()), 1e-12)
-                                  : INFINITY};
+      return {int64_t(i) + 1,
+              num ? std::abs(a[i].get<double>() - b[i].get<double>()) / std::max(std::abs(b[i].get<double>()), 1e-12)
+                  : INFINITY};
     }
   return {0, 0.0};
 }
@@ -61,7 +62,8 @@ json summarize_07(const json& spec, json& points) {
     r.group = point_option(*p, "model").get<std::string>();
     r.norm = (*p)["axes"].contains("norm") ? (*p)["axes"]["norm"].get<std::string>() : "none";
     r.setting = (*p)["axes"]["setting"].get<std::string>();
-    r.seed = (*p)["axes"].contains("seed") ? (*p)["axes"]["seed"].get<int64_t>() : point_option(*p, "seed", 0).get<int64_t>();
+    r.seed = (*p)["axes"].contains("seed") ? (*p)["axes"]["seed"].get<int64_t>()
+                                           : point_option(*p, "seed", 0).get<int64_t>();
     r.micro = std::stoll(r.setting.substr(0, r.setting.find('x')));
     r.loss = m["history"]["train_loss"];
     r.accuracy = m.value("final_test_accuracy", json(NAN)).is_number() ? m["final_test_accuracy"].get<double>() : NAN;
@@ -98,7 +100,8 @@ json summarize_07(const json& spec, json& points) {
                   {"setting", setting}, {"micro_batch", rs.front()->micro}, {"seeds", acc.size()},
                   {"accuracy_mean", mean}, {"accuracy_std", stdev}, {"accuracies", acc},
                   {"steps", rs.front()->loss.size()}};
-      if (const Run* ref = reference(*rs.front()); setting != "32x1" && ref && ref->loss.size() == rs.front()->loss.size()) {
+      if (const Run* ref = reference(*rs.front());
+          setting != "32x1" && ref && ref->loss.size() == rs.front()->loss.size()) {
         row["loss_history_max_rel_diff_vs_32x1"] = std::isfinite(worst_rel) ? json(worst_rel) : json("diverged");
         row["first_loss_rel_diff_vs_32x1"] = first_rel;
         const auto [k, d] = first_difference(rs.front()->loss, ref->loss);
@@ -162,8 +165,8 @@ std::string gn_drift_text(const json& s, double tol) {
                     ", differs by ", r["rel_diff_at_first_differing_step"].get<double>(), " at step ",
                     r["first_differing_step"].get<int64_t>(), " (float rounding: the accumulated gradient is summed in "
                     "another order) and");
-  return str_cat(" GroupNorm computes the same function at every micro-batch size; its ", r["setting"].get<std::string>(),
-                 " loss history", where, " drifts up to ", worst,
+  return str_cat(" GroupNorm computes the same function at every micro-batch size; its ",
+                 r["setting"].get<std::string>(), " loss history", where, " drifts up to ", worst,
                  " (relative) over the run: training amplifies the rounding difference, as it would a change of thread "
                  "count; it is not a change of computation (compare BatchNorm's first step).");
 }

@@ -89,10 +89,14 @@ json verdict_08(const json& spec, const json& s) {
     const std::vector<int64_t> got = split["split_batch_indices"].get<std::vector<int64_t>>();
     split_ok = !got.empty() && std::set<int64_t>(got.begin(), got.end()) == want;
   }
-  auto pct = [](const json& v) { return v.is_number() ? str_cat(std::round(1000 * v.get<double>()) / 10, "%") : std::string("n/a"); };
+  auto pct = [](const json& v) {
+    return v.is_number() ? str_cat(std::round(1000 * v.get<double>()) / 10, "%") : std::string("n/a");
+  };
   auto ratio = [&](const json& r) {
-    return r["status"] == "ok" ? str_cat(std::round(100 * r["train_seconds"].get<double>() / ref["train_seconds"].get<double>()) / 100, "x")
-                               : std::string("n/a");
+    return r["status"] == "ok"
+               ? str_cat(std::round(100 * r["train_seconds"].get<double>() / ref["train_seconds"].get<double>()) / 100,
+                         "x")
+               : std::string("n/a");
   };
   char buf[2000];
   std::snprintf(

@@ -112,7 +112,8 @@ json row_graph_history(const Points& P) {   // (2)
   const json* t = P.trick_metrics("graph-history");
   if (!t) return P.missing(2, "graph-history");
   const double tr = variant(*t, "train: total_loss += loss")["growth_bytes_per_iteration"].get<double>();
-  const double de = variant(*t, "train: total_loss += loss.detach() (or .item())")["growth_bytes_per_iteration"].get<double>();
+  const double de =
+      variant(*t, "train: total_loss += loss.detach() (or .item())")["growth_bytes_per_iteration"].get<double>();
   const double ev = variant(*t, "eval without no_grad: total_loss += loss")["growth_bytes_per_iteration"].get<double>();
   const std::string status = tr > 0 ? "confirmed" : ev > 0 ? "depends" : "refuted";
   return row(2, P.spec,
@@ -160,9 +161,11 @@ json row_inplace_relu(const Points& P) {   // (4)
 json row_no_grad(const Points& P) {   // (5)
   if (P.ok("no_grad").empty()) return P.missing(5, "no_grad");
   const json& tot = (*P.ok("no_grad")[0])["metrics"]["totals"];
-  const double fwd = tot["forward_only_peak_bytes"].get<double>(), trn = tot["training_forward_peak_bytes"].get<double>();
+  const double fwd = tot["forward_only_peak_bytes"].get<double>(),
+               trn = tot["training_forward_peak_bytes"].get<double>();
   return row(5, P.spec, str_cat("resnet18 batch 32 forward peak: no_grad ", mib(fwd), ", with grad ", mib(trn)),
-             trn / fwd >= 1.5 ? "confirmed" : "refuted", str_cat("a forward with grad needs ", times(trn / fwd), " the no_grad one"));
+             trn / fwd >= 1.5 ? "confirmed" : "refuted",
+             str_cat("a forward with grad needs ", times(trn / fwd), " the no_grad one"));
 }
 
 json row_empty_cache(const Points& P) {   // (6)
@@ -172,16 +175,16 @@ json row_empty_cache(const Points& P) {   // (6)
   const bool ok = a["allocated_bytes"] == b["allocated_bytes"] &&
                   a["reserved_bytes"].get<int64_t>() < b["reserved_bytes"].get<int64_t>() &&
                   n["reserved_peak_bytes"] == b["reserved_bytes"];
-  return row(6, P.spec,
-             str_cat("reserved ", mib(b["reserved_bytes"].get<double>()), " -> ", mib(a["reserved_bytes"].get<double>()),
-                     ", allocated ", mib(b["allocated_bytes"].get<double>()), " -> ",
-                     mib(a["allocated_bytes"].get<double>()), "; the next step reserves ",
-                     mib(n["reserved_peak_bytes"].get<double>()), " again with ", n["device_allocations"],
-                     " device allocations"),
-             ok ? "confirmed" : "refuted",
-             ok ? "reserved memory goes back, allocated does not move, and the next step takes the same "
-                  "peak back (at the price of new device allocations)"
-                : "not as claimed");
+  return row(
+      6, P.spec,
+      str_cat("reserved ", mib(b["reserved_bytes"].get<double>()), " -> ", mib(a["reserved_bytes"].get<double>()),
+              ", allocated ", mib(b["allocated_bytes"].get<double>()), " -> ", mib(a["allocated_bytes"].get<double>()),
+              "; the next step reserves ", mib(n["reserved_peak_bytes"].get<double>()), " again with ",
+              n["device_allocations"], " device allocations"),
+      ok ? "confirmed" : "refuted",
+      ok ? "reserved memory goes back, allocated does not move, and the next step takes the same "
+           "peak back (at the price of new device allocations)"
+         : "not as claimed");
 }
 
 json row_oom_skip(const Points& P) {   // (7)
@@ -220,7 +223,8 @@ json row_half(const Points& P) {   // (9)
 // axis, outermost) and judged against source.workers_min_speedup (verdict_rule.h).
 json row_workers(const Points& P) {
   std::map<std::string, std::vector<double>> ips;
-  for (const json* p : P.ok("workers")) ips[axis(*p, "workers")].push_back((*p)["metrics"]["images_per_s"].get<double>());
+  for (const json* p : P.ok("workers"))
+    ips[axis(*p, "workers")].push_back((*p)["metrics"]["images_per_s"].get<double>());
   if (ips["0"].empty() || ips["0"].size() != ips["2"].size()) return P.missing(10, "workers");
   const Interval r = paired_ratio(ips["2"], ips["0"]);
   const double want = P.spec["source"]["workers_min_speedup"].get<double>();
@@ -256,9 +260,10 @@ json row_seq(const Points& P) {
   }
   if (!solve3(A, B, c)) return P.missing(11, "seq");
   const double quad = c[2] * s_max * s_max / act_max;
-  return row(11, P.spec, str_cat("bert-mini batch 8 activations: ", ours), c[1] > 0 && c[2] > 0 ? "confirmed" : "refuted",
-             str_cat("fit c0 + c1*s + c2*s^2: c1 = ", std::round(c[1]), " B/token, c2 = ", std::round(c[2] * 100) / 100,
-                     " B/token^2; the quadratic (attention) term is ", std::round(quad * 1000) / 10, "% at s = ", s_max));
+  return row(
+      11, P.spec, str_cat("bert-mini batch 8 activations: ", ours), c[1] > 0 && c[2] > 0 ? "confirmed" : "refuted",
+      str_cat("fit c0 + c1*s + c2*s^2: c1 = ", std::round(c[1]), " B/token, c2 = ", std::round(c[2] * 100) / 100,
+              " B/token^2; the quadratic (attention) term is ", std::round(quad * 1000) / 10, "% at s = ", s_max));
 }
 
 json row_slim(const Points& P) {   // (12)
@@ -271,9 +276,9 @@ json row_slim(const Points& P) {   // (12)
                   m["2x128"].first < std::min(m["2x256"].first, m["4x128"].first);
   return row(12, P.spec,
              str_cat("bert-mini (layers x hidden) activations / peak: 4x256 ", mib(m["4x256"].first), " / ",
-                     mib(m["4x256"].second), ", 2x256 ", mib(m["2x256"].first), " / ", mib(m["2x256"].second), ", 4x128 ",
-                     mib(m["4x128"].first), " / ", mib(m["4x128"].second), ", 2x128 ", mib(m["2x128"].first), " / ",
-                     mib(m["2x128"].second)),
+                     mib(m["4x256"].second), ", 2x256 ", mib(m["2x256"].first), " / ", mib(m["2x256"].second),
+                     ", 4x128 ", mib(m["4x128"].first), " / ", mib(m["4x128"].second), ", 2x128 ",
+                     mib(m["2x128"].first), " / ", mib(m["2x128"].second)),
              ok ? "confirmed" : "refuted",
              "fewer layers and narrower layers each cut activations (the peak also holds the embedding "
              "table, which neither shrinks)");

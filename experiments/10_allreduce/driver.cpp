@@ -83,9 +83,12 @@ void add_bench_point(const json& p, json& series, json& traffic, json& meta) {
   json rows = json::array();
   for (const json& r : m["rows"]) {
     const auto rr = r["bytes_received_per_rank"].get<std::vector<double>>();
-    rows.push_back({{"bytes", r["size_bytes"]}, {"time_us", r["out_of_place"]["time_us"]},
-                    {"busbw_GBps", r["out_of_place"]["busbw_GBps"]}, {"in_place_busbw_GBps", r["in_place"]["busbw_GBps"]},
-                    {"received_max", *std::max_element(rr.begin(), rr.end())}, {"wrong", m["wrong_total"]}});
+    rows.push_back({{"bytes", r["size_bytes"]},
+                    {"time_us", r["out_of_place"]["time_us"]},
+                    {"busbw_GBps", r["out_of_place"]["busbw_GBps"]},
+                    {"in_place_busbw_GBps", r["in_place"]["busbw_GBps"]},
+                    {"received_max", *std::max_element(rr.begin(), rr.end())},
+                    {"wrong", m["wrong_total"]}});
   }
   series[s][std::to_string(n)] = {{"rows", rows}, {"memcpy_GBps", m.value("memcpy_GBps", 0.0)}};
 }
@@ -155,8 +158,9 @@ json model_on_anchors(const json& spec, const json& params) {
     const json& h = A["horovod"];
     const int g = h["gpus"].get<int>();
     const double link = h["link_Gbit"].get<double>() / 8 * 1e9;
-    for (const auto& [name, p] : {std::pair<std::string, double>{"resnet101", A["horovod"].value("params_resnet101", 44549160.0)},
-                                  {"vgg16", params["vgg16"].get<double>()}}) {
+    for (const auto& [name, p] :
+         {std::pair<std::string, double>{"resnet101", A["horovod"].value("params_resnet101", 44549160.0)},
+          {"vgg16", params["vgg16"].get<double>()}}) {
       const double comm = 2.0 * (g - 1) / g * 4.0 * p / link, e = h["efficiency_" + name].get<double>();
       anchors["horovod"][name] = {{"params", p}, {"all_reduce_s", comm}, {"published_efficiency", e},
                                   {"implied_compute_s", e / (1 - e) * comm}, {"gflops", h["gflops_" + name]}};
@@ -208,28 +212,31 @@ json verdict_10(const json& spec, const json& s) {
       const double t = v["all_reduce_us"].get<double>();
       if (t < fast) fast = t, fast_name = name;
       if (t > slow) slow = t, slow_name = name;
-      fast_step = std::min(fast_step, v["step_s"].get<double>()), slow_step = std::max(slow_step, v["step_s"].get<double>());
+      fast_step = std::min(fast_step, v["step_s"].get<double>()),
+      slow_step = std::max(slow_step, v["step_s"].get<double>());
     }
     const auto range = spec["source"]["backend_speed_range"].get<std::vector<double>>();
     const double step_ratio = slow_step / fast_step;
     ratio_in_range = step_ratio >= range[0] && step_ratio <= range[1];
     char buf[600];
-    std::snprintf(buf, sizeof buf,
-                  "At 2 ranks and the %s gradient (%.2f MB) an all-reduce takes %.0f us on %s and %.0f us on %s (%.1fx); "
-                  "with the %.3f s compute step that is a step-time ratio of %.3fx (source: %.0f-%.0fx)",
-                  spec["source"]["step_model"].get<std::string>().c_str(), b["gradient_bytes"].get<double>() / 1e6, fast,
-                  fast_name.c_str(), slow, slow_name.c_str(), slow / fast, b["compute_step_s"].get<double>(), step_ratio,
-                  range[0], range[1]);
+    std::snprintf(
+        buf, sizeof buf,
+        "At 2 ranks and the %s gradient (%.2f MB) an all-reduce takes %.0f us on %s and %.0f us on %s (%.1fx); "
+        "with the %.3f s compute step that is a step-time ratio of %.3fx (source: %.0f-%.0fx)",
+        spec["source"]["step_model"].get<std::string>().c_str(), b["gradient_bytes"].get<double>() / 1e6, fast,
+        fast_name.c_str(), slow, slow_name.c_str(), slow / fast, b["compute_step_s"].get<double>(), step_ratio,
+        range[0], range[1]);
     detail = buf;
   }
   char buf[1600];
-  std::snprintf(buf, sizeof buf,
-                "Per-rank traffic at the largest size matches the formulas at every rank: ring 2(n-1)/n x S up to %d ranks "
-                "(worst miss %.2g%%, so flat in n: at most 2x S), parameter server (n-1) x S at rank 0 up to %d ranks "
-                "(worst miss %.2g%%), and on meta rank 0 holds %.3f-%.3f x S of staging per extra rank -- %s. %s -- %s.",
-                ring_n, 100 * ring_miss, ps_n, 100 * ps_miss, staging_min > 1e8 ? 0.0 : staging_min, staging_max,
-                traffic_ok ? "as claimed" : "NOT as claimed", detail.c_str(),
-                ratio_in_range ? "inside the source's range" : "outside the source's range");
+  std::snprintf(
+      buf, sizeof buf,
+      "Per-rank traffic at the largest size matches the formulas at every rank: ring 2(n-1)/n x S up to %d ranks "
+      "(worst miss %.2g%%, so flat in n: at most 2x S), parameter server (n-1) x S at rank 0 up to %d ranks "
+      "(worst miss %.2g%%), and on meta rank 0 holds %.3f-%.3f x S of staging per extra rank -- %s. %s -- %s.",
+      ring_n, 100 * ring_miss, ps_n, 100 * ps_miss, staging_min > 1e8 ? 0.0 : staging_min, staging_max,
+      traffic_ok ? "as claimed" : "NOT as claimed", detail.c_str(),
+      ratio_in_range ? "inside the source's range" : "outside the source's range");
   // The backends' 2-10x is the source's GPU claim (NCCL against gloo / MPI): no NCCL runs here,
   // so it is pending a GPU; the CPU figures above are what the backends cost on this machine.
   const std::string status = verdict_status({judge_exact(traffic_ok), Judged::pending_gpu});

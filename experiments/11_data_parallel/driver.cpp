@@ -30,7 +30,8 @@ using json = nlohmann::json;
 
 std::vector<double> device_peaks(const json& p) {
   std::vector<double> out;
-  for (const auto& [name, st] : p["memory"]["devices"].items()) out.push_back(st["allocated_bytes.all.peak"].get<double>());
+  for (const auto& [name, st] : p["memory"]["devices"].items())
+    out.push_back(st["allocated_bytes.all.peak"].get<double>());
   return out;
 }
 double mean_of_others(const std::vector<double>& v) {
@@ -146,7 +147,8 @@ json throughput_rows(const std::vector<const json*>& pts) {
   for (auto& [label, row] : rows.items()) {
     row["step_s"] = median(row["step_s_runs"].get<std::vector<double>>());
     row["images_per_s"] = median(row["images_per_s_runs"].get<std::vector<double>>());
-    if (row.contains("ddp_hidden_share_runs")) row["ddp_hidden_share"] = median(row["ddp_hidden_share_runs"].get<std::vector<double>>());
+    if (row.contains("ddp_hidden_share_runs"))
+      row["ddp_hidden_share"] = median(row["ddp_hidden_share_runs"].get<std::vector<double>>());
   }
   return rows;
 }
@@ -162,7 +164,8 @@ json summarize_11(const json& spec, json& points) {
     const std::string entry = (*p)["name"].get<std::string>();
     const json& m = (*p)["metrics"];
     if (entry.rfind("throughput", 0) == 0) thr_points.push_back(p);
-    if (entry.rfind("equality", 0) == 0) equality[label_of(*p, "mode")] = {{"test_loss", m["history"]["epochs"].back()["test_loss"]}};
+    if (entry.rfind("equality", 0) == 0)
+      equality[label_of(*p, "mode")] = {{"test_loss", m["history"]["epochs"].back()["test_loss"]}};
   }
   double worst = 0;
   const auto ref = equality.find("1 device b32");
@@ -175,7 +178,8 @@ json summarize_11(const json& spec, json& points) {
   json out = {{"models", models}, {"throughput", throughput_rows(thr_points)}, {"equality", equality},
               {"equality_worst_rel_diff", worst}};
   const json& t = out["throughput"];
-  if (t.contains(kDpMode) && t.contains(kDdpMode) && t[kDpMode]["step_s_runs"].size() == t[kDdpMode]["step_s_runs"].size())
+  if (t.contains(kDpMode) && t.contains(kDdpMode) &&
+      t[kDpMode]["step_s_runs"].size() == t[kDdpMode]["step_s_runs"].size())
     out["dp_over_ddp_step"] = interval_json(paired_ratio(t[kDpMode]["step_s_runs"].get<std::vector<double>>(),
                                                          t[kDdpMode]["step_s_runs"].get<std::vector<double>>()));
   return out;
@@ -204,7 +208,8 @@ std::string model_memory_text(const std::string& model, const json& m, double ex
                 e["measured_bytes"].get<double>() / 1048576.0, e["predicted_bytes"].get<double>() / 1048576.0,
                 e["ratio"].get<double>(), m["bdp"]["gpu0_bsz"].get<double>(),
                 100 * m["bdp"]["device0_vs_others"].get<double>(), m["bdp"]["fit_balanced_gpu0_bsz"].get<double>(),
-                lb["dp"].get<double>(), lb["bdp"].get<double>(), lb["bdp_gpu0_bsz"].get<double>(), lb["ddp"].get<double>());
+                lb["dp"].get<double>(), lb["bdp"].get<double>(), lb["bdp_gpu0_bsz"].get<double>(),
+                lb["ddp"].get<double>());
   return buf;
 }
 
@@ -228,10 +233,12 @@ Judged ddp_speed_text(const json& s, std::string& text) {
 
 json verdict_11(const json& spec, const json& s) {
   const json& src = spec["source"];
-  const double excess_tol = src["excess_model_tolerance"].get<double>(), bal_tol = src["balance_tolerance"].get<double>();
+  const double excess_tol = src["excess_model_tolerance"].get<double>(),
+               bal_tol = src["balance_tolerance"].get<double>();
   MemoryClaims c;
   std::string mem, ddp_below_dp;
-  for (const auto& [model, m] : s["models"].items()) mem += model_memory_text(model, m, excess_tol, bal_tol, c, ddp_below_dp);
+  for (const auto& [model, m] : s["models"].items())
+    mem += model_memory_text(model, m, excess_tol, bal_tol, c, ddp_below_dp);
   if (!ddp_below_dp.empty())
     mem += str_cat("DDP's largest global batch is below DP's for ", ddp_below_dp,
                    ": every DDP rank holds a whole optimizer state and its gradient buckets, which DP keeps once, on "

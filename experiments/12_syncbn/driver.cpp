@@ -76,9 +76,11 @@ json summarize_12(const json& spec, json& points) {
       if (stat.count(other)) {
         g[str_cat(other, "_minus_bn_points")] = num_or_null(100 * (stat[other].first - stat["bn"].first));
         g[str_cat(other, "_spread_points")] = num_or_null(100 * (stat[other].second + stat["bn"].second));
-        g[str_cat(other, "_minus_bn_interval")] = interval_json(mean_difference(norms.at(other).acc, norms.at("bn").acc, min_seeds));
+        g[str_cat(other, "_minus_bn_interval")] =
+            interval_json(mean_difference(norms.at(other).acc, norms.at("bn").acc, min_seeds));
         if (norms.at(other).step.size() == norms.at("bn").step.size())   // the seed axis pairs the runs
-          g[str_cat(other, "_time_ratio_interval")] = interval_json(paired_ratio(norms.at(other).step, norms.at("bn").step));
+          g[str_cat(other, "_time_ratio_interval")] =
+              interval_json(paired_ratio(norms.at(other).step, norms.at("bn").step));
       }
     gaps.push_back(g);
   }
@@ -111,7 +113,8 @@ Parts12 judge_gaps_12(const json& spec, const json& s) {
       P.slower.push_back(judge_threshold(r, 1.0, true));
     }
     if (g.contains("gn_minus_bn_interval"))
-      P.gn += str_cat(P.gn.empty() ? "" : ", ", b, ": ", interval_text(interval_from_json(g["gn_minus_bn_interval"]), "seeds", 100, ""));
+      P.gn += str_cat(P.gn.empty() ? "" : ", ", b, ": ",
+                      interval_text(interval_from_json(g["gn_minus_bn_interval"]), "seeds", 100, ""));
   }
   OOMLAB_CHECK(!P.gaps.empty(), "experiment 12: no per-device batch has both bn and syncbn runs");
   if (P.small.size() < small.size()) P.small.push_back(Judged::too_few);
@@ -124,7 +127,10 @@ Parts12 judge_gaps_12(const json& spec, const json& s) {
 Judged all_of(const std::vector<Judged>& v) {
   if (std::find(v.begin(), v.end(), Judged::too_few) != v.end()) return Judged::too_few;
   const std::string st = verdict_status(v);
-  return st == "confirmed" ? Judged::holds : st == "refuted" ? Judged::fails : st == "depends" ? Judged::fails : Judged::noise;
+  return st == "confirmed" ? Judged::holds
+         : st == "refuted" ? Judged::fails
+         : st == "depends" ? Judged::fails
+                           : Judged::noise;
 }
 
 json verdict_12(const json& spec, const json& s) {
@@ -140,7 +146,8 @@ json verdict_12(const json& spec, const json& s) {
   };
   int64_t most_steps = 0, fewest_steps = INT64_MAX;
   for (const json& r : s["rows"])
-    most_steps = std::max(most_steps, r["steps"].get<int64_t>()), fewest_steps = std::min(fewest_steps, r["steps"].get<int64_t>());
+    most_steps = std::max(most_steps, r["steps"].get<int64_t>()),
+    fewest_steps = std::min(fewest_steps, r["steps"].get<int64_t>());
   const int64_t smallest = src["small_batches"][0].get<int64_t>();
   const std::string reason = str_cat(
       "ResNet-20 on Fashion-MNIST over 4 DDP rank threads, the same samples at every per-device batch (learning rate "

@@ -113,7 +113,8 @@ json verdict_13(const json& spec, const json& s) {
   const int64_t seeds = (*ref)["seeds"].get<int64_t>();
   auto find = [&](int64_t k, double factor, bool warmup) -> const json* {
     for (const json& r : s["rows"])
-      if (r["devices"] == k && std::abs(r["lr_factor"].get<double>() - factor) < 1e-6 && r["warmup"] == warmup) return &r;
+      if (r["devices"] == k && std::abs(r["lr_factor"].get<double>() - factor) < 1e-6 && r["warmup"] == warmup)
+        return &r;
     return nullptr;
   };
   auto diff = [](const json* r) {
@@ -125,7 +126,8 @@ json verdict_13(const json& spec, const json& s) {
   };
   std::vector<int64_t> ks;
   for (const json& r : s["rows"])
-    if (int64_t k = r["devices"].get<int64_t>(); k > 1 && std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+    if (int64_t k = r["devices"].get<int64_t>(); k > 1 && std::find(ks.begin(), ks.end(), k) == ks.end())
+      ks.push_back(k);
   std::sort(ks.begin(), ks.end());
   std::string lin_text, none_text, nowarm_text, match_ks, miss_ks;
   int judged_ks = 0;
@@ -137,7 +139,8 @@ json verdict_13(const json& spec, const json& s) {
     const Judged j = keeps_accuracy(*lin);
     parts.push_back(j);
     if (j == Judged::holds || j == Judged::fails)
-      (j == Judged::holds ? match_ks : miss_ks) += str_cat((j == Judged::holds ? match_ks : miss_ks).empty() ? "" : ", ", k);
+      (j == Judged::holds ? match_ks : miss_ks) +=
+          str_cat((j == Judged::holds ? match_ks : miss_ks).empty() ? "" : ", ", k);
     lin_text += str_cat(lin_text.empty() ? "" : ", ", k, ": ", interval_of(*lin), " -- ", judged_name(j));
     none_text += str_cat(none_text.empty() ? "" : ", ", k, ": ", diff(find(k, 1.0, false)));
     nowarm_text += str_cat(nowarm_text.empty() ? "" : ", ", k, ": ", diff(find(k, double(k), false)));
@@ -159,12 +162,13 @@ json verdict_13(const json& spec, const json& s) {
   std::snprintf(buf, sizeof buf,
                 "MLP on Fashion-MNIST, per-device batch 32, the same samples for every k (k times fewer steps), base "
                 "lr %.3g. 1 device: %.2f%% test accuracy (%lld seed(s)). Difference from it in points, by k, with lr x "
-                "k and warm-up, judged inside +-%.2g points (our margin: the source states none): %s -- %s. Without scaling (lr x 1): %s. lr x k without warm-up: %s. %lld devices at "
+                "k and warm-up, judged inside +-%.2g points (our margin: the source states none): %s -- %s. Without "
+                "scaling (lr x 1): %s. lr x k without warm-up: %s. %lld devices at "
                 "lr x %.0f with warm-up (the practitioners' figure): %s%s. Goyal et al. 2017: 76.26%% at batch 8k vs "
                 "76.40%% at 256 (ResNet-50, ImageNet, 5-epoch warm-up).",
                 src["base_lr"].get<double>(), 100 * num((*ref)["accuracy_mean"]), (long long)seeds,
-                src["match_tolerance_points"].get<double>(), lin_text.c_str(),
-                part.c_str(), none_text.c_str(), nowarm_text.c_str(), (long long)pk, pf, diff(prac).c_str(),
+                src["match_tolerance_points"].get<double>(), lin_text.c_str(), part.c_str(), none_text.c_str(),
+                nowarm_text.c_str(), (long long)pk, pf, diff(prac).c_str(),
                 !prac ? "" : str_cat(", ", interval_of(*prac), " -- ", judged_name(prac_j)).c_str());
   return {{"status", status}, {"reason", std::string(buf)}};
 }

@@ -32,7 +32,8 @@ json memory_rows(const json& spec, const std::vector<const json*>& saved, const 
   std::map<std::string, std::map<int64_t, double>> per;   // attention -> seq -> saved bytes per sample
   std::map<std::string, std::map<int64_t, std::map<int64_t, double>>> peak;   // attention -> seq -> batch -> bytes
   for (const json* p : saved)
-    per[attention_of(*p)][(*p)["axes"]["seq-len"].get<int64_t>()] = (*p)["metrics"]["totals"]["saved_bytes"].get<double>();
+    per[attention_of(*p)][(*p)["axes"]["seq-len"].get<int64_t>()] =
+        (*p)["metrics"]["totals"]["saved_bytes"].get<double>();
   for (const json* p : est)
     peak[attention_of(*p)][(*p)["axes"]["seq-len"].get<int64_t>()][(*p)["axes"]["batch"].get<int64_t>()] =
         (*p)["metrics"]["exact"]["peak_allocated_bytes"].get<double>();
@@ -91,7 +92,9 @@ json verdict_15(const json& spec, const json& s) {
   const double eager_quad = E.back()["quadratic_share"].get<double>();
   bool larger = true;
   std::string rows;
-  auto batch = [](const json& r) { return r.value("largest_batch", json()).is_number() ? r["largest_batch"].get<double>() : INFINITY; };
+  auto batch = [](const json& r) {
+    return r.value("largest_batch", json()).is_number() ? r["largest_batch"].get<double>() : INFINITY;
+  };
   auto batch_text = [&](const json& r) { return std::isinf(batch(r)) ? std::string("n/a") : str_cat(batch(r)); };
   for (size_t i = 0; i < E.size(); ++i) {
     larger = larger && batch(F[i]) >= batch(E[i]);
@@ -101,8 +104,10 @@ json verdict_15(const json& spec, const json& s) {
                     "x less saved per sample, batch ", batch_text(E[i]), " -> ", batch_text(F[i]));
   }
   const json& A = s["anchor_b24_s384"];
-  const double ours = A.contains("eager") && A.contains("fused") ? A["fused"].get<double>() / A["eager"].get<double>() : NAN;
-  const double theirs = src["torch_h100_peak_gb"]["sdpa"].get<double>() / src["torch_h100_peak_gb"]["eager"].get<double>();
+  const double ours =
+      A.contains("eager") && A.contains("fused") ? A["fused"].get<double>() / A["eager"].get<double>() : NAN;
+  const double theirs =
+      src["torch_h100_peak_gb"]["sdpa"].get<double>() / src["torch_h100_peak_gb"]["eager"].get<double>();
   const bool same = s["loss_max_rel_diff"].is_number() && s["loss_max_rel_diff"].get<double>() <= 1e-5;
   const std::vector<Judged> parts = {judge_exact(fused_quad <= tol), judge_exact(eager_quad > tol), judge_exact(larger),
                                      judge_exact(same), Judged::pending_gpu};

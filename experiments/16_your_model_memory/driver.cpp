@@ -60,7 +60,8 @@ json summarize_16(const json& spec, json& points) {
   for (const std::string& model : order) {
     json& row = rows[model];
     for (auto& [tech, t] : row["techniques"].items())
-      t["saving"] = row.contains("peak_bytes") ? 1.0 - t["peak_bytes"].get<double>() / row["peak_bytes"].get<double>() : 0.0;
+      t["saving"] =
+          row.contains("peak_bytes") ? 1.0 - t["peak_bytes"].get<double>() / row["peak_bytes"].get<double>() : 0.0;
     out.push_back(row);
   }
   return {{"models", out}, {"batch", 8}, {"profile", spec.value("profile", "")}};
@@ -78,8 +79,9 @@ json verdict_16(const json& spec, const json& s) {
   for (const json& r : s["models"]) {
     const double err = r["formula_error"].get<double>(), share = r["activation_share"].get<double>();
     parts.push_back(judge_exact(std::abs(err) <= tol));
-    (std::abs(err) <= tol ? within : outside) += str_cat((std::abs(err) <= tol ? within : outside).empty() ? "" : ", ",
-                                                          r["model"].get<std::string>(), " ", err > 0 ? "+" : "", pct(err));
+    (std::abs(err) <= tol ? within : outside) +=
+        str_cat((std::abs(err) <= tol ? within : outside).empty() ? "" : ", ", r["model"].get<std::string>(), " ",
+                err > 0 ? "+" : "", pct(err));
     parts.push_back(judge_exact(share > 0.5));
     share_lo = std::min(share_lo, share), share_hi = std::max(share_hi, share);
     for (auto& [tech, t] : r["techniques"].items()) {
@@ -91,7 +93,8 @@ json verdict_16(const json& spec, const json& s) {
       all_lower[tech] = all_lower[tech] && sv > 0;
       all_larger.emplace(tech, true);
       for (auto& [card, b] : t["largest_batch"].items())
-        all_larger[tech] = all_larger[tech] && b.get<int64_t>() > r["techniques"]["fp32"]["largest_batch"].value(card, int64_t(0));
+        all_larger[tech] =
+            all_larger[tech] && b.get<int64_t>() > r["techniques"]["fp32"]["largest_batch"].value(card, int64_t(0));
     }
   }
   std::string techs;

@@ -80,13 +80,14 @@ json verdict_17(const json& spec, const json& s) {
     within = within && over <= block;
     const int64_t be = e["largest_batch"].get<int64_t>(), bg = g["largest_batch"].get<int64_t>();
     same_fit = same_fit && bg >= be;
-    batches += str_cat(batches.empty() ? "" : ", ", r["model"].get<std::string>(), " ", be, " eager / ", bg, " graphed");
+    batches +=
+        str_cat(batches.empty() ? "" : ", ", r["model"].get<std::string>(), " ", be, " eager / ", bg, " graphed");
     figures += str_cat(figures.empty() ? "" : "; ", r["model"].get<std::string>(), ": ",
                        e["allocations_per_step"].get<double>(), " allocations per eager step, ", per_step,
                        " per replay; allocated peak ", gib(e["peak_bytes"].get<double>()), " eager, ",
-                       gib(g["peak_bytes"].get<double>()), " graphed; reserved ", gib(e["reserved_bytes"].get<double>()),
-                       " eager, ", gib(g["reserved_bytes"].get<double>()), " graphed, of which the graph's pool ",
-                       gib(g["pool_bytes"].get<double>()));
+                       gib(g["peak_bytes"].get<double>()), " graphed; reserved ",
+                       gib(e["reserved_bytes"].get<double>()), " eager, ", gib(g["reserved_bytes"].get<double>()),
+                       " graphed, of which the graph's pool ", gib(g["pool_bytes"].get<double>()));
   }
   parts.push_back(judge_exact(none_alloc));
   parts.push_back(judge_exact(within));

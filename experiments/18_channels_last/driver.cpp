@@ -29,7 +29,8 @@ json summarize_18(const json& spec, json& points) {
     const std::string model = (*p)["axes"]["model"], mode = (*p)["axes"]["mode"];
     if (!rows.count(model)) { order.push_back(model); rows[model] = {{"model", model}}; }
     const json& s = (*p)["memory"]["devices"]["meta:0"];
-    rows[model][mode] = {{"peak_bytes", s["allocated_bytes.all.peak"]}, {"reserved_bytes", s["reserved_bytes.all.peak"]}};
+    rows[model][mode] = {{"peak_bytes", s["allocated_bytes.all.peak"]},
+                         {"reserved_bytes", s["reserved_bytes.all.peak"]}};
   }
   for (const json* p : ok_points(points, "estimate")) {
     const std::string model = (*p)["axes"]["model"], mode = (*p)["axes"]["mode"];
@@ -58,10 +59,10 @@ json verdict_18(const json& spec, const json& s) {
     figures += str_cat(figures.empty() ? "" : "; ", model, ": ", gib(n["peak_bytes"].get<double>()), " NCHW, ",
                        gib(c["peak_bytes"].get<double>()), " channels_last (", diff >= 0 ? "+" : "",
                        std::llround(diff / 1024.0), " KiB)");
-    batches += str_cat(batches.empty() ? "" : ", ", model, " ", bn, " NCHW / ", bc, " channels_last",
-                       bc < bn ? str_cat(" (", bn - bc, " fewer, ", std::round(1000.0 * double(bn - bc) / double(bn)) / 10,
-                                         "%)")
-                               : "");
+    batches += str_cat(
+        batches.empty() ? "" : ", ", model, " ", bn, " NCHW / ", bc, " channels_last",
+        bc < bn ? str_cat(" (", bn - bc, " fewer, ", std::round(1000.0 * double(bn - bc) / double(bn)) / 10, "%)")
+                : "");
   }
   const std::vector<Judged> parts = {judge_exact(same_peak), judge_exact(same_fit), Judged::pending_gpu};
   const std::string reason = str_cat(

@@ -22,7 +22,8 @@ inline void add_benchmark_context(const Device& device) {
   }
   for (auto& [k, v] : ctx.items()) {
     if (v.is_object()) {
-      for (auto& [k2, v2] : v.items()) benchmark::AddCustomContext("oomlab_" + k2, v2.is_string() ? v2.get<std::string>() : v2.dump());
+      for (auto& [k2, v2] : v.items())
+        benchmark::AddCustomContext("oomlab_" + k2, v2.is_string() ? v2.get<std::string>() : v2.dump());
     } else {
       benchmark::AddCustomContext("oomlab_" + k, v.is_string() ? v.get<std::string>() : v.dump());
     }

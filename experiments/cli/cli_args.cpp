@@ -119,9 +119,11 @@ void CliArgs::parse(const std::vector<std::string>& argv) {
       if (a.size() > 1 && a[0] == '-')
         throw ValueError(str_cat("oomlab ", command_, ": unknown flag '", a, "' (flags start with two dashes, e.g. -",
                                  a, "; known:", known_flags(command_), ")"));
-      OOMLAB_CHECK(positionals_.size() < max_pos, "oomlab ", command_, ": unexpected argument '", a, "'",
-                   max_pos == 0 ? " (this command takes no positional arguments; every setting is a flag, e.g. --model " + a + ")"
-                                : str_cat(" (at most ", max_pos, " positional argument)"));
+      OOMLAB_CHECK(
+          positionals_.size() < max_pos, "oomlab ", command_, ": unexpected argument '", a, "'",
+          max_pos == 0
+              ? " (this command takes no positional arguments; every setting is a flag, e.g. --model " + a + ")"
+              : str_cat(" (at most ", max_pos, " positional argument)"));
       positionals_.push_back(a);
       continue;
     }

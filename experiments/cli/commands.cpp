@@ -111,7 +111,8 @@ const CommandFlags& command_flags(const std::string& command) {
   static const std::map<std::string, CommandFlags> flags = [] {
     std::map<std::string, CommandFlags> m;
     for (const FlagSpec& f : flag_table())
-      for (const std::string& c : f.commands) (f.kind == FlagKind::switch_ ? m[c].switches : m[c].valued).insert(f.name);
+      for (const std::string& c : f.commands)
+        (f.kind == FlagKind::switch_ ? m[c].switches : m[c].valued).insert(f.name);
     return m;
   }();
   auto it = flags.find(command);
@@ -139,7 +140,8 @@ int cmd_amp_policy(const std::vector<std::string>& args) {
   }
   std::puts("other ops (relu, gelu, dropout, pooling, upsample, embedding, views) run in their input's dtype; "
             "float64 is never lowered;\nparameters, gradients and optimizer state stay float32 (master weights)");
-  write_json_if_asked(a, make_results("amp-policy", cpu_device(), nlohmann::json::object(), {{"rules", rows}}, "nothing: no run"));
+  write_json_if_asked(
+      a, make_results("amp-policy", cpu_device(), nlohmann::json::object(), {{"rules", rows}}, "nothing: no run"));
   return 0;
 }
 
@@ -175,7 +177,10 @@ int cmd_summary(const std::vector<std::string>& args) {
                   format_bytes(double(t.korthikanti_fp32_bytes)).c_str(),
                   double(t.saved_bytes) / double(std::max<int64_t>(1, t.korthikanti_fp32_bytes)));
   }
-  nlohmann::json cfg = {{"model", spec.model}, {"input", s.input}, {"batch", s.batch}, {"checkpoint", spec.checkpoint.spec},
+  nlohmann::json cfg = {{"model", spec.model},
+                        {"input", s.input},
+                        {"batch", s.batch},
+                        {"checkpoint", spec.checkpoint.spec},
                         {"amp", spec.amp_text()}};
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("summary", meta_device(), cfg, s.to_json(),
@@ -199,7 +204,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
     budget = ch.to_json();
     spec.checkpoint = ch.policy;
   }
-  MemoryEstimate e = with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, spec.batch, opt, cap, record); });
+  MemoryEstimate e =
+      with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, spec.batch, opt, cap, record); });
   auto row = [](const char* what, int64_t exact, const char* formula_what, int64_t formula) {
     std::printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
                 formula < 0 ? "" : format_bytes(double(formula)).c_str());
@@ -230,10 +236,18 @@ int cmd_estimate(const std::vector<std::string>& args) {
                 lb.at_search_cap ? ">= " : "", (long long)lb.batch, (long long)lb.probes);
     metrics["largest_batch"] = lb.to_json();
   }
-  nlohmann::json cfg = {{"model", spec.model},  {"batch", e.batch}, {"optimizer", opt}, {"momentum", opt == "sgd" ? spec.momentum.value_or(0.9) : 0.0}, {"device_memory", cap},
-                        {"checkpoint", spec.checkpoint.spec}, {"amp", spec.amp_text()}, {"half", spec.half},
-                        {"master_weights", spec.master_weights}, {"loss_scale", spec.loss_scale.str()},
-                        {"cuda_graphs", spec.cuda_graphs}, {"channels_last", spec.channels_last}};
+  nlohmann::json cfg = {{"model", spec.model},
+                        {"batch", e.batch},
+                        {"optimizer", opt},
+                        {"momentum", opt == "sgd" ? spec.momentum.value_or(0.9) : 0.0},
+                        {"device_memory", cap},
+                        {"checkpoint", spec.checkpoint.spec},
+                        {"amp", spec.amp_text()},
+                        {"half", spec.half},
+                        {"master_weights", spec.master_weights},
+                        {"loss_scale", spec.loss_scale.str()},
+                        {"cuda_graphs", spec.cuda_graphs},
+                        {"channels_last", spec.channels_last}};
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, metrics,

@@ -77,7 +77,8 @@ void rows_model_flags(std::vector<FlagSpec>& t) {
                   .text("DIR").applies("dataset", {"fashion-mnist", "npy"})
                   .to(&RunSpec::data_dir).s);
   t.push_back(F("data-dir", kStep, "the folder of train_inputs.npy and train_labels.npy").text("DIR").required().s);
-  t.push_back(F("init", kStep, "the starting weights (a PyTorch state_dict saved with safetensors)").text("FILE").required().s);
+  t.push_back(
+      F("init", kStep, "the starting weights (a PyTorch state_dict saved with safetensors)").text("FILE").required().s);
   t.push_back(F("out", kStep, "where to write loss, logits, gradients and updated weights (safetensors)")
                   .text("FILE").required().output().s);
   t.push_back(F("input", kTrain, "the sample shape of the synthetic images").int_list("C,H,W")
@@ -131,15 +132,26 @@ void rows_run_length_flags(std::vector<FlagSpec>& t) {
                   .to(&RunSpec::epochs).s);
   t.push_back(F("steps", kTrain, "optimizer steps, instead of epochs").integer("S", 1)
                   .to(&RunSpec::steps).s);
-  t.push_back(F("accumulate", kTrain, "micro-batches per optimizer step (gradient accumulation)").integer("K", 1).def("1")
-                  .to(&RunSpec::accumulate).s);
-  t.push_back(F("optimizer", kTrain, "the optimizer (default: the model family's recipe)").choice({"sgd", "adam", "adamw"})
-                  .to(&RunSpec::optimizer).s);
-  t.push_back(F("optimizer", kEstimate, "the optimizer whose state is counted").choice({"sgd", "adam", "adamw"}).def("sgd")
-                  .to(&RunSpec::optimizer).s);
-  t.push_back(F("momentum", kEstimate, "SGD momentum (0: plain SGD, no state)").number("X", 0, 1, false, true).def("0.9")
+  t.push_back(F("accumulate", kTrain, "micro-batches per optimizer step (gradient accumulation)")
+                  .integer("K", 1)
+                  .def("1")
+                  .to(&RunSpec::accumulate)
+                  .s);
+  t.push_back(F("optimizer", kTrain, "the optimizer (default: the model family's recipe)")
+                  .choice({"sgd", "adam", "adamw"})
+                  .to(&RunSpec::optimizer)
+                  .s);
+  t.push_back(F("optimizer", kEstimate, "the optimizer whose state is counted")
+                  .choice({"sgd", "adam", "adamw"})
+                  .def("sgd")
+                  .to(&RunSpec::optimizer)
+                  .s);
+  t.push_back(F("momentum", kEstimate, "SGD momentum (0: plain SGD, no state)")
+                  .number("X", 0, 1, false, true)
+                  .def("0.9")
                   .applies("optimizer", {"sgd"})
-                  .to(&RunSpec::momentum).s);
+                  .to(&RunSpec::momentum)
+                  .s);
   t.push_back(F("lr", kTrain, "the learning rate (default: the recipe's)").number("X", 0, 1e6, true, false)
                   .to(&RunSpec::lr).s);
   t.push_back(F("lr", kStep, "the SGD learning rate").number("X", 0, 1e6, true, false).def("0.1").s);
@@ -149,14 +161,22 @@ void rows_run_length_flags(std::vector<FlagSpec>& t) {
                   .to(&RunSpec::weight_decay).s);
   t.push_back(F("nesterov", kTrain, "Nesterov momentum (torch.optim.SGD(nesterov=True))").sw()
                   .to(&RunSpec::nesterov).s);
-  t.push_back(F("schedule", kTrain, "the lr schedule: constant, step:..., cosine:..., warmup-cosine[:...], lambda-warmup-cosine:...").text("SPEC")
-                  .to(&RunSpec::schedule).s);
-  t.push_back(F("lr-groups", kTrain, "parameter groups with their own lr: NAME_PREFIX=FACTOR,... (lr x FACTOR; the schedule scales each)")
+  t.push_back(F("schedule", kTrain,
+                "the lr schedule: constant, step:..., cosine:..., warmup-cosine[:...], lambda-warmup-cosine:...")
+                  .text("SPEC")
+                  .to(&RunSpec::schedule)
+                  .s);
+  t.push_back(F("lr-groups", kTrain,
+                "parameter groups with their own lr: NAME_PREFIX=FACTOR,... (lr x FACTOR; the schedule scales each)")
                   .text("GROUPS")
-                  .to(+[](RunSpec& r, const std::string& v) { r.lr_groups = parse_lr_groups(v); }).s);
-  t.push_back(F("tta", kTrain, "test-time augmentation: evaluate on the inputs and their mirror image, average the probabilities")
-                  .choice({"none", "flip"}).def("none")
-                  .to(+[](RunSpec& r, const std::string& v) { r.tta_flip = v == "flip"; }).s);
+                  .to(+[](RunSpec& r, const std::string& v) { r.lr_groups = parse_lr_groups(v); })
+                  .s);
+  t.push_back(F("tta", kTrain,
+                "test-time augmentation: evaluate on the inputs and their mirror image, average the probabilities")
+                  .choice({"none", "flip"})
+                  .def("none")
+                  .to(+[](RunSpec& r, const std::string& v) { r.tta_flip = v == "flip"; })
+                  .s);
   t.push_back(F("ema", kTrain, "keep an exponential moving average of the weights, evaluated at the end")
                   .number("DECAY", 0, 1, false, true)
                   .to(&RunSpec::ema_decay).s);
@@ -167,8 +187,11 @@ void rows_run_length_flags(std::vector<FlagSpec>& t) {
 void rows_state_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("device-memory", kTrain, "cap every device's allocator at SIZE (a smaller GPU, on any device)").size()
                   .to(&RunSpec::device_memory).s);
-  t.push_back(F("device-memory", kEstimate, "the capacity to judge the peak against; also finds the largest batch that fits").size()
-                  .to(&RunSpec::device_memory).s);
+  t.push_back(
+      F("device-memory", kEstimate, "the capacity to judge the peak against; also finds the largest batch that fits")
+          .size()
+          .to(&RunSpec::device_memory)
+          .s);
   t.push_back(F("save", kTrain, "write checkpoints to DIR/step-N (rank 0)").text("DIR")
                   .to(&RunSpec::save_dir).s);
   t.push_back(F("save-every", kTrain, "steps between checkpoints (0: at the end only)").integer("S", 0).needs("save")
@@ -179,8 +202,11 @@ void rows_state_flags(std::vector<FlagSpec>& t) {
                   .to(+[](RunSpec& r, const std::string& v) { r.stop_on_nan = v == "stop"; }).s);
   t.push_back(F("on-oom", kTrain, "what an out-of-memory step does").choice({"raise", "skip", "split"}).def("raise")
                   .to(+[](RunSpec& r, const std::string& v) { r.on_oom = parse_on_oom(v); }).s);
-  t.push_back(F("workers", kTrain, "DataLoader worker threads (0: load in the training thread)").integer("N", 0, 64).def("1")
-                  .to(&RunSpec::workers).s);
+  t.push_back(F("workers", kTrain, "DataLoader worker threads (0: load in the training thread)")
+                  .integer("N", 0, 64)
+                  .def("1")
+                  .to(&RunSpec::workers)
+                  .s);
   t.push_back(F("pin-memory", kTrain, "stage batches in pinned host memory").sw()
                   .to(&RunSpec::pin_memory).s);
   t.push_back(F("cuda-graphs", kTrain, "capture the step after 3 warm-up steps, then replay it (meta: its memory)")
@@ -208,16 +234,21 @@ void rows_precision_flags(std::vector<FlagSpec>& t) {
 }
 
 void rows_output_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("eval-batches", kTrain, "test batches per evaluation (-1: the whole test set)").integer("N", -1).def("-1")
-                  .to(&RunSpec::eval_batches).s);
+  t.push_back(F("eval-batches", kTrain, "test batches per evaluation (-1: the whole test set)")
+                  .integer("N", -1)
+                  .def("-1")
+                  .to(&RunSpec::eval_batches)
+                  .s);
   t.push_back(F("log-every", kTrain, "steps between progress lines (0: none)").integer("N", 0).def("50")
                   .to(&RunSpec::log_every).s);
   t.push_back(F("quiet", kTrain, "no progress lines").sw()
                   .to(&RunSpec::quiet).s);
   t.push_back(F("json", {"train", "summary", "estimate", "amp-policy", "trick", "allreduce-bench"},
                 "write the results as JSON (atomically)").text("FILE").output().s);
-  t.push_back(F("memory-snapshot", {"train", "estimate"}, "the allocator's history for pytorch.org/memory_viz").text("FILE")
-                  .output().s);
+  t.push_back(F("memory-snapshot", {"train", "estimate"}, "the allocator's history for pytorch.org/memory_viz")
+                  .text("FILE")
+                  .output()
+                  .s);
   t.push_back(F("chrome-trace", {"train", "estimate"}, "ops and memory for ui.perfetto.dev").text("FILE").output().s);
 }
 
@@ -227,8 +258,11 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
                   .to(+[](RunSpec& r, const std::string& v) { r.parallel = parse_parallel_mode(v); }).s);
   t.push_back(F("devices", kTrain, "logical devices (ranks) from --device on").integer("N", 1, 1024).def("1")
                   .to(&RunSpec::devices).s);
-  t.push_back(F("gpu0-bsz", kTrain, "device 0's samples per step under bdp").integer("B0", 0).applies("parallel", {"bdp"})
-                  .to(&RunSpec::gpu0_bsz).s);
+  t.push_back(F("gpu0-bsz", kTrain, "device 0's samples per step under bdp")
+                  .integer("B0", 0)
+                  .applies("parallel", {"bdp"})
+                  .to(&RunSpec::gpu0_bsz)
+                  .s);
   t.push_back(F("bucket-cap", kTrain, "DDP's gradient bucket size (PyTorch: 25MiB)").size().applies("parallel", {"ddp"})
                   .to(&RunSpec::bucket_cap).s);
   t.push_back(F("timeout", kTrain, "seconds the ddp rendezvous and each collective may wait (one process per rank)")
@@ -243,12 +277,15 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
 
 void rows_arch_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("hidden", kModel, "bert-*: hidden size").integer("N", 1, 65536).models("bert-shape").s);
-  t.push_back(F("layers", kModel, "bert-*: encoder layers (GPT-3 has 96)").integer("N", 1, 1024).models("bert-shape").s);
+  t.push_back(
+      F("layers", kModel, "bert-*: encoder layers (GPT-3 has 96)").integer("N", 1, 1024).models("bert-shape").s);
   t.push_back(F("heads", kModel, "bert-*: attention heads").integer("N", 1, 1024).models("bert-shape").s);
   t.push_back(F("max-positions", kModel, "bert-*: position-embedding table size").integer("N", 1, 1 << 20)
                   .models("bert-shape").s);
-  t.push_back(F("dropout", kModel, "bert-*, vgg*: dropout probability").number("P", 0, 1, false, true).models("dropout").s);
-  t.push_back(F("base-width", kModel, "unet*: channels of the first level").integer("N", 1, 65536).models("unet-shape").s);
+  t.push_back(
+      F("dropout", kModel, "bert-*, vgg*: dropout probability").number("P", 0, 1, false, true).models("dropout").s);
+  t.push_back(
+      F("base-width", kModel, "unet*: channels of the first level").integer("N", 1, 65536).models("unet-shape").s);
   t.push_back(F("depth", kModel, "unet*: levels").integer("N", 1, 16).models("unet-shape").s);
   t.push_back(F("norm", kModel, "resnet*: the normalisation layer").choice({"bn", "gn", "none"}).models("norm").s);
   t.push_back(F("fuse-relu", kModel, "resnet*, vgg*: each ReLU applied by the op before it (same results)")
@@ -263,8 +300,11 @@ void rows_backend_option_flags(std::vector<FlagSpec>& t) {
                   .choice({"none", "cudnn", "all"}).applies("device", {"cuda"}).s);
   t.push_back(F("cudnn-benchmark", kTrain, "cuDNN autotuning (torch.backends.cudnn.benchmark)").choice({"on", "off"})
                   .applies("device", {"cuda"}).s);
-  t.push_back(F("cudnn-deterministic", kTrain, "deterministic cuDNN algorithms only (torch.backends.cudnn.deterministic)")
-                  .choice({"on", "off"}).applies("device", {"cuda"}).s);
+  t.push_back(
+      F("cudnn-deterministic", kTrain, "deterministic cuDNN algorithms only (torch.backends.cudnn.deterministic)")
+          .choice({"on", "off"})
+          .applies("device", {"cuda"})
+          .s);
   t.push_back(F("cudnn-workspace-limit", kTrain, "the largest cuDNN workspace an algorithm may use").size()
                   .applies("device", {"cuda"}).s);
 }
@@ -277,7 +317,11 @@ void rows_bench_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("device", kBench, "where the buffers live").choice({"cpu", "meta", "cuda"}).def("cpu").s);
   t.push_back(F("rank", kBench, "this process's rank (else torchrun / mpirun / Slurm variables)").integer("R", 0)
                   .needs("world-size").applies("backend", kProcessBackends).s);
-  t.push_back(F("world-size", kBench, "the number of processes").integer("N", 1).needs("rank").applies("backend", kProcessBackends).s);
+  t.push_back(F("world-size", kBench, "the number of processes")
+                  .integer("N", 1)
+                  .needs("rank")
+                  .applies("backend", kProcessBackends)
+                  .s);
   t.push_back(F("master-addr", kBench, "rank 0's host").text("HOST").applies("backend", kProcessBackends).s);
   t.push_back(F("master-port", kBench, "rank 0's port").integer("P", 1, 65535).applies("backend", kProcessBackends).s);
   t.push_back(F("min-bytes", kBench, "the smallest message").size().def("8").s);
@@ -288,7 +332,10 @@ void rows_bench_flags(std::vector<FlagSpec>& t) {
                   .choice({"float", "double", "half", "bfloat16", "int64"}).def("float").s);
   t.push_back(F("iters", kBench, "timed iterations per size").integer("N", 1).def("20").s);
   t.push_back(F("warmup", kBench, "untimed iterations per size").integer("N", 0).def("5").s);
-  t.push_back(F("timeout", kBench, "seconds the rendezvous and each collective may wait").number("SECONDS", 0, 1e6, true, false).def("300").s);
+  t.push_back(F("timeout", kBench, "seconds the rendezvous and each collective may wait")
+                  .number("SECONDS", 0, 1e6, true, false)
+                  .def("300")
+                  .s);
 }
 
 void rows_other_flags(std::vector<FlagSpec>& t) {

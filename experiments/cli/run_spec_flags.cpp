@@ -112,8 +112,9 @@ void train_classes_flag(const CliArgs& a, RunSpec& c) {
   const int64_t graph_classes = is_graph_model(c.model) ? graph_model_config(c.model).num_classes : 0;
   c.num_classes = a.get_int("classes", c.dataset == "synthetic-seg" ? 4 : seq ? 2 : graph_classes > 0 ? graph_classes
                                                                                  : npy ? 0 : c.num_classes);
-  OOMLAB_CHECK(!seq || graph_classes == 0 || graph_classes >= 2, "--dataset synthetic-seq is a 2-class task and --model ",
-               c.model, " has ", graph_classes, " output class(es)");
+  OOMLAB_CHECK(!seq || graph_classes == 0 || graph_classes >= 2,
+               "--dataset synthetic-seq is a 2-class task and --model ", c.model, " has ", graph_classes,
+               " output class(es)");
   OOMLAB_CHECK(!npy || a.has("data-dir"), "--dataset npy needs --data-dir DIR holding train_inputs.npy and "
                "train_labels.npy (README: \"Your own data\")");
 }

@@ -5,8 +5,8 @@
 //  * The child's stdout and stderr go to log_path; run_child never throws for anything the
 //    child does (only for failing to start it: IoError).
 //  * status: "ok" (exit 0), "oom" (exit 3, exit_codes.h), "diverged" (exit 4: a NaN/Inf loss;
-//    its results file is written), "error" (other non-zero exit), "crash" (killed by a signal it did not get from us), "timeout"
-//    (still running after timeout_s: SIGTERM, then SIGKILL 5 s later).
+//    its results file is written), "error" (other non-zero exit), "crash" (killed by a signal it did not get from us),
+//    "timeout" (still running after timeout_s: SIGTERM, then SIGKILL 5 s later).
 //  * message: the child's "oomlab: error: ..." line, the signal, or the timeout.
 //  * The child gets SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG): a run
 //    killed with -9 leaves no point running. Call run_child from a thread that outlives it.

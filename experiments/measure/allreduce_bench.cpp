@@ -54,11 +54,14 @@ void check_bench_options(BenchOptions& o) {
     o.algo = "-";
   }
   const DType d = bench_dtype(o.dtype);
-  OOMLAB_CHECK(o.device == "cpu" || (local && o.device == "meta") || ((local || o.backend == "nccl") && o.device == "cuda"),
-               "--device '", o.device, "' is not served by --backend ", o.backend,
-               " (local: cpu, meta or cuda; gloo, mpi: cpu; nccl: cuda)");
-  OOMLAB_CHECK(o.device == "meta" || o.ranks <= 64, "--ranks ", o.ranks, " on cpu: at most 64 rank threads (meta allows 1024)");
-  OOMLAB_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes (", o.min_bytes, ") is larger than --max-bytes (", o.max_bytes, ")");
+  OOMLAB_CHECK(
+      o.device == "cpu" || (local && o.device == "meta") || ((local || o.backend == "nccl") && o.device == "cuda"),
+      "--device '", o.device, "' is not served by --backend ", o.backend,
+      " (local: cpu, meta or cuda; gloo, mpi: cpu; nccl: cuda)");
+  OOMLAB_CHECK(o.device == "meta" || o.ranks <= 64, "--ranks ", o.ranks,
+               " on cpu: at most 64 rank threads (meta allows 1024)");
+  OOMLAB_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes (", o.min_bytes, ") is larger than --max-bytes (", o.max_bytes,
+               ")");
   OOMLAB_CHECK(o.max_bytes >= int64_t(dtype_size(d)), "--max-bytes ", o.max_bytes, " is smaller than one ", o.dtype);
 }
 
@@ -194,8 +197,10 @@ double bus_factor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; }
 std::string wrong_str(int64_t w) { return w < 0 ? "N/A" : std::to_string(w); }
 
 json measure_json(const Measure& m, int64_t bytes, int n) {
-  return {{"time_us", m.time_us}, {"algbw_GBps", algbw(bytes, m.time_us)},
-          {"busbw_GBps", algbw(bytes, m.time_us) * bus_factor(n)}, {"wrong", m.wrong < 0 ? json(nullptr) : json(m.wrong)}};
+  return {{"time_us", m.time_us},
+          {"algbw_GBps", algbw(bytes, m.time_us)},
+          {"busbw_GBps", algbw(bytes, m.time_us) * bus_factor(n)},
+          {"wrong", m.wrong < 0 ? json(nullptr) : json(m.wrong)}};
 }
 }  // namespace
 
@@ -204,10 +209,11 @@ json measure_json(const Measure& m, int64_t bytes, int n) {
 static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int64_t wrong_total, double memcpy_bw,
                         int64_t max_size) {
   const int n = o.ranks;
-  std::printf("# oomlab allreduce-bench: backend %s algo %s ranks %d device %s minBytes %lld maxBytes %lld step: %lld(factor) "
-              "warmup iters: %lld iters: %lld validation: %d\n",
-              o.backend.c_str(), o.algo.c_str(), n, o.device.c_str(), (long long)o.min_bytes, (long long)o.max_bytes,
-              (long long)o.step_factor, (long long)o.warmup, (long long)o.iters, o.device == "meta" ? 0 : 1);
+  std::printf(
+      "# oomlab allreduce-bench: backend %s algo %s ranks %d device %s minBytes %lld maxBytes %lld step: %lld(factor) "
+      "warmup iters: %lld iters: %lld validation: %d\n",
+      o.backend.c_str(), o.algo.c_str(), n, o.device.c_str(), (long long)o.min_bytes, (long long)o.max_bytes,
+      (long long)o.step_factor, (long long)o.warmup, (long long)o.iters, o.device == "meta" ? 0 : 1);
   std::printf("#%62s%35s\n", "out-of-place", "in-place");
   std::printf("#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
               "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");

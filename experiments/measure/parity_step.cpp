@@ -83,7 +83,10 @@ void run_parity_step(const StepRequest& r) {
   // a causal language model (a graph whose token input gives [B, T, V] logits): next-token targets
   const Tensor loss = task_loss(logits, logits.dim() == 3 && tokens && y.dim() == 1 ? next_token_targets(x) : y);
   const double loss_value = loss.item();
-  OOMLAB_CHECK(std::isfinite(loss_value), "step: the loss is ", std::isnan(loss_value) ? "NaN" : loss_value > 0 ? "+Inf" : "-Inf",
+  OOMLAB_CHECK(std::isfinite(loss_value), "step: the loss is ",
+               std::isnan(loss_value) ? "NaN"
+               : loss_value > 0       ? "+Inf"
+                                      : "-Inf",
                ": nothing is written to ", out, "; are the weights in ", init, " finite?");
   loss.backward();
 

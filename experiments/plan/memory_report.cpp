@@ -192,7 +192,8 @@ ModelSummary summarize_model(const RunSpec& spec, int64_t batch) {
   hooks.unpack = [](const std::shared_ptr<void>& h) { return *static_cast<Tensor*>(h.get()); };
   AutocastObserverGuard audit([&](const char*, DType, DType to) { rec.on_autocast(to); });
   {
-    nn::ForwardObserverGuard obs([&](const nn::Module& m, const Tensor& in, const Tensor& out) { rec.on_forward(m, in, out); });
+    nn::ForwardObserverGuard obs(
+        [&](const nn::Module& m, const Tensor& in, const Tensor& out) { rec.on_forward(m, in, out); });
     SavedTensorHooksGuard guard(hooks);
     Tensor x = make_input(b, batch);
     al.reset_peak_stats();

@@ -1,8 +1,8 @@
 // model_arch.h — architecture overrides a run may give a zoo model: BERT's hidden size,
 // layers, heads, position-table size and dropout (bert-*; VGG: the classifier dropout), UNet's base width and depth
-// (unet*), the ResNets' normalisation layer (resnet*: --norm bn|gn|none). Shared by `train`, `summary` and `estimate` (RunSpec).
-// The model-use table: which models a model-specific flag applies to (the flag table's
-// `models` column names a use). A flag given to a model without its use, whatever its value
+// (unet*), the ResNets' normalisation layer (resnet*: --norm bn|gn|none). Shared by `train`, `summary` and `estimate`
+// (RunSpec). The model-use table: which models a model-specific flag applies to (the flag table's `models` column names
+// a use). A flag given to a model without its use, whatever its value
 // (--fuse-relu off, --attention eager included), is a ValueError naming the flag, the models
 // it applies to and the model: never accepted and ignored.
 // Contracts:
@@ -39,7 +39,7 @@ const std::vector<std::pair<std::string, std::string>>& arch_flag_uses();
 
 struct ArchOverrides {
   int64_t hidden = 0, layers = 0, heads = 0, max_positions = 0;   // bert-*
-  double dropout = -1;                                            // bert-* (preset 0.1), vgg* classifier (0.5); < 0: preset
+  double dropout = -1;  // bert-* (preset 0.1), vgg* classifier (0.5); < 0: preset
   int64_t base_width = 0, depth = 0;                              // unet*
   std::string norm;                                               // resnet*: bn | gn | none; "": bn
   std::string attention;                                          // bert-*: eager | fused; "": eager

@@ -35,8 +35,8 @@ constexpr double kDefaultPointTimeoutS = 1800;
 
 json load_spec(const fs::path& spec_path) {
   std::error_code ec;   // an unusable path (too long, ...) is "not found", never a filesystem_error
-  OOMLAB_CHECK_T(IoError, fs::is_regular_file(spec_path, ec), "oomlab run: ", spec_path.string(), " not found (give an ",
-                 "experiment folder such as experiments/01_vgg16_memory)");
+  OOMLAB_CHECK_T(IoError, fs::is_regular_file(spec_path, ec), "oomlab run: ", spec_path.string(),
+                 " not found (give an ", "experiment folder such as experiments/01_vgg16_memory)");
   return parse_experiment_spec(read_file(spec_path.string()), spec_path.string());
 }
 
@@ -110,10 +110,13 @@ struct Plan {
 
 // `arg` with every `key` ("{scratch}", "{root}") replaced by `dir`.
 std::string with_placeholder(std::string arg, const std::string& key, const fs::path& dir) {
-  for (size_t at = arg.find(key); at != std::string::npos; at = arg.find(key, at)) arg.replace(at, key.size(), dir.string());
+  for (size_t at = arg.find(key); at != std::string::npos; at = arg.find(key, at))
+    arg.replace(at, key.size(), dir.string());
   return arg;
 }
-std::string with_scratch(std::string arg, const fs::path& dir) { return with_placeholder(std::move(arg), "{scratch}", dir); }
+std::string with_scratch(std::string arg, const fs::path& dir) {
+  return with_placeholder(std::move(arg), "{scratch}", dir);
+}
 // The repository an experiment folder sits in (experiments/NN_name/experiment.json -> ../..).
 fs::path root_of(const fs::path& spec_path) { return spec_path.parent_path().parent_path().parent_path(); }
 
@@ -243,7 +246,8 @@ json run_point(const Plan& p, size_t i, const PointSpec& ps, const fs::path& tmp
   const std::string json_path = (tmp / str_cat("point-", i, ".json")).string();
   const std::string log_path = (tmp / str_cat("point-", i, ".log")).string();
   std::vector<std::string> child_args = args;
-  for (std::string& a : child_args) a = with_placeholder(with_scratch(a, tmp / "scratch"), "{root}", p.root);   // matrix.h
+  for (std::string& a : child_args)
+    a = with_placeholder(with_scratch(a, tmp / "scratch"), "{root}", p.root);  // matrix.h
   fs::create_directories(tmp / "scratch");
   child_args.insert(child_args.end(), {"--json", json_path});
   // A training point's own progress lines (steps, epochs) are shown as they come;
@@ -280,7 +284,8 @@ json run_point(const Plan& p, size_t i, const PointSpec& ps, const fs::path& tmp
 void print_progress(size_t i, size_t n, const std::string& name, const json& point, bool resumed, double elapsed,
                     double eta, bool eta_known) {
   const std::string status = point["outcome"]["status"];
-  std::string what = resumed ? "resumed (" + status + ")" : status + " in " + fmt_seconds(point["outcome"].value("seconds", 0.0));
+  std::string what =
+      resumed ? "resumed (" + status + ")" : status + " in " + fmt_seconds(point["outcome"].value("seconds", 0.0));
   if (status != "ok" && point["outcome"].value("message", "") != "")
     what += ": " + point["outcome"]["message"].get<std::string>();
   std::printf("[%zu/%zu] %s: %s | elapsed %s, ETA %s\n", i + 1, n, name.c_str(), what.c_str(),

@@ -49,7 +49,8 @@ std::string flag_text(const json& v, const std::string& what) {
     std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
     return buf;
   }
-  if (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number_integer(); })) {
+  if (v.is_array() && !v.empty() &&
+      std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_number_integer(); })) {
     std::string s;
     for (const auto& e : v) s += (s.empty() ? "" : ",") + e.dump();
     return s;   // "3,224,224"
@@ -298,7 +299,8 @@ bool cuda_only_flag(const std::string& command, const std::string& flag) {
 // (a dry run): its CUDA-only numerics flags are dropped there, and named in the point.
 void drop_cuda_only_flags(FlagValues& flags, const std::string& command, PointSpec& p) {
   const auto dev = std::find_if(flags.begin(), flags.end(), [](const auto& f) { return f.first == "device"; });
-  if (dev == flags.end() || !dev->second.is_string() || parse_device(dev->second.get<std::string>()).type == DeviceType::cuda)
+  if (dev == flags.end() || !dev->second.is_string() ||
+      parse_device(dev->second.get<std::string>()).type == DeviceType::cuda)
     return;
   for (auto it = flags.begin(); it != flags.end();) {
     if (cuda_only_flag(command, it->first)) {
@@ -387,7 +389,8 @@ std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profil
                  ": \"interleave\" names a group of blocks with \"rounds\" (a string)");
     OOMLAB_CHECK(b.contains("command") && b["command"].is_string(), bwhere, ": missing \"command\"");
     OOMLAB_CHECK(!b.contains("name") || b["name"].is_string(), bwhere, ": \"name\" must be a string");
-    OOMLAB_CHECK(!b.contains("keep_device") || b["keep_device"].is_boolean(), bwhere, ": \"keep_device\" must be true or false");
+    OOMLAB_CHECK(!b.contains("keep_device") || b["keep_device"].is_boolean(), bwhere,
+                 ": \"keep_device\" must be true or false");
     const std::vector<std::string> profiles = block_profiles(b, bwhere);
     spec_profiles.insert(profiles.begin(), profiles.end());
     if (std::find(profiles.begin(), profiles.end(), profile) == profiles.end()) continue;
@@ -413,11 +416,14 @@ std::vector<PointSpec> expand_matrix(const json& spec, const std::string& profil
     }
   }
   interleave_rounds(points, groups);
-  OOMLAB_CHECK(!points.empty(), where, ": no block of the matrix belongs to the '", profile, "' profile (it has: ", [&] {
-    std::string s;
-    for (const std::string& p : spec_profiles) s += (s.empty() ? "" : ", ") + p;
-    return s;
-  }(), ")");
+  OOMLAB_CHECK(
+      !points.empty(), where, ": no block of the matrix belongs to the '", profile, "' profile (it has: ",
+      [&] {
+        std::string s;
+        for (const std::string& p : spec_profiles) s += (s.empty() ? "" : ", ") + p;
+        return s;
+      }(),
+      ")");
   if (spec.contains("expected_points")) {   // the folder's own count: a matrix edit that changes it is caught
     const json& n = for_profile(spec["expected_points"], profile, where + ": expected_points");
     OOMLAB_CHECK(n.is_number_unsigned() && n.get<uint64_t>() == points.size(), where, ": \"expected_points\" is ",

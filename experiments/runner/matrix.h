@@ -15,16 +15,14 @@
 // "rounds": N adds a first (slowest) axis "round" = 1..N that sets no flag, so the block's
 // points run A, B, A, B, ...: the alternating pairs timing claims are judged from
 // (verdict_rule.h); consecutive blocks naming one "interleave" group run round by round
-// (round 1 of each, then round 2, ...), so oomlab alternates with its PyTorch twin. Commands: train, summary, estimate, trick, allreduce-bench, and
-// "torch": a PyTorch twin (scripts/torch_bench.py; options tag, steps, warmup) that runs
-// on a GPU only. An axis value is a flag's value, or an object setting several flags at
-// once ({"label": "vgg16", "model": "vgg16", "input": "3,224,224"}; "label" names the
-// point). Flags are the command's own (experiments/cli/commands.h) without "--"; a
-// switch is given as true. A value may name "{scratch}": a folder of the run's own that
-// every point shares (a checkpoint one point saves and a later one resumes from); "{root}":
-// the repository the experiment folder sits in (models/graphs/ files); the results keep
-// the placeholders. The runner adds --json. Devices: a command that takes --device gets the
-// run's device (run_device) unless its block sets one; a run given a device (`oomlab run
+// (round 1 of each, then round 2, ...), so oomlab alternates with its PyTorch twin. Commands: train, summary, estimate,
+// trick, allreduce-bench, and "torch": a PyTorch twin (scripts/torch_bench.py; options tag, steps, warmup) that runs on
+// a GPU only. An axis value is a flag's value, or an object setting several flags at once ({"label": "vgg16", "model":
+// "vgg16", "input": "3,224,224"}; "label" names the point). Flags are the command's own (experiments/cli/commands.h)
+// without "--"; a switch is given as true. A value may name "{scratch}": a folder of the run's own that every point
+// shares (a checkpoint one point saves and a later one resumes from); "{root}": the repository the experiment folder
+// sits in (models/graphs/ files); the results keep the placeholders. The runner adds --json. Devices: a command that
+// takes --device gets the run's device (run_device) unless its block sets one; a run given a device (`oomlab run
 // --device D`) overrides every block's device too, except a block with "keep_device" (the
 // meta predictions beside a GPU's measurements). Such a run (or the gpu profile) placing a
 // point on cpu or meta leaves out the flags that apply only on cuda (--allow-tf32,

@@ -39,7 +39,8 @@ json twin_results(const json& rec, const json& options) {
   const double median_s = rec.at("median_ms").get<double>() / 1e3;
   json stats = json::object();
   for (const char* k : {"peak_allocated", "peak_reserved"})
-    if (rec.contains(k)) stats[std::string(k) == "peak_allocated" ? "allocated_bytes.all.peak" : "reserved_bytes.all.peak"] = rec[k];
+    if (rec.contains(k))
+      stats[std::string(k) == "peak_allocated" ? "allocated_bytes.all.peak" : "reserved_bytes.all.peak"] = rec[k];
   return {{"config", options},
           {"metrics", {{"step_time_s", {{"median", median_s}, {"count", rec.value("steps", 0)}}}, {"torch", rec}}},
           {"memory", {{"devices", {{"cuda:0", stats}}}, {"totals", stats}}}};

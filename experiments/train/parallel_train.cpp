@@ -25,7 +25,9 @@ using json = nlohmann::json;
 
 namespace {
 // The activation-checkpointing segments the model was planned with (results config).
-void record_segments(TrainerConfig& t, nn::Module& m) { t.config["checkpoint_segments"] = applied_checkpoint_segments(m); }
+void record_segments(TrainerConfig& t, nn::Module& m) {
+  t.config["checkpoint_segments"] = applied_checkpoint_segments(m);
+}
 
 bool under_launcher() { return discover_rank({}, current_environment()).source != "single"; }
 
@@ -36,7 +38,8 @@ std::string ddp_backend(const RunSpec& c) {
 }  // namespace
 
 std::optional<int> self_launch_ddp(const RunSpec& c, const std::vector<std::string>& args) {
-  if (c.parallel != ParallelMode::ddp || c.backend.empty() || c.backend == "local" || under_launcher()) return std::nullopt;
+  if (c.parallel != ParallelMode::ddp || c.backend.empty() || c.backend == "local" || under_launcher())
+    return std::nullopt;
   std::vector<std::string> job = {"train"};
   job.insert(job.end(), args.begin(), args.end());
   return launch_local_job(c.backend, int(c.devices), job);
@@ -52,7 +55,8 @@ void check_parallel_config(const RunSpec& c) {
   }
   const int64_t step = c.batch * c.accumulate;
   if (c.parallel == ParallelMode::dp || c.parallel == ParallelMode::bdp) {
-    OOMLAB_CHECK(!c.half, "--half with --parallel ", parallel_mode_name(c.parallel), " is not supported (the replicas stay float32)");
+    OOMLAB_CHECK(!c.half, "--half with --parallel ", parallel_mode_name(c.parallel),
+                 " is not supported (the replicas stay float32)");
     if (c.parallel == ParallelMode::dp)
       OOMLAB_CHECK(c.batch >= n, "--parallel dp: a batch of ", c.batch, " samples cannot be split over ", n,
                    " devices (DataParallel needs --batch >= --devices)");
@@ -65,7 +69,8 @@ void check_parallel_config(const RunSpec& c) {
     return;
   }
   // ddp
-  OOMLAB_CHECK(c.on_oom == OnOom::raise, "--on-oom ", on_oom_name(c.on_oom), " with --parallel ddp is not supported (every rank "
+  OOMLAB_CHECK(c.on_oom == OnOom::raise, "--on-oom ", on_oom_name(c.on_oom),
+               " with --parallel ddp is not supported (every rank "
                "would have to agree on skipping or splitting)");
   if (under_launcher()) {
     const int world = discover_rank({}, current_environment()).world_size;

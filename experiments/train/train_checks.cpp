@@ -79,10 +79,12 @@ void check_train_config(const RunSpec& c) {
   if (c.cuda_graphs) check_cuda_graphs(c);
   check_run_model_techniques(c);
   if (c.tta_flip && !model_entry(c.model).has_technique("tta-flip"))
-    throw ValueError(model_input_kind(c.model) != InputKind::image
-                         ? str_cat("--tta flip applies to image classification models (", c.model, " does not take images)")
-                         : str_cat("--tta flip applies to classification models (", c.model, " segments: its mirrored "
-                                   "output would need flipping back)"));
+    throw ValueError(
+        model_input_kind(c.model) != InputKind::image
+            ? str_cat("--tta flip applies to image classification models (", c.model, " does not take images)")
+            : str_cat("--tta flip applies to classification models (", c.model,
+                      " segments: its mirrored "
+                      "output would need flipping back)"));
   if (c.dataset != "npy") {   // npy: checked once the files are loaded (train())
     int64_t train_size = c.synthetic_size;
     if (c.dataset == "fashion-mnist") {
@@ -92,7 +94,8 @@ void check_train_config(const RunSpec& c) {
     check_batch_fits(c.batch, c.accumulate, c.dataset, train_size);
   } else {
     std::error_code ec;   // a path the OS refuses (too long, ...) is "not a directory", never an exception
-    OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(c.data_dir, ec), "--data-dir ", c.data_dir, " is not a directory");
+    OOMLAB_CHECK_T(IoError, std::filesystem::is_directory(c.data_dir, ec), "--data-dir ", c.data_dir,
+                   " is not a directory");
   }
   std::error_code ec;   // error_code overloads: an unusable path is reported, never thrown as filesystem_error
   OOMLAB_CHECK_T(IoError, c.init.empty() || std::filesystem::is_regular_file(c.init, ec), "--init: ", c.init,

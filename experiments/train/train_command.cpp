@@ -72,8 +72,8 @@ Datasets make_datasets(const RunSpec& c) {
     d.test = has_test ? load_npy_dataset(c.data_dir, "test", classes) : d.train;   // no test split: evaluate on train
     check_model_fits_npy(c.model, *d.train);
     if (has_test) check_model_fits_npy(c.model, *d.test);
-    OOMLAB_CHECK_T(ShapeError, d.test->sample_shape() == d.train->sample_shape() || d.train->is_tokens(), d.test->name(),
-                   " holds ", shape_str(d.test->sample_shape()), " samples, ", d.train->name(), " ",
+    OOMLAB_CHECK_T(ShapeError, d.test->sample_shape() == d.train->sample_shape() || d.train->is_tokens(),
+                   d.test->name(), " holds ", shape_str(d.test->sample_shape()), " samples, ", d.train->name(), " ",
                    shape_str(d.train->sample_shape()));
     OOMLAB_CHECK(d.test->is_tokens() == d.train->is_tokens() && d.test->target_shape() == d.train->target_shape(),
                  d.test->name(), " and ", d.train->name(), " hold different kinds of inputs or targets");
@@ -112,25 +112,54 @@ Datasets make_datasets(const RunSpec& c) {
 
 void print_init_report(const std::string& file, const LoadReport& r) {
   std::printf("--init %s: loaded%s\n", file.c_str(), r.missing.empty() && r.unexpected.empty() ? " every tensor" : "");
-  for (const auto& k : r.missing) std::printf("  --init-non-strict: kept the model's own %s (not in the file)\n", k.c_str());
+  for (const auto& k : r.missing)
+    std::printf("  --init-non-strict: kept the model's own %s (not in the file)\n", k.c_str());
   for (const auto& k : r.unexpected) std::printf("  --init-non-strict: skipped %s (not in the model)\n", k.c_str());
 }
 
 json config_json(const RunSpec& c, const Recipe& r, const std::vector<std::string>& given) {
-  json j = {{"model", c.model}, {"dataset", c.dataset}, {"data_dir", c.data_dir}, {"input", c.input},
-            {"num_classes", c.num_classes}, {"synthetic_size", c.synthetic_size},
-            {"seq_len", c.seq_len}, {"seq_min_len", c.seq_min_len}, {"long_seq_len", c.long_seq_len},
-            {"long_seq_prob", c.long_seq_prob}, {"device", c.device.str()},
-            {"batch", c.batch}, {"epochs", c.epochs}, {"steps", c.steps}, {"optimizer", r.optimizer}, {"lr", r.lr},
-            {"momentum", r.momentum}, {"weight_decay", r.weight_decay}, {"nesterov", c.nesterov},
-            {"schedule", r.schedule}, {"ema_decay", c.ema_decay}, {"lr_groups", lr_groups_text(c.lr_groups)}, {"tta", c.tta_flip ? "flip" : "none"},
+  json j = {{"model", c.model},
+            {"dataset", c.dataset},
+            {"data_dir", c.data_dir},
+            {"input", c.input},
+            {"num_classes", c.num_classes},
+            {"synthetic_size", c.synthetic_size},
+            {"seq_len", c.seq_len},
+            {"seq_min_len", c.seq_min_len},
+            {"long_seq_len", c.long_seq_len},
+            {"long_seq_prob", c.long_seq_prob},
+            {"device", c.device.str()},
+            {"batch", c.batch},
+            {"epochs", c.epochs},
+            {"steps", c.steps},
+            {"optimizer", r.optimizer},
+            {"lr", r.lr},
+            {"momentum", r.momentum},
+            {"weight_decay", r.weight_decay},
+            {"nesterov", c.nesterov},
+            {"schedule", r.schedule},
+            {"ema_decay", c.ema_decay},
+            {"lr_groups", lr_groups_text(c.lr_groups)},
+            {"tta", c.tta_flip ? "flip" : "none"},
             {"seed", c.seed},
-            {"device_memory", c.device_memory}, {"shuffle", c.shuffle}, {"init", c.init}, {"save_dir", c.save_dir}, {"save_every", c.save_every},
-            {"resume_dir", c.resume_dir}, {"eval_batches", c.eval_batches},
-            {"on_nan", c.stop_on_nan ? "stop" : "continue"}, {"checkpoint", c.checkpoint.spec},
-            {"accumulate", c.accumulate}, {"amp", c.amp_text()}, {"half", c.half}, {"master_weights", c.master_weights},
+            {"device_memory", c.device_memory},
+            {"shuffle", c.shuffle},
+            {"init", c.init},
+            {"save_dir", c.save_dir},
+            {"save_every", c.save_every},
+            {"resume_dir", c.resume_dir},
+            {"eval_batches", c.eval_batches},
+            {"on_nan", c.stop_on_nan ? "stop" : "continue"},
+            {"checkpoint", c.checkpoint.spec},
+            {"accumulate", c.accumulate},
+            {"amp", c.amp_text()},
+            {"half", c.half},
+            {"master_weights", c.master_weights},
             {"loss_scale", c.loss_scale.str()},
-            {"on_oom", on_oom_name(c.on_oom)}, {"workers", c.workers}, {"pin_memory", c.pin_memory}, {"cuda_graphs", c.cuda_graphs},
+            {"on_oom", on_oom_name(c.on_oom)},
+            {"workers", c.workers},
+            {"pin_memory", c.pin_memory},
+            {"cuda_graphs", c.cuda_graphs},
             {"channels_last", c.channels_last},
             {"recipe", {{"family", r.family}, {"defaults", default_recipe(c.model).to_json()}, {"flags", given}}}};
   j.update(c.arch.to_json(c.model));   // bert-*: hidden ... max_positions, dropout; unet*: base_width, depth
@@ -277,8 +306,9 @@ json train(const RunSpec& c) {
     check_seq_fits(c.model, c.arch, seq_len, "the token files' length");
     const int64_t exported = is_graph_model(c.model) ? graph_token_shape(c.model).seq_len : seq_len;
     OOMLAB_CHECK_T(ShapeError, seq_len == exported, c.model, " was exported for ", exported, "-token sequences and ",
-                   data.train->name(), " holds ", seq_len, "-token ones: save them at that length, or export the model ",
-                   "again with --input-shape N,", seq_len);
+                   data.train->name(), " holds ", seq_len,
+                   "-token ones: save them at that length, or export the model ", "again with --input-shape N,",
+                   seq_len);
   }
   const RunSpec ms = probe_spec(c, data, seq_len);
   // --half: every op of the step must have a float16 kernel where the run goes.
@@ -303,7 +333,8 @@ json train(const RunSpec& c) {
       const LoadReport r = load_into(c.init, model->state_dict(), c.init_strict, graph_tied_names(c.model));
       std::lock_guard<std::mutex> lk(init_mu);
       if (init_report.is_null()) {
-        init_report = {{"file", c.init}, {"strict", c.init_strict}, {"missing", r.missing}, {"unexpected", r.unexpected}};
+        init_report = {
+            {"file", c.init}, {"strict", c.init_strict}, {"missing", r.missing}, {"unexpected", r.unexpected}};
         if (!c.quiet) print_init_report(c.init, r);
       }
     }

@@ -117,7 +117,8 @@ template <class T> void backward(const BatchNormArgs& a) {
     if (a.dweight) static_cast<T*>(a.dweight)[c] = T(sums[size_t(C + c)] * invstd[size_t(c)]);
   }
   if (!a.dx) return;
-  std::vector<T> mu(static_cast<size_t>(C)), dmean(static_cast<size_t>(C)), k(static_cast<size_t>(C)), wt(static_cast<size_t>(C));
+  std::vector<T> mu(static_cast<size_t>(C)), dmean(static_cast<size_t>(C)), k(static_cast<size_t>(C)),
+      wt(static_cast<size_t>(C));
   for (int64_t c = 0; c < C; ++c) {
     const double ic = invstd[size_t(c)];
     wt[size_t(c)] = T((w ? double(w[c]) : 1.0) * ic);

@@ -10,9 +10,9 @@
 //                    slice sums the tiles in tile order: bitwise independent of threads)
 // Float 3x3 convs with small channel counts (conv_direct_applies: the ResNet-20 shapes)
 // take the direct kernels of conv_direct_cpu.cpp instead; the choice depends on the
-// shapes only. channels_last buffers go to conv_nhwc_cpu.cpp. Threading is one level: OpenMP outside, single-threaded OpenBLAS inside (set for the
-// call, restored after). Scratch panels are thread-local host buffers (kernel-private,
-// not device memory; grow-only).
+// shapes only. channels_last buffers go to conv_nhwc_cpu.cpp. Threading is one level: OpenMP outside, single-threaded
+// OpenBLAS inside (set for the call, restored after). Scratch panels are thread-local host buffers (kernel-private, not
+// device memory; grow-only).
 #include <cblas.h>
 #include <omp.h>
 
@@ -39,7 +39,8 @@ namespace {
 constexpr int64_t kPanelBytes = 512 << 10;   // target col-panel size (per-core L2); 256K-2M measured
 constexpr int64_t kMinCols = 192, kMaxCols = 2048;
 constexpr int64_t kMinTiles = 8;
-constexpr int64_t kGatherMaxPQ = 64;          // output planes up to 8x8 im2col through a tap table              // work items for the OpenMP loops when N allows
+constexpr int64_t kGatherMaxPQ = 64;  // output planes up to 8x8 im2col through a tap table              // work items
+                                      // for the OpenMP loops when N allows
 constexpr double kParallelFlops = 4e6;        // below this, one thread (no OpenMP region)
 
 // The tiles' float GEMMs run on sgemm_avx512.h where the CPU has AVX-512 but OpenBLAS runs
@@ -92,7 +93,8 @@ template <class T> T* scratch(int slot, size_t n) {
 
 // The weights of every group packed once for the own GEMM (use_own_sgemm), trans: W^T
 // (backward data); null for double or when OpenBLAS runs the tiles.
-template <class T> const float* pack_weights(const T* w, int64_t G, int64_t Kg, int64_t CRSg, bool trans, int64_t& size) {
+template <class T>
+const float* pack_weights(const T* w, int64_t G, int64_t Kg, int64_t CRSg, bool trans, int64_t& size) {
   if constexpr (!std::is_same_v<T, float>) {
     return nullptr;
   } else {
@@ -125,7 +127,8 @@ struct Geom {
 // 1x1 stride-1 unpadded convolutions) and a GEMM.
 template <class T> void note_path(const char* op, bool direct_kernel, const Geom* g = nullptr) {
   if (direct_kernel) return note_kernel_choice(op, "direct 3x3 kernels");
-  const char* gemm = !std::is_same_v<T, float> ? "OpenBLAS dgemm" : (use_own_sgemm() ? "own AVX-512 sgemm" : "OpenBLAS sgemm");
+  const char* gemm =
+      !std::is_same_v<T, float> ? "OpenBLAS dgemm" : (use_own_sgemm() ? "own AVX-512 sgemm" : "OpenBLAS sgemm");
   note_kernel_choice(op, std::string(g && g->direct ? "1x1 GEMM on x, " : "im2col + ") + gemm);
 }
 

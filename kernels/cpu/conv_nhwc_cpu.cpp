@@ -75,7 +75,8 @@ template <class T> void im2col(const Shape2& s, const T* x, int64_t g, int64_t m
     for (int64_t r = 0; r < s.R; ++r)
       for (int64_t t = 0; t < s.S; ++t, dst += s.Cg) {
         int64_t ih, iw;
-        if (tap(s, p, q, r, t, ih, iw)) std::memcpy(dst, x + ((n * s.H + ih) * s.W + iw) * s.C + g * s.Cg, size_t(s.Cg) * sizeof(T));
+        if (tap(s, p, q, r, t, ih, iw))
+          std::memcpy(dst, x + ((n * s.H + ih) * s.W + iw) * s.C + g * s.Cg, size_t(s.Cg) * sizeof(T));
         else std::fill(dst, dst + s.Cg, T(0));
       }
   }
@@ -160,7 +161,10 @@ template <class T> void forward(const Conv2dArgs& a) {
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t ti = 0; ti < tiles; ++ti) {
     const int64_t m0 = ti * kTileRows, rows = std::min(kTileRows, s.M - m0);
-    if (s.pointwise) { gemm<T>(false, true, rows, s.K, s.C, x + m0 * s.C, s.C, w, s.C, T(0), y + m0 * s.K, s.K); continue; }
+    if (s.pointwise) {
+      gemm<T>(false, true, rows, s.K, s.C, x + m0 * s.C, s.C, w, s.C, T(0), y + m0 * s.K, s.K);
+      continue;
+    }
     std::vector<T>& col = panel<T>();
     col.resize(size_t(rows * s.RSC));
     for (int64_t g = 0; g < s.G; ++g) {

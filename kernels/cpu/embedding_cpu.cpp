@@ -53,8 +53,15 @@ template <class T> void embedding_backward_cpu(const EmbeddingArgs& a) {
 template <DType H, bool Backward> void embedding_half(const EmbeddingArgs& a) {
   Widen<H> w;
   EmbeddingArgs f = a;
-  if (!Backward) { f.weight = w.in(a.weight, a.V * a.H); f.out = w.out(a.out, a.N * a.H); run_f32(embedding_forward_kernels(), f); }
-  else { f.dout = w.in(a.dout, a.N * a.H); f.dweight = w.out(a.dweight, a.V * a.H); run_f32(embedding_backward_kernels(), f); }
+  if (!Backward) {
+    f.weight = w.in(a.weight, a.V * a.H);
+    f.out = w.out(a.out, a.N * a.H);
+    run_f32(embedding_forward_kernels(), f);
+  } else {
+    f.dout = w.in(a.dout, a.N * a.H);
+    f.dweight = w.out(a.dweight, a.V * a.H);
+    run_f32(embedding_backward_kernels(), f);
+  }
   w.narrow();
 }
 

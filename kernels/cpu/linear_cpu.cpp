@@ -1,6 +1,6 @@
 // linear_cpu.cpp — CPU kernels for the linear family (kernels/linear.h): row-major GEMM
-// on OpenBLAS (cblas_sgemm / cblas_dgemm; a strided batch is one GEMM per entry) and the row-bias add / bias-gradient reductions.
-// A GEMM's linear extras (bias, a_row_sums, b_col_sums: kernels/linear.h) run as those two kernels.
+// on OpenBLAS (cblas_sgemm / cblas_dgemm; a strided batch is one GEMM per entry) and the row-bias add / bias-gradient
+// reductions. A GEMM's linear extras (bias, a_row_sums, b_col_sums: kernels/linear.h) run as those two kernels.
 // Threading: GEMM is threaded by OpenBLAS only (never called from inside an OpenMP
 // region here); the bias loops use OpenMP over columns. The bias gradient sums each
 // column over rows in row order, in double, so results do not depend on the thread count.

@@ -118,9 +118,12 @@ void register_optim_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(sgd_kernels(), sgd_step_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(adam_kernels(), adam_step_cpu);
   set_kernel<&unscale_cpu<float, float, same<float>, same<float>>>(amp_unscale_kernels(), DeviceType::cpu, DType::f32);
-  set_kernel<&unscale_cpu<double, double, same<double>, same<double>>>(amp_unscale_kernels(), DeviceType::cpu, DType::f64);
-  set_kernel<&unscale_cpu<uint16_t, float, half_to_float, float_to_half>>(amp_unscale_kernels(), DeviceType::cpu, DType::f16);
-  set_kernel<&unscale_cpu<uint16_t, float, bf16_to_float, float_to_bf16>>(amp_unscale_kernels(), DeviceType::cpu, DType::bf16);
+  set_kernel<&unscale_cpu<double, double, same<double>, same<double>>>(amp_unscale_kernels(), DeviceType::cpu,
+                                                                       DType::f64);
+  set_kernel<&unscale_cpu<uint16_t, float, half_to_float, float_to_half>>(amp_unscale_kernels(), DeviceType::cpu,
+                                                                          DType::f16);
+  set_kernel<&unscale_cpu<uint16_t, float, bf16_to_float, float_to_bf16>>(amp_unscale_kernels(), DeviceType::cpu,
+                                                                          DType::bf16);
   register_optim_half<DType::f16>();
   register_optim_half<DType::bf16>();
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {   // a group: its parameters in order

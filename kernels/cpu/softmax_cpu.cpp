@@ -108,7 +108,8 @@ template <class T> void masked_softmax_forward_cpu(const MaskedSoftmaxArgs& a) {
     const int64_t n = a.causal_tq > 0 ? std::min(C, r % a.causal_tq + 1) : C;
     std::fill(yr + n, yr + C, T(0));
     bool none_kept = a.mask && kept[size_t(b)] == 0;
-    if (a.mask && !none_kept && n < C) none_kept = std::all_of(a.mask + b * C, a.mask + b * C + n, [](uint8_t m) { return m != 0; });
+    if (a.mask && !none_kept && n < C)
+      none_kept = std::all_of(a.mask + b * C, a.mask + b * C + n, [](uint8_t m) { return m != 0; });
     if (none_kept) {   // every visible key padded: zeros (not NaN)
       std::memset(static_cast<void*>(yr), 0, size_t(C) * sizeof(T));
       continue;
@@ -156,16 +157,26 @@ template <DType H, bool Backward> void softmax_half(const SoftmaxArgs& a) {
   Widen<H> w;
   SoftmaxArgs f = a;
   const int64_t n = a.N * a.C;
-  if (!Backward) { f.x = w.in(a.x, n); f.y = w.out(a.y, n); run_f32(softmax_forward_kernels(), f); }
-  else { f.y = const_cast<float*>(w.in(a.y, n)); f.dy = w.in(a.dy, n); f.dx = w.out(a.dx, n); run_f32(softmax_backward_kernels(), f); }
+  if (!Backward) { f.x = w.in(a.x, n); f.y = w.out(a.y, n); run_f32(softmax_forward_kernels(), f);
+  } else {
+    f.y = const_cast<float*>(w.in(a.y, n));
+    f.dy = w.in(a.dy, n);
+    f.dx = w.out(a.dx, n);
+    run_f32(softmax_backward_kernels(), f);
+  }
   w.narrow();
 }
 template <DType H, bool Backward> void masked_softmax_half(const MaskedSoftmaxArgs& a) {
   Widen<H> w;
   MaskedSoftmaxArgs f = a;
   const int64_t n = a.rows * a.C;
-  if (!Backward) { f.x = w.in(a.x, n); f.y = w.out(a.y, n); run_f32(masked_softmax_forward_kernels(), f); }
-  else { f.y = const_cast<float*>(w.in(a.y, n)); f.dy = w.in(a.dy, n); f.dx = w.out(a.dx, n); run_f32(masked_softmax_backward_kernels(), f); }
+  if (!Backward) { f.x = w.in(a.x, n); f.y = w.out(a.y, n); run_f32(masked_softmax_forward_kernels(), f);
+  } else {
+    f.y = const_cast<float*>(w.in(a.y, n));
+    f.dy = w.in(a.dy, n);
+    f.dx = w.out(a.dx, n);
+    run_f32(masked_softmax_backward_kernels(), f);
+  }
   w.narrow();
 }
 

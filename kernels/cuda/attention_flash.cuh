@@ -50,7 +50,8 @@ __host__ __device__ __forceinline__ void unpack(float4 v, float* out) {
 }
 // acc[r][c] += sum over d < kD of a[d * lda + r] * b[d * ldb + c]: a 4 x 4 micro-tile of the
 // product of two transposed tiles (a and b point at the tile's first row and column).
-__host__ __device__ __forceinline__ void product4x4(float (&acc)[4][4], const float* a, int lda, const float* b, int ldb) {
+__host__ __device__ __forceinline__ void product4x4(float (&acc)[4][4], const float* a, int lda, const float* b,
+                                                    int ldb) {
   for (int d = 0; d < kD; ++d) {
     float av[4], bv[4];
     unpack(ld4(a + d * lda), av);
@@ -64,8 +65,8 @@ __host__ __device__ __forceinline__ void product4x4(float (&acc)[4][4], const fl
 
 // Rows [r0, r0 + n) of a [rows, kD] matrix: transposed into dst[kD][ld] and/or (row) plain
 // into plain[n][kD]; zeros past `rows`.
-__host__ __device__ inline void stage_rows(int tid, const float* src, int64_t r0, int64_t rows, int n, float* dst_t, int ld,
-                                           float* plain) {
+__host__ __device__ inline void stage_rows(int tid, const float* src, int64_t r0, int64_t rows, int n, float* dst_t,
+                                           int ld, float* plain) {
   for (int idx = tid; idx < n * kD; idx += kThreads) {
     const int r = idx / kD, c = idx % kD;
     const float x = r0 + r < rows ? src[(r0 + r) * kD + c] : 0.0f;
@@ -95,13 +96,15 @@ __host__ __device__ __forceinline__ bool masked(const FusedAttentionArgs& a, con
   return j >= a.Tk || (m && m[j]) || (a.causal && j > i);
 }
 
-template <class Ctx> __host__ __device__ void fwd_body(const Ctx& x, const FusedAttentionArgs& a, uint32_t thr, FwdSmem& s) {
+template <class Ctx>
+__host__ __device__ void fwd_body(const Ctx& x, const FusedAttentionArgs& a, uint32_t thr, FwdSmem& s) {
   const int tid = x.tid(), rg = tid / 8, cg = tid % 8;
   const int64_t bh = x.by(), i0 = x.bx() * kBlock;
   const float* k = static_cast<const float*>(a.k) + bh * a.Tk * kD;
   const float* v = static_cast<const float*>(a.v) + bh * a.Tk * kD;
   const uint8_t* m = a.mask ? a.mask + (bh / a.heads) * a.Tk : nullptr;
-  stage_rows(tid, static_cast<const float*>(a.q) + bh * a.Tq * kD, i0, a.Tq, kBlock, &s.qt[0][0], kBlock + kPad, nullptr);
+  stage_rows(tid, static_cast<const float*>(a.q) + bh * a.Tq * kD, i0, a.Tq, kBlock, &s.qt[0][0], kBlock + kPad,
+             nullptr);
   float acc[4][8] = {}, mx[4], l[4];
   #pragma unroll
   for (int r = 0; r < 4; ++r) mx[r] = -INFINITY, l[r] = 0.0f;
@@ -162,11 +165,13 @@ template <class Ctx> __host__ __device__ void fwd_body(const Ctx& x, const Fused
   }
 }
 
-template <class Ctx> __host__ __device__ void dq_body(const Ctx& x, const FusedAttentionArgs& a, uint32_t thr, DqSmem& s) {
+template <class Ctx>
+__host__ __device__ void dq_body(const Ctx& x, const FusedAttentionArgs& a, uint32_t thr, DqSmem& s) {
   const int tid = x.tid(), rg = tid / 8, cg = tid % 8;
   const int64_t bh = x.by(), i0 = x.bx() * kBlock;
   const uint8_t* m = a.mask ? a.mask + (bh / a.heads) * a.Tk : nullptr;
-  stage_rows(tid, static_cast<const float*>(a.q) + bh * a.Tq * kD, i0, a.Tq, kBlock, &s.qt[0][0], kBlock + kPad, nullptr);
+  stage_rows(tid, static_cast<const float*>(a.q) + bh * a.Tq * kD, i0, a.Tq, kBlock, &s.qt[0][0], kBlock + kPad,
+             nullptr);
   stage_rows(tid, static_cast<const float*>(a.dout) + bh * a.Tq * kD, i0, a.Tq, kBlock, &s.got[0][0], kBlock + kPad,
              nullptr);
   stage_row_stats(tid, a, bh, i0, kBlock, s.lse, s.di);
@@ -177,7 +182,8 @@ template <class Ctx> __host__ __device__ void dq_body(const Ctx& x, const FusedA
     x.sync();
     const float* k = static_cast<const float*>(a.k) + bh * a.Tk * kD;
     stage_rows(tid, k, t0, a.Tk, kTile, &s.kt[0][0], kTile + kPad, &s.k[0][0]);
-    stage_rows(tid, static_cast<const float*>(a.v) + bh * a.Tk * kD, t0, a.Tk, kTile, &s.vt[0][0], kTile + kPad, nullptr);
+    stage_rows(tid, static_cast<const float*>(a.v) + bh * a.Tk * kD, t0, a.Tk, kTile, &s.vt[0][0], kTile + kPad,
+               nullptr);
     x.sync();
     float sc[4][4] = {}, dp[4][4] = {};
     product4x4(sc, &s.qt[0][rg * 4], kBlock + kPad, &s.kt[0][cg * 4], kTile + kPad);    // Q K^T
@@ -217,8 +223,8 @@ template <class Ctx> __host__ __device__ void dq_body(const Ctx& x, const FusedA
 }
 
 // One query tile's P Z and dS for the block's keys, into s.pz / s.ds (query-major).
-__host__ __device__ inline void dkv_scores(int tid, const FusedAttentionArgs& a, DkvSmem& s, const uint8_t* m, int64_t bh,
-                                           int64_t j0, int64_t t0, AttentionKeep& keep) {
+__host__ __device__ inline void dkv_scores(int tid, const FusedAttentionArgs& a, DkvSmem& s, const uint8_t* m,
+                                           int64_t bh, int64_t j0, int64_t t0, AttentionKeep& keep) {
   const int kg = tid / 8, qg = tid % 8;
   float sc[4][4] = {}, dp[4][4] = {};
   product4x4(sc, &s.kt[0][kg * 4], kBlock + kPad, &s.qt[0][qg * 4], kTile + kPad);    // K Q^T
@@ -239,12 +245,15 @@ __host__ __device__ inline void dkv_scores(int tid, const FusedAttentionArgs& a,
     }
 }
 
-template <class Ctx> __host__ __device__ void dkv_body(const Ctx& x, const FusedAttentionArgs& a, uint32_t thr, DkvSmem& s) {
+template <class Ctx>
+__host__ __device__ void dkv_body(const Ctx& x, const FusedAttentionArgs& a, uint32_t thr, DkvSmem& s) {
   const int tid = x.tid(), kg = tid / 8, dg = tid % 8;
   const int64_t bh = x.by(), j0 = x.bx() * kBlock;
   const uint8_t* m = a.mask ? a.mask + (bh / a.heads) * a.Tk : nullptr;
-  stage_rows(tid, static_cast<const float*>(a.k) + bh * a.Tk * kD, j0, a.Tk, kBlock, &s.kt[0][0], kBlock + kPad, nullptr);
-  stage_rows(tid, static_cast<const float*>(a.v) + bh * a.Tk * kD, j0, a.Tk, kBlock, &s.vt[0][0], kBlock + kPad, nullptr);
+  stage_rows(tid, static_cast<const float*>(a.k) + bh * a.Tk * kD, j0, a.Tk, kBlock, &s.kt[0][0], kBlock + kPad,
+             nullptr);
+  stage_rows(tid, static_cast<const float*>(a.v) + bh * a.Tk * kD, j0, a.Tk, kBlock, &s.vt[0][0], kBlock + kPad,
+             nullptr);
   float dk[4][8] = {}, dv[4][8] = {};
   AttentionKeep keep{a.seed, a.base, ~uint64_t(0), thr, float(1.0 / (1.0 - a.p))};
   for (int64_t t0 = 0; t0 < a.Tq; t0 += kTile) {
@@ -289,6 +298,5 @@ template <class Ctx> __host__ __device__ void dkv_body(const Ctx& x, const Fused
     }
   }
 }
-
 
 }  // namespace oomlab::flash

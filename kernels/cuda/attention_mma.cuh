@@ -77,7 +77,8 @@ __host__ __device__ inline void st2(uint16_t* p, uint32_t v) {
 // Rows [r0, r0 + n) of a [rows, kD] float32 matrix into dst[n][kLd] as 16-bit values (zeros
 // past `rows`), by all threads.
 template <class Ctx>
-__host__ __device__ void stage_rows(const Ctx& x, uint16_t (*dst)[kLd], const float* src, int64_t r0, int64_t rows, int n) {
+__host__ __device__ void stage_rows(const Ctx& x, uint16_t (*dst)[kLd], const float* src, int64_t r0, int64_t rows,
+                                    int n) {
   for (int idx = x.tid(); idx < n * kD / 2; idx += kThreads) {
     const int r = idx / (kD / 2), c = 2 * (idx % (kD / 2));
     const bool in = r0 + r < rows;
@@ -88,7 +89,8 @@ __host__ __device__ void stage_rows(const Ctx& x, uint16_t (*dst)[kLd], const fl
 
 // The same rows transposed: dst[c][r] for the kD columns c (n even; zeros past `rows`).
 template <int kLdT, class Ctx>
-__host__ __device__ void stage_cols(const Ctx& x, uint16_t (*dst)[kLdT], const float* src, int64_t r0, int64_t rows, int n) {
+__host__ __device__ void stage_cols(const Ctx& x, uint16_t (*dst)[kLdT], const float* src, int64_t r0, int64_t rows,
+                                    int n) {
   for (int idx = x.tid(); idx < n * kD / 2; idx += kThreads) {
     const int c = idx % kD, r = 2 * (idx / kD);
     const float lo = r0 + r < rows ? src[(r0 + r) * kD + c] : 0.0f;
@@ -135,9 +137,9 @@ __host__ __device__ inline const uint8_t* mask_of(const FusedAttentionArgs& a, i
 // (a[kc]: columns 16 kc..), B_nt(k, n) = tile[8 nt + n][k]: a warp's rows against NT x 8 rows
 // of a row-major 16-bit tile.
 template <int NT, class Ctx>
-__host__ __device__ void products(const Ctx& x, float (&c)[NT][4], const uint32_t (&a)[4][4], const uint16_t (*tile)[kLd],
-                                  int lane) {
-  #pragma unroll
+__host__ __device__ void products(const Ctx& x, float (&c)[NT][4], const uint32_t (&a)[4][4],
+                                  const uint16_t (*tile)[kLd], int lane) {
+#pragma unroll
   for (int nt = 0; nt < NT; ++nt)
     #pragma unroll
     for (int kc = 0; kc < 4; ++kc) {
@@ -149,9 +151,9 @@ __host__ __device__ void products(const Ctx& x, float (&c)[NT][4], const uint32_
 // acc[nd] += A . B_nd over the 64 head dims: A one 16 x 16 A fragment (16 rows of the other
 // side), B_nd(k, n) = tile[8 nd + n][k] of a transposed tile (head dims as rows) from `col`.
 template <int kLdT, class Ctx>
-__host__ __device__ void accumulate(const Ctx& x, float (&acc)[8][4], const uint32_t (&a)[4], const uint16_t (*tile)[kLdT],
-                                    int col, int lane) {
-  #pragma unroll
+__host__ __device__ void accumulate(const Ctx& x, float (&acc)[8][4], const uint32_t (&a)[4],
+                                    const uint16_t (*tile)[kLdT], int col, int lane) {
+#pragma unroll
   for (int nd = 0; nd < 8; ++nd) {
     uint32_t b[2];
     load_b(b, &tile[8 * nd][col], kLdT, lane);

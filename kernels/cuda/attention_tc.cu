@@ -34,7 +34,8 @@ struct TcCtx {
   __device__ float pair_max(float v) const { return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1)); }
   __device__ float pair_sum(float v) const { return v + __shfl_xor_sync(0xffffffffu, v, 1); }
   template <bool BCol>
-  __device__ void mma(float* c, int ldc, const float* a, int lda, const float* b, int ldb, int K, bool accumulate) const {
+  __device__ void mma(float* c, int ldc, const float* a, int lda, const float* b, int ldb, int K,
+                      bool accumulate) const {
     namespace w = nvcuda::wmma;
     using BLayout = std::conditional_t<BCol, w::col_major, w::row_major>;
     w::fragment<w::accumulator, 16, 16, 8, float> fc;

@@ -50,7 +50,8 @@ struct __align__(32) DkvSmem {
 
 // Rows [r0, r0 + n) of a [rows, kD] matrix into dst (zeros past `rows`), by all threads.
 template <int kLdDst>
-__host__ __device__ inline void stage(int tid, float (*dst)[kLdDst], const float* src, int64_t r0, int64_t rows, int n) {
+__host__ __device__ inline void stage(int tid, float (*dst)[kLdDst], const float* src, int64_t r0, int64_t rows,
+                                      int n) {
   for (int idx = tid; idx < n * kD; idx += kThreads) {
     const int r = idx / kD, c = idx % kD;
     dst[r][c] = r0 + r < rows ? src[(r0 + r) * kD + c] : 0.0f;

@@ -34,7 +34,8 @@ __host__ __device__ __forceinline__ float dot(const float* a, const float* b, in
 }
 
 // Rows [t0, t0 + kCols) of a [rows, n] matrix into shared memory (zeros past `rows`).
-__host__ __device__ inline void stage(int tid, float (*dst)[kMaxDim], const float* src, int64_t t0, int64_t rows, int n) {
+__host__ __device__ inline void stage(int tid, float (*dst)[kMaxDim], const float* src, int64_t t0, int64_t rows,
+                                      int n) {
   for (int idx = tid; idx < kCols * n; idx += kRows) {
     const int r = idx / n, c = idx % n;
     dst[r][c] = t0 + r < rows ? src[(t0 + r) * n + c] : 0.0f;

@@ -217,7 +217,8 @@ void batch_norm_backward_nhwc_cuda(const BatchNormArgs& a, DType t) {
     case DType::f64: return backward<double>(a);
     case DType::f16: return backward<__half>(a);
     case DType::bf16: return backward<__nv_bfloat16>(a);
-    default: throw InternalError(str_cat("batch_norm_backward (channels_last, cuda): unsupported dtype ", dtype_name(t)));
+    default:
+      throw InternalError(str_cat("batch_norm_backward (channels_last, cuda): unsupported dtype ", dtype_name(t)));
   }
 }
 

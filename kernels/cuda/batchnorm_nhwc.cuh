@@ -8,8 +8,8 @@
 // [bx*chunk, (bx+1)*chunk) of channels [by*32, by*32 + 32). Partials: each thread sums its
 // rows (m0 + row lane, then + 8, ...) in double; the 8 row lanes are added in order 0..7 and
 // lane (c, 0) writes part[(c*S + bx)*NV + k]; channel_total adds a channel's S partials in
-// split order, once per channel, into the [C][NV] totals the next pass reads. Every thread of a block reaches each sync() the same number of times.
-// IO<T> converts between storage and compute types (ld / st), as batchnorm.cu's loads.
+// split order, once per channel, into the [C][NV] totals the next pass reads. Every thread of a block reaches each
+// sync() the same number of times. IO<T> converts between storage and compute types (ld / st), as batchnorm.cu's loads.
 // Training statistics: two passes (sum, then squared deviations from the mean), or one pass
 // of shifted sums {sum(x-K), sum((x-K)^2)}, K the channel's first element x[0, c] (bn_math.cuh,
 // batchnorm.cu's rule for float32 and 16-bit inputs; behind cuda_bn_cl_one_pass() here).
@@ -212,7 +212,8 @@ __host__ __device__ void backward_apply_body(const Ctx& x, const Split& sp, cons
   const P wt = P((w ? double(w[c]) : 1.0) * invstd);
   if (src.training) {
     const P mu = P(mean), dmean = P(tot[0] / double(sp.M)), k = P(invstd * invstd * tot[1] / double(sp.M));
-    for_rows(x, sp, [&](int64_t o) { dx[o] = IO::st((masked<IO>(dy, ym, o) - dmean - (IO::ld(in[o]) - mu) * k) * wt); });
+    for_rows(x, sp,
+             [&](int64_t o) { dx[o] = IO::st((masked<IO>(dy, ym, o) - dmean - (IO::ld(in[o]) - mu) * k) * wt); });
   } else {
     for_rows(x, sp, [&](int64_t o) { dx[o] = IO::st(wt * masked<IO>(dy, ym, o)); });
   }

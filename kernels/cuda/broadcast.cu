@@ -46,7 +46,8 @@ template <class T> __global__ void sum_to_kernel(T* out, const T* in, SumToPlan 
   const int64_t o = blockIdx.x;
   const T* base = in + offset_at(o, p.nk, p.kshape, p.kstride);
   double s = 0.0;
-  for (int64_t r = threadIdx.x; r < p.r_n; r += blockDim.x) s += double(ld(base[offset_at(r, p.nr, p.rshape, p.rstride)]));
+  for (int64_t r = threadIdx.x; r < p.r_n; r += blockDim.x)
+    s += double(ld(base[offset_at(r, p.nr, p.rshape, p.rstride)]));
   const double total = block_sum(s);
   if (threadIdx.x == 0) out[o] = st<T>(compute_t<T>(total));
 }

@@ -41,8 +41,9 @@ template <class T> void reduce_pair_cuda(const ReducePairArgs& r) {
 void reduce_pair_i64_cuda(const ReducePairArgs& r) {
   if (r.n == 0) return;
   const Launch L("reduce_pair");
-  reduce_pair_i64_kernel<<<grid_for(r.n), kThreads, 0, L.stream>>>(
-      static_cast<long long*>(r.dst), static_cast<const long long*>(r.a), static_cast<const long long*>(r.b), r.n, r.op);
+  reduce_pair_i64_kernel<<<grid_for(r.n), kThreads, 0, L.stream>>>(static_cast<long long*>(r.dst),
+                                                                   static_cast<const long long*>(r.a),
+                                                                   static_cast<const long long*>(r.b), r.n, r.op);
   CUDA_LAUNCH_CHECK();
 }
 template <class T> void divide_count_cuda(const DivideCountArgs& a) {

@@ -1,7 +1,7 @@
 // conv_graph.h — convolutions planned with cuDNN's graph (backend) API (conv_graph.cu), the
 // path of cudnn_graph_api() (cuda_settings.h: under cuDNN benchmark and for channels_last by
-// default, as measured on an H200 and an H100; OOMLAB_CUDNN_GRAPH=0|1 forces it). Internal to kernels/cuda: conv.cu calls it
-// first when it is in effect.
+// default, as measured on an H200 and an H100; OOMLAB_CUDNN_GRAPH=0|1 forces it). Internal to kernels/cuda: conv.cu
+// calls it first when it is in effect.
 //   conv_graph_run(h, a, t, kind, device, why): runs one convolution of `kind` (0 forward,
 //   1 backward data, 2 backward weight; conv.cu's Kind) on a cached execution plan and returns
 //   true; returns false, with *why saying what cuDNN answered, when the graph API offers no

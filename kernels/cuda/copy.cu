@@ -54,12 +54,14 @@ template <class U, int Nan16, class G, class I> __global__ void strided_kernel(U
 }
 
 // A same-dtype copy of U-sized elements, by the 32-bit kernel where it applies.
-template <class U, int Nan16> void launch_strided(void* out, const void* in, const Geom& g, int64_t n, const Launch& L) {
+template <class U, int Nan16>
+void launch_strided(void* out, const void* in, const Geom& g, int64_t n, const Launch& L) {
   if (cuda_copy_fastdiv() && fits32(g, n))
     strided_kernel<U, Nan16><<<grid_for(n), kThreads, 0, L.stream>>>(static_cast<U*>(out), static_cast<const U*>(in),
                                                                       to_geom32(g), uint32_t(n));
   else
-    strided_kernel<U, Nan16><<<grid_for(n), kThreads, 0, L.stream>>>(static_cast<U*>(out), static_cast<const U*>(in), g, n);
+    strided_kernel<U, Nan16>
+        <<<grid_for(n), kThreads, 0, L.stream>>>(static_cast<U*>(out), static_cast<const U*>(in), g, n);
 }
 
 bool on_device(const void* p) {

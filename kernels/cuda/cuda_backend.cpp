@@ -41,14 +41,17 @@ DeviceProperties properties(int device) {
   CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &cublas_patch));
   const size_t cudnn = cudnnGetVersion();   // cuDNN 9: major*10000 + minor*100 + patch
   const size_t ws = cudnn_workspace_limit();
-  return {{"device_name", p.name}, {"physical_device", std::to_string(physical_device(device))},
+  return {{"device_name", p.name},
+          {"physical_device", std::to_string(physical_device(device))},
           {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
           {"total_memory_bytes", std::to_string(p.totalGlobalMem)},
           {"multiprocessors", std::to_string(p.multiProcessorCount)},
           {"cuda_driver", version_str(driver, 1000, 10, 100)},
           {"cuda_runtime", version_str(runtime, 1000, 10, 100)},
-          {"cublas", std::to_string(cublas_major) + "." + std::to_string(cublas_minor) + "." + std::to_string(cublas_patch)},
-          {"cudnn", std::to_string(cudnn / 10000) + "." + std::to_string(cudnn / 100 % 100) + "." + std::to_string(cudnn % 100)},
+          {"cublas",
+           std::to_string(cublas_major) + "." + std::to_string(cublas_minor) + "." + std::to_string(cublas_patch)},
+          {"cudnn",
+           std::to_string(cudnn / 10000) + "." + std::to_string(cudnn / 100 % 100) + "." + std::to_string(cudnn % 100)},
           {"matmul_allow_tf32", cuda_matmul_allow_tf32() ? "true" : "false"},
           {"cudnn_allow_tf32", cudnn_allow_tf32() ? "true" : "false"},
           {"cudnn_benchmark", cudnn_benchmark() ? "true" : "false"},
@@ -64,7 +67,7 @@ DeviceProperties properties(int device) {
           {"linear_lt", cuda_linear_lt() ? "true" : "false"},
           {"bias_planes", cuda_bias_planes() ? "true" : "false"},
           {"mma_attention", cuda_mma_attention() ? "true" : "false"},
-          {"tc_attention_inputs", "16-bit"},   // float32 inputs run the flash kernels, TF32 or not
+          {"tc_attention_inputs", "16-bit"},  // float32 inputs run the flash kernels, TF32 or not
           {"cudnn_graph_api", cudnn_graph_api_setting()},
           {"compute_stream", uses_own_compute_stream(device) ? "own" : "legacy default"},
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};

@@ -55,7 +55,9 @@ void use_own_compute_stream(int device) {
   g_streams[gpu].store(s, std::memory_order_release);
 }
 
-bool uses_own_compute_stream(int device) { return g_streams[size_t(gpu_of(device))].load(std::memory_order_acquire) != nullptr; }
+bool uses_own_compute_stream(int device) {
+  return g_streams[size_t(gpu_of(device))].load(std::memory_order_acquire) != nullptr;
+}
 
 cudaStream_t compute_stream(int device) {
   const size_t gpu = size_t(gpu_of(device));

@@ -20,7 +20,10 @@ void throw_cuda_error(cudaError_t err, const char* stmt, const char* file, int l
 }
 
 bool sync_after_launch() {
-  static const bool on = [] { const char* v = std::getenv("OOMLAB_CUDA_SYNC"); return v && std::strcmp(v, "0") != 0; }();
+  static const bool on = [] {
+    const char* v = std::getenv("OOMLAB_CUDA_SYNC");
+    return v && std::strcmp(v, "0") != 0;
+  }();
   return on && const_mode() != ConstMode::record;   // a capture records launches: nothing to wait for
 }
 

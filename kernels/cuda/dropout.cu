@@ -59,7 +59,8 @@ template <class T> __global__ void dropout_fwd_vec_kernel(const T* __restrict__ 
 template <class T> __global__ void dropout_bwd_vec_kernel(const T* __restrict__ dy, const uint8_t* __restrict__ mask,
                                                           T* __restrict__ dx, int64_t n, compute_t<T> scale,
                                                           bool vec) {
-  for (int64_t q = gtid(); q < (n + 3) / 4; q += gstride()) dropout_bwd_quad<DeviceIO<T>>(dy, mask, dx, n, scale, q, vec);
+  for (int64_t q = gtid(); q < (n + 3) / 4; q += gstride())
+    dropout_bwd_quad<DeviceIO<T>>(dy, mask, dx, n, scale, q, vec);
 }
 
 template <class T> void dropout_forward_cuda(const DropoutArgs& a) {

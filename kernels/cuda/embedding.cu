@@ -113,8 +113,9 @@ template <class T> void embedding_backward_cuda(const EmbeddingArgs& a) {
   const auto* g = static_cast<const T*>(a.dout);
   auto* dw = static_cast<T*>(a.dweight);
   if (cuda_embedding_split())
-    embedding_bwd_kernel<T, true><<<dim3(unsigned(blocks), unsigned((a.H + kEmbThreads - 1) / kEmbThreads)), kEmbThreads,
-                                     0, L.stream>>>(a.ids, g, dw, a.N, a.V, a.H, a.padding_idx);
+    embedding_bwd_kernel<T, true>
+        <<<dim3(unsigned(blocks), unsigned((a.H + kEmbThreads - 1) / kEmbThreads)), kEmbThreads, 0, L.stream>>>(
+            a.ids, g, dw, a.N, a.V, a.H, a.padding_idx);
   else
     embedding_bwd_kernel<T, false><<<blocks, kEmbThreads, 0, L.stream>>>(a.ids, g, dw, a.N, a.V, a.H, a.padding_idx);
   CUDA_LAUNCH_CHECK();

@@ -79,8 +79,8 @@ void scale_c(cublasHandle_t h, int device, const GemmArgs& a, DType t) {
     return;
   }
   for (int64_t r = 0; r < a.M; ++r)
-    CUBLAS_CHECK(cublasScalEx(h, to_int(a.N, "N"), s.alpha(), s.type(), static_cast<char*>(a.C) + size_t(r * a.ldc) * es,
-                              dt, 1, s.type()));
+    CUBLAS_CHECK(cublasScalEx(h, to_int(a.N, "N"), s.alpha(), s.type(),
+                              static_cast<char*>(a.C) + size_t(r * a.ldc) * es, dt, 1, s.type()));
 }
 
 void gemm_product_cuda(const GemmArgs& a, DType t) {

@@ -175,9 +175,9 @@ class NcclCommunicator : public Communicator {
       store_->set(kUniqueIdKey, std::vector<char>(id.internal, id.internal + sizeof id.internal));
     } else {
       const std::vector<char> v = store_->get(kUniqueIdKey);
-      OOMLAB_CHECK_T(CommError, v.size() == sizeof id.internal, "nccl: rank ", rank_, ": the unique id published by rank 0 has ",
-                     v.size(), " bytes, not ", sizeof id.internal, " (another program on ", info.master_addr, ":",
-                     info.master_port, "?)");
+      OOMLAB_CHECK_T(CommError, v.size() == sizeof id.internal, "nccl: rank ", rank_,
+                     ": the unique id published by rank 0 has ", v.size(), " bytes, not ", sizeof id.internal,
+                     " (another program on ", info.master_addr, ":", info.master_port, "?)");
       std::memcpy(id.internal, v.data(), v.size());
     }
     try {
@@ -207,7 +207,8 @@ class NcclCommunicator : public Communicator {
           const Clock::time_point deadline = Clock::now() + timeout();
           int spins = 0;
           ncclResult_t state = ncclInProgress;
-          while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress && Clock::now() < deadline)
+          while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress &&
+                 Clock::now() < deadline)
             pause(spins);
           clean = state == ncclSuccess;
         }
@@ -441,7 +442,8 @@ class NcclCommunicator : public Communicator {
     }
     if (mask.used()) {
       std::vector<uint8_t> marks(size_t(out.count));
-      CUDA_CHECK(cudaMemcpyAsync(marks.data(), mask.data() + mask_offset, marks.size(), cudaMemcpyDeviceToHost, stream()));
+      CUDA_CHECK(
+          cudaMemcpyAsync(marks.data(), mask.data() + mask_offset, marks.size(), cudaMemcpyDeviceToHost, stream()));
       CUDA_CHECK(cudaStreamSynchronize(stream()));
       bool any = false;
       for (uint8_t v : marks) any = any || v != 0;

@@ -58,11 +58,13 @@ template <class T> void adam_step_cuda(const AdamArgs& a) {
   if (const_mode() == ConstMode::refresh) return;   // the constants are all a replay needs
   const bool decay = a.weight_decay != 0, low = (1.0 - a.beta1) < 0.5;
   if (!decay)
-    low ? launch_adam<T, false, false, true>(a, k, kp, L.stream) : launch_adam<T, false, false, false>(a, k, kp, L.stream);
+    low ? launch_adam<T, false, false, true>(a, k, kp, L.stream)
+        : launch_adam<T, false, false, false>(a, k, kp, L.stream);
   else if (a.decoupled)
     low ? launch_adam<T, true, true, true>(a, k, kp, L.stream) : launch_adam<T, true, true, false>(a, k, kp, L.stream);
   else
-    low ? launch_adam<T, true, false, true>(a, k, kp, L.stream) : launch_adam<T, true, false, false>(a, k, kp, L.stream);
+    low ? launch_adam<T, true, false, true>(a, k, kp, L.stream)
+        : launch_adam<T, true, false, false>(a, k, kp, L.stream);
   CUDA_LAUNCH_CHECK();
 }
 // GradScaler's unscale + inf/NaN check: float compute for 16/32-bit grads (as the CPU

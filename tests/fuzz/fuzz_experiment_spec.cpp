@@ -45,7 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const oomlab::PointSpec& p : points) {
         fuzz_require(names.insert(p.name).second, "expand_matrix: duplicate point names");
         fuzz_require(commands.count(p.command) == 1, "expand_matrix: a point whose command the matrix does not know");
-        fuzz_require(!p.args().empty() && p.args()[0] == p.command, "expand_matrix: args() does not start with the command");
+        fuzz_require(!p.args().empty() && p.args()[0] == p.command,
+                     "expand_matrix: args() does not start with the command");
       }
     } catch (const oomlab::Error&) {
     }

@@ -73,8 +73,11 @@ int64_t read_i64(const uint8_t* p) {
 void mutate(json& g, const uint8_t* r) {
   const int kind = r[0] & 3;
   const size_t where = size_t(r[1]) | (size_t(r[2]) << 8), slot = r[3];
-  const int64_t value = (r[0] & 0x80) ? kInteresting[r[4] % (sizeof kInteresting / sizeof kInteresting[0])] : read_i64(r + 4);
-  auto pick = [](json& list, size_t i) -> json* { return list.is_array() && !list.empty() ? &list[i % list.size()] : nullptr; };
+  const int64_t value =
+      (r[0] & 0x80) ? kInteresting[r[4] % (sizeof kInteresting / sizeof kInteresting[0])] : read_i64(r + 4);
+  auto pick = [](json& list, size_t i) -> json* {
+    return list.is_array() && !list.empty() ? &list[i % list.size()] : nullptr;
+  };
   std::vector<json*> leaves;
   if (kind == 0) {
     json* n = pick(g["nodes"], where);

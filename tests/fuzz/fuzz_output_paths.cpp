@@ -109,7 +109,8 @@ void act(const fs::path& root, uint8_t action, uint8_t n, bool fifo, const std::
       check_tree_kept(files, target / "latest");
       std::error_code ec;
       if (fs::is_regular_file(target / "latest", ec))
-        fuzz_require(read_all(target / "latest") == "step-" + std::to_string(step) + "\n", "latest does not name the save");
+        fuzz_require(read_all(target / "latest") == "step-" + std::to_string(step) + "\n",
+                     "latest does not name the save");
     }
   }
 }

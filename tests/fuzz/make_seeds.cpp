@@ -90,15 +90,30 @@ void graph_value_seeds() {
   std::sort(files.begin(), files.end());
   // {op, which of its integer arguments, value}: dims, indices and sizes out of range
   struct Mutation { const char* op; size_t slot; int64_t value; };
-  const Mutation kMutations[] = {
-      {"aten.select.int", 0, 5}, {"aten.select.int", 1, 1 << 20}, {"aten.unsqueeze.default", 0, 7},
-      {"aten.unsqueeze.default", 0, INT64_MIN}, {"aten.gather.default", 0, -9}, {"aten.cat.default", 0, 3},
-      {"aten.slice.Tensor", 0, 9}, {"aten.slice.Tensor", 3, 0}, {"aten.expand.default", 0, -5},
-      {"aten.view.default", 0, -7}, {"getitem", 0, 2}, {"aten.embedding.default", 0, 1 << 30},
-      {"aten.convolution.default", 0, 0}, {"aten.convolution.default", 8, 0}, {"aten.max_pool2d_with_indices.default", 0, 0},
-      {"aten.mean.dim", 0, 9}, {"aten.split_with_sizes.default", 0, -1}, {"aten.permute.default", 0, 4},
-      {"_operator.mul", 0, INT64_MAX}, {"aten.sym_size.int", 0, 3}, {"aten.cumsum.default", 0, 2},
-      {"aten.arange.start_step", 0, INT64_MIN}, {"aten.squeeze.dims", 0, 6}, {"aten.native_layer_norm.default", 0, 0}};
+  const Mutation kMutations[] = {{"aten.select.int", 0, 5},
+                                 {"aten.select.int", 1, 1 << 20},
+                                 {"aten.unsqueeze.default", 0, 7},
+                                 {"aten.unsqueeze.default", 0, INT64_MIN},
+                                 {"aten.gather.default", 0, -9},
+                                 {"aten.cat.default", 0, 3},
+                                 {"aten.slice.Tensor", 0, 9},
+                                 {"aten.slice.Tensor", 3, 0},
+                                 {"aten.expand.default", 0, -5},
+                                 {"aten.view.default", 0, -7},
+                                 {"getitem", 0, 2},
+                                 {"aten.embedding.default", 0, 1 << 30},
+                                 {"aten.convolution.default", 0, 0},
+                                 {"aten.convolution.default", 8, 0},
+                                 {"aten.max_pool2d_with_indices.default", 0, 0},
+                                 {"aten.mean.dim", 0, 9},
+                                 {"aten.split_with_sizes.default", 0, -1},
+                                 {"aten.permute.default", 0, 4},
+                                 {"_operator.mul", 0, INT64_MAX},
+                                 {"aten.sym_size.int", 0, 3},
+                                 {"aten.cumsum.default", 0, 2},
+                                 {"aten.arange.start_step", 0, INT64_MIN},
+                                 {"aten.squeeze.dims", 0, 6},
+                                 {"aten.native_layer_norm.default", 0, 0}};
   // Each mutation on the first two graphs that have its op (CI replays every seed under ASan:
   // 121 seeds took 49 s, these about half); the unmutated graphs, buffers and outputs on all.
   std::vector<int> used(sizeof kMutations / sizeof kMutations[0], 0);
@@ -114,7 +129,9 @@ void graph_value_seeds() {
       const auto& nodes = g["nodes"];
       for (size_t i = 0; i < nodes.size(); ++i) {
         if (nodes[i]["op"] != m.op) continue;
-        if (integer_count(nodes[i]["args"]) + integer_count(nodes[i].value("kwargs", nlohmann::json::object())) <= m.slot) break;
+        if (integer_count(nodes[i]["args"]) + integer_count(nodes[i].value("kwargs", nlohmann::json::object())) <=
+            m.slot)
+          break;
         std::string s{char(gi), char(1)};
         record(s, 0, i, m.slot, m.value);
         put(stem + "-" + m.op + "-" + std::to_string(m.slot) + "-" + std::to_string(m.value), s);

@@ -51,7 +51,7 @@ int main() {
     for (int trial = 0; trial < 40; ++trial) {
       std::vector<double> row(static_cast<size_t>(C));
       for (double& v : row) v = std::round(u(rng) * 3) / 3;   // few distinct values: many ties
-      const int extra = trial % 4;                            // 0-3 specials at random places (every lane over the trials)
+      const int extra = trial % 4;  // 0-3 specials at random places (every lane over the trials)
       for (int e = 0; e < extra; ++e) row[size_t(rng() % uint64_t(C))] = specials[rng() % 5];
       rows.push_back(row);
     }

@@ -76,16 +76,20 @@ int64_t blocks(int64_t rows, int64_t per_block) { return (rows + per_block - 1) 
 
 // The flash kernels (attention_flash.cuh) on `a`, as attention_flash.cu launches them.
 void run_flash(const FusedAttentionArgs& a, uint32_t thr) {
-  run_grid<FwdSmem>(blocks(a.Tq, kBlock), a.BH, kThreads, [&](const HostCtx& x, FwdSmem& s) { fwd_body(x, a, thr, s); });
+  run_grid<FwdSmem>(blocks(a.Tq, kBlock), a.BH, kThreads,
+                    [&](const HostCtx& x, FwdSmem& s) { fwd_body(x, a, thr, s); });
   run_grid<DqSmem>(blocks(a.Tq, kBlock), a.BH, kThreads, [&](const HostCtx& x, DqSmem& s) { dq_body(x, a, thr, s); });
-  run_grid<DkvSmem>(blocks(a.Tk, kBlock), a.BH, kThreads, [&](const HostCtx& x, DkvSmem& s) { dkv_body(x, a, thr, s); });
+  run_grid<DkvSmem>(blocks(a.Tk, kBlock), a.BH, kThreads,
+                    [&](const HostCtx& x, DkvSmem& s) { dkv_body(x, a, thr, s); });
 }
 
 // The tiled kernels (attention_tiled.cuh), head dims 64 at compile time, others at run time.
 template <int kDim> void run_tiled_dims(const FusedAttentionArgs& a, uint32_t thr) {
   using namespace oomlab::tiled;
-  run_grid<TileSmem>(blocks(a.Tq, kRows), a.BH, kRows, [&](const HostCtx& x, TileSmem& s) { tiled::fwd_body<kDim>(x, a, thr, s); });
-  run_grid<TileSmem>(blocks(a.Tq, kRows), a.BH, kRows, [&](const HostCtx& x, TileSmem& s) { tiled::dq_body<kDim>(x, a, thr, s); });
+  run_grid<TileSmem>(blocks(a.Tq, kRows), a.BH, kRows,
+                     [&](const HostCtx& x, TileSmem& s) { tiled::fwd_body<kDim>(x, a, thr, s); });
+  run_grid<TileSmem>(blocks(a.Tq, kRows), a.BH, kRows,
+                     [&](const HostCtx& x, TileSmem& s) { tiled::dq_body<kDim>(x, a, thr, s); });
   run_grid<DkvTileSmem>(blocks(a.Tk, kRows), a.BH, kRows,
                         [&](const HostCtx& x, DkvTileSmem& s) { tiled::dkv_body<kDim>(x, a, thr, s); });
 }

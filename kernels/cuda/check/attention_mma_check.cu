@@ -88,8 +88,9 @@ template <bool F16> struct HostCtx {
 };
 
 template <bool F16, class Smem, class Body> void run_grid(int64_t gx, int64_t gy, Body body) {
-  run_blocks<HostBlock, Smem>(
-      gx, gy, kThreads, [&](int t, int64_t bx, int64_t by, HostBlock& b, Smem& s) { body(HostCtx<F16>{t, bx, by, &b}, s); });
+  run_blocks<HostBlock, Smem>(gx, gy, kThreads, [&](int t, int64_t bx, int64_t by, HostBlock& b, Smem& s) {
+    body(HostCtx<F16>{t, bx, by, &b}, s);
+  });
 }
 
 int64_t blocks(int64_t rows) { return (rows + kRows - 1) / kRows; }

@@ -70,7 +70,8 @@ struct HostCtx {
     for (int i = 0; i < 16; ++i)
       for (int n = 0; n < 16; ++n) {
         double s = accumulate ? double(c[i * ldc + n]) : 0.0;
-        for (int k = 0; k < K; ++k) s += double(tf32(a[i * lda + k])) * double(tf32(BCol ? bm[n * ldb + k] : bm[k * ldb + n]));
+        for (int k = 0; k < K; ++k)
+          s += double(tf32(a[i * lda + k])) * double(tf32(BCol ? bm[n * ldb + k] : bm[k * ldb + n]));
         c[i * ldc + n] = float(s);
       }
   }

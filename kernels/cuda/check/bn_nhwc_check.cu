@@ -126,7 +126,8 @@ void check_training(const Case& k) {
                            w = randoms(size_t(C), 0.5f, 1.5f, 2), b = randoms(size_t(C), -0.5f, 0.5f, 3),
                            dy = randoms(size_t(M * C), -1.0f, 1.0f, 4);
   // the CPU reference (batchnorm_rows_cpu.cpp)
-  std::vector<float> y(x.size()), rm(size_t(C), 0.1f), rv(size_t(C), 0.9f), sm(static_cast<size_t>(C)), si(static_cast<size_t>(C));
+  std::vector<float> y(x.size()), rm(size_t(C), 0.1f), rv(size_t(C), 0.9f), sm(static_cast<size_t>(C)),
+      si(static_cast<size_t>(C));
   BatchNormArgs a{};
   a.N = M; a.C = C; a.HW = 1; a.momentum = 0.1; a.eps = 1e-5; a.training = true; a.relu = k.relu;
   a.channels_last = true;
@@ -142,10 +143,12 @@ void check_training(const Case& k) {
   const bn::Split sp = bn::split_for(M, C);
   std::vector<double> part1(size_t(C * sp.S)), part2(size_t(C * sp.S)), part(size_t(2 * C * sp.S));
   std::vector<double> tot1(static_cast<size_t>(C)), tot2(static_cast<size_t>(C)), tot(size_t(2 * C));
-  std::vector<float> ey(x.size()), erm(size_t(C), 0.1f), erv(size_t(C), 0.9f), esm(static_cast<size_t>(C)), esi(static_cast<size_t>(C));
+  std::vector<float> ey(x.size()), erm(size_t(C), 0.1f), erv(size_t(C), 0.9f), esm(static_cast<size_t>(C)),
+      esi(static_cast<size_t>(C));
   bn::TrainStats<HostIO, float> ts{x.data(), tot.data(), nullptr, true};
   if (k.one_pass) {   // batchnorm_nhwc.cu's launch_statistics under cuda_bn_cl_one_pass()
-    run_grid(sp, [&](const HostCtx& c, bn::Smem& s) { bn::shifted_sums_body<HostIO>(c, sp, x.data(), part.data(), s); });
+    run_grid(sp,
+             [&](const HostCtx& c, bn::Smem& s) { bn::shifted_sums_body<HostIO>(c, sp, x.data(), part.data(), s); });
     totals<2>(sp, part, tot);
   } else {
     run_grid(sp, [&](const HostCtx& c, bn::Smem& s) { bn::sum_body<HostIO>(c, sp, x.data(), part1.data(), s); });

@@ -48,7 +48,10 @@ std::vector<uint8_t> cast_sources(DType t, int64_t& n) {
   auto push = [&](const void* p, size_t k) { out.insert(out.end(), (const uint8_t*)p, (const uint8_t*)p + k); };
   const size_t es = dtype_size(t);
   if (t == DType::f16 || t == DType::bf16) {
-    for (uint32_t b = 0; b < 65536 + 13; ++b) { uint16_t h = uint16_t(b * 40503u); push(&h, 2); }   // a tail past the 8-wide blocks
+    for (uint32_t b = 0; b < 65536 + 13; ++b) {
+      uint16_t h = uint16_t(b * 40503u);
+      push(&h, 2);
+    }  // a tail past the 8-wide blocks
   } else {
     IeeeMode ieee;
     for (double e : edges) {

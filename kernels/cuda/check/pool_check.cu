@@ -51,7 +51,8 @@ template <class T> void check(const Case& k, bool nhwc) {
   a.N = k.N; a.C = k.C; a.H = k.H; a.W = k.W; a.P = k.P; a.Q = k.Q; a.p = k.p; a.adaptive = k.adaptive;
   a.channels_last = nhwc;
   const DType dt = sizeof(T) == 4 ? DType::f32 : DType::f64;
-  std::vector<T> y(static_cast<size_t>(yn)), dx(static_cast<size_t>(xn)), ey(static_cast<size_t>(yn)), edx(static_cast<size_t>(xn));
+  std::vector<T> y(static_cast<size_t>(yn)), dx(static_cast<size_t>(xn)), ey(static_cast<size_t>(yn)),
+      edx(static_cast<size_t>(xn));
   std::vector<int64_t> idx(static_cast<size_t>(k.max ? yn : 0)), eidx(idx.size());
   a.x = x.data(); a.y = y.data(); a.indices = k.max ? idx.data() : nullptr;
   (k.max ? max_pool2d_forward_kernels() : avg_pool2d_forward_kernels()).launch(cpu_device(), dt, a);
