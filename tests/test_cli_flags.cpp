@@ -220,8 +220,8 @@ TEST(FlagTable, EveryRunFlagIsBoundOrReadByHand) {
   const std::set<std::string> by_hand = {
       "classes", "checkpoint", "loss-scale", "hidden", "layers", "heads", "max-positions", "dropout",
       "base-width", "depth", "norm", "fuse-relu", "attention", "json", "memory-snapshot", "chrome-trace",
-      "allow-tf32", "cudnn-benchmark", "cudnn-deterministic", "cudnn-workspace-limit"};
-  for (const char* command : {"train", "summary", "estimate"})
+      "allow-tf32", "cudnn-benchmark", "cudnn-deterministic", "cudnn-workspace-limit", "out", "dtype"};
+  for (const char* command : {"train", "summary", "estimate", "step"})
     for (const FlagSpec* f : flags_of(command)) {
       const bool bound = !std::holds_alternative<std::monostate>(f->field);
       EXPECT_NE(bound, by_hand.count(f->name) > 0 && !(f->name == "classes" && std::string(command) != "train"))

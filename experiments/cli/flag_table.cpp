@@ -76,9 +76,17 @@ void rows_model_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("data-dir", kTrain, "the dataset's folder (Fashion-MNIST's IDX files, or the npy files)")
                   .text("DIR").applies("dataset", {"fashion-mnist", "npy"})
                   .to(&RunSpec::data_dir).s);
-  t.push_back(F("data-dir", kStep, "the folder of train_inputs.npy and train_labels.npy").text("DIR").required().s);
+  t.push_back(F("data-dir", kStep, "the folder of train_inputs.npy and train_labels.npy")
+                  .text("DIR")
+                  .required()
+                  .to(&RunSpec::data_dir)
+                  .s);
   t.push_back(
-      F("init", kStep, "the starting weights (a PyTorch state_dict saved with safetensors)").text("FILE").required().s);
+      F("init", kStep, "the starting weights (a PyTorch state_dict saved with safetensors)")
+          .text("FILE")
+          .required()
+          .to(&RunSpec::init)
+          .s);
   t.push_back(F("out", kStep, "where to write loss, logits, gradients and updated weights (safetensors)")
                   .text("FILE").required().output().s);
   t.push_back(F("input", kTrain, "the sample shape of the synthetic images").int_list("C,H,W")
@@ -121,7 +129,11 @@ void rows_model_flags(std::vector<FlagSpec>& t) {
 void rows_run_length_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("device", kTrain, "the (first) logical device").text("cpu|meta|cuda[:N]").def("cpu")
                   .to(+[](RunSpec& r, const std::string& v) { r.device = parse_device(v); }).s);
-  t.push_back(F("device", kStep, "the device of the step").text("cpu|cuda[:N]").def("cpu").s);
+  t.push_back(F("device", kStep, "the device of the step")
+                  .text("cpu|cuda[:N]")
+                  .def("cpu")
+                  .to(+[](RunSpec& r, const std::string& v) { r.device = parse_device(v); })
+                  .s);
   t.push_back(F("batch", kTrain, "samples per micro-batch (per rank under ddp)").integer("B", 1).def("128")
                   .to(&RunSpec::batch).s);
   t.push_back(F("batch", kSummary, "samples per batch").integer("B", 1).def("1")
@@ -154,7 +166,7 @@ void rows_run_length_flags(std::vector<FlagSpec>& t) {
                   .s);
   t.push_back(F("lr", kTrain, "the learning rate (default: the recipe's)").number("X", 0, 1e6, true, false)
                   .to(&RunSpec::lr).s);
-  t.push_back(F("lr", kStep, "the SGD learning rate").number("X", 0, 1e6, true, false).def("0.1").s);
+  t.push_back(F("lr", kStep, "the SGD learning rate").number("X", 0, 1e6, true, false).def("0.1").to(&RunSpec::lr).s);
   t.push_back(F("momentum", kTrain, "SGD momentum (default: the recipe's)").number("X", 0, 1, false, true)
                   .to(&RunSpec::momentum).s);
   t.push_back(F("weight-decay", kTrain, "weight decay (default: the recipe's)").number("X", 0, kInf, false, false)

@@ -85,17 +85,7 @@ int cmd_step(const std::vector<std::string>& args) {
     return 0;
   }
   CliArgs a(args, "step");
-  StepRequest r;
-  r.model = a.get("model");
-  r.out = a.get("out");
-  r.init = a.get("init");
-  r.data_dir = a.get("data-dir");
-  r.dtype = a.get("dtype") == "float64" ? DType::f64 : DType::f32;
-  r.lr = a.get_double("lr");
-  r.classes = a.get_int("classes", 0);
-  r.device = parse_device(a.get("device"));
-  r.arch = arch_flags(a, r.model);
-  run_parity_step(r);
+  run_parity_step(step_spec(a), a.get("out"), a.get("dtype") == "float64" ? DType::f64 : DType::f32);
   return 0;
 }
 

@@ -128,6 +128,13 @@ RunSpec train_spec(const CliArgs& a) {
   return c;
 }
 
+RunSpec step_spec(const CliArgs& a) {
+  RunSpec s = RunSpec::for_model(a.get("model"));
+  apply_bound_flags(a, s);
+  s.arch = arch_flags(a, s.model);
+  return s;
+}
+
 RunSpec model_spec(const CliArgs& a) {
   RunSpec s = RunSpec::for_model(a.get("model"));
   apply_bound_flags(a, s);

@@ -29,19 +29,17 @@
 
 namespace oomlab {
 
-void run_parity_step(const StepRequest& r) {
+void run_parity_step(const RunSpec& r, const std::string& out, DType dtype) {
   const std::string& model_name = r.model;
-  const std::string& out = r.out;
   const std::string& init = r.init;
-  const DType dtype = r.dtype;
   const std::string dtype_flag = dtype == DType::f64 ? "float64" : "float32";
-  const double lr = r.lr;
+  const double lr = r.lr.value_or(0.1);
   const Device device = r.device;
   const ArchOverrides& arch = r.arch;
   OOMLAB_CHECK_T(DeviceError, !device.is_meta(), "--device meta has no numbers to compare; use cpu or cuda");
   check_output_file(out, "--out");
   // the labels' classes: --classes, an imported classifier's output classes, else the largest label + 1
-  const int64_t classes = r.classes > 0 ? r.classes
+  const int64_t classes = r.num_classes > 0 ? r.num_classes
                           : is_graph_model(model_name) ? graph_model_config(model_name).num_classes : 0;
 
   std::shared_ptr<Dataset> data = load_npy_dataset(r.data_dir, "train", classes);

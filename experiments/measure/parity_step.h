@@ -5,21 +5,14 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/core/device.h"
 #include "engine/core/dtype.h"
-#include "experiments/plan/model_arch.h"
+#include "experiments/plan/run_spec.h"
 
 namespace oomlab {
 
-struct StepRequest {
-  std::string model, data_dir, init, out;   // --model, --data-dir, --init FILE.safetensors, --out
-  DType dtype = DType::f32;                 // --dtype float32 | float64
-  double lr = 0.1;
-  int64_t classes = 0;                      // 0: an imported classifier's, else the largest label + 1
-  Device device = cpu_device();             // cpu or cuda (meta: a DeviceError, nothing to compare)
-  ArchOverrides arch;
-};
-// Runs the step and writes r.out (atomically); a non-finite loss writes nothing (ValueError).
-void run_parity_step(const StepRequest& r);
+// Runs the step of `spec` (model, arch, data_dir, init, lr, num_classes: 0 = an imported
+// classifier's, else the largest label + 1; device: cpu or cuda, meta is a DeviceError) in
+// `dtype` (float32 | float64) and writes `out` atomically; a non-finite loss writes nothing.
+void run_parity_step(const RunSpec& spec, const std::string& out, DType dtype);
 
 }  // namespace oomlab
