@@ -13,6 +13,7 @@
 // in the kernel's scratch (CPU: per thread, at most 64 query rows x Tk). CPU kernels:
 // kernels/cpu/attention_cpu.cpp (float32, float64; BLAS GEMMs on 64-row blocks).
 #pragma once
+#include <string_view>
 #include <cstdint>
 
 #include "engine/core/dispatch.h"
@@ -35,6 +36,12 @@ struct FusedAttentionArgs {
   bool from_f16 = false;   // with from_16bit: the copies hold float16 values (else bfloat16)
 };
 
+// flop_counter.h: the forward's two products, 2 Tq Tk (D + Dv) per head; the backward
+// recomputes the scores and forms dV, dP, dQ and dK: 2 Tq Tk (3 D + 2 Dv).
+inline double kernel_flops(const FusedAttentionArgs& a, std::string_view op) {
+  const double tt = 2.0 * double(a.BH) * double(a.Tq) * double(a.Tk);
+  return op.find("backward") != std::string_view::npos ? tt * double(3 * a.D + 2 * a.Dv) : tt * double(a.D + a.Dv);
+}
 OOMLAB_KERNEL_TABLE(fused_attention_forward, FusedAttentionArgs, "fused_attention")
 OOMLAB_KERNEL_TABLE(fused_attention_backward, FusedAttentionArgs, "fused_attention_backward")
 

@@ -6,6 +6,7 @@
 // overwrite their output. The bias kernels take NHWC as [N*H*W, K, 1]. CPU kernels: kernels/cpu/conv_cpu.cpp (+
 // conv_direct_cpu.cpp); CUDA: kernels/cuda/conv.cu (cuDNN) and conv_bias.cu.
 #pragma once
+#include <string_view>
 #include <cstdint>
 
 #include "engine/core/dispatch.h"
@@ -24,6 +25,11 @@ struct Conv2dArgs {
                                               // backward_weight: dw = corr(x, dy) (overwrite)
   bool channels_last = false;                 // NHWC / KRSC buffers (--channels-last)
 };
+// flop_counter.h: forward, backward-data and backward-weight each do 2 N K P Q (C / groups) R S.
+inline double kernel_flops(const Conv2dArgs& a, std::string_view) {
+  return 2.0 * double(a.N) * double(a.K) * double(a.P) * double(a.Q) * double(a.C / a.p.groups) * double(a.R) *
+         double(a.S);
+}
 // NCHW bias: y[n,k,:,:] += b[k]; grad: db[k] = sum_{n,p,q} dy[n,k,p,q] (overwrite).
 // channels_last: y / dy are [N*P*Q, K] rows, passed as N = N*P*Q, HW = 1 (kernels may walk
 // them row by row).

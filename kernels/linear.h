@@ -3,6 +3,7 @@
 // Raw contiguous row-major buffers in the table's dtype, explicit dims. CPU kernels:
 // kernels/cpu/linear_cpu.cpp (OpenBLAS); CUDA: kernels/cuda/linear.cu (cuBLAS).
 #pragma once
+#include <string_view>
 #include <cstdint>
 
 #include "engine/core/dispatch.h"
@@ -30,6 +31,10 @@ struct GemmArgs {
   void* a_row_sums = nullptr;
   void* b_col_sums = nullptr;
 };
+// flop_counter.h: 2 M N K per matrix of the batch.
+inline double kernel_flops(const GemmArgs& a, std::string_view) {
+  return 2.0 * double(a.M) * double(a.N) * double(a.K) * double(a.batch);
+}
 // Elements of X that a GemmArgs call touches from X's base: (batch - 1) * stride + rows * ld.
 inline int64_t gemm_extent(int64_t batch, int64_t stride, int64_t rows, int64_t ld) {
   return (batch > 1 ? (batch - 1) * stride : 0) + rows * ld;

@@ -19,6 +19,7 @@
 //  * A missing entry raises NotImplementedError "op 'X' has no cuda/bfloat16 kernel";
 //    there is never a silent fallback to another device or dtype.
 #pragma once
+#include "engine/core/flop_counter.h"
 #include "engine/core/device.h"
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
@@ -94,6 +95,7 @@ class KernelTable {
   // kernel's workspaces, streams and library handles use). On meta it runs nothing but
   // refuses, with that backend's own message, a dtype the emulated backend lacks.
   void launch(Device d, DType t, const Args& args) const {
+    count_launch_flops(t, args, op_);   // flop_counter.h: meta launches count too
     if (d.is_meta()) {
       get(Device{meta_emulated_device_type(), 0}, t);
       return;

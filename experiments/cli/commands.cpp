@@ -229,6 +229,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
     row("graph: peak reserved", e.graph_reserved_peak_bytes, "-", -1);
   }
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
+  for (const auto& [dtype, flops] : e.step_flops)
+    std::printf("  matrix work per step (%s): %.3f TFLOP\n", dtype.c_str(), flops / 1e12);
   nlohmann::json metrics = e.to_json();
   if (cap > 0) {   // what batch fits the card (exact meta steps under the cap)
     const LargestBatch lb = largest_batch_under(spec, opt, cap);

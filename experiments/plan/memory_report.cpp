@@ -34,6 +34,7 @@
 #include "engine/train/mixed_precision.h"
 #include "engine/train/train_step.h"
 #include "engine/core/byte_sizes.h"
+#include "engine/core/flop_counter.h"
 #include "experiments/plan/layer_recorder.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
@@ -224,7 +225,7 @@ nlohmann::json MemoryEstimate::to_json() const {
                      {"peak_reserved_bytes", peak_reserved_bytes}}},
           {"formula", {{"params_bytes", formula_params_bytes}, {"activation_bytes", formula_activation_bytes},
                        {"input_bytes", formula_input_bytes}, {"total_bytes", formula_bytes}}},
-          {"formula_error_pct", formula_error_pct}};
+          {"formula_error_pct", formula_error_pct}, {"step_flops", step_flops}};
   if (graph_pool_bytes >= 0)
     j["cuda_graphs"] = {{"pool_bytes", graph_pool_bytes}, {"capture_peak_allocated_bytes", graph_capture_peak_bytes},
                         {"peak_reserved_bytes", graph_reserved_peak_bytes}};
@@ -296,6 +297,20 @@ void estimate_graph(TrainStep& step, const Tensor& x, const Tensor& y, StepOutpu
 }
 }  // namespace
 
+namespace {
+// The source's formula (params x 4 x n, n = 2 SGD / 4 Adam; batch x outputs x 4 x 2; the
+// input) and its error against the exact peak already in `e`.
+void fill_source_formula(MemoryEstimate& e, const std::string& optimizer, int64_t batch, int64_t outputs,
+                         int64_t input_bytes) {
+  const int64_t n = optimizer == "sgd" ? 2 : 4;
+  e.formula_params_bytes = e.params * 4 * n;
+  e.formula_activation_bytes = batch * outputs * 4 * 2;
+  e.formula_input_bytes = input_bytes;
+  e.formula_bytes = e.formula_params_bytes + e.formula_activation_bytes + e.formula_input_bytes;
+  e.formula_error_pct = 100.0 * double(e.formula_bytes - e.peak_allocated_bytes) / double(e.peak_allocated_bytes);
+}
+}  // namespace
+
 MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::string& optimizer,
                                uint64_t device_memory, bool record) {
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
@@ -349,7 +364,10 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   // The allocator's peaks from here on are step 2's: the results' `memory` block then
   // reports the estimate's own peak (metrics.exact.peak_allocated_bytes).
   allocator_for(meta_device()).reset_peak_stats();
+  FlopCounter counter;                  // the steady step's matrix work (flop_counter.h)
   StepOutput s2 = step.run(x, y);       // steady state
+  for (int t = 0; t < kNumDTypes; ++t)
+    if (counter.flops(DType(t)) > 0) e.step_flops[dtype_name(DType(t))] = counter.flops(DType(t));
   e.grads_bytes = 0;
   for (const auto& [n, p] : b.model->named_parameters())
     if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());
@@ -365,13 +383,8 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   e.peak_reserved_bytes = s2.memory.reserved_peak;
   e.transient_bytes = e.peak_allocated_bytes - s2.memory.after_forward;
 
-  const int64_t n = optimizer == "sgd" ? 2 : 4;
-  e.formula_params_bytes = e.params * 4 * n;
-  e.formula_activation_bytes = batch * outputs * 4 * 2;
-  e.formula_input_bytes = int64_t(x.nbytes());
-  e.formula_bytes = e.formula_params_bytes + e.formula_activation_bytes + e.formula_input_bytes;
+  fill_source_formula(e, optimizer, batch, outputs, int64_t(x.nbytes()));
   if (record) OpProfiler::enable(false);
-  e.formula_error_pct = 100.0 * double(e.formula_bytes - e.peak_allocated_bytes) / double(e.peak_allocated_bytes);
   if (spec.cuda_graphs) estimate_graph(step, x, y, s2, e);
   return e;
 }

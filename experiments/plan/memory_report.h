@@ -13,6 +13,7 @@
 // ModelSummary::transformer_layers: the measured saved bytes of everything that ran inside
 // the layer next to Korthikanti et al. 2022's per-layer activation formula (see the .cpp).
 #pragma once
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -87,6 +88,9 @@ struct MemoryEstimate {
   int64_t formula_params_bytes = 0, formula_activation_bytes = 0, formula_input_bytes = 0,
           formula_bytes = 0;
   double formula_error_pct = 0;   // (formula - exact) / exact * 100
+  // The steady step's matrix FLOPs (GEMM, convolution, fused attention; forward, backward
+  // and any recompute) by the dtype they ran in (engine/core/flop_counter.h).
+  std::map<std::string, double> step_flops;
   nlohmann::json to_json() const;
 };
 
