@@ -52,6 +52,7 @@ int run_command(const std::string& cmd, const std::vector<std::string>& args) {
     if (cmd == "trick") return oomlab::cmd_trick(args);
     if (cmd == "allreduce-bench") return oomlab::cmd_allreduce_bench(args);
     if (cmd == "step") return oomlab::cmd_step(args);
+    if (cmd == "plan") return oomlab::cmd_plan(args);
     std::fprintf(stderr, "oomlab: error: unknown command '%s'\n%s", cmd.c_str(), oomlab::main_usage().c_str());
     return 2;
   } catch (const oomlab::Interrupted& e) {

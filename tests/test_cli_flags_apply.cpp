@@ -69,7 +69,7 @@ const Ignored kIgnored[] = {
     {"norm_on_vgg", "summary --model vgg11 --norm bn",
      "--norm applies to the ResNets (resnet18/34/50, resnet20/56: torchvision's norm_layer); --model vgg11 is not one"},
     {"help_with_a_stray_word", "help extra",
-     "help: unknown command 'extra' (commands: train, summary, estimate, run, models, amp-policy, trick, "
+     "help: unknown command 'extra' (commands: train, summary, estimate, plan, run, models, amp-policy, trick, "
      "allreduce-bench, step)"},
     {"help_with_two_words", "help train extra", "help: unexpected argument 'extra' (oomlab help [COMMAND])"},
 };

@@ -24,6 +24,8 @@ void check_command_args(const std::string& command, const std::vector<std::strin
 int cmd_train(const std::vector<std::string>& args);
 // The measurements' faces (measure_commands.cpp; the work is experiments/measure's).
 int cmd_trick(const std::vector<std::string>& args);
+// `oomlab plan` (plan_command.cpp; the search is experiments/plan/planner.h's).
+int cmd_plan(const std::vector<std::string>& args);
 int cmd_step(const std::vector<std::string>& args);
 int cmd_allreduce_bench(const std::vector<std::string>& args);
 // Parses and checks allreduce-bench's arguments as the command would, running nothing.

@@ -59,6 +59,7 @@ const std::vector<CommandSpec>& command_table() {
       {"train", "", "train a model (--model M --dataset fashion-mnist|synthetic|...|npy)"},
       {"summary", "", "per-layer outputs, params and saved-for-backward bytes of a model"},
       {"estimate", "", "the source's memory formula vs the exact meta-device peak"},
+      {"plan", "", "what fits a card and trains fastest: precision, checkpointing, attention, micro-batch"},
       {"run", "FOLDER", "run an experiment folder: oomlab run experiments/NN_name [--profile quick|full]"},
       {"models", "", "list the model zoo"},
       {"amp-policy", "", "the autocast policy table (--amp fp16|bf16): which ops run in which dtype"},

@@ -8,6 +8,7 @@
 #include "engine/autograd/autocast.h"
 #include "engine/core/byte_sizes.h"
 #include "experiments/measure/tricks.h"
+#include "experiments/plan/gpu_table.h"
 
 namespace oomlab {
 namespace {
@@ -255,7 +256,7 @@ void rows_output_flags(std::vector<FlagSpec>& t) {
                   .to(&RunSpec::log_every).s);
   t.push_back(F("quiet", kTrain, "no progress lines").sw()
                   .to(&RunSpec::quiet).s);
-  t.push_back(F("json", {"train", "summary", "estimate", "amp-policy", "trick", "allreduce-bench"},
+  t.push_back(F("json", {"train", "summary", "estimate", "plan", "amp-policy", "trick", "allreduce-bench"},
                 "write the results as JSON (atomically)").text("FILE").output().s);
   t.push_back(F("memory-snapshot", {"train", "estimate"}, "the allocator's history for pytorch.org/memory_viz")
                   .text("FILE")
@@ -350,6 +351,26 @@ void rows_bench_flags(std::vector<FlagSpec>& t) {
                   .s);
 }
 
+void rows_plan_flags(std::vector<FlagSpec>& t) {
+  const Commands kPlan = {"plan"};
+  std::vector<std::string> gpus;
+  for (const GpuSpec& g : gpu_table()) gpus.push_back(g.name);
+  t.push_back(F("model", kPlan, "the model (`oomlab models` lists the zoo; graph:FILE an import)").text("M").required()
+                  .to(&RunSpec::model).s);
+  t.push_back(F("gpu", kPlan, "the card (its memory and dense peaks; docs/cli.md lists them)").choice(gpus)
+                  .excludes("device-memory").s);
+  t.push_back(F("device-memory", kPlan, "a card of this capacity instead (peaks: --gpu's, or none)").size()
+                  .excludes("gpu").s);
+  t.push_back(F("gpus", kPlan, "cards, one DDP rank each").integer("N", 1, 1024).def("1").s);
+  t.push_back(F("global-batch", kPlan, "samples per optimizer step over all cards").integer("B", 1).required().s);
+  t.push_back(F("seq-len", kPlan, "the sequence length (token models)").integer("T", 1).to(&RunSpec::seq_len).s);
+  t.push_back(F("input", kPlan, "the sample shape (image models)").int_list("C,H,W")
+                  .to(+[](RunSpec& r, const std::string& v) { r.input = parse_int_list(v, "--input"); }).s);
+  t.push_back(F("optimizer", kPlan, "the optimizer whose state counts").choice({"sgd", "adam", "adamw"}).def("adamw")
+                  .to(&RunSpec::optimizer).s);
+  t.push_back(F("reserve", kPlan, "memory kept free for the CUDA context and library workspaces").size().def("1GiB").s);
+}
+
 void rows_other_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("name", {"trick"}, "the trick (experiments/measure/tricks.h)").choice(trick_names()).required().s);
   t.push_back(F("batch", {"trick"}, "samples per batch").integer("B", 1).def("64").s);
@@ -367,7 +388,7 @@ std::vector<FlagSpec> build_table() {
   std::vector<FlagSpec> t;
   for (auto add : {rows_model_flags, rows_run_length_flags, rows_state_flags, rows_precision_flags,
                    rows_output_flags, rows_parallel_flags, rows_arch_flags, rows_backend_option_flags,
-                   rows_bench_flags, rows_other_flags})
+                   rows_bench_flags, rows_plan_flags, rows_other_flags})
     add(t);
   return t;
 }

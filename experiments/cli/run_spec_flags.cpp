@@ -10,6 +10,7 @@
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/flag_table.h"
 #include "models/graph_model.h"
+#include "models/model_table.h"
 #include "models/model_zoo.h"
 
 namespace oomlab {
@@ -126,6 +127,13 @@ RunSpec train_spec(const CliArgs& a) {
   model_and_technique_flags(a, c);
   train_classes_flag(a, c);
   return c;
+}
+
+RunSpec plan_spec(const CliArgs& a) {
+  RunSpec s = RunSpec::for_model(a.get("model"));
+  apply_bound_flags(a, s);
+  model_entry(s.model);   // an unknown model (or an unreadable graph file) is named first
+  return s;
 }
 
 RunSpec step_spec(const CliArgs& a) {

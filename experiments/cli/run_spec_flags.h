@@ -20,6 +20,9 @@ RunSpec train_spec(const CliArgs& a);
 // and optimizer as the command's flags give them (summary: no optimizer).
 RunSpec model_spec(const CliArgs& a);
 
+// `oomlab plan`'s model: the model and its input (the searched techniques are the planner's).
+RunSpec plan_spec(const CliArgs& a);
+
 // `oomlab step`'s run: the model, its data (--data-dir), weights (--init), --lr and device;
 // --out and --dtype are the step's own (measure_commands.cpp).
 RunSpec step_spec(const CliArgs& a);

@@ -1,0 +1,115 @@
+// plan_command.cpp — `oomlab plan`'s flags and console output (the search: planner.h).
+// --gpu NAME takes the card's memory and peaks from the GPU table; --device-memory SIZE
+// plans for a card of that capacity whose peaks are unknown: every precision is searched,
+// nothing is ranked by time (no recommendation). --json writes the whole search.
+#include <cstdio>
+
+#include "engine/core/error.h"
+#include "engine/io/atomic_file.h"
+#include "engine/io/file_kinds.h"
+#include "engine/train/results.h"
+#include "experiments/cli/cli_args.h"
+#include "experiments/cli/commands.h"
+#include "experiments/cli/flag_table.h"
+#include "experiments/cli/run_spec_flags.h"
+#include "experiments/plan/planner.h"
+
+namespace oomlab {
+namespace {
+PlanRequest plan_request(const CliArgs& a) {
+  OOMLAB_CHECK(a.has("gpu") || a.has("device-memory"), "oomlab plan needs --gpu NAME or --device-memory SIZE");
+  PlanRequest r;
+  r.model = plan_spec(a);
+  if (a.has("gpu")) {
+    r.gpu = find_gpu(a.get("gpu"));
+  } else {   // a card of this size, peaks unknown: -1 keeps every precision in the search
+    r.gpu.name = "custom";
+    r.gpu.model = "a card of " + a.get("device-memory");
+    r.gpu.memory_bytes = parse_size(a.get("device-memory"));
+    r.gpu.tf32_tflops = r.gpu.bf16_tflops = r.gpu.fp16_tflops = -1;
+    r.gpu.source = "--device-memory";
+  }
+  r.reserve_bytes = parse_size(a.get("reserve"));
+  r.gpus = int(a.get_int("gpus"));
+  r.global_batch = a.get_int("global-batch");
+  r.optimizer = r.model.optimizer.value_or("adamw");
+  return r;
+}
+
+void print_plan(const PlanRequest& r, const Plan& p) {
+  std::printf("%s on %s%s (%s, %s kept free), global batch %lld: %zu candidates, %lld exact meta steps\n",
+              r.model.model.c_str(), r.gpus > 1 ? str_cat(r.gpus, " x ").c_str() : "", r.gpu.name.c_str(),
+              format_bytes(double(r.gpu.memory_bytes)).c_str(), format_bytes(double(r.reserve_bytes)).c_str(),
+              (long long)r.global_batch, p.candidates.size(), (long long)p.meta_steps);
+  std::printf("  %-5s %-10s %-6s %8s %8s %12s %12s  %s\n", "prec", "checkpoint", "attn", "micro", "accum",
+              "peak", "bound (ms)", "");
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    const PlanCandidate& c = p.candidates[i];
+    const bool best = p.recommended && *p.recommended == i;
+    const bool front = std::find(p.frontier.begin(), p.frontier.end(), i) != p.frontier.end();
+    std::printf("  %-5s %-10s %-6s %8lld %8lld %12s %12s  %s\n", c.precision.c_str(), c.checkpoint.c_str(),
+                c.attention.empty() ? "-" : c.attention.c_str(), (long long)c.micro_batch, (long long)c.accumulate,
+                format_bytes(double(c.peak_reserved_bytes)).c_str(),
+                c.micro_batch > 0 && c.compute_bound_ms > 0 ? str_cat(c.compute_bound_ms).c_str() : "-",
+                best ? "<- recommended" : front ? "frontier" : c.why_not.c_str());
+  }
+  std::printf("bound: the step's matrix FLOPs over the card's dense peak (a lower bound, not calibrated yet)\n");
+  if (p.recommended) {
+    const PlanCandidate& c = p.candidates[*p.recommended];
+    std::printf("recommended: oomlab train %s\n  in PyTorch: %s\n", train_flags(r, c).c_str(),
+                pytorch_settings(r, c).c_str());
+  } else if (!p.frontier.empty()) {
+    std::printf("the card's peaks are unknown (--device-memory): give --gpu NAME to rank the fitting ones\n");
+  }
+}
+
+nlohmann::json plan_json(const PlanRequest& r, const Plan& p) {
+  nlohmann::json cands = nlohmann::json::array();
+  for (const PlanCandidate& c : p.candidates) cands.push_back(c.to_json());
+  nlohmann::json m = {{"candidates", cands}, {"frontier", p.frontier}, {"meta_steps", p.meta_steps},
+                      {"smallest_peak_bytes", p.smallest_peak_bytes},
+                      {"time_model", "compute-bound lower bound: matrix FLOPs / dense peak (uncalibrated)"}};
+  if (p.recommended) {
+    const PlanCandidate& c = p.candidates[*p.recommended];
+    m["recommended"] = {{"candidate", *p.recommended}, {"train_flags", train_flags(r, c)},
+                        {"pytorch", pytorch_settings(r, c)}};
+  }
+  const nlohmann::json gpu = {{"name", r.gpu.name},         {"model", r.gpu.model},
+                              {"memory_bytes", r.gpu.memory_bytes}, {"measured_memory", r.gpu.measured},
+                              {"fp32_tflops", r.gpu.fp32_tflops},   {"tf32_tflops", r.gpu.tf32_tflops},
+                              {"bf16_tflops", r.gpu.bf16_tflops},   {"fp16_tflops", r.gpu.fp16_tflops},
+                              {"bandwidth_gbps", r.gpu.bandwidth_gbps}, {"source", r.gpu.source}};
+  const nlohmann::json config = {{"model", r.model.model}, {"gpu", gpu}, {"gpus", r.gpus},
+                                 {"global_batch", r.global_batch}, {"seq_len", r.model.seq_len},
+                                 {"optimizer", r.optimizer}, {"reserve_bytes", r.reserve_bytes}};
+  return make_results("plan", meta_device(), config, m, "the last candidate's meta step");
+}
+}  // namespace
+
+int cmd_plan(const std::vector<std::string>& args) {
+  if (help_requested(args)) {
+    std::fputs(command_help("plan").c_str(), stdout);
+    return 0;
+  }
+  CliArgs a(args, "plan");
+  const PlanRequest r = plan_request(a);
+  if (a.has("json")) check_output_file(a.get("json"), "--json");
+  const Plan p = make_plan(r, [](const std::string& what) { std::fprintf(stderr, "plan: %s\n", what.c_str()); });
+  print_plan(r, p);
+  if (p.frontier.empty()) {   // nothing fits: say what would (one error line, exit 2, no JSON)
+    std::string cards;
+    for (const std::string& g : cards_that_hold(p.smallest_peak_bytes, r.reserve_bytes))
+      cards += (cards.empty() ? "" : ", ") + g;
+    throw ValueError(str_cat("nothing fits ", r.gpu.name, ": the smallest candidate needs ",
+                             format_bytes(double(p.smallest_peak_bytes)), " at micro-batch 1 plus the ",
+                             format_bytes(double(r.reserve_bytes)), " reserve; cards that hold it: ",
+                             cards.empty() ? "none in the table" : cards));
+  }
+  if (a.has("json")) {
+    write_json_atomic(a.get("json"), plan_json(r, p));
+    std::printf("wrote %s\n", a.get("json").c_str());
+  }
+  return 0;
+}
+
+}  // namespace oomlab

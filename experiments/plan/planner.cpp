@@ -1,0 +1,195 @@
+// planner.cpp — the search of `oomlab plan` (planner.h).
+#include "experiments/plan/planner.h"
+
+#include <algorithm>
+
+#include "engine/autograd/autocast.h"
+#include "engine/core/byte_sizes.h"
+#include "engine/core/error.h"
+#include "experiments/plan/memory_report.h"
+#include "models/model_table.h"
+
+namespace oomlab {
+namespace {
+
+struct Precision {
+  const char* name;
+  std::optional<DType> amp;
+  bool tf32;
+};
+
+std::vector<Precision> precisions(const GpuSpec& g) {
+  std::vector<Precision> out = {{"fp32", std::nullopt, false}};
+  if (g.tf32_tflops != 0) out.push_back({"tf32", std::nullopt, true});   // < 0: unknown, searched
+  if (g.bf16_tflops != 0) out.push_back({"bf16", DType::bf16, false});
+  if (g.fp16_tflops != 0) out.push_back({"fp16", DType::f16, false});
+  return out;
+}
+
+std::vector<std::string> checkpoint_policies(const ModelEntry& m) {
+  std::vector<std::string> out = {"none"};
+  if (m.family == "bert") out.push_back("selective");
+  out.push_back("sqrt");
+  out.push_back("all");
+  return out;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i * i <= n; ++i)
+    if (n % i == 0) {
+      d.push_back(i);
+      if (i != n / i) d.push_back(n / i);
+    }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+RunSpec candidate_spec(const PlanRequest& r, const Precision& p, const std::string& policy,
+                       const std::string& attention) {
+  RunSpec s = r.model;
+  s.amp = p.amp;
+  s.loss_scale = parse_loss_scale(p.amp == DType::f16 ? "dynamic" : "none", p.amp == DType::f16);
+  s.checkpoint = parse_checkpoint_policy(policy);
+  s.arch.attention = attention;
+  return s;
+}
+
+double bound_ms(const MemoryEstimate& e, const GpuSpec& g, bool tf32, int64_t accumulate) {
+  double s = 0;
+  for (const auto& [dtype, flops] : e.step_flops) {
+    const double peak = g.peak_tflops(parse_dtype(dtype), tf32);
+    if (peak > 0) s += flops / (peak * 1e12);
+  }
+  return s * 1e3 * double(accumulate);
+}
+
+// The largest divisor of the per-rank batch whose step fits, by binary search (the peak
+// grows with the micro-batch); fills c (micro_batch 0 when micro-batch 1 does not fit).
+void fit_micro_batch(const PlanRequest& r, const RunSpec& s, bool tf32, PlanCandidate& c, Plan& plan) {
+  const int64_t per_rank = r.global_batch / r.gpus;
+  const uint64_t usable = r.gpu.memory_bytes > r.reserve_bytes ? r.gpu.memory_bytes - r.reserve_bytes : 0;
+  const std::vector<int64_t> d = divisors(per_rank);
+  auto probe = [&](int64_t micro) {
+    ++plan.meta_steps;
+    return estimate_memory(s, micro, r.optimizer);
+  };
+  MemoryEstimate best = probe(1);
+  c.peak_reserved_bytes = best.peak_reserved_bytes;
+  if (plan.smallest_peak_bytes < 0 || best.peak_reserved_bytes < plan.smallest_peak_bytes)
+    plan.smallest_peak_bytes = best.peak_reserved_bytes;
+  if (uint64_t(best.peak_reserved_bytes) > usable) {
+    c.why_not = str_cat("does not fit: ", format_bytes(double(best.peak_reserved_bytes)), " at micro-batch 1");
+    return;
+  }
+  size_t lo = 0, hi = d.size() - 1;   // d[lo] fits; find the largest that does
+  int64_t best_micro = 1;
+  while (lo < hi) {
+    const size_t mid = (lo + hi + 1) / 2;
+    MemoryEstimate e = probe(d[mid]);
+    if (uint64_t(e.peak_reserved_bytes) <= usable) {
+      lo = mid;
+      best = e;
+      best_micro = d[mid];
+    } else {
+      hi = mid - 1;
+    }
+  }
+  c.micro_batch = best_micro;
+  c.accumulate = per_rank / best_micro;
+  c.peak_reserved_bytes = best.peak_reserved_bytes;
+  for (const auto& [dtype, flops] : best.step_flops) c.step_flops += flops * double(c.accumulate);
+  c.compute_bound_ms = bound_ms(best, r.gpu, tf32, c.accumulate);
+}
+
+void choose(Plan& plan) {
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    const PlanCandidate& c = plan.candidates[i];
+    if (c.micro_batch == 0) continue;
+    bool beaten = false;   // (with unknown peaks every bound is 0: the frontier is the smallest peak)
+    for (const PlanCandidate& o : plan.candidates)
+      beaten |= o.micro_batch > 0 && o.compute_bound_ms <= c.compute_bound_ms &&
+                o.peak_reserved_bytes <= c.peak_reserved_bytes &&
+                (o.compute_bound_ms < c.compute_bound_ms || o.peak_reserved_bytes < c.peak_reserved_bytes);
+    if (!beaten) plan.frontier.push_back(i);
+    if (c.compute_bound_ms <= 0) continue;   // the card's peaks are unknown: no time to rank by
+    const PlanCandidate* r = plan.recommended ? &plan.candidates[*plan.recommended] : nullptr;
+    if (!r || c.compute_bound_ms < r->compute_bound_ms ||
+        (c.compute_bound_ms == r->compute_bound_ms && c.peak_reserved_bytes < r->peak_reserved_bytes))
+      plan.recommended = i;
+  }
+}
+}  // namespace
+
+nlohmann::json PlanCandidate::to_json() const {
+  return {{"precision", precision}, {"checkpoint", checkpoint}, {"attention", attention},
+          {"micro_batch", micro_batch}, {"accumulate", accumulate}, {"fits", micro_batch > 0},
+          {"peak_reserved_bytes", peak_reserved_bytes}, {"step_flops", step_flops},
+          {"compute_bound_ms", compute_bound_ms}, {"why_not", why_not}};
+}
+
+Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&)>& progress) {
+  OOMLAB_CHECK(r.gpus >= 1 && r.global_batch >= r.gpus && r.global_batch % r.gpus == 0, "--global-batch ",
+               r.global_batch, " must be a multiple of --gpus ", r.gpus, " (each rank trains its share)");
+  const ModelEntry m = model_entry(r.model.model);
+  const std::vector<std::string> attentions =
+      m.has_use("attention") ? std::vector<std::string>{"eager", "fused"} : std::vector<std::string>{""};
+  Plan plan;
+  for (const Precision& p : precisions(r.gpu))
+    for (const std::string& policy : checkpoint_policies(m))
+      for (const std::string& attention : attentions) {
+        PlanCandidate c{p.name, policy, attention};
+        if (progress) progress(str_cat(p.name, " checkpoint ", policy, attention.empty() ? "" : " attention ", attention));
+        try {
+          fit_micro_batch(r, candidate_spec(r, p, policy, attention), p.tf32, c, plan);
+        } catch (const ValueError& e) {   // a combination the model refuses (named, not fatal)
+          c.why_not = e.what();
+        } catch (const NotImplementedError& e) {
+          c.why_not = e.what();
+        }
+        plan.candidates.push_back(c);
+      }
+  choose(plan);
+  return plan;
+}
+
+std::string train_flags(const PlanRequest& r, const PlanCandidate& c) {
+  const ModelEntry m = model_entry(r.model.model);
+  std::string s = str_cat("--model ", r.model.model, " --dataset ",
+                          m.input == InputKind::tokens ? "synthetic-seq"
+                          : m.task == TaskKind::segmentation ? "synthetic-seg" : "synthetic",
+                          " --batch ", c.micro_batch);
+  if (m.input == InputKind::tokens)   // the length the meta steps used (0: the model's own)
+    s += str_cat(" --seq-len ", r.model.seq_len > 0 ? r.model.seq_len : m.defaults.seq_len);
+  if (c.accumulate > 1) s += str_cat(" --accumulate ", c.accumulate);
+  s += " --optimizer " + r.optimizer;
+  if (c.precision == "bf16" || c.precision == "fp16") s += " --amp " + c.precision;
+  if (c.precision == "tf32") s += " --allow-tf32 all";
+  if (c.checkpoint != "none") s += " --checkpoint " + c.checkpoint;
+  if (c.attention == "fused") s += " --attention fused";
+  if (r.gpus > 1) s += str_cat(" --parallel ddp --devices ", r.gpus);
+  return s;
+}
+
+std::vector<std::string> cards_that_hold(int64_t peak_bytes, uint64_t reserve_bytes) {
+  std::vector<std::string> out;
+  for (const GpuSpec& g : gpu_table())
+    if (g.memory_bytes >= reserve_bytes && g.memory_bytes - reserve_bytes >= uint64_t(peak_bytes)) out.push_back(g.name);
+  return out;
+}
+
+std::string pytorch_settings(const PlanRequest& r, const PlanCandidate& c) {
+  std::string s = str_cat("micro-batch ", c.micro_batch);
+  if (c.accumulate > 1) s += str_cat(", loss / ", c.accumulate, " and ", c.accumulate, " backward passes per optimizer step");
+  if (c.precision == "bf16") s += ", torch.autocast(\"cuda\", dtype=torch.bfloat16)";
+  if (c.precision == "fp16") s += ", torch.autocast(\"cuda\", dtype=torch.float16) with torch.amp.GradScaler()";
+  if (c.precision == "tf32") s += ", torch.backends.cuda.matmul.allow_tf32 = True";
+  if (c.checkpoint == "all") s += ", torch.utils.checkpoint around every block";
+  if (c.checkpoint == "sqrt") s += ", torch.utils.checkpoint.checkpoint_sequential with sqrt(n) segments";
+  if (c.checkpoint == "selective") s += ", torch.utils.checkpoint around each attention block";
+  if (c.attention == "fused") s += ", F.scaled_dot_product_attention";
+  if (r.gpus > 1) s += str_cat(", DistributedDataParallel over ", r.gpus, " GPUs");
+  return s;
+}
+
+}  // namespace oomlab

@@ -1,0 +1,74 @@
+// planner.h — `oomlab plan` as a library call: which precision, activation checkpointing,
+// attention and micro-batch x accumulation train a model at a given batch on a given card,
+// each candidate's peak exact (a steady training step on meta, estimate_memory) and its
+// step time bounded below by the card's dense peak over the step's counted matrix FLOPs
+// (flop_counter.h).
+// Contracts:
+//  * The search: precision fp32, TF32, bf16 / fp16 autocast (fp16 with dynamic loss
+//    scaling; a precision the card has no tensor-core path for is left out), checkpoint
+//    none, sqrt, all (and selective for the zoo's BERT), attention eager and fused (models
+//    with that use), and for each the largest micro-batch that divides the per-rank batch
+//    and fits: peak reserved <= capacity - reserve. The peak grows with the micro-batch,
+//    so a binary search over the divisors finds it; a candidate whose micro-batch 1 does
+//    not fit is out.
+//  * Time: compute_bound_ms = sum over dtypes of the step's FLOPs / the card's dense peak,
+//    x accumulate. A lower bound, not calibrated on measured runs yet (issue 52): the
+//    ranking by it prefers less recompute and 16-bit tensor cores, and cannot see memory-
+//    bound work, channels-last or fused kernels' speed.
+//  * gpus > 1: each rank trains its share (DDP); a rank's peak is the single-device step's
+//    at that share, without DDP's gradient buckets (not yet counted).
+//  * recommended: the fitting candidate with the smallest bound, then the smallest peak;
+//    none when nothing fits (smallest_peak_bytes then says what the smallest needs, at
+//    micro-batch 1: more cards shrink only the batch, never below that) or when the card's
+//    peaks are unknown (--device-memory: every bound is 0).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiments/plan/gpu_table.h"
+#include "experiments/plan/run_spec.h"
+
+namespace oomlab {
+
+struct PlanRequest {
+  RunSpec model;                        // model, input / seq_len, classes, arch (attention is searched)
+  GpuSpec gpu;                          // its memory_bytes is the capacity
+  uint64_t reserve_bytes = 0;           // CUDA context and library workspaces, kept free
+  int gpus = 1;
+  int64_t global_batch = 0;             // samples per optimizer step over all ranks
+  std::string optimizer = "adamw";
+};
+
+struct PlanCandidate {
+  std::string precision;                // fp32 | tf32 | bf16 | fp16
+  std::string checkpoint;               // a checkpoint policy's text
+  std::string attention;                // eager | fused | "" (no attention use)
+  int64_t micro_batch = 0, accumulate = 0;   // 0: does not fit
+  int64_t peak_reserved_bytes = -1;     // at micro_batch (or, not fitting, at micro-batch 1)
+  double step_flops = 0;                // per optimizer step
+  double compute_bound_ms = 0;
+  std::string why_not;                  // "" when it fits
+  nlohmann::json to_json() const;
+};
+
+struct Plan {
+  std::vector<PlanCandidate> candidates;
+  std::optional<size_t> recommended;
+  std::vector<size_t> frontier;         // fitting candidates no other beats on both peak and bound
+  int64_t meta_steps = 0;               // estimate_memory calls made
+  int64_t smallest_peak_bytes = -1;     // the least any candidate needs (micro-batch 1)
+};
+
+Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&)>& progress = {});
+
+// The recommended candidate as `oomlab train` flags and as PyTorch settings.
+std::string train_flags(const PlanRequest& r, const PlanCandidate& c);
+std::string pytorch_settings(const PlanRequest& r, const PlanCandidate& c);
+// The GPU table's cards whose memory less the reserve holds `peak_bytes`.
+std::vector<std::string> cards_that_hold(int64_t peak_bytes, uint64_t reserve_bytes);
+
+}  // namespace oomlab

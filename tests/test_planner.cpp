@@ -1,0 +1,92 @@
+// test_planner.cpp — `oomlab plan`'s search (experiments/plan/planner.h): every fitting
+// candidate's micro-batch is the largest divisor of the batch whose exact meta peak fits
+// (the next one does not), the recommended one has the smallest compute bound, the bound
+// is the counted FLOPs over the card's peak, a card too small gets no recommendation but
+// the smallest need, and the GPU table answers names.
+// ctest tier: models
+#include <gtest/gtest.h>
+
+#include "engine/core/error.h"
+#include "experiments/plan/memory_report.h"
+#include "experiments/plan/planner.h"
+
+using namespace oomlab;
+
+namespace {
+PlanRequest small_request(uint64_t memory) {
+  PlanRequest r;
+  r.model = RunSpec::for_model("resnet20");
+  r.gpu = find_gpu("rtx4090");
+  r.gpu.memory_bytes = memory;
+  r.reserve_bytes = 0;
+  r.global_batch = 64;
+  return r;
+}
+
+RunSpec spec_of(const PlanRequest& r, const PlanCandidate& c) {
+  RunSpec s = r.model;
+  s.amp = c.precision == "bf16" ? std::optional<DType>(DType::bf16)
+          : c.precision == "fp16" ? std::optional<DType>(DType::f16) : std::nullopt;
+  s.loss_scale = parse_loss_scale(c.precision == "fp16" ? "dynamic" : "none", c.precision == "fp16");
+  s.checkpoint = parse_checkpoint_policy(c.checkpoint);
+  return s;
+}
+}  // namespace
+
+TEST(Planner, EachFitIsTheLargestDivisorThatFits) {
+  const PlanRequest r = small_request(uint64_t(40) << 20);   // 40 MiB: some micro-batches do not fit
+  const Plan p = make_plan(r);
+  ASSERT_FALSE(p.candidates.empty());
+  int fitting = 0;
+  for (const PlanCandidate& c : p.candidates) {
+    SCOPED_TRACE(c.precision + " " + c.checkpoint);
+    if (c.micro_batch == 0) continue;
+    ++fitting;
+    EXPECT_EQ(64 % c.micro_batch, 0);
+    EXPECT_EQ(c.micro_batch * c.accumulate, 64);
+    EXPECT_LE(uint64_t(c.peak_reserved_bytes), r.gpu.memory_bytes);
+    int64_t next = c.micro_batch * 2;   // the next divisor of 64
+    if (next <= 64) EXPECT_GT(uint64_t(estimate_memory(spec_of(r, c), next, r.optimizer).peak_reserved_bytes),
+                              r.gpu.memory_bytes);
+  }
+  EXPECT_GT(fitting, 0);
+  ASSERT_TRUE(p.recommended.has_value());
+  for (const PlanCandidate& c : p.candidates)
+    if (c.micro_batch > 0) EXPECT_LE(p.candidates[*p.recommended].compute_bound_ms, c.compute_bound_ms);
+}
+
+TEST(Planner, TheBoundIsTheCountedFlopsOverThePeak) {
+  const PlanRequest r = small_request(uint64_t(1) << 30);
+  const Plan p = make_plan(r);
+  for (const PlanCandidate& c : p.candidates) {
+    if (c.micro_batch == 0 || c.precision != "bf16") continue;
+    const MemoryEstimate e = estimate_memory(spec_of(r, c), c.micro_batch, r.optimizer);
+    double ms = 0;
+    for (const auto& [dtype, flops] : e.step_flops) ms += flops / (r.gpu.peak_tflops(parse_dtype(dtype), false) * 1e9);
+    EXPECT_NEAR(c.compute_bound_ms, ms * double(c.accumulate), 1e-9 * ms * double(c.accumulate)) << c.checkpoint;
+  }
+}
+
+TEST(Planner, ACardTooSmallGetsTheSmallestNeedNotARecommendation) {
+  const Plan p = make_plan(small_request(uint64_t(1) << 20));   // 1 MiB
+  EXPECT_FALSE(p.recommended.has_value());
+  EXPECT_TRUE(p.frontier.empty());
+  EXPECT_GT(p.smallest_peak_bytes, int64_t(1) << 20);
+  for (const PlanCandidate& c : p.candidates) EXPECT_NE(c.why_not.find("does not fit"), std::string::npos);
+  EXPECT_FALSE(cards_that_hold(p.smallest_peak_bytes, 0).empty());
+}
+
+TEST(Planner, GpuTableNamesItsCards) {
+  EXPECT_EQ(find_gpu("h100-sxm").memory_bytes, 85017493504u);   // measured (reports/results/gpu)
+  EXPECT_TRUE(find_gpu("h100-sxm").measured);
+  EXPECT_EQ(find_gpu("t4").bf16_tflops, 0);   // Turing: no bf16 tensor cores
+  try {
+    find_gpu("h999");
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("rtx4090"), std::string::npos) << e.what();
+  }
+  PlanRequest r = small_request(uint64_t(1) << 30);
+  r.gpus = 3;
+  EXPECT_THROW(make_plan(r), ValueError);   // 64 samples do not split over 3 ranks
+}
