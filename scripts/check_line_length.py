@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_line_length.py — fails when a C++ source line (.cpp .h .cu .cuh tracked by git) is
+"""check_line_length.py — fails when a C++ source line (.cpp .h .cu .cuh, tracked or new) is
 longer than 120 columns, the limit of the repository's .clang-format (format a line you touch
 with `clang-format -i --lines=A:B FILE`). Every offending line is printed as
 FILE:LINE: N columns; the exit status is 1 if there is one, else 0.
@@ -22,7 +22,8 @@ def long_lines(path: Path, rel: str):
 
 
 def tracked_sources(root: Path):
-    out = subprocess.run(["git", "-C", str(root), "ls-files"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"], capture_output=True,
+                         text=True, check=True).stdout
     return [rel for rel in out.split("\n") if rel.endswith(SUFFIXES)]
 
 

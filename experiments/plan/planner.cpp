@@ -139,7 +139,8 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
     for (const std::string& policy : checkpoint_policies(m))
       for (const std::string& attention : attentions) {
         PlanCandidate c{p.name, policy, attention};
-        if (progress) progress(str_cat(p.name, " checkpoint ", policy, attention.empty() ? "" : " attention ", attention));
+        if (progress)
+          progress(str_cat(p.name, " checkpoint ", policy, attention.empty() ? "" : " attention ", attention));
         try {
           fit_micro_batch(r, candidate_spec(r, p, policy, attention), p.tf32, c, plan);
         } catch (const ValueError& e) {   // a combination the model refuses (named, not fatal)
@@ -174,13 +175,15 @@ std::string train_flags(const PlanRequest& r, const PlanCandidate& c) {
 std::vector<std::string> cards_that_hold(int64_t peak_bytes, uint64_t reserve_bytes) {
   std::vector<std::string> out;
   for (const GpuSpec& g : gpu_table())
-    if (g.memory_bytes >= reserve_bytes && g.memory_bytes - reserve_bytes >= uint64_t(peak_bytes)) out.push_back(g.name);
+    if (g.memory_bytes >= reserve_bytes && g.memory_bytes - reserve_bytes >= uint64_t(peak_bytes))
+      out.push_back(g.name);
   return out;
 }
 
 std::string pytorch_settings(const PlanRequest& r, const PlanCandidate& c) {
   std::string s = str_cat("micro-batch ", c.micro_batch);
-  if (c.accumulate > 1) s += str_cat(", loss / ", c.accumulate, " and ", c.accumulate, " backward passes per optimizer step");
+  if (c.accumulate > 1)
+    s += str_cat(", loss / ", c.accumulate, " and ", c.accumulate, " backward passes per optimizer step");
   if (c.precision == "bf16") s += ", torch.autocast(\"cuda\", dtype=torch.bfloat16)";
   if (c.precision == "fp16") s += ", torch.autocast(\"cuda\", dtype=torch.float16) with torch.amp.GradScaler()";
   if (c.precision == "tf32") s += ", torch.backends.cuda.matmul.allow_tf32 = True";
