@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/autograd/autocast.h"
+#include "engine/core/dispatch.h"
 #include "engine/core/byte_sizes.h"
 #include "engine/core/error.h"
 #include "experiments/plan/memory_report.h"
@@ -16,6 +17,7 @@ struct Precision {
   const char* name;
   std::optional<DType> amp;
   bool tf32;
+  bool half = false;   // model.half() with float32 master weights (--half --master-weights)
 };
 
 std::vector<Precision> precisions(const GpuSpec& g) {
@@ -23,6 +25,7 @@ std::vector<Precision> precisions(const GpuSpec& g) {
   if (g.tf32_tflops != 0) out.push_back({"tf32", std::nullopt, true});   // < 0: unknown, searched
   if (g.bf16_tflops != 0) out.push_back({"bf16", DType::bf16, false});
   if (g.fp16_tflops != 0) out.push_back({"fp16", DType::f16, false});
+  if (g.fp16_tflops != 0) out.push_back({"half", std::nullopt, false, true});
   return out;
 }
 
@@ -49,7 +52,9 @@ RunSpec candidate_spec(const PlanRequest& r, const Precision& p, const std::stri
                        const std::string& attention) {
   RunSpec s = r.model;
   s.amp = p.amp;
-  s.loss_scale = parse_loss_scale(p.amp == DType::f16 ? "dynamic" : "none", p.amp == DType::f16);
+  s.half = s.master_weights = p.half;
+  const bool scaled = p.amp == DType::f16 || p.half;   // fp16 gradients: dynamic loss scaling
+  s.loss_scale = parse_loss_scale(scaled ? "dynamic" : "none", scaled);
   s.checkpoint = parse_checkpoint_policy(policy);
   s.arch.attention = attention;
   return s;
@@ -142,7 +147,10 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
         if (progress)
           progress(str_cat(p.name, " checkpoint ", policy, attention.empty() ? "" : " attention ", attention));
         try {
-          fit_micro_batch(r, candidate_spec(r, p, policy, attention), p.tf32, c, plan);
+          const RunSpec s = candidate_spec(r, p, policy, attention);
+          // every op needs a CUDA float16 kernel (known where this build has the CUDA backend)
+          if (p.half && backend_linked("cuda")) check_half_servable(s, 1, r.optimizer, DeviceType::cuda);
+          fit_micro_batch(r, s, p.tf32, c, plan);
         } catch (const ValueError& e) {   // a combination the model refuses (named, not fatal)
           c.why_not = e.what();
         } catch (const NotImplementedError& e) {
@@ -165,6 +173,7 @@ std::string train_flags(const PlanRequest& r, const PlanCandidate& c) {
   if (c.accumulate > 1) s += str_cat(" --accumulate ", c.accumulate);
   s += " --optimizer " + r.optimizer;
   if (c.precision == "bf16" || c.precision == "fp16") s += " --amp " + c.precision;
+  if (c.precision == "half") s += " --half --master-weights";
   if (c.precision == "tf32") s += " --allow-tf32 all";
   if (c.checkpoint != "none") s += " --checkpoint " + c.checkpoint;
   if (c.attention == "fused") s += " --attention fused";
@@ -187,6 +196,8 @@ std::string pytorch_settings(const PlanRequest& r, const PlanCandidate& c) {
   if (c.precision == "bf16") s += ", torch.autocast(\"cuda\", dtype=torch.bfloat16)";
   if (c.precision == "fp16") s += ", torch.autocast(\"cuda\", dtype=torch.float16) with torch.amp.GradScaler()";
   if (c.precision == "tf32") s += ", torch.backends.cuda.matmul.allow_tf32 = True";
+  if (c.precision == "half")
+    s += ", model.half() (BatchNorm float32) with float32 master weights for the optimizer and a GradScaler";
   if (c.checkpoint == "all") s += ", torch.utils.checkpoint around every block";
   if (c.checkpoint == "sqrt") s += ", torch.utils.checkpoint.checkpoint_sequential with sqrt(n) segments";
   if (c.checkpoint == "selective") s += ", torch.utils.checkpoint around each attention block";

@@ -5,7 +5,9 @@
 // (flop_counter.h).
 // Contracts:
 //  * The search: precision fp32, TF32, bf16 / fp16 autocast (fp16 with dynamic loss
-//    scaling; a precision the card has no tensor-core path for is left out), checkpoint
+//    scaling), half (model.half() with float32 master weights and dynamic loss scaling,
+//    when every op of the step has a CUDA float16 kernel); a precision the card has no
+//    tensor-core path for is left out. Checkpoint
 //    none, sqrt, all (and selective for the zoo's BERT), attention eager and fused (models
 //    with that use), and for each the largest micro-batch that divides the per-rank batch
 //    and fits: peak reserved <= capacity - reserve. The peak grows with the micro-batch,
@@ -44,7 +46,7 @@ struct PlanRequest {
 };
 
 struct PlanCandidate {
-  std::string precision;                // fp32 | tf32 | bf16 | fp16
+  std::string precision;                // fp32 | tf32 | bf16 | fp16 | half
   std::string checkpoint;               // a checkpoint policy's text
   std::string attention;                // eager | fused | "" (no attention use)
   int64_t micro_batch = 0, accumulate = 0;   // 0: does not fit
