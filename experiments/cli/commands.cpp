@@ -36,13 +36,13 @@
 #include "models/model_zoo.h"
 
 namespace oomlab {
-namespace {
-// `oomlab COMMAND --help`: the table's rendering.
 bool print_help_if_asked(const std::string& command, const std::vector<std::string>& args) {
   if (!help_requested(args)) return false;
   std::fputs(command_help(command).c_str(), stdout);
   return true;
 }
+
+namespace {
 
 // --json and the trace files: writable files, checked before any work.
 void check_output_paths(const CliArgs& a) {
@@ -99,13 +99,14 @@ BackendOptions backend_options(const CliArgs& a) {
   return o;
 }
 
+}  // namespace
+
 void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
   if (auto path = a.get_opt("json")) {
     write_json_atomic(*path, j);
     print_wrote(*path);
   }
 }
-}  // namespace
 
 const CommandFlags& command_flags(const std::string& command) {
   static const std::map<std::string, CommandFlags> flags = [] {

@@ -1,6 +1,7 @@
 // commands.h — the oomlab subcommands (argv after the command name -> exit code).
 #pragma once
 #include "experiments/launch/exit_codes.h"
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +21,12 @@ const CommandFlags& command_flags(const std::string& command);   // train | summ
 // it before the first one runs.
 void check_command_args(const std::string& command, const std::vector<std::string>& args);
 
+
+// `oomlab COMMAND --help`: prints the table's rendering and returns true when asked.
+bool print_help_if_asked(const std::string& command, const std::vector<std::string>& args);
+// --json FILE, when given: `j` written atomically, then "wrote FILE" (not when FILE is
+// standard output, where the line would follow the JSON).
+void write_json_if_asked(const CliArgs& a, const nlohmann::json& j);
 
 int cmd_train(const std::vector<std::string>& args);
 // The measurements' faces (measure_commands.cpp; the work is experiments/measure's).

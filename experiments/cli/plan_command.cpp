@@ -87,10 +87,7 @@ nlohmann::json plan_json(const PlanRequest& r, const Plan& p) {
 }  // namespace
 
 int cmd_plan(const std::vector<std::string>& args) {
-  if (help_requested(args)) {
-    std::fputs(command_help("plan").c_str(), stdout);
-    return 0;
-  }
+  if (print_help_if_asked("plan", args)) return 0;
   CliArgs a(args, "plan");
   const PlanRequest r = plan_request(a);
   if (a.has("json")) check_output_file(a.get("json"), "--json");
@@ -105,10 +102,7 @@ int cmd_plan(const std::vector<std::string>& args) {
                              format_bytes(double(r.reserve_bytes)), " reserve; cards that hold it: ",
                              cards.empty() ? "none in the table" : cards));
   }
-  if (a.has("json")) {
-    write_json_atomic(a.get("json"), plan_json(r, p));
-    std::printf("wrote %s\n", a.get("json").c_str());
-  }
+  write_json_if_asked(a, plan_json(r, p));
   return 0;
 }
 

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "engine/autograd/autocast.h"
 #include "engine/core/dispatch.h"
 #include "engine/core/byte_sizes.h"
 #include "engine/core/error.h"
