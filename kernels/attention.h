@@ -42,6 +42,7 @@ inline double kernel_flops(const FusedAttentionArgs& a, std::string_view op) {
   const double tt = 2.0 * double(a.BH) * double(a.Tq) * double(a.Tk);
   return op.find("backward") != std::string_view::npos ? tt * double(3 * a.D + 2 * a.Dv) : tt * double(a.D + a.Dv);
 }
+inline MatrixKind kernel_matrix_kind(const FusedAttentionArgs&) { return MatrixKind::attention; }
 OOMLAB_KERNEL_TABLE(fused_attention_forward, FusedAttentionArgs, "fused_attention")
 OOMLAB_KERNEL_TABLE(fused_attention_backward, FusedAttentionArgs, "fused_attention_backward")
 

@@ -30,6 +30,9 @@ inline double kernel_flops(const Conv2dArgs& a, std::string_view) {
   return 2.0 * double(a.N) * double(a.K) * double(a.P) * double(a.Q) * double(a.C / a.p.groups) * double(a.R) *
          double(a.S);
 }
+inline MatrixKind kernel_matrix_kind(const Conv2dArgs& a) {
+  return a.channels_last ? MatrixKind::conv_channels_last : MatrixKind::conv;
+}
 // NCHW bias: y[n,k,:,:] += b[k]; grad: db[k] = sum_{n,p,q} dy[n,k,p,q] (overwrite).
 // channels_last: y / dy are [N*P*Q, K] rows, passed as N = N*P*Q, HW = 1 (kernels may walk
 // them row by row).

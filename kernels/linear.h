@@ -35,6 +35,7 @@ struct GemmArgs {
 inline double kernel_flops(const GemmArgs& a, std::string_view) {
   return 2.0 * double(a.M) * double(a.N) * double(a.K) * double(a.batch);
 }
+inline MatrixKind kernel_matrix_kind(const GemmArgs&) { return MatrixKind::gemm; }
 // Elements of X that a GemmArgs call touches from X's base: (batch - 1) * stride + rows * ld.
 inline int64_t gemm_extent(int64_t batch, int64_t stride, int64_t rows, int64_t ld) {
   return (batch > 1 ? (batch - 1) * stride : 0) + rows * ld;

@@ -220,7 +220,7 @@ TEST(FlagTable, EveryRunFlagIsBoundOrReadByHand) {
   const std::set<std::string> by_hand = {
       "classes", "checkpoint", "loss-scale", "hidden", "layers", "heads", "max-positions", "dropout",
       "base-width", "depth", "norm", "fuse-relu", "attention", "json", "memory-snapshot", "chrome-trace",
-      "allow-tf32", "cudnn-benchmark", "cudnn-deterministic", "cudnn-workspace-limit", "out", "dtype"};
+      "allow-tf32", "gpu", "cudnn-benchmark", "cudnn-deterministic", "cudnn-workspace-limit", "out", "dtype"};
   for (const char* command : {"train", "summary", "estimate", "step"})
     for (const FlagSpec* f : flags_of(command)) {
       const bool bound = !std::holds_alternative<std::monostate>(f->field);

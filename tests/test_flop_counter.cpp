@@ -1,7 +1,8 @@
 // test_flop_counter.cpp — the FLOPs the matrix-class kernels count as they launch
 // (engine/core/flop_counter.h): a linear layer's forward and backward and a convolution's,
 // each against its closed form, on the CPU and on meta alike; nesting; and the steady step
-// of `estimate` (MemoryEstimate::step_flops: linear in the batch, the same under autocast).
+// of `estimate` (MemoryEstimate::step_flops: linear in the batch, the same under autocast);
+// the kinds (a GEMM is gemm, a convolution conv) and the launches every kernel adds.
 // ctest tier: unit
 #include <gtest/gtest.h>
 
@@ -47,6 +48,24 @@ TEST(FlopCounter, ConvolutionCountsEachPass) {
   }
 }
 
+TEST(FlopCounter, KindsAndLaunchesAreCountedOnEveryDevice) {
+  for (Device d : {cpu_device(), meta_device()}) {
+    Tensor x = leaf({2, 3, 8, 8}, d), w = leaf({4, 3, 3, 3}, d), a = leaf({5, 6}, d), b = leaf({7, 6}, d);
+    FlopCounter c;
+    Tensor y = conv2d(x, w, Tensor(), Conv2dParams{1, 1, 1, 1, 1, 1, 1});
+    EXPECT_EQ(c.launches(), 1) << d.str();
+    EXPECT_DOUBLE_EQ(c.flops(MatrixKind::conv, DType::f32), 2.0 * 2 * 4 * 8 * 8 * 3 * 9) << d.str();
+    Tensor z = linear(a, b, Tensor());
+    EXPECT_EQ(c.launches(), 2) << d.str();
+    EXPECT_DOUBLE_EQ(c.flops(MatrixKind::gemm, DType::f32), 2.0 * 5 * 7 * 6) << d.str();
+    EXPECT_DOUBLE_EQ(c.flops(MatrixKind::attention, DType::f32), 0) << d.str();
+    Tensor s = add(z, z);   // a bandwidth-bound kernel: a launch, no FLOPs
+    EXPECT_EQ(c.launches(), 3) << d.str();
+    EXPECT_DOUBLE_EQ(c.total(), 2.0 * 2 * 4 * 8 * 8 * 3 * 9 + 2.0 * 5 * 7 * 6) << d.str();
+  }
+  EXPECT_STREQ(matrix_kind_name(MatrixKind::conv_channels_last), "conv_channels_last");
+}
+
 TEST(FlopCounter, CountersNestAndOnlyTheInnermostCounts) {
   Tensor x = leaf({2, 2}, meta_device()), w = leaf({2, 2}, meta_device());
   FlopCounter outer;
@@ -69,4 +88,9 @@ TEST(FlopCounter, EstimateCountsTheSteadyStep) {
   s.amp = DType::bf16;
   const MemoryEstimate amp = estimate_memory(s, 4, "sgd");
   EXPECT_DOUBLE_EQ(amp.step_flops.at("bfloat16"), one.step_flops.at("float32"));   // the same work, in bf16
+  // the step's cost: the same FLOPs by kind, launches independent of the batch, bytes linear-ish
+  EXPECT_DOUBLE_EQ(one.step_cost.flops.at("gemm").at("float32"), one.step_flops.at("float32"));
+  EXPECT_GT(one.step_cost.launches, 0);
+  EXPECT_EQ(two.step_cost.launches, one.step_cost.launches);
+  EXPECT_GT(two.step_cost.allocated_bytes, one.step_cost.allocated_bytes);
 }

@@ -2,7 +2,9 @@
 // candidate's micro-batch is the largest divisor of the batch whose exact meta peak fits
 // (the next one does not), the recommended one has the smallest compute bound, the bound
 // is the counted FLOPs over the card's peak, a card too small gets no recommendation but
-// the smallest need, and the GPU table answers names.
+// the smallest need, and the GPU table answers names. With a time model, each candidate's
+// time is the model's prediction for its meta step x accumulate, the recommendation the
+// fastest, and every technique it did not take has a reason.
 // ctest tier: models
 #include <gtest/gtest.h>
 
@@ -27,8 +29,12 @@ RunSpec spec_of(const PlanRequest& r, const PlanCandidate& c) {
   RunSpec s = r.model;
   s.amp = c.precision == "bf16" ? std::optional<DType>(DType::bf16)
           : c.precision == "fp16" ? std::optional<DType>(DType::f16) : std::nullopt;
-  s.loss_scale = parse_loss_scale(c.precision == "fp16" ? "dynamic" : "none", c.precision == "fp16");
+  s.half = s.master_weights = c.precision == "half";
+  const bool scaled = c.precision == "fp16" || c.precision == "half";
+  s.loss_scale = parse_loss_scale(scaled ? "dynamic" : "none", scaled);
   s.checkpoint = parse_checkpoint_policy(c.checkpoint);
+  s.channels_last = c.channels_last;
+  if (c.fuse_relu) s.arch.fuse_relu = "on";
   return s;
 }
 }  // namespace
@@ -53,6 +59,33 @@ TEST(Planner, EachFitIsTheLargestDivisorThatFits) {
   ASSERT_TRUE(p.recommended.has_value());
   for (const PlanCandidate& c : p.candidates)
     if (c.micro_batch > 0) EXPECT_LE(p.candidates[*p.recommended].compute_bound_ms, c.compute_bound_ms);
+}
+
+TEST(Planner, WithATimeModelTheFastestPredictedCandidateIsRecommended) {
+  TimeModel m;   // a planted model: convolutions cost their peak time, every launch 5 us
+  m.coefficients = {{"conv.fp32", 1}, {"conv.tf32", 1}, {"conv.16", 1}, {"launches", 5}, {"bytes", 1}};
+  PlanRequest r = small_request(uint64_t(1) << 30);
+  r.time_model = &m;
+  const Plan p = make_plan(r);
+  ASSERT_TRUE(p.recommended.has_value());
+  bool layouts = false, fused = false;
+  for (const PlanCandidate& c : p.candidates) {
+    layouts |= c.channels_last;
+    fused |= c.fuse_relu;
+    if (c.micro_batch == 0) continue;
+    const Tf32Use tf32 = parse_tf32_use(c.precision == "fp32" ? "none" : c.precision == "tf32" ? "all" : "cudnn");
+    const MemoryEstimate e = estimate_memory(spec_of(r, c), c.micro_batch, r.optimizer);
+    const double ms = m.predict_ms(time_features(e, r.gpu, tf32));
+    EXPECT_NEAR(c.predicted_ms, ms * double(c.accumulate), 1e-9 * ms * double(c.accumulate)) << c.techniques();
+    EXPECT_LE(p.candidates[*p.recommended].predicted_ms, c.predicted_ms) << c.techniques();
+  }
+  EXPECT_TRUE(layouts && fused);   // resnet20 takes channels-last and fuse-relu: both searched
+  ASSERT_FALSE(p.technique_reasons.empty());
+  for (const char* dim : {"precision ", "checkpoint ", "channels-last ", "fuse-relu "}) {
+    bool named = false;
+    for (const std::string& why : p.technique_reasons) named |= why.rfind(dim, 0) == 0;
+    EXPECT_TRUE(named) << dim;
+  }
 }
 
 TEST(Planner, TheBoundIsTheCountedFlopsOverThePeak) {

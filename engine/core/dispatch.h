@@ -95,7 +95,7 @@ class KernelTable {
   // kernel's workspaces, streams and library handles use). On meta it runs nothing but
   // refuses, with that backend's own message, a dtype the emulated backend lacks.
   void launch(Device d, DType t, const Args& args) const {
-    count_launch_flops(t, args, op_);   // flop_counter.h: meta launches count too
+    count_launch(t, args, op_);   // flop_counter.h: meta launches count too
     if (d.is_meta()) {
       get(Device{meta_emulated_device_type(), 0}, t);
       return;

@@ -29,6 +29,7 @@
 #include "experiments/cli/run_spec_flags.h"
 #include "experiments/plan/largest_batch.h"
 #include "experiments/plan/memory_report.h"
+#include "experiments/plan/time_model.h"
 #include "engine/train/results.h"
 #include "experiments/train/parallel_train.h"
 #include "experiments/train/train_command.h"
@@ -189,6 +190,29 @@ int cmd_summary(const std::vector<std::string>& args) {
   return 0;
 }
 
+namespace {
+// estimate --gpu NAME: the step's time features on that card and, with the source tree's
+// calibration (time_model.h), the predicted step time.
+nlohmann::json estimate_time_on_gpu(const CliArgs& a, const MemoryEstimate& e) {
+  const GpuSpec& g = find_gpu(a.get("gpu"));
+  const std::string allow_tf32 = a.get_opt("allow-tf32").value_or("cudnn");
+  const TimeFeatures f = time_features(e, g, parse_tf32_use(allow_tf32));
+  nlohmann::json t = {{"gpu", g.name}, {"allow_tf32", allow_tf32}, {"features_ms", f}};
+  const TimeModel* m = default_time_model();
+  if (!m) {
+    std::printf("  step time on %s: no time model (reports/plan_calibration.json is not beside this build)\n",
+                g.name.c_str());
+    return t;
+  }
+  t["predicted_ms"] = m->predict_ms(f);
+  t["unseen_features"] = m->unseen(f);
+  t["calibration"] = m->source;
+  std::printf("  step time on %s: %.1f ms predicted (time model fitted on the GPU records: %s)\n", g.name.c_str(),
+              m->predict_ms(f), m->source.c_str());
+  return t;
+}
+}  // namespace
+
 int cmd_estimate(const std::vector<std::string>& args) {
   if (print_help_if_asked("estimate", args)) return 0;
   CliArgs a(args, "estimate");
@@ -233,6 +257,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   for (const auto& [dtype, flops] : e.step_flops)
     std::printf("  matrix work per step (%s): %.3f TFLOP\n", dtype.c_str(), flops / 1e12);
   nlohmann::json metrics = e.to_json();
+  if (a.has("gpu")) metrics["time_model"] = estimate_time_on_gpu(a, e);
   if (cap > 0) {   // what batch fits the card (exact meta steps under the cap)
     const LargestBatch lb = largest_batch_under(spec, opt, cap);
     std::printf("  largest batch under %s: %s%lld (%lld exact meta steps)\n", format_bytes(double(cap)).c_str(),

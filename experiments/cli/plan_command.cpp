@@ -1,7 +1,10 @@
 // plan_command.cpp — `oomlab plan`'s flags and console output (the search: planner.h).
 // --gpu NAME takes the card's memory and peaks from the GPU table; --device-memory SIZE
 // plans for a card of that capacity whose peaks are unknown: every precision is searched,
-// nothing is ranked by time (no recommendation). --json writes the whole search.
+// nothing is ranked by time (no recommendation). Times come from the source tree's
+// calibration (time_model.h) when it is there, else the compute bound ranks (and says so).
+// --json writes the whole search, with the calibration's summary.
+#include <algorithm>
 #include <cstdio>
 
 #include "engine/core/error.h"
@@ -33,7 +36,24 @@ PlanRequest plan_request(const CliArgs& a) {
   r.gpus = int(a.get_int("gpus"));
   r.global_batch = a.get_int("global-batch");
   r.optimizer = r.model.optimizer.value_or("adamw");
+  r.time_model = default_time_model();
   return r;
+}
+
+void print_candidates(const Plan& p) {
+  std::printf("  %-44s %6s %6s %11s %10s %10s  %s\n", "techniques", "micro", "accum", "peak", "time (ms)",
+              "bound (ms)", "");
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    const PlanCandidate& c = p.candidates[i];
+    const bool best = p.recommended && *p.recommended == i;
+    const bool front = std::find(p.frontier.begin(), p.frontier.end(), i) != p.frontier.end();
+    const bool fits = c.micro_batch > 0;
+    std::printf("  %-44s %6lld %6lld %11s %10s %10s  %s\n", c.techniques().c_str(), (long long)c.micro_batch,
+                (long long)c.accumulate, format_bytes(double(c.peak_reserved_bytes)).c_str(),
+                fits && c.predicted_ms > 0 ? str_cat(int64_t(c.predicted_ms * 10 + 0.5) / 10.0).c_str() : "-",
+                fits && c.compute_bound_ms > 0 ? str_cat(int64_t(c.compute_bound_ms * 10 + 0.5) / 10.0).c_str() : "-",
+                best ? "<- recommended" : front ? "frontier" : c.why_not.c_str());
+  }
 }
 
 void print_plan(const PlanRequest& r, const Plan& p) {
@@ -41,23 +61,20 @@ void print_plan(const PlanRequest& r, const Plan& p) {
               r.model.model.c_str(), r.gpus > 1 ? str_cat(r.gpus, " x ").c_str() : "", r.gpu.name.c_str(),
               format_bytes(double(r.gpu.memory_bytes)).c_str(), format_bytes(double(r.reserve_bytes)).c_str(),
               (long long)r.global_batch, p.candidates.size(), (long long)p.meta_steps);
-  std::printf("  %-5s %-10s %-6s %8s %8s %12s %12s  %s\n", "prec", "checkpoint", "attn", "micro", "accum",
-              "peak", "bound (ms)", "");
-  for (size_t i = 0; i < p.candidates.size(); ++i) {
-    const PlanCandidate& c = p.candidates[i];
-    const bool best = p.recommended && *p.recommended == i;
-    const bool front = std::find(p.frontier.begin(), p.frontier.end(), i) != p.frontier.end();
-    std::printf("  %-5s %-10s %-6s %8lld %8lld %12s %12s  %s\n", c.precision.c_str(), c.checkpoint.c_str(),
-                c.attention.empty() ? "-" : c.attention.c_str(), (long long)c.micro_batch, (long long)c.accumulate,
-                format_bytes(double(c.peak_reserved_bytes)).c_str(),
-                c.micro_batch > 0 && c.compute_bound_ms > 0 ? str_cat(c.compute_bound_ms).c_str() : "-",
-                best ? "<- recommended" : front ? "frontier" : c.why_not.c_str());
-  }
-  std::printf("bound: the step's matrix FLOPs over the card's dense peak (a lower bound, not calibrated yet)\n");
+  print_candidates(p);
+  if (r.time_model)
+    std::printf("time: the time model fitted on the GPU records (%s); bound: matrix FLOPs over the dense peak\n",
+                r.time_model->source.c_str());
+  else
+    std::printf("time: no calibration beside this build; ranked by the bound (matrix FLOPs over the dense peak)\n");
   if (p.recommended) {
     const PlanCandidate& c = p.candidates[*p.recommended];
     std::printf("recommended: oomlab train %s\n  in PyTorch: %s\n", train_flags(r, c).c_str(),
                 pytorch_settings(r, c).c_str());
+    if (!c.unseen.empty())
+      std::printf("  note: the calibration never saw %zu of its terms (the first: %s): its time omits them\n",
+                  c.unseen.size(), c.unseen.front().c_str());
+    for (const std::string& why : p.technique_reasons) std::printf("  not chosen: %s\n", why.c_str());
   } else if (!p.frontier.empty()) {
     std::printf("the card's peaks are unknown (--device-memory): give --gpu NAME to rank the fitting ones\n");
   }
@@ -67,8 +84,12 @@ nlohmann::json plan_json(const PlanRequest& r, const Plan& p) {
   nlohmann::json cands = nlohmann::json::array();
   for (const PlanCandidate& c : p.candidates) cands.push_back(c.to_json());
   nlohmann::json m = {{"candidates", cands}, {"frontier", p.frontier}, {"meta_steps", p.meta_steps},
-                      {"smallest_peak_bytes", p.smallest_peak_bytes},
-                      {"time_model", "compute-bound lower bound: matrix FLOPs / dense peak (uncalibrated)"}};
+                      {"smallest_peak_bytes", p.smallest_peak_bytes}, {"technique_reasons", p.technique_reasons}};
+  if (r.time_model)
+    m["time_model"] = {{"calibration", r.time_model->source}, {"coefficients", r.time_model->coefficients},
+                       {"summary", r.time_model->summary}};
+  else
+    m["time_model"] = {{"calibration", nullptr}, {"ranked_by", "compute_bound_ms"}};
   if (p.recommended) {
     const PlanCandidate& c = p.candidates[*p.recommended];
     m["recommended"] = {{"candidate", *p.recommended}, {"train_flags", train_flags(r, c)},

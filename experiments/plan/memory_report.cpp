@@ -214,6 +214,10 @@ ModelSummary summarize_model(const RunSpec& spec, int64_t batch) {
   return s;
 }
 
+nlohmann::json StepCost::to_json() const {
+  return {{"flops", flops}, {"launches", launches}, {"allocated_bytes", allocated_bytes}};
+}
+
 nlohmann::json MemoryEstimate::to_json() const {
   nlohmann::json j = {{"model", model}, {"optimizer", optimizer}, {"batch", batch}, {"params", params},
           {"outputs_per_sample", outputs_per_sample},
@@ -225,7 +229,8 @@ nlohmann::json MemoryEstimate::to_json() const {
                      {"peak_reserved_bytes", peak_reserved_bytes}}},
           {"formula", {{"params_bytes", formula_params_bytes}, {"activation_bytes", formula_activation_bytes},
                        {"input_bytes", formula_input_bytes}, {"total_bytes", formula_bytes}}},
-          {"formula_error_pct", formula_error_pct}, {"step_flops", step_flops}};
+          {"formula_error_pct", formula_error_pct}, {"step_flops", step_flops},
+          {"step_cost", step_cost.to_json()}};
   if (graph_pool_bytes >= 0)
     j["cuda_graphs"] = {{"pool_bytes", graph_pool_bytes}, {"capture_peak_allocated_bytes", graph_capture_peak_bytes},
                         {"peak_reserved_bytes", graph_reserved_peak_bytes}};
@@ -280,6 +285,19 @@ CheckpointBudgetChoice choose_checkpoint_budget(const RunSpec& spec, int64_t bat
                            "reaches is ", format_bytes(double(best)), " (", best, " bytes, --checkpoint ", best_policy,
                            "); give at least that, or a smaller --batch"));
 }
+
+namespace {
+StepCost step_cost_of(const FlopCounter& c, int64_t allocated_bytes) {
+  StepCost out;
+  out.launches = c.launches();
+  out.allocated_bytes = allocated_bytes;
+  for (int k = 0; k < kNumMatrixKinds; ++k)
+    for (int t = 0; t < kNumDTypes; ++t)
+      if (c.flops(MatrixKind(k), DType(t)) > 0)
+        out.flops[matrix_kind_name(MatrixKind(k))][dtype_name(DType(t))] = c.flops(MatrixKind(k), DType(t));
+  return out;
+}
+}  // namespace
 
 namespace {
 // --cuda-graphs: the next step captured on meta as GraphedStep captures it (DeviceGraph:
@@ -365,7 +383,10 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   // reports the estimate's own peak (metrics.exact.peak_allocated_bytes).
   allocator_for(meta_device()).reset_peak_stats();
   FlopCounter counter;                  // the steady step's matrix work (flop_counter.h)
+  const int64_t allocated_before = allocator_for(meta_device()).stat("allocated_bytes.all.allocated");
   StepOutput s2 = step.run(x, y);       // steady state
+  e.step_cost = step_cost_of(counter, allocator_for(meta_device()).stat("allocated_bytes.all.allocated") -
+                                          allocated_before);
   for (int t = 0; t < kNumDTypes; ++t)
     if (counter.flops(DType(t)) > 0) e.step_flops[dtype_name(DType(t))] = counter.flops(DType(t));
   e.grads_bytes = 0;

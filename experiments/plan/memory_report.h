@@ -70,6 +70,17 @@ struct ModelSummary {
 
 ModelSummary summarize_model(const RunSpec& spec, int64_t batch);
 
+// The steady step's work as a meta step counts it (engine/core/flop_counter.h): matrix
+// FLOPs by kind ("gemm", "conv", "conv_channels_last", "attention") and dtype, kernel
+// launches, and the bytes its allocations took (the allocator's allocated_bytes.all.allocated
+// over the step: every tensor an op wrote). The planner's time model reads it (time_model.h).
+struct StepCost {
+  std::map<std::string, std::map<std::string, double>> flops;
+  int64_t launches = 0;
+  int64_t allocated_bytes = 0;
+  nlohmann::json to_json() const;
+};
+
 struct MemoryEstimate {
   std::string model, optimizer;
   int64_t batch = 0;
@@ -91,6 +102,7 @@ struct MemoryEstimate {
   // The steady step's matrix FLOPs (GEMM, convolution, fused attention; forward, backward
   // and any recompute) by the dtype they ran in (engine/core/flop_counter.h).
   std::map<std::string, double> step_flops;
+  StepCost step_cost;
   nlohmann::json to_json() const;
 };
 

@@ -2,9 +2,10 @@
 #include "experiments/plan/planner.h"
 
 #include <algorithm>
+#include <cstdio>
 
-#include "engine/core/dispatch.h"
 #include "engine/core/byte_sizes.h"
+#include "engine/core/dispatch.h"
 #include "engine/core/error.h"
 #include "experiments/plan/memory_report.h"
 #include "models/model_table.h"
@@ -15,16 +16,16 @@ namespace {
 struct Precision {
   const char* name;
   std::optional<DType> amp;
-  bool tf32;
-  bool half = false;   // model.half() with float32 master weights (--half --master-weights)
+  const char* allow_tf32;   // the run's --allow-tf32
+  bool half = false;        // model.half() with float32 master weights (--half --master-weights)
 };
 
 std::vector<Precision> precisions(const GpuSpec& g) {
-  std::vector<Precision> out = {{"fp32", std::nullopt, false}};
-  if (g.tf32_tflops != 0) out.push_back({"tf32", std::nullopt, true});   // < 0: unknown, searched
-  if (g.bf16_tflops != 0) out.push_back({"bf16", DType::bf16, false});
-  if (g.fp16_tflops != 0) out.push_back({"fp16", DType::f16, false});
-  if (g.fp16_tflops != 0) out.push_back({"half", std::nullopt, false, true});
+  std::vector<Precision> out = {{"fp32", std::nullopt, "none"}};
+  if (g.tf32_tflops != 0) out.push_back({"tf32", std::nullopt, "all"});   // < 0: unknown, searched
+  if (g.bf16_tflops != 0) out.push_back({"bf16", DType::bf16, "cudnn"});
+  if (g.fp16_tflops != 0) out.push_back({"fp16", DType::f16, "cudnn"});
+  if (g.fp16_tflops != 0) out.push_back({"half", std::nullopt, "cudnn", true});
   return out;
 }
 
@@ -33,6 +34,24 @@ std::vector<std::string> checkpoint_policies(const ModelEntry& m) {
   if (m.family == "bert") out.push_back("selective");
   out.push_back("sqrt");
   out.push_back("all");
+  return out;
+}
+
+// The technique choices one candidate makes besides precision and checkpointing.
+struct Choice {
+  std::string attention;   // "" when the model has no attention use
+  bool channels_last = false, fuse_relu = false;
+};
+
+std::vector<Choice> choices(const ModelEntry& m) {
+  const std::vector<std::string> attention =
+      m.has_use("attention") ? std::vector<std::string>{"eager", "fused"} : std::vector<std::string>{""};
+  const bool layouts = m.has_technique("channels-last") && m.input == InputKind::image && !m.is_graph();
+  std::vector<Choice> out;
+  for (const std::string& a : attention)
+    for (bool cl : layouts ? std::vector<bool>{false, true} : std::vector<bool>{false})
+      for (bool fuse : m.has_use("fuse-relu") ? std::vector<bool>{false, true} : std::vector<bool>{false})
+        out.push_back({a, cl, fuse});
   return out;
 }
 
@@ -47,16 +66,23 @@ std::vector<int64_t> divisors(int64_t n) {
   return d;
 }
 
-RunSpec candidate_spec(const PlanRequest& r, const Precision& p, const std::string& policy,
-                       const std::string& attention) {
+RunSpec candidate_spec(const PlanRequest& r, const Precision& p, const std::string& policy, const Choice& ch) {
   RunSpec s = r.model;
   s.amp = p.amp;
   s.half = s.master_weights = p.half;
   const bool scaled = p.amp == DType::f16 || p.half;   // fp16 gradients: dynamic loss scaling
   s.loss_scale = parse_loss_scale(scaled ? "dynamic" : "none", scaled);
   s.checkpoint = parse_checkpoint_policy(policy);
-  s.arch.attention = attention;
+  s.arch.attention = ch.attention;
+  s.channels_last = ch.channels_last;
+  if (ch.fuse_relu) s.arch.fuse_relu = "on";
   return s;
+}
+
+std::string ms_text(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f ms", ms);
+  return buf;
 }
 
 double bound_ms(const MemoryEstimate& e, const GpuSpec& g, bool tf32, int64_t accumulate) {
@@ -68,9 +94,22 @@ double bound_ms(const MemoryEstimate& e, const GpuSpec& g, bool tf32, int64_t ac
   return s * 1e3 * double(accumulate);
 }
 
+// Fills c's times from the meta step `e` at its micro-batch.
+void time_candidate(const PlanRequest& r, const Precision& p, const MemoryEstimate& e, PlanCandidate& c) {
+  for (const auto& [dtype, flops] : e.step_flops) c.step_flops += flops * double(c.accumulate);
+  c.compute_bound_ms = bound_ms(e, r.gpu, std::string(p.allow_tf32) == "all", c.accumulate);
+  if (!r.time_model || r.gpu.bandwidth_gbps <= 0) return;
+  const TimeFeatures f = time_features(e, r.gpu, parse_tf32_use(p.allow_tf32));
+  c.predicted_ms = r.time_model->predict_ms(f) * double(c.accumulate);
+  c.unseen = r.time_model->unseen(f);
+  const std::vector<std::string>& ran = r.time_model->precisions;
+  if (std::find(ran.begin(), ran.end(), c.precision) == ran.end())
+    c.unseen.push_back(str_cat("precision ", c.precision, " (no calibration pair ran it)"));
+}
+
 // The largest divisor of the per-rank batch whose step fits, by binary search (the peak
 // grows with the micro-batch); fills c (micro_batch 0 when micro-batch 1 does not fit).
-void fit_micro_batch(const PlanRequest& r, const RunSpec& s, bool tf32, PlanCandidate& c, Plan& plan) {
+void fit_micro_batch(const PlanRequest& r, const RunSpec& s, const Precision& p, PlanCandidate& c, Plan& plan) {
   const int64_t per_rank = r.global_batch / r.gpus;
   const uint64_t usable = r.gpu.memory_bytes > r.reserve_bytes ? r.gpu.memory_bytes - r.reserve_bytes : 0;
   const std::vector<int64_t> d = divisors(per_rank);
@@ -102,54 +141,92 @@ void fit_micro_batch(const PlanRequest& r, const RunSpec& s, bool tf32, PlanCand
   c.micro_batch = best_micro;
   c.accumulate = per_rank / best_micro;
   c.peak_reserved_bytes = best.peak_reserved_bytes;
-  for (const auto& [dtype, flops] : best.step_flops) c.step_flops += flops * double(c.accumulate);
-  c.compute_bound_ms = bound_ms(best, r.gpu, tf32, c.accumulate);
+  time_candidate(r, p, best, c);
 }
 
 void choose(Plan& plan) {
   for (size_t i = 0; i < plan.candidates.size(); ++i) {
     const PlanCandidate& c = plan.candidates[i];
     if (c.micro_batch == 0) continue;
-    bool beaten = false;   // (with unknown peaks every bound is 0: the frontier is the smallest peak)
+    bool beaten = false;   // (with unknown peaks every time is 0: the frontier is the smallest peak)
     for (const PlanCandidate& o : plan.candidates)
-      beaten |= o.micro_batch > 0 && o.compute_bound_ms <= c.compute_bound_ms &&
-                o.peak_reserved_bytes <= c.peak_reserved_bytes &&
-                (o.compute_bound_ms < c.compute_bound_ms || o.peak_reserved_bytes < c.peak_reserved_bytes);
+      beaten |= o.micro_batch > 0 && o.time_ms() <= c.time_ms() && o.peak_reserved_bytes <= c.peak_reserved_bytes &&
+                (o.time_ms() < c.time_ms() || o.peak_reserved_bytes < c.peak_reserved_bytes);
     if (!beaten) plan.frontier.push_back(i);
-    if (c.compute_bound_ms <= 0) continue;   // the card's peaks are unknown: no time to rank by
+    if (c.time_ms() <= 0) continue;   // the card's peaks are unknown: no time to rank by
     const PlanCandidate* r = plan.recommended ? &plan.candidates[*plan.recommended] : nullptr;
-    if (!r || c.compute_bound_ms < r->compute_bound_ms ||
-        (c.compute_bound_ms == r->compute_bound_ms && c.peak_reserved_bytes < r->peak_reserved_bytes))
+    if (!r || c.time_ms() < r->time_ms() ||
+        (c.time_ms() == r->time_ms() && c.peak_reserved_bytes < r->peak_reserved_bytes))
       plan.recommended = i;
+  }
+}
+
+// One technique dimension: its name in the reasons, and whether two candidates differ in it.
+struct Dimension {
+  const char* name;
+  std::string (*value)(const PlanCandidate&);
+};
+const Dimension kDimensions[] = {
+    {"precision", [](const PlanCandidate& c) { return c.precision; }},
+    {"checkpoint", [](const PlanCandidate& c) { return c.checkpoint; }},
+    {"attention", [](const PlanCandidate& c) { return c.attention; }},
+    {"channels-last", [](const PlanCandidate& c) { return std::string(c.channels_last ? "on" : "off"); }},
+    {"fuse-relu", [](const PlanCandidate& c) { return std::string(c.fuse_relu ? "on" : "off"); }},
+};
+
+void explain(Plan& plan) {
+  if (!plan.recommended) return;
+  const PlanCandidate& best = plan.candidates[*plan.recommended];
+  for (const PlanCandidate& c : plan.candidates) {
+    int differs = 0;
+    const Dimension* dim = nullptr;
+    for (const Dimension& d : kDimensions)
+      if (d.value(c) != d.value(best)) ++differs, dim = &d;
+    if (differs != 1) continue;
+    const std::string what = str_cat(dim->name, " ", dim->value(c), ": ");
+    if (c.micro_batch == 0)
+      plan.technique_reasons.push_back(what + c.why_not);
+    else
+      plan.technique_reasons.push_back(str_cat(what, ms_text(c.time_ms()), " against ", ms_text(best.time_ms()),
+                                               " (micro-batch ", c.micro_batch, ", peak ",
+                                               format_bytes(double(c.peak_reserved_bytes)), ")"));
   }
 }
 }  // namespace
 
+std::string PlanCandidate::techniques() const {
+  std::string s = precision;
+  if (checkpoint != "none") s += ", checkpoint " + checkpoint;
+  if (attention == "fused") s += ", fused attention";
+  if (channels_last) s += ", channels-last";
+  if (fuse_relu) s += ", fuse-relu";
+  return s;
+}
+
 nlohmann::json PlanCandidate::to_json() const {
   return {{"precision", precision}, {"checkpoint", checkpoint}, {"attention", attention},
+          {"channels_last", channels_last}, {"fuse_relu", fuse_relu},
           {"micro_batch", micro_batch}, {"accumulate", accumulate}, {"fits", micro_batch > 0},
           {"peak_reserved_bytes", peak_reserved_bytes}, {"step_flops", step_flops},
-          {"compute_bound_ms", compute_bound_ms}, {"why_not", why_not}};
+          {"compute_bound_ms", compute_bound_ms}, {"predicted_ms", predicted_ms}, {"unseen_features", unseen},
+          {"why_not", why_not}};
 }
 
 Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&)>& progress) {
   OOMLAB_CHECK(r.gpus >= 1 && r.global_batch >= r.gpus && r.global_batch % r.gpus == 0, "--global-batch ",
                r.global_batch, " must be a multiple of --gpus ", r.gpus, " (each rank trains its share)");
   const ModelEntry m = model_entry(r.model.model);
-  const std::vector<std::string> attentions =
-      m.has_use("attention") ? std::vector<std::string>{"eager", "fused"} : std::vector<std::string>{""};
   Plan plan;
   for (const Precision& p : precisions(r.gpu))
     for (const std::string& policy : checkpoint_policies(m))
-      for (const std::string& attention : attentions) {
-        PlanCandidate c{p.name, policy, attention};
-        if (progress)
-          progress(str_cat(p.name, " checkpoint ", policy, attention.empty() ? "" : " attention ", attention));
+      for (const Choice& ch : choices(m)) {
+        PlanCandidate c{p.name, policy, ch.attention, ch.channels_last, ch.fuse_relu};
+        if (progress) progress(c.techniques());
         try {
-          const RunSpec s = candidate_spec(r, p, policy, attention);
+          const RunSpec s = candidate_spec(r, p, policy, ch);
           // every op needs a CUDA float16 kernel (known where this build has the CUDA backend)
           if (p.half && backend_linked("cuda")) check_half_servable(s, 1, r.optimizer, DeviceType::cuda);
-          fit_micro_batch(r, s, p.tf32, c, plan);
+          fit_micro_batch(r, s, p, c, plan);
         } catch (const ValueError& e) {   // a combination the model refuses (named, not fatal)
           c.why_not = e.what();
         } catch (const NotImplementedError& e) {
@@ -158,6 +235,7 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
         plan.candidates.push_back(c);
       }
   choose(plan);
+  explain(plan);
   return plan;
 }
 
@@ -170,12 +248,15 @@ std::string train_flags(const PlanRequest& r, const PlanCandidate& c) {
   if (m.input == InputKind::tokens)   // the length the meta steps used (0: the model's own)
     s += str_cat(" --seq-len ", r.model.seq_len > 0 ? r.model.seq_len : m.defaults.seq_len);
   if (c.accumulate > 1) s += str_cat(" --accumulate ", c.accumulate);
-  s += " --optimizer " + r.optimizer;
+  s += " --optimizer " + r.optimizer + " --device cuda";
   if (c.precision == "bf16" || c.precision == "fp16") s += " --amp " + c.precision;
   if (c.precision == "half") s += " --half --master-weights";
   if (c.precision == "tf32") s += " --allow-tf32 all";
+  if (c.precision == "fp32") s += " --allow-tf32 none";
   if (c.checkpoint != "none") s += " --checkpoint " + c.checkpoint;
   if (c.attention == "fused") s += " --attention fused";
+  if (c.channels_last) s += " --channels-last";
+  if (c.fuse_relu) s += " --fuse-relu on";
   if (r.gpus > 1) s += str_cat(" --parallel ddp --devices ", r.gpus);
   return s;
 }
@@ -195,12 +276,15 @@ std::string pytorch_settings(const PlanRequest& r, const PlanCandidate& c) {
   if (c.precision == "bf16") s += ", torch.autocast(\"cuda\", dtype=torch.bfloat16)";
   if (c.precision == "fp16") s += ", torch.autocast(\"cuda\", dtype=torch.float16) with torch.amp.GradScaler()";
   if (c.precision == "tf32") s += ", torch.backends.cuda.matmul.allow_tf32 = True";
+  if (c.precision == "fp32") s += ", torch.backends.cudnn.allow_tf32 = False";
   if (c.precision == "half")
     s += ", model.half() (BatchNorm float32) with float32 master weights for the optimizer and a GradScaler";
   if (c.checkpoint == "all") s += ", torch.utils.checkpoint around every block";
   if (c.checkpoint == "sqrt") s += ", torch.utils.checkpoint.checkpoint_sequential with sqrt(n) segments";
   if (c.checkpoint == "selective") s += ", torch.utils.checkpoint around each attention block";
   if (c.attention == "fused") s += ", F.scaled_dot_product_attention";
+  if (c.channels_last) s += ", model and inputs .to(memory_format=torch.channels_last)";
+  if (c.fuse_relu) s += ", ReLU fused into the op before it (eager PyTorch has no switch; torch.compile fuses it)";
   if (r.gpus > 1) s += str_cat(", DistributedDataParallel over ", r.gpus, " GPUs");
   return s;
 }

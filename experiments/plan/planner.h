@@ -1,28 +1,33 @@
 // planner.h — `oomlab plan` as a library call: which precision, activation checkpointing,
-// attention and micro-batch x accumulation train a model at a given batch on a given card,
-// each candidate's peak exact (a steady training step on meta, estimate_memory) and its
-// step time bounded below by the card's dense peak over the step's counted matrix FLOPs
-// (flop_counter.h).
+// attention, memory layout, ReLU fusion and micro-batch x accumulation train a model at a
+// given batch on a given card fastest, each candidate's peak exact (a steady training step
+// on meta, estimate_memory) and its step time predicted by the calibrated time model
+// (time_model.h) over that meta step's counted work.
 // Contracts:
-//  * The search: precision fp32, TF32, bf16 / fp16 autocast (fp16 with dynamic loss
-//    scaling), half (model.half() with float32 master weights and dynamic loss scaling,
-//    when every op of the step has a CUDA float16 kernel); a precision the card has no
-//    tensor-core path for is left out. Checkpoint
-//    none, sqrt, all (and selective for the zoo's BERT), attention eager and fused (models
-//    with that use), and for each the largest micro-batch that divides the per-rank batch
-//    and fits: peak reserved <= capacity - reserve. The peak grows with the micro-batch,
-//    so a binary search over the divisors finds it; a candidate whose micro-batch 1 does
-//    not fit is out.
-//  * Time: compute_bound_ms = sum over dtypes of the step's FLOPs / the card's dense peak,
-//    x accumulate. A lower bound, not calibrated on measured runs yet (issue 52): the
-//    ranking by it prefers less recompute and 16-bit tensor cores, and cannot see memory-
-//    bound work, channels-last or fused kernels' speed.
+//  * The search: precision fp32 (--allow-tf32 none), TF32 (all), bf16 / fp16 autocast
+//    (PyTorch's default cuDNN TF32; fp16 with dynamic loss scaling), half (model.half() with
+//    float32 master weights and dynamic loss scaling, when every op of the step has a CUDA
+//    float16 kernel); a precision the card has no tensor-core path for is left out.
+//    Checkpoint none, sqrt, all (and selective for the zoo's BERT); attention eager and fused
+//    (models with that use); channels-last on and off (image models that take it); fuse-relu
+//    on and off (models with that use). For each, the largest micro-batch that divides the
+//    per-rank batch and fits: peak reserved <= capacity - reserve. The peak grows with the
+//    micro-batch, so a binary search over the divisors finds it; a candidate whose
+//    micro-batch 1 does not fit is out.
+//  * Time: predicted_ms = the time model's prediction for the micro-step x accumulate (the
+//    optimizer's share counted per micro-step: an over-estimate of accumulate - 1 optimizer
+//    passes), when a calibration exists and the card's peaks are known; compute_bound_ms =
+//    the step's FLOPs over the card's dense peaks x accumulate (a lower bound) always.
 //  * gpus > 1: each rank trains its share (DDP); a rank's peak is the single-device step's
-//    at that share, without DDP's gradient buckets (not yet counted).
-//  * recommended: the fitting candidate with the smallest bound, then the smallest peak;
-//    none when nothing fits (smallest_peak_bytes then says what the smallest needs, at
-//    micro-batch 1: more cards shrink only the batch, never below that) or when the card's
-//    peaks are unknown (--device-memory: every bound is 0).
+//    at that share, without DDP's gradient buckets (not yet counted), and no communication
+//    time is added (not yet modelled).
+//  * recommended: the fitting candidate with the least time (predicted, else the bound),
+//    then the smallest peak; none when nothing fits (smallest_peak_bytes then says what the
+//    smallest needs, at micro-batch 1: more cards shrink only the batch, never below that)
+//    or when the card's peaks are unknown (--device-memory: every time is 0).
+//  * technique_reasons: for each technique choice the recommendation did not take, the
+//    candidate that differs from it in that choice alone and why it lost (does not fit, or
+//    its time).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -33,6 +38,7 @@
 
 #include "experiments/plan/gpu_table.h"
 #include "experiments/plan/run_spec.h"
+#include "experiments/plan/time_model.h"
 
 namespace oomlab {
 
@@ -43,17 +49,23 @@ struct PlanRequest {
   int gpus = 1;
   int64_t global_batch = 0;             // samples per optimizer step over all ranks
   std::string optimizer = "adamw";
+  const TimeModel* time_model = nullptr;   // nullptr: rank by the compute bound
 };
 
 struct PlanCandidate {
   std::string precision;                // fp32 | tf32 | bf16 | fp16 | half
   std::string checkpoint;               // a checkpoint policy's text
   std::string attention;                // eager | fused | "" (no attention use)
+  bool channels_last = false, fuse_relu = false;
   int64_t micro_batch = 0, accumulate = 0;   // 0: does not fit
   int64_t peak_reserved_bytes = -1;     // at micro_batch (or, not fitting, at micro-batch 1)
   double step_flops = 0;                // per optimizer step
   double compute_bound_ms = 0;
+  double predicted_ms = 0;              // 0: no time model
+  std::vector<std::string> unseen;      // features the calibration never saw (time_model.h)
   std::string why_not;                  // "" when it fits
+  double time_ms() const { return predicted_ms > 0 ? predicted_ms : compute_bound_ms; }
+  std::string techniques() const;       // "bf16, checkpoint sqrt, channels-last", ...
   nlohmann::json to_json() const;
 };
 
@@ -63,6 +75,7 @@ struct Plan {
   std::vector<size_t> frontier;         // fitting candidates no other beats on both peak and bound
   int64_t meta_steps = 0;               // estimate_memory calls made
   int64_t smallest_peak_bytes = -1;     // the least any candidate needs (micro-batch 1)
+  std::vector<std::string> technique_reasons;
 };
 
 Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&)>& progress = {});
