@@ -52,13 +52,17 @@ TEST(Planner, EachFitIsTheLargestDivisorThatFits) {
     EXPECT_EQ(c.micro_batch * c.accumulate, 64);
     EXPECT_LE(uint64_t(c.peak_reserved_bytes), r.gpu.memory_bytes);
     int64_t next = c.micro_batch * 2;   // the next divisor of 64
-    if (next <= 64) EXPECT_GT(uint64_t(estimate_memory(spec_of(r, c), next, r.optimizer).peak_reserved_bytes),
-                              r.gpu.memory_bytes);
+    if (next <= 64) {
+      EXPECT_GT(uint64_t(estimate_memory(spec_of(r, c), next, r.optimizer).peak_reserved_bytes), r.gpu.memory_bytes);
+    }
   }
   EXPECT_GT(fitting, 0);
   ASSERT_TRUE(p.recommended.has_value());
-  for (const PlanCandidate& c : p.candidates)
-    if (c.micro_batch > 0) EXPECT_LE(p.candidates[*p.recommended].compute_bound_ms, c.compute_bound_ms);
+  for (const PlanCandidate& c : p.candidates) {
+    if (c.micro_batch > 0) {
+      EXPECT_LE(p.candidates[*p.recommended].compute_bound_ms, c.compute_bound_ms);
+    }
+  }
 }
 
 TEST(Planner, WithATimeModelTheFastestPredictedCandidateIsRecommended) {

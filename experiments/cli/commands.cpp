@@ -317,6 +317,8 @@ void check_command_args(const std::string& command, const std::vector<std::strin
   if (command == "train") {
     check_train_config(train_spec(a));
     backend_options(a);
+  } else if (command == "plan") {
+    plan_spec(a);
   } else if (command != "trick") {
     model_spec(a);
   }

@@ -48,11 +48,13 @@ void print_candidates(const Plan& p) {
     const bool best = p.recommended && *p.recommended == i;
     const bool front = std::find(p.frontier.begin(), p.frontier.end(), i) != p.frontier.end();
     const bool fits = c.micro_batch > 0;
+    const std::string note = !c.why_not.empty() ? c.why_not : !c.unseen.empty() ? "extrapolated: " + c.unseen.front()
+                                                                                : "";
     std::printf("  %-44s %6lld %6lld %11s %10s %10s  %s\n", c.techniques().c_str(), (long long)c.micro_batch,
                 (long long)c.accumulate, format_bytes(double(c.peak_reserved_bytes)).c_str(),
                 fits && c.predicted_ms > 0 ? str_cat(int64_t(c.predicted_ms * 10 + 0.5) / 10.0).c_str() : "-",
                 fits && c.compute_bound_ms > 0 ? str_cat(int64_t(c.compute_bound_ms * 10 + 0.5) / 10.0).c_str() : "-",
-                best ? "<- recommended" : front ? "frontier" : c.why_not.c_str());
+                best ? "<- recommended" : front ? str_cat("frontier ", note).c_str() : note.c_str());
   }
 }
 
@@ -84,7 +86,8 @@ nlohmann::json plan_json(const PlanRequest& r, const Plan& p) {
   nlohmann::json cands = nlohmann::json::array();
   for (const PlanCandidate& c : p.candidates) cands.push_back(c.to_json());
   nlohmann::json m = {{"candidates", cands}, {"frontier", p.frontier}, {"meta_steps", p.meta_steps},
-                      {"smallest_peak_bytes", p.smallest_peak_bytes}, {"technique_reasons", p.technique_reasons}};
+                      {"smallest_peak_bytes", p.smallest_peak_bytes}, {"params", p.params},
+                      {"technique_reasons", p.technique_reasons}};
   if (r.time_model)
     m["time_model"] = {{"calibration", r.time_model->source}, {"coefficients", r.time_model->coefficients},
                        {"summary", r.time_model->summary}};

@@ -118,6 +118,7 @@ void fit_micro_batch(const PlanRequest& r, const RunSpec& s, const Precision& p,
     return estimate_memory(s, micro, r.optimizer);
   };
   MemoryEstimate best = probe(1);
+  if (plan.params == 0) plan.params = best.params;
   c.peak_reserved_bytes = best.peak_reserved_bytes;
   if (plan.smallest_peak_bytes < 0 || best.peak_reserved_bytes < plan.smallest_peak_bytes)
     plan.smallest_peak_bytes = best.peak_reserved_bytes;
@@ -144,6 +145,21 @@ void fit_micro_batch(const PlanRequest& r, const RunSpec& s, const Precision& p,
   time_candidate(r, p, best, c);
 }
 
+// The recommendation: the least time, then the smallest peak, among fitting candidates
+// whose every term the calibration measured (when any fits; else among all that fit).
+void recommend(Plan& plan) {
+  bool any_measured = false;
+  for (const PlanCandidate& c : plan.candidates) any_measured |= c.micro_batch > 0 && c.unseen.empty();
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    const PlanCandidate& c = plan.candidates[i];
+    if (c.micro_batch == 0 || c.time_ms() <= 0 || (any_measured && !c.unseen.empty())) continue;
+    const PlanCandidate* r = plan.recommended ? &plan.candidates[*plan.recommended] : nullptr;
+    if (!r || c.time_ms() < r->time_ms() ||
+        (c.time_ms() == r->time_ms() && c.peak_reserved_bytes < r->peak_reserved_bytes))
+      plan.recommended = i;
+  }
+}
+
 void choose(Plan& plan) {
   for (size_t i = 0; i < plan.candidates.size(); ++i) {
     const PlanCandidate& c = plan.candidates[i];
@@ -153,12 +169,8 @@ void choose(Plan& plan) {
       beaten |= o.micro_batch > 0 && o.time_ms() <= c.time_ms() && o.peak_reserved_bytes <= c.peak_reserved_bytes &&
                 (o.time_ms() < c.time_ms() || o.peak_reserved_bytes < c.peak_reserved_bytes);
     if (!beaten) plan.frontier.push_back(i);
-    if (c.time_ms() <= 0) continue;   // the card's peaks are unknown: no time to rank by
-    const PlanCandidate* r = plan.recommended ? &plan.candidates[*plan.recommended] : nullptr;
-    if (!r || c.time_ms() < r->time_ms() ||
-        (c.time_ms() == r->time_ms() && c.peak_reserved_bytes < r->peak_reserved_bytes))
-      plan.recommended = i;
   }
+  recommend(plan);
 }
 
 // One technique dimension: its name in the reasons, and whether two candidates differ in it.
@@ -220,7 +232,12 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
   for (const Precision& p : precisions(r.gpu))
     for (const std::string& policy : checkpoint_policies(m))
       for (const Choice& ch : choices(m)) {
-        PlanCandidate c{p.name, policy, ch.attention, ch.channels_last, ch.fuse_relu};
+        PlanCandidate c;
+        c.precision = p.name;
+        c.checkpoint = policy;
+        c.attention = ch.attention;
+        c.channels_last = ch.channels_last;
+        c.fuse_relu = ch.fuse_relu;
         if (progress) progress(c.techniques());
         try {
           const RunSpec s = candidate_spec(r, p, policy, ch);

@@ -22,9 +22,11 @@
 //    at that share, without DDP's gradient buckets (not yet counted), and no communication
 //    time is added (not yet modelled).
 //  * recommended: the fitting candidate with the least time (predicted, else the bound),
-//    then the smallest peak; none when nothing fits (smallest_peak_bytes then says what the
-//    smallest needs, at micro-batch 1: more cards shrink only the batch, never below that)
-//    or when the card's peaks are unknown (--device-memory: every time is 0).
+//    then the smallest peak, among those whose every time term and precision the
+//    calibration measured (`unseen` empty) when any fits; none when nothing fits
+//    (smallest_peak_bytes then says what the smallest needs, at micro-batch 1: more cards
+//    shrink only the batch, never below that) or when the card's peaks are unknown
+//    (--device-memory: every time is 0).
 //  * technique_reasons: for each technique choice the recommendation did not take, the
 //    candidate that differs from it in that choice alone and why it lost (does not fit, or
 //    its time).
@@ -75,6 +77,7 @@ struct Plan {
   std::vector<size_t> frontier;         // fitting candidates no other beats on both peak and bound
   int64_t meta_steps = 0;               // estimate_memory calls made
   int64_t smallest_peak_bytes = -1;     // the least any candidate needs (micro-batch 1)
+  int64_t params = 0;                   // the model's parameters (its first meta step's)
   std::vector<std::string> technique_reasons;
 };
 
