@@ -369,6 +369,8 @@ void rows_plan_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("optimizer", kPlan, "the optimizer whose state counts").choice({"sgd", "adam", "adamw"}).def("adamw")
                   .to(&RunSpec::optimizer).s);
   t.push_back(F("reserve", kPlan, "memory kept free for the CUDA context and library workspaces").size().def("1GiB").s);
+  t.push_back(F("verify", kPlan, "train the recommendation 6 steps on this device: measured vs predicted")
+                  .text("cpu|cuda[:N]").s);
   t.push_back(F("gpu", kEstimate, "also predict the step's time on this card (the planner's time model)")
                   .choice(gpus).s);
   t.push_back(F("allow-tf32", kEstimate, "with --gpu: float32 GEMMs and/or convolutions on TF32 (default cudnn)")

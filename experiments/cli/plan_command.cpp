@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/core/backend.h"
+#include "engine/core/byte_sizes.h"
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/file_kinds.h"
@@ -16,6 +18,7 @@
 #include "experiments/cli/flag_table.h"
 #include "experiments/cli/run_spec_flags.h"
 #include "experiments/plan/planner.h"
+#include "experiments/train/train_command.h"
 
 namespace oomlab {
 namespace {
@@ -82,6 +85,44 @@ void print_plan(const PlanRequest& r, const Plan& p) {
   }
 }
 
+// --verify's device, checked before the search: cpu or cuda[:N], and a GPU that answers.
+void check_verify_device(const std::string& text) {
+  const Device d = parse_device(text);
+  OOMLAB_CHECK(!d.is_meta(), "--verify meta would measure nothing: give cpu or cuda[:N]");
+  if (d.type != DeviceType::cuda) return;
+  const BackendHooks hooks = backend_hooks(DeviceType::cuda);
+  OOMLAB_CHECK_T(DeviceError, hooks.physical != nullptr, "--verify ", text, ": this oomlab was built without CUDA");
+  try {
+    hooks.physical(d.index);
+  } catch (const Error& e) {
+    throw DeviceError(str_cat("--verify ", text, ": no GPU here: ", e.what()));
+  }
+}
+
+// --verify DEVICE: the recommendation trained for a few steps on DEVICE (synthetic data),
+// its median steady step time beside the prediction (which is for --gpu's card) and its
+// peak reserved beside the meta step's.
+nlohmann::json verify_recommendation(const PlanRequest& r, const PlanCandidate& c, const std::string& device) {
+  RunSpec s = candidate_train_spec(r, c);
+  s.device = parse_device(device);
+  s.steps = 6;   // the first is dropped from the timing (allocator warm-up)
+  s.synthetic_size = std::max<int64_t>(64, s.batch * s.accumulate);
+  s.eval_batches = 1;
+  s.quiet = true;
+  check_train_config(s);
+  const std::string tf32 = candidate_allow_tf32(c);
+  set_backend_options(BackendOptions{tf32 == "all", tf32 != "none", std::nullopt, std::nullopt, std::nullopt});
+  const nlohmann::json res = train(s);
+  const double ms = res["metrics"]["step_time_s"]["median"].get<double>() * 1e3;
+  const int64_t peak = res["memory"]["totals"]["reserved_bytes.all.peak"].get<int64_t>();
+  std::printf("verify on %s: step %.1f ms measured, %.1f ms predicted for %s; peak reserved %s measured, %s "
+              "predicted (meta)\n", device.c_str(), ms, c.predicted_ms, r.gpu.name.c_str(),
+              format_bytes(double(peak)).c_str(), format_bytes(double(c.peak_reserved_bytes)).c_str());
+  return {{"device", device}, {"steps", s.steps}, {"measured_ms", ms}, {"predicted_ms", c.predicted_ms},
+          {"predicted_for", r.gpu.name}, {"measured_peak_reserved_bytes", peak},
+          {"predicted_peak_reserved_bytes", c.peak_reserved_bytes}};
+}
+
 nlohmann::json plan_json(const PlanRequest& r, const Plan& p) {
   nlohmann::json cands = nlohmann::json::array();
   for (const PlanCandidate& c : p.candidates) cands.push_back(c.to_json());
@@ -115,6 +156,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   CliArgs a(args, "plan");
   const PlanRequest r = plan_request(a);
   if (a.has("json")) check_output_file(a.get("json"), "--json");
+  if (a.has("verify")) check_verify_device(a.get("verify"));
   const Plan p = make_plan(r, [](const std::string& what) { std::fprintf(stderr, "plan: %s\n", what.c_str()); });
   print_plan(r, p);
   if (p.frontier.empty()) {   // nothing fits: say what would (one error line, exit 2, no JSON)
@@ -126,7 +168,10 @@ int cmd_plan(const std::vector<std::string>& args) {
                              format_bytes(double(r.reserve_bytes)), " reserve; cards that hold it: ",
                              cards.empty() ? "none in the table" : cards));
   }
-  write_json_if_asked(a, plan_json(r, p));
+  nlohmann::json j = plan_json(r, p);
+  if (a.has("verify") && p.recommended)
+    j["metrics"]["verify"] = verify_recommendation(r, p.candidates[*p.recommended], a.get("verify"));
+  write_json_if_asked(a, j);
   return 0;
 }
 

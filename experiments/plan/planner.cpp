@@ -256,6 +256,27 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
   return plan;
 }
 
+std::string candidate_allow_tf32(const PlanCandidate& c) {
+  return c.precision == "fp32" ? "none" : c.precision == "tf32" ? "all" : "cudnn";
+}
+
+RunSpec candidate_train_spec(const PlanRequest& r, const PlanCandidate& c) {
+  const ModelEntry m = model_entry(r.model.model);
+  Precision p{"", std::nullopt, "cudnn"};
+  for (const Precision& q : precisions(r.gpu))
+    if (q.name == c.precision) p = q;
+  OOMLAB_CHECK(p.name[0] != 0, "plan: no precision '", c.precision, "' for ", r.gpu.name);
+  RunSpec s = candidate_spec(r, p, c.checkpoint, Choice{c.attention, c.channels_last, c.fuse_relu});
+  s.dataset = m.input == InputKind::tokens ? "synthetic-seq"
+              : m.task == TaskKind::segmentation ? "synthetic-seg" : "synthetic";
+  if (m.input == InputKind::tokens && s.seq_len <= 0) s.seq_len = m.defaults.seq_len;
+  if (s.num_classes <= 0) s.num_classes = m.defaults.num_classes > 0 ? m.defaults.num_classes : 10;
+  s.batch = c.micro_batch;
+  s.accumulate = c.accumulate;
+  s.optimizer = r.optimizer;
+  return s;
+}
+
 std::string train_flags(const PlanRequest& r, const PlanCandidate& c) {
   const ModelEntry m = model_entry(r.model.model);
   std::string s = str_cat("--model ", r.model.model, " --dataset ",
