@@ -40,14 +40,16 @@ CARDS = {"h100": "h100-sxm", "h200": "h200"}   # record prefix -> oomlab plan's 
 MODEL_FLAGS = ("--model", "--batch", "--seq-len", "--amp", "--checkpoint", "--attention", "--fuse-relu")
 
 
-def kit_flags():
-    text = open(os.path.join(ROOT, "scripts", "gpu_run.sh")).read()
+def kit_text():
+    return open(os.path.join(ROOT, "scripts", "gpu_run.sh")).read()
+
+
+def kit_flags(text):
     return {t: f.replace("$kit/", "") for t, f in re.findall(r'^\s*\[(\w+)\]="([^"]*)"', text, re.M)}
 
 
-def switched_tags():
+def switched_tags(text):
     """Tags gpu_run.sh runs under an implementation switch (its ENVS table)."""
-    text = open(os.path.join(ROOT, "scripts", "gpu_run.sh")).read()
     start = text.index("declare -A ENVS=(")
     body = text[start:text.index(")\n", start)]
     return set(re.findall(r'\[(\w+)\]=', body))
@@ -171,7 +173,8 @@ def provenance():
 
 
 def collect(oomlab):
-    flags, switched = kit_flags(), switched_tags()
+    text = kit_text()
+    flags, switched = kit_flags(text), switched_tags(text)
     pairs = []
     for (card, tag), (record, ms) in sorted(measured_times().items()):
         f = flags.get(tag)

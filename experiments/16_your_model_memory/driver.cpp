@@ -67,8 +67,6 @@ json summarize_16(const json& spec, json& points) {
   return {{"models", out}, {"batch", 8}, {"profile", spec.value("profile", "")}};
 }
 
-std::string pct(double v) { return str_cat(std::round(1000 * v) / 10, "%"); }
-
 json verdict_16(const json& spec, const json& s) {
   const double tol = spec["source"]["formula_tolerance"].get<double>();
   std::vector<Judged> parts;
@@ -81,7 +79,7 @@ json verdict_16(const json& spec, const json& s) {
     parts.push_back(judge_exact(std::abs(err) <= tol));
     (std::abs(err) <= tol ? within : outside) +=
         str_cat((std::abs(err) <= tol ? within : outside).empty() ? "" : ", ", r["model"].get<std::string>(), " ",
-                err > 0 ? "+" : "", pct(err));
+                err > 0 ? "+" : "", pct_text(err));
     parts.push_back(judge_exact(share > 0.5));
     share_lo = std::min(share_lo, share), share_hi = std::max(share_hi, share);
     for (auto& [tech, t] : r["techniques"].items()) {
@@ -101,7 +99,7 @@ json verdict_16(const json& spec, const json& s) {
   for (const auto& [tech, range] : saving) {
     parts.push_back(judge_exact(all_lower[tech]));
     parts.push_back(judge_exact(all_larger[tech]));
-    techs += str_cat(techs.empty() ? "" : "; ", tech, " ", pct(range.first), " to ", pct(range.second),
+    techs += str_cat(techs.empty() ? "" : "; ", tech, " ", pct_text(range.first), " to ", pct_text(range.second),
                      all_lower[tech] ? "" : " (not lower for every model at batch 8)",
                      all_larger[tech] ? ", a larger batch fits for every model and card"
                                       : ", not a larger batch for every model and card");
@@ -109,11 +107,11 @@ json verdict_16(const json& spec, const json& s) {
   parts.push_back(Judged::pending_gpu);
   const std::string reason = str_cat(
       "Exact meta peaks of one AdamW training step at batch 8 for the eight imported models. The source's formula "
-      "lands within ", pct(tol), " of the exact peak for ", within.empty() ? "none" : within, "; outside it for ",
+      "lands within ", pct_text(tol), " of the exact peak for ", within.empty() ? "none" : within, "; outside it for ",
       outside.empty() ? "none" : outside,
       " (it counts every layer output twice, though in-place ops and freed temporaries keep fewer, and misses "
-      "the optimizer's moments' timing and the backward's transients). Activations are ", pct(share_lo), " to ",
-      pct(share_hi), " of the peak at batch 8. Peak saved against fp32: ", techs,
+      "the optimizer's moments' timing and the backward's transients). Activations are ", pct_text(share_lo), " to ",
+      pct_text(share_hi), " of the peak at batch 8. Peak saved against fp32: ", techs,
       ". The largest batches per card are in the table. A real GPU's peaks beside PyTorch's max_memory_allocated for "
       "the same exports are pending a GPU run (the GPU kit).");
   return {{"status", verdict_status(parts)}, {"reason", reason}};

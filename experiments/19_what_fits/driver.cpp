@@ -73,8 +73,6 @@ json summarize_19(const json& spec, json& points) {
   return {{"rows", rows}, {"calibration", calibration}, {"profile", spec.value("profile", "")}};
 }
 
-std::string pct(double v) { return str_cat(std::round(1000 * v) / 10, "%"); }
-
 json verdict_19(const json& spec, const json& s) {
   const double tol = spec["source"]["formula_tolerance"].get<double>();
   const double bar = spec["source"]["time_error_bar"].get<double>();
@@ -97,13 +95,18 @@ json verdict_19(const json& spec, const json& s) {
   parts.push_back(calibrated ? judge_exact(median <= bar) : Judged::fails);
   parts.push_back(Judged::pending_gpu);
   const std::string reason = str_cat(
-      "oomlab plan on meta for ", s["rows"].size(), " (model, card) pairs. DeepSpeed's ZeRO-2 formula (20 bytes per "
-      "parameter on one GPU) lands within ", pct(tol), " of the exact peak of the plain fp32 step for ", within, " of ",
-      judged, " (its error runs from ", pct(lo), " to ", pct(hi), ": it counts no activations). Where it says the "
-      "model fits (", says_fits, " pairs), the plain step at the whole batch does not fit in ", needs_more,
+      "oomlab plan on meta for ", s["rows"].size(),
+      " (model, card) pairs. DeepSpeed's ZeRO-2 formula (20 bytes per "
+      "parameter on one GPU) lands within ",
+      pct_text(tol), " of the exact peak of the plain fp32 step for ", within, " of ", judged, " (its error runs from ",
+      pct_text(lo), " to ", pct_text(hi),
+      ": it counts no activations). Where it says the "
+      "model fits (",
+      says_fits, " pairs), the plain step at the whole batch does not fit in ", needs_more,
       ": the batch needs accumulation or the techniques the plan picks. The plan's step times come from a model "
       "fitted on the GPU records: leave-one-configuration-out median error ",
-      calibrated ? pct(median) : "unknown", " (bar ", pct(bar), "). A recommendation run on the card itself "
+      calibrated ? pct_text(median) : "unknown", " (bar ", pct_text(bar),
+      "). A recommendation run on the card itself "
       "(plan --verify) is pending a GPU.");
   return {{"status", verdict_status(parts)}, {"reason", reason}};
 }

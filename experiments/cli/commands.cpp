@@ -90,9 +90,9 @@ template <class F> auto with_traces_on_oom(const CliArgs& a, const Device& dev, 
 BackendOptions backend_options(const CliArgs& a) {
   BackendOptions o;
   if (a.has("allow-tf32")) {
-    const std::string tf32 = a.get("allow-tf32");
-    o.matmul_allow_tf32 = tf32 == "all";
-    o.cudnn_allow_tf32 = tf32 != "none";
+    const Tf32Use tf32 = parse_tf32_use(a.get("allow-tf32"));
+    o.matmul_allow_tf32 = tf32.matmul;
+    o.cudnn_allow_tf32 = tf32.conv;
   }
   if (a.has("cudnn-benchmark")) o.cudnn_benchmark = a.get("cudnn-benchmark") == "on";
   if (a.has("cudnn-deterministic")) o.cudnn_deterministic = a.get("cudnn-deterministic") == "on";
@@ -204,11 +204,12 @@ nlohmann::json estimate_time_on_gpu(const CliArgs& a, const MemoryEstimate& e) {
                 g.name.c_str());
     return t;
   }
-  t["predicted_ms"] = m->predict_ms(f);
+  const double ms = m->predict_ms(f);
+  t["predicted_ms"] = ms;
   t["unseen_features"] = m->unseen(f);
   t["calibration"] = m->source;
-  std::printf("  step time on %s: %.1f ms predicted (time model fitted on the GPU records: %s)\n", g.name.c_str(),
-              m->predict_ms(f), m->source.c_str());
+  std::printf("  step time on %s: %.1f ms predicted (time model fitted on the GPU records: %s)\n", g.name.c_str(), ms,
+              m->source.c_str());
   return t;
 }
 }  // namespace

@@ -43,6 +43,8 @@ PlanRequest plan_request(const CliArgs& a) {
   return r;
 }
 
+std::string ms_cell(bool shown, double ms) { return shown && ms > 0 ? str_cat(int64_t(ms * 10 + 0.5) / 10.0) : "-"; }
+
 void print_candidates(const Plan& p) {
   std::printf("  %-44s %6s %6s %11s %10s %10s  %s\n", "techniques", "micro", "accum", "peak", "time (ms)",
               "bound (ms)", "");
@@ -55,8 +57,7 @@ void print_candidates(const Plan& p) {
                                                                                 : "";
     std::printf("  %-44s %6lld %6lld %11s %10s %10s  %s\n", c.techniques().c_str(), (long long)c.micro_batch,
                 (long long)c.accumulate, format_bytes(double(c.peak_reserved_bytes)).c_str(),
-                fits && c.predicted_ms > 0 ? str_cat(int64_t(c.predicted_ms * 10 + 0.5) / 10.0).c_str() : "-",
-                fits && c.compute_bound_ms > 0 ? str_cat(int64_t(c.compute_bound_ms * 10 + 0.5) / 10.0).c_str() : "-",
+                ms_cell(fits, c.predicted_ms).c_str(), ms_cell(fits, c.compute_bound_ms).c_str(),
                 best ? "<- recommended" : front ? str_cat("frontier ", note).c_str() : note.c_str());
   }
 }
@@ -110,8 +111,8 @@ nlohmann::json verify_recommendation(const PlanRequest& r, const PlanCandidate& 
   s.eval_batches = 1;
   s.quiet = true;
   check_train_config(s);
-  const std::string tf32 = candidate_allow_tf32(c);
-  set_backend_options(BackendOptions{tf32 == "all", tf32 != "none", std::nullopt, std::nullopt, std::nullopt});
+  const Tf32Use tf32 = parse_tf32_use(candidate_allow_tf32(r, c));
+  set_backend_options(BackendOptions{tf32.matmul, tf32.conv, std::nullopt, std::nullopt, std::nullopt});
   const nlohmann::json res = train(s);
   const double ms = res["metrics"]["step_time_s"]["median"].get<double>() * 1e3;
   const int64_t peak = res["memory"]["totals"]["reserved_bytes.all.peak"].get<int64_t>();

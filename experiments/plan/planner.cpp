@@ -256,16 +256,21 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
   return plan;
 }
 
-std::string candidate_allow_tf32(const PlanCandidate& c) {
-  return c.precision == "fp32" ? "none" : c.precision == "tf32" ? "all" : "cudnn";
+namespace {
+Precision precision_named(const GpuSpec& g, const std::string& name) {
+  for (const Precision& p : precisions(g))
+    if (p.name == name) return p;
+  throw ValueError(str_cat("plan: no precision '", name, "' for ", g.name));
+}
+}  // namespace
+
+std::string candidate_allow_tf32(const PlanRequest& r, const PlanCandidate& c) {
+  return precision_named(r.gpu, c.precision).allow_tf32;
 }
 
 RunSpec candidate_train_spec(const PlanRequest& r, const PlanCandidate& c) {
   const ModelEntry m = model_entry(r.model.model);
-  Precision p{"", std::nullopt, "cudnn"};
-  for (const Precision& q : precisions(r.gpu))
-    if (q.name == c.precision) p = q;
-  OOMLAB_CHECK(p.name[0] != 0, "plan: no precision '", c.precision, "' for ", r.gpu.name);
+  const Precision p = precision_named(r.gpu, c.precision);
   RunSpec s = candidate_spec(r, p, c.checkpoint, Choice{c.attention, c.channels_last, c.fuse_relu});
   s.dataset = m.input == InputKind::tokens ? "synthetic-seq"
               : m.task == TaskKind::segmentation ? "synthetic-seg" : "synthetic";

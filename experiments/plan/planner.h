@@ -87,7 +87,7 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
 // kind, its micro-batch and accumulation; the caller sets device and steps) and the
 // --allow-tf32 it runs under (none | cudnn | all).
 RunSpec candidate_train_spec(const PlanRequest& r, const PlanCandidate& c);
-std::string candidate_allow_tf32(const PlanCandidate& c);
+std::string candidate_allow_tf32(const PlanRequest& r, const PlanCandidate& c);
 // The recommended candidate as `oomlab train` flags and as PyTorch settings.
 std::string train_flags(const PlanRequest& r, const PlanCandidate& c);
 std::string pytorch_settings(const PlanRequest& r, const PlanCandidate& c);

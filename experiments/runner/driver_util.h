@@ -1,6 +1,7 @@
 // driver_util.h — helpers the experiment drivers share for reading matrix points (the
 // children's results: outcome, axes, options, config, metrics, memory).
 #pragma once
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ inline std::vector<const nlohmann::json*> ok_points(const nlohmann::json& points
   }
   return out;
 }
+
+// A fraction as a percentage with one decimal ("12.9%"), for verdict reasons.
+inline std::string pct_text(double fraction) { return str_cat(std::round(1000 * fraction) / 10, "%"); }
 
 // The option `flag` a point ran with (its json value), or `def`.
 inline nlohmann::json point_option(const nlohmann::json& p, const std::string& flag, const nlohmann::json& def = {}) {
