@@ -340,6 +340,36 @@ CUDA_BUILD = OOMLAB.exists() and subprocess.run(["ldd", str(OOMLAB)], capture_ou
     "libcudart") >= 0
 
 
+def run_kit_cut_after(kit, out, env, name, points):
+    """The kit into OUT while the `timeout` around `oomlab run` of experiment NAME gets SIGTERM
+    once NAME's partial file holds POINTS points; `timeout` then does what it does when the
+    budget runs out (SIGTERM to its process group: the runner and its point). A cut at a point
+    count, not at a time, so a faster machine cannot finish the experiment first."""
+    import signal
+    import time
+    kit_run = subprocess.Popen(["bash", kit / "scripts" / "gpu_run.sh", out], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    partial, target = out / f"{name}.json.partial", str(out / f"{name}.json")
+    deadline = time.monotonic() + 240
+    while kit_run.poll() is None and time.monotonic() < deadline:
+        try:
+            done = len(json.loads(partial.read_text())["points"])
+        except (OSError, ValueError, KeyError):
+            done = 0
+        if done >= points:
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    argv = cmdline.read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if argv[0].endswith(b"timeout") and target.encode() in argv:
+                    os.kill(int(cmdline.parent.name), signal.SIGTERM)
+            break
+        time.sleep(0.05)
+    text = kit_run.communicate(timeout=300)[0]
+    return kit_run.returncode, text
+
+
 @unittest.skipUnless(CUDA_BUILD and os.environ.get("OOMLAB_SLOW_TESTS") == "1",
                      "slow tier (OOMLAB_SLOW_TESTS=1, scripts/test_slow.sh) with a CUDA build")
 class GpuKit(unittest.TestCase):
@@ -453,17 +483,23 @@ class GpuKit(unittest.TestCase):
             self.assertEqual(list(json.loads((part / "tests.json").read_text())["binaries"]), ["test_cuda_graphs"])
             self.assertIn("r50_tf32_cl", (part / "breakdown.txt").read_text())
             self.assertNotIn("experiment", (part / "run.log").read_text())   # OOMLAB_KIT_EXPERIMENTS=""
-            # A lease's budget stops an experiment mid-way: its points stay in NN_name.partial.json,
-            # which the next lease's kit (gpu_pack.sh OOMLAB_KIT_RESUME puts it in resume/) goes on from;
-            # a finished NN_name.json there is not run again.
-            cut, rest = Path(tmp) / "cut", Path(tmp) / "rest"
+            # A budget too short for an experiment skips it and the later ones.
+            cut, rest, short = Path(tmp) / "cut", Path(tmp) / "rest", Path(tmp) / "short"
             quick = dict(env, OOMLAB_KIT_DRY_RUN="1", OOMLAB_KIT_TESTS="none")
-            r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", cut], capture_output=True, text=True,
-                               env=dict(quick, OOMLAB_KIT_EXPERIMENTS="11", OOMLAB_KIT_BUDGET_S="50"), timeout=300)
+            r = subprocess.run(["bash", kit / "scripts" / "gpu_run.sh", short], capture_output=True, text=True,
+                               env=dict(quick, OOMLAB_KIT_EXPERIMENTS="11", OOMLAB_KIT_BUDGET_S="40"), timeout=300)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertFalse((cut / "11_data_parallel.json").exists())
+            self.assertIn("skipped: experiment 11_data_parallel and later (budget)", (short / "run.log").read_text())
+            # A lease's budget stops an experiment mid-way (SIGTERM from `timeout`; sent here after
+            # 3 of 15 points): its points stay in NN_name.partial.json, which the next lease's kit
+            # (gpu_pack.sh OOMLAB_KIT_RESUME puts it in resume/) goes on from; a finished NN_name.json
+            # there is not run again.
+            rc, text = run_kit_cut_after(kit, cut, dict(quick, OOMLAB_KIT_EXPERIMENTS="11"), "11_data_parallel", 3)
+            self.assertEqual(rc, 0, text)
+            self.assertFalse((cut / "11_data_parallel.json").exists(), text)
             partial = json.loads((cut / "11_data_parallel.partial.json").read_text())
             self.assertIn("**11_data_parallel**: cut by the budget", (cut / "README.md").read_text())
+            self.assertGreaterEqual(len(partial["points"]), 3)
             self.assertLess(len(partial["points"]), 15)
             (kit / "resume").mkdir()
             shutil.copy(cut / "11_data_parallel.partial.json", kit / "resume")

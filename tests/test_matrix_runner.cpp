@@ -197,3 +197,16 @@ TEST(MatrixRunner, ChildOutputLinesAndStartFailures) {
   EXPECT_EQ(bad.exit_code, 127);
   EXPECT_NE(bad.message.find("exec"), std::string::npos) << bad.message;
 }
+
+// A signal to the whole process group (Ctrl-C; `timeout` when a GPU lease's budget ends) can
+// end the point before the runner's loop sees its own flag: the point is then interrupted,
+// never recorded as a crash (the kit's cut partial once held such a "crash" point).
+TEST(MatrixRunner, AGroupSignalThatEndsThePointFirstIsAnInterruptNotACrash) {
+  TempDir t;
+  for (int i = 0; i < 5; ++i) {   // the child dies in the runner's poll sleep: the racy order
+    InterruptGuard guard;
+    EXPECT_THROW(run_child("/bin/sh", {"-c", "kill -TERM $PPID; kill -TERM $$; sleep 5"}, 30, t.path + "/sh.log"),
+                 Interrupted);
+    EXPECT_EQ(interrupt_signal(), SIGTERM);
+  }
+}

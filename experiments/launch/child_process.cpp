@@ -151,6 +151,11 @@ Waited wait_child(pid_t pid, double timeout_s, std::chrono::steady_clock::time_p
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   log.finish();
+  // A signal to the whole process group (Ctrl-C, `timeout`'s SIGTERM) can end the child
+  // before this loop saw the runner's own flag: a point that did not finish is then stopped
+  // by the interrupt, not a crash or an error of its own.
+  const bool finished = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+  if (!w.interrupt && !w.timed_out && !finished) w.interrupt = interrupt_signal();
   return w;
 }
 

@@ -13,7 +13,8 @@
 //  * Interrupts: while an InterruptGuard lives, SIGINT / SIGTERM / SIGHUP only set a flag;
 //    run_child then stops its child (SIGTERM, SIGKILL 5 s later) and throws Interrupted, so
 //    the caller unwinds (temp files removed, partial results kept) instead of dying with a
-//    child left running.
+//    child left running. A child that did not finish while the flag is set (a signal to the
+//    whole process group ends it first) is interrupted too, never a "crash".
 #pragma once
 #include <signal.h>
 
