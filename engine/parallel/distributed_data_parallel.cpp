@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
@@ -39,6 +40,52 @@ nlohmann::json DdpStats::to_json() const {
   return {{"synced_backwards", synced_backwards}, {"buckets_reduced", buckets_reduced},
           {"allreduce_seconds", allreduce_seconds}, {"exposed_seconds", exposed_seconds},
           {"hidden_share", hidden_share()}};
+}
+
+// PyTorch's _compute_bucket_assignment_by_size: the parameters in backward's order, one
+// open bucket per dtype, each closed once it holds >= its limit (that dtype's first bucket
+// 1 MiB, its later ones the cap); the buckets ordered by their first parameter, their
+// buffers allocated in that order.
+void DistributedDataParallel::assign_buckets(Device dev, int64_t bucket_cap_bytes) {
+  struct Open {
+    Bucket bucket;
+    int64_t bytes = 0, numel = 0;
+    bool first = true;
+    size_t position = 0;   // of its first parameter in backward's order
+  };
+  struct Closed {
+    size_t position;
+    DType dtype;
+    int64_t numel;
+    Bucket bucket;
+  };
+  std::map<DType, Open> open;
+  std::vector<Closed> closed;
+  auto close = [&](DType d, Open& o) {
+    closed.push_back({o.position, d, o.numel, std::move(o.bucket)});
+    o = Open();
+    o.first = false;   // this dtype's later buckets take the cap
+  };
+  size_t position = 0;
+  for (size_t k = params_.size(); k-- > 0; ++position) {
+    const Tensor& t = params_[k].second;
+    Open& o = open[t.dtype()];
+    if (o.bucket.params.empty()) o.position = position;
+    o.bucket.params.push_back(k);
+    o.bucket.offsets.push_back(o.numel);
+    o.numel += t.numel();
+    o.bytes += t.numel() * int64_t(dtype_size(t.dtype()));
+    if (o.bytes >= (o.first ? std::min(kDdpFirstBucketCap, bucket_cap_bytes) : bucket_cap_bytes)) close(t.dtype(), o);
+  }
+  for (auto& [d, o] : open)
+    if (!o.bucket.params.empty()) close(d, o);
+  std::sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) { return a.position < b.position; });
+  MemoryContext ctx("DistributedDataParallel", "buckets");
+  for (Closed& c : closed) {
+    c.bucket.flat = Tensor::zeros({c.numel}, c.dtype, dev);
+    for (size_t k : c.bucket.params) bucket_of_[k] = buckets_.size();
+    buckets_.push_back(std::move(c.bucket));
+  }
 }
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
@@ -80,31 +127,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
   for (const auto& p : all_params)
     if (p.second.requires_grad()) params_.push_back(p);
   bucket_of_.assign(params_.size(), 0);
-  {
-    MemoryContext ctx("DistributedDataParallel", "buckets");
-    Bucket cur;
-    int64_t cur_bytes = 0, cur_numel = 0;
-    DType cur_dtype = DType::f32;
-    auto close = [&] {
-      if (cur.params.empty()) return;
-      cur.flat = Tensor::zeros({cur_numel}, cur_dtype, dev);
-      buckets_.push_back(std::move(cur));
-      cur = Bucket();
-      cur_bytes = cur_numel = 0;
-    };
-    for (size_t k = params_.size(); k-- > 0;) {
-      const Tensor& t = params_[k].second;
-      if (!cur.params.empty() && t.dtype() != cur_dtype) close();
-      cur_dtype = t.dtype();
-      bucket_of_[k] = buckets_.size();
-      cur.params.push_back(k);
-      cur.offsets.push_back(cur_numel);
-      cur_numel += t.numel();
-      cur_bytes += t.numel() * int64_t(dtype_size(t.dtype()));
-      if (cur_bytes >= (buckets_.empty() ? std::min(kDdpFirstBucketCap, bucket_cap_bytes) : bucket_cap_bytes)) close();
-    }
-    close();
-  }
+  assign_buckets(dev, bucket_cap_bytes);
   // 4. Grad-ready hooks.
   for (size_t k = 0; k < params_.size(); ++k) {
     std::weak_ptr<bool> alive = alive_;

@@ -6,9 +6,12 @@
 //    ValueError naming the first rank that differs from rank 0, so none hangs), then
 //    broadcasts all parameters and buffers from rank 0.
 //  * Buckets: the parameters that require grad, in reverse registration order (the order
-//    backward produces their gradients), cut into buckets of one dtype that are closed
-//    once they hold >= the cap: the first bucket 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES),
-//    the others bucket_cap_bytes (25 MiB by default, --bucket-cap). Each bucket is a flat
+//    backward produces their gradients), gathered per dtype (PyTorch's
+//    _compute_bucket_assignment_by_size: one open bucket per dtype, so a half model's
+//    float32 BatchNorm parameters do not cut its float16 buckets) and closed once they hold
+//    >= the cap: each dtype's first bucket 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES), its
+//    others bucket_cap_bytes (25 MiB by default, --bucket-cap); buckets ordered by their
+//    first parameter. Each bucket is a flat
 //    buffer on the rank's device, allocated once under the frame "DistributedDataParallel/
 //    buckets" (DDP's known cost of one extra gradient copy), visible in the device's stats.
 //  * prepare_for_backward(sync): sync = false is no_sync() (gradient accumulation's
@@ -73,6 +76,7 @@ class DistributedDataParallel {
     int64_t pending = 0;
     CommQueue::Work work;
   };
+  void assign_buckets(Device dev, int64_t bucket_cap_bytes);
   void on_grad_ready(size_t param, Tensor& grad);
   void launch_ready();
 

@@ -27,6 +27,8 @@
 #include "experiments/cli/cli_args.h"
 #include "experiments/cli/flag_table.h"
 #include "experiments/cli/run_spec_flags.h"
+#include "experiments/plan/comm_time.h"
+#include "experiments/plan/gpu_table.h"
 #include "experiments/plan/largest_batch.h"
 #include "experiments/plan/memory_report.h"
 #include "experiments/plan/time_model.h"
@@ -193,11 +195,17 @@ int cmd_summary(const std::vector<std::string>& args) {
 namespace {
 // estimate --gpu NAME: the step's time features on that card and, with the source tree's
 // calibration (time_model.h), the predicted step time.
-nlohmann::json estimate_time_on_gpu(const CliArgs& a, const MemoryEstimate& e) {
+nlohmann::json estimate_time_on_gpu(const CliArgs& a, const RunSpec& spec, const MemoryEstimate& e) {
   const GpuSpec& g = find_gpu(a.get("gpu"));
   const std::string allow_tf32 = a.get_opt("allow-tf32").value_or("cudnn");
   const TimeFeatures f = time_features(e, g, parse_tf32_use(allow_tf32));
   nlohmann::json t = {{"gpu", g.name}, {"allow_tf32", allow_tf32}, {"features_ms", f}};
+  if (spec.parallel == ParallelMode::ddp) {   // the all-reduce, beside the step (not in it)
+    const CommTime c = ddp_comm_time(e.ddp_bucket_bytes, int(spec.devices), g);
+    t["communication"] = c.to_json();
+    std::printf("  DDP all-reduce over %lld ranks on %s: %.2f ms (lower bound; last bucket %.2f ms)\n",
+                (long long)spec.devices, c.link.c_str(), c.total_ms, c.last_bucket_ms);
+  }
   const TimeModel* m = default_time_model();
   if (!m) {
     std::printf("  step time on %s: no time model (reports/plan_calibration.json is not beside this build)\n",
@@ -244,6 +252,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("grads", e.grads_bytes, "(inside params x n)", -1);
   row("optimizer state", e.optimizer_state_bytes, "(inside params x n)", -1);
   if (spec.master_weights) row("master weights (fp32)", e.master_weights_bytes, "-", -1);
+  if (!e.ddp_bucket_bytes.empty())
+    row(str_cat("DDP buckets (", e.ddp_bucket_bytes.size(), ")").c_str(), e.ddp_buckets_total_bytes(), "-", -1);
   row("input batch", e.input_bytes, "input batch", e.formula_input_bytes);
   row("activations (saved)", e.activation_bytes, "batch x outputs x 2", e.formula_activation_bytes);
   row("transient over fwd", e.transient_bytes, "-", -1);
@@ -258,7 +268,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   for (const auto& [dtype, flops] : e.step_flops)
     std::printf("  matrix work per step (%s): %.3f TFLOP\n", dtype.c_str(), flops / 1e12);
   nlohmann::json metrics = e.to_json();
-  if (a.has("gpu")) metrics["time_model"] = estimate_time_on_gpu(a, e);
+  if (a.has("gpu")) metrics["time_model"] = estimate_time_on_gpu(a, spec, e);
   if (cap > 0) {   // what batch fits the card (exact meta steps under the cap)
     const LargestBatch lb = largest_batch_under(spec, opt, cap);
     std::printf("  largest batch under %s: %s%lld (%lld exact meta steps)\n", format_bytes(double(cap)).c_str(),
@@ -276,7 +286,9 @@ int cmd_estimate(const std::vector<std::string>& args) {
                         {"master_weights", spec.master_weights},
                         {"loss_scale", spec.loss_scale.str()},
                         {"cuda_graphs", spec.cuda_graphs},
-                        {"channels_last", spec.channels_last}};
+                        {"channels_last", spec.channels_last},
+                        {"parallel", parallel_mode_name(spec.parallel)}};
+  if (spec.parallel == ParallelMode::ddp) cfg.update({{"devices", spec.devices}, {"bucket_cap", spec.bucket_cap}});
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, metrics,

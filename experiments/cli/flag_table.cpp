@@ -283,6 +283,13 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
                   .to(&RunSpec::timeout_s).s);
   t.push_back(F("sync-bn", kTrain, "SyncBatchNorm across the ranks").sw().applies("parallel", {"ddp"})
                   .to(&RunSpec::sync_bn).s);
+  t.push_back(F("parallel", kEstimate, "ddp: one rank of DistributedDataParallel, its gradient buckets counted")
+                  .choice({"none", "ddp"}).def("none")
+                  .to(+[](RunSpec& r, const std::string& v) { r.parallel = parse_parallel_mode(v); }).s);
+  t.push_back(F("devices", kEstimate, "the ranks under ddp (with --gpu: the all-reduce time on the card's link)")
+                  .integer("N", 1, 1024).def("1").applies("parallel", {"ddp"}).to(&RunSpec::devices).s);
+  t.push_back(F("bucket-cap", kEstimate, "DDP's gradient bucket size (PyTorch: 25MiB)").size()
+                  .applies("parallel", {"ddp"}).to(&RunSpec::bucket_cap).s);
   t.push_back(F("backend", kTrain, "the ddp communicator (gloo, mpi, nccl: one process per rank)")
                   .choice({"local", "gloo", "mpi", "nccl"}).applies("parallel", {"ddp"})
                   .to(&RunSpec::backend).s);

@@ -17,6 +17,7 @@
 #include "experiments/cli/commands.h"
 #include "experiments/cli/flag_table.h"
 #include "experiments/cli/run_spec_flags.h"
+#include "experiments/plan/comm_time.h"
 #include "experiments/plan/planner.h"
 #include "experiments/train/train_command.h"
 
@@ -56,18 +57,24 @@ void print_candidates(const Plan& p) {
     const std::string note = !c.why_not.empty() ? c.why_not : !c.unseen.empty() ? "extrapolated: " + c.unseen.front()
                                                                                 : "";
     std::printf("  %-44s %6lld %6lld %11s %10s %10s  %s\n", c.techniques().c_str(), (long long)c.micro_batch,
-                (long long)c.accumulate, format_bytes(double(c.peak_reserved_bytes)).c_str(),
+                (long long)c.accumulate,
+                c.peak_reserved_bytes < 0 ? "-" : format_bytes(double(c.peak_reserved_bytes)).c_str(),
                 ms_cell(fits, c.predicted_ms).c_str(), ms_cell(fits, c.compute_bound_ms).c_str(),
                 best ? "<- recommended" : front ? str_cat("frontier ", note).c_str() : note.c_str());
   }
 }
 
 void print_plan(const PlanRequest& r, const Plan& p) {
-  std::printf("%s on %s%s (%s, %s kept free), global batch %lld: %zu candidates, %lld exact meta steps\n",
+  std::printf("%s on %s%s (%s, %s kept free), global batch %lld: %zu candidates, %lld exact meta steps, "
+              "%lld ruled out by their static bytes\n",
               r.model.model.c_str(), r.gpus > 1 ? str_cat(r.gpus, " x ").c_str() : "", r.gpu.name.c_str(),
               format_bytes(double(r.gpu.memory_bytes)).c_str(), format_bytes(double(r.reserve_bytes)).c_str(),
-              (long long)r.global_batch, p.candidates.size(), (long long)p.meta_steps);
+              (long long)r.global_batch, p.candidates.size(), (long long)p.meta_steps, (long long)p.pruned);
   print_candidates(p);
+  if (r.gpus > 1)
+    std::printf("communication: DDP's all-reduce over %s, added whole to each time (no overlap; "
+                "a lower bound of its own: no multi-GPU record)\n",
+                ddp_comm_time({}, r.gpus, r.gpu).link.c_str());
   if (r.time_model)
     std::printf("time: the time model fitted on the GPU records (%s); bound: matrix FLOPs over the dense peak\n",
                 r.time_model->source.c_str());
@@ -115,7 +122,9 @@ nlohmann::json verify_recommendation(const PlanRequest& r, const PlanCandidate& 
   set_backend_options(BackendOptions{tf32.matmul, tf32.conv, std::nullopt, std::nullopt, std::nullopt});
   const nlohmann::json res = train(s);
   const double ms = res["metrics"]["step_time_s"]["median"].get<double>() * 1e3;
-  const int64_t peak = res["memory"]["totals"]["reserved_bytes.all.peak"].get<int64_t>();
+  const nlohmann::json& mem = res["memory"];   // with DDP, rank 0's device (each holds as much)
+  const int64_t peak = (r.gpus > 1 ? mem["devices"].begin().value() : mem["totals"])["reserved_bytes.all.peak"]
+                           .get<int64_t>();
   std::printf("verify on %s: step %.1f ms measured, %.1f ms predicted for %s; peak reserved %s measured, %s "
               "predicted (meta)\n", device.c_str(), ms, c.predicted_ms, r.gpu.name.c_str(),
               format_bytes(double(peak)).c_str(), format_bytes(double(c.peak_reserved_bytes)).c_str());
@@ -128,6 +137,7 @@ nlohmann::json plan_json(const PlanRequest& r, const Plan& p) {
   nlohmann::json cands = nlohmann::json::array();
   for (const PlanCandidate& c : p.candidates) cands.push_back(c.to_json());
   nlohmann::json m = {{"candidates", cands}, {"frontier", p.frontier}, {"meta_steps", p.meta_steps},
+                      {"pruned", p.pruned},
                       {"smallest_peak_bytes", p.smallest_peak_bytes}, {"params", p.params},
                       {"technique_reasons", p.technique_reasons}};
   if (r.time_model)
@@ -144,7 +154,8 @@ nlohmann::json plan_json(const PlanRequest& r, const Plan& p) {
                               {"memory_bytes", r.gpu.memory_bytes}, {"measured_memory", r.gpu.measured},
                               {"fp32_tflops", r.gpu.fp32_tflops},   {"tf32_tflops", r.gpu.tf32_tflops},
                               {"bf16_tflops", r.gpu.bf16_tflops},   {"fp16_tflops", r.gpu.fp16_tflops},
-                              {"bandwidth_gbps", r.gpu.bandwidth_gbps}, {"source", r.gpu.source}};
+                              {"bandwidth_gbps", r.gpu.bandwidth_gbps}, {"source", r.gpu.source},
+                              {"link_gbps", r.gpu.link_gbps}, {"link", r.gpu.link}};
   const nlohmann::json config = {{"model", r.model.model}, {"gpu", gpu}, {"gpus", r.gpus},
                                  {"global_batch", r.global_batch}, {"seq_len", r.model.seq_len},
                                  {"optimizer", r.optimizer}, {"reserve_bytes", r.reserve_bytes}};

@@ -12,7 +12,26 @@ constexpr uint64_t kGiB = uint64_t(1) << 30;
 GpuSpec gpu(std::string name, std::string model, uint64_t memory, bool measured, double fp32, double tf32,
             double bf16, double fp16, double bandwidth, std::string source) {
   return GpuSpec{std::move(name), std::move(model), memory, measured, fp32, tf32, bf16, fp16, bandwidth,
-                 std::move(source)};
+                 std::move(source), 0, ""};
+}
+
+// The peer link, from the same datasheets (PCIe x16: 2 GB/s per lane per direction at 4.0,
+// 4 at 5.0, 1 at 3.0).
+struct Link { const char* gpu; double gbps; const char* text; };
+constexpr Link kLinks[] = {
+    {"h100-sxm", 450, "NVLink 4 (900 GB/s total)"},  {"h100-pcie", 64, "PCIe 5.0 x16"},
+    {"h200", 450, "NVLink 4 (900 GB/s total)"},      {"a100-40gb", 300, "NVLink 3 (600 GB/s total)"},
+    {"a100-80gb", 300, "NVLink 3 (600 GB/s total)"}, {"l4", 32, "PCIe 4.0 x16"},
+    {"t4", 16, "PCIe 3.0 x16"},                      {"rtx4090", 32, "PCIe 4.0 x16 (no NVLink)"},
+    {"rtx3090", 32, "PCIe 4.0 x16"},                 {"v100-16gb", 150, "NVLink 2 (300 GB/s total)"},
+    {"v100-32gb", 150, "NVLink 2 (300 GB/s total)"},
+};
+
+std::vector<GpuSpec> with_links(std::vector<GpuSpec> table) {
+  for (GpuSpec& g : table)
+    for (const Link& l : kLinks)
+      if (g.name == l.gpu) g.link_gbps = l.gbps, g.link = l.text;
+  return table;
 }
 
 std::vector<GpuSpec> make_table() {
@@ -47,7 +66,7 @@ double GpuSpec::peak_tflops(DType t, bool tf32) const {
 }
 
 const std::vector<GpuSpec>& gpu_table() {
-  static const std::vector<GpuSpec> table = make_table();
+  static const std::vector<GpuSpec> table = with_links(make_table());
   return table;
 }
 

@@ -35,6 +35,7 @@
 #include "engine/train/train_step.h"
 #include "engine/core/byte_sizes.h"
 #include "engine/core/flop_counter.h"
+#include "experiments/plan/ddp_on_meta.h"
 #include "experiments/plan/layer_recorder.h"
 #include "models/graph_model.h"
 #include "models/model_zoo.h"
@@ -218,6 +219,12 @@ nlohmann::json StepCost::to_json() const {
   return {{"flops", flops}, {"launches", launches}, {"allocated_bytes", allocated_bytes}};
 }
 
+int64_t MemoryEstimate::ddp_buckets_total_bytes() const {
+  int64_t total = 0;
+  for (int64_t b : ddp_bucket_bytes) total += b;
+  return total;
+}
+
 nlohmann::json MemoryEstimate::to_json() const {
   nlohmann::json j = {{"model", model}, {"optimizer", optimizer}, {"batch", batch}, {"params", params},
           {"outputs_per_sample", outputs_per_sample},
@@ -231,6 +238,8 @@ nlohmann::json MemoryEstimate::to_json() const {
                        {"input_bytes", formula_input_bytes}, {"total_bytes", formula_bytes}}},
           {"formula_error_pct", formula_error_pct}, {"step_flops", step_flops},
           {"step_cost", step_cost.to_json()}};
+  if (!ddp_bucket_bytes.empty())
+    j["ddp"] = {{"bucket_bytes", ddp_bucket_bytes}, {"buckets_total_bytes", ddp_buckets_total_bytes()}};
   if (graph_pool_bytes >= 0)
     j["cuda_graphs"] = {{"pool_bytes", graph_pool_bytes}, {"capture_peak_allocated_bytes", graph_capture_peak_bytes},
                         {"peak_reserved_bytes", graph_reserved_peak_bytes}};
@@ -329,6 +338,23 @@ void fill_source_formula(MemoryEstimate& e, const std::string& optimizer, int64_
 }
 }  // namespace
 
+namespace {
+// Gradients (the model's and the master copies'), master weights and optimizer state, as
+// they stand after a step.
+void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer& opt, MemoryEstimate& e) {
+  e.grads_bytes = 0;
+  for (const auto& [n, p] : model.named_parameters())
+    if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());
+  if (masters) {   // the float32 copies of the 16-bit parameters and their gradients
+    for (const auto& [n, m] : masters->state_tensors()) {
+      e.master_weights_bytes += int64_t(m.nbytes());
+      if (m.grad().defined()) e.grads_bytes += int64_t(m.grad().nbytes());
+    }
+  }
+  e.optimizer_state_bytes = bytes_of(opt.state_tensors());
+}
+}  // namespace
+
 MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::string& optimizer,
                                uint64_t device_memory, bool record) {
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
@@ -361,6 +387,12 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   e.params_bytes = bytes_of(b.model->named_parameters());
   e.buffers_bytes = bytes_of(b.model->named_buffers());
 
+  // --parallel ddp: one rank's reducer, its buckets allocated before the optimizer state.
+  std::optional<DdpOnMeta> ddp;
+  if (spec.parallel == ParallelMode::ddp) {
+    ddp.emplace(*b.model, spec.bucket_cap);
+    e.ddp_bucket_bytes = ddp->ddp.bucket_bytes();
+  }
   ParamGroup g;
   g.params = masters ? masters->parameters() : b.model->named_parameters();
   g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
@@ -371,6 +403,7 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   e.input_bytes = int64_t(x.nbytes() + y.nbytes());
   // The run's mixed precision: autocast and the loss scaler are part of the step.
   std::vector<StepStrategy*> strategies;
+  if (ddp) strategies.push_back(&ddp->strategy);   // first, as the trainer orders it
   std::optional<AutocastStrategy> autocast;
   std::optional<GradScaler> scaler;
   if (spec.amp) strategies.push_back(&autocast.emplace(*spec.amp));
@@ -389,16 +422,7 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
                                           allocated_before);
   for (int t = 0; t < kNumDTypes; ++t)
     if (counter.flops(DType(t)) > 0) e.step_flops[dtype_name(DType(t))] = counter.flops(DType(t));
-  e.grads_bytes = 0;
-  for (const auto& [n, p] : b.model->named_parameters())
-    if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());
-  if (masters) {   // the float32 copies of the 16-bit parameters and their gradients
-    for (const auto& [n, m] : masters->state_tensors()) {
-      e.master_weights_bytes += int64_t(m.nbytes());
-      if (m.grad().defined()) e.grads_bytes += int64_t(m.grad().nbytes());
-    }
-  }
-  e.optimizer_state_bytes = bytes_of(opt->state_tensors());
+  fill_state_bytes(*b.model, masters ? &*masters : nullptr, *opt, e);
   e.activation_bytes = s2.memory.after_forward - s2.memory.start_allocated;
   e.peak_allocated_bytes = s2.memory.step_peak;
   e.peak_reserved_bytes = s2.memory.reserved_peak;

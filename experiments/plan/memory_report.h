@@ -103,11 +103,17 @@ struct MemoryEstimate {
   // and any recompute) by the dtype they ran in (engine/core/flop_counter.h).
   std::map<std::string, double> step_flops;
   StepCost step_cost;
+  // spec.parallel == ddp: one rank's gradient buckets (ddp_on_meta.h), in launch order;
+  // their bytes are in the peak. Empty without DDP.
+  std::vector<int64_t> ddp_bucket_bytes;
+  int64_t ddp_buckets_total_bytes() const;
   nlohmann::json to_json() const;
 };
 
 // record: keep the meta allocator's trace and op spans (for --memory-snapshot /
 // --chrome-trace); read them from allocator_for(meta_device()) afterwards.
+// spec.parallel ddp: one rank's step under DistributedDataParallel at spec.bucket_cap, batch
+// the rank's own (as train's --batch); other parallel modes are not estimated here.
 MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::string& optimizer,
                                uint64_t device_memory = 0, bool record = false);
 

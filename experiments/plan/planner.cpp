@@ -7,6 +7,7 @@
 #include "engine/core/byte_sizes.h"
 #include "engine/core/dispatch.h"
 #include "engine/core/error.h"
+#include "experiments/plan/comm_time.h"
 #include "experiments/plan/memory_report.h"
 #include "models/model_table.h"
 
@@ -55,6 +56,10 @@ std::vector<Choice> choices(const ModelEntry& m) {
   return out;
 }
 
+uint64_t usable_bytes(const PlanRequest& r) {
+  return r.gpu.memory_bytes > r.reserve_bytes ? r.gpu.memory_bytes - r.reserve_bytes : 0;
+}
+
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> d;
   for (int64_t i = 1; i * i <= n; ++i)
@@ -76,6 +81,10 @@ RunSpec candidate_spec(const PlanRequest& r, const Precision& p, const std::stri
   s.arch.attention = ch.attention;
   s.channels_last = ch.channels_last;
   if (ch.fuse_relu) s.arch.fuse_relu = "on";
+  if (r.gpus > 1) {   // one DDP rank: its gradient buckets count (ddp_on_meta.h)
+    s.parallel = ParallelMode::ddp;
+    s.devices = r.gpus;
+  }
   return s;
 }
 
@@ -94,24 +103,38 @@ double bound_ms(const MemoryEstimate& e, const GpuSpec& g, bool tf32, int64_t ac
   return s * 1e3 * double(accumulate);
 }
 
-// Fills c's times from the meta step `e` at its micro-batch.
+// Fills c's times from the meta step `e` at its micro-batch; with DDP the all-reduce of the
+// synchronised micro-step: whole in the prediction (no overlap), its last bucket in the bound.
 void time_candidate(const PlanRequest& r, const Precision& p, const MemoryEstimate& e, PlanCandidate& c) {
   for (const auto& [dtype, flops] : e.step_flops) c.step_flops += flops * double(c.accumulate);
-  c.compute_bound_ms = bound_ms(e, r.gpu, std::string(p.allow_tf32) == "all", c.accumulate);
+  const CommTime comm = ddp_comm_time(e.ddp_bucket_bytes, r.gpus, r.gpu);
+  c.comm_ms = comm.total_ms;
+  c.compute_bound_ms = bound_ms(e, r.gpu, std::string(p.allow_tf32) == "all", c.accumulate) +
+                       std::max(0.0, comm.last_bucket_ms);
   if (!r.time_model || r.gpu.bandwidth_gbps <= 0) return;
   const TimeFeatures f = time_features(e, r.gpu, parse_tf32_use(p.allow_tf32));
-  c.predicted_ms = r.time_model->predict_ms(f) * double(c.accumulate);
+  c.predicted_ms = r.time_model->predict_ms(f) * double(c.accumulate) + std::max(0.0, comm.total_ms);
   c.unseen = r.time_model->unseen(f);
+  if (r.gpus > 1)
+    c.unseen.push_back(comm.total_ms < 0 ? "communication (the card's link is not in the table)"
+                                         : "communication (no multi-GPU record: the link's datasheet rate)");
   const std::vector<std::string>& ran = r.time_model->precisions;
   if (std::find(ran.begin(), ran.end(), c.precision) == ran.end())
     c.unseen.push_back(str_cat("precision ", c.precision, " (no calibration pair ran it)"));
+}
+
+// What a step of precision p holds before any activation: weights, buffers, gradients,
+// optimizer state, master weights and DDP buckets (the same for every candidate of p).
+int64_t static_bytes(const MemoryEstimate& e) {
+  return e.params_bytes + e.buffers_bytes + e.grads_bytes + e.optimizer_state_bytes + e.master_weights_bytes +
+         e.ddp_buckets_total_bytes();
 }
 
 // The largest divisor of the per-rank batch whose step fits, by binary search (the peak
 // grows with the micro-batch); fills c (micro_batch 0 when micro-batch 1 does not fit).
 void fit_micro_batch(const PlanRequest& r, const RunSpec& s, const Precision& p, PlanCandidate& c, Plan& plan) {
   const int64_t per_rank = r.global_batch / r.gpus;
-  const uint64_t usable = r.gpu.memory_bytes > r.reserve_bytes ? r.gpu.memory_bytes - r.reserve_bytes : 0;
+  const uint64_t usable = usable_bytes(r);
   const std::vector<int64_t> d = divisors(per_rank);
   auto probe = [&](int64_t micro) {
     ++plan.meta_steps;
@@ -119,6 +142,7 @@ void fit_micro_batch(const PlanRequest& r, const RunSpec& s, const Precision& p,
   };
   MemoryEstimate best = probe(1);
   if (plan.params == 0) plan.params = best.params;
+  plan.static_bytes[p.name] = static_bytes(best);
   c.peak_reserved_bytes = best.peak_reserved_bytes;
   if (plan.smallest_peak_bytes < 0 || best.peak_reserved_bytes < plan.smallest_peak_bytes)
     plan.smallest_peak_bytes = best.peak_reserved_bytes;
@@ -220,7 +244,8 @@ nlohmann::json PlanCandidate::to_json() const {
           {"channels_last", channels_last}, {"fuse_relu", fuse_relu},
           {"micro_batch", micro_batch}, {"accumulate", accumulate}, {"fits", micro_batch > 0},
           {"peak_reserved_bytes", peak_reserved_bytes}, {"step_flops", step_flops},
-          {"compute_bound_ms", compute_bound_ms}, {"predicted_ms", predicted_ms}, {"unseen_features", unseen},
+          {"compute_bound_ms", compute_bound_ms}, {"predicted_ms", predicted_ms}, {"comm_ms", comm_ms},
+          {"unseen_features", unseen},
           {"why_not", why_not}};
 }
 
@@ -239,6 +264,14 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
         c.channels_last = ch.channels_last;
         c.fuse_relu = ch.fuse_relu;
         if (progress) progress(c.techniques());
+        if (const auto it = plan.static_bytes.find(p.name);   // a bound: no meta step needed
+            it != plan.static_bytes.end() && uint64_t(it->second) > usable_bytes(r)) {
+          c.why_not = str_cat("does not fit: weights, gradients and optimizer state alone take ",
+                              format_bytes(double(it->second)), " (", p.name, ")");
+          plan.candidates.push_back(c);
+          ++plan.pruned;
+          continue;
+        }
         try {
           const RunSpec s = candidate_spec(r, p, policy, ch);
           // every op needs a CUDA float16 kernel (known where this build has the CUDA backend)
@@ -328,7 +361,7 @@ std::string pytorch_settings(const PlanRequest& r, const PlanCandidate& c) {
   if (c.attention == "fused") s += ", F.scaled_dot_product_attention";
   if (c.channels_last) s += ", model and inputs .to(memory_format=torch.channels_last)";
   if (c.fuse_relu) s += ", ReLU fused into the op before it (eager PyTorch has no switch; torch.compile fuses it)";
-  if (r.gpus > 1) s += str_cat(", DistributedDataParallel over ", r.gpus, " GPUs");
+  if (r.gpus > 1) s += str_cat(", DistributedDataParallel over ", r.gpus, " GPUs (bucket_cap_mb=25, NCCL)");
   return s;
 }
 

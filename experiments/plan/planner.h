@@ -18,9 +18,14 @@
 //    optimizer's share counted per micro-step: an over-estimate of accumulate - 1 optimizer
 //    passes), when a calibration exists and the card's peaks are known; compute_bound_ms =
 //    the step's FLOPs over the card's dense peaks x accumulate (a lower bound) always.
-//  * gpus > 1: each rank trains its share (DDP); a rank's peak is the single-device step's
-//    at that share, without DDP's gradient buckets (not yet counted), and no communication
-//    time is added (not yet modelled).
+//  * gpus > 1: each rank trains its share under DDP (PyTorch's 25 MiB buckets): a rank's
+//    peak is a meta step with the reducer (ddp_on_meta.h: its buckets count); the all-reduce
+//    of the synchronised micro-step (comm_time.h: the link's datasheet rate) is added whole
+//    to predicted_ms (no overlap with backward), its last bucket to compute_bound_ms; every
+//    such candidate's `unseen` names the communication (no multi-GPU record).
+//  * Pruning: once a precision's first meta step says its weights, gradients, optimizer
+//    state, master weights and buckets alone exceed the capacity less the reserve, its other
+//    candidates are out without a meta step (counted in `pruned`).
 //  * recommended: the fitting candidate with the least time (predicted, else the bound),
 //    then the smallest peak, among those whose every time term and precision the
 //    calibration measured (`unseen` empty) when any fits; none when nothing fits
@@ -33,6 +38,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -64,6 +70,7 @@ struct PlanCandidate {
   double step_flops = 0;                // per optimizer step
   double compute_bound_ms = 0;
   double predicted_ms = 0;              // 0: no time model
+  double comm_ms = 0;                   // DDP's all-reduce per optimizer step (0: one GPU; < 0: link unknown)
   std::vector<std::string> unseen;      // features the calibration never saw (time_model.h)
   std::string why_not;                  // "" when it fits
   double time_ms() const { return predicted_ms > 0 ? predicted_ms : compute_bound_ms; }
@@ -76,6 +83,8 @@ struct Plan {
   std::optional<size_t> recommended;
   std::vector<size_t> frontier;         // fitting candidates no other beats on both peak and bound
   int64_t meta_steps = 0;               // estimate_memory calls made
+  int64_t pruned = 0;                   // candidates ruled out by a precision's static bytes
+  std::map<std::string, int64_t> static_bytes;   // per precision, from its first meta step
   int64_t smallest_peak_bytes = -1;     // the least any candidate needs (micro-batch 1)
   int64_t params = 0;                   // the model's parameters (its first meta step's)
   std::vector<std::string> technique_reasons;

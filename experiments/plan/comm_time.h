@@ -1,0 +1,32 @@
+// comm_time.h — the time of DistributedDataParallel's gradient all-reduce on a card's peer
+// link, for the planner: NCCL's ring over n ranks moves 2(n-1)/n x S bytes through each
+// rank's link for an S-byte bucket (engine/parallel/cost_model.h; nccl-tests' "bus
+// bandwidth" is defined by the same factor, its doc/PERFORMANCE.md), here at the link's
+// datasheet rate per direction (gpu_table.h link_gbps).
+// Contracts:
+//  * A lower bound on each bucket's time: measured bus bandwidth stays below the link's
+//    rate, and there is no latency term (no multi-GPU record to fit one from). 0 ranks or
+//    one rank: no communication. An unknown link (link_gbps 0): total_ms < 0.
+//  * last_bucket_ms: the bucket launched last (the first layers' gradients), which backward
+//    cannot hide: whatever DDP overlaps, the step waits at least this long after backward.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "experiments/plan/gpu_table.h"
+
+namespace oomlab {
+
+struct CommTime {
+  int ranks = 1;
+  double total_ms = 0;        // every bucket's all-reduce, one after another
+  double last_bucket_ms = 0;
+  std::string link;           // the link and its rate, as printed
+  nlohmann::json to_json() const;
+};
+
+CommTime ddp_comm_time(const std::vector<int64_t>& bucket_bytes, int ranks, const GpuSpec& g);
+
+}  // namespace oomlab

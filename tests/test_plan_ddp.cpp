@@ -1,0 +1,133 @@
+// test_plan_ddp.cpp — the planner with several GPUs (issue 52): `estimate --parallel ddp`
+// is one rank's step with DistributedDataParallel's buckets, byte-equal to the per-rank peak
+// of `train --device meta --parallel ddp`; the all-reduce time is the ring's 2(n-1)/n x
+// bucket bytes at the link's datasheet rate (comm_time.h); `plan --gpus N` counts both in
+// every candidate, and --verify cpu over 2 ranks measures the planned peak; a precision whose
+// static bytes alone exceed the card is pruned without meta steps, with the same answer.
+// ctest tier: cli
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.h"
+#include "experiments/plan/comm_time.h"
+#include "temp_dir_util.h"
+
+using namespace oomlab;
+
+namespace {
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+nlohmann::json run_ok(const std::string& args) {
+  TempDir d("plan_ddp");
+  const CliRun r = run_oomlab(args + " --json " + d.file("r.json"));
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
+  return r.code == 0 ? read_json(d.file("r.json")) : nlohmann::json::object();
+}
+
+int64_t sum(const nlohmann::json& a) {
+  int64_t s = 0;
+  for (const auto& v : a) s += v.get<int64_t>();
+  return s;
+}
+}  // namespace
+
+// The meta estimate of one rank equals what a two-rank meta training run's rank 1 holds.
+TEST(PlanDdp, EstimateOfOneRankIsTheTrainingRanksPeakToTheByte) {
+  struct Case { const char* model; const char* data; };
+  for (const Case& c : {Case{"resnet20", "--dataset synthetic"},
+                        Case{"bert-tiny --seq-len 128", "--dataset synthetic-seq"}}) {
+    const std::string common = std::string("--model ") + c.model + " --batch 16 --optimizer adamw --parallel ddp "
+                               "--devices 2";
+    const nlohmann::json e = run_ok("estimate " + common);
+    const nlohmann::json t = run_ok("train " + common + " " + c.data +
+                                    " --device meta --steps 3 --synthetic-size 64 --eval-batches 0 --quiet");
+    if (e.empty() || t.empty()) continue;
+    const nlohmann::json& rank1 = t["memory"]["devices"]["meta:1"];
+    EXPECT_EQ(e["metrics"]["exact"]["peak_allocated_bytes"], rank1["allocated_bytes.all.peak"]) << c.model;
+    EXPECT_EQ(e["metrics"]["exact"]["peak_reserved_bytes"], rank1["reserved_bytes.all.peak"]) << c.model;
+    // the buckets hold every gradient once (float32 model: as many bytes as the gradients)
+    EXPECT_EQ(e["metrics"]["ddp"]["buckets_total_bytes"], e["metrics"]["exact"]["grads_bytes"]) << c.model;
+    EXPECT_EQ(sum(e["metrics"]["ddp"]["bucket_bytes"]), e["metrics"]["ddp"]["buckets_total_bytes"]);
+  }
+  // without DDP no buckets; a smaller cap cuts more of them; the peak grows by about the buckets
+  const nlohmann::json one = run_ok("estimate --model resnet20 --batch 16 --optimizer adamw");
+  const nlohmann::json small = run_ok("estimate --model resnet20 --batch 16 --optimizer adamw --parallel ddp "
+                                      "--bucket-cap 64KiB");
+  ASSERT_FALSE(one.empty() || small.empty());
+  EXPECT_FALSE(one["metrics"].contains("ddp"));
+  EXPECT_GT(small["metrics"]["ddp"]["bucket_bytes"].size(), 2u);
+  EXPECT_GE(small["metrics"]["exact"]["peak_allocated_bytes"].get<int64_t>(),
+            one["metrics"]["exact"]["peak_allocated_bytes"].get<int64_t>() +
+                small["metrics"]["ddp"]["buckets_total_bytes"].get<int64_t>());
+}
+
+TEST(PlanDdp, TheAllReduceIsTheRingsBytesAtTheLinksRate) {
+  GpuSpec g;
+  g.link_gbps = 300;
+  g.link = "NVLink 3";
+  const CommTime two = ddp_comm_time({int64_t(100e6), int64_t(50e6)}, 2, g);   // 2(n-1)/n = 1
+  EXPECT_DOUBLE_EQ(two.total_ms, 150e6 / 300e9 * 1e3);
+  EXPECT_DOUBLE_EQ(two.last_bucket_ms, 50e6 / 300e9 * 1e3);
+  const CommTime eight = ddp_comm_time({int64_t(100e6)}, 8, g);                  // 2 x 7 / 8
+  EXPECT_DOUBLE_EQ(eight.total_ms, 1.75 * 100e6 / 300e9 * 1e3);
+  EXPECT_EQ(ddp_comm_time({int64_t(100e6)}, 1, g).total_ms, 0);                  // one rank: nothing to reduce
+  g.link_gbps = 0;
+  EXPECT_LT(ddp_comm_time({int64_t(100e6)}, 8, g).total_ms, 0);                  // link unknown: said, not 0
+  EXPECT_EQ(find_gpu("a100-80gb").link_gbps, 300);
+  EXPECT_EQ(find_gpu("rtx4090").link_gbps, 32);
+  for (const GpuSpec& c : gpu_table()) EXPECT_GT(c.link_gbps, 0) << c.name;
+}
+
+// plan --gpus 8: the recommended candidate's peak is estimate --parallel ddp's at its
+// micro-batch, and its time holds the all-reduce of its buckets, named as unmeasured.
+TEST(PlanDdp, PlanWithEightGpusCountsBucketsAndTheAllReduce) {
+  const nlohmann::json p = run_ok("plan --model resnet50 --gpus 8 --gpu a100-80gb --global-batch 512");
+  ASSERT_TRUE(p["metrics"].contains("recommended")) << p.dump();
+  const nlohmann::json& c = p["metrics"]["candidates"][p["metrics"]["recommended"]["candidate"].get<size_t>()];
+  EXPECT_GT(c["comm_ms"].get<double>(), 0);
+  EXPECT_GT(c["predicted_ms"].get<double>(), c["comm_ms"].get<double>());
+  bool named = false;
+  for (const auto& u : c["unseen_features"]) named |= u.get<std::string>().find("communication") != std::string::npos;
+  EXPECT_TRUE(named) << c.dump();
+  std::string flags = p["metrics"]["recommended"]["train_flags"].get<std::string>();
+  EXPECT_NE(flags.find("--parallel ddp --devices 8"), std::string::npos) << flags;
+  std::string est = "estimate --model resnet50 --optimizer adamw --parallel ddp --devices 8 --batch " +
+                    std::to_string(c["micro_batch"].get<int64_t>());
+  if (c["precision"] == "bf16") est += " --amp bf16";
+  if (c["precision"] == "fp16") est += " --amp fp16";
+  if (c["checkpoint"] != "none") est += " --checkpoint " + c["checkpoint"].get<std::string>();
+  if (c["channels_last"].get<bool>()) est += " --channels-last";
+  if (c["fuse_relu"].get<bool>()) est += " --fuse-relu on";
+  if (c["precision"] == "bf16" || c["precision"] == "fp16" || c["precision"] == "fp32" || c["precision"] == "tf32") {
+    const nlohmann::json e = run_ok(est);
+    EXPECT_EQ(e["metrics"]["exact"]["peak_reserved_bytes"], c["peak_reserved_bytes"]) << est;
+  }
+  // --verify cpu trains the recommendation over 2 CPU ranks: rank 0's measured peak is the plan's
+  const nlohmann::json v = run_ok("plan --model tiny-ff --gpus 2 --gpu h100-sxm --global-batch 16 --verify cpu");
+  ASSERT_TRUE(v["metrics"].contains("verify")) << v.dump();
+  EXPECT_EQ(v["metrics"]["verify"]["measured_peak_reserved_bytes"],
+            v["metrics"]["verify"]["predicted_peak_reserved_bytes"]);
+  // one GPU: no buckets, no communication
+  const nlohmann::json one = run_ok("plan --model resnet50 --gpu a100-80gb --global-batch 64");
+  for (const auto& k : one["metrics"]["candidates"]) EXPECT_EQ(k["comm_ms"].get<double>(), 0);
+}
+
+// bert-base's weights, gradients and AdamW state (~1.7 GB) cannot fit 1.5 GiB less 1 GiB:
+// after each precision's first meta step the rest of that precision is pruned, and the
+// answer (nothing fits, exit 2) is the one the full search gives.
+TEST(PlanDdp, APrecisionWhoseStaticBytesExceedTheCardIsPrunedWithoutMetaSteps) {
+  TempDir d("plan_prune");
+  const CliRun r = run_oomlab("plan --model bert-base --seq-len 128 --device-memory 1536MiB --global-batch 8");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("nothing fits"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ruled out by their static bytes"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(" 0 ruled out by their static bytes"), std::string::npos) << r.output;
+  // where everything fits, nothing is pruned
+  const nlohmann::json fit = run_ok("plan --model resnet20 --gpu h100-sxm --global-batch 64");
+  EXPECT_EQ(fit["metrics"]["pruned"], 0);
+}
