@@ -2,7 +2,11 @@
 //   synchronize(i)  waits for all work queued on device i's compute stream;
 //   properties(i)   name, compute capability, memory, SM count, driver / runtime / cuBLAS /
 //                   cuDNN versions and the numerics switches in force (TF32 for matmul
-//                   and cuDNN, cudnn benchmark, workspace limit) for results provenance;
+//                   and cuDNN, cudnn benchmark, workspace limit) for results provenance,
+//                   and driver_used_bytes (cudaMemGetInfo's total - free when the results
+//                   are written: context, library workspaces, NCCL and the allocator's
+//                   segments; less reserved_bytes.all.current it measures what `oomlab plan
+//                   --reserve` stands for; left out if the query fails);
 //   set_options     applies BackendOptions to cuda_settings (cached conv plans are keyed
 //                   by those switches, so a change applies to the next call);
 //   physical(i)     "cuda:<gpu> <name>": the GPU logical device cuda:i runs on;
@@ -41,7 +45,7 @@ DeviceProperties properties(int device) {
   CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &cublas_patch));
   const size_t cudnn = cudnnGetVersion();   // cuDNN 9: major*10000 + minor*100 + patch
   const size_t ws = cudnn_workspace_limit();
-  return {{"device_name", p.name},
+  DeviceProperties out = {{"device_name", p.name},
           {"physical_device", std::to_string(physical_device(device))},
           {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
           {"total_memory_bytes", std::to_string(p.totalGlobalMem)},
@@ -71,6 +75,13 @@ DeviceProperties properties(int device) {
           {"cudnn_graph_api", cudnn_graph_api_setting()},
           {"compute_stream", uses_own_compute_stream(device) ? "own" : "legacy default"},
           {"cudnn_workspace_limit", ws == SIZE_MAX ? "unlimited" : std::to_string(ws)}};
+  DeviceGuard guard(device);
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
+    out.push_back({"driver_used_bytes", std::to_string(total_bytes - free_bytes)});
+  else
+    (void)cudaGetLastError();   // a provenance field, not worth failing the results for
+  return out;
 }
 
 std::string physical(int device) {
