@@ -1,7 +1,8 @@
 // test_plan_ddp.cpp — the planner with several GPUs (issue 52): `estimate --parallel ddp`
 // is one rank's step with DistributedDataParallel's buckets, byte-equal to the per-rank peak
 // of `train --device meta --parallel ddp`; the all-reduce time is the ring's 2(n-1)/n x
-// bucket bytes at the link's datasheet rate (comm_time.h); `plan --gpus N` counts both in
+// bucket bytes at the link's datasheet rate (comm_time.h); with --zero 1|2 every rank's
+// training peak is the estimate's and the state is sharded; `plan --gpus N` counts both in
 // every candidate, and --verify cpu over 2 ranks measures the planned peak; a precision whose
 // static bytes alone exceed the card is pruned without meta steps, with the same answer.
 // ctest tier: cli
@@ -64,6 +65,37 @@ TEST(PlanDdp, EstimateOfOneRankIsTheTrainingRanksPeakToTheByte) {
   EXPECT_GE(small["metrics"]["exact"]["peak_allocated_bytes"].get<int64_t>(),
             one["metrics"]["exact"]["peak_allocated_bytes"].get<int64_t>() +
                 small["metrics"]["ddp"]["buckets_total_bytes"].get<int64_t>());
+}
+
+// ZeRO: the estimate of one rank of 4 (a meta world: nothing moved) equals every rank's peak
+// of a four-rank meta training run; stage 1 cuts AdamW's state to a quarter, stage 2 the
+// gradients too; each step sends what DDP's all-reduce sends (reduce-scatter + all-gather).
+TEST(PlanDdp, ZeroEstimateIsEveryTrainingRanksPeakAndShardsTheState) {
+  const std::string common = "--model resnet20 --batch 16 --optimizer adamw --parallel ddp --devices 4";
+  const nlohmann::json ddp = run_ok("estimate " + common);
+  for (const char* z : {"1", "2"}) {
+    const nlohmann::json e = run_ok("estimate " + common + " --zero " + z);
+    const nlohmann::json t = run_ok("train " + common + " --zero " + z + " --dataset synthetic --device meta "
+                                    "--steps 3 --synthetic-size 64 --eval-batches 0 --quiet");
+    if (e.empty() || t.empty() || ddp.empty()) return;
+    for (const auto& [dev, stats] : t["memory"]["devices"].items()) {
+      EXPECT_EQ(e["metrics"]["exact"]["peak_allocated_bytes"], stats["allocated_bytes.all.peak"]) << z << dev;
+      EXPECT_EQ(e["metrics"]["exact"]["peak_reserved_bytes"], stats["reserved_bytes.all.peak"]) << z << dev;
+    }
+    const int64_t full_state = ddp["metrics"]["exact"]["optimizer_state_bytes"].get<int64_t>();
+    const int64_t state = e["metrics"]["exact"]["optimizer_state_bytes"].get<int64_t>();
+    EXPECT_GE(state, full_state / 4) << z;
+    EXPECT_LE(state, full_state / 4 + 4096) << z;   // a few padding elements per bucket
+    const int64_t grads = e["metrics"]["exact"]["grads_bytes"].get<int64_t>();
+    const int64_t full_grads = ddp["metrics"]["exact"]["grads_bytes"].get<int64_t>();
+    EXPECT_EQ(grads > full_grads, std::string(z) == "1") << z << ": stage 1 keeps the full gradients";
+    EXPECT_LE(grads, std::string(z) == "1" ? full_grads + full_grads / 4 + 2048 : full_grads / 4 + 2048) << z;
+    EXPECT_NEAR(e["metrics"]["ddp"]["bytes_sent_per_step"].get<double>(),   // the buckets' padding aside
+                ddp["metrics"]["ddp"]["bytes_sent_per_step"].get<double>(), 4 * 4 * 8) << z;
+  }
+  const CliRun bad = run_oomlab("estimate " + common + " --zero 1 --half --master-weights");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--master-weights"), std::string::npos) << bad.output;
 }
 
 TEST(PlanDdp, TheAllReduceIsTheRingsBytesAtTheLinksRate) {

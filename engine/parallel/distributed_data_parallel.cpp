@@ -82,16 +82,20 @@ void DistributedDataParallel::assign_buckets(Device dev, int64_t bucket_cap_byte
   std::sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) { return a.position < b.position; });
   MemoryContext ctx("DistributedDataParallel", "buckets");
   for (Closed& c : closed) {
-    c.bucket.flat = Tensor::zeros({c.numel}, c.dtype, dev);
+    c.bucket.numel = c.numel;
+    c.bucket.dtype = c.dtype;
+    if (zero_stage_ == 0) c.bucket.flat = Tensor::zeros({c.numel}, c.dtype, dev);   // ZeRO: while reduced
     for (size_t k : c.bucket.params) bucket_of_[k] = buckets_.size();
     buckets_.push_back(std::move(c.bucket));
   }
 }
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
-                                                 int64_t bucket_cap_bytes)
-    : module_(module), queue_(std::move(queue)), alive_(std::make_shared<bool>(true)) {
+                                                 int64_t bucket_cap_bytes, int zero_stage)
+    : module_(module), queue_(std::move(queue)), zero_stage_(zero_stage), alive_(std::make_shared<bool>(true)) {
   OOMLAB_CHECK(queue_ != nullptr, "DistributedDataParallel: no communicator");
+  OOMLAB_CHECK(zero_stage >= 0 && zero_stage <= 2, "DistributedDataParallel: ZeRO stage ", zero_stage,
+               " is not one of 0 (DDP), 1 (optimizer state sharded), 2 (and gradients)");
   OOMLAB_CHECK(bucket_cap_bytes >= 1, "DistributedDataParallel: the bucket capacity must be >= 1 byte (got ",
                bucket_cap_bytes, ")");
   const Device dev = queue_->device();
@@ -128,6 +132,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
     if (p.second.requires_grad()) params_.push_back(p);
   bucket_of_.assign(params_.size(), 0);
   assign_buckets(dev, bucket_cap_bytes);
+  if (zero_stage_ > 0) make_shards(dev);
   // 4. Grad-ready hooks.
   for (size_t k = 0; k < params_.size(); ++k) {
     std::weak_ptr<bool> alive = alive_;
@@ -145,7 +150,7 @@ DistributedDataParallel::~DistributedDataParallel() {
 
 std::vector<int64_t> DistributedDataParallel::bucket_bytes() const {
   std::vector<int64_t> out;
-  for (const Bucket& b : buckets_) out.push_back(b.flat.numel() * int64_t(dtype_size(b.flat.dtype())));
+  for (const Bucket& b : buckets_) out.push_back(b.numel * int64_t(dtype_size(b.dtype)));
   return out;
 }
 
@@ -166,7 +171,7 @@ void DistributedDataParallel::prepare_for_backward(bool sync) {
   }
   ready_.assign(params_.size(), false);
   next_launch_ = 0;
-  sync_ = sync;
+  sync_ = sync || zero_stage_ == 2;   // stage 2 keeps no full gradient between micro-batches
   in_backward_ = true;
 }
 
@@ -177,15 +182,23 @@ void DistributedDataParallel::on_grad_ready(size_t k, Tensor& grad) {
   ready_[k] = true;
   const size_t slot = size_t(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
   const Tensor& p = params_[k].second;
-  Tensor view = b.flat.narrow(0, b.offsets[slot], p.numel());
-  view.copy_(grad.reshape({p.numel()}));
+  if (zero_stage_ > 0) {
+    fill_zero_bucket(b, slot, grad, k);
+  } else {
+    Tensor view = b.flat.narrow(0, b.offsets[slot], p.numel());
+    view.copy_(grad.reshape({p.numel()}));
+  }
   if (--b.pending == 0) launch_ready();
 }
 
 void DistributedDataParallel::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    Tensor flat = buckets_[next_launch_].flat;
-    buckets_[next_launch_].work = queue_->submit([flat](Communicator& c) { c.all_reduce(flat, ReduceOp::avg); });
+    if (zero_stage_ > 0) {
+      launch_zero(buckets_[next_launch_]);
+    } else {
+      Tensor flat = buckets_[next_launch_].flat;
+      buckets_[next_launch_].work = queue_->submit([flat](Communicator& c) { c.all_reduce(flat, ReduceOp::avg); });
+    }
     ++next_launch_;
   }
 }
@@ -211,6 +224,10 @@ void DistributedDataParallel::finalize_backward() {
   stats_.allreduce_seconds += reduce_s;
   stats_.buckets_reduced += int64_t(buckets_.size());
   ++stats_.synced_backwards;
+  if (zero_stage_ > 0) {
+    for (Bucket& b : buckets_) finish_zero(b);
+    return;
+  }
   MemoryContext ctx("DistributedDataParallel", "copy_grads");
   for (Bucket& b : buckets_) {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {

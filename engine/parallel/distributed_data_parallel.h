@@ -28,6 +28,20 @@
 //  * stats(): synchronised backwards, all-reduce seconds (each bucket's time on the
 //    communication thread), exposed seconds (finalize's wait after backward ended) and the
 //    share hidden behind backward: 1 - exposed / all-reduce.
+//  * ZeRO (zero_stage 1 or 2; Rajbhandari et al. 2020, ddp_zero.cpp): the same buckets, each
+//    padded to world x shard elements; rank r owns elements [r x shard, (r+1) x shard) of
+//    every bucket and the optimizer updates only those (optimizer_parameters(): one flat
+//    "zero.shard<b>" tensor per bucket, the parameters' dtype): optimizer state / world.
+//    A bucket's buffer exists only while it is reduced (allocated when its first gradient
+//    is ready, freed once its reduce_scatter (avg) into the shard's grad is done). Stage 1
+//    keeps the parameters' full gradients and reduces on the last micro-batch only (as
+//    no_sync); stage 2 frees each gradient once it is in its bucket and reduces every
+//    micro-batch into the shard's grad (DeepSpeed's stage 2 under accumulation).
+//    zero_model_grads() clears the model's gradients (the optimizer's zero_grad only sees
+//    the shards); gather_parameters() after the optimizer step all-gathers every bucket's
+//    updated shards into the parameters (one bucket-sized buffer at a time). Parameters
+//    reduce-scatter + all-gather: 2 x the bytes DDP's all-reduce moves, per ring (the
+//    paper's 2 Psi for stages 1 and 2).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -53,7 +67,7 @@ struct DdpStats {
 class DistributedDataParallel {
  public:
   DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
-                          int64_t bucket_cap_bytes = kDdpDefaultBucketCap);
+                          int64_t bucket_cap_bytes = kDdpDefaultBucketCap, int zero_stage = 0);
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -64,7 +78,13 @@ class DistributedDataParallel {
 
   CommQueue& queue() { return *queue_; }
   const DdpStats& stats() const { return stats_; }
-  // Bucket sizes in bytes, in launch order; parameter names per bucket.
+  int zero_stage() const { return zero_stage_; }
+  // What the optimizer updates: the module's parameters (stage 0), or this rank's shards.
+  nn::NamedTensors optimizer_parameters() const;
+  void zero_model_grads();     // ZeRO: the module's gradients set to none
+  void gather_parameters();    // ZeRO: every rank's updated shards into the parameters
+  // Bucket sizes in bytes (their parameters', padding aside), in launch order; parameter
+  // names per bucket.
   std::vector<int64_t> bucket_bytes() const;
   std::vector<std::vector<std::string>> bucket_parameters() const;
 
@@ -75,8 +95,18 @@ class DistributedDataParallel {
     std::vector<int64_t> offsets;            // element offset of each parameter in flat
     int64_t pending = 0;
     CommQueue::Work work;
+    int64_t numel = 0, shard = 0;            // ZeRO: its elements, and each rank's share (padded)
+    DType dtype = DType::f32;
+    Tensor shard_param;                      // ZeRO: this rank's elements, what the optimizer updates
+    Tensor reduced;                          // ZeRO: the reduce_scatter's output until finish_zero
   };
   void assign_buckets(Device dev, int64_t bucket_cap_bytes);
+  void make_shards(Device dev);                                 // ZeRO (ddp_zero.cpp)
+  void fill_zero_bucket(Bucket& b, size_t slot, const Tensor& grad, size_t param);
+  void launch_zero(Bucket& b);
+  void finish_zero(Bucket& b);
+  // Copies between a bucket's flat elements [begin, begin + n) and the contiguous `flat`.
+  void copy_flat_range(const Bucket& b, int64_t begin, const Tensor& flat, bool into_params) const;
   void on_grad_ready(size_t param, Tensor& grad);
   void launch_ready();
 
@@ -88,6 +118,7 @@ class DistributedDataParallel {
   std::vector<bool> ready_;                              // param index -> its hook fired this backward
   size_t next_launch_ = 0;
   bool sync_ = false, in_backward_ = false;
+  int zero_stage_ = 0;
   DdpStats stats_;
   std::shared_ptr<bool> alive_;                          // hooks outliving the reducer do nothing
 };

@@ -97,7 +97,9 @@ void TrainingRun::make_optimizer() {
   base.nesterov = c_.nesterov;
   std::vector<ParamGroup> groups(1 + c_.lr_groups.size(), base);
   for (size_t i = 0; i < c_.lr_groups.size(); ++i) groups[i + 1].lr = c_.lr * c_.lr_groups[i].second;
-  for (auto& [name, t] : masters_ ? masters_->parameters() : model_->named_parameters()) {
+  const bool zero = c_.ddp && c_.ddp->zero_stage() > 0;   // the optimizer updates the rank's shards
+  for (auto& [name, t] : zero ? c_.ddp->optimizer_parameters() : masters_ ? masters_->parameters()
+                                                                          : model_->named_parameters()) {
     size_t g = 0;
     for (size_t i = 0; i < c_.lr_groups.size() && g == 0; ++i)
       if (name.rfind(c_.lr_groups[i].first, 0) == 0) g = i + 1;

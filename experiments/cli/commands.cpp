@@ -252,8 +252,9 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("grads", e.grads_bytes, "(inside params x n)", -1);
   row("optimizer state", e.optimizer_state_bytes, "(inside params x n)", -1);
   if (spec.master_weights) row("master weights (fp32)", e.master_weights_bytes, "-", -1);
-  if (!e.ddp_bucket_bytes.empty())
+  if (!e.ddp_bucket_bytes.empty() && e.zero_stage == 0)
     row(str_cat("DDP buckets (", e.ddp_bucket_bytes.size(), ")").c_str(), e.ddp_buckets_total_bytes(), "-", -1);
+  if (e.zero_stage > 0) row(str_cat("ZeRO-", e.zero_stage, " shards").c_str(), e.zero_shard_bytes, "-", -1);
   row("input batch", e.input_bytes, "input batch", e.formula_input_bytes);
   row("activations (saved)", e.activation_bytes, "batch x outputs x 2", e.formula_activation_bytes);
   row("transient over fwd", e.transient_bytes, "-", -1);
@@ -288,7 +289,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
                         {"cuda_graphs", spec.cuda_graphs},
                         {"channels_last", spec.channels_last},
                         {"parallel", parallel_mode_name(spec.parallel)}};
-  if (spec.parallel == ParallelMode::ddp) cfg.update({{"devices", spec.devices}, {"bucket_cap", spec.bucket_cap}});
+  if (spec.parallel == ParallelMode::ddp)
+    cfg.update({{"devices", spec.devices}, {"bucket_cap", spec.bucket_cap}, {"zero", spec.zero_stage}});
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, metrics,

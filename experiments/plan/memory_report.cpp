@@ -239,7 +239,9 @@ nlohmann::json MemoryEstimate::to_json() const {
           {"formula_error_pct", formula_error_pct}, {"step_flops", step_flops},
           {"step_cost", step_cost.to_json()}};
   if (!ddp_bucket_bytes.empty())
-    j["ddp"] = {{"bucket_bytes", ddp_bucket_bytes}, {"buckets_total_bytes", ddp_buckets_total_bytes()}};
+    j["ddp"] = {{"bucket_bytes", ddp_bucket_bytes}, {"buckets_total_bytes", ddp_buckets_total_bytes()},
+                {"zero_stage", zero_stage}, {"zero_shard_bytes", zero_shard_bytes},
+                {"bytes_sent_per_step", ddp_bytes_sent}};
   if (graph_pool_bytes >= 0)
     j["cuda_graphs"] = {{"pool_bytes", graph_pool_bytes}, {"capture_peak_allocated_bytes", graph_capture_peak_bytes},
                         {"peak_reserved_bytes", graph_reserved_peak_bytes}};
@@ -341,8 +343,15 @@ void fill_source_formula(MemoryEstimate& e, const std::string& optimizer, int64_
 namespace {
 // Gradients (the model's and the master copies'), master weights and optimizer state, as
 // they stand after a step.
-void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer& opt, MemoryEstimate& e) {
+void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer& opt, const DdpOnMeta* ddp,
+                      MemoryEstimate& e) {
   e.grads_bytes = 0;
+  if (ddp) e.ddp_bytes_sent = ddp->comm.stats().bytes_sent;
+  if (ddp && ddp->ddp.zero_stage() > 0)   // the shards: the optimizer's copy of this rank's elements, their grads
+    for (const auto& [n, s] : ddp->ddp.optimizer_parameters()) {
+      e.zero_shard_bytes += int64_t(s.nbytes());
+      if (s.grad().defined()) e.grads_bytes += int64_t(s.grad().nbytes());
+    }
   for (const auto& [n, p] : model.named_parameters())
     if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());
   if (masters) {   // the float32 copies of the 16-bit parameters and their gradients
@@ -352,6 +361,20 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
     }
   }
   e.optimizer_state_bytes = bytes_of(opt.state_tensors());
+}
+
+// The estimate's description: model, optimizer, batch, parameter and buffer bytes.
+MemoryEstimate described(const RunSpec& spec, const std::string& optimizer, int64_t batch, int64_t outputs,
+                         nn::Module& model) {
+  MemoryEstimate e;
+  e.model = spec.model;
+  e.optimizer = optimizer;
+  e.batch = batch;
+  e.params = model.num_parameters();
+  e.outputs_per_sample = outputs;
+  e.params_bytes = bytes_of(model.named_parameters());
+  e.buffers_bytes = bytes_of(model.named_buffers());
+  return e;
 }
 }  // namespace
 
@@ -378,23 +401,20 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
     if (spec.master_weights) masters.emplace(*b.model);
   }
   if (spec.channels_last) channels_last_model(*b.model);   // as the trainer, after --half
-  MemoryEstimate e;
-  e.model = spec.model;
-  e.optimizer = optimizer;
-  e.batch = batch;
-  e.params = b.model->num_parameters();
-  e.outputs_per_sample = outputs;
-  e.params_bytes = bytes_of(b.model->named_parameters());
-  e.buffers_bytes = bytes_of(b.model->named_buffers());
+  MemoryEstimate e = described(spec, optimizer, batch, outputs, *b.model);
 
   // --parallel ddp: one rank's reducer, its buckets allocated before the optimizer state.
   std::optional<DdpOnMeta> ddp;
+  check_zero_supported(spec);
   if (spec.parallel == ParallelMode::ddp) {
-    ddp.emplace(*b.model, spec.bucket_cap);
+    ddp.emplace(*b.model, int(spec.devices), spec.bucket_cap, spec.zero_stage);
     e.ddp_bucket_bytes = ddp->ddp.bucket_bytes();
+    e.zero_stage = spec.zero_stage;
   }
   ParamGroup g;
-  g.params = masters ? masters->parameters() : b.model->named_parameters();
+  g.params = ddp && spec.zero_stage > 0 ? ddp->ddp.optimizer_parameters()
+             : masters                  ? masters->parameters()
+                                        : b.model->named_parameters();
   g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
   if (optimizer == "sgd") g.momentum = spec.momentum.value_or(0.9);   // estimate's --momentum default
   auto opt = make_optimizer(optimizer, {g});
@@ -415,6 +435,7 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   // The allocator's peaks from here on are step 2's: the results' `memory` block then
   // reports the estimate's own peak (metrics.exact.peak_allocated_bytes).
   allocator_for(meta_device()).reset_peak_stats();
+  if (ddp) ddp->comm.reset_stats();     // the steady step's communication
   FlopCounter counter;                  // the steady step's matrix work (flop_counter.h)
   const int64_t allocated_before = allocator_for(meta_device()).stat("allocated_bytes.all.allocated");
   StepOutput s2 = step.run(x, y);       // steady state
@@ -422,7 +443,7 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
                                           allocated_before);
   for (int t = 0; t < kNumDTypes; ++t)
     if (counter.flops(DType(t)) > 0) e.step_flops[dtype_name(DType(t))] = counter.flops(DType(t));
-  fill_state_bytes(*b.model, masters ? &*masters : nullptr, *opt, e);
+  fill_state_bytes(*b.model, masters ? &*masters : nullptr, *opt, ddp ? &*ddp : nullptr, e);
   e.activation_bytes = s2.memory.after_forward - s2.memory.start_allocated;
   e.peak_allocated_bytes = s2.memory.step_peak;
   e.peak_reserved_bytes = s2.memory.reserved_peak;

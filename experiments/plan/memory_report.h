@@ -107,6 +107,12 @@ struct MemoryEstimate {
   // their bytes are in the peak. Empty without DDP.
   std::vector<int64_t> ddp_bucket_bytes;
   int64_t ddp_buckets_total_bytes() const;
+  // spec.zero_stage > 0: the rank's shards (the optimizer's copy of its elements; their
+  // gradients count in grads_bytes); ZeRO's buckets exist only while reduced, so their
+  // bytes are in the peak only then. bytes_sent: this rank's over the steady step, as a
+  // ring sends them (meta_comm.h).
+  int zero_stage = 0;
+  int64_t zero_shard_bytes = 0, ddp_bytes_sent = 0;
   nlohmann::json to_json() const;
 };
 

@@ -127,7 +127,7 @@ void time_candidate(const PlanRequest& r, const Precision& p, const MemoryEstima
 // optimizer state, master weights and DDP buckets (the same for every candidate of p).
 int64_t static_bytes(const MemoryEstimate& e) {
   return e.params_bytes + e.buffers_bytes + e.grads_bytes + e.optimizer_state_bytes + e.master_weights_bytes +
-         e.ddp_buckets_total_bytes();
+         e.zero_shard_bytes + (e.zero_stage == 0 ? e.ddp_buckets_total_bytes() : 0);   // ZeRO's: while reduced
 }
 
 // The largest divisor of the per-rank batch whose step fits, by binary search (the peak

@@ -84,4 +84,19 @@ void check_run_model_techniques(const RunSpec& spec) {
                "captured step cannot hold; the zoo's bert-* models and the image models can be graphed");
 }
 
+// --zero: what the shards do not carry yet is refused by name (the optimizer holds one
+// flat shard per bucket, not the model's parameters).
+void check_zero_supported(const RunSpec& c) {
+  if (c.zero_stage == 0) return;
+  const char* with = c.master_weights                                ? "--master-weights"
+                     : c.loss_scale.kind != LossScaleSpec::Kind::none ? "loss scaling (--amp fp16, --loss-scale)"
+                     : !c.lr_groups.empty()                          ? "--lr-groups"
+                     : !c.save_dir.empty()                           ? "--save"
+                     : !c.resume_dir.empty()                         ? "--resume"
+                     : c.ema_decay > 0                               ? "--ema"
+                                                                     : nullptr;
+  OOMLAB_CHECK(with == nullptr, "--zero ", c.zero_stage, " with ", with,
+               " is not supported yet (ZeRO's shards hold the optimizer's parameters)");
+}
+
 }  // namespace oomlab

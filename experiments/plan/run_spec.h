@@ -103,6 +103,7 @@ struct RunSpec {
   int64_t devices = 1;
   int64_t gpu0_bsz = -1;
   int64_t bucket_cap = int64_t(25) << 20;
+  int zero_stage = 0;                      // --zero 1|2: ZeRO's optimizer-state (1) and gradient (2) shards
   bool sync_bn = false;
   double timeout_s = 300;                  // --timeout: the ddp rendezvous's and each collective's bound
   std::string backend;
@@ -113,5 +114,9 @@ struct RunSpec {
 };
 
 void check_run_model_techniques(const RunSpec& spec);
+
+// --zero with what its shards cannot carry yet (master weights, loss scaling, lr groups,
+// checkpoints, EMA): a ValueError naming it. Nothing for zero_stage 0.
+void check_zero_supported(const RunSpec& spec);
 
 }  // namespace oomlab

@@ -69,6 +69,7 @@ void check_parallel_config(const RunSpec& c) {
     return;
   }
   // ddp
+  check_zero_supported(c);
   OOMLAB_CHECK(c.on_oom == OnOom::raise, "--on-oom ", on_oom_name(c.on_oom),
                " with --parallel ddp is not supported (every rank "
                "would have to agree on skipping or splitting)");
@@ -131,13 +132,14 @@ json train_rank(const RunSpec& c, TrainerConfig t, const ModelBuilder& build, co
     convert_sync_batchnorm(*model, [queue](const Tensor& x) {
       queue->run([&](Communicator& cm) { cm.all_reduce(x, ReduceOp::sum); });
     });
-  DistributedDataParallel ddp(*model, queue, c.bucket_cap);
+  DistributedDataParallel ddp(*model, queue, c.bucket_cap, c.zero_stage);
   t.device = comm.device();
   t.devices = {comm.device()};
   t.ddp = &ddp;
   json results = train_model(*model, train_set, test_set, t);
   results["metrics"]["ddp"]["sync_bn"] = c.sync_bn;
   results["metrics"]["ddp"]["bucket_cap"] = c.bucket_cap;
+  results["metrics"]["ddp"]["zero_stage"] = c.zero_stage;
   return results;
 }
 }  // namespace
