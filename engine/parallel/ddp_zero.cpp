@@ -1,7 +1,7 @@
 // ddp_zero.cpp — ZeRO stages 1 and 2 inside DistributedDataParallel's reducer
 // (distributed_data_parallel.h): shards of every bucket, buckets that exist only while they
-// are reduced, the reduce_scatter into the shard's gradient and the all-gather of the
-// updated shards into the parameters.
+// are reduced, the reduce_scatter of each bucket, each shard's gradient before the optimizer
+// step and the all-gather of the updated shards into the parameters.
 #include <algorithm>
 
 #include "engine/autograd/grad_mode.h"
@@ -12,34 +12,38 @@
 
 namespace oomlab {
 
-void DistributedDataParallel::make_shards(Device dev) {
+void DistributedDataParallel::make_shards(Device dev, bool master_weights) {
   const int64_t world = queue_->world_size(), rank = queue_->rank();
   NoGradGuard no_grad;
   MemoryContext ctx("DistributedDataParallel", "zero_shards");
   for (Bucket& b : buckets_) {
     b.shard = (b.numel + world - 1) / world;
-    b.shard_param = Tensor::zeros({b.shard}, b.dtype, dev);   // the last rank's padding stays 0
-    copy_flat_range(b, rank * b.shard, b.shard_param, /*into_params=*/false);
+    const bool sixteen = b.dtype == DType::f16 || b.dtype == DType::bf16;
+    // the last rank's padding stays 0 (its gradient is 0 too: it never moves)
+    b.shard_param = Tensor::zeros({b.shard}, master_weights && sixteen ? DType::f32 : b.dtype, dev);
+    copy_flat_range(b, rank * b.shard, b.shard_param, Side::values, /*into_tensors=*/false);
   }
 }
 
-void DistributedDataParallel::copy_flat_range(const Bucket& b, int64_t begin, const Tensor& flat,
-                                              bool into_params) const {
+void DistributedDataParallel::copy_flat_range(const Bucket& b, int64_t begin, const Tensor& flat, Side side,
+                                              bool into_tensors) const {
   const int64_t end = begin + flat.numel();
   for (size_t slot = 0; slot < b.params.size(); ++slot) {
-    const Tensor p = params_[b.params[slot]].second.detach();
-    const int64_t n = p.numel(), lo = std::max(begin, b.offsets[slot]), hi = std::min(end, b.offsets[slot] + n);
+    const Tensor& param = params_[b.params[slot]].second;
+    const Tensor t = side == Side::values ? param.detach() : param.grad();
+    const int64_t n = param.numel(), lo = std::max(begin, b.offsets[slot]), hi = std::min(end, b.offsets[slot] + n);
     if (lo >= hi) continue;
+    OOMLAB_CHECK(t.defined(), "ZeRO: ", params_[b.params[slot]].first, " has no gradient to reduce");
     Tensor elems = flat.narrow(0, lo - begin, hi - lo);
-    if (!into_params) {
-      elems.copy_(p.reshape({n}).narrow(0, lo - b.offsets[slot], hi - lo));
-    } else if (p.is_contiguous()) {   // a view of the parameter's storage: written in place
-      p.reshape({n}).narrow(0, lo - b.offsets[slot], hi - lo).copy_(elems);
+    if (!into_tensors) {
+      elems.copy_(t.reshape({n}).narrow(0, lo - b.offsets[slot], hi - lo));
+    } else if (t.is_contiguous()) {   // a view of the tensor's storage: written in place
+      t.reshape({n}).narrow(0, lo - b.offsets[slot], hi - lo).copy_(elems);
     } else {                          // channels_last: through a logical-order copy
-      Tensor logical = p.reshape({n});
+      Tensor logical = t.reshape({n});
       logical.narrow(0, lo - b.offsets[slot], hi - lo).copy_(elems);
-      Tensor dst = p;
-      dst.copy_(logical.reshape(p.shape()));
+      Tensor dst = t;
+      dst.copy_(logical.reshape(t.shape()));
     }
   }
 }
@@ -49,6 +53,12 @@ nn::NamedTensors DistributedDataParallel::optimizer_parameters() const {
   nn::NamedTensors out;
   for (size_t i = 0; i < buckets_.size(); ++i) out.push_back({str_cat("zero.shard", i), buckets_[i].shard_param});
   return out;
+}
+
+int64_t DistributedDataParallel::zero_bucket_shard_bytes() const {
+  int64_t n = 0;
+  for (const Bucket& b : buckets_) n += b.shard * int64_t(dtype_size(b.dtype));
+  return n;
 }
 
 void DistributedDataParallel::zero_model_grads() {
@@ -76,15 +86,34 @@ void DistributedDataParallel::launch_zero(Bucket& b) {
 }
 
 void DistributedDataParallel::finish_zero(Bucket& b) {
-  Tensor g = b.shard_param.grad();
-  if (g.defined()) {
-    add_inplace(g, b.reduced);   // stage 2's later micro-batches
+  NoGradGuard no_grad;
+  if (zero_stage_ == 1) {   // back into this rank's slice of the full gradients
+    copy_flat_range(b, int64_t(queue_->rank()) * b.shard, b.reduced, Side::grads, /*into_tensors=*/true);
+  } else if (b.grad_sum.defined()) {
+    add_inplace(b.grad_sum, b.reduced);   // stage 2's later micro-batches
   } else {
-    b.shard_param.set_grad(b.reduced);
+    b.grad_sum = b.reduced;
   }
   b.reduced = Tensor();
   b.flat = Tensor();   // the bucket's buffer is freed
   b.work = CommQueue::Work();
+}
+
+void DistributedDataParallel::prepare_shard_grads() {
+  if (zero_stage_ == 0) return;
+  NoGradGuard no_grad;
+  MemoryContext ctx("DistributedDataParallel", "zero_shard_grads");
+  for (Bucket& b : buckets_) {
+    const DType d = b.shard_param.dtype();
+    if (zero_stage_ == 1) {
+      Tensor g = Tensor::zeros({b.shard}, d, queue_->device());   // padding: 0
+      copy_flat_range(b, int64_t(queue_->rank()) * b.shard, g, Side::grads, /*into_tensors=*/false);
+      b.shard_param.set_grad(g);
+    } else if (b.grad_sum.defined()) {
+      b.shard_param.set_grad(b.grad_sum.dtype() == d ? b.grad_sum : b.grad_sum.to(d));
+      b.grad_sum = Tensor();
+    }
+  }
 }
 
 void DistributedDataParallel::gather_parameters() {
@@ -92,10 +121,12 @@ void DistributedDataParallel::gather_parameters() {
   NoGradGuard no_grad;
   MemoryContext ctx("DistributedDataParallel", "zero_gather");
   const int64_t world = queue_->world_size();
+  for (Bucket& b : buckets_) b.shard_param.set_grad(Tensor());   // the step is done with them
   for (Bucket& b : buckets_) {
+    const Tensor send = b.shard_param.dtype() == b.dtype ? b.shard_param : b.shard_param.to(b.dtype);
     Tensor full = Tensor::empty({b.shard * world}, b.dtype, queue_->device());
-    queue_->run([&](Communicator& c) { c.all_gather(b.shard_param, full); });
-    copy_flat_range(b, 0, full.narrow(0, 0, b.numel), /*into_params=*/true);
+    queue_->run([&](Communicator& c) { c.all_gather(send, full); });
+    copy_flat_range(b, 0, full.narrow(0, 0, b.numel), Side::values, /*into_tensors=*/true);
   }
 }
 

@@ -91,7 +91,7 @@ void DistributedDataParallel::assign_buckets(Device dev, int64_t bucket_cap_byte
 }
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
-                                                 int64_t bucket_cap_bytes, int zero_stage)
+                                                 int64_t bucket_cap_bytes, int zero_stage, bool master_weights)
     : module_(module), queue_(std::move(queue)), zero_stage_(zero_stage), alive_(std::make_shared<bool>(true)) {
   OOMLAB_CHECK(queue_ != nullptr, "DistributedDataParallel: no communicator");
   OOMLAB_CHECK(zero_stage >= 0 && zero_stage <= 2, "DistributedDataParallel: ZeRO stage ", zero_stage,
@@ -132,7 +132,9 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
     if (p.second.requires_grad()) params_.push_back(p);
   bucket_of_.assign(params_.size(), 0);
   assign_buckets(dev, bucket_cap_bytes);
-  if (zero_stage_ > 0) make_shards(dev);
+  OOMLAB_CHECK(!master_weights || zero_stage_ > 0, "DistributedDataParallel: master_weights are ZeRO's sharded "
+               "masters (zero_stage 1 or 2); plain DDP leaves them to the trainer");
+  if (zero_stage_ > 0) make_shards(dev, master_weights);
   // 4. Grad-ready hooks.
   for (size_t k = 0; k < params_.size(); ++k) {
     std::weak_ptr<bool> alive = alive_;
@@ -194,6 +196,14 @@ void DistributedDataParallel::on_grad_ready(size_t k, Tensor& grad) {
 void DistributedDataParallel::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     if (zero_stage_ > 0) {
+      // At most two buckets live: the previous one is finished (and freed) first, at the
+      // same point of every backward (a deterministic trace, meta's as a GPU's).
+      if (next_launch_ > 0 && buckets_[next_launch_ - 1].work.valid()) {
+        Bucket& prev = buckets_[next_launch_ - 1];
+        prev.work.wait();
+        stats_.allreduce_seconds += prev.work.seconds();
+        finish_zero(prev);
+      }
       launch_zero(buckets_[next_launch_]);
     } else {
       Tensor flat = buckets_[next_launch_].flat;
@@ -217,6 +227,7 @@ void DistributedDataParallel::finalize_backward() {
   const auto t0 = std::chrono::steady_clock::now();
   double reduce_s = 0;
   for (Bucket& b : buckets_) {
+    if (!b.work.valid()) continue;   // ZeRO: finished when the next bucket was launched
     b.work.wait();
     reduce_s += b.work.seconds();
   }
@@ -225,7 +236,8 @@ void DistributedDataParallel::finalize_backward() {
   stats_.buckets_reduced += int64_t(buckets_.size());
   ++stats_.synced_backwards;
   if (zero_stage_ > 0) {
-    for (Bucket& b : buckets_) finish_zero(b);
+    for (Bucket& b : buckets_)
+      if (b.reduced.defined()) finish_zero(b);
     return;
   }
   MemoryContext ctx("DistributedDataParallel", "copy_grads");

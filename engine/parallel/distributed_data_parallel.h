@@ -30,18 +30,21 @@
 //    share hidden behind backward: 1 - exposed / all-reduce.
 //  * ZeRO (zero_stage 1 or 2; Rajbhandari et al. 2020, ddp_zero.cpp): the same buckets, each
 //    padded to world x shard elements; rank r owns elements [r x shard, (r+1) x shard) of
-//    every bucket and the optimizer updates only those (optimizer_parameters(): one flat
-//    "zero.shard<b>" tensor per bucket, the parameters' dtype): optimizer state / world.
-//    A bucket's buffer exists only while it is reduced (allocated when its first gradient
-//    is ready, freed once its reduce_scatter (avg) into the shard's grad is done). Stage 1
-//    keeps the parameters' full gradients and reduces on the last micro-batch only (as
-//    no_sync); stage 2 frees each gradient once it is in its bucket and reduces every
-//    micro-batch into the shard's grad (DeepSpeed's stage 2 under accumulation).
-//    zero_model_grads() clears the model's gradients (the optimizer's zero_grad only sees
-//    the shards); gather_parameters() after the optimizer step all-gathers every bucket's
-//    updated shards into the parameters (one bucket-sized buffer at a time). Parameters
-//    reduce-scatter + all-gather: 2 x the bytes DDP's all-reduce moves, per ring (the
-//    paper's 2 Psi for stages 1 and 2).
+//    every bucket, and the optimizer updates only those (optimizer_parameters(): one flat
+//    "zero.shard<b>" tensor per bucket, in the bucket's dtype, or float32 for a 16-bit
+//    bucket with master_weights: the masters, sharded): optimizer state / world. A bucket's
+//    buffer exists only while it is reduced (allocated when its first gradient is ready,
+//    freed once its reduce_scatter (avg) is done: waited for when the next bucket is
+//    launched, so at most two are alive, the last one at finalize). Stage 1 keeps the full
+//    gradients, reduces on the last micro-batch only (as no_sync) and writes each reduced
+//    slice back into them; stage 2 frees each gradient once it is in its bucket, reduces
+//    every micro-batch (DeepSpeed's stage 2 under accumulation) and sums the slices in a
+//    bucket-dtype buffer of shard elements. prepare_shard_grads() before the optimizer step
+//    gives each shard its gradient (in the shard's dtype); gather_parameters() after it
+//    frees those, then all-gathers every bucket's updated shards (in the bucket's dtype) into
+//    the parameters, one bucket-sized buffer at a time. zero_model_grads() clears the
+//    module's gradients (the optimizer's zero_grad only sees the shards). Reduce-scatter +
+//    all-gather move the bytes of DDP's all-reduce (the paper's 2 Psi for stages 1 and 2).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -67,7 +70,8 @@ struct DdpStats {
 class DistributedDataParallel {
  public:
   DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
-                          int64_t bucket_cap_bytes = kDdpDefaultBucketCap, int zero_stage = 0);
+                          int64_t bucket_cap_bytes = kDdpDefaultBucketCap, int zero_stage = 0,
+                          bool master_weights = false);
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -81,7 +85,10 @@ class DistributedDataParallel {
   int zero_stage() const { return zero_stage_; }
   // What the optimizer updates: the module's parameters (stage 0), or this rank's shards.
   nn::NamedTensors optimizer_parameters() const;
+  // ZeRO: bytes of one shard of every bucket in the buckets' dtypes (stage 2's gradient sums).
+  int64_t zero_bucket_shard_bytes() const;
   void zero_model_grads();     // ZeRO: the module's gradients set to none
+  void prepare_shard_grads();  // ZeRO: each shard's gradient, before the optimizer step
   void gather_parameters();    // ZeRO: every rank's updated shards into the parameters
   // Bucket sizes in bytes (their parameters', padding aside), in launch order; parameter
   // names per bucket.
@@ -99,14 +106,17 @@ class DistributedDataParallel {
     DType dtype = DType::f32;
     Tensor shard_param;                      // ZeRO: this rank's elements, what the optimizer updates
     Tensor reduced;                          // ZeRO: the reduce_scatter's output until finish_zero
+    Tensor grad_sum;                         // ZeRO stage 2: the reduced slices summed over micro-batches
   };
   void assign_buckets(Device dev, int64_t bucket_cap_bytes);
-  void make_shards(Device dev);                                 // ZeRO (ddp_zero.cpp)
+  void make_shards(Device dev, bool master_weights);           // ZeRO (ddp_zero.cpp)
   void fill_zero_bucket(Bucket& b, size_t slot, const Tensor& grad, size_t param);
   void launch_zero(Bucket& b);
   void finish_zero(Bucket& b);
-  // Copies between a bucket's flat elements [begin, begin + n) and the contiguous `flat`.
-  void copy_flat_range(const Bucket& b, int64_t begin, const Tensor& flat, bool into_params) const;
+  // Copies between a bucket's flat elements [begin, begin + flat.numel()) and `flat`, on
+  // the parameters' values or their gradients; to_bucket_side: into those tensors.
+  enum class Side { values, grads };
+  void copy_flat_range(const Bucket& b, int64_t begin, const Tensor& flat, Side side, bool into_tensors) const;
   void on_grad_ready(size_t param, Tensor& grad);
   void launch_ready();
 

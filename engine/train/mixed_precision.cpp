@@ -72,6 +72,10 @@ bool GradScaler::before_optimizer_step(Optimizer& opt) {
             UnscaleArgs{grad.raw_data(), flag.device().is_meta() ? nullptr : flag.data<float>(), inv, grad.numel()});
       }
   }
+  if (reduce_found_inf_) {   // every rank takes part, whether or not it had gradients
+    if (!flag.defined()) flag = Tensor::zeros({1}, DType::f32, opt.param_groups().at(0).params.at(0).second.device());
+    reduce_found_inf_(flag);
+  }
   if (flag.defined() && !flag.device().is_meta()) found_inf_ = flag.item() != 0.0;
   return !found_inf_;
 }

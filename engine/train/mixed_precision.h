@@ -14,6 +14,7 @@
 //  * state_json()/load_state() carry the scale and growth tracker through checkpoints, so a
 //    resumed run continues the same scale sequence (bit-exact resume).
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -54,6 +55,10 @@ class GradScaler : public StepStrategy {
 
   float scale() const { return scale_; }
   bool found_inf() const { return found_inf_; }          // in the last step
+  // Sharded gradients (ZeRO): each rank sees only its shards, so the found-inf flag (a
+  // float32 [1] on the gradients' device) is reduced (max) over the ranks before it is read,
+  // as PyTorch's ShardedGradScaler does; every rank then skips or steps together.
+  void set_found_inf_reduction(std::function<void(Tensor& flag)> reduce) { reduce_found_inf_ = std::move(reduce); }
   float last_step_scale() const { return used_scale_; }   // the scale the last step's loss used
   int64_t growth_tracker() const { return tracker_; }
   nlohmann::json state_json() const;                      // {"kind", "scale", "growth_tracker"}
@@ -66,6 +71,7 @@ class GradScaler : public StepStrategy {
   float used_scale_;
   int64_t tracker_ = 0;
   bool found_inf_ = false;
+  std::function<void(Tensor& flag)> reduce_found_inf_;
 };
 
 }  // namespace oomlab

@@ -84,9 +84,10 @@ TrainingRun::TrainingRun(nn::Module& model, const Dataset& train_set, const Data
 
 void TrainingRun::set_up_precision() {
   if (!c_.half) return;
-  half_model(*model_, DType::f16);
+  half_model(*model_, DType::f16);   // (a DDP rank's model is already half: its buckets are)
   half_io_.emplace(DType::f16, c_.master_weights);
-  if (c_.master_weights) masters_.emplace(*model_);
+  const bool zero = c_.ddp && c_.ddp->zero_stage() > 0;   // ZeRO's shards are the masters
+  if (c_.master_weights && !zero) masters_.emplace(*model_);
 }
 
 void TrainingRun::make_optimizer() {
@@ -141,6 +142,10 @@ void TrainingRun::assemble_strategies() {
   if (masters_) strategies_.push_back(&*masters_);
   if (c_.loss_scale.kind != LossScaleSpec::Kind::none) {
     strategies_.push_back(&scaler_.emplace(c_.loss_scale));
+    if (c_.ddp && c_.ddp->zero_stage() > 0)   // each rank unscales only its shards
+      scaler_->set_found_inf_reduction([ddp = c_.ddp](Tensor& flag) {
+        ddp->queue().run([&](Communicator& comm) { comm.all_reduce(flag, ReduceOp::max); });
+      });
     history_["loss_scale"] = json::array();
     history_["found_inf_steps"] = json::array();
   }

@@ -251,13 +251,14 @@ int cmd_estimate(const std::vector<std::string>& args) {
   row("buffers (BN stats)", e.buffers_bytes, "-", -1);
   row("grads", e.grads_bytes, "(inside params x n)", -1);
   row("optimizer state", e.optimizer_state_bytes, "(inside params x n)", -1);
-  if (spec.master_weights) row("master weights (fp32)", e.master_weights_bytes, "-", -1);
+  if (spec.master_weights && e.zero_stage == 0) row("master weights (fp32)", e.master_weights_bytes, "-", -1);
   if (!e.ddp_bucket_bytes.empty() && e.zero_stage == 0)
     row(str_cat("DDP buckets (", e.ddp_bucket_bytes.size(), ")").c_str(), e.ddp_buckets_total_bytes(), "-", -1);
   if (e.zero_stage > 0) row(str_cat("ZeRO-", e.zero_stage, " shards").c_str(), e.zero_shard_bytes, "-", -1);
   row("input batch", e.input_bytes, "input batch", e.formula_input_bytes);
   row("activations (saved)", e.activation_bytes, "batch x outputs x 2", e.formula_activation_bytes);
   row("transient over fwd", e.transient_bytes, "-", -1);
+  if (e.zero_stage > 0) row("model states", e.model_state_bytes, "-", -1);
   row("PEAK allocated", e.peak_allocated_bytes, "TOTAL", e.formula_bytes);
   row("peak reserved", e.peak_reserved_bytes, "-", -1);
   if (spec.cuda_graphs) {

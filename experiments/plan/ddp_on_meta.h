@@ -19,10 +19,10 @@
 namespace oomlab {
 
 struct DdpOnMeta {
-  DdpOnMeta(nn::Module& model, int ranks, int64_t bucket_cap, int zero_stage)
+  DdpOnMeta(nn::Module& model, int ranks, int64_t bucket_cap, int zero_stage, bool master_weights)
       : comm(ranks, 0),
         queue(std::make_shared<CommQueue>(comm)),
-        ddp(model, queue, bucket_cap, zero_stage),
+        ddp(model, queue, bucket_cap, zero_stage, master_weights),
         strategy(ddp) {}
   MetaRankCommunicator comm;
   std::shared_ptr<CommQueue> queue;

@@ -237,6 +237,7 @@ nlohmann::json MemoryEstimate::to_json() const {
           {"formula", {{"params_bytes", formula_params_bytes}, {"activation_bytes", formula_activation_bytes},
                        {"input_bytes", formula_input_bytes}, {"total_bytes", formula_bytes}}},
           {"formula_error_pct", formula_error_pct}, {"step_flops", step_flops},
+          {"model_state_bytes", model_state_bytes},
           {"step_cost", step_cost.to_json()}};
   if (!ddp_bucket_bytes.empty())
     j["ddp"] = {{"bucket_bytes", ddp_bucket_bytes}, {"buckets_total_bytes", ddp_buckets_total_bytes()},
@@ -347,11 +348,12 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
                       MemoryEstimate& e) {
   e.grads_bytes = 0;
   if (ddp) e.ddp_bytes_sent = ddp->comm.stats().bytes_sent;
-  if (ddp && ddp->ddp.zero_stage() > 0)   // the shards: the optimizer's copy of this rank's elements, their grads
-    for (const auto& [n, s] : ddp->ddp.optimizer_parameters()) {
-      e.zero_shard_bytes += int64_t(s.nbytes());
-      if (s.grad().defined()) e.grads_bytes += int64_t(s.grad().nbytes());
-    }
+  if (ddp && ddp->ddp.zero_stage() > 0) {   // the shards: the optimizer's copy of this rank's elements
+    for (const auto& [n, s] : ddp->ddp.optimizer_parameters()) e.zero_shard_bytes += int64_t(s.nbytes());
+    // stage 2: the gradient shard backward sums into (freed by the step, as the paper's
+    // partitioned gradients are held through backward); stage 1 keeps the model's full ones
+    if (ddp->ddp.zero_stage() == 2) e.grads_bytes += ddp->ddp.zero_bucket_shard_bytes();
+  }
   for (const auto& [n, p] : model.named_parameters())
     if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());
   if (masters) {   // the float32 copies of the 16-bit parameters and their gradients
@@ -361,6 +363,10 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
     }
   }
   e.optimizer_state_bytes = bytes_of(opt.state_tensors());
+  // ZeRO's "model states" (Rajbhandari et al. 2020, Figure 1): parameters, gradients and
+  // every optimizer-side tensor (state, masters, shards), as held through a step.
+  e.model_state_bytes = e.params_bytes + e.grads_bytes + e.optimizer_state_bytes + e.master_weights_bytes +
+                        e.zero_shard_bytes;
 }
 
 // The estimate's description: model, optimizer, batch, parameter and buffer bytes.
@@ -398,7 +404,7 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   if (spec.half) {
     half_model(*b.model, DType::f16);
     half_io.emplace(DType::f16, spec.master_weights);
-    if (spec.master_weights) masters.emplace(*b.model);
+    if (spec.master_weights && spec.zero_stage == 0) masters.emplace(*b.model);   // ZeRO: sharded masters
   }
   if (spec.channels_last) channels_last_model(*b.model);   // as the trainer, after --half
   MemoryEstimate e = described(spec, optimizer, batch, outputs, *b.model);
@@ -407,7 +413,8 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   std::optional<DdpOnMeta> ddp;
   check_zero_supported(spec);
   if (spec.parallel == ParallelMode::ddp) {
-    ddp.emplace(*b.model, int(spec.devices), spec.bucket_cap, spec.zero_stage);
+    ddp.emplace(*b.model, int(spec.devices), spec.bucket_cap, spec.zero_stage,
+                spec.zero_stage > 0 && spec.master_weights);
     e.ddp_bucket_bytes = ddp->ddp.bucket_bytes();
     e.zero_stage = spec.zero_stage;
   }

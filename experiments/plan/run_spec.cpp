@@ -88,9 +88,7 @@ void check_run_model_techniques(const RunSpec& spec) {
 // flat shard per bucket, not the model's parameters).
 void check_zero_supported(const RunSpec& c) {
   if (c.zero_stage == 0) return;
-  const char* with = c.master_weights                                ? "--master-weights"
-                     : c.loss_scale.kind != LossScaleSpec::Kind::none ? "loss scaling (--amp fp16, --loss-scale)"
-                     : !c.lr_groups.empty()                          ? "--lr-groups"
+  const char* with = !c.lr_groups.empty()                          ? "--lr-groups"
                      : !c.save_dir.empty()                           ? "--save"
                      : !c.resume_dir.empty()                         ? "--resume"
                      : c.ema_decay > 0                               ? "--ema"

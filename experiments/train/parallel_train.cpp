@@ -17,6 +17,7 @@
 #include "engine/parallel/rank_env.h"
 #include "engine/parallel/sync_batchnorm.h"
 #include "engine/train/channels_last.h"
+#include "engine/train/half_mode.h"
 #include "engine/train/results.h"
 #include "experiments/launch/rank_launcher.h"
 
@@ -132,7 +133,8 @@ json train_rank(const RunSpec& c, TrainerConfig t, const ModelBuilder& build, co
     convert_sync_batchnorm(*model, [queue](const Tensor& x) {
       queue->run([&](Communicator& cm) { cm.all_reduce(x, ReduceOp::sum); });
     });
-  DistributedDataParallel ddp(*model, queue, c.bucket_cap, c.zero_stage);
+  if (c.half) half_model(*model, DType::f16);   // before the reducer, as model.half() before DDP(model)
+  DistributedDataParallel ddp(*model, queue, c.bucket_cap, c.zero_stage, c.zero_stage > 0 && c.master_weights);
   t.device = comm.device();
   t.devices = {comm.device()};
   t.ddp = &ddp;
