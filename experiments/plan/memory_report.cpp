@@ -356,6 +356,14 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
   }
   for (const auto& [n, p] : model.named_parameters())
     if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());
+  // What backward produces (the paper's gradients): one per parameter, or stage 2's shard sums.
+  int64_t backward_grads = 0;
+  if (ddp && ddp->ddp.zero_stage() == 2) {
+    backward_grads = ddp->ddp.zero_bucket_shard_bytes();
+  } else {
+    for (const auto& [n, p] : model.named_parameters())
+      if (p.requires_grad()) backward_grads += int64_t(p.nbytes());
+  }
   if (masters) {   // the float32 copies of the 16-bit parameters and their gradients
     for (const auto& [n, m] : masters->state_tensors()) {
       e.master_weights_bytes += int64_t(m.nbytes());
@@ -363,9 +371,10 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
     }
   }
   e.optimizer_state_bytes = bytes_of(opt.state_tensors());
-  // ZeRO's "model states" (Rajbhandari et al. 2020, Figure 1): parameters, gradients and
-  // every optimizer-side tensor (state, masters, shards), as held through a step.
-  e.model_state_bytes = e.params_bytes + e.grads_bytes + e.optimizer_state_bytes + e.master_weights_bytes +
+  // ZeRO's "model states" (Rajbhandari et al. 2020, Figure 1): parameters, the gradients
+  // backward produces, optimizer state, masters and shards; not the step's float32 copies
+  // of the gradients (MasterWeights' stay until the next zero_grad, ZeRO's are freed).
+  e.model_state_bytes = e.params_bytes + backward_grads + e.optimizer_state_bytes + e.master_weights_bytes +
                         e.zero_shard_bytes;
 }
 

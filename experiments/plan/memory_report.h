@@ -113,8 +113,9 @@ struct MemoryEstimate {
   // ring sends them (meta_comm.h).
   int zero_stage = 0;
   int64_t zero_shard_bytes = 0, ddp_bytes_sent = 0;
-  // Parameters + gradients + optimizer state + masters + ZeRO shards: the paper's "model
-  // states" (stage 2's gradients are the shard backward sums into).
+  // Parameters + the gradients backward produces + optimizer state + masters + ZeRO shards:
+  // the paper's "model states" (stage 2's gradients are the shard backward sums into; the
+  // masters' float32 gradient copies are the step's, left out).
   int64_t model_state_bytes = 0;
   nlohmann::json to_json() const;
 };

@@ -1,0 +1,138 @@
+// driver.cpp — experiment 20_zero (issue 53): summary and verdict (registered with the
+// runner). Points: `oomlab estimate --parallel ddp --devices N [--zero 1|2]` on meta of a
+// scaled BERT in mixed precision (fp16 weights, float32 masters, AdamW: K = 12): one rank
+// of N, exactly.
+// Summary: per (stage, N) the rank's model states (metrics.model_state_bytes: parameters,
+// gradients, optimizer state, masters, shards) per parameter beside the paper's formula
+// (16; 4 + 12 / N; 2 + 14 / N), both scaled to the paper's Psi = 7.5B in GB, and the bytes
+// the rank sends per step per parameter beside DDP's; per stage the largest model whose
+// model states fit a source.card_bytes card at N = source.card_ranks; per (stage,
+// checkpoint) at N = 64 the whole peak with activations (batch 4 x 512 tokens).
+// Verdict (exact figures, verdict_rule.h): per (stage, N), ours within source.tolerance of
+// the formula; per (stage, N) the bytes sent within source.tolerance of DDP's at that N.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "experiments/runner/driver_util.h"
+#include "experiments/runner/registry.h"
+#include "experiments/runner/verdict_rule.h"
+
+namespace oomlab {
+namespace {
+using json = nlohmann::json;
+
+double formula_per_param(const std::string& stage, double n) {
+  if (stage == "zero1") return 4 + 12 / n;
+  if (stage == "zero2") return 2 + 14 / n;
+  return 16;
+}
+
+json state_rows(const json& spec, const std::vector<const json*>& points) {
+  const double paper_params = spec["source"]["paper_params"].get<double>();
+  std::map<int64_t, double> ddp_sent;   // per rank count
+  for (const json* p : points)
+    if ((*p)["axes"]["stage"] == "ddp")
+      ddp_sent[point_option(*p, "devices").get<int64_t>()] = (*p)["metrics"]["ddp"]["bytes_sent_per_step"].get<double>();
+  json rows = json::array();
+  for (const json* p : points) {
+    const json& m = (*p)["metrics"];
+    const std::string stage = (*p)["axes"]["stage"].get<std::string>();
+    const int64_t n = point_option(*p, "devices").get<int64_t>();
+    const double params = m["params"].get<double>(), states = m["model_state_bytes"].get<double>();
+    const double ours = states / params, paper = formula_per_param(stage, double(n));
+    const double sent = m["ddp"]["bytes_sent_per_step"].get<double>();
+    rows.push_back({{"stage", stage}, {"ranks", n}, {"params", params}, {"model_state_bytes", states},
+                    {"per_param", ours}, {"formula_per_param", paper}, {"error", (ours - paper) / paper},
+                    {"ours_gb_at_paper_params", ours * paper_params / 1e9},
+                    {"formula_gb_at_paper_params", paper * paper_params / 1e9},
+                    {"bytes_sent", sent}, {"ddp_bytes_sent", ddp_sent.count(n) ? ddp_sent[n] : 0.0},
+                    {"peak_bytes", m["exact"]["peak_allocated_bytes"]}});
+  }
+  return rows;
+}
+
+json largest_models(const json& spec, const json& rows) {
+  const double card = spec["source"]["card_bytes"].get<double>();
+  const int64_t ranks = spec["source"]["card_ranks"].get<int64_t>();
+  json out = json::array();
+  for (const json& r : rows)
+    if (r["ranks"].get<int64_t>() == ranks)
+      out.push_back({{"stage", r["stage"]}, {"ranks", ranks}, {"params", card / r["per_param"].get<double>()}});
+  return out;
+}
+
+json peak_rows(const std::vector<const json*>& points) {
+  json rows = json::array();
+  for (const json* p : points) {
+    const json& m = (*p)["metrics"];
+    rows.push_back({{"stage", (*p)["axes"]["stage"]}, {"checkpoint", (*p)["axes"]["checkpoint"]},
+                    {"params", m["params"]}, {"model_state_bytes", m["model_state_bytes"]},
+                    {"peak_bytes", m["exact"]["peak_allocated_bytes"]},
+                    {"peak_reserved_bytes", m["exact"]["peak_reserved_bytes"]}});
+  }
+  return rows;
+}
+
+std::vector<const json*> block(const std::vector<const json*>& points, const std::string& name) {
+  std::vector<const json*> out;
+  for (const json* p : points)
+    if ((*p).value("block", "") == name) out.push_back(p);
+  return out;
+}
+
+json summarize_20(const json& spec, json& points) {
+  const std::vector<const json*> all = ok_points(points, "estimate");
+  const json states = state_rows(spec, block(all, "model_states"));
+  return {{"rows", states}, {"largest", largest_models(spec, states)}, {"peaks", peak_rows(block(all, "whole_peak"))},
+          {"profile", spec.value("profile", "")}};
+}
+
+// "The whole peak at 64 ranks (4 x 512 tokens): DDP X GiB, ZeRO-2 with checkpoint all Y GiB. "
+std::string peak_text(const json& peaks) {
+  std::string ddp, best;
+  for (const json& r : peaks) {
+    const std::string gib = str_cat(std::round(r["peak_bytes"].get<double>() / (1 << 30) * 100) / 100, " GiB");
+    if (r["stage"] == "ddp" && r["checkpoint"] == "none") ddp = gib;
+    if (r["stage"] == "zero2" && r["checkpoint"] == "all") best = gib;
+  }
+  if (ddp.empty() || best.empty()) return "";
+  return str_cat("The whole peak with activations at 64 ranks (4 x 512 tokens): DDP ", ddp,
+                 ", ZeRO-2 with every block checkpointed ", best, ". ");
+}
+
+json verdict_20(const json& spec, const json& s) {
+  const double tol = spec["source"]["tolerance"].get<double>();
+  std::vector<Judged> parts;
+  double worst = 0, worst_sent = 0;
+  std::string at_paper;
+  for (const json& r : s["rows"]) {
+    const double err = std::abs(r["error"].get<double>());
+    const double ddp = r["ddp_bytes_sent"].get<double>();
+    const double sent = ddp > 0 ? std::abs(r["bytes_sent"].get<double>() - ddp) / ddp : 1.0;
+    parts.push_back(judge_exact(err <= tol));
+    parts.push_back(judge_exact(sent <= tol));
+    worst = std::max(worst, err), worst_sent = std::max(worst_sent, sent);
+    if (r["ranks"].get<int64_t>() == spec["source"]["paper_ranks"].get<int64_t>())
+      at_paper += str_cat(at_paper.empty() ? "" : ", ", r["stage"].get<std::string>(), " ",
+                          std::round(r["ours_gb_at_paper_params"].get<double>() * 10) / 10, " GB (paper ",
+                          spec["source"]["paper_gb"].value(r["stage"].get<std::string>(), 0.0), ")");
+  }
+  const std::string reason = str_cat(
+      "Exact meta ranks of a ", s["rows"].empty() ? 0.0 : std::round(s["rows"][0]["params"].get<double>() / 1e7) / 100,
+      "B-parameter BERT in mixed-precision AdamW at ", s["rows"].size(), " (stage, ranks) settings: model states per "
+      "parameter within ", pct_text(worst), " of the paper's formulas (tolerance ", pct_text(tol), "); scaled to "
+      "Psi = 7.5B at 64 ranks: ", at_paper.empty() ? "not in this profile" : at_paper,
+      ". Bytes sent per step within ", pct_text(worst_sent), " of DDP's (reduce-scatter + all-gather = all-reduce). ",
+      peak_text(s["peaks"]), "Stage 3 (P_os+g+p) is not built yet.");
+  return {{"status", verdict_status(parts)}, {"reason", reason}};
+}
+
+}  // namespace
+
+OOMLAB_REGISTER_EXPERIMENT({"20_zero", summarize_20, verdict_20, {},
+                            {{"source.tolerance", "positive"}, {"source.paper_params", "positive"},
+                             {"source.card_bytes", "positive"}, {"source.card_ranks", "positive"},
+                             {"source.paper_ranks", "positive"}}});
+
+}  // namespace oomlab
