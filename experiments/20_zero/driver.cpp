@@ -33,7 +33,8 @@ json state_rows(const json& spec, const std::vector<const json*>& points) {
   std::map<int64_t, double> ddp_sent;   // per rank count
   for (const json* p : points)
     if ((*p)["axes"]["stage"] == "ddp")
-      ddp_sent[point_option(*p, "devices").get<int64_t>()] = (*p)["metrics"]["ddp"]["bytes_sent_per_step"].get<double>();
+      ddp_sent[point_option(*p, "devices").get<int64_t>()] =
+          (*p)["metrics"]["ddp"]["bytes_sent_per_step"].get<double>();
   json rows = json::array();
   for (const json* p : points) {
     const json& m = (*p)["metrics"];
