@@ -69,11 +69,12 @@ TEST(PlanDdp, EstimateOfOneRankIsTheTrainingRanksPeakToTheByte) {
 
 // ZeRO: the estimate of one rank of 4 (a meta world: nothing moved) equals every rank's peak
 // of a four-rank meta training run; stage 1 cuts AdamW's state to a quarter, stage 2 the
-// gradients too; each step sends what DDP's all-reduce sends (reduce-scatter + all-gather).
+// gradients too, stage 3 the parameters too; stages 1 and 2 send what DDP's all-reduce sends
+// (reduce-scatter + all-gather).
 TEST(PlanDdp, ZeroEstimateIsEveryTrainingRanksPeakAndShardsTheState) {
   const std::string common = "--model resnet20 --batch 16 --optimizer adamw --parallel ddp --devices 4";
   const nlohmann::json ddp = run_ok("estimate " + common);
-  for (const char* z : {"1", "2"}) {
+  for (const char* z : {"1", "2", "3"}) {
     const nlohmann::json e = run_ok("estimate " + common + " --zero " + z);
     const nlohmann::json t = run_ok("train " + common + " --zero " + z + " --dataset synthetic --device meta "
                                     "--steps 3 --synthetic-size 64 --eval-batches 0 --quiet");
@@ -90,12 +91,29 @@ TEST(PlanDdp, ZeroEstimateIsEveryTrainingRanksPeakAndShardsTheState) {
     const int64_t full_grads = ddp["metrics"]["exact"]["grads_bytes"].get<int64_t>();
     if (std::string(z) == "1") {
       EXPECT_EQ(grads, full_grads) << "stage 1 keeps the full gradients";
-    } else {   // stage 2: the shard backward sums into
+    } else {   // stages 2 and 3: the shard backward sums into
       EXPECT_GE(grads, full_grads / 4);
       EXPECT_LE(grads, full_grads / 4 + 2048);
     }
-    EXPECT_NEAR(e["metrics"]["ddp"]["bytes_sent_per_step"].get<double>(),   // the buckets' padding aside
-                ddp["metrics"]["ddp"]["bytes_sent_per_step"].get<double>(), 4 * 4 * 8) << z;
+    const int64_t params = e["metrics"]["exact"]["params_bytes"].get<int64_t>();
+    const int64_t full_params = ddp["metrics"]["exact"]["params_bytes"].get<int64_t>();
+    if (std::string(z) == "3") {   // a rank keeps its shard of every parameter
+      EXPECT_GE(params, full_params / 4);
+      EXPECT_LE(params, full_params / 4 + 2048);
+    } else {
+      EXPECT_EQ(params, full_params);
+    }
+    if (std::string(z) != "3") {
+      EXPECT_NEAR(e["metrics"]["ddp"]["bytes_sent_per_step"].get<double>(),   // the buckets' padding aside
+                  ddp["metrics"]["ddp"]["bytes_sent_per_step"].get<double>(), 4 * 4 * 8) << z;
+    }
+  }
+  // issue 53's bar command: BERT-large's size, stage 3 over 64 ranks, one rank exactly
+  const nlohmann::json large = run_ok("estimate --model bert-base --hidden 1024 --layers 24 --heads 16 --batch 8 "
+                                      "--parallel ddp --zero 3 --devices 64");
+  if (!large.empty()) {
+    const double per_rank = large["metrics"]["exact"]["params_bytes"].get<double>();
+    EXPECT_NEAR(per_rank, 4.0 * large["metrics"]["params"].get<double>() / 64, per_rank * 0.01);
   }
   // model.half() with ZeRO's float32 masters sharded (and a ShardedGradScaler's loss scaling)
   const std::string half = common + " --half --master-weights --zero 2";

@@ -7,6 +7,7 @@
 // the forward observer (if any). The root module (empty full_name) is labelled with its
 // type_name().
 #include "engine/nn/module.h"
+#include "engine/nn/module_hooks.h"
 
 #include <optional>
 
@@ -46,10 +47,13 @@ Tensor Module::operator()(const Tensor& x) {
     span.emplace(span_name.c_str(), 0, x.defined() ? x.device() : cpu_device());
   }
   Tensor y;
+  const ModuleCallHooks* hooks = module_call_hooks();   // engine/nn/module_hooks.h (ZeRO-3)
   try {
+    if (hooks && hooks->before) hooks->before(*this);
     y = checkpoint_role_.segment >= 0 && grad_enabled() && !checkpoint_recomputing()
             ? checkpointed_forward(*this, x)   // engine/nn/checkpoint_plan.h
             : forward(x);
+    if (hooks && hooks->after) y = hooks->after(*this, y);
   } catch (...) {
     // A forward abandoned midway (an out-of-memory error a step recovers from) must not
     // leave a residual or key/value set by a parent behind: they hold the graph built so

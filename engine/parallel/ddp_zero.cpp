@@ -22,6 +22,8 @@ void DistributedDataParallel::make_shards(Device dev, bool master_weights) {
     // the last rank's padding stays 0 (its gradient is 0 too: it never moves)
     b.shard_param = Tensor::zeros({b.shard}, master_weights && sixteen ? DType::f32 : b.dtype, dev);
     copy_flat_range(b, rank * b.shard, b.shard_param, Side::values, /*into_tensors=*/false);
+    if (zero_stage_ == 3)   // the parameters' own shard: the float32 master's 16-bit twin, or the shard itself
+      b.param_shard = b.shard_param.dtype() == b.dtype ? b.shard_param : b.shard_param.to(b.dtype);
   }
 }
 
@@ -61,6 +63,13 @@ int64_t DistributedDataParallel::zero_bucket_shard_bytes() const {
   return n;
 }
 
+int64_t DistributedDataParallel::zero_optimizer_copy_bytes() const {
+  int64_t n = 0;
+  for (const Bucket& b : buckets_)
+    if (zero_stage_ < 3 || b.param_shard.impl() != b.shard_param.impl()) n += int64_t(b.shard_param.nbytes());
+  return n;
+}
+
 void DistributedDataParallel::zero_model_grads() {
   if (zero_stage_ == 0) return;
   for (auto& [name, p] : params_) p.set_grad(Tensor());
@@ -75,7 +84,7 @@ void DistributedDataParallel::fill_zero_bucket(Bucket& b, size_t slot, const Ten
   }
   const int64_t n = params_[param].second.numel();
   b.flat.narrow(0, b.offsets[slot], n).copy_(grad.reshape({n}));
-  if (zero_stage_ == 2) params_[param].second.set_grad(Tensor());   // only the shard's share is kept
+  if (zero_stage_ >= 2) params_[param].second.set_grad(Tensor());   // only the shard's share is kept
 }
 
 void DistributedDataParallel::launch_zero(Bucket& b) {
@@ -122,6 +131,11 @@ void DistributedDataParallel::gather_parameters() {
   MemoryContext ctx("DistributedDataParallel", "zero_gather");
   const int64_t world = queue_->world_size();
   for (Bucket& b : buckets_) b.shard_param.set_grad(Tensor());   // the step is done with them
+  if (zero_stage_ == 3) {   // the parameters stay sharded: only the 16-bit twin of a master follows it
+    for (Bucket& b : buckets_)
+      if (b.param_shard.impl() != b.shard_param.impl()) b.param_shard.copy_(b.shard_param);
+    return;
+  }
   for (Bucket& b : buckets_) {
     const Tensor send = b.shard_param.dtype() == b.dtype ? b.shard_param : b.shard_param.to(b.dtype);
     Tensor full = Tensor::empty({b.shard * world}, b.dtype, queue_->device());

@@ -94,8 +94,8 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
                                                  int64_t bucket_cap_bytes, int zero_stage, bool master_weights)
     : module_(module), queue_(std::move(queue)), zero_stage_(zero_stage), alive_(std::make_shared<bool>(true)) {
   OOMLAB_CHECK(queue_ != nullptr, "DistributedDataParallel: no communicator");
-  OOMLAB_CHECK(zero_stage >= 0 && zero_stage <= 2, "DistributedDataParallel: ZeRO stage ", zero_stage,
-               " is not one of 0 (DDP), 1 (optimizer state sharded), 2 (and gradients)");
+  OOMLAB_CHECK(zero_stage >= 0 && zero_stage <= 3, "DistributedDataParallel: ZeRO stage ", zero_stage,
+               " is not one of 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)");
   OOMLAB_CHECK(bucket_cap_bytes >= 1, "DistributedDataParallel: the bucket capacity must be >= 1 byte (got ",
                bucket_cap_bytes, ")");
   const Device dev = queue_->device();
@@ -131,10 +131,18 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
   for (const auto& p : all_params)
     if (p.second.requires_grad()) params_.push_back(p);
   bucket_of_.assign(params_.size(), 0);
-  assign_buckets(dev, bucket_cap_bytes);
+  if (zero_stage_ == 3) {
+    assign_units(dev);
+  } else {
+    assign_buckets(dev, bucket_cap_bytes);
+  }
   OOMLAB_CHECK(!master_weights || zero_stage_ > 0, "DistributedDataParallel: master_weights are ZeRO's sharded "
                "masters (zero_stage 1 or 2); plain DDP leaves them to the trainer");
   if (zero_stage_ > 0) make_shards(dev, master_weights);
+  if (zero_stage_ == 3) {
+    shard_parameter_storage(dev);
+    install_module_hooks();
+  }
   // 4. Grad-ready hooks.
   for (size_t k = 0; k < params_.size(); ++k) {
     std::weak_ptr<bool> alive = alive_;
@@ -145,6 +153,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
+  hooks_.reset();   // ZeRO-3's module hooks leave this thread first
   *alive_ = false;
   for (Bucket& b : buckets_)   // never leave work reading a freed bucket
     if (b.work.valid()) try { b.work.wait(); } catch (...) {}
@@ -173,7 +182,7 @@ void DistributedDataParallel::prepare_for_backward(bool sync) {
   }
   ready_.assign(params_.size(), false);
   next_launch_ = 0;
-  sync_ = sync || zero_stage_ == 2;   // stage 2 keeps no full gradient between micro-batches
+  sync_ = sync || zero_stage_ >= 2;   // stages 2 and 3 keep no full gradient between micro-batches
   in_backward_ = true;
 }
 
@@ -190,7 +199,10 @@ void DistributedDataParallel::on_grad_ready(size_t k, Tensor& grad) {
     Tensor view = b.flat.narrow(0, b.offsets[slot], p.numel());
     view.copy_(grad.reshape({p.numel()}));
   }
-  if (--b.pending == 0) launch_ready();
+  if (--b.pending == 0) {
+    if (zero_stage_ == 3) release_unit(b);   // its backward is done with the gathered parameters
+    launch_ready();
+  }
 }
 
 void DistributedDataParallel::launch_ready() {

@@ -45,14 +45,27 @@
 //    the parameters, one bucket-sized buffer at a time. zero_model_grads() clears the
 //    module's gradients (the optimizer's zero_grad only sees the shards). Reduce-scatter +
 //    all-gather move the bytes of DDP's all-reduce (the paper's 2 Psi for stages 1 and 2).
+//  * ZeRO stage 3 (FSDP's FULL_SHARD, ddp_zero3.cpp): the units are each module's own
+//    parameters (one per dtype), in reverse module order, each unit's parameters views of
+//    one storage of world x shard elements that exists only while the unit is gathered; a
+//    rank keeps its shard of every unit (param_shard; the float32 master beside it with
+//    master_weights). Module call hooks (engine/nn/module_hooks.h, on the constructing
+//    thread) all-gather a module's units before its forward and free them after it; the
+//    output gets a pre-backward node that gathers them again when backward reaches it; once
+//    every gradient of a unit is ready the unit is freed and its gradients reduced as in
+//    stage 2. After the optimizer step the shards stay shards (no all-gather). Parameters
+//    shared by two modules, and parameters not laid out contiguously (channels_last), are
+//    refused. materialize_parameters() gathers every unit for good (reading the weights).
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/nn/module.h"
+#include "engine/nn/module_hooks.h"
 #include "engine/parallel/comm_queue.h"
 
 namespace oomlab {
@@ -87,9 +100,13 @@ class DistributedDataParallel {
   nn::NamedTensors optimizer_parameters() const;
   // ZeRO: bytes of one shard of every bucket in the buckets' dtypes (stage 2's gradient sums).
   int64_t zero_bucket_shard_bytes() const;
+  // ZeRO: bytes of the shards the optimizer updates that are copies (stages 1 and 2; stage
+  // 3's float32 masters), not the parameters' own shards.
+  int64_t zero_optimizer_copy_bytes() const;
   void zero_model_grads();     // ZeRO: the module's gradients set to none
   void prepare_shard_grads();  // ZeRO: each shard's gradient, before the optimizer step
   void gather_parameters();    // ZeRO: every rank's updated shards into the parameters
+  void materialize_parameters();   // ZeRO-3: every unit gathered and kept (to read the weights)
   // Bucket sizes in bytes (their parameters', padding aside), in launch order; parameter
   // names per bucket.
   std::vector<int64_t> bucket_bytes() const;
@@ -107,9 +124,16 @@ class DistributedDataParallel {
     Tensor shard_param;                      // ZeRO: this rank's elements, what the optimizer updates
     Tensor reduced;                          // ZeRO: the reduce_scatter's output until finish_zero
     Tensor grad_sum;                         // ZeRO stage 2: the reduced slices summed over micro-batches
+    std::shared_ptr<Storage> unit;           // ZeRO-3: the parameters' storage (world x shard elements)
+    Tensor param_shard;                      // ZeRO-3: this rank's elements of the parameters (bucket dtype)
   };
   void assign_buckets(Device dev, int64_t bucket_cap_bytes);
   void make_shards(Device dev, bool master_weights);           // ZeRO (ddp_zero.cpp)
+  void assign_units(Device dev);                                // ZeRO-3 (ddp_zero3.cpp)
+  void shard_parameter_storage(Device dev);
+  void install_module_hooks();
+  void gather_unit(Bucket& b);
+  void release_unit(Bucket& b);
   void fill_zero_bucket(Bucket& b, size_t slot, const Tensor& grad, size_t param);
   void launch_zero(Bucket& b);
   void finish_zero(Bucket& b);
@@ -129,6 +153,9 @@ class DistributedDataParallel {
   size_t next_launch_ = 0;
   bool sync_ = false, in_backward_ = false;
   int zero_stage_ = 0;
+  bool materialized_ = false;                                      // ZeRO-3: units kept gathered
+  std::unordered_map<const nn::Module*, std::vector<size_t>> units_of_;   // ZeRO-3: module -> buckets
+  std::unique_ptr<nn::ModuleCallHooksGuard> hooks_;               // ZeRO-3, on the constructing thread
   DdpStats stats_;
   std::shared_ptr<bool> alive_;                          // hooks outliving the reducer do nothing
 };

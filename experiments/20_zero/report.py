@@ -12,7 +12,8 @@ from oomlab_report.atomic import save_fig_atomic
 from oomlab_report.fmt import md_table
 
 FIG = "figures/20_zero.png"
-STAGES = {"ddp": "DDP (baseline)", "zero1": "ZeRO-1 (P_os)", "zero2": "ZeRO-2 (P_os+g)"}
+STAGES = {"ddp": "DDP (baseline)", "zero1": "ZeRO-1 (P_os)", "zero2": "ZeRO-2 (P_os+g)",
+          "zero3": "ZeRO-3 (P_os+g+p)"}
 
 
 def plot_20(doc, path):
@@ -24,6 +25,7 @@ def plot_20(doc, path):
         ax.plot([r["ranks"] for r in rs], [r["formula_per_param"] for r in rs], "-", alpha=0.5,
                 label=f"{label}: paper's formula")
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
     ax.set_xlabel("data-parallel ranks Nd")
     ax.set_ylabel("model-state bytes per parameter")
     ax.grid(alpha=0.3)

@@ -291,8 +291,8 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("bucket-cap", kEstimate, "DDP's gradient bucket size (PyTorch: 25MiB)").size()
                   .applies("parallel", {"ddp"}).to(&RunSpec::bucket_cap).s);
   for (const Commands& cmds : {kTrain, kEstimate})
-    t.push_back(F("zero", cmds, "ZeRO: shard the optimizer state (1) and the gradients too (2) over the ranks")
-                    .choice({"1", "2"}).applies("parallel", {"ddp"})
+    t.push_back(F("zero", cmds, "ZeRO: shard the optimizer state (1), the gradients too (2), the parameters too (3)")
+                    .choice({"1", "2", "3"}).applies("parallel", {"ddp"})
                     .to(+[](RunSpec& r, const std::string& v) { r.zero_stage = std::stoi(v); }).s);
   t.push_back(F("backend", kTrain, "the ddp communicator (gloo, mpi, nccl: one process per rank)")
                   .choice({"local", "gloo", "mpi", "nccl"}).applies("parallel", {"ddp"})

@@ -349,16 +349,18 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
   e.grads_bytes = 0;
   if (ddp) e.ddp_bytes_sent = ddp->comm.stats().bytes_sent;
   if (ddp && ddp->ddp.zero_stage() > 0) {   // the shards: the optimizer's copy of this rank's elements
-    for (const auto& [n, s] : ddp->ddp.optimizer_parameters()) e.zero_shard_bytes += int64_t(s.nbytes());
+    e.zero_shard_bytes = ddp->ddp.zero_optimizer_copy_bytes();
     // stage 2: the gradient shard backward sums into (freed by the step, as the paper's
     // partitioned gradients are held through backward); stage 1 keeps the model's full ones
-    if (ddp->ddp.zero_stage() == 2) e.grads_bytes += ddp->ddp.zero_bucket_shard_bytes();
+    if (ddp->ddp.zero_stage() >= 2) e.grads_bytes += ddp->ddp.zero_bucket_shard_bytes();
+    // stage 3: the parameters a rank keeps are its shards (their 16-bit twins of the masters)
+    if (ddp->ddp.zero_stage() == 3) e.params_bytes = ddp->ddp.zero_bucket_shard_bytes();
   }
   for (const auto& [n, p] : model.named_parameters())
     if (p.grad().defined()) e.grads_bytes += int64_t(p.grad().nbytes());
   // What backward produces (the paper's gradients): one per parameter, or stage 2's shard sums.
   int64_t backward_grads = 0;
-  if (ddp && ddp->ddp.zero_stage() == 2) {
+  if (ddp && ddp->ddp.zero_stage() >= 2) {
     backward_grads = ddp->ddp.zero_bucket_shard_bytes();
   } else {
     for (const auto& [n, p] : model.named_parameters())

@@ -88,13 +88,16 @@ void check_run_model_techniques(const RunSpec& spec) {
 // flat shard per bucket, not the model's parameters).
 void check_zero_supported(const RunSpec& c) {
   if (c.zero_stage == 0) return;
-  const char* with = !c.lr_groups.empty()                          ? "--lr-groups"
+  const char* with = c.zero_stage == 3 && c.model.rfind("graph:", 0) == 0 ? "an imported graph (its nodes read "
+                                                                              "parameters outside module calls)"
+                     : c.zero_stage == 3 && c.checkpoint.kind != CheckpointPolicy::Kind::none ? "--checkpoint"
+                     : c.zero_stage == 3 && c.channels_last                            ? "--channels-last"
+                     : !c.lr_groups.empty()                          ? "--lr-groups"
                      : !c.save_dir.empty()                           ? "--save"
                      : !c.resume_dir.empty()                         ? "--resume"
                      : c.ema_decay > 0                               ? "--ema"
                                                                      : nullptr;
-  OOMLAB_CHECK(with == nullptr, "--zero ", c.zero_stage, " with ", with,
-               " is not supported yet (ZeRO's shards hold the optimizer's parameters)");
+  OOMLAB_CHECK(with == nullptr, "--zero ", c.zero_stage, " with ", with, " is not supported yet");
 }
 
 }  // namespace oomlab

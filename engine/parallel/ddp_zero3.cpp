@@ -1,0 +1,117 @@
+// ddp_zero3.cpp — ZeRO stage 3 (FSDP's FULL_SHARD) inside DistributedDataParallel's reducer
+// (distributed_data_parallel.h): each module's own parameters form a unit whose storage
+// exists only while gathered, module call hooks that gather a unit for its module's forward
+// and free it after, and a pre-backward node that gathers it again for backward.
+#include <map>
+#include <set>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/core/error.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/memory/storage_resize.h"
+#include "engine/parallel/distributed_data_parallel.h"
+
+namespace oomlab {
+
+// Units in reverse module order (the order backward produces their gradients): each
+// module's own parameters (relative names without a dot), one unit per dtype.
+void DistributedDataParallel::assign_units(Device) {
+  std::map<const TensorImpl*, size_t> index;
+  for (size_t k = 0; k < params_.size(); ++k) index[params_[k].second.impl()] = k;
+  std::set<const TensorImpl*> seen;
+  const auto modules = module_.named_modules();
+  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
+    std::map<DType, Bucket> by_dtype;
+    for (const auto& [name, t] : it->second->named_parameters()) {
+      if (name.find('.') != std::string::npos || !index.count(t.impl())) continue;   // a child's, or frozen
+      OOMLAB_CHECK(seen.insert(t.impl()).second, "ZeRO stage 3: parameter ", t.name(),
+                   " is shared by two modules (tied weights are not supported)");
+      OOMLAB_CHECK(t.is_contiguous(), "ZeRO stage 3: parameter ", t.name(),
+                   " is not contiguous (--channels-last is not supported with --zero 3)");
+      Bucket& b = by_dtype[t.dtype()];
+      b.dtype = t.dtype();
+      b.params.push_back(index[t.impl()]);
+      b.offsets.push_back(b.numel);
+      b.numel += t.numel();
+    }
+    for (auto& [d, b] : by_dtype) {
+      for (size_t k : b.params) bucket_of_[k] = buckets_.size();
+      units_of_[it->second].push_back(buckets_.size());
+      buckets_.push_back(std::move(b));
+    }
+  }
+}
+
+// The parameters become views of their unit's storage (their values are already in the
+// shards: make_shards ran), which is then released: a rank holds only its shards.
+void DistributedDataParallel::shard_parameter_storage(Device dev) {
+  const int64_t world = queue_->world_size();
+  MemoryContext ctx("DistributedDataParallel", "zero3_unit");
+  for (Bucket& b : buckets_) {
+    b.unit = std::make_shared<Storage>(dev, size_t(b.shard * world) * dtype_size(b.dtype), "zero3_unit");
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      TensorImpl* impl = params_[b.params[slot]].second.impl();
+      impl->storage = b.unit;
+      impl->offset = b.offsets[slot];
+      impl->strides = contiguous_strides(impl->shape);
+    }
+    release_storage(*b.unit);
+  }
+}
+
+void DistributedDataParallel::gather_unit(Bucket& b) {
+  if (b.unit->data) return;
+  MemoryContext ctx("DistributedDataParallel", "zero3_gather");
+  reacquire_storage(*b.unit, "zero3_unit");
+  auto impl = std::make_shared<TensorImpl>();   // the whole unit, flat
+  impl->storage = b.unit;
+  impl->shape = {b.shard * queue_->world_size()};
+  impl->strides = {1};
+  impl->dtype = b.dtype;
+  const Tensor full(impl);
+  queue_->run([&](Communicator& c) { c.all_gather(b.param_shard, full); });
+}
+
+void DistributedDataParallel::release_unit(Bucket& b) {
+  if (!materialized_) release_storage(*b.unit);
+}
+
+void DistributedDataParallel::materialize_parameters() {
+  if (zero_stage_ != 3) return;
+  NoGradGuard no_grad;
+  materialized_ = true;
+  for (Bucket& b : buckets_) gather_unit(b);
+}
+
+void DistributedDataParallel::install_module_hooks() {
+  std::weak_ptr<bool> weak = alive_;
+  auto alive = [weak] {
+    const auto a = weak.lock();
+    return a && *a;
+  };
+  nn::ModuleCallHooks h;
+  h.before = [this, alive](nn::Module& m) {
+    const auto it = units_of_.find(&m);
+    if (it == units_of_.end() || !alive()) return;
+    for (size_t b : it->second) gather_unit(buckets_[b]);
+  };
+  h.after = [this, alive](nn::Module& m, const Tensor& y) -> Tensor {
+    const auto it = units_of_.find(&m);
+    if (it == units_of_.end() || !alive()) return y;
+    const std::vector<size_t> units = it->second;
+    for (size_t b : units) release_unit(buckets_[b]);
+    if (!y.defined() || !grad_enabled() || !y.requires_grad()) return y;
+    // The pre-backward node: when backward reaches this output, the module's units come back.
+    return attach_grad_fn(y.detach(), "zero3_gather", {y}, [this, alive, units]() -> BackwardFn {
+      return [this, alive, units](const Tensor& g, const std::vector<bool>&) {
+        if (alive())
+          for (size_t b : units) gather_unit(buckets_[b]);
+        return std::vector<Tensor>{g};
+      };
+    });
+  };
+  hooks_ = std::make_unique<nn::ModuleCallHooksGuard>(std::move(h));
+}
+
+}  // namespace oomlab
