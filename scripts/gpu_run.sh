@@ -25,7 +25,7 @@
 # sanitizers (concurrently; test_cuda_parity's attention rows also on the
 # tiled kernels (TILED) and the reference kernels, its convolutions under GRAPH); the
 # experiments' gpu profiles in priority order (OOMLAB_KIT_EXPERIMENTS, default
-# "05 06 09 15 17 18 16 11 12 08 10"; each `oomlab run` stopped by the budget keeps its
+# "05 06 09 15 17 18 16 11 12 08 10 20"; each `oomlab run` stopped by the budget keeps its
 # points, and the next lease resumes them). Then, only when OOMLAB_KIT_TAGS names pair tags
 # (the A/B rows of a GPU path beside its default, issue 54's speed work), meta predictions and oomlab /
 # PyTorch pairs (alternating, one PyTorch process), each *_fused row (fused attention, beside
@@ -315,7 +315,7 @@ fi
 # end stops it (SIGTERM: the running point stops, the points before it stay in .partial).
 run_experiment_profiles() {
   local nn dir name left_s
-  for nn in ${OOMLAB_KIT_EXPERIMENTS-05 06 09 15 17 18 16 11 12 08 10}; do
+  for nn in ${OOMLAB_KIT_EXPERIMENTS-05 06 09 15 17 18 16 11 12 08 10 20}; do
     dir=$(ls -d "$kit"/experiments/"${nn}"_* 2>/dev/null | head -1)
     [[ -n $dir ]] || { log "experiment $nn: not in the kit (no gpu profile)"; continue; }
     name=$(basename "$dir")
