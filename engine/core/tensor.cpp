@@ -109,11 +109,15 @@ std::string Tensor::str() const {
 
 void* Tensor::raw_data() const {
   const Storage& st = *impl_->storage;
-  // A released storage (engine/memory/storage_resize.h: ZeRO-3 between a unit's uses) is
-  // never read: a clear error, not a null pointer (meta reads no data).
-  if (!st.data && st.nbytes > 0 && !st.device.is_meta())
-    throw Error(str_cat("the storage of ", impl_->name.empty() ? str() : impl_->name,
-                        " is released (a ZeRO-3 parameter used outside its module's call)"));
+  if (!st.data) {
+    // A released storage (engine/memory/storage_resize.h: ZeRO-3 between a unit's uses) is
+    // never read: a clear error, not a null pointer; meta reads no data (and null stays
+    // null: no offset arithmetic on it).
+    if (st.nbytes > 0 && !st.device.is_meta())
+      throw Error(str_cat("the storage of ", impl_->name.empty() ? str() : impl_->name,
+                          " is released (a ZeRO-3 parameter used outside its module's call)"));
+    return nullptr;
+  }
   return static_cast<char*>(st.data) + impl_->offset * int64_t(dtype_size(dtype()));
 }
 

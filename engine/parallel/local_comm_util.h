@@ -17,9 +17,12 @@ struct Range {
 inline Range chunk(int64_t lo, int64_t hi, int n, int i) {
   return {lo + (hi - lo) * i / n, lo + (hi - lo) * (i + 1) / n};
 }
-inline char* at(void* p, int64_t elem, DType d) { return static_cast<char*>(p) + elem * int64_t(dtype_size(d)); }
+// Element `elem` of buffer p; null stays null (meta buffers have no data: no arithmetic on null).
+inline char* at(void* p, int64_t elem, DType d) {
+  return p ? static_cast<char*>(p) + elem * int64_t(dtype_size(d)) : nullptr;
+}
 inline const char* at(const void* p, int64_t elem, DType d) {
-  return static_cast<const char*>(p) + elem * int64_t(dtype_size(d));
+  return p ? static_cast<const char*>(p) + elem * int64_t(dtype_size(d)) : nullptr;
 }
 inline int64_t bytes_of(int64_t elems, DType d) { return elems * int64_t(dtype_size(d)); }
 inline std::string call_text(const char* name, int64_t count, DType d, const std::string& extra) {
