@@ -351,6 +351,8 @@ void rows_bench_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("min-bytes", kBench, "the smallest message").size().def("8").s);
   t.push_back(F("max-bytes", kBench, "the largest message (at most 4GiB)").size(4.0 * (1ull << 30)).def("64M").s);
   t.push_back(F("step-factor", kBench, "the ratio between message sizes").integer("F", 2).def("2").s);
+  t.push_back(F("collective", kBench, "nccl-tests' all_reduce_perf, reduce_scatter_perf or all_gather_perf")
+                  .choice({"all_reduce", "reduce_scatter", "all_gather"}).def("all_reduce").s);
   t.push_back(F("op", kBench, "the reduction").choice({"sum", "avg", "max"}).def("sum").s);
   t.push_back(F("dtype", kBench, "the element type (nccl-tests' names)")
                   .choice({"float", "double", "half", "bfloat16", "int64"}).def("float").s);

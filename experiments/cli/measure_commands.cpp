@@ -24,6 +24,7 @@ BenchOptions bench_options(const CliArgs& a) {
   o.device = a.get("device");
   o.dtype = a.get("dtype");
   o.op = a.get("op");
+  o.collective = a.get("collective");
   o.ranks = int(a.get_int("ranks"));
   o.min_bytes = int64_t(parse_size(a.get("min-bytes")));
   o.max_bytes = int64_t(parse_size(a.get("max-bytes")));

@@ -6,6 +6,7 @@
 #include <memory>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "engine/core/error.h"
 #include "engine/io/atomic_file.h"
@@ -82,7 +83,8 @@ double memcpy_gbps(int64_t bytes) {
 }
 
 std::vector<int64_t> bench_sizes(const BenchOptions& o) {
-  const int64_t es = int64_t(dtype_size(bench_dtype(o.dtype)));
+  // reduce_scatter / all_gather: whole buffers of a multiple of the ranks' elements
+  const int64_t es = int64_t(dtype_size(bench_dtype(o.dtype))) * (o.collective == "all_reduce" ? 1 : o.ranks);
   std::vector<int64_t> sizes;
   for (int64_t b = std::max(o.min_bytes, es); b <= o.max_bytes; b *= o.step_factor) {
     sizes.push_back(b / es * es);
@@ -98,42 +100,90 @@ struct RankFigures {
 };
 constexpr int kFigureFields = 6;
 
-// The benchmark loop of one rank (every rank runs it; the same on threads and processes).
-std::vector<RankFigures> bench_rank(Communicator& c, const BenchOptions& o, const std::vector<int64_t>& sizes) {
+// Elements of an all_gather's `out` that differ from rank j / per's check value j % per.
+int64_t count_wrong_gathered(const Tensor& out, int64_t per) {
+  const std::vector<double> v = out.to_vector();
+  int64_t wrong = 0;
+  for (int64_t j = 0; j < int64_t(v.size()); ++j) wrong += v[size_t(j)] != check_value(int(j / per), j % per);
+  return wrong;
+}
+
+// One size's buffers and call: send, recv (in place: the same buffer, or its slice); check
+// fills the inputs and counts wrong elements after one more call.
+struct BenchCall {
+  Tensor send, recv;
+  std::function<void()> call;
+  std::function<int64_t()> check;
+};
+
+BenchCall bench_call(Communicator& c, const BenchOptions& o, int64_t count, bool in_place) {
   const DType d = bench_dtype(o.dtype);
   const ReduceOp op = parse_reduce_op(o.op);
   const bool meta = c.device().type == DeviceType::meta;
   const int r = c.rank(), n = c.world_size();
+  const Device dev = c.device();
+  auto input = [&](int64_t k, int64_t offset) {
+    return meta ? Tensor::empty({k}, d, dev) : check_input(r, k, d, dev, offset);
+  };
+  BenchCall b;
+  const int64_t per = count / n;
+  if (o.collective == "reduce_scatter") {
+    b.send = input(count, 0);
+    b.recv = in_place ? b.send.narrow(0, r * per, per) : Tensor::empty({per}, d, dev);
+    b.call = [&c, b, op] { c.reduce_scatter(b.send, b.recv, op); };
+    b.check = [&c, b, op, n, r, per, d, dev]() mutable {
+      b.send.copy_(check_input(r, per * n, d, dev));
+      c.reduce_scatter(b.send, b.recv, op);
+      return count_wrong(b.recv, op, n, r * per);
+    };
+  } else if (o.collective == "all_gather") {
+    b.recv = Tensor::empty({count}, d, dev);
+    b.send = in_place ? b.recv.narrow(0, r * per, per) : input(per, 0);
+    b.call = [&c, b] { c.all_gather(b.send, b.recv); };
+    b.check = [&c, b, r, per, d, dev]() mutable {
+      b.send.copy_(check_input(r, per, d, dev));
+      c.all_gather(b.send, b.recv);
+      return count_wrong_gathered(b.recv, per);
+    };
+  } else {
+    b.send = input(count, 0);
+    b.recv = in_place ? b.send : Tensor::empty({count}, d, dev);
+    b.call = [&c, b, op] { c.all_reduce(b.send, b.recv, op); };
+    b.check = [&c, b, op, n, r, count, d, dev]() mutable {
+      b.send.copy_(check_input(r, count, d, dev));
+      c.all_reduce(b.send, b.recv, op);
+      return count_wrong(b.recv, op, n);
+    };
+  }
+  return b;
+}
+
+// The benchmark loop of one rank (every rank runs it; the same on threads and processes).
+std::vector<RankFigures> bench_rank(Communicator& c, const BenchOptions& o, const std::vector<int64_t>& sizes) {
+  const DType d = bench_dtype(o.dtype);
+  const bool meta = c.device().type == DeviceType::meta;
   std::vector<RankFigures> out;
   for (int64_t bytes : sizes) {
     const int64_t count = bytes / int64_t(dtype_size(d));
     RankFigures f;
-    Tensor in = meta ? Tensor::empty({count}, d, c.device()) : check_input(r, count, d, c.device());
-    Tensor res = Tensor::empty({count}, d, c.device());
-    auto timed = [&](const Tensor& send, const Tensor& recv) {
-      for (int64_t i = 0; i < o.warmup; ++i) c.all_reduce(send, recv, op);
+    auto timed = [&](const BenchCall& b) {
+      for (int64_t i = 0; i < o.warmup; ++i) b.call();
       c.barrier();
       c.reset_stats();
       const auto t0 = Clock::now();
-      for (int64_t i = 0; i < o.iters; ++i) c.all_reduce(send, recv, op);
+      for (int64_t i = 0; i < o.iters; ++i) b.call();
       c.barrier();
       return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / double(o.iters);
     };
-    f.oop_us = timed(in, res);
+    const BenchCall oop = bench_call(c, o, count, false);
+    f.oop_us = timed(oop);
     const CommStats st = c.stats();
     f.sent = st.bytes_sent / o.iters;
     f.received = st.bytes_received / o.iters;
-    if (!meta) {   // out of place `in` is never written, so one more call is checkable
-      c.all_reduce(in, res, op);
-      f.wrong_oop = count_wrong(res, op, n);
-    }
-    Tensor inplace = meta ? res : check_input(r, count, d, c.device());
-    f.ip_us = timed(inplace, inplace);
-    if (!meta) {
-      inplace.copy_(check_input(r, count, d, c.device()));
-      c.all_reduce(inplace, op);
-      f.wrong_ip = count_wrong(inplace, op, n);
-    }
+    if (!meta) f.wrong_oop = oop.check();   // the inputs filled again, one more call checked
+    const BenchCall ip = bench_call(c, o, count, true);
+    f.ip_us = timed(ip);
+    if (!meta) f.wrong_ip = ip.check();
     out.push_back(f);
   }
   return out;
@@ -193,7 +243,9 @@ std::vector<Row> run_process(Communicator& c, const BenchOptions& o, const std::
 }
 
 double algbw(int64_t bytes, double us) { return us > 0 ? double(bytes) / (us * 1e-6) / 1e9 : 0.0; }
-double bus_factor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; }
+// nccl-tests' bus bandwidth factor: all_reduce 2(n-1)/n; reduce_scatter, all_gather (n-1)/n.
+double g_bus_numerator = 2.0;   // set once per run from --collective (run_allreduce_bench)
+double bus_factor(int n) { return n > 1 ? g_bus_numerator * (n - 1) / n : 0.0; }
 std::string wrong_str(int64_t w) { return w < 0 ? "N/A" : std::to_string(w); }
 
 json measure_json(const Measure& m, int64_t bytes, int n) {
@@ -210,9 +262,10 @@ static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int
                         int64_t max_size) {
   const int n = o.ranks;
   std::printf(
-      "# oomlab allreduce-bench: backend %s algo %s ranks %d device %s minBytes %lld maxBytes %lld step: %lld(factor) "
-      "warmup iters: %lld iters: %lld validation: %d\n",
-      o.backend.c_str(), o.algo.c_str(), n, o.device.c_str(), (long long)o.min_bytes, (long long)o.max_bytes,
+      "# oomlab allreduce-bench: %s backend %s algo %s ranks %d device %s minBytes %lld maxBytes %lld step: "
+      "%lld(factor) warmup iters: %lld iters: %lld validation: %d\n",
+      o.collective.c_str(), o.backend.c_str(), o.algo.c_str(), n, o.device.c_str(), (long long)o.min_bytes,
+      (long long)o.max_bytes,
       (long long)o.step_factor, (long long)o.warmup, (long long)o.iters, o.device == "meta" ? 0 : 1);
   std::printf("#%62s%35s\n", "out-of-place", "in-place");
   std::printf("#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
@@ -250,6 +303,7 @@ static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int
 
 int run_allreduce_bench(BenchOptions o, const BenchLaunch& launch) {
   check_bench_options(o);
+  g_bus_numerator = o.collective == "all_reduce" ? 2.0 : 1.0;
   const std::string& out = launch.json_out;
   if (!out.empty()) check_output_file(out, "--json");
   const std::vector<int64_t> sizes = bench_sizes(o);
@@ -278,7 +332,8 @@ int run_allreduce_bench(BenchOptions o, const BenchLaunch& launch) {
   if (!printer) return wrong_total == 0 ? 0 : kExitWrongResults;
   const json metrics = print_table(o, rows, wrong_total, memcpy_bw, sizes.back());
   if (!out.empty()) {
-    const json config = {{"backend", o.backend}, {"algo", o.algo}, {"ranks", n}, {"device", o.device},
+    const json config = {{"collective", o.collective}, {"backend", o.backend}, {"algo", o.algo}, {"ranks", n},
+                         {"device", o.device},
                          {"min_bytes", o.min_bytes}, {"max_bytes", o.max_bytes}, {"step_factor", o.step_factor},
                          {"op", o.op}, {"dtype", o.dtype}, {"iters", o.iters}, {"warmup", o.warmup}};
     std::vector<Device> devs;

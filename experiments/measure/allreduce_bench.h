@@ -2,7 +2,10 @@
 // communicators. For each size from --min-bytes to --max-bytes (x --step-factor): --warmup
 // untimed calls, then --iters timed calls out of place and again in place; time is the mean
 // per call (averaged over ranks, as nccl-tests does), algbw = size / time, busbw = algbw x
-// 2(n-1)/n, #wrong = elements that differ from the exact expected reduction (the check data
+// 2(n-1)/n (all_reduce) or (n-1)/n (--collective reduce_scatter | all_gather, whose size is
+// the whole buffer: reduce_scatter's send, all_gather's recv, a multiple of n elements; in
+// place: recv is send's slice of this rank, or send recv's), #wrong = elements that differ
+// from the exact expected reduction or gathered value (the check data
 // of collective_check.h; N/A on meta, where no data moves). Printed in nccl-tests' columns
 // and order; --json adds per-rank bytes sent / received per call and, in the same run,
 // the host's memcpy bandwidth (one thread, the largest size) that busbw compares with.
@@ -20,6 +23,7 @@ namespace oomlab {
 // The benchmark's options (the flags', whose ranges and choices the flag table checks).
 struct BenchOptions {
   std::string backend = "local", algo = "ring", device = "cpu", dtype = "float", op = "sum";
+  std::string collective = "all_reduce";   // | reduce_scatter | all_gather (nccl-tests' *_perf)
   int ranks = 2;
   int64_t min_bytes = 8, max_bytes = int64_t(64) << 20, step_factor = 2, iters = 20, warmup = 5;
   double timeout_s = 300;

@@ -1,0 +1,47 @@
+// test_cli_collectives.cpp — `oomlab allreduce-bench --collective reduce_scatter |
+// all_gather` (nccl-tests' reduce_scatter_perf, all_gather_perf) on the local threads (3
+// ranks: sizes a multiple of 3 elements), meta and gloo processes: every element checked
+// out of place and in place, none wrong, and busbw = algbw x (n-1)/n (all_reduce's 2(n-1)/n).
+// ctest tier: cli
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_test_util.h"
+#include "temp_dir_util.h"
+
+namespace {
+nlohmann::json bench(const std::string& args) {
+  TempDir d("cli_collectives");
+  const CliRun r = run_oomlab("allreduce-bench " + args + " --max-bytes 96K --iters 2 --warmup 1 --json " +
+                              d.file("b.json"));
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
+  if (r.code != 0) return {};
+  std::ifstream in(d.file("b.json"));
+  return nlohmann::json::parse(in);
+}
+}  // namespace
+
+TEST(CliCollectives, ReduceScatterAndAllGatherAreCheckedOnEveryBackend) {
+  struct Case { const char* where; int ranks; bool checked; };
+  for (const char* col : {"reduce_scatter", "all_gather", "all_reduce"})
+    for (const Case& c : {Case{"--device cpu --ranks 3", 3, true}, Case{"--device meta --ranks 4", 4, false},
+                          Case{"--backend gloo --ranks 2 --op avg", 2, true}}) {
+      const nlohmann::json j = bench(std::string("--collective ") + col + " " + c.where);
+      if (j.empty()) continue;
+      const std::string what = std::string(col) + " " + c.where;
+      EXPECT_EQ(j["config"]["collective"], col) << what;
+      EXPECT_EQ(j["metrics"]["wrong_total"], 0) << what;
+      ASSERT_FALSE(j["metrics"]["rows"].empty()) << what;
+      const double factor = (std::string(col) == "all_reduce" ? 2.0 : 1.0) * (c.ranks - 1) / c.ranks;
+      for (const auto& row : j["metrics"]["rows"]) {
+        if (std::string(col) != "all_reduce")   // whole buffers of a multiple of the ranks' elements
+          EXPECT_EQ(row["count"].get<int64_t>() % c.ranks, 0) << what;
+        EXPECT_EQ(row["out_of_place"]["wrong"].is_null(), !c.checked) << what;
+        const double alg = row["out_of_place"]["algbw_GBps"].get<double>();
+        EXPECT_NEAR(row["out_of_place"]["busbw_GBps"].get<double>(), alg * factor, 1e-9 * (alg + 1)) << what;
+      }
+    }
+}
