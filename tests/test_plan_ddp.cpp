@@ -159,6 +159,10 @@ TEST(PlanDdp, PlanWithEightGpusCountsBucketsAndTheAllReduce) {
   EXPECT_TRUE(named) << c.dump();
   std::string flags = p["metrics"]["recommended"]["train_flags"].get<std::string>();
   EXPECT_NE(flags.find("--parallel ddp --devices 8"), std::string::npos) << flags;
+  EXPECT_NE(c["precision"], "half") << "no calibration pair ran half: not recommended where others fit";
+  int stages = 0;   // the search covers ZeRO 0-3 (a candidate of each stage exists)
+  for (const auto& k : p["metrics"]["candidates"]) stages |= 1 << k["zero"].get<int>();
+  EXPECT_EQ(stages, 15);
   std::string est = "estimate --model resnet50 --optimizer adamw --parallel ddp --devices 8 --batch " +
                     std::to_string(c["micro_batch"].get<int64_t>());
   if (c["precision"] == "bf16") est += " --amp bf16";
@@ -166,6 +170,7 @@ TEST(PlanDdp, PlanWithEightGpusCountsBucketsAndTheAllReduce) {
   if (c["checkpoint"] != "none") est += " --checkpoint " + c["checkpoint"].get<std::string>();
   if (c["channels_last"].get<bool>()) est += " --channels-last";
   if (c["fuse_relu"].get<bool>()) est += " --fuse-relu on";
+  if (c["zero"].get<int>() > 0) est += " --zero " + std::to_string(c["zero"].get<int>());
   if (c["precision"] == "bf16" || c["precision"] == "fp16" || c["precision"] == "fp32" || c["precision"] == "tf32") {
     const nlohmann::json e = run_ok(est);
     EXPECT_EQ(e["metrics"]["exact"]["peak_reserved_bytes"], c["peak_reserved_bytes"]) << est;

@@ -42,17 +42,19 @@ std::vector<std::string> checkpoint_policies(const ModelEntry& m) {
 struct Choice {
   std::string attention;   // "" when the model has no attention use
   bool channels_last = false, fuse_relu = false;
+  int zero = 0;            // ZeRO stage (several GPUs)
 };
 
-std::vector<Choice> choices(const ModelEntry& m) {
+std::vector<Choice> choices(const ModelEntry& m, int gpus) {
   const std::vector<std::string> attention =
       m.has_use("attention") ? std::vector<std::string>{"eager", "fused"} : std::vector<std::string>{""};
   const bool layouts = m.has_technique("channels-last") && m.input == InputKind::image && !m.is_graph();
   std::vector<Choice> out;
+  const std::vector<int> stages = gpus > 1 && !m.is_graph() ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
   for (const std::string& a : attention)
     for (bool cl : layouts ? std::vector<bool>{false, true} : std::vector<bool>{false})
       for (bool fuse : m.has_use("fuse-relu") ? std::vector<bool>{false, true} : std::vector<bool>{false})
-        out.push_back({a, cl, fuse});
+        for (int z : stages) out.push_back({a, cl, fuse, z});
   return out;
 }
 
@@ -84,6 +86,7 @@ RunSpec candidate_spec(const PlanRequest& r, const Precision& p, const std::stri
   if (r.gpus > 1) {   // one DDP rank: its gradient buckets count (ddp_on_meta.h)
     s.parallel = ParallelMode::ddp;
     s.devices = r.gpus;
+    s.zero_stage = ch.zero;
   }
   return s;
 }
@@ -107,7 +110,8 @@ double bound_ms(const MemoryEstimate& e, const GpuSpec& g, bool tf32, int64_t ac
 // synchronised micro-step: whole in the prediction (no overlap), its last bucket in the bound.
 void time_candidate(const PlanRequest& r, const Precision& p, const MemoryEstimate& e, PlanCandidate& c) {
   for (const auto& [dtype, flops] : e.step_flops) c.step_flops += flops * double(c.accumulate);
-  const CommTime comm = ddp_comm_time(e.ddp_bucket_bytes, r.gpus, r.gpu);
+  CommTime comm = ddp_comm_time(e.ddp_bucket_bytes, r.gpus, r.gpu);
+  if (c.zero == 3) comm.total_ms *= 1.5, comm.last_bucket_ms *= 1.5;   // parameters gathered twice: 3 Psi
   c.comm_ms = comm.total_ms;
   c.compute_bound_ms = bound_ms(e, r.gpu, std::string(p.allow_tf32) == "all", c.accumulate) +
                        std::max(0.0, comm.last_bucket_ms);
@@ -142,7 +146,7 @@ void fit_micro_batch(const PlanRequest& r, const RunSpec& s, const Precision& p,
   };
   MemoryEstimate best = probe(1);
   if (plan.params == 0) plan.params = best.params;
-  plan.static_bytes[p.name] = static_bytes(best);
+  plan.static_bytes[str_cat(p.name, "/zero", c.zero)] = static_bytes(best);
   c.peak_reserved_bytes = best.peak_reserved_bytes;
   if (plan.smallest_peak_bytes < 0 || best.peak_reserved_bytes < plan.smallest_peak_bytes)
     plan.smallest_peak_bytes = best.peak_reserved_bytes;
@@ -170,13 +174,22 @@ void fit_micro_batch(const PlanRequest& r, const RunSpec& s, const Precision& p,
 }
 
 // The recommendation: the least time, then the smallest peak, among fitting candidates
-// whose every term the calibration measured (when any fits; else among all that fit).
+// whose every term the calibration measured, communication aside (when any fits; else among
+// all that fit).
+// Measured: every term but the communication (which no candidate with several GPUs has
+// measured) seen by the calibration.
+bool measured(const PlanCandidate& c) {
+  for (const std::string& u : c.unseen)
+    if (u.rfind("communication", 0) != 0) return false;
+  return true;
+}
+
 void recommend(Plan& plan) {
   bool any_measured = false;
-  for (const PlanCandidate& c : plan.candidates) any_measured |= c.micro_batch > 0 && c.unseen.empty();
+  for (const PlanCandidate& c : plan.candidates) any_measured |= c.micro_batch > 0 && measured(c);
   for (size_t i = 0; i < plan.candidates.size(); ++i) {
     const PlanCandidate& c = plan.candidates[i];
-    if (c.micro_batch == 0 || c.time_ms() <= 0 || (any_measured && !c.unseen.empty())) continue;
+    if (c.micro_batch == 0 || c.time_ms() <= 0 || (any_measured && !measured(c))) continue;
     const PlanCandidate* r = plan.recommended ? &plan.candidates[*plan.recommended] : nullptr;
     if (!r || c.time_ms() < r->time_ms() ||
         (c.time_ms() == r->time_ms() && c.peak_reserved_bytes < r->peak_reserved_bytes))
@@ -208,6 +221,7 @@ const Dimension kDimensions[] = {
     {"attention", [](const PlanCandidate& c) { return c.attention; }},
     {"channels-last", [](const PlanCandidate& c) { return std::string(c.channels_last ? "on" : "off"); }},
     {"fuse-relu", [](const PlanCandidate& c) { return std::string(c.fuse_relu ? "on" : "off"); }},
+    {"zero", [](const PlanCandidate& c) { return std::to_string(c.zero); }},
 };
 
 void explain(Plan& plan) {
@@ -236,12 +250,13 @@ std::string PlanCandidate::techniques() const {
   if (attention == "fused") s += ", fused attention";
   if (channels_last) s += ", channels-last";
   if (fuse_relu) s += ", fuse-relu";
+  if (zero > 0) s += str_cat(", zero-", zero);
   return s;
 }
 
 nlohmann::json PlanCandidate::to_json() const {
   return {{"precision", precision}, {"checkpoint", checkpoint}, {"attention", attention},
-          {"channels_last", channels_last}, {"fuse_relu", fuse_relu},
+          {"channels_last", channels_last}, {"fuse_relu", fuse_relu}, {"zero", zero},
           {"micro_batch", micro_batch}, {"accumulate", accumulate}, {"fits", micro_batch > 0},
           {"peak_reserved_bytes", peak_reserved_bytes}, {"step_flops", step_flops},
           {"compute_bound_ms", compute_bound_ms}, {"predicted_ms", predicted_ms}, {"comm_ms", comm_ms},
@@ -256,15 +271,16 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
   Plan plan;
   for (const Precision& p : precisions(r.gpu))
     for (const std::string& policy : checkpoint_policies(m))
-      for (const Choice& ch : choices(m)) {
+      for (const Choice& ch : choices(m, r.gpus)) {
         PlanCandidate c;
         c.precision = p.name;
         c.checkpoint = policy;
         c.attention = ch.attention;
         c.channels_last = ch.channels_last;
         c.fuse_relu = ch.fuse_relu;
+        c.zero = ch.zero;
         if (progress) progress(c.techniques());
-        if (const auto it = plan.static_bytes.find(p.name);   // a bound: no meta step needed
+        if (const auto it = plan.static_bytes.find(str_cat(p.name, "/zero", ch.zero));   // a bound: no meta step
             it != plan.static_bytes.end() && uint64_t(it->second) > usable_bytes(r)) {
           c.why_not = str_cat("does not fit: weights, gradients and optimizer state alone take ",
                               format_bytes(double(it->second)), " (", p.name, ")");
@@ -304,7 +320,7 @@ std::string candidate_allow_tf32(const PlanRequest& r, const PlanCandidate& c) {
 RunSpec candidate_train_spec(const PlanRequest& r, const PlanCandidate& c) {
   const ModelEntry m = model_entry(r.model.model);
   const Precision p = precision_named(r.gpu, c.precision);
-  RunSpec s = candidate_spec(r, p, c.checkpoint, Choice{c.attention, c.channels_last, c.fuse_relu});
+  RunSpec s = candidate_spec(r, p, c.checkpoint, Choice{c.attention, c.channels_last, c.fuse_relu, c.zero});
   s.dataset = m.input == InputKind::tokens ? "synthetic-seq"
               : m.task == TaskKind::segmentation ? "synthetic-seg" : "synthetic";
   if (m.input == InputKind::tokens && s.seq_len <= 0) s.seq_len = m.defaults.seq_len;
@@ -334,6 +350,7 @@ std::string train_flags(const PlanRequest& r, const PlanCandidate& c) {
   if (c.channels_last) s += " --channels-last";
   if (c.fuse_relu) s += " --fuse-relu on";
   if (r.gpus > 1) s += str_cat(" --parallel ddp --devices ", r.gpus);
+  if (c.zero > 0) s += str_cat(" --zero ", c.zero);
   return s;
 }
 
@@ -361,7 +378,11 @@ std::string pytorch_settings(const PlanRequest& r, const PlanCandidate& c) {
   if (c.attention == "fused") s += ", F.scaled_dot_product_attention";
   if (c.channels_last) s += ", model and inputs .to(memory_format=torch.channels_last)";
   if (c.fuse_relu) s += ", ReLU fused into the op before it (eager PyTorch has no switch; torch.compile fuses it)";
-  if (r.gpus > 1) s += str_cat(", DistributedDataParallel over ", r.gpus, " GPUs (bucket_cap_mb=25, NCCL)");
+  if (r.gpus > 1 && c.zero == 0)
+    s += str_cat(", DistributedDataParallel over ", r.gpus, " GPUs (bucket_cap_mb=25, NCCL)");
+  if (c.zero == 1) s += str_cat(", DDP over ", r.gpus, " GPUs with torch.distributed.optim.ZeroRedundancyOptimizer");
+  if (c.zero == 2) s += str_cat(", DeepSpeed ZeRO stage 2 over ", r.gpus, " GPUs (or FSDP SHARD_GRAD_OP)");
+  if (c.zero == 3) s += str_cat(", FSDP(ShardingStrategy.FULL_SHARD) over ", r.gpus, " GPUs, one unit per module");
   return s;
 }
 

@@ -23,6 +23,10 @@
 //    of the synchronised micro-step (comm_time.h: the link's datasheet rate) is added whole
 //    to predicted_ms (no overlap with backward), its last bucket to compute_bound_ms; every
 //    such candidate's `unseen` names the communication (no multi-GPU record).
+//  * gpus > 1 also searches ZeRO stages 1-3 (zoo models; stage 3 refuses checkpointing and
+//    channels-last: those candidates say so): exact peaks from meta ranks; stages 1 and 2
+//    communicate as DDP, stage 3 1.5 times that (parameters gathered for forward and
+//    backward); the time model counts each rank's share of the optimizer's work.
 //  * Pruning: once a precision's first meta step says its weights, gradients, optimizer
 //    state, master weights and buckets alone exceed the capacity less the reserve, its other
 //    candidates are out without a meta step (counted in `pruned`).
@@ -65,6 +69,7 @@ struct PlanCandidate {
   std::string checkpoint;               // a checkpoint policy's text
   std::string attention;                // eager | fused | "" (no attention use)
   bool channels_last = false, fuse_relu = false;
+  int zero = 0;                         // ZeRO stage (gpus > 1)
   int64_t micro_batch = 0, accumulate = 0;   // 0: does not fit
   int64_t peak_reserved_bytes = -1;     // at micro_batch (or, not fitting, at micro-batch 1)
   double step_flops = 0;                // per optimizer step
@@ -84,7 +89,7 @@ struct Plan {
   std::vector<size_t> frontier;         // fitting candidates no other beats on both peak and bound
   int64_t meta_steps = 0;               // estimate_memory calls made
   int64_t pruned = 0;                   // candidates ruled out by a precision's static bytes
-  std::map<std::string, int64_t> static_bytes;   // per precision, from its first meta step
+  std::map<std::string, int64_t> static_bytes;   // per "precision/zeroN", from its first meta step
   int64_t smallest_peak_bytes = -1;     // the least any candidate needs (micro-batch 1)
   int64_t params = 0;                   // the model's parameters (its first meta step's)
   std::vector<std::string> technique_reasons;
