@@ -5,7 +5,6 @@
 #include <map>
 #include <set>
 
-#include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/error.h"
@@ -100,9 +99,6 @@ void DistributedDataParallel::install_module_hooks() {
   h.after = [this, alive](nn::Module& m, const Tensor& y) -> Tensor {
     const auto it = units_of_.find(&m);
     if (it == units_of_.end() || !alive()) return y;
-    // A checkpoint's re-run (in backward) keeps the units: the segment's nodes read them
-    // next, and each is released once its gradients are ready.
-    if (checkpoint_recomputing()) return y;
     const std::vector<size_t> units = it->second;
     for (size_t b : units) release_unit(buckets_[b]);
     if (!y.defined() || !grad_enabled() || !y.requires_grad()) return y;

@@ -101,11 +101,11 @@ std::string peak_text(const json& peaks) {
     const std::string gib = str_cat(std::round(r["peak_bytes"].get<double>() / (1 << 30) * 100) / 100, " GiB");
     if (r["stage"] == "ddp" && r["checkpoint"] == "none") ddp = gib;
     if (r["stage"] == "zero2" && r["checkpoint"] == "all") best = gib;
-    if (r["stage"] == "zero3" && r["checkpoint"] == "all") three = gib;
+    if (r["stage"] == "zero3") three = gib;
   }
   if (ddp.empty() || best.empty()) return "";
   return str_cat("The whole peak with activations at 64 ranks (4 x 512 tokens): DDP ", ddp,
-                 ", ZeRO-2 with every block checkpointed ", best, three.empty() ? "" : ", ZeRO-3 so " + three, ".");
+                 ", ZeRO-2 with every block checkpointed ", best, three.empty() ? "" : ", ZeRO-3 " + three, ".");
 }
 
 json verdict_20(const json& spec, const json& s) {
