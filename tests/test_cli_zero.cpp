@@ -42,6 +42,12 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
     EXPECT_EQ(s.train, ddp.train) << z;
     EXPECT_EQ(s.test, ddp.test) << z;
   }
+  // stage 3 with every block checkpointed: the re-run in backward gathers its units again
+  const Losses ckpt = train("local", 2, " --checkpoint all");
+  const Losses ckpt3 = train("gloo", 2, " --zero 3 --checkpoint all");
+  EXPECT_EQ(ckpt3.train, ckpt.train);
+  EXPECT_EQ(ckpt3.test, ckpt.test);
+  EXPECT_EQ(ckpt.train, ddp.train);   // checkpointing changes nothing either
   // 4 ranks: sums of four float32 terms in another order (gloo's reduce-scatter, the local
   // ring's all-reduce): equal within float32 rounding
   const Losses four = train("local", 4, "");

@@ -90,8 +90,14 @@ void DistributedDataParallel::fill_zero_bucket(Bucket& b, size_t slot, const Ten
 void DistributedDataParallel::launch_zero(Bucket& b) {
   MemoryContext ctx("DistributedDataParallel", "zero_reduced");
   b.reduced = Tensor::empty({b.shard}, b.dtype, queue_->device());
+  // The work drops its handles before it completes: the buffers are freed by this thread
+  // (finish_zero), at the same point of every step, never by the queue's thread later.
   Tensor flat = b.flat, reduced = b.reduced;
-  b.work = queue_->submit([flat, reduced](Communicator& c) { c.reduce_scatter(flat, reduced, ReduceOp::avg); });
+  b.work = queue_->submit([flat, reduced](Communicator& c) mutable {
+    c.reduce_scatter(flat, reduced, ReduceOp::avg);
+    flat = Tensor();
+    reduced = Tensor();
+  });
 }
 
 void DistributedDataParallel::finish_zero(Bucket& b) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/error.h"
@@ -99,8 +100,14 @@ void DistributedDataParallel::install_module_hooks() {
   h.after = [this, alive](nn::Module& m, const Tensor& y) -> Tensor {
     const auto it = units_of_.find(&m);
     if (it == units_of_.end() || !alive()) return y;
+    // A checkpoint's re-run (in backward) keeps the units: the segment's nodes read them
+    // next, and each is released once its gradients are ready.
+    if (checkpoint_recomputing()) return y;
     const std::vector<size_t> units = it->second;
     for (size_t b : units) release_unit(buckets_[b]);
+    // A checkpointed block's output stays itself (the planner chains blocks by their outputs);
+    // its units come back through the re-run's gathers, which backward's first unpack starts.
+    if (m.checkpoint_role().segment >= 0) return y;
     if (!y.defined() || !grad_enabled() || !y.requires_grad()) return y;
     // The pre-backward node: when backward reaches this output, the module's units come back.
     return attach_grad_fn(y.detach(), "zero3_gather", {y}, [this, alive, units]() -> BackwardFn {

@@ -53,7 +53,9 @@
 //    thread) all-gather a module's units before its forward and free them after it; the
 //    output gets a pre-backward node that gathers them again when backward reaches it; once
 //    every gradient of a unit is ready the unit is freed and its gradients reduced as in
-//    stage 2. After the optimizer step the shards stay shards (no all-gather). Parameters
+//    stage 2 (with checkpointing: a checkpointed block's output is not aliased, and a
+//    segment's re-run keeps what it gathers until then). After the optimizer step the
+//    shards stay shards (no all-gather). Parameters
 //    shared by two modules, and parameters not laid out contiguously (channels_last), are
 //    refused. materialize_parameters() gathers every unit for good (reading the weights).
 #pragma once

@@ -90,7 +90,6 @@ void check_zero_supported(const RunSpec& c) {
   if (c.zero_stage == 0) return;
   const char* with = c.zero_stage == 3 && c.model.rfind("graph:", 0) == 0 ? "an imported graph (its nodes read "
                                                                               "parameters outside module calls)"
-                     : c.zero_stage == 3 && c.checkpoint.kind != CheckpointPolicy::Kind::none ? "--checkpoint"
                      : c.zero_stage == 3 && c.channels_last                            ? "--channels-last"
                      : !c.lr_groups.empty()                          ? "--lr-groups"
                      : !c.save_dir.empty()                           ? "--save"
