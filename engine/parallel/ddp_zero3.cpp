@@ -17,7 +17,7 @@ namespace oomlab {
 
 // Units in reverse module order (the order backward produces their gradients): each
 // module's own parameters (relative names without a dot), one unit per dtype.
-void DistributedDataParallel::assign_units(Device) {
+void DistributedDataParallel::assign_units() {
   std::map<const TensorImpl*, size_t> index;
   for (size_t k = 0; k < params_.size(); ++k) index[params_[k].second.impl()] = k;
   std::set<const TensorImpl*> seen;

@@ -132,7 +132,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
     if (p.second.requires_grad()) params_.push_back(p);
   bucket_of_.assign(params_.size(), 0);
   if (zero_stage_ == 3) {
-    assign_units(dev);
+    assign_units();
   } else {
     assign_buckets(dev, bucket_cap_bytes);
   }

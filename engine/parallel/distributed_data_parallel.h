@@ -131,7 +131,7 @@ class DistributedDataParallel {
   };
   void assign_buckets(Device dev, int64_t bucket_cap_bytes);
   void make_shards(Device dev, bool master_weights);           // ZeRO (ddp_zero.cpp)
-  void assign_units(Device dev);                                // ZeRO-3 (ddp_zero3.cpp)
+  void assign_units();                                // ZeRO-3 (ddp_zero3.cpp)
   void shard_parameter_storage(Device dev);
   void install_module_hooks();
   void gather_unit(Bucket& b);

@@ -201,7 +201,7 @@ nlohmann::json estimate_time_on_gpu(const CliArgs& a, const RunSpec& spec, const
   const TimeFeatures f = time_features(e, g, parse_tf32_use(allow_tf32));
   nlohmann::json t = {{"gpu", g.name}, {"allow_tf32", allow_tf32}, {"features_ms", f}};
   if (spec.parallel == ParallelMode::ddp) {   // the all-reduce, beside the step (not in it)
-    const CommTime c = ddp_comm_time(e.ddp_bucket_bytes, int(spec.devices), g);
+    const CommTime c = ddp_comm_time(e.ddp_bucket_bytes, int(spec.devices), g, spec.zero_stage);
     t["communication"] = c.to_json();
     std::printf("  DDP all-reduce over %lld ranks on %s: %.2f ms (lower bound; last bucket %.2f ms)\n",
                 (long long)spec.devices, c.link.c_str(), c.total_ms, c.last_bucket_ms);

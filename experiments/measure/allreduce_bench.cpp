@@ -244,14 +244,16 @@ std::vector<Row> run_process(Communicator& c, const BenchOptions& o, const std::
 
 double algbw(int64_t bytes, double us) { return us > 0 ? double(bytes) / (us * 1e-6) / 1e9 : 0.0; }
 // nccl-tests' bus bandwidth factor: all_reduce 2(n-1)/n; reduce_scatter, all_gather (n-1)/n.
-double g_bus_numerator = 2.0;   // set once per run from --collective (run_allreduce_bench)
-double bus_factor(int n) { return n > 1 ? g_bus_numerator * (n - 1) / n : 0.0; }
+double bus_factor(const BenchOptions& o) {
+  const int n = o.ranks;
+  return n > 1 ? (o.collective == "all_reduce" ? 2.0 : 1.0) * (n - 1) / n : 0.0;
+}
 std::string wrong_str(int64_t w) { return w < 0 ? "N/A" : std::to_string(w); }
 
-json measure_json(const Measure& m, int64_t bytes, int n) {
+json measure_json(const Measure& m, int64_t bytes, double bus) {
   return {{"time_us", m.time_us},
           {"algbw_GBps", algbw(bytes, m.time_us)},
-          {"busbw_GBps", algbw(bytes, m.time_us) * bus_factor(n)},
+          {"busbw_GBps", algbw(bytes, m.time_us) * bus},
           {"wrong", m.wrong < 0 ? json(nullptr) : json(m.wrong)}};
 }
 }  // namespace
@@ -261,6 +263,7 @@ json measure_json(const Measure& m, int64_t bytes, int n) {
 static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int64_t wrong_total, double memcpy_bw,
                         int64_t max_size) {
   const int n = o.ranks;
+  const double bus = bus_factor(o);
   std::printf(
       "# oomlab allreduce-bench: %s backend %s algo %s ranks %d device %s minBytes %lld maxBytes %lld step: "
       "%lld(factor) warmup iters: %lld iters: %lld validation: %d\n",
@@ -277,11 +280,12 @@ static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int
   for (const Row& r : rows) {
     const double ab = algbw(r.bytes, r.oop.time_us), ib = algbw(r.bytes, r.ip.time_us);
     std::printf(" %11lld %13lld %9s %7s %7d %8.1f %7.2f %7.2f %6s %8.1f %7.2f %7.2f %6s\n", (long long)r.bytes,
-                (long long)r.count, o.dtype.c_str(), o.op.c_str(), -1, r.oop.time_us, ab, ab * bus_factor(n),
-                wrong_str(r.oop.wrong).c_str(), r.ip.time_us, ib, ib * bus_factor(n), wrong_str(r.ip.wrong).c_str());
-    bus_sum += (ab + ib) * bus_factor(n) / 2;
+                (long long)r.count, o.dtype.c_str(), o.op.c_str(), -1, r.oop.time_us, ab, ab * bus,
+                wrong_str(r.oop.wrong).c_str(), r.ip.time_us, ib, ib * bus, wrong_str(r.ip.wrong).c_str());
+    bus_sum += (ab + ib) * bus / 2;
     jrows.push_back({{"size_bytes", r.bytes}, {"count", r.count}, {"type", o.dtype}, {"redop", o.op}, {"root", -1},
-                     {"out_of_place", measure_json(r.oop, r.bytes, n)}, {"in_place", measure_json(r.ip, r.bytes, n)},
+                     {"out_of_place", measure_json(r.oop, r.bytes, bus)},
+                     {"in_place", measure_json(r.ip, r.bytes, bus)},
                      {"bytes_sent_per_rank", r.sent}, {"bytes_received_per_rank", r.received}});
   }
   const double avg_bus = rows.empty() ? 0.0 : bus_sum / double(rows.size());
@@ -290,8 +294,8 @@ static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int
   json metrics = {{"rows", jrows}, {"avg_busbw_GBps", avg_bus}, {"wrong_total", wrong_total}};
   if (memcpy_bw > 0 && !rows.empty()) {
     const Row& last = rows.back();
-    const double oop = algbw(last.bytes, last.oop.time_us) * bus_factor(n) / memcpy_bw;
-    const double ip = algbw(last.bytes, last.ip.time_us) * bus_factor(n) / memcpy_bw;
+    const double oop = algbw(last.bytes, last.oop.time_us) * bus / memcpy_bw;
+    const double ip = algbw(last.bytes, last.ip.time_us) * bus / memcpy_bw;
     std::printf("# memcpy bandwidth     : %.2f GB/s (one thread, %lld bytes); busbw at %lld bytes = %.2f (out of "
                 "place), %.2f (in place) of it\n", memcpy_bw, (long long)max_size,
                 (long long)last.bytes, oop, ip);
@@ -303,7 +307,6 @@ static json print_table(const BenchOptions& o, const std::vector<Row>& rows, int
 
 int run_allreduce_bench(BenchOptions o, const BenchLaunch& launch) {
   check_bench_options(o);
-  g_bus_numerator = o.collective == "all_reduce" ? 2.0 : 1.0;
   const std::string& out = launch.json_out;
   if (!out.empty()) check_output_file(out, "--json");
   const std::vector<int64_t> sizes = bench_sizes(o);

@@ -12,7 +12,7 @@ nlohmann::json CommTime::to_json() const {
                     "(a lower bound)"}};
 }
 
-CommTime ddp_comm_time(const std::vector<int64_t>& bucket_bytes, int ranks, const GpuSpec& g) {
+CommTime ddp_comm_time(const std::vector<int64_t>& bucket_bytes, int ranks, const GpuSpec& g, int zero_stage) {
   CommTime t;
   t.ranks = ranks;
   t.link = g.link.empty() ? "unknown link" : str_cat(g.link, ", ", g.link_gbps, " GB/s per direction");
@@ -21,8 +21,9 @@ CommTime ddp_comm_time(const std::vector<int64_t>& bucket_bytes, int ranks, cons
     t.total_ms = t.last_bucket_ms = -1;
     return t;
   }
+  const double times = zero_stage == 3 ? 1.5 : 1.0;
   for (int64_t b : bucket_bytes) {
-    t.last_bucket_ms = bottleneck_bytes(AllReduceAlgo::ring, ranks, double(b)) / (g.link_gbps * 1e9) * 1e3;
+    t.last_bucket_ms = times * bottleneck_bytes(AllReduceAlgo::ring, ranks, double(b)) / (g.link_gbps * 1e9) * 1e3;
     t.total_ms += t.last_bucket_ms;
   }
   return t;

@@ -27,6 +27,8 @@ struct CommTime {
   nlohmann::json to_json() const;
 };
 
-CommTime ddp_comm_time(const std::vector<int64_t>& bucket_bytes, int ranks, const GpuSpec& g);
+// zero_stage 3 moves 1.5 times the bytes (parameters all-gathered for forward and again for
+// backward, gradients reduce-scattered: the ZeRO paper's 3 Psi); stages 1 and 2 as DDP's.
+CommTime ddp_comm_time(const std::vector<int64_t>& bucket_bytes, int ranks, const GpuSpec& g, int zero_stage = 0);
 
 }  // namespace oomlab

@@ -110,8 +110,7 @@ double bound_ms(const MemoryEstimate& e, const GpuSpec& g, bool tf32, int64_t ac
 // synchronised micro-step: whole in the prediction (no overlap), its last bucket in the bound.
 void time_candidate(const PlanRequest& r, const Precision& p, const MemoryEstimate& e, PlanCandidate& c) {
   for (const auto& [dtype, flops] : e.step_flops) c.step_flops += flops * double(c.accumulate);
-  CommTime comm = ddp_comm_time(e.ddp_bucket_bytes, r.gpus, r.gpu);
-  if (c.zero == 3) comm.total_ms *= 1.5, comm.last_bucket_ms *= 1.5;   // parameters gathered twice: 3 Psi
+  const CommTime comm = ddp_comm_time(e.ddp_bucket_bytes, r.gpus, r.gpu, c.zero);
   c.comm_ms = comm.total_ms;
   c.compute_bound_ms = bound_ms(e, r.gpu, std::string(p.allow_tf32) == "all", c.accumulate) +
                        std::max(0.0, comm.last_bucket_ms);
