@@ -125,6 +125,24 @@ std::vector<int64_t> DataParallel::split_sizes(int64_t B, bool grad) const {
   return !grad && too_small && B >= 1 ? even_chunk_sizes(B, std::min(B, N)) : chunk_sizes(B);
 }
 
+void DataParallel::set_count_work(bool on) {
+  count_work_ = on;
+  work_.assign(devices_.size(), DeviceWork{});
+}
+
+void DataParallel::counted(size_t i, const std::function<void()>& run) {
+  if (!count_work_) return run();
+  FlopCounter counter;   // this thread's innermost: the device's own work
+  CachingAllocator& al = allocator_for(devices_[i]);
+  const int64_t before = al.stat("allocated_bytes.all.allocated");
+  run();
+  DeviceWork& w = work_[i];
+  for (int k = 0; k < kNumMatrixKinds; ++k)
+    for (int t = 0; t < kNumDTypes; ++t) w.flops[k][t] += counter.flops(MatrixKind(k), DType(t));
+  w.launches += counter.launches();
+  w.allocated_bytes += al.stat("allocated_bytes.all.allocated") - before;
+}
+
 void DataParallel::replicate(size_t n) {   // Broadcast of parameters and buffers from device 0
   MemoryContext ctx("DataParallel", "replicate");
   const nn::NamedTensors src = module_->state_dict();
@@ -174,9 +192,11 @@ Tensor DataParallel::forward(const Tensor& x) {
   for (size_t i = 0; i < n; ++i) if (sizes[i] > 0) used.push_back(devices_[i]);
   run_on_devices(used, [&](Device d) {   // parallel_apply
     const size_t i = index_of(d);
-    GradModeGuard g(grad);
-    AutocastGuard a(amp);
-    outs[i] = (*replicas_[i])(chunks[i]);
+    counted(i, [&] {
+      GradModeGuard g(grad);
+      AutocastGuard a(amp);
+      outs[i] = (*replicas_[i])(chunks[i]);
+    });
   });
   chunks.clear();
   Tensor out = gather(outs, sizes);
@@ -214,9 +234,11 @@ std::vector<Tensor> DataParallel::backward_replicas(const Tensor& g, std::vector
     LeafStash stash(params);
     run_on_devices(used, [&](Device d) {
       const size_t i = index_of(d);
-      if (outs[i].requires_grad()) run_backward(outs[i], gs[i]);
-      outs[i] = Tensor();
-      gs[i] = Tensor();
+      counted(i, [&] {
+        if (outs[i].requires_grad()) run_backward(outs[i], gs[i]);
+        outs[i] = Tensor();
+        gs[i] = Tensor();
+      });
     });
     reduced = reduce_replica_grads(stash.restore(), n, params.size());
   } catch (...) {

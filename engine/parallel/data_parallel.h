@@ -29,11 +29,17 @@
 //    in 2 micro-batches with gpu0_bsz 4 -> 2+3+3 twice = 4+6+6). gpu0_bsz > B, or fewer than
 //    one sample for each other device, is refused. (The source's code silently falls back to
 //    even chunks when gpu0_bsz >= the others' share; here device 0 gets what is asked.)
+// Counted work (set_count_work, for the planner's time model): each device thread's part of
+// the parallel phases (its replica's forward and backward) under a FlopCounter of its own,
+// and the bytes that thread allocated on its device; what the calling thread runs (replicate,
+// scatter, gather, the loss, the reduction, the optimizer) stays in the caller's counter.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "engine/core/flop_counter.h"
 #include "engine/core/thread_budget.h"
 #include "engine/nn/module.h"
 
@@ -41,6 +47,12 @@ namespace oomlab {
 
 std::vector<int64_t> even_chunk_sizes(int64_t batch, int64_t devices);
 std::vector<int64_t> balanced_chunk_sizes(int64_t batch, int64_t devices, int64_t gpu0_bsz);
+
+// One device thread's counted work since the last reset (see the header).
+struct DeviceWork {
+  double flops[kNumMatrixKinds][kNumDTypes] = {};
+  int64_t launches = 0, allocated_bytes = 0;
+};
 
 class DataParallel : public nn::Module {
  public:
@@ -54,12 +66,16 @@ class DataParallel : public nn::Module {
   nn::Module& module() { return *module_; }
   const std::vector<Device>& devices() const { return devices_; }
   int64_t gpu0_bsz() const { return gpu0_bsz_; }
+  // On: from now, every device thread's work is counted into device_work()[i] (zeroed).
+  void set_count_work(bool on);
+  const std::vector<DeviceWork>& device_work() const { return work_; }
 
  private:
   // forward's phases (PyTorch's names): replicate, scatter, parallel_apply, gather; and the
   // gather's backward (the gradient back to the devices, their backwards, ReduceAddCoalesced).
   std::vector<int64_t> split_sizes(int64_t batch, bool grad) const;
   void replicate(size_t n);
+  void counted(size_t i, const std::function<void()>& run);   // run on device i's thread
   std::vector<Tensor> scatter(const Tensor& x, const std::vector<int64_t>& sizes);
   Tensor gather(const std::vector<Tensor>& outs, const std::vector<int64_t>& sizes);
   size_t index_of(Device d) const;
@@ -71,6 +87,8 @@ class DataParallel : public nn::Module {
   std::vector<nn::ModulePtr> replicas_;   // [0] = module_
   std::vector<Device> devices_;
   int64_t gpu0_bsz_;
+  bool count_work_ = false;
+  std::vector<DeviceWork> work_;
   // While the wrapper lives, BLAS keeps the replicas' share of the cores (cores / N) between
   // the parallel phases too: a limit that rose for the loss and fell again each phase left
   // OpenBLAS's spinning worker threads competing with the replicas (2.3x slower steps of

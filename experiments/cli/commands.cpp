@@ -200,6 +200,14 @@ nlohmann::json estimate_time_on_gpu(const CliArgs& a, const RunSpec& spec, const
   const std::string allow_tf32 = a.get_opt("allow-tf32").value_or("cudnn");
   const TimeFeatures f = time_features(e, g, parse_tf32_use(allow_tf32));
   nlohmann::json t = {{"gpu", g.name}, {"allow_tf32", allow_tf32}, {"features_ms", f}};
+  if (!e.dp_devices.empty()) {   // DataParallel's copies, beside the step (not in it)
+    DpCopyBytes b{e.params_bytes + e.buffers_bytes, e.grads_bytes, e.input_bytes, {}};
+    for (const DpDeviceEstimate& d : e.dp_devices) b.chunks.push_back(d.chunk);
+    const CommTime c = dp_comm_time(b, g);
+    t["communication"] = c.to_json();
+    std::printf("  DataParallel copies over %lld devices on %s: %.2f ms (lower bound)\n", (long long)spec.devices,
+                c.link.c_str(), c.total_ms);
+  }
   if (spec.parallel == ParallelMode::ddp) {   // the all-reduce, beside the step (not in it)
     const CommTime c = ddp_comm_time(e.ddp_bucket_bytes, int(spec.devices), g, spec.zero_stage);
     t["communication"] = c.to_json();
@@ -216,30 +224,16 @@ nlohmann::json estimate_time_on_gpu(const CliArgs& a, const RunSpec& spec, const
   t["predicted_ms"] = ms;
   t["unseen_features"] = m->unseen(f);
   t["calibration"] = m->source;
-  std::printf("  step time on %s: %.1f ms predicted (time model fitted on the GPU records: %s)\n", g.name.c_str(), ms,
-              m->source.c_str());
+  std::printf("  %s on %s: %.1f ms predicted (time model fitted on the GPU records: %s)\n",
+              e.dp_devices.empty() ? "step time" : "device 0's work (no straggler, no copies: oomlab plan adds them)",
+              g.name.c_str(), ms, m->source.c_str());
   return t;
 }
 }  // namespace
 
-int cmd_estimate(const std::vector<std::string>& args) {
-  if (print_help_if_asked("estimate", args)) return 0;
-  CliArgs a(args, "estimate");
-  RunSpec spec = model_spec(a);
-  const std::string opt = spec.optimizer.value_or("sgd");
-  const uint64_t cap = spec.device_memory;
-  check_output_paths(a);
-  const bool record = a.has("memory-snapshot") || a.has("chrome-trace");
-  nlohmann::json budget;
-  if (spec.checkpoint.kind == CheckpointPolicy::Kind::budget) {
-    const CheckpointBudgetChoice ch = choose_checkpoint_budget(spec, spec.batch, opt, spec.checkpoint.budget_bytes);
-    std::printf("--checkpoint %s: %s (exact meta peak %s; tried %zu plans)\n", spec.checkpoint.spec.c_str(),
-                ch.policy.spec.c_str(), format_bytes(double(ch.predicted_peak_bytes)).c_str(), ch.tried.size());
-    budget = ch.to_json();
-    spec.checkpoint = ch.policy;
-  }
-  MemoryEstimate e =
-      with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, spec.batch, opt, cap, record); });
+namespace {
+// The estimate's table: each component, exact (meta) beside the source's formula.
+void print_estimate(const RunSpec& spec, const MemoryEstimate& e) {
   auto row = [](const char* what, int64_t exact, const char* formula_what, int64_t formula) {
     std::printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
                 formula < 0 ? "" : format_bytes(double(formula)).c_str());
@@ -266,12 +260,40 @@ int cmd_estimate(const std::vector<std::string>& args) {
     row("graph: private pool", e.graph_pool_bytes, "-", -1);
     row("graph: peak reserved", e.graph_reserved_peak_bytes, "-", -1);
   }
+  for (const DpDeviceEstimate& d : e.dp_devices)
+    std::printf("  %-8s %5lld samples: peak allocated %s, reserved %s\n", d.device.c_str(), (long long)d.chunk,
+                format_bytes(double(d.peak_allocated_bytes)).c_str(),
+                format_bytes(double(d.peak_reserved_bytes)).c_str());
   std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
   for (const auto& [dtype, flops] : e.step_flops)
     std::printf("  matrix work per step (%s): %.3f TFLOP\n", dtype.c_str(), flops / 1e12);
+}
+}  // namespace
+
+int cmd_estimate(const std::vector<std::string>& args) {
+  if (print_help_if_asked("estimate", args)) return 0;
+  CliArgs a(args, "estimate");
+  RunSpec spec = model_spec(a);
+  const std::string opt = spec.optimizer.value_or("sgd");
+  const uint64_t cap = spec.device_memory;
+  check_output_paths(a);
+  const bool record = a.has("memory-snapshot") || a.has("chrome-trace");
+  nlohmann::json budget;
+  if (spec.checkpoint.kind == CheckpointPolicy::Kind::budget) {
+    const CheckpointBudgetChoice ch = choose_checkpoint_budget(spec, spec.batch, opt, spec.checkpoint.budget_bytes);
+    std::printf("--checkpoint %s: %s (exact meta peak %s; tried %zu plans)\n", spec.checkpoint.spec.c_str(),
+                ch.policy.spec.c_str(), format_bytes(double(ch.predicted_peak_bytes)).c_str(), ch.tried.size());
+    budget = ch.to_json();
+    spec.checkpoint = ch.policy;
+  }
+  MemoryEstimate e =
+      with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, spec.batch, opt, cap, record); });
+  print_estimate(spec, e);
   nlohmann::json metrics = e.to_json();
   if (a.has("gpu")) metrics["time_model"] = estimate_time_on_gpu(a, spec, e);
-  if (cap > 0) {   // what batch fits the card (exact meta steps under the cap)
+  if (cap > 0 && !e.dp_devices.empty()) {
+    std::printf("  largest batch: not searched under DataParallel (oomlab plan --gpus N searches it)\n");
+  } else if (cap > 0) {   // what batch fits the card (exact meta steps under the cap)
     const LargestBatch lb = largest_batch_under(spec, opt, cap);
     std::printf("  largest batch under %s: %s%lld (%lld exact meta steps)\n", format_bytes(double(cap)).c_str(),
                 lb.at_search_cap ? ">= " : "", (long long)lb.batch, (long long)lb.probes);
@@ -292,6 +314,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
                         {"parallel", parallel_mode_name(spec.parallel)}};
   if (spec.parallel == ParallelMode::ddp)
     cfg.update({{"devices", spec.devices}, {"bucket_cap", spec.bucket_cap}, {"zero", spec.zero_stage}});
+  if (!e.dp_devices.empty()) cfg["devices"] = spec.devices;
+  if (spec.parallel == ParallelMode::bdp) cfg["gpu0_bsz"] = spec.gpu0_bsz;
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
   write_json_if_asked(a, make_results("estimate", meta_device(), cfg, metrics,

@@ -283,11 +283,15 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
                   .to(&RunSpec::timeout_s).s);
   t.push_back(F("sync-bn", kTrain, "SyncBatchNorm across the ranks").sw().applies("parallel", {"ddp"})
                   .to(&RunSpec::sync_bn).s);
-  t.push_back(F("parallel", kEstimate, "ddp: one rank of DistributedDataParallel, its gradient buckets counted")
-                  .choice({"none", "ddp"}).def("none")
+  t.push_back(F("parallel", kEstimate, "ddp: one rank of DistributedDataParallel, its gradient buckets counted; "
+                "dp | bdp: every device of (balanced) DataParallel")
+                  .choice({"none", "dp", "bdp", "ddp"}).def("none")
                   .to(+[](RunSpec& r, const std::string& v) { r.parallel = parse_parallel_mode(v); }).s);
-  t.push_back(F("devices", kEstimate, "the ranks under ddp (with --gpu: the all-reduce time on the card's link)")
-                  .integer("N", 1, 1024).def("1").applies("parallel", {"ddp"}).to(&RunSpec::devices).s);
+  t.push_back(F("devices", kEstimate, "the ranks under ddp, the devices under dp | bdp (with --gpu: the "
+                "communication time on the card's link)")
+                  .integer("N", 1, 1024).def("1").applies("parallel", {"dp", "bdp", "ddp"}).to(&RunSpec::devices).s);
+  t.push_back(F("gpu0-bsz", kEstimate, "device 0's samples of the batch under bdp").integer("B0", 0)
+                  .applies("parallel", {"bdp"}).to(&RunSpec::gpu0_bsz).s);
   t.push_back(F("bucket-cap", kEstimate, "DDP's gradient bucket size (PyTorch: 25MiB)").size()
                   .applies("parallel", {"ddp"}).to(&RunSpec::bucket_cap).s);
   for (const Commands& cmds : {kTrain, kEstimate})

@@ -72,8 +72,9 @@ void print_plan(const PlanRequest& r, const Plan& p) {
               (long long)r.global_batch, p.candidates.size(), (long long)p.meta_steps, (long long)p.pruned);
   print_candidates(p);
   if (r.gpus > 1)
-    std::printf("communication: DDP's all-reduce over %s, added whole to each time (no overlap; "
-                "a lower bound of its own: no multi-GPU record)\n",
+    std::printf("communication: DDP's all-reduce, or DataParallel's copies to and from device 0 every "
+                "micro-step, over %s, added whole to each time (no overlap; a lower bound of its own: no "
+                "multi-GPU record)\n",
                 ddp_comm_time({}, r.gpus, r.gpu).link.c_str());
   if (r.time_model)
     std::printf("time: the time model fitted on the GPU records (%s); bound: matrix FLOPs over the dense peak\n",
@@ -122,9 +123,12 @@ nlohmann::json verify_recommendation(const PlanRequest& r, const PlanCandidate& 
   set_backend_options(BackendOptions{tf32.matmul, tf32.conv, std::nullopt, std::nullopt, std::nullopt});
   const nlohmann::json res = train(s);
   const double ms = res["metrics"]["step_time_s"]["median"].get<double>() * 1e3;
-  const nlohmann::json& mem = res["memory"];   // with DDP, rank 0's device (each holds as much)
-  const int64_t peak = (r.gpus > 1 ? mem["devices"].begin().value() : mem["totals"])["reserved_bytes.all.peak"]
-                           .get<int64_t>();
+  // several devices: the fullest (DDP records rank 0's, which holds as much as any)
+  const nlohmann::json& mem = res["memory"];
+  int64_t peak = r.gpus > 1 ? 0 : mem["totals"]["reserved_bytes.all.peak"].get<int64_t>();
+  if (r.gpus > 1)
+    for (const auto& [name, stats] : mem["devices"].items())
+      peak = std::max(peak, stats["reserved_bytes.all.peak"].get<int64_t>());
   std::printf("verify on %s: step %.1f ms measured, %.1f ms predicted for %s; peak reserved %s measured, %s "
               "predicted (meta)\n", device.c_str(), ms, c.predicted_ms, r.gpu.name.c_str(),
               format_bytes(double(peak)).c_str(), format_bytes(double(c.peak_reserved_bytes)).c_str());

@@ -81,6 +81,17 @@ struct StepCost {
   nlohmann::json to_json() const;
 };
 
+// spec.parallel dp | bdp: one device of the DataParallel step (dp_on_meta.h): its chunk, its
+// steady-step peaks, and the work its thread did in the parallel phases (its replica's
+// forward and backward; data_parallel.h). Device 0 also holds the whole input, the gathered
+// outputs, the loss, the reduced gradients and the optimizer state.
+struct DpDeviceEstimate {
+  std::string device;
+  int64_t chunk = 0, peak_allocated_bytes = 0, peak_reserved_bytes = 0;
+  StepCost work;
+  nlohmann::json to_json() const;
+};
+
 struct MemoryEstimate {
   std::string model, optimizer;
   int64_t batch = 0;
@@ -117,13 +128,20 @@ struct MemoryEstimate {
   // the paper's "model states" (stage 2's gradients are the shard backward sums into; the
   // masters' float32 gradient copies are the step's, left out).
   int64_t model_state_bytes = 0;
+  // spec.parallel dp | bdp: every device (dp_on_meta.h); the peaks above and step_cost /
+  // step_flops are device 0's (the calling thread's work, which runs there, and its own
+  // thread's). Empty otherwise.
+  std::vector<DpDeviceEstimate> dp_devices;
+  int64_t dp_max_peak_reserved_bytes() const;   // the fullest device's
   nlohmann::json to_json() const;
 };
 
 // record: keep the meta allocator's trace and op spans (for --memory-snapshot /
 // --chrome-trace); read them from allocator_for(meta_device()) afterwards.
 // spec.parallel ddp: one rank's step under DistributedDataParallel at spec.bucket_cap, batch
-// the rank's own (as train's --batch); other parallel modes are not estimated here.
+// the rank's own (as train's --batch). spec.parallel dp | bdp: the whole step over
+// spec.devices meta devices, batch the step's (split as DataParallel splits it; bdp: device
+// 0 gets spec.gpu0_bsz of it); device_memory caps every device.
 MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::string& optimizer,
                                uint64_t device_memory = 0, bool record = false);
 

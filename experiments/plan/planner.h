@@ -27,6 +27,14 @@
 //    channels-last: those candidates say so): exact peaks from meta ranks; stages 1 and 2
 //    communicate as DDP, stage 3 1.5 times that (parameters gathered for forward and
 //    backward); the time model counts each rank's share of the optimizer's work.
+//  * gpus > 1 also searches DataParallel (one process, N devices; not with half): exact
+//    peaks of every device from one meta step of the whole micro-step (dp_on_meta.h), the
+//    fullest one fitting; micro_batch is each device's share. Time: device 0's work (its
+//    replica's, the loss's, the reduction's, the optimizer's) plus the slowest device's excess
+//    over device 0's replica, and DataParallel's copies every micro-step (comm_time.h).
+//    Then balanced DataParallel from the fastest DataParallel candidate (or, none fitting,
+//    the smallest): the largest share some device-0 share gpu0_bsz <= it lets fit (the
+//    largest gpu0_bsz device 0 holds), searched from that candidate's share up.
 //  * Pruning: once a precision's first meta step says its weights, gradients, optimizer
 //    state, master weights and buckets alone exceed the capacity less the reserve, its other
 //    candidates are out without a meta step (counted in `pruned`).
@@ -70,7 +78,9 @@ struct PlanCandidate {
   std::string attention;                // eager | fused | "" (no attention use)
   bool channels_last = false, fuse_relu = false;
   int zero = 0;                         // ZeRO stage (gpus > 1)
-  int64_t micro_batch = 0, accumulate = 0;   // 0: does not fit
+  std::string parallel;                 // gpus > 1: ddp | dp | bdp ("" on one GPU)
+  int64_t gpu0_bsz = -1;                // bdp: device 0's samples per micro-step
+  int64_t micro_batch = 0, accumulate = 0;   // 0: does not fit; per rank (dp, bdp: per device)
   int64_t peak_reserved_bytes = -1;     // at micro_batch (or, not fitting, at micro-batch 1)
   double step_flops = 0;                // per optimizer step
   double compute_bound_ms = 0;
