@@ -1,16 +1,21 @@
 // test_cli_zero.cpp — `oomlab train --parallel ddp --zero 1|2|3` over gloo processes (and
 // local threads) trains as DDP: float32 resnet20, the same per-step losses and the same
 // final test loss (evaluated on the trained weights) bit for bit on 2 ranks for every stage,
-// within float32 rounding on 4 ranks for stage 3. The float64 weight comparisons are
-// tests/test_zero.cpp's.
+// within float32 rounding on 4 ranks for stage 3. Checkpoints are DDP's (the same files
+// and tensors) and resume on another world size, another stage or plain DDP. The float64
+// weight comparisons are tests/test_zero.cpp's.
 // ctest tier: cli
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli_test_util.h"
+#include "engine/io/safetensors.h"
 #include "temp_dir_util.h"
 
 namespace {
@@ -56,4 +61,79 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
   for (size_t i = 0; i < four.train.size(); ++i)
     EXPECT_NEAR(four3.train[i].get<double>(), four.train[i].get<double>(), 1e-5 * four.train[i].get<double>()) << i;
   EXPECT_NEAR(four3.test.get<double>(), four.test.get<double>(), 1e-5 * four.test.get<double>());
+}
+
+namespace {
+// mlp (no BatchNorm: another world size computes the same step), a constant lr (a run cut
+// short has the schedule of the whole run)
+std::string mlp_run(const std::string& ranks_and_batch, const std::string& rest) {
+  return "train --model mlp --dataset synthetic --optimizer adamw --parallel ddp --synthetic-size 128 "
+         "--eval-batches 2 --quiet --seed 5 --schedule constant " + ranks_and_batch + " " + rest;
+}
+
+double test_loss(const std::string& json_file) {
+  std::ifstream in(json_file);
+  return nlohmann::json::parse(in)["metrics"]["history"]["epochs"].back()["test_loss"].get<double>();
+}
+
+std::map<std::string, std::vector<double>> tensors_of(const std::string& file) {
+  std::map<std::string, std::vector<double>> m;
+  for (const auto& [n, t] : oomlab::read_safetensors(file).tensors) m[n] = t.to_vector();
+  return m;
+}
+
+void expect_close(const std::map<std::string, std::vector<double>>& got,
+                  const std::map<std::string, std::vector<double>>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [name, w] : want) {
+    const auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << what << ": " << name;
+    ASSERT_EQ(it->second.size(), w.size()) << what << ": " << name;
+    for (size_t i = 0; i < w.size(); ++i)
+      ASSERT_NEAR(it->second[i], w[i], tol * (1 + std::abs(w[i]))) << what << ": " << name << "[" << i << "]";
+  }
+}
+}  // namespace
+
+TEST(CliZero, CheckpointsAreDdpsAndResumeOnAnotherWorldSize) {
+  TempDir d("cli_zero_ck");
+  auto ok = [](const std::string& args) {
+    const CliRun r = run_oomlab(args);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
+  };
+  const std::string two = "--devices 2 --batch 8", four = "--devices 4 --batch 4";
+  ok(mlp_run(two, "--steps 6 --save " + d.file("ddp") + " --json " + d.file("ddp.json")));
+  ok(mlp_run(two, "--steps 3 --save " + d.file("ddp3")));
+  // a ZeRO-2 checkpoint over gloo holds DDP's tensors: step 3 equal to DDP's own
+  ok(mlp_run(two, "--backend gloo --zero 2 --steps 3 --save " + d.file("z2")));
+  for (const char* f : {"model.safetensors", "trainer_state.safetensors"})
+    expect_close(tensors_of(d.file("z2/step-3/") + f), tensors_of(d.file("ddp3/step-3/") + f), 0, f);
+  // resumed on 4 ranks under ZeRO-3, then on 2 under plain DDP: the 6-step DDP run's weights
+  ok(mlp_run(four, "--zero 3 --steps 5 --resume " + d.file("z2") + " --save " + d.file("z3")));
+  ok(mlp_run(two, "--steps 6 --resume " + d.file("z3") + " --save " + d.file("back") + " --json " +
+                      d.file("back.json")));
+  expect_close(tensors_of(d.file("back/step-6/model.safetensors")), tensors_of(d.file("ddp/step-6/model.safetensors")),
+               1e-5, "ZeRO-2 -> ZeRO-3 on 4 ranks -> DDP");
+  EXPECT_NEAR(test_loss(d.file("back.json")), test_loss(d.file("ddp.json")), 1e-5);
+  // a DDP checkpoint resumes under ZeRO-1 on 4 ranks
+  ok(mlp_run(four, "--zero 1 --steps 6 --resume " + d.file("ddp3") + " --save " + d.file("z1")));
+  expect_close(tensors_of(d.file("z1/step-6/model.safetensors")), tensors_of(d.file("ddp/step-6/model.safetensors")),
+               1e-5, "DDP -> ZeRO-1 on 4 ranks");
+  // --half --master-weights: the float32 masters are saved as DDP's "master.<param>" tensors;
+  // resumed on 4 ranks, ZeRO-3 and DDP agree within float16 rounding
+  const std::string half = " --half --master-weights";
+  ok(mlp_run(two, "--steps 3 --save " + d.file("hddp3") + half));
+  ok(mlp_run(two, "--zero 2 --steps 3 --save " + d.file("hz2") + half));
+  for (const char* f : {"model.safetensors", "trainer_state.safetensors"})
+    expect_close(tensors_of(d.file("hz2/step-3/") + f), tensors_of(d.file("hddp3/step-3/") + f), 0, f);
+  ok(mlp_run(four, "--steps 6 --resume " + d.file("hddp3") + " --save " + d.file("hddp") + " --json " +
+                       d.file("hddp.json") + half));
+  ok(mlp_run(four, "--zero 3 --steps 6 --resume " + d.file("hz2") + " --save " + d.file("hz3") + " --json " +
+                       d.file("hz3.json") + half));
+  EXPECT_NEAR(test_loss(d.file("hz3.json")), test_loss(d.file("hddp.json")), 1e-4 * test_loss(d.file("hddp.json")));
+  // a checkpoint ZeRO cannot shard (two parameter groups) is one clear error
+  ok(mlp_run(two, "--steps 3 --lr-groups 1.=0.5 --save " + d.file("groups")));
+  const CliRun r = run_oomlab(mlp_run(two, "--zero 2 --steps 6 --resume " + d.file("groups")));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("2 parameter groups; ZeRO shards one"), std::string::npos) << r.output;
 }

@@ -7,6 +7,7 @@
 // ctest tier: ranks
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -166,4 +167,79 @@ TEST(Zero, AReleasedParameterIsAClearErrorNotACrash) {
     ddp.materialize_parameters();
     EXPECT_NO_THROW((void)w.to(DType::f64));
   });
+}
+
+namespace {
+// A run's optimizer state as rank 0 sees it: DDP's own, or ZeRO's consolidated into DDP's
+// format (every rank consolidates); with ZeRO also whether sharding that back gives each
+// rank its own state and shards again, unchanged.
+struct StateSnapshot {
+  std::map<std::string, std::vector<double>> tensors;
+  nlohmann::json optimizer;
+  std::vector<bool> round_trip_equal;   // per rank (ZeRO)
+};
+
+std::map<std::string, std::vector<double>> values_by_name(const nn::NamedTensors& ts) {
+  std::map<std::string, std::vector<double>> m;
+  for (const auto& [n, t] : ts) m[n] = t.contiguous().to_vector();
+  return m;
+}
+
+StateSnapshot snapshot_after_training(int zero) {
+  ModelConfig c = small_config("mlp", cpu_device(0));
+  c.dtype = DType::f64;
+  const Tensor x = make_input("mlp", c, 8).to(DType::f64);
+  const Tensor y = make_target("mlp", c, 8);
+  StateSnapshot out;
+  out.round_trip_equal.assign(2, false);
+  run_local_ranks({cpu_device(0), cpu_device(1)}, AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
+    CurrentDeviceGuard dev(comm.device());
+    ModelConfig mc = c;
+    mc.device = comm.device();
+    nn::ModulePtr m = build_model("mlp", mc);
+    DistributedDataParallel ddp(*m, std::make_shared<CommQueue>(comm), 4096, zero);
+    auto opt = optimizer("adamw", ddp.optimizer_parameters());
+    DdpStrategy sync(ddp);
+    TrainStep step(*m, *opt, {&sync});
+    const Tensor xr = copy_to_device(x.narrow(0, comm.rank() * 4, 4), comm.device());
+    const Tensor yr = copy_to_device(y.narrow(0, comm.rank() * 4, 4), comm.device());
+    for (int i = 0; i < 3; ++i) step.run(xr, yr, false);
+    if (zero == 0) {
+      if (comm.rank() == 0) out = {values_by_name(opt->state_tensors()), opt->state_json(), {}};
+      return;
+    }
+    const auto z = ddp.zero_consolidate(opt->state_tensors(), opt->state_json());
+    const auto shards = values_by_name(ddp.optimizer_parameters());
+    const auto back = ddp.zero_shard(z);
+    out.round_trip_equal[size_t(comm.rank())] = values_by_name(back.optimizer_tensors) ==
+                                                    values_by_name(opt->state_tensors()) &&
+                                                back.optimizer == opt->state_json() &&
+                                                values_by_name(ddp.optimizer_parameters()) == shards;
+    if (comm.rank() == 0) {
+      out.tensors = values_by_name(z.optimizer_tensors);
+      out.optimizer = z.optimizer;
+    }
+  });
+  return out;
+}
+}  // namespace
+
+// ZeRO's checkpoint state is DDP's (float64: the same training within 1e-12; the same
+// names, parameters and steps), and shards back into every rank's own state bit for bit.
+TEST(Zero, ConsolidatedStateIsDdpsAndShardsBackUnchanged) {
+  const StateSnapshot ddp = snapshot_after_training(0);
+  ASSERT_FALSE(ddp.tensors.empty());
+  for (int zero : {1, 2, 3}) {
+    const StateSnapshot z = snapshot_after_training(zero);
+    ASSERT_EQ(z.tensors.size(), ddp.tensors.size()) << "zero " << zero;
+    for (const auto& [name, want] : ddp.tensors) {
+      const auto it = z.tensors.find(name);
+      ASSERT_NE(it, z.tensors.end()) << name << " zero " << zero;
+      EXPECT_LT(max_rel_diff(it->second, want), 1e-12) << name << " zero " << zero;
+    }
+    EXPECT_EQ(z.optimizer["param_groups"], ddp.optimizer["param_groups"]) << "zero " << zero;
+    EXPECT_EQ(z.optimizer["state"], ddp.optimizer["state"]) << "zero " << zero;
+    EXPECT_EQ(z.optimizer["step_count"], ddp.optimizer["step_count"]) << "zero " << zero;
+    EXPECT_EQ(z.round_trip_equal, std::vector<bool>({true, true})) << "zero " << zero;
+  }
 }

@@ -109,6 +109,23 @@ class DistributedDataParallel {
   void prepare_shard_grads();  // ZeRO: each shard's gradient, before the optimizer step
   void gather_parameters();    // ZeRO: every rank's updated shards into the parameters
   void materialize_parameters();   // ZeRO-3: every unit gathered and kept (to read the weights)
+  // ZeRO checkpoints in DDP's format (ddp_zero_state.cpp). zero_consolidate (every rank
+  // calls it: it all-gathers) turns the optimizer's shard state (its state_tensors() and
+  // state_json(), parameters "zero.shard<b>") into DDP's: "state.<param>.<kind>" tensors and
+  // a JSON over the module's parameters in order; the 16-bit buckets' float32 masters as
+  // "master.<param>"; with stage 3 the parameters' values (gathered copies). zero_shard
+  // (no communication; any world size) is the reverse: from a DDP-format state it sets each
+  // shard (from `params` for stage 3, the module's own parameters for stages 1-2, `masters`
+  // for 16-bit buckets with masters) and returns this rank's optimizer tensors and JSON for
+  // Optimizer::load_state. ValueError naming a missing tensor or parameter, a parameter list
+  // that is not the module's, more than one parameter group, or a bucket whose parameters
+  // have different step counts; ShapeError for a tensor of the wrong shape.
+  struct ZeroState {
+    nn::NamedTensors params, optimizer_tensors, masters;
+    nlohmann::json optimizer;
+  };
+  ZeroState zero_consolidate(const nn::NamedTensors& optimizer_tensors, const nlohmann::json& optimizer) const;
+  ZeroState zero_shard(const ZeroState& consolidated);
   // Bucket sizes in bytes (their parameters', padding aside), in launch order; parameter
   // names per bucket.
   std::vector<int64_t> bucket_bytes() const;

@@ -45,12 +45,17 @@ void TrainingRun::resume() {
                    ", this run has ", run_cfg_[k].dump());
     }
   };
-  LoadedCheckpoint ck = load_checkpoint(c_.resume_dir, parameters_and_buffers(*model_), check_config);
+  // ZeRO-3: the parameters' values land in scratch tensors, then in this rank's shards
+  NamedTensors targets = parameters_and_buffers(*model_), zero3_params;
+  if (zero() && c_.ddp->zero_stage() == 3)
+    for (auto& [name, t] : targets)
+      if (t.requires_grad()) zero3_params.push_back({name, t = Tensor::empty(t.shape(), t.dtype(), t.device())});
+  LoadedCheckpoint ck = load_checkpoint(c_.resume_dir, targets, check_config);
   const TrainerState st = parse_trainer_state(ck.state, ck.path + "/trainer_state.json");
   OOMLAB_CHECK_T(
       IoError, !ema_ || st.ema.is_object(), "resume: ", ck.path,
       "/trainer_state.json: field \"ema\" is missing (this run keeps a weight EMA, the checkpoint's had none)");
-  restore_components(ck, st);
+  restore_components(ck, st, std::move(zero3_params));
   device_generator(c_.device).set_state(st.rng);
   history_ = st.history;
   divergence_ = st.divergence;
@@ -74,7 +79,7 @@ void TrainingRun::resume() {
 
 // The optimizer, schedule, EMA, loader, master weights and loss scaler from a checkpoint;
 // each component validates its own part, and an error says which checkpoint it came from.
-void TrainingRun::restore_components(const LoadedCheckpoint& ck, const TrainerState& st) {
+void TrainingRun::restore_components(const LoadedCheckpoint& ck, const TrainerState& st, NamedTensors zero3_params) {
   NamedTensors opt_tensors, ema_tensors, master_tensors;
   for (auto& [n, t] : ck.trainer)
     (n.rfind("ema.", 0) == 0      ? ema_tensors
@@ -82,7 +87,13 @@ void TrainingRun::restore_components(const LoadedCheckpoint& ck, const TrainerSt
                                   : opt_tensors)
         .push_back({n, t});
   try {
-    opt_->load_state(st.optimizer, opt_tensors);
+    if (zero()) {   // DDP's format: this rank's shards of it
+      const DistributedDataParallel::ZeroState z =
+          c_.ddp->zero_shard({std::move(zero3_params), opt_tensors, master_tensors, st.optimizer});
+      opt_->load_state(z.optimizer, z.optimizer_tensors);
+    } else {
+      opt_->load_state(st.optimizer, opt_tensors);
+    }
     sched_->load_state(st.scheduler);
     if (ema_) {
       ema_->load_state(ema_tensors, st.ema);
@@ -232,6 +243,16 @@ void TrainingRun::checkpoint() {
   CheckpointData d;
   d.model = parameters_and_buffers(*model_);
   d.trainer = opt_->state_tensors();
+  json optimizer = opt_->state_json();
+  if (zero()) {   // DDP's format, gathered on every rank (stage 3: the parameters too)
+    DistributedDataParallel::ZeroState z = c_.ddp->zero_consolidate(d.trainer, optimizer);
+    for (auto& [name, t] : d.model)
+      for (const auto& [pname, p] : z.params)
+        if (pname == name) t = p;
+    d.trainer = std::move(z.optimizer_tensors);
+    for (auto& t : z.masters) d.trainer.push_back(t);
+    optimizer = std::move(z.optimizer);
+  }
   if (ema_) for (auto& t : ema_->state_tensors()) d.trainer.push_back(t);
   if (masters_) for (auto& t : masters_->state_tensors()) d.trainer.push_back(t);
   const LoaderState ls = loader_->state();
@@ -240,7 +261,7 @@ void TrainingRun::checkpoint() {
       {"step", step_},
       {"run_id", run_id_},
       {"config", run_cfg_},
-      {"optimizer", opt_->state_json()},
+      {"optimizer", optimizer},
       {"scheduler", sched_->state_json()},
       {"loader", {{"epoch", ls.epoch}, {"cursor", ls.cursor}}},
       {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},

@@ -52,7 +52,9 @@ class TrainingRun {
   nlohmann::json ddp_metrics() const;
   // the run (training_loop.cpp)
   void resume();
-  void restore_components(const LoadedCheckpoint& ck, const TrainerState& st);
+  // zero3_params: ZeRO-3's parameter values as loaded (they go to this rank's shards)
+  void restore_components(const LoadedCheckpoint& ck, const TrainerState& st, NamedTensors zero3_params);
+  bool zero() const { return c_.ddp && c_.ddp->zero_stage() > 0; }   // the optimizer updates shards
   void train_epochs();
   bool copy_batch(Tensor& x, Tensor& y, StepOutput& out);   // false: skipped (--on-oom skip)
   void train_batch();   // one optimizer step (or a skipped batch)

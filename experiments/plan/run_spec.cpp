@@ -92,8 +92,6 @@ void check_zero_supported(const RunSpec& c) {
                                                                               "parameters outside module calls)"
                      : c.zero_stage == 3 && c.channels_last                            ? "--channels-last"
                      : !c.lr_groups.empty()                          ? "--lr-groups"
-                     : !c.save_dir.empty()                           ? "--save"
-                     : !c.resume_dir.empty()                         ? "--resume"
                      : c.ema_decay > 0                               ? "--ema"
                                                                      : nullptr;
   OOMLAB_CHECK(with == nullptr, "--zero ", c.zero_stage, " with ", with, " is not supported yet");

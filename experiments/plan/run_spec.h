@@ -115,8 +115,8 @@ struct RunSpec {
 
 void check_run_model_techniques(const RunSpec& spec);
 
-// --zero with what its shards cannot carry yet (master weights, loss scaling, lr groups,
-// checkpoints, EMA): a ValueError naming it. Nothing for zero_stage 0.
+// --zero with what its shards cannot carry yet (lr groups, EMA; with stage 3 imported
+// graphs and channels-last): a ValueError naming it. Nothing for zero_stage 0.
 void check_zero_supported(const RunSpec& spec);
 
 }  // namespace oomlab
