@@ -42,7 +42,8 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
   const Losses ddp = train("local", 2, "");
   ASSERT_FALSE(ddp.train.is_null());
   EXPECT_EQ(train("gloo", 2, "").train, ddp.train);
-  for (const char* z : {" --zero 1", " --zero 2", " --zero 3"}) {
+  for (const char* z : {" --zero 1", " --zero 2", " --zero 3", " --zero 2 --offload optimizer",
+                        " --zero 3 --offload params"}) {
     const Losses s = train("gloo", 2, z);
     EXPECT_EQ(s.train, ddp.train) << z;
     EXPECT_EQ(s.test, ddp.test) << z;

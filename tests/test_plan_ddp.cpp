@@ -129,6 +129,46 @@ TEST(PlanDdp, ZeroEstimateIsEveryTrainingRanksPeakAndShardsTheState) {
   EXPECT_NE(bad.output.find("--ema"), std::string::npos) << bad.output;
 }
 
+// --offload: each rank's device peak is still the training's exactly; the optimizer's shards
+// and state (and with params the parameters' shards) leave the device for the host, whose
+// bytes the estimate reports; misuse is one clear error.
+TEST(PlanDdp, OffloadMovesTheShardsToTheHostExactly) {
+  const std::string common = "--model resnet20 --batch 16 --optimizer adamw --parallel ddp --devices 4";
+  struct Case { const char* flags; bool stage3; };
+  for (const Case& c : {Case{" --zero 2", false}, Case{" --zero 3", true}}) {
+    const nlohmann::json on_device = run_ok("estimate " + common + c.flags);
+    for (const char* o : {" --offload optimizer", " --offload params"}) {
+      const bool params = std::string(o).find("params") != std::string::npos;
+      if (params && !c.stage3) continue;
+      const std::string flags = common + c.flags + o;
+      const nlohmann::json e = run_ok("estimate " + flags);
+      const nlohmann::json t = run_ok("train " + flags + " --dataset synthetic --device meta --steps 3 "
+                                      "--synthetic-size 64 --eval-batches 0 --quiet");
+      if (e.empty() || t.empty() || on_device.empty()) return;
+      for (const auto& [dev, stats] : t["memory"]["devices"].items())
+        EXPECT_EQ(e["metrics"]["exact"]["peak_allocated_bytes"], stats["allocated_bytes.all.peak"]) << flags << dev;
+      const nlohmann::json& x = e["metrics"]["exact"];
+      const nlohmann::json& x0 = on_device["metrics"]["exact"];
+      EXPECT_EQ(x["optimizer_state_bytes"], 0) << flags;
+      // the state and the shards the optimizer updates (stage 3: the parameters' own shards,
+      // whose device twin stays unless params are offloaded too)
+      const int64_t shards = c.stage3 ? x0["params_bytes"].get<int64_t>()
+                                      : on_device["metrics"]["ddp"]["zero_shard_bytes"].get<int64_t>();
+      const int64_t moved = x0["optimizer_state_bytes"].get<int64_t>() + shards;
+      const int64_t host = e["metrics"]["ddp"]["offload_host_bytes"].get<int64_t>();
+      EXPECT_EQ(host, moved) << flags;
+      EXPECT_GT(e["metrics"]["ddp"]["offload_host_peak_bytes"].get<int64_t>(), host) << flags << ": gradients too";
+      EXPECT_EQ(x["params_bytes"].get<int64_t>() == 0, params) << flags;
+      EXPECT_LT(x["peak_allocated_bytes"].get<int64_t>(), x0["peak_allocated_bytes"].get<int64_t>()) << flags;
+    }
+  }
+  for (const char* bad : {" --offload optimizer", " --zero 2 --offload params"}) {
+    const CliRun r = run_oomlab("estimate " + common + bad);
+    EXPECT_EQ(r.code, 2) << bad << r.output;
+    EXPECT_NE(r.output.find("--offload"), std::string::npos) << r.output;
+  }
+}
+
 // Every rank's trace is the same, with activation checkpointing too: a reduce-scatter's work
 // item once kept its bucket alive on the queue's thread, so the free (and the peak) came at a
 // time that differed between ranks and runs (mlp, zero 2 + checkpoint all: 3426816 or

@@ -32,12 +32,14 @@ struct ZeroRun {
   std::string model = "mlp", optimizer = "sgd";
   int ranks = 2, zero = 0, micro = 1, steps = 3;
   int64_t batch = 8, bucket_cap = kDdpDefaultBucketCap;
+  ZeroOffload offload = ZeroOffload::none;
 };
 
 struct Result {
   std::vector<std::vector<double>> weights;   // per rank
   std::vector<int64_t> state_elements;        // optimizer state per rank
   std::vector<int64_t> grads_after_backward;  // model gradient elements per rank after the last step
+  std::vector<int64_t> state_on_host;         // optimizer state elements per rank on offload_host()
 };
 
 std::unique_ptr<Optimizer> optimizer(const std::string& name, nn::NamedTensors params) {
@@ -60,6 +62,7 @@ Result train(const ZeroRun& r) {
   out.weights.resize(size_t(r.ranks));
   out.state_elements.resize(size_t(r.ranks));
   out.grads_after_backward.resize(size_t(r.ranks));
+  out.state_on_host.resize(size_t(r.ranks));
   std::vector<Device> devices;
   for (int i = 0; i < r.ranks; ++i) devices.push_back(cpu_device(i));
   run_local_ranks(devices, AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
@@ -69,7 +72,7 @@ Result train(const ZeroRun& r) {
     mc.seed = c.seed + uint64_t(comm.rank()) * 7;   // rank 0's weights must be broadcast
     nn::ModulePtr m = build_model(r.model, mc);
     auto queue = std::make_shared<CommQueue>(comm);
-    DistributedDataParallel ddp(*m, queue, r.bucket_cap, r.zero);
+    DistributedDataParallel ddp(*m, queue, r.bucket_cap, r.zero, false, r.offload);
     auto opt = optimizer(r.optimizer, ddp.optimizer_parameters());
     GradientAccumulation acc(r.micro);
     DdpStrategy sync(ddp);
@@ -85,7 +88,10 @@ Result train(const ZeroRun& r) {
     out.grads_after_backward[me] = model_grads;
     ddp.materialize_parameters();   // stage 3: every unit gathered, to read the weights
     out.weights[me] = flat_weights(*m);
-    for (const auto& [n, t] : opt->state_tensors()) out.state_elements[me] += t.numel();
+    for (const auto& [n, t] : opt->state_tensors()) {
+      out.state_elements[me] += t.numel();
+      if (t.device() == offload_host(comm.device())) out.state_on_host[me] += t.numel();
+    }
   });
   return out;
 }
@@ -143,12 +149,44 @@ TEST(Zero, EachRankHoldsItsShareOfTheStateAndLaterStagesNoFullGradient) {
   }
 }
 
+// --offload: the shards and their state on the host, the step there, the same training.
+TEST(Zero, OffloadTrainsAsDdpWithTheStateOnTheHost) {
+  for (int ranks : {2, 4}) {
+    ZeroRun base;
+    base.optimizer = "adamw";
+    base.ranks = ranks;
+    base.micro = 2;
+    base.bucket_cap = 4096;
+    const Result ddp = train(base);
+    for (int zero : {1, 2, 3})
+      for (ZeroOffload o : {ZeroOffload::optimizer, ZeroOffload::params}) {
+        if (o == ZeroOffload::params && zero != 3) continue;
+        ZeroRun z = base;
+        z.zero = zero;
+        z.offload = o;
+        const Result s = train(z);
+        const std::string what = std::string("ranks ") + std::to_string(ranks) + " zero " + std::to_string(zero) +
+                                 " offload " + zero_offload_name(o);
+        EXPECT_LT(max_rel_diff(s.weights[0], ddp.weights[0]), 1e-12) << what;
+        EXPECT_EQ(s.weights.back(), s.weights[0]) << what;
+        for (int k = 0; k < ranks; ++k) {
+          EXPECT_GT(s.state_elements[size_t(k)], 0) << what;
+          EXPECT_EQ(s.state_on_host[size_t(k)], s.state_elements[size_t(k)]) << what;
+        }
+      }
+  }
+  EXPECT_EQ(train(ZeroRun{}).state_on_host[0], 0);   // without offload the state stays on the device
+}
+
 TEST(Zero, AnUnknownStageIsAClearError) {
   run_local_ranks({cpu_device(0)}, AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
     ModelConfig c = small_config("mlp", comm.device());
     nn::ModulePtr m = build_model("mlp", c);
     auto queue = std::make_shared<CommQueue>(comm);
     EXPECT_THROW(DistributedDataParallel(*m, queue, kDdpDefaultBucketCap, 4), ValueError);
+    EXPECT_THROW(DistributedDataParallel(*m, queue, kDdpDefaultBucketCap, 0, false, ZeroOffload::optimizer),
+                 ValueError);
+    EXPECT_THROW(DistributedDataParallel(*m, queue, kDdpDefaultBucketCap, 2, false, ZeroOffload::params), ValueError);
   });
 }
 

@@ -12,18 +12,45 @@
 
 namespace oomlab {
 
+ZeroOffload parse_zero_offload(const std::string& text) {
+  if (text == "none" || text.empty()) return ZeroOffload::none;
+  if (text == "optimizer") return ZeroOffload::optimizer;
+  if (text == "params") return ZeroOffload::params;
+  throw ValueError(str_cat("'", text, "' is not an offload (none, optimizer, params)"));
+}
+
+const char* zero_offload_name(ZeroOffload o) {
+  return o == ZeroOffload::optimizer ? "optimizer" : o == ZeroOffload::params ? "params" : "none";
+}
+
+Device offload_host(Device rank_device) {
+  return rank_device.is_meta() ? meta_device(kMaxDeviceIndex - 1) : cpu_device(kMaxDeviceIndex - 1);
+}
+
+namespace {
+// `t` as `dtype` on `device`: itself when it already is.
+Tensor as_on(const Tensor& t, DType dtype, Device device) {
+  if (t.dtype() == dtype && t.device() == device) return t;
+  Tensor out = Tensor::empty(t.shape(), dtype, device);
+  out.copy_(t);
+  return out;
+}
+}  // namespace
+
 void DistributedDataParallel::make_shards(Device dev, bool master_weights) {
   const int64_t world = queue_->world_size(), rank = queue_->rank();
   NoGradGuard no_grad;
   MemoryContext ctx("DistributedDataParallel", "zero_shards");
+  const Device shards_at = offload_ == ZeroOffload::none ? dev : offload_host(dev);
+  const Device params_at = offload_ == ZeroOffload::params ? shards_at : dev;
   for (Bucket& b : buckets_) {
     b.shard = (b.numel + world - 1) / world;
     const bool sixteen = b.dtype == DType::f16 || b.dtype == DType::bf16;
     // the last rank's padding stays 0 (its gradient is 0 too: it never moves)
-    b.shard_param = Tensor::zeros({b.shard}, master_weights && sixteen ? DType::f32 : b.dtype, dev);
+    b.shard_param = Tensor::zeros({b.shard}, master_weights && sixteen ? DType::f32 : b.dtype, shards_at);
     copy_flat_range(b, rank * b.shard, b.shard_param, Side::values, /*into_tensors=*/false);
     if (zero_stage_ == 3)   // the parameters' own shard: the float32 master's 16-bit twin, or the shard itself
-      b.param_shard = b.shard_param.dtype() == b.dtype ? b.shard_param : b.shard_param.to(b.dtype);
+      b.param_shard = as_on(b.shard_param, b.dtype, params_at);
   }
 }
 
@@ -70,6 +97,17 @@ int64_t DistributedDataParallel::zero_optimizer_copy_bytes() const {
   return n;
 }
 
+int64_t DistributedDataParallel::zero_host_shard_bytes() const {
+  int64_t n = 0;
+  for (const Bucket& b : buckets_) {
+    if (!(b.shard_param.device() == queue_->device())) n += int64_t(b.shard_param.nbytes());
+    if (b.param_shard.defined() && b.param_shard.impl() != b.shard_param.impl() &&
+        !(b.param_shard.device() == queue_->device()))
+      n += int64_t(b.param_shard.nbytes());
+  }
+  return n;
+}
+
 void DistributedDataParallel::zero_model_grads() {
   if (zero_stage_ == 0) return;
   for (auto& [name, p] : params_) p.set_grad(Tensor());
@@ -104,10 +142,10 @@ void DistributedDataParallel::finish_zero(Bucket& b) {
   NoGradGuard no_grad;
   if (zero_stage_ == 1) {   // back into this rank's slice of the full gradients
     copy_flat_range(b, int64_t(queue_->rank()) * b.shard, b.reduced, Side::grads, /*into_tensors=*/true);
-  } else if (b.grad_sum.defined()) {
-    add_inplace(b.grad_sum, b.reduced);   // stage 2's later micro-batches
-  } else {
-    b.grad_sum = b.reduced;
+  } else {   // stage 2's sum over micro-batches (offloaded: on the host, the slice copied there at once)
+    const Tensor slice = as_on(b.reduced, b.dtype, b.shard_param.device());
+    if (b.grad_sum.defined()) add_inplace(b.grad_sum, slice);
+    else b.grad_sum = slice;
   }
   b.reduced = Tensor();
   b.flat = Tensor();   // the bucket's buffer is freed
@@ -121,11 +159,11 @@ void DistributedDataParallel::prepare_shard_grads() {
   for (Bucket& b : buckets_) {
     const DType d = b.shard_param.dtype();
     if (zero_stage_ == 1) {
-      Tensor g = Tensor::zeros({b.shard}, d, queue_->device());   // padding: 0
+      Tensor g = Tensor::zeros({b.shard}, d, b.shard_param.device());   // padding: 0
       copy_flat_range(b, int64_t(queue_->rank()) * b.shard, g, Side::grads, /*into_tensors=*/false);
       b.shard_param.set_grad(g);
-    } else if (b.grad_sum.defined()) {
-      b.shard_param.set_grad(b.grad_sum.dtype() == d ? b.grad_sum : b.grad_sum.to(d));
+    } else if (b.grad_sum.defined()) {   // (offloaded: copied to the host)
+      b.shard_param.set_grad(as_on(b.grad_sum, d, b.shard_param.device()));
       b.grad_sum = Tensor();
     }
   }
@@ -143,7 +181,7 @@ void DistributedDataParallel::gather_parameters() {
     return;
   }
   for (Bucket& b : buckets_) {
-    const Tensor send = b.shard_param.dtype() == b.dtype ? b.shard_param : b.shard_param.to(b.dtype);
+    const Tensor send = as_on(b.shard_param, b.dtype, queue_->device());   // (offloaded: copied back)
     Tensor full = Tensor::empty({b.shard * world}, b.dtype, queue_->device());
     queue_->run([&](Communicator& c) { c.all_gather(send, full); });
     copy_flat_range(b, 0, full.narrow(0, 0, b.numel), Side::values, /*into_tensors=*/true);

@@ -71,7 +71,12 @@ void DistributedDataParallel::gather_unit(Bucket& b) {
   impl->strides = {1};
   impl->dtype = b.dtype;
   const Tensor full(impl);
-  queue_->run([&](Communicator& c) { c.all_gather(b.param_shard, full); });
+  Tensor send = b.param_shard;   // --offload params: from the host
+  if (!(send.device() == queue_->device())) {
+    send = Tensor::empty(send.shape(), send.dtype(), queue_->device());
+    send.copy_(b.param_shard);
+  }
+  queue_->run([&](Communicator& c) { c.all_gather(send, full); });
 }
 
 void DistributedDataParallel::release_unit(Bucket& b) {

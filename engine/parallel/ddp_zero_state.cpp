@@ -53,8 +53,13 @@ DistributedDataParallel::ZeroState DistributedDataParallel::zero_consolidate(con
   NoGradGuard no_grad;
   const int64_t world = queue_->world_size();
   auto gather = [&](const Bucket& b, const Tensor& shard) {
+    Tensor send = shard;   // an offloaded shard goes through the device
+    if (!(shard.device() == queue_->device())) {
+      send = Tensor::empty(shard.shape(), shard.dtype(), queue_->device());
+      send.copy_(shard);
+    }
     Tensor full = Tensor::empty({b.shard * world}, shard.dtype(), queue_->device());
-    queue_->run([&](Communicator& c) { c.all_gather(shard, full); });
+    queue_->run([&](Communicator& c) { c.all_gather(send, full); });
     return full;
   };
   auto per_param = [&](const Bucket& b, const Tensor& full, const std::string& prefix, const std::string& suffix,

@@ -91,8 +91,17 @@ void DistributedDataParallel::assign_buckets(Device dev, int64_t bucket_cap_byte
 }
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
-                                                 int64_t bucket_cap_bytes, int zero_stage, bool master_weights)
-    : module_(module), queue_(std::move(queue)), zero_stage_(zero_stage), alive_(std::make_shared<bool>(true)) {
+                                                 int64_t bucket_cap_bytes, int zero_stage, bool master_weights,
+                                                 ZeroOffload offload)
+    : module_(module),
+      queue_(std::move(queue)),
+      zero_stage_(zero_stage),
+      offload_(offload),
+      alive_(std::make_shared<bool>(true)) {
+  OOMLAB_CHECK(offload == ZeroOffload::none || zero_stage > 0, "DistributedDataParallel: --offload ",
+               zero_offload_name(offload), " needs a ZeRO stage (--zero 1|2|3): it offloads the shards");
+  OOMLAB_CHECK(offload != ZeroOffload::params || zero_stage == 3, "DistributedDataParallel: --offload params needs "
+               "--zero 3 (only stage 3 shards the parameters)");
   OOMLAB_CHECK(queue_ != nullptr, "DistributedDataParallel: no communicator");
   OOMLAB_CHECK(zero_stage >= 0 && zero_stage <= 3, "DistributedDataParallel: ZeRO stage ", zero_stage,
                " is not one of 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)");

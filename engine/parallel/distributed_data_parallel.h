@@ -58,6 +58,15 @@
 //    shards stay shards (no all-gather). Parameters
 //    shared by two modules, and parameters not laid out contiguously (channels_last), are
 //    refused. materialize_parameters() gathers every unit for good (reading the weights).
+//  * ZeRO-Offload (offload, with a ZeRO stage; Ren et al. 2021, DeepSpeed's offload_optimizer
+//    and ZeRO-Infinity's offload_param): optimizer: each shard the optimizer updates (and so
+//    its state, which the optimizer allocates beside it) lives on the host (offload_host),
+//    its gradient goes there (stages 2 and 3: each bucket's reduced slice as soon as it is
+//    reduced, summed there over micro-batches; stage 1: before the step) and the updated
+//    shard back to the device for the all-gather (stage 3: into the parameters' device
+//    shard); params (stage 3): the
+//    parameters' shards live on the host too, copied to the device for each gather. The
+//    copies are plain, synchronous ones: no pinned buffers, no copy stream yet.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -69,10 +78,12 @@
 #include "engine/nn/module.h"
 #include "engine/nn/module_hooks.h"
 #include "engine/parallel/comm_queue.h"
+#include "engine/parallel/zero_offload.h"
 
 namespace oomlab {
 
 inline constexpr int64_t kDdpDefaultBucketCap = int64_t(25) << 20;
+
 inline constexpr int64_t kDdpFirstBucketCap = int64_t(1) << 20;
 
 struct DdpStats {
@@ -86,7 +97,7 @@ class DistributedDataParallel {
  public:
   DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
                           int64_t bucket_cap_bytes = kDdpDefaultBucketCap, int zero_stage = 0,
-                          bool master_weights = false);
+                          bool master_weights = false, ZeroOffload offload = ZeroOffload::none);
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -98,6 +109,7 @@ class DistributedDataParallel {
   CommQueue& queue() { return *queue_; }
   const DdpStats& stats() const { return stats_; }
   int zero_stage() const { return zero_stage_; }
+  ZeroOffload offload() const { return offload_; }
   // What the optimizer updates: the module's parameters (stage 0), or this rank's shards.
   nn::NamedTensors optimizer_parameters() const;
   // ZeRO: bytes of one shard of every bucket in the buckets' dtypes (stage 2's gradient sums).
@@ -105,6 +117,9 @@ class DistributedDataParallel {
   // ZeRO: bytes of the shards the optimizer updates that are copies (stages 1 and 2; stage
   // 3's float32 masters), not the parameters' own shards.
   int64_t zero_optimizer_copy_bytes() const;
+  // ZeRO-Offload: bytes of the shards kept on the host (the optimizer's; with params the
+  // parameters' own too), the optimizer's state aside.
+  int64_t zero_host_shard_bytes() const;
   void zero_model_grads();     // ZeRO: the module's gradients set to none
   void prepare_shard_grads();  // ZeRO: each shard's gradient, before the optimizer step
   void gather_parameters();    // ZeRO: every rank's updated shards into the parameters
@@ -172,6 +187,7 @@ class DistributedDataParallel {
   size_t next_launch_ = 0;
   bool sync_ = false, in_backward_ = false;
   int zero_stage_ = 0;
+  ZeroOffload offload_ = ZeroOffload::none;
   bool materialized_ = false;                                      // ZeRO-3: units kept gathered
   std::unordered_map<const nn::Module*, std::vector<size_t>> units_of_;   // ZeRO-3: module -> buckets
   std::unique_ptr<nn::ModuleCallHooksGuard> hooks_;               // ZeRO-3, on the constructing thread

@@ -144,7 +144,13 @@ void TrainingRun::assemble_strategies() {
     strategies_.push_back(&scaler_.emplace(c_.loss_scale));
     if (c_.ddp && c_.ddp->zero_stage() > 0)   // each rank unscales only its shards
       scaler_->set_found_inf_reduction([ddp = c_.ddp](Tensor& flag) {
-        ddp->queue().run([&](Communicator& comm) { comm.all_reduce(flag, ReduceOp::max); });
+        Tensor on_rank = flag;   // --offload: the shards' flag is on the host
+        if (!(flag.device() == ddp->queue().device())) {
+          on_rank = Tensor::empty(flag.shape(), flag.dtype(), ddp->queue().device());
+          on_rank.copy_(flag);
+        }
+        ddp->queue().run([&](Communicator& comm) { comm.all_reduce(on_rank, ReduceOp::max); });
+        if (on_rank.impl() != flag.impl()) flag.copy_(on_rank);
       });
     history_["loss_scale"] = json::array();
     history_["found_inf_steps"] = json::array();

@@ -249,6 +249,7 @@ void print_estimate(const RunSpec& spec, const MemoryEstimate& e) {
   if (!e.ddp_bucket_bytes.empty() && e.zero_stage == 0)
     row(str_cat("DDP buckets (", e.ddp_bucket_bytes.size(), ")").c_str(), e.ddp_buckets_total_bytes(), "-", -1);
   if (e.zero_stage > 0) row(str_cat("ZeRO-", e.zero_stage, " shards").c_str(), e.zero_shard_bytes, "-", -1);
+  if (spec.offload != ZeroOffload::none) row("on the host (offload)", e.offload_host_bytes, "-", -1);
   row("input batch", e.input_bytes, "input batch", e.formula_input_bytes);
   row("activations (saved)", e.activation_bytes, "batch x outputs x 2", e.formula_activation_bytes);
   row("transient over fwd", e.transient_bytes, "-", -1);
@@ -313,7 +314,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
                         {"channels_last", spec.channels_last},
                         {"parallel", parallel_mode_name(spec.parallel)}};
   if (spec.parallel == ParallelMode::ddp)
-    cfg.update({{"devices", spec.devices}, {"bucket_cap", spec.bucket_cap}, {"zero", spec.zero_stage}});
+    cfg.update({{"devices", spec.devices}, {"bucket_cap", spec.bucket_cap}, {"zero", spec.zero_stage},
+                {"offload", zero_offload_name(spec.offload)}});
   if (!e.dp_devices.empty()) cfg["devices"] = spec.devices;
   if (spec.parallel == ParallelMode::bdp) cfg["gpu0_bsz"] = spec.gpu0_bsz;
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;

@@ -298,6 +298,11 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
     t.push_back(F("zero", cmds, "ZeRO: shard the optimizer state (1), the gradients too (2), the parameters too (3)")
                     .choice({"1", "2", "3"}).applies("parallel", {"ddp"})
                     .to(+[](RunSpec& r, const std::string& v) { r.zero_stage = std::stoi(v); }).s);
+  for (const Commands& cmds : {kTrain, kEstimate})
+    t.push_back(F("offload", cmds, "ZeRO-Offload: the optimizer's shards and state (optimizer), and with --zero 3 the "
+                  "parameters' shards (params), on the host")
+                    .choice({"optimizer", "params"}).applies("parallel", {"ddp"})
+                    .to(+[](RunSpec& r, const std::string& v) { r.offload = parse_zero_offload(v); }).s);
   t.push_back(F("backend", kTrain, "the ddp communicator (gloo, mpi, nccl: one process per rank)")
                   .choice({"local", "gloo", "mpi", "nccl"}).applies("parallel", {"ddp"})
                   .to(&RunSpec::backend).s);

@@ -19,10 +19,11 @@
 namespace oomlab {
 
 struct DdpOnMeta {
-  DdpOnMeta(nn::Module& model, int ranks, int64_t bucket_cap, int zero_stage, bool master_weights)
+  DdpOnMeta(nn::Module& model, int ranks, int64_t bucket_cap, int zero_stage, bool master_weights,
+            ZeroOffload offload = ZeroOffload::none)
       : comm(ranks, 0),
         queue(std::make_shared<CommQueue>(comm)),
-        ddp(model, queue, bucket_cap, zero_stage, master_weights),
+        ddp(model, queue, bucket_cap, zero_stage, master_weights, offload),
         strategy(ddp) {}
   MetaRankCommunicator comm;
   std::shared_ptr<CommQueue> queue;

@@ -60,7 +60,8 @@ nlohmann::json MemoryEstimate::to_json() const {
   if (!ddp_bucket_bytes.empty())
     j["ddp"] = {{"bucket_bytes", ddp_bucket_bytes}, {"buckets_total_bytes", ddp_buckets_total_bytes()},
                 {"zero_stage", zero_stage}, {"zero_shard_bytes", zero_shard_bytes},
-                {"bytes_sent_per_step", ddp_bytes_sent}};
+                {"bytes_sent_per_step", ddp_bytes_sent}, {"offload_host_bytes", offload_host_bytes},
+                {"offload_host_peak_bytes", offload_host_peak_bytes}};
   if (graph_pool_bytes >= 0)
     j["cuda_graphs"] = {{"pool_bytes", graph_pool_bytes}, {"capture_peak_allocated_bytes", graph_capture_peak_bytes},
                         {"peak_reserved_bytes", graph_reserved_peak_bytes}};
@@ -127,7 +128,9 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
     e.zero_shard_bytes = ddp->ddp.zero_optimizer_copy_bytes();
     // stage 2: the gradient shard backward sums into (freed by the step, as the paper's
     // partitioned gradients are held through backward); stage 1 keeps the model's full ones
-    if (ddp->ddp.zero_stage() >= 2) e.grads_bytes += ddp->ddp.zero_bucket_shard_bytes();
+    // (offloaded: on the host)
+    if (ddp->ddp.zero_stage() >= 2 && ddp->ddp.offload() == ZeroOffload::none)
+      e.grads_bytes += ddp->ddp.zero_bucket_shard_bytes();
     // stage 3: the parameters a rank keeps are its shards (their 16-bit twins of the masters)
     if (ddp->ddp.zero_stage() == 3) e.params_bytes = ddp->ddp.zero_bucket_shard_bytes();
   }
@@ -136,7 +139,7 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
   // What backward produces (the paper's gradients): one per parameter, or stage 2's shard sums.
   int64_t backward_grads = 0;
   if (ddp && ddp->ddp.zero_stage() >= 2) {
-    backward_grads = ddp->ddp.zero_bucket_shard_bytes();
+    backward_grads = ddp->ddp.offload() == ZeroOffload::none ? ddp->ddp.zero_bucket_shard_bytes() : 0;
   } else {
     for (const auto& [n, p] : model.named_parameters())
       if (p.requires_grad()) backward_grads += int64_t(p.nbytes());
@@ -148,6 +151,12 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
     }
   }
   e.optimizer_state_bytes = bytes_of(opt.state_tensors());
+  if (ddp && ddp->ddp.offload() != ZeroOffload::none) {   // on the host: its allocator's bytes instead
+    e.offload_host_bytes = e.optimizer_state_bytes + ddp->ddp.zero_host_shard_bytes();
+    e.offload_host_peak_bytes = allocator_for(offload_host(meta_device())).stat("allocated_bytes.all.peak");
+    e.optimizer_state_bytes = e.zero_shard_bytes = 0;
+    if (ddp->ddp.offload() == ZeroOffload::params) e.params_bytes = 0;
+  }
   // ZeRO's "model states" (Rajbhandari et al. 2020, Figure 1): parameters, the gradients
   // backward produces, optimizer state, masters and shards; not the step's float32 copies
   // of the gradients (MasterWeights' stay until the next zero_grad, ZeRO's are freed).
@@ -239,7 +248,7 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   check_zero_supported(spec);
   if (spec.parallel == ParallelMode::ddp) {
     ddp.emplace(*b.model, int(spec.devices), spec.bucket_cap, spec.zero_stage,
-                spec.zero_stage > 0 && spec.master_weights);
+                spec.zero_stage > 0 && spec.master_weights, spec.offload);
     e.ddp_bucket_bytes = ddp->ddp.bucket_bytes();
     e.zero_stage = spec.zero_stage;
   }

@@ -124,6 +124,11 @@ struct MemoryEstimate {
   // ring sends them (meta_comm.h).
   int zero_stage = 0;
   int64_t zero_shard_bytes = 0, ddp_bytes_sent = 0;
+  // spec.offload: the bytes of what the rank keeps on the host after the step (its optimizer
+  // shards and state; with params its parameter shards), and the host allocator's peak over
+  // the step (the gradients copied there, its block rounding); the device's fields above then
+  // leave those out (0).
+  int64_t offload_host_bytes = 0, offload_host_peak_bytes = 0;
   // Parameters + the gradients backward produces + optimizer state + masters + ZeRO shards:
   // the paper's "model states" (stage 2's gradients are the shard backward sums into; the
   // masters' float32 gradient copies are the step's, left out).

@@ -87,6 +87,10 @@ void check_run_model_techniques(const RunSpec& spec) {
 // --zero: what the shards do not carry yet is refused by name (the optimizer holds one
 // flat shard per bucket, not the model's parameters).
 void check_zero_supported(const RunSpec& c) {
+  OOMLAB_CHECK(c.offload != ZeroOffload::params || c.zero_stage == 3,
+               "--offload params needs --zero 3 (only stage 3 shards the parameters)");
+  OOMLAB_CHECK(c.offload == ZeroOffload::none || c.zero_stage > 0, "--offload ", zero_offload_name(c.offload),
+               " needs --zero 1|2|3 (it offloads the rank's shards)");
   if (c.zero_stage == 0) return;
   const char* with = c.zero_stage == 3 && c.model.rfind("graph:", 0) == 0 ? "an imported graph (its nodes read "
                                                                               "parameters outside module calls)"

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/parallel/zero_offload.h"
 #include "engine/core/device.h"
 #include "engine/core/dtype.h"
 #include "engine/core/tensor.h"
@@ -104,6 +105,7 @@ struct RunSpec {
   int64_t gpu0_bsz = -1;
   int64_t bucket_cap = int64_t(25) << 20;
   int zero_stage = 0;                      // --zero 1|2: ZeRO's optimizer-state (1) and gradient (2) shards
+  ZeroOffload offload = ZeroOffload::none;  // --offload optimizer|params (with --zero)
   bool sync_bn = false;
   double timeout_s = 300;                  // --timeout: the ddp rendezvous's and each collective's bound
   std::string backend;

@@ -134,7 +134,8 @@ json train_rank(const RunSpec& c, TrainerConfig t, const ModelBuilder& build, co
       queue->run([&](Communicator& cm) { cm.all_reduce(x, ReduceOp::sum); });
     });
   if (c.half) half_model(*model, DType::f16);   // before the reducer, as model.half() before DDP(model)
-  DistributedDataParallel ddp(*model, queue, c.bucket_cap, c.zero_stage, c.zero_stage > 0 && c.master_weights);
+  DistributedDataParallel ddp(*model, queue, c.bucket_cap, c.zero_stage, c.zero_stage > 0 && c.master_weights,
+                              c.offload);
   t.device = comm.device();
   t.devices = {comm.device()};
   t.ddp = &ddp;
@@ -142,6 +143,10 @@ json train_rank(const RunSpec& c, TrainerConfig t, const ModelBuilder& build, co
   results["metrics"]["ddp"]["sync_bn"] = c.sync_bn;
   results["metrics"]["ddp"]["bucket_cap"] = c.bucket_cap;
   results["metrics"]["ddp"]["zero_stage"] = c.zero_stage;
+  results["metrics"]["ddp"]["offload"] = zero_offload_name(c.offload);
+  if (c.offload != ZeroOffload::none)   // the host's allocator: every rank of this process offloads there
+    results["metrics"]["ddp"]["offload_host_peak_bytes"] =
+        allocator_for(offload_host(comm.device())).stat("allocated_bytes.all.peak");
   return results;
 }
 }  // namespace
@@ -163,6 +168,8 @@ json train_parallel(const RunSpec& c, TrainerConfig t, const ModelBuilder& build
   }
   t.config["bucket_cap"] = c.bucket_cap;
   t.config["sync_bn"] = c.sync_bn;
+  t.config["zero"] = c.zero_stage;
+  t.config["offload"] = zero_offload_name(c.offload);
   if (under_launcher()) {
     RankInfo info = discover_rank({}, current_environment());
     info.timeout = std::chrono::milliseconds(int64_t(c.timeout_s * 1000));   // a missing peer ends the run
