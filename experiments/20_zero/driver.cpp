@@ -8,9 +8,14 @@
 // bytes the rank sends per step beside DDP's; per stage the largest model whose
 // model states fit a source.card_bytes card at N = source.card_ranks; per (stage,
 // checkpoint) at N = 64 the whole peak with activations (batch 4 x 512 tokens).
+// Offload rows (--offload optimizer|params): per (stage, N) the device's model states and the
+// host's bytes (metrics.ddp.offload_host_bytes) per parameter beside ZeRO-Offload's split
+// (device: stage 1 4, stage 2 2, stage 3 2 / N, or none with the parameters offloaded too;
+// host: 12 / N, + 2 / N for the parameters).
 // Verdict (exact figures, verdict_rule.h): per (stage, N), ours within source.tolerance of
 // the formula; per (stage, N) the bytes sent within source.tolerance of DDP's at that N (1.5
-// times DDP's for stage 3: its parameters are gathered for forward and again for backward).
+// times DDP's for stage 3: its parameters are gathered for forward and again for backward);
+// per offload row, device and host within source.tolerance of the split.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -56,6 +61,42 @@ json state_rows(const json& spec, const std::vector<const json*>& points) {
   return rows;
 }
 
+// ZeRO-Offload's split of one rank's model states (bytes per parameter): the device keeps the
+// fp16 parameters (stage 3: its shard, none when they are offloaded too) and, with stage 1,
+// the fp16 gradients (stages 2 and 3 stream theirs to the host); the host the fp32 masters,
+// momentum and variance shards (12 / N) and with params the fp16 parameter shard.
+std::pair<double, double> offload_split(const std::string& stage, double n) {
+  if (stage == "zero1+optimizer") return {4, 12 / n};
+  if (stage == "zero2+optimizer") return {2, 12 / n};
+  if (stage == "zero3+optimizer") return {2 / n, 12 / n};
+  return {0, 14 / n};   // zero3+params
+}
+
+// Relative error, or the bytes per parameter themselves where the formula says none.
+double split_error(double ours, double formula) { return formula > 0 ? (ours - formula) / formula : ours; }
+
+json offload_rows(const json& spec, const std::vector<const json*>& points) {
+  const double paper_params = spec["source"]["paper_params"].get<double>();
+  json rows = json::array();
+  for (const json* p : points) {
+    const json& m = (*p)["metrics"];
+    const std::string stage = (*p)["axes"]["stage"].get<std::string>();
+    const int64_t n = point_option(*p, "devices").get<int64_t>();
+    const double params = m["params"].get<double>();
+    const double device = m["model_state_bytes"].get<double>() / params;
+    const double host = m["ddp"]["offload_host_bytes"].get<double>() / params;
+    const auto [fd, fh] = offload_split(stage, double(n));
+    rows.push_back({{"stage", stage}, {"ranks", n}, {"params", params}, {"device_per_param", device},
+                    {"formula_device_per_param", fd}, {"host_per_param", host}, {"formula_host_per_param", fh},
+                    {"device_error", split_error(device, fd)}, {"host_error", split_error(host, fh)},
+                    {"device_gb_at_paper_params", device * paper_params / 1e9},
+                    {"host_gb_at_paper_params", host * paper_params / 1e9},
+                    {"host_peak_bytes", m["ddp"]["offload_host_peak_bytes"]},
+                    {"peak_bytes", m["exact"]["peak_allocated_bytes"]}});
+  }
+  return rows;
+}
+
 json largest_models(const json& spec, const json& rows) {
   const double card = spec["source"]["card_bytes"].get<double>();
   const int64_t ranks = spec["source"]["card_ranks"].get<int64_t>();
@@ -91,7 +132,7 @@ json summarize_20(const json& spec, json& points) {
   json peaks = peak_rows(block(all, "whole_peak"));
   for (const json& r : peak_rows(block(all, "whole_peak_zero3"))) peaks.push_back(r);
   return {{"rows", states}, {"largest", largest_models(spec, states)}, {"peaks", peaks},
-          {"profile", spec.value("profile", "")}};
+          {"offload", offload_rows(spec, block(all, "offload"))}, {"profile", spec.value("profile", "")}};
 }
 
 // "The whole peak at 64 ranks (4 x 512 tokens): DDP X GiB, ZeRO-2 with checkpoint all Y GiB. "
@@ -106,6 +147,28 @@ std::string peak_text(const json& peaks) {
   if (ddp.empty() || best.empty()) return "";
   return str_cat("The whole peak with activations at 64 ranks (4 x 512 tokens): DDP ", ddp,
                  ", ZeRO-2 with every block checkpointed ", best, three.empty() ? "" : ", ZeRO-3 " + three, ".");
+}
+
+// "ZeRO-Offload: device and host within X of the split (N rows); one rank of ZeRO-2 keeps
+// Y GB of model states for 13B parameters on the device (the paper: fits a 32 GB V100)."
+std::string judge_offload(const json& spec, const json& s, double tol, std::vector<Judged>& parts) {
+  double worst = 0, single = -1;
+  for (const json& r : s["offload"]) {
+    const double err = std::max(std::abs(r["device_error"].get<double>()), std::abs(r["host_error"].get<double>()));
+    parts.push_back(judge_exact(err <= tol));
+    worst = std::max(worst, err);
+    if (r["stage"] == "zero2+optimizer" && r["ranks"] == 1) single = r["device_per_param"].get<double>();
+  }
+  if (s["offload"].empty()) return "";
+  const double big = spec["source"].value("offload_single_gpu_params", 13e9);
+  const double card = spec["source"].value("offload_single_gpu_bytes", 32e9);
+  return str_cat(" ZeRO-Offload: device and host bytes per parameter within ", pct_text(worst), " of its split (",
+                 s["offload"].size(), " settings)",
+                 single < 0 ? std::string(".")
+                            : str_cat("; one ZeRO-2 rank with the optimizer offloaded keeps ",
+                                      std::round(single * big / 1e8) / 10, " GB of model states on the device for ",
+                                      big / 1e9, "B parameters (the paper: trains on one ", card / 1e9,
+                                      " GB V100; activations aside)."));
 }
 
 json verdict_20(const json& spec, const json& s) {
@@ -133,7 +196,8 @@ json verdict_20(const json& spec, const json& s) {
       "parameter within ", pct_text(worst), " of the paper's formulas (tolerance ", pct_text(tol), "); scaled to "
       "Psi = 7.5B at 64 ranks: ", at_paper.empty() ? "not in this profile" : at_paper,
       ". Bytes sent per step within ", pct_text(worst_sent), " of DDP's (stages 1 and 2: reduce-scatter + "
-      "all-gather = all-reduce) and of 1.5 times DDP's (stage 3). ", peak_text(s["peaks"]));
+      "all-gather = all-reduce) and of 1.5 times DDP's (stage 3). ", peak_text(s["peaks"]),
+      judge_offload(spec, s, tol, parts));
   return {{"status", verdict_status(parts)}, {"reason", reason}};
 }
 

@@ -2,7 +2,9 @@
 states per parameter beside the ZeRO paper's formula, both at the paper's 7.5B parameters in
 GB, and the bytes sent per step beside DDP's (one table); the whole peak with activations per
 (stage, checkpointing) at 64 ranks and the largest model whose model states fit an 80 GB card
-at 8 ranks (two short tables); one figure (model states per parameter against the ranks).
+at 8 ranks (two short tables); with ZeRO-Offload the device's and the host's bytes per
+parameter beside the paper's split (a table); one figure (model states per parameter against
+the ranks).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
 paths relative to out_dir) and draws exactly FIGURES."""
@@ -55,6 +57,14 @@ def render(doc, out_dir):
         big = [[STAGES[r["stage"]], str(r["ranks"]), f"{r['params'] / 1e9:.1f}B"] for r in s["largest"]]
         parts += ["\nThe largest model whose model states fit an 80 GB card (ours per parameter):\n",
                   md_table(["stage", "Nd", "parameters"], big, right={1, 2})]
+    if s.get("offload"):
+        off = [[r["stage"], str(r["ranks"]), f"{r['device_per_param']:.4f}", f"{r['formula_device_per_param']:.4f}",
+                f"{r['host_per_param']:.4f}", f"{r['formula_host_per_param']:.4f}",
+                f"{r['device_gb_at_paper_params']:.2f}", f"{r['host_gb_at_paper_params']:.2f}"] for r in s["offload"]]
+        parts += [f"\nZeRO-Offload ({doc['source'].get('offload_citation', '')}): one rank's model states on the "
+                  "device and what it keeps on the host (bytes per parameter; GB at 7.5B):\n",
+                  md_table(["stage + offload", "Nd", "device B/param", "paper", "host B/param", "paper",
+                            "device GB at 7.5B", "host GB at 7.5B"], off, right={1, 2, 3, 4, 5, 6, 7})]
     plot_20(doc, out_dir / FIG)
     parts.append(f"\n![{doc['experiment']}]({FIG})\n")
     return "\n".join(parts), [FIG]
