@@ -1,7 +1,7 @@
-// test_cli_zero.cpp — `oomlab train --parallel ddp --zero 1|2|3` over gloo processes (and
-// local threads) trains as DDP: float32 resnet20, the same per-step losses and the same
-// final test loss (evaluated on the trained weights) bit for bit on 2 ranks for every stage,
-// within float32 rounding on 4 ranks for stage 3. Checkpoints are DDP's (the same files
+// test_cli_zero.cpp — `oomlab train --parallel ddp --zero 1|2|3 [--offload]` over gloo
+// processes (and local threads) trains as DDP: float32 resnet20, the same per-step losses,
+// final test loss and saved weights bit for bit on 2 ranks for every stage and offload,
+// within float32 rounding on 4 ranks. Checkpoints are DDP's (the same files
 // and tensors) and resume on another world size, another stage or plain DDP. The float64
 // weight comparisons are tests/test_zero.cpp's.
 // ctest tier: cli
@@ -21,6 +21,7 @@
 namespace {
 struct Losses {
   nlohmann::json train, test;
+  std::map<std::string, std::vector<double>> weights;   // the saved model after the last step
 };
 
 Losses train(const std::string& backend, int ranks, const std::string& zero) {
@@ -28,13 +29,16 @@ Losses train(const std::string& backend, int ranks, const std::string& zero) {
   const CliRun r = run_oomlab("train --model resnet20 --dataset synthetic --batch 8 --optimizer adamw --parallel ddp "
                               "--devices " + std::to_string(ranks) + " --backend " + backend + zero +
                               " --steps 4 --synthetic-size 128 --eval-batches 2 --quiet --seed 5 --json " +
-                              d.file("r.json"));
+                              d.file("r.json") + " --save " + d.file("ck"));
   EXPECT_EQ(r.code, 0) << backend << zero << "\n" << r.output;
   if (r.code != 0) return {};
   std::ifstream in(d.file("r.json"));
   const nlohmann::json j = nlohmann::json::parse(in);
   const nlohmann::json& h = j["metrics"]["history"];
-  return {h["train_loss"], h["epochs"].empty() ? nlohmann::json() : h["epochs"].back()["test_loss"]};
+  Losses out{h["train_loss"], h["epochs"].empty() ? nlohmann::json() : h["epochs"].back()["test_loss"], {}};
+  for (const auto& [n, t] : oomlab::read_safetensors(d.file("ck/step-4/model.safetensors")).tensors)
+    out.weights[n] = t.to_vector();
+  return out;
 }
 }  // namespace
 
@@ -47,6 +51,7 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
     const Losses s = train("gloo", 2, z);
     EXPECT_EQ(s.train, ddp.train) << z;
     EXPECT_EQ(s.test, ddp.test) << z;
+    EXPECT_EQ(s.weights, ddp.weights) << z << ": the trained weights, bit for bit";
   }
   // stage 3 with every block checkpointed: the re-run in backward gathers its units again
   const Losses ckpt = train("local", 2, " --checkpoint all");
@@ -57,6 +62,22 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
   // 4 ranks: sums of four float32 terms in another order (gloo's reduce-scatter, the local
   // ring's all-reduce): equal within float32 rounding
   const Losses four = train("local", 4, "");
+  // the trained weights: AdamW's first steps divide by sqrt(v), so a weight whose gradient
+  // is near 0 may move by up to lr (1e-3) where rounding differs; each tensor's RMS difference
+  // within 1e-5 + 1e-4 x its RMS (a wrong shard or step moves whole tensors by ~lr)
+  for (const char* z : {" --zero 1", " --zero 2 --offload optimizer"}) {
+    const Losses s = train("gloo", 4, z);
+    ASSERT_EQ(s.weights.size(), four.weights.size()) << z;
+    for (const auto& [name, w] : four.weights) {
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        diff += (s.weights.at(name)[i] - w[i]) * (s.weights.at(name)[i] - w[i]);
+        norm += w[i] * w[i];
+      }
+      const double n = double(w.size());
+      EXPECT_LE(std::sqrt(diff / n), 1e-5 + 1e-4 * std::sqrt(norm / n)) << z << " " << name;
+    }
+  }
   const Losses four3 = train("gloo", 4, " --zero 3");
   ASSERT_EQ(four3.train.size(), four.train.size());
   for (size_t i = 0; i < four.train.size(); ++i)

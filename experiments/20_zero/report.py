@@ -3,7 +3,8 @@ states per parameter beside the ZeRO paper's formula, both at the paper's 7.5B p
 GB, and the bytes sent per step beside DDP's (one table); the whole peak with activations per
 (stage, checkpointing) at 64 ranks and the largest model whose model states fit an 80 GB card
 at 8 ranks (two short tables); with ZeRO-Offload the device's and the host's bytes per
-parameter beside the paper's split (a table); one figure (model states per parameter against
+parameter beside the paper's split (a table); step time on two CPU thread ranks over DDP's (a
+table); one figure (model states per parameter against
 the ranks).
 
 Contract (oomlab_report/experiments.py): render(doc, out_dir) returns (markdown, figure
@@ -65,6 +66,13 @@ def render(doc, out_dir):
                   "device and what it keeps on the host (bytes per parameter; GB at 7.5B):\n",
                   md_table(["stage + offload", "Nd", "device B/param", "paper", "host B/param", "paper",
                             "device GB at 7.5B", "host GB at 7.5B"], off, right={1, 2, 3, 4, 5, 6, 7})]
+    times = [[STAGES.get(r["stage"], r["stage"]), f"{r['median_step_s'] * 1e3:.1f}",
+              f"{r['over_ddp']['estimate']:.3f} ({r['over_ddp']['lo']:.3f}-{r['over_ddp']['hi']:.3f}, "
+              f"{r['over_ddp']['n']} pairs)" if "over_ddp" in r else "-"] for r in s.get("step_time_cpu", [])]
+    if times:
+        parts += ["\nStep time on two CPU thread ranks (resnet20, 16 samples per rank, AdamW; DDP and each stage "
+                  "alternating; measured, not judged: the paper's time claims concern GPUs and their network):\n",
+                  md_table(["stage", "median step ms", "over DDP (95% CI)"], times, right={1, 2})]
     plot_20(doc, out_dir / FIG)
     parts.append(f"\n![{doc['experiment']}]({FIG})\n")
     return "\n".join(parts), [FIG]
