@@ -158,4 +158,12 @@ TEST(CliZero, CheckpointsAreDdpsAndResumeOnAnotherWorldSize) {
   const CliRun r = run_oomlab(mlp_run(two, "--zero 2 --steps 6 --resume " + d.file("groups")));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("2 parameter groups; ZeRO shards one"), std::string::npos) << r.output;
+  // a weight EMA (stages 1 and 2 hold the whole parameters after each step): DDP's EMA,
+  // evaluated and saved alike
+  ok(mlp_run(two, "--steps 4 --ema 0.9 --save " + d.file("ema_ddp") + " --json " + d.file("ema_ddp.json")));
+  ok(mlp_run(two, "--zero 2 --backend gloo --steps 4 --ema 0.9 --save " + d.file("ema_z2") + " --json " +
+                      d.file("ema_z2.json")));
+  EXPECT_EQ(test_loss(d.file("ema_z2.json")), test_loss(d.file("ema_ddp.json")));
+  expect_close(tensors_of(d.file("ema_z2/step-4/trainer_state.safetensors")),
+               tensors_of(d.file("ema_ddp/step-4/trainer_state.safetensors")), 0, "the EMA and optimizer state");
 }

@@ -124,7 +124,7 @@ TEST(PlanDdp, ZeroEstimateIsEveryTrainingRanksPeakAndShardsTheState) {
     EXPECT_EQ(eh["metrics"]["exact"]["peak_allocated_bytes"],
               th["memory"]["devices"]["meta:3"]["allocated_bytes.all.peak"]);
   }
-  const CliRun bad = run_oomlab("train " + common + " --zero 1 --dataset synthetic --steps 1 --ema 0.99");
+  const CliRun bad = run_oomlab("train " + common + " --zero 3 --dataset synthetic --steps 1 --ema 0.99");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--ema"), std::string::npos) << bad.output;
 }

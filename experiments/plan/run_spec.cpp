@@ -96,7 +96,7 @@ void check_zero_supported(const RunSpec& c) {
                                                                               "parameters outside module calls)"
                      : c.zero_stage == 3 && c.channels_last                            ? "--channels-last"
                      : !c.lr_groups.empty()                          ? "--lr-groups"
-                     : c.ema_decay > 0                               ? "--ema"
+                     : c.zero_stage == 3 && c.ema_decay > 0          ? "--ema (the parameters are sharded)"
                                                                      : nullptr;
   OOMLAB_CHECK(with == nullptr, "--zero ", c.zero_stage, " with ", with, " is not supported yet");
 }
