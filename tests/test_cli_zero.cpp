@@ -153,11 +153,21 @@ TEST(CliZero, CheckpointsAreDdpsAndResumeOnAnotherWorldSize) {
   ok(mlp_run(four, "--zero 3 --steps 6 --resume " + d.file("hz2") + " --save " + d.file("hz3") + " --json " +
                        d.file("hz3.json") + half));
   EXPECT_NEAR(test_loss(d.file("hz3.json")), test_loss(d.file("hddp.json")), 1e-4 * test_loss(d.file("hddp.json")));
-  // a checkpoint ZeRO cannot shard (two parameter groups) is one clear error
-  ok(mlp_run(two, "--steps 3 --lr-groups 1.=0.5 --save " + d.file("groups")));
-  const CliRun r = run_oomlab(mlp_run(two, "--zero 2 --steps 6 --resume " + d.file("groups")));
+  // parameter groups (--lr-groups): each shard holds one group's parameters; the checkpoint
+  // is DDP's, group by group, and resumes under ZeRO-3 on 4 ranks
+  const std::string groups = " --lr-groups 1.=0.5,3.=2";
+  ok(mlp_run(two, "--steps 6 --save " + d.file("g_ddp") + groups));
+  ok(mlp_run(two, "--steps 3 --save " + d.file("g_ddp3") + groups));
+  ok(mlp_run(two, "--backend gloo --zero 2 --steps 3 --save " + d.file("g_z2") + groups));
+  for (const char* f : {"model.safetensors", "trainer_state.safetensors"})
+    expect_close(tensors_of(d.file("g_z2/step-3/") + f), tensors_of(d.file("g_ddp3/step-3/") + f), 0, f);
+  ok(mlp_run(four, "--zero 3 --steps 6 --resume " + d.file("g_z2") + " --save " + d.file("g_z3") + groups));
+  expect_close(tensors_of(d.file("g_z3/step-6/model.safetensors")),
+               tensors_of(d.file("g_ddp/step-6/model.safetensors")), 1e-5, "lr groups: ZeRO-2 -> ZeRO-3 on 4 ranks");
+  // resumed with other groups: one clear error naming the group
+  const CliRun r = run_oomlab(mlp_run(two, "--zero 2 --steps 6 --resume " + d.file("g_z2")));
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("2 parameter groups; ZeRO shards one"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ZeRO resume"), std::string::npos) << r.output;
   // a weight EMA (stages 1 and 2 hold the whole parameters after each step): DDP's EMA,
   // evaluated and saved alike
   ok(mlp_run(two, "--steps 4 --ema 0.9 --save " + d.file("ema_ddp") + " --json " + d.file("ema_ddp.json")));

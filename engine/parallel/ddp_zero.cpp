@@ -84,6 +84,12 @@ nn::NamedTensors DistributedDataParallel::optimizer_parameters() const {
   return out;
 }
 
+std::vector<size_t> DistributedDataParallel::zero_shard_groups() const {
+  std::vector<size_t> out;
+  for (const Bucket& b : buckets_) out.push_back(b.group);
+  return out;
+}
+
 int64_t DistributedDataParallel::zero_bucket_shard_bytes() const {
   int64_t n = 0;
   for (const Bucket& b : buckets_) n += b.shard * int64_t(dtype_size(b.dtype));

@@ -23,15 +23,17 @@ void DistributedDataParallel::assign_units() {
   std::set<const TensorImpl*> seen;
   const auto modules = module_.named_modules();
   for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
-    std::map<DType, Bucket> by_dtype;
+    std::map<std::pair<DType, size_t>, Bucket> by_dtype;   // and by optimizer group
     for (const auto& [name, t] : it->second->named_parameters()) {
       if (name.find('.') != std::string::npos || !index.count(t.impl())) continue;   // a child's, or frozen
       OOMLAB_CHECK(seen.insert(t.impl()).second, "ZeRO stage 3: parameter ", t.name(),
                    " is shared by two modules (tied weights are not supported)");
       OOMLAB_CHECK(t.is_contiguous(), "ZeRO stage 3: parameter ", t.name(),
                    " is not contiguous (--channels-last is not supported with --zero 3)");
-      Bucket& b = by_dtype[t.dtype()];
+      const size_t group = group_of_(params_[index[t.impl()]].first);
+      Bucket& b = by_dtype[{t.dtype(), group}];
       b.dtype = t.dtype();
+      b.group = group;
       b.params.push_back(index[t.impl()]);
       b.offsets.push_back(b.numel);
       b.numel += t.numel();

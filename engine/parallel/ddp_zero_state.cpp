@@ -29,18 +29,24 @@ std::map<std::string, Tensor> by_name(const nn::NamedTensors& ts) {
   return m;
 }
 
-// The module's parameter names in registration order: what DDP's optimizer holds.
-std::vector<std::string> parameter_names(const nn::Module& module) {
-  std::vector<std::string> names;
-  for (const auto& [n, p] : module.named_parameters()) names.push_back(n);
+// The module's parameter names per optimizer group, in registration order: what DDP's
+// optimizer holds (`groups` of them; a name whose group is not below that is a ValueError).
+std::vector<std::vector<std::string>> parameter_names(const nn::Module& module, const ZeroGroupOf& group_of,
+                                                      size_t groups) {
+  std::vector<std::vector<std::string>> names(groups);
+  for (const auto& [n, p] : module.named_parameters()) {
+    const size_t g = group_of(n);
+    OOMLAB_CHECK(g < groups, "ZeRO: parameter ", n, " belongs to optimizer group ", g, ", the state has ", groups);
+    names[g].push_back(n);
+  }
   return names;
 }
 
-// The JSON of `optimizer` with its one group's parameters `names` and per-parameter steps.
-json with_parameters(const json& optimizer, const std::vector<std::string>& names,
+// The JSON of `optimizer` with each group's parameters `names` and per-parameter steps.
+json with_parameters(const json& optimizer, const std::vector<std::vector<std::string>>& names,
                      const std::map<std::string, int64_t>& steps) {
   json out = optimizer;
-  out["param_groups"][0]["params"] = names;
+  for (size_t g = 0; g < names.size(); ++g) out["param_groups"][g]["params"] = names[g];
   out["state"] = json::object();
   for (const auto& [n, s] : steps) out["state"][n] = {{"step", s}};
   return out;
@@ -82,30 +88,34 @@ DistributedDataParallel::ZeroState DistributedDataParallel::zero_consolidate(con
     if (st.contains(shard_name(i)))
       for (size_t k : b.params) steps[params_[k].first] = st[shard_name(i)].at("step").get<int64_t>();
   }
-  out.optimizer = with_parameters(optimizer, parameter_names(module_), steps);
+  out.optimizer = with_parameters(optimizer, parameter_names(module_, group_of_, optimizer.at("param_groups").size()),
+                                  steps);
   return out;
 }
 
 namespace {
-// The checks zero_shard makes of a DDP-format optimizer JSON before it reads anything.
-void check_consolidated_json(const json& j, const std::vector<std::string>& names) {
-  OOMLAB_CHECK(j.is_object() && j.contains("param_groups") && j["param_groups"].is_array() && j.contains("state") &&
-                   j["state"].is_object(),
+// The checks zero_shard makes of a DDP-format optimizer JSON before it reads anything: its
+// groups hold the module's parameters as this run's groups do.
+void check_consolidated_json(const json& j, const nn::Module& module, const ZeroGroupOf& group_of) {
+  OOMLAB_CHECK(j.is_object() && j.contains("param_groups") && j["param_groups"].is_array() &&
+                   !j["param_groups"].empty() && j.contains("state") && j["state"].is_object(),
                "ZeRO resume: the optimizer state has no param_groups or state");
-  OOMLAB_CHECK(j["param_groups"].size() == 1, "ZeRO resume: the checkpoint's optimizer has ",
-               j["param_groups"].size(), " parameter groups; ZeRO shards one (--lr-groups is not supported)");
-  const json& saved = j["param_groups"][0].at("params");
-  OOMLAB_CHECK(saved.is_array() && saved.size() == names.size(), "ZeRO resume: the checkpoint's optimizer holds ",
-               saved.is_array() ? saved.size() : 0, " parameters, the model has ", names.size());
-  for (size_t k = 0; k < names.size(); ++k)
-    OOMLAB_CHECK(saved[k].is_string() && saved[k].get<std::string>() == names[k], "ZeRO resume: optimizer parameter ",
-                 k, " is ", saved[k].dump(), " in the checkpoint, '", names[k], "' in the model");
+  const std::vector<std::vector<std::string>> names = parameter_names(module, group_of, j["param_groups"].size());
+  for (size_t g = 0; g < names.size(); ++g) {
+    const json& saved = j["param_groups"][g].at("params");
+    OOMLAB_CHECK(saved.is_array() && saved.size() == names[g].size(), "ZeRO resume: the checkpoint's optimizer "
+                 "group ", g, " holds ", saved.is_array() ? saved.size() : 0, " parameters, this run's ",
+                 names[g].size(), " (another --lr-groups?)");
+    for (size_t k = 0; k < names[g].size(); ++k)
+      OOMLAB_CHECK(saved[k].is_string() && saved[k].get<std::string>() == names[g][k], "ZeRO resume: group ", g,
+                   " parameter ", k, " is ", saved[k].dump(), " in the checkpoint, '", names[g][k], "' in this run");
+  }
 }
 }  // namespace
 
 DistributedDataParallel::ZeroState DistributedDataParallel::zero_shard(const ZeroState& in) {
   OOMLAB_CHECK(zero_stage_ > 0, "zero_shard: this reducer does not shard (ZeRO stage 0)");
-  check_consolidated_json(in.optimizer, parameter_names(module_));
+  check_consolidated_json(in.optimizer, module_, group_of_);
   NoGradGuard no_grad;
   const int64_t world = queue_->world_size(), rank = queue_->rank();
   const std::map<std::string, Tensor> state = by_name(in.optimizer_tensors), masters = by_name(in.masters),
@@ -127,10 +137,10 @@ DistributedDataParallel::ZeroState DistributedDataParallel::zero_shard(const Zer
   const json& saved_steps = in.optimizer["state"];
   ZeroState out;
   std::map<std::string, int64_t> steps;
-  std::vector<std::string> shards;
+  std::vector<std::vector<std::string>> shards(in.optimizer["param_groups"].size());
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
-    shards.push_back(shard_name(i));
+    shards.at(b.group).push_back(shard_name(i));
     if (zero_stage_ == 3) b.param_shard.copy_(own_slice(b, params, [](const std::string& n) { return n; }, b.dtype));
     if (b.shard_param.dtype() != b.dtype)
       b.shard_param.copy_(own_slice(b, masters, [](const std::string& n) { return "master." + n; }, DType::f32));

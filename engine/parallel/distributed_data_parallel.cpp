@@ -59,7 +59,8 @@ void DistributedDataParallel::assign_buckets(Device dev, int64_t bucket_cap_byte
     int64_t numel;
     Bucket bucket;
   };
-  std::map<DType, Open> open;
+  // one open bucket per dtype (and, with ZeRO, per optimizer group: a shard has one group)
+  std::map<std::pair<DType, size_t>, Open> open;
   std::vector<Closed> closed;
   auto close = [&](DType d, Open& o) {
     closed.push_back({o.position, d, o.numel, std::move(o.bucket)});
@@ -69,7 +70,9 @@ void DistributedDataParallel::assign_buckets(Device dev, int64_t bucket_cap_byte
   size_t position = 0;
   for (size_t k = params_.size(); k-- > 0; ++position) {
     const Tensor& t = params_[k].second;
-    Open& o = open[t.dtype()];
+    const size_t group = zero_stage_ > 0 ? group_of_(params_[k].first) : 0;
+    Open& o = open[{t.dtype(), group}];
+    o.bucket.group = group;
     if (o.bucket.params.empty()) o.position = position;
     o.bucket.params.push_back(k);
     o.bucket.offsets.push_back(o.numel);
@@ -77,8 +80,8 @@ void DistributedDataParallel::assign_buckets(Device dev, int64_t bucket_cap_byte
     o.bytes += t.numel() * int64_t(dtype_size(t.dtype()));
     if (o.bytes >= (o.first ? std::min(kDdpFirstBucketCap, bucket_cap_bytes) : bucket_cap_bytes)) close(t.dtype(), o);
   }
-  for (auto& [d, o] : open)
-    if (!o.bucket.params.empty()) close(d, o);
+  for (auto& [key, o] : open)
+    if (!o.bucket.params.empty()) close(key.first, o);
   std::sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) { return a.position < b.position; });
   MemoryContext ctx("DistributedDataParallel", "buckets");
   for (Closed& c : closed) {
@@ -92,11 +95,12 @@ void DistributedDataParallel::assign_buckets(Device dev, int64_t bucket_cap_byte
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
                                                  int64_t bucket_cap_bytes, int zero_stage, bool master_weights,
-                                                 ZeroOffload offload)
+                                                 ZeroOffload offload, ZeroGroupOf group_of)
     : module_(module),
       queue_(std::move(queue)),
       zero_stage_(zero_stage),
       offload_(offload),
+      group_of_(group_of ? std::move(group_of) : ZeroGroupOf([](const std::string&) { return size_t(0); })),
       alive_(std::make_shared<bool>(true)) {
   OOMLAB_CHECK(offload == ZeroOffload::none || zero_stage > 0, "DistributedDataParallel: --offload ",
                zero_offload_name(offload), " needs a ZeRO stage (--zero 1|2|3): it offloads the shards");

@@ -58,6 +58,9 @@
 //    shards stay shards (no all-gather). Parameters
 //    shared by two modules, and parameters not laid out contiguously (channels_last), are
 //    refused. materialize_parameters() gathers every unit for good (reading the weights).
+//  * ZeRO with parameter groups (group_of): buckets and units are cut per (dtype, group),
+//    each shard belongs to its parameters' group (zero_shard_groups), and the consolidated
+//    checkpoint's JSON lists each group's parameters as DDP's optimizer does.
 //  * ZeRO-Offload (offload, with a ZeRO stage; Ren et al. 2021, DeepSpeed's offload_optimizer
 //    and ZeRO-Infinity's offload_param): optimizer: each shard the optimizer updates (and so
 //    its state, which the optimizer allocates beside it) lives on the host (offload_host),
@@ -69,6 +72,7 @@
 //    copies are plain, synchronous ones: no pinned buffers, no copy stream yet.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -93,11 +97,16 @@ struct DdpStats {
   nlohmann::json to_json() const;
 };
 
+// ZeRO with parameter groups (--lr-groups): each parameter's optimizer group by name; a
+// bucket (stage 3: a unit) holds one group's parameters only. nullptr: one group.
+using ZeroGroupOf = std::function<size_t(const std::string& name)>;
+
 class DistributedDataParallel {
  public:
   DistributedDataParallel(nn::Module& module, std::shared_ptr<CommQueue> queue,
                           int64_t bucket_cap_bytes = kDdpDefaultBucketCap, int zero_stage = 0,
-                          bool master_weights = false, ZeroOffload offload = ZeroOffload::none);
+                          bool master_weights = false, ZeroOffload offload = ZeroOffload::none,
+                          ZeroGroupOf group_of = nullptr);
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -109,6 +118,8 @@ class DistributedDataParallel {
   CommQueue& queue() { return *queue_; }
   const DdpStats& stats() const { return stats_; }
   int zero_stage() const { return zero_stage_; }
+  // ZeRO: the optimizer group of each shard optimizer_parameters() lists, in its order.
+  std::vector<size_t> zero_shard_groups() const;
   ZeroOffload offload() const { return offload_; }
   // What the optimizer updates: the module's parameters (stage 0), or this rank's shards.
   nn::NamedTensors optimizer_parameters() const;
@@ -160,6 +171,7 @@ class DistributedDataParallel {
     Tensor grad_sum;                         // ZeRO stage 2: the reduced slices summed over micro-batches
     std::shared_ptr<Storage> unit;           // ZeRO-3: the parameters' storage (world x shard elements)
     Tensor param_shard;                      // ZeRO-3: this rank's elements of the parameters (bucket dtype)
+    size_t group = 0;                        // ZeRO: the optimizer group of its parameters
   };
   void assign_buckets(Device dev, int64_t bucket_cap_bytes);
   void make_shards(Device dev, bool master_weights);           // ZeRO (ddp_zero.cpp)
@@ -188,6 +200,7 @@ class DistributedDataParallel {
   bool sync_ = false, in_backward_ = false;
   int zero_stage_ = 0;
   ZeroOffload offload_ = ZeroOffload::none;
+  ZeroGroupOf group_of_;                                 // ZeRO: parameter name -> optimizer group
   bool materialized_ = false;                                      // ZeRO-3: units kept gathered
   std::unordered_map<const nn::Module*, std::vector<size_t>> units_of_;   // ZeRO-3: module -> buckets
   std::unique_ptr<nn::ModuleCallHooksGuard> hooks_;               // ZeRO-3, on the constructing thread

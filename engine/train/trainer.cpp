@@ -90,6 +90,12 @@ void TrainingRun::set_up_precision() {
   if (c_.master_weights && !zero) masters_.emplace(*model_);
 }
 
+size_t lr_group_of(const std::vector<std::pair<std::string, double>>& lr_groups, const std::string& name) {
+  for (size_t i = 0; i < lr_groups.size(); ++i)
+    if (name.rfind(lr_groups[i].first, 0) == 0) return i + 1;
+  return 0;
+}
+
 void TrainingRun::make_optimizer() {
   ParamGroup base;
   base.lr = c_.lr;
@@ -98,17 +104,19 @@ void TrainingRun::make_optimizer() {
   base.nesterov = c_.nesterov;
   std::vector<ParamGroup> groups(1 + c_.lr_groups.size(), base);
   for (size_t i = 0; i < c_.lr_groups.size(); ++i) groups[i + 1].lr = c_.lr * c_.lr_groups[i].second;
-  const bool zero = c_.ddp && c_.ddp->zero_stage() > 0;   // the optimizer updates the rank's shards
-  for (auto& [name, t] : zero ? c_.ddp->optimizer_parameters() : masters_ ? masters_->parameters()
-                                                                          : model_->named_parameters()) {
-    size_t g = 0;
-    for (size_t i = 0; i < c_.lr_groups.size() && g == 0; ++i)
-      if (name.rfind(c_.lr_groups[i].first, 0) == 0) g = i + 1;
-    groups[g].params.push_back({name, t});
-  }
+  std::vector<bool> used(groups.size(), false);
+  for (const auto& [name, t] : model_->named_parameters()) used[lr_group_of(c_.lr_groups, name)] = true;
   for (size_t i = 0; i < c_.lr_groups.size(); ++i)
-    OOMLAB_CHECK(!groups[i + 1].params.empty(), "lr group '", c_.lr_groups[i].first, "': no parameter of ",
+    OOMLAB_CHECK(used[i + 1], "lr group '", c_.lr_groups[i].first, "': no parameter of ",
                  c_.config.value("model", std::string("the model")), " has a name starting with it");
+  if (c_.ddp && c_.ddp->zero_stage() > 0) {   // the optimizer updates the rank's shards, each of one group
+    const std::vector<size_t> of = c_.ddp->zero_shard_groups();
+    const nn::NamedTensors shards = c_.ddp->optimizer_parameters();
+    for (size_t i = 0; i < shards.size(); ++i) groups.at(of[i]).params.push_back(shards[i]);
+  } else {
+    for (auto& [name, t] : masters_ ? masters_->parameters() : model_->named_parameters())
+      groups[lr_group_of(c_.lr_groups, name)].params.push_back({name, t});
+  }
   opt_ = ::oomlab::make_optimizer(c_.optimizer, groups);
 }
 

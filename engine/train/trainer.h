@@ -143,6 +143,10 @@ std::string resolve_schedule(const std::string& spec, int64_t total_steps);
 // The trainer checks it once the data is loaded; the CLI before loading when it knows the size.
 void check_batch_fits(int64_t batch, int64_t accumulate, const std::string& set, int64_t set_size);
 
+// The optimizer group of parameter `name` under TrainerConfig::lr_groups: 1 + the first
+// prefix it starts with, else 0 (ZeRO cuts its shards by it: distributed_data_parallel.h).
+size_t lr_group_of(const std::vector<std::pair<std::string, double>>& lr_groups, const std::string& name);
+
 // Trains `model` in place; returns make_results("train", ...) with config.config as its config
 // (plus "resolved_schedule").
 nlohmann::json train_model(nn::Module& model, const Dataset& train_set, const Dataset& test_set,

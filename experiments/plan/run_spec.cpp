@@ -95,7 +95,6 @@ void check_zero_supported(const RunSpec& c) {
   const char* with = c.zero_stage == 3 && c.model.rfind("graph:", 0) == 0 ? "an imported graph (its nodes read "
                                                                               "parameters outside module calls)"
                      : c.zero_stage == 3 && c.channels_last                            ? "--channels-last"
-                     : !c.lr_groups.empty()                          ? "--lr-groups"
                      : c.zero_stage == 3 && c.ema_decay > 0          ? "--ema (the parameters are sharded)"
                                                                      : nullptr;
   OOMLAB_CHECK(with == nullptr, "--zero ", c.zero_stage, " with ", with, " is not supported yet");

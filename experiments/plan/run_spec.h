@@ -117,8 +117,8 @@ struct RunSpec {
 
 void check_run_model_techniques(const RunSpec& spec);
 
-// --zero with what its shards cannot carry yet (lr groups; with stage 3 imported graphs,
-// channels-last and EMA), --offload without the stage it needs: a ValueError naming it.
+// --zero with what its shards cannot carry yet (with stage 3: imported graphs, channels-last
+// and EMA), --offload without the stage it needs: a ValueError naming it.
 void check_zero_supported(const RunSpec& spec);
 
 }  // namespace oomlab

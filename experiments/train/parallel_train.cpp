@@ -19,6 +19,7 @@
 #include "engine/train/channels_last.h"
 #include "engine/train/half_mode.h"
 #include "engine/train/results.h"
+#include "engine/train/trainer.h"
 #include "experiments/launch/rank_launcher.h"
 
 namespace oomlab {
@@ -134,8 +135,9 @@ json train_rank(const RunSpec& c, TrainerConfig t, const ModelBuilder& build, co
       queue->run([&](Communicator& cm) { cm.all_reduce(x, ReduceOp::sum); });
     });
   if (c.half) half_model(*model, DType::f16);   // before the reducer, as model.half() before DDP(model)
+  const LrGroups groups = c.lr_groups;   // ZeRO cuts its shards by the optimizer groups
   DistributedDataParallel ddp(*model, queue, c.bucket_cap, c.zero_stage, c.zero_stage > 0 && c.master_weights,
-                              c.offload);
+                              c.offload, [groups](const std::string& name) { return lr_group_of(groups, name); });
   t.device = comm.device();
   t.devices = {comm.device()};
   t.ddp = &ddp;
