@@ -18,6 +18,7 @@
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/distributed_data_parallel.h"
 #include "engine/parallel/local_comm.h"
+#include "engine/nn/layers.h"
 #include "engine/train/accumulation.h"
 #include "engine/train/ddp_strategy.h"
 #include "engine/train/train_step.h"
@@ -176,6 +177,52 @@ TEST(Zero, OffloadTrainsAsDdpWithTheStateOnTheHost) {
       }
   }
   EXPECT_EQ(train(ZeroRun{}).state_on_host[0], 0);   // without offload the state stays on the device
+}
+
+namespace {
+// Records, in each forward, whether `watched`'s weight storage is there (a prefetch
+// reacquires it; nothing is read, so no race with its all-gather).
+struct StorageProbe : nn::Module {
+  std::shared_ptr<nn::Linear> watched;
+  std::vector<int> seen;
+  Tensor forward(const Tensor& x) override {
+    bool there = true;
+    try {
+      (void)watched->weight.raw_data();
+    } catch (const Error&) {
+      there = false;
+    }
+    seen.push_back(int(there));
+    return x;
+  }
+  const char* type_name() const override { return "StorageProbe"; }
+};
+}  // namespace
+
+// Stage 3 prefetch: from the second step on, the next module's units are gathered while the
+// module before it runs (the first forward only records the order).
+TEST(Zero, StageThreePrefetchesTheNextModulesUnits) {
+  std::vector<std::vector<int>> seen(2);
+  run_local_ranks({cpu_device(0), cpu_device(1)}, AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
+    CurrentDeviceGuard dev(comm.device());
+    nn::LayerOptions o;
+    o.device = comm.device();
+    o.dtype = DType::f64;
+    auto first = std::make_shared<nn::Linear>(8, 16, true, o), last = std::make_shared<nn::Linear>(16, 4, true, o);
+    auto probe = std::make_shared<StorageProbe>();
+    probe->watched = last;
+    auto m = std::make_shared<nn::Sequential>(std::vector<nn::ModulePtr>{first, probe, last});
+    DistributedDataParallel ddp(*m, std::make_shared<CommQueue>(comm), kDdpDefaultBucketCap, 3);
+    auto opt = optimizer("sgd", ddp.optimizer_parameters());
+    DdpStrategy sync(ddp);
+    TrainStep step(*m, *opt, {&sync});
+    const Tensor x = Tensor::zeros({4, 8}, DType::f64, comm.device());
+    const Tensor y = Tensor::zeros({4}, DType::i64, comm.device());
+    for (int i = 0; i < 3; ++i) step.run(x, y, false);
+    seen[size_t(comm.rank())] = probe->seen;
+  });
+  EXPECT_EQ(seen[0], std::vector<int>({0, 1, 1}));
+  EXPECT_EQ(seen[1], std::vector<int>({0, 1, 1}));
 }
 
 TEST(Zero, AnUnknownStageIsAClearError) {

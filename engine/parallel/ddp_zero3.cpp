@@ -63,8 +63,10 @@ void DistributedDataParallel::shard_parameter_storage(Device dev) {
   }
 }
 
-void DistributedDataParallel::gather_unit(Bucket& b) {
-  if (b.unit->data) return;
+// The unit's storage back and its all-gather submitted (the send buffer stays in the bucket:
+// freed by this thread when waited for, at the same point of every step).
+void DistributedDataParallel::prefetch_unit(Bucket& b) {
+  if (b.unit->data) return;   // gathered, or its gather is under way
   MemoryContext ctx("DistributedDataParallel", "zero3_gather");
   reacquire_storage(*b.unit, "zero3_unit");
   auto impl = std::make_shared<TensorImpl>();   // the whole unit, flat
@@ -72,17 +74,46 @@ void DistributedDataParallel::gather_unit(Bucket& b) {
   impl->shape = {b.shard * queue_->world_size()};
   impl->strides = {1};
   impl->dtype = b.dtype;
-  const Tensor full(impl);
-  Tensor send = b.param_shard;   // --offload params: from the host
+  Tensor full(impl), send = b.param_shard;   // --offload params: from the host
   if (!(send.device() == queue_->device())) {
     send = Tensor::empty(send.shape(), send.dtype(), queue_->device());
     send.copy_(b.param_shard);
   }
-  queue_->run([&](Communicator& c) { c.all_gather(send, full); });
+  b.gather_send = send;
+  b.gather = queue_->submit([full, send](Communicator& c) mutable {
+    c.all_gather(send, full);
+    full = Tensor();
+    send = Tensor();
+  });
+}
+
+void DistributedDataParallel::gather_unit(Bucket& b) {
+  prefetch_unit(b);
+  if (!b.gather.valid()) return;
+  b.gather.wait();
+  b.gather = CommQueue::Work();
+  b.gather_send = Tensor();
 }
 
 void DistributedDataParallel::release_unit(Bucket& b) {
+  if (b.gather.valid()) gather_unit(b);   // a prefetch under way ends first
   if (!materialized_) release_storage(*b.unit);
+}
+
+void DistributedDataParallel::prefetch_next(const nn::Module& m, int direction) {
+  const auto it = order_index_.find(&m);
+  if (!order_recorded_ || it == order_index_.end()) return;
+  const int64_t next = int64_t(it->second) + direction;
+  if (next < 0 || next >= int64_t(unit_order_.size())) return;
+  for (size_t b : units_of_.at(unit_order_[size_t(next)]))
+    if (!(in_backward_ && buckets_[b].pending == 0)) prefetch_unit(buckets_[b]);   // not when its backward is done
+}
+
+// A prefetched unit no module used (a conditional forward): released before the step.
+void DistributedDataParallel::release_prefetched() {
+  if (zero_stage_ != 3 || materialized_) return;
+  for (Bucket& b : buckets_)
+    if (b.unit->data) release_unit(b);
 }
 
 void DistributedDataParallel::materialize_parameters() {
@@ -103,6 +134,11 @@ void DistributedDataParallel::install_module_hooks() {
     const auto it = units_of_.find(&m);
     if (it == units_of_.end() || !alive()) return;
     for (size_t b : it->second) gather_unit(buckets_[b]);
+    if (!order_recorded_ && !order_index_.count(&m)) {   // the first forward: the call order
+      order_index_[&m] = unit_order_.size();
+      unit_order_.push_back(&m);
+    }
+    if (!checkpoint_recomputing()) prefetch_next(m, +1);   // (a re-run's next module is done)
   };
   h.after = [this, alive](nn::Module& m, const Tensor& y) -> Tensor {
     const auto it = units_of_.find(&m);
@@ -117,10 +153,13 @@ void DistributedDataParallel::install_module_hooks() {
     if (m.checkpoint_role().segment >= 0) return y;
     if (!y.defined() || !grad_enabled() || !y.requires_grad()) return y;
     // The pre-backward node: when backward reaches this output, the module's units come back.
-    return attach_grad_fn(y.detach(), "zero3_gather", {y}, [this, alive, units]() -> BackwardFn {
-      return [this, alive, units](const Tensor& g, const std::vector<bool>&) {
-        if (alive())
+    const nn::Module* module = &m;
+    return attach_grad_fn(y.detach(), "zero3_gather", {y}, [this, alive, units, module]() -> BackwardFn {
+      return [this, alive, units, module](const Tensor& g, const std::vector<bool>&) {
+        if (alive()) {
           for (size_t b : units) gather_unit(buckets_[b]);
+          prefetch_next(*module, -1);   // BACKWARD_PRE: the module before it, next in backward
+        }
         return std::vector<Tensor>{g};
       };
     });

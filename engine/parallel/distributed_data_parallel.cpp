@@ -197,6 +197,7 @@ void DistributedDataParallel::prepare_for_backward(bool sync) {
   next_launch_ = 0;
   sync_ = sync || zero_stage_ >= 2;   // stages 2 and 3 keep no full gradient between micro-batches
   in_backward_ = true;
+  order_recorded_ = true;   // ZeRO-3: the first forward's call order is known (prefetch)
 }
 
 void DistributedDataParallel::on_grad_ready(size_t k, Tensor& grad) {
@@ -241,6 +242,7 @@ void DistributedDataParallel::launch_ready() {
 void DistributedDataParallel::finalize_backward() {
   if (!in_backward_) return;
   in_backward_ = false;
+  release_prefetched();
   if (!sync_) return;
   for (const Bucket& b : buckets_)
     if (b.pending > 0)

@@ -54,7 +54,12 @@
 //    output gets a pre-backward node that gathers them again when backward reaches it; once
 //    every gradient of a unit is ready the unit is freed and its gradients reduced as in
 //    stage 2 (with checkpointing: a checkpointed block's output is not aliased, and a
-//    segment's re-run keeps what it gathers until then). After the optimizer step the
+//    segment's re-run keeps what it gathers until then). Prefetch (FSDP's forward_prefetch
+//    and backward_prefetch=BACKWARD_PRE): from the second forward on, a module's hook also
+//    starts the all-gather of the next module's units in the first forward's call order,
+//    and a pre-backward node that of the module before it (unless its gradients are done),
+//    on the communication thread, overlapping this module's work: one unit more alive; a
+//    prefetched unit left unused is released when backward ends. After the optimizer step the
 //    shards stay shards (no all-gather). Parameters
 //    shared by two modules, and parameters not laid out contiguously (channels_last), are
 //    refused. materialize_parameters() gathers every unit for good (reading the weights).
@@ -172,6 +177,8 @@ class DistributedDataParallel {
     std::shared_ptr<Storage> unit;           // ZeRO-3: the parameters' storage (world x shard elements)
     Tensor param_shard;                      // ZeRO-3: this rank's elements of the parameters (bucket dtype)
     size_t group = 0;                        // ZeRO: the optimizer group of its parameters
+    CommQueue::Work gather;                  // ZeRO-3: a prefetch's all-gather, until waited for
+    Tensor gather_send;                      // ZeRO-3: its device copy of an offloaded shard
   };
   void assign_buckets(Device dev, int64_t bucket_cap_bytes);
   void make_shards(Device dev, bool master_weights);           // ZeRO (ddp_zero.cpp)
@@ -180,6 +187,9 @@ class DistributedDataParallel {
   void install_module_hooks();
   void gather_unit(Bucket& b);
   void release_unit(Bucket& b);
+  void prefetch_unit(Bucket& b);               // ZeRO-3: its all-gather started, not waited for
+  void prefetch_next(const nn::Module& m, int direction);   // the module after (+1) / before (-1) m
+  void release_prefetched();
   void fill_zero_bucket(Bucket& b, size_t slot, const Tensor& grad, size_t param);
   void launch_zero(Bucket& b);
   void finish_zero(Bucket& b);
@@ -203,6 +213,9 @@ class DistributedDataParallel {
   ZeroGroupOf group_of_;                                 // ZeRO: parameter name -> optimizer group
   bool materialized_ = false;                                      // ZeRO-3: units kept gathered
   std::unordered_map<const nn::Module*, std::vector<size_t>> units_of_;   // ZeRO-3: module -> buckets
+  std::vector<const nn::Module*> unit_order_;                      // ZeRO-3: first forward's call order
+  std::unordered_map<const nn::Module*, size_t> order_index_;      // ZeRO-3: its position there
+  bool order_recorded_ = false;                                    // ZeRO-3: a backward has begun
   std::unique_ptr<nn::ModuleCallHooksGuard> hooks_;               // ZeRO-3, on the constructing thread
   DdpStats stats_;
   std::shared_ptr<bool> alive_;                          // hooks outliving the reducer do nothing
