@@ -169,6 +169,36 @@ TEST(PlanDdp, OffloadMovesTheShardsToTheHostExactly) {
   }
 }
 
+// bert-base on a T4 with 1.5 GiB left: nothing fits without ZeRO-Offload, so the planner
+// searches it (one GPU: a world of one) and recommends it, its peak the estimate's; where
+// something fits, offload is not searched.
+TEST(PlanDdp, OffloadIsSearchedWhenNothingElseFits) {
+  const nlohmann::json p = run_ok("plan --model bert-base --seq-len 128 --gpu t4 --reserve 14.5GiB --global-batch 8");
+  ASSERT_TRUE(p["metrics"].contains("recommended")) << p.dump().substr(0, 2000);
+  int offloaded = 0;
+  for (const auto& c : p["metrics"]["candidates"]) {
+    if (c["offload"] == "") EXPECT_FALSE(c["fits"].get<bool>()) << c.dump();
+    offloaded += c["offload"] != "" && c["fits"].get<bool>();
+  }
+  EXPECT_GT(offloaded, 0);
+  const nlohmann::json& c = p["metrics"]["candidates"][p["metrics"]["recommended"]["candidate"].get<size_t>()];
+  const std::string flags = p["metrics"]["recommended"]["train_flags"].get<std::string>();
+  EXPECT_NE(flags.find("--parallel ddp --devices 1 --zero "), std::string::npos) << flags;
+  EXPECT_NE(flags.find("--offload " + c["offload"].get<std::string>()), std::string::npos) << flags;
+  EXPECT_GT(c["offload_ms"].get<double>(), 0);
+  std::string est = "estimate --model bert-base --seq-len 128 --optimizer adamw --parallel ddp --devices 1 --batch " +
+                    std::to_string(c["micro_batch"].get<int64_t>()) + " --zero " +
+                    std::to_string(c["zero"].get<int>()) + " --offload " + c["offload"].get<std::string>();
+  if (c["precision"] == "half") est += " --half --master-weights";
+  if (c["precision"] == "bf16" || c["precision"] == "fp16") est += " --amp " + c["precision"].get<std::string>();
+  if (c["checkpoint"] != "none") est += " --checkpoint " + c["checkpoint"].get<std::string>();
+  if (c["attention"] == "fused") est += " --attention fused";
+  const nlohmann::json e = run_ok(est);
+  if (!e.empty()) EXPECT_EQ(e["metrics"]["exact"]["peak_reserved_bytes"], c["peak_reserved_bytes"]) << est;
+  const nlohmann::json fits = run_ok("plan --model resnet20 --gpu h100-sxm --global-batch 64");
+  for (const auto& k : fits["metrics"]["candidates"]) EXPECT_EQ(k["offload"], "") << k.dump();
+}
+
 // Every rank's trace is the same, with activation checkpointing too: a reduce-scatter's work
 // item once kept its bucket alive on the queue's thread, so the free (and the peak) came at a
 // time that differed between ranks and runs (mlp, zero 2 + checkpoint all: 3426816 or

@@ -61,7 +61,9 @@ nlohmann::json MemoryEstimate::to_json() const {
     j["ddp"] = {{"bucket_bytes", ddp_bucket_bytes}, {"buckets_total_bytes", ddp_buckets_total_bytes()},
                 {"zero_stage", zero_stage}, {"zero_shard_bytes", zero_shard_bytes},
                 {"bytes_sent_per_step", ddp_bytes_sent}, {"offload_host_bytes", offload_host_bytes},
-                {"offload_host_peak_bytes", offload_host_peak_bytes}};
+                {"offload_host_peak_bytes", offload_host_peak_bytes},
+                {"offload_micro_copy_bytes", offload_micro_copy_bytes},
+                {"offload_step_copy_bytes", offload_step_copy_bytes}};
   if (graph_pool_bytes >= 0)
     j["cuda_graphs"] = {{"pool_bytes", graph_pool_bytes}, {"capture_peak_allocated_bytes", graph_capture_peak_bytes},
                         {"peak_reserved_bytes", graph_reserved_peak_bytes}};
@@ -153,6 +155,10 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
   e.optimizer_state_bytes = bytes_of(opt.state_tensors());
   if (ddp && ddp->ddp.offload() != ZeroOffload::none) {   // on the host: its allocator's bytes instead
     e.offload_host_bytes = e.optimizer_state_bytes + ddp->ddp.zero_host_shard_bytes();
+    const int64_t shard = ddp->ddp.zero_bucket_shard_bytes();   // one shard of every bucket, their dtypes
+    const bool stage1 = ddp->ddp.zero_stage() == 1, params = ddp->ddp.offload() == ZeroOffload::params;
+    e.offload_micro_copy_bytes = (stage1 ? 0 : shard) + (params ? 2 * shard : 0);
+    e.offload_step_copy_bytes = shard + (stage1 ? shard : 0);
     e.offload_host_peak_bytes = allocator_for(offload_host(meta_device())).stat("allocated_bytes.all.peak");
     e.optimizer_state_bytes = e.zero_shard_bytes = 0;
     if (ddp->ddp.offload() == ZeroOffload::params) e.params_bytes = 0;

@@ -12,7 +12,7 @@ constexpr uint64_t kGiB = uint64_t(1) << 30;
 GpuSpec gpu(std::string name, std::string model, uint64_t memory, bool measured, double fp32, double tf32,
             double bf16, double fp16, double bandwidth, std::string source) {
   return GpuSpec{std::move(name), std::move(model), memory, measured, fp32, tf32, bf16, fp16, bandwidth,
-                 std::move(source), 0, ""};
+                 std::move(source), 0, "", 0};
 }
 
 // The peer link, from the same datasheets (PCIe x16: 2 GB/s per lane per direction at 4.0,
@@ -27,10 +27,20 @@ constexpr Link kLinks[] = {
     {"v100-32gb", 150, "NVLink 2 (300 GB/s total)"},
 };
 
+// The host link: each card's PCIe x16 generation (H100 / H200: 5.0; A100, L4, RTX 4090 /
+// 3090: 4.0; T4, V100: 3.0), per direction.
+struct HostLink { const char* gpu; double gbps; };
+constexpr HostLink kHostLinks[] = {{"h100-sxm", 64}, {"h100-pcie", 64}, {"h200", 64},     {"a100-40gb", 32},
+                                   {"a100-80gb", 32}, {"l4", 32},       {"t4", 16},       {"rtx4090", 32},
+                                   {"rtx3090", 32},   {"v100-16gb", 16}, {"v100-32gb", 16}};
+
 std::vector<GpuSpec> with_links(std::vector<GpuSpec> table) {
-  for (GpuSpec& g : table)
+  for (GpuSpec& g : table) {
     for (const Link& l : kLinks)
       if (g.name == l.gpu) g.link_gbps = l.gbps, g.link = l.text;
+    for (const HostLink& l : kHostLinks)
+      if (g.name == l.gpu) g.host_link_gbps = l.gbps;
+  }
   return table;
 }
 

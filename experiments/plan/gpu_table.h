@@ -10,6 +10,8 @@
 //    the link named in `link` (NVLink total / 2; PCIe x16 per direction for the cards without
 //    NVLink, or whose bridge joins only two cards). What the DDP all-reduce time uses
 //    (comm_time.h); no oomlab record measured a multi-GPU link.
+//  * host_link_gbps: GB/s per direction between the card and the host (its PCIe x16
+//    generation, from the same datasheets): what ZeRO-Offload's copies use (planner.h).
 //  * find_gpu(name) of an unknown name is a ValueError listing the names.
 #pragma once
 #include <cstdint>
@@ -30,6 +32,7 @@ struct GpuSpec {
   std::string source;
   double link_gbps = 0;             // GB/s per direction to a peer card (0: unknown)
   std::string link;                 // "NVLink 4 (900 GB/s total)", "PCIe 4.0 x16", ...
+  double host_link_gbps = 0;        // GB/s per direction to the host (0: unknown)
   // The dense peak of a matrix product whose inputs are `t`, with fp32 products on TF32
   // tensor cores when `tf32` (0: no such path on this card, or a dtype the table lacks).
   double peak_tflops(DType t, bool tf32) const;

@@ -129,6 +129,10 @@ struct MemoryEstimate {
   // the step (the gradients copied there, its block rounding); the device's fields above then
   // leave those out (0).
   int64_t offload_host_bytes = 0, offload_host_peak_bytes = 0;
+  // ... and the bytes its copies move through the host link: per micro-step (stages 2-3: the
+  // gradient shard to the host; params: the parameter shards to the device, for forward and
+  // for backward) and per optimizer step (the updated shard back; stage 1: its gradient too).
+  int64_t offload_micro_copy_bytes = 0, offload_step_copy_bytes = 0;
   // Parameters + the gradients backward produces + optimizer state + masters + ZeRO shards:
   // the paper's "model states" (stage 2's gradients are the shard backward sums into; the
   // masters' float32 gradient copies are the step's, left out).

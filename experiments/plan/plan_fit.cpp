@@ -53,10 +53,13 @@ RunSpec candidate_spec(const PlanRequest& r, const Precision& p, const std::stri
   s.arch.attention = ch.attention;
   s.channels_last = ch.channels_last;
   if (ch.fuse_relu) s.arch.fuse_relu = "on";
-  if (r.gpus > 1) {   // one DDP rank (its gradient buckets count: ddp_on_meta.h), or every DataParallel device
+  // one DDP rank (its gradient buckets count: ddp_on_meta.h), or every DataParallel device;
+  // ZeRO-Offload on one GPU too (a world of one)
+  if (r.gpus > 1 || ch.offload != ZeroOffload::none) {
     s.parallel = ch.parallel;
     s.devices = r.gpus;
     s.zero_stage = ch.zero;
+    s.offload = ch.offload;
   }
   return s;
 }
@@ -121,8 +124,14 @@ void time_candidate(const PlanRequest& r, const Precision& p, const MemoryEstima
     only.step_cost = w;
     return r.time_model->predict_ms(time_features(only, r.gpu, use));
   });
-  c.predicted_ms = (r.time_model->predict_ms(f) + straggler) * double(c.accumulate) + std::max(0.0, comm.total_ms);
+  // ZeRO-Offload's copies through the host link (each micro-step's, and the step's)
+  const double copied = double(e.offload_micro_copy_bytes) * double(c.accumulate) + double(e.offload_step_copy_bytes);
+  c.offload_ms = copied > 0 && r.gpu.host_link_gbps > 0 ? copied / (r.gpu.host_link_gbps * 1e9) * 1e3 : 0;
+  c.predicted_ms = (r.time_model->predict_ms(f) + straggler) * double(c.accumulate) + std::max(0.0, comm.total_ms) +
+                   c.offload_ms;
   c.unseen = r.time_model->unseen(f);
+  if (copied > 0)
+    c.unseen.push_back("offload (the host's optimizer step: no record; its copies at the host link's datasheet rate)");
   if (r.gpus > 1)
     c.unseen.push_back(comm.total_ms < 0 ? "communication (the card's link is not in the table)"
                                          : "communication (no multi-GPU record: the link's datasheet rate)");
@@ -148,8 +157,9 @@ int64_t samples_per_share(const RunSpec& s) {
 
 // The static bytes' key: precision and the sharding (DataParallel's device 0 holds all of it).
 std::string static_key(const std::string& precision, const Choice& ch) {
-  return ch.parallel == ParallelMode::dp || ch.parallel == ParallelMode::bdp ? precision + "/dp"
-                                                                            : str_cat(precision, "/zero", ch.zero);
+  if (ch.parallel == ParallelMode::dp || ch.parallel == ParallelMode::bdp) return precision + "/dp";
+  return str_cat(precision, "/zero", ch.zero, ch.offload == ZeroOffload::none ? "" : "+offload-",
+                 ch.offload == ZeroOffload::none ? "" : zero_offload_name(ch.offload));
 }
 
 // The largest divisor of the per-rank batch whose step fits, by binary search (the peak

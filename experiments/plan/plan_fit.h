@@ -28,7 +28,8 @@ struct Choice {
   std::string attention;   // "" when the model has no attention use
   bool channels_last = false, fuse_relu = false;
   int zero = 0;            // ZeRO stage (several GPUs)
-  ParallelMode parallel = ParallelMode::none;   // several GPUs: ddp, dp or bdp
+  ParallelMode parallel = ParallelMode::none;   // several GPUs: ddp, dp or bdp (ZeRO-Offload: ddp)
+  ZeroOffload offload = ZeroOffload::none;
 };
 
 uint64_t usable_bytes(const PlanRequest& r);

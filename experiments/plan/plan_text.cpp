@@ -24,9 +24,10 @@ std::string train_flags(const PlanRequest& r, const PlanCandidate& c) {
   if (c.attention == "fused") s += " --attention fused";
   if (c.channels_last) s += " --channels-last";
   if (c.fuse_relu) s += " --fuse-relu on";
-  if (r.gpus > 1) s += str_cat(" --parallel ", c.parallel, " --devices ", r.gpus);
+  if (!c.parallel.empty()) s += str_cat(" --parallel ", c.parallel, " --devices ", r.gpus);
   if (c.parallel == "bdp") s += str_cat(" --gpu0-bsz ", c.gpu0_bsz * c.accumulate);
   if (c.zero > 0) s += str_cat(" --zero ", c.zero);
+  if (!c.offload.empty()) s += " --offload " + c.offload;
   return s;
 }
 
@@ -65,6 +66,8 @@ std::string pytorch_settings(const PlanRequest& r, const PlanCandidate& c) {
   if (c.zero == 1) s += str_cat(", DDP over ", r.gpus, " GPUs with torch.distributed.optim.ZeroRedundancyOptimizer");
   if (c.zero == 2) s += str_cat(", DeepSpeed ZeRO stage 2 over ", r.gpus, " GPUs (or FSDP SHARD_GRAD_OP)");
   if (c.zero == 3) s += str_cat(", FSDP(ShardingStrategy.FULL_SHARD) over ", r.gpus, " GPUs, one unit per module");
+  if (c.offload == "optimizer") s += ", DeepSpeed's offload_optimizer (device: cpu)";
+  if (c.offload == "params") s += ", DeepSpeed's offload_optimizer and offload_param (device: cpu)";
   return s;
 }
 

@@ -41,6 +41,26 @@ std::vector<Choice> choices(const ModelEntry& m, int gpus) {
   return out;
 }
 
+// ZeRO-Offload, searched when nothing else fits (its host step has no record to time it by):
+// stage 2 with the optimizer offloaded, stage 3 with it and with the parameters too; over
+// the ranks, or one GPU (a world of one, ZeRO-Offload's single-GPU case). Stage 3 refuses
+// channels-last, so the layout stays as it is.
+std::vector<Choice> offload_choices(const ModelEntry& m) {
+  std::vector<Choice> out;
+  for (const Choice& base : choices(m, 1)) {
+    if (base.channels_last) continue;
+    for (const auto& [z, o] : std::vector<std::pair<int, ZeroOffload>>{
+             {2, ZeroOffload::optimizer}, {3, ZeroOffload::optimizer}, {3, ZeroOffload::params}}) {
+      Choice c = base;
+      c.zero = z;
+      c.parallel = ParallelMode::ddp;
+      c.offload = o;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 std::string ms_text(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f ms", ms);
@@ -95,7 +115,9 @@ const Dimension kDimensions[] = {
     {"attention", [](const PlanCandidate& c) { return c.attention; }},
     {"channels-last", [](const PlanCandidate& c) { return std::string(c.channels_last ? "on" : "off"); }},
     {"fuse-relu", [](const PlanCandidate& c) { return std::string(c.fuse_relu ? "on" : "off"); }},
-    {"parallel", [](const PlanCandidate& c) { return c.zero > 0 ? str_cat("zero-", c.zero) : c.parallel; }},
+    {"parallel", [](const PlanCandidate& c) {
+       return c.zero > 0 ? str_cat("zero-", c.zero, c.offload.empty() ? "" : "+offload-" + c.offload) : c.parallel;
+     }},
 };
 
 void explain(Plan& plan) {
@@ -125,6 +147,7 @@ std::string PlanCandidate::techniques() const {
   if (channels_last) s += ", channels-last";
   if (fuse_relu) s += ", fuse-relu";
   if (zero > 0) s += str_cat(", zero-", zero);
+  if (!offload.empty()) s += ", offload " + offload;
   if (parallel == "dp") s += ", DataParallel";
   if (parallel == "bdp") s += gpu0_bsz >= 0 ? str_cat(", balanced DataParallel (device 0: ", gpu0_bsz, ")")
                                             : std::string(", balanced DataParallel");
@@ -134,6 +157,7 @@ std::string PlanCandidate::techniques() const {
 nlohmann::json PlanCandidate::to_json() const {
   return {{"precision", precision}, {"checkpoint", checkpoint}, {"attention", attention},
           {"channels_last", channels_last}, {"fuse_relu", fuse_relu}, {"zero", zero}, {"parallel", parallel},
+          {"offload", offload}, {"offload_ms", offload_ms},
           {"gpu0_bsz", gpu0_bsz >= 0 ? nlohmann::json(gpu0_bsz) : nlohmann::json()},
           {"micro_batch", micro_batch}, {"accumulate", accumulate}, {"fits", micro_batch > 0},
           {"peak_reserved_bytes", peak_reserved_bytes}, {"step_flops", step_flops},
@@ -178,48 +202,62 @@ void add_balanced_dp(const PlanRequest& r, Plan& plan, const std::function<void(
 }
 }  // namespace
 
+namespace {
+// One precision x checkpoint policy x choice as a candidate: refused, pruned by its
+// precision's static bytes, or fitted (fit_micro_batch).
+PlanCandidate one_candidate(const PlanRequest& r, const Precision& p, const std::string& policy, const Choice& ch,
+                            Plan& plan, const std::function<void(const std::string&)>& progress) {
+  PlanCandidate c;
+  c.precision = p.name;
+  c.checkpoint = policy;
+  c.attention = ch.attention;
+  c.channels_last = ch.channels_last;
+  c.fuse_relu = ch.fuse_relu;
+  c.zero = ch.zero;
+  if (ch.parallel != ParallelMode::none) c.parallel = parallel_mode_name(ch.parallel);
+  if (ch.offload != ZeroOffload::none) c.offload = zero_offload_name(ch.offload);
+  if (progress) progress(c.techniques());
+  if (p.half && ch.parallel == ParallelMode::dp) {   // as train refuses it
+    c.why_not = "--half with DataParallel is not supported (the replicas stay float32)";
+    return c;
+  }
+  if (const auto it = plan.static_bytes.find(static_key(p.name, ch));   // a bound: no meta step
+      it != plan.static_bytes.end() && uint64_t(it->second) > usable_bytes(r)) {
+    c.why_not = str_cat("does not fit: weights, gradients and optimizer state alone take ",
+                        format_bytes(double(it->second)), " (", p.name, ")");
+    ++plan.pruned;
+    return c;
+  }
+  try {
+    const RunSpec s = candidate_spec(r, p, policy, ch);
+    // every op needs a CUDA float16 kernel (known where this build has the CUDA backend)
+    if (p.half && backend_linked("cuda")) check_half_servable(s, 1, r.optimizer, DeviceType::cuda);
+    fit_micro_batch(r, s, p, c, plan);
+  } catch (const ValueError& e) {   // a combination the model refuses (named, not fatal)
+    c.why_not = e.what();
+  } catch (const NotImplementedError& e) {
+    c.why_not = e.what();
+  }
+  return c;
+}
+
+void search(const PlanRequest& r, const ModelEntry& m, const std::vector<Choice>& chs, Plan& plan,
+            const std::function<void(const std::string&)>& progress) {
+  for (const Precision& p : precisions(r.gpu))
+    for (const std::string& policy : checkpoint_policies(m))
+      for (const Choice& ch : chs) plan.candidates.push_back(one_candidate(r, p, policy, ch, plan, progress));
+}
+}  // namespace
+
 Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&)>& progress) {
   OOMLAB_CHECK(r.gpus >= 1 && r.global_batch >= r.gpus && r.global_batch % r.gpus == 0, "--global-batch ",
                r.global_batch, " must be a multiple of --gpus ", r.gpus, " (each rank trains its share)");
   const ModelEntry m = model_entry(r.model.model);
   Plan plan;
-  for (const Precision& p : precisions(r.gpu))
-    for (const std::string& policy : checkpoint_policies(m))
-      for (const Choice& ch : choices(m, r.gpus)) {
-        PlanCandidate c;
-        c.precision = p.name;
-        c.checkpoint = policy;
-        c.attention = ch.attention;
-        c.channels_last = ch.channels_last;
-        c.fuse_relu = ch.fuse_relu;
-        c.zero = ch.zero;
-        if (r.gpus > 1) c.parallel = parallel_mode_name(ch.parallel);
-        if (progress) progress(c.techniques());
-        if (p.half && ch.parallel == ParallelMode::dp) {   // as train refuses it
-          c.why_not = "--half with DataParallel is not supported (the replicas stay float32)";
-          plan.candidates.push_back(c);
-          continue;
-        }
-        if (const auto it = plan.static_bytes.find(static_key(p.name, ch));   // a bound: no meta step
-            it != plan.static_bytes.end() && uint64_t(it->second) > usable_bytes(r)) {
-          c.why_not = str_cat("does not fit: weights, gradients and optimizer state alone take ",
-                              format_bytes(double(it->second)), " (", p.name, ")");
-          plan.candidates.push_back(c);
-          ++plan.pruned;
-          continue;
-        }
-        try {
-          const RunSpec s = candidate_spec(r, p, policy, ch);
-          // every op needs a CUDA float16 kernel (known where this build has the CUDA backend)
-          if (p.half && backend_linked("cuda")) check_half_servable(s, 1, r.optimizer, DeviceType::cuda);
-          fit_micro_batch(r, s, p, c, plan);
-        } catch (const ValueError& e) {   // a combination the model refuses (named, not fatal)
-          c.why_not = e.what();
-        } catch (const NotImplementedError& e) {
-          c.why_not = e.what();
-        }
-        plan.candidates.push_back(c);
-      }
+  search(r, m, choices(m, r.gpus), plan, progress);
+  bool fits = false;
+  for (const PlanCandidate& c : plan.candidates) fits |= c.micro_batch > 0;
+  if (!fits && !m.is_graph()) search(r, m, offload_choices(m), plan, progress);   // the host's memory too
   if (r.gpus > 1) add_balanced_dp(r, plan, progress);
   choose(plan);
   explain(plan);
@@ -233,8 +271,9 @@ std::string candidate_allow_tf32(const PlanRequest& r, const PlanCandidate& c) {
 RunSpec candidate_train_spec(const PlanRequest& r, const PlanCandidate& c) {
   const ModelEntry m = model_entry(r.model.model);
   const Precision p = precision_named(r.gpu, c.precision);
-  const ParallelMode mode = r.gpus > 1 ? parse_parallel_mode(c.parallel) : ParallelMode::none;
-  RunSpec s = candidate_spec(r, p, c.checkpoint, Choice{c.attention, c.channels_last, c.fuse_relu, c.zero, mode});
+  const ParallelMode mode = c.parallel.empty() ? ParallelMode::none : parse_parallel_mode(c.parallel);
+  RunSpec s = candidate_spec(r, p, c.checkpoint, Choice{c.attention, c.channels_last, c.fuse_relu, c.zero, mode,
+                                                        parse_zero_offload(c.offload)});
   s.dataset = m.input == InputKind::tokens ? "synthetic-seq"
               : m.task == TaskKind::segmentation ? "synthetic-seg" : "synthetic";
   if (m.input == InputKind::tokens && s.seq_len <= 0) s.seq_len = m.defaults.seq_len;

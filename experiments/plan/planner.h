@@ -35,6 +35,11 @@
 //    Then balanced DataParallel from the fastest DataParallel candidate (or, none fitting,
 //    the smallest): the largest share some device-0 share gpu0_bsz <= it lets fit (the
 //    largest gpu0_bsz device 0 holds), searched from that candidate's share up.
+//  * ZeRO-Offload when nothing else fits (zoo models): stage 2 with the optimizer offloaded,
+//    stage 3 with it and with the parameters too, over the ranks or on one GPU (a world of
+//    one); exact device peaks (the host's bytes are not the card's); time adds the copies at
+//    the host link's datasheet rate (gpu_table.h) and names the host's step as unseen, so
+//    such a candidate is recommended only where nothing measured fits.
 //  * Pruning: once a precision's first meta step says its weights, gradients, optimizer
 //    state, master weights and buckets alone exceed the capacity less the reserve, its other
 //    candidates are out without a meta step (counted in `pruned`).
@@ -78,7 +83,8 @@ struct PlanCandidate {
   std::string attention;                // eager | fused | "" (no attention use)
   bool channels_last = false, fuse_relu = false;
   int zero = 0;                         // ZeRO stage (gpus > 1)
-  std::string parallel;                 // gpus > 1: ddp | dp | bdp ("" on one GPU)
+  std::string parallel;                 // gpus > 1: ddp | dp | bdp ("" on one GPU, but with offload: ddp)
+  std::string offload;                  // ZeRO-Offload: optimizer | params ("" without)
   int64_t gpu0_bsz = -1;                // bdp: device 0's samples per micro-step
   int64_t micro_batch = 0, accumulate = 0;   // 0: does not fit; per rank (dp, bdp: per device)
   int64_t peak_reserved_bytes = -1;     // at micro_batch (or, not fitting, at micro-batch 1)
@@ -86,6 +92,7 @@ struct PlanCandidate {
   double compute_bound_ms = 0;
   double predicted_ms = 0;              // 0: no time model
   double comm_ms = 0;                   // DDP's all-reduce per optimizer step (0: one GPU; < 0: link unknown)
+  double offload_ms = 0;                // ZeRO-Offload's host-link copies per optimizer step
   std::vector<std::string> unseen;      // features the calibration never saw (time_model.h)
   std::string why_not;                  // "" when it fits
   double time_ms() const { return predicted_ms > 0 ? predicted_ms : compute_bound_ms; }
