@@ -225,6 +225,39 @@ TEST(Zero, StageThreePrefetchesTheNextModulesUnits) {
   EXPECT_EQ(seen[1], std::vector<int>({0, 1, 1}));
 }
 
+// A consolidated state that is not this run's is one clear error, never a crash: a step of
+// the wrong type, a missing tensor, a tensor of the wrong shape, another group layout.
+TEST(Zero, AHostileConsolidatedStateIsAClearError) {
+  run_local_ranks({cpu_device(0)}, AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
+    CurrentDeviceGuard dev(comm.device());
+    ModelConfig c = small_config("mlp", comm.device());
+    c.dtype = DType::f64;
+    nn::ModulePtr m = build_model("mlp", c);
+    DistributedDataParallel ddp(*m, std::make_shared<CommQueue>(comm), 4096, 2);
+    auto opt = optimizer("adamw", ddp.optimizer_parameters());
+    DdpStrategy sync(ddp);
+    TrainStep step(*m, *opt, {&sync});
+    step.run(make_input("mlp", c, 4).to(DType::f64), make_target("mlp", c, 4), false);
+    const auto good = ddp.zero_consolidate(opt->state_tensors(), opt->state_json());
+    EXPECT_NO_THROW(ddp.zero_shard(good));
+    auto bad = good;
+    bad.optimizer["state"].begin().value()["step"] = "x";
+    EXPECT_THROW(ddp.zero_shard(bad), ValueError);
+    bad = good;
+    bad.optimizer_tensors.pop_back();
+    EXPECT_THROW(ddp.zero_shard(bad), ValueError);
+    bad = good;
+    bad.optimizer_tensors[0].second = Tensor::zeros({3}, DType::f64, comm.device());
+    EXPECT_THROW(ddp.zero_shard(bad), ShapeError);
+    bad = good;
+    bad.optimizer["param_groups"].push_back(bad.optimizer["param_groups"][0]);
+    EXPECT_THROW(ddp.zero_shard(bad), ValueError);
+    bad = good;
+    bad.optimizer.erase("param_groups");
+    EXPECT_THROW(ddp.zero_shard(bad), ValueError);
+  });
+}
+
 TEST(Zero, AnUnknownStageIsAClearError) {
   run_local_ranks({cpu_device(0)}, AllReduceAlgo::ring, [&](LocalCommunicator& comm) {
     ModelConfig c = small_config("mlp", comm.device());

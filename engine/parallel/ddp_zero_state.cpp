@@ -115,6 +115,14 @@ void check_consolidated_json(const json& j, const nn::Module& module, const Zero
 
 DistributedDataParallel::ZeroState DistributedDataParallel::zero_shard(const ZeroState& in) {
   OOMLAB_CHECK(zero_stage_ > 0, "zero_shard: this reducer does not shard (ZeRO stage 0)");
+  try {
+    return shard_consolidated(in);
+  } catch (const nlohmann::json::exception& e) {   // a field of the wrong type or missing
+    throw ValueError(str_cat("ZeRO resume: malformed optimizer state: ", e.what()));
+  }
+}
+
+DistributedDataParallel::ZeroState DistributedDataParallel::shard_consolidated(const ZeroState& in) {
   check_consolidated_json(in.optimizer, module_, group_of_);
   NoGradGuard no_grad;
   const int64_t world = queue_->world_size(), rank = queue_->rank();

@@ -197,6 +197,7 @@ class DistributedDataParallel {
   // the parameters' values or their gradients; to_bucket_side: into those tensors.
   enum class Side { values, grads };
   void copy_flat_range(const Bucket& b, int64_t begin, const Tensor& flat, Side side, bool into_tensors) const;
+  ZeroState shard_consolidated(const ZeroState& in);   // zero_shard's work (ddp_zero_state.cpp)
   void on_grad_ready(size_t param, Tensor& grad);
   void launch_ready();
 
