@@ -11,24 +11,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli_test_util.h"
+#include "cli_json_util.h"
 #include "experiments/plan/comm_time.h"
 #include "temp_dir_util.h"
 
 using namespace oomlab;
 
 namespace {
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
-nlohmann::json run_ok(const std::string& args) {
-  TempDir d("plan_ddp");
-  const CliRun r = run_oomlab(args + " --json " + d.file("r.json"));
-  EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
-  return r.code == 0 ? read_json(d.file("r.json")) : nlohmann::json::object();
-}
+nlohmann::json run_ok(const std::string& args) { return run_json_ok(args, "plan_ddp"); }
 
 int64_t sum(const nlohmann::json& a) {
   int64_t s = 0;

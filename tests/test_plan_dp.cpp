@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli_test_util.h"
+#include "cli_json_util.h"
 #include "experiments/plan/comm_time.h"
 #include "experiments/plan/memory_report.h"
 #include "experiments/plan/planner.h"
@@ -19,17 +19,7 @@
 using namespace oomlab;
 
 namespace {
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
-nlohmann::json run_ok(const std::string& args) {
-  TempDir d("plan_dp");
-  const CliRun r = run_oomlab(args + " --json " + d.file("r.json"));
-  EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
-  return r.code == 0 ? read_json(d.file("r.json")) : nlohmann::json::object();
-}
+nlohmann::json run_ok(const std::string& args) { return run_json_ok(args, "plan_dp"); }
 
 double matrix_flops(const StepCost& c) {
   double s = 0;

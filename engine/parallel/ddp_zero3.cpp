@@ -11,6 +11,7 @@
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/storage_resize.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/parallel/distributed_data_parallel.h"
 
 namespace oomlab {
@@ -74,11 +75,9 @@ void DistributedDataParallel::prefetch_unit(Bucket& b) {
   impl->shape = {b.shard * queue_->world_size()};
   impl->strides = {1};
   impl->dtype = b.dtype;
-  Tensor full(impl), send = b.param_shard;   // --offload params: from the host
-  if (!(send.device() == queue_->device())) {
-    send = Tensor::empty(send.shape(), send.dtype(), queue_->device());
-    send.copy_(b.param_shard);
-  }
+  Tensor full(impl);   // --offload params: the shard from the host
+  const Device dev = queue_->device();
+  Tensor send = b.param_shard.device() == dev ? b.param_shard : copy_to_device(b.param_shard, dev);
   b.gather_send = send;
   b.gather = queue_->submit([full, send](Communicator& c) mutable {
     c.all_gather(send, full);

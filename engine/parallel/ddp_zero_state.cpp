@@ -8,6 +8,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/parallel/distributed_data_parallel.h"
 
 namespace oomlab {
@@ -59,11 +60,8 @@ DistributedDataParallel::ZeroState DistributedDataParallel::zero_consolidate(con
   NoGradGuard no_grad;
   const int64_t world = queue_->world_size();
   auto gather = [&](const Bucket& b, const Tensor& shard) {
-    Tensor send = shard;   // an offloaded shard goes through the device
-    if (!(shard.device() == queue_->device())) {
-      send = Tensor::empty(shard.shape(), shard.dtype(), queue_->device());
-      send.copy_(shard);
-    }
+    // an offloaded shard goes through the device
+    const Tensor send = shard.device() == queue_->device() ? shard : copy_to_device(shard, queue_->device());
     Tensor full = Tensor::empty({b.shard * world}, shard.dtype(), queue_->device());
     queue_->run([&](Communicator& c) { c.all_gather(send, full); });
     return full;

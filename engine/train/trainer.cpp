@@ -24,6 +24,7 @@
 #include "engine/train/accumulation.h"
 #include "engine/train/channels_last.h"
 #include "engine/train/checkpoint.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/train/ddp_strategy.h"
 #include "engine/train/evaluation.h"
 #include "engine/train/half_mode.h"
@@ -152,11 +153,8 @@ void TrainingRun::assemble_strategies() {
     strategies_.push_back(&scaler_.emplace(c_.loss_scale));
     if (c_.ddp && c_.ddp->zero_stage() > 0)   // each rank unscales only its shards
       scaler_->set_found_inf_reduction([ddp = c_.ddp](Tensor& flag) {
-        Tensor on_rank = flag;   // --offload: the shards' flag is on the host
-        if (!(flag.device() == ddp->queue().device())) {
-          on_rank = Tensor::empty(flag.shape(), flag.dtype(), ddp->queue().device());
-          on_rank.copy_(flag);
-        }
+        // --offload: the shards' flag is on the host
+        Tensor on_rank = flag.device() == ddp->queue().device() ? flag : copy_to_device(flag, ddp->queue().device());
         ddp->queue().run([&](Communicator& comm) { comm.all_reduce(on_rank, ReduceOp::max); });
         if (on_rank.impl() != flag.impl()) flag.copy_(on_rank);
       });
