@@ -138,7 +138,7 @@ TEST(FlagTable, EachCheckFiresWithItsOneWording) {
       {{"--epochs", "2", "--steps", "3"}, "train", "--epochs and --steps exclude each other: give one"},
       {{"--bucket-cap", "1M", "--parallel", "dp"},
        "train",
-       "--bucket-cap applies to --parallel ddp (this run has --parallel dp)"},
+       "--bucket-cap applies to --parallel ddp or fsdp (this run has --parallel dp)"},
       {{"--seq-len", "64"},
        "train",
        "--seq-len applies to --dataset synthetic-seq (this run has --dataset fashion-mnist)"},

@@ -24,10 +24,10 @@ struct Losses {
   std::map<std::string, std::vector<double>> weights;   // the saved model after the last step
 };
 
-Losses train(const std::string& backend, int ranks, const std::string& zero) {
+Losses train(const std::string& backend, int ranks, const std::string& zero, const std::string& parallel = "ddp") {
   TempDir d("cli_zero");
-  const CliRun r = run_oomlab("train --model resnet20 --dataset synthetic --batch 8 --optimizer adamw --parallel ddp "
-                              "--devices " + std::to_string(ranks) + " --backend " + backend + zero +
+  const CliRun r = run_oomlab("train --model resnet20 --dataset synthetic --batch 8 --optimizer adamw --parallel " +
+                              parallel + " --devices " + std::to_string(ranks) + " --backend " + backend + zero +
                               " --steps 4 --synthetic-size 128 --eval-batches 2 --quiet --seed 5 --json " +
                               d.file("r.json") + " --save " + d.file("ck"));
   EXPECT_EQ(r.code, 0) << backend << zero << "\n" << r.output;
@@ -53,6 +53,8 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
     EXPECT_EQ(s.test, ddp.test) << z;
     EXPECT_EQ(s.weights, ddp.weights) << z << ": the trained weights, bit for bit";
   }
+  // --parallel fsdp is --zero 3
+  EXPECT_EQ(train("gloo", 2, "", "fsdp").weights, ddp.weights);
   // stage 3 with every block checkpointed: the re-run in backward gathers its units again
   const Losses ckpt = train("local", 2, " --checkpoint all");
   const Losses ckpt3 = train("gloo", 2, " --zero 3 --checkpoint all");
@@ -83,6 +85,23 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
   for (size_t i = 0; i < four.train.size(); ++i)
     EXPECT_NEAR(four3.train[i].get<double>(), four.train[i].get<double>(), 1e-5 * four.train[i].get<double>()) << i;
   EXPECT_NEAR(four3.test.get<double>(), four.test.get<double>(), 1e-5 * four.test.get<double>());
+}
+
+TEST(CliZero, FsdpIsDdpWithZero3) {
+  TempDir d("cli_fsdp");
+  const std::string est = "estimate --model bert-tiny --batch 8 --seq-len 64 --devices 4 --json ";
+  ASSERT_EQ(run_oomlab(est + d.file("z3.json") + " --parallel ddp --zero 3").code, 0);
+  ASSERT_EQ(run_oomlab(est + d.file("fsdp.json") + " --parallel fsdp").code, 0);
+  auto metrics = [&](const char* f) {
+    std::ifstream in(d.file(f));
+    return nlohmann::json::parse(in)["metrics"];
+  };
+  EXPECT_EQ(metrics("fsdp.json"), metrics("z3.json"));
+  EXPECT_EQ(metrics("fsdp.json")["ddp"]["zero_stage"], 3);
+  // fsdp is stage 3: another stage is refused by name
+  const CliRun r = run_oomlab(est + d.file("x.json") + " --parallel fsdp --zero 2");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--zero applies to --parallel ddp"), std::string::npos) << r.output;
 }
 
 namespace {

@@ -15,6 +15,12 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 using Commands = std::vector<std::string>;
 
+// --parallel fsdp is PyTorch FSDP's FULL_SHARD: ddp with every state sharded (--zero 3).
+void set_parallel_mode(RunSpec& r, const std::string& v) {
+  r.parallel = parse_parallel_mode(v == "fsdp" ? "ddp" : v);
+  if (v == "fsdp") r.zero_stage = 3;
+}
+
 // A row of the table, written fluently: F("batch", kModel, "samples per step").integer("B", 1).
 struct F {
   FlagSpec s;
@@ -266,9 +272,10 @@ void rows_output_flags(std::vector<FlagSpec>& t) {
 }
 
 void rows_parallel_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("parallel", kTrain, "DataParallel, balanced DataParallel or DistributedDataParallel")
-                  .choice({"none", "dp", "bdp", "ddp"}).def("none")
-                  .to(+[](RunSpec& r, const std::string& v) { r.parallel = parse_parallel_mode(v); }).s);
+  t.push_back(F("parallel", kTrain, "DataParallel, balanced DataParallel, DistributedDataParallel, or fsdp: ddp with "
+                "--zero 3 (FSDP's FULL_SHARD)")
+                  .choice({"none", "dp", "bdp", "ddp", "fsdp"}).def("none")
+                  .to(&set_parallel_mode).s);
   t.push_back(F("devices", kTrain, "logical devices (ranks) from --device on").integer("N", 1, 1024).def("1")
                   .to(&RunSpec::devices).s);
   t.push_back(F("gpu0-bsz", kTrain, "device 0's samples per step under bdp")
@@ -276,24 +283,26 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
                   .applies("parallel", {"bdp"})
                   .to(&RunSpec::gpu0_bsz)
                   .s);
-  t.push_back(F("bucket-cap", kTrain, "DDP's gradient bucket size (PyTorch: 25MiB)").size().applies("parallel", {"ddp"})
+  t.push_back(F("bucket-cap", kTrain, "DDP's gradient bucket size (PyTorch: 25MiB)").size()
+                  .applies("parallel", {"ddp", "fsdp"})
                   .to(&RunSpec::bucket_cap).s);
   t.push_back(F("timeout", kTrain, "seconds the ddp rendezvous and each collective may wait (one process per rank)")
-                  .number("SECONDS", 0, 1e6, true, false).def("300").applies("parallel", {"ddp"})
+                  .number("SECONDS", 0, 1e6, true, false).def("300").applies("parallel", {"ddp", "fsdp"})
                   .to(&RunSpec::timeout_s).s);
-  t.push_back(F("sync-bn", kTrain, "SyncBatchNorm across the ranks").sw().applies("parallel", {"ddp"})
+  t.push_back(F("sync-bn", kTrain, "SyncBatchNorm across the ranks").sw().applies("parallel", {"ddp", "fsdp"})
                   .to(&RunSpec::sync_bn).s);
   t.push_back(F("parallel", kEstimate, "ddp: one rank of DistributedDataParallel, its gradient buckets counted; "
-                "dp | bdp: every device of (balanced) DataParallel")
-                  .choice({"none", "dp", "bdp", "ddp"}).def("none")
-                  .to(+[](RunSpec& r, const std::string& v) { r.parallel = parse_parallel_mode(v); }).s);
+                "dp | bdp: every device of (balanced) DataParallel; fsdp: ddp with --zero 3")
+                  .choice({"none", "dp", "bdp", "ddp", "fsdp"}).def("none")
+                  .to(&set_parallel_mode).s);
   t.push_back(F("devices", kEstimate, "the ranks under ddp, the devices under dp | bdp (with --gpu: the "
                 "communication time on the card's link)")
-                  .integer("N", 1, 1024).def("1").applies("parallel", {"dp", "bdp", "ddp"}).to(&RunSpec::devices).s);
+                  .integer("N", 1, 1024).def("1").applies("parallel", {"dp", "bdp", "ddp", "fsdp"})
+                  .to(&RunSpec::devices).s);
   t.push_back(F("gpu0-bsz", kEstimate, "device 0's samples of the batch under bdp").integer("B0", 0)
                   .applies("parallel", {"bdp"}).to(&RunSpec::gpu0_bsz).s);
   t.push_back(F("bucket-cap", kEstimate, "DDP's gradient bucket size (PyTorch: 25MiB)").size()
-                  .applies("parallel", {"ddp"}).to(&RunSpec::bucket_cap).s);
+                  .applies("parallel", {"ddp", "fsdp"}).to(&RunSpec::bucket_cap).s);
   for (const Commands& cmds : {kTrain, kEstimate})
     t.push_back(F("zero", cmds, "ZeRO: shard the optimizer state (1), the gradients too (2), the parameters too (3)")
                     .choice({"1", "2", "3"}).applies("parallel", {"ddp"})
@@ -301,10 +310,10 @@ void rows_parallel_flags(std::vector<FlagSpec>& t) {
   for (const Commands& cmds : {kTrain, kEstimate})
     t.push_back(F("offload", cmds, "ZeRO-Offload: the optimizer's shards and state (optimizer), and with --zero 3 the "
                   "parameters' shards (params), on the host")
-                    .choice({"optimizer", "params"}).applies("parallel", {"ddp"})
+                    .choice({"optimizer", "params"}).applies("parallel", {"ddp", "fsdp"})
                     .to(+[](RunSpec& r, const std::string& v) { r.offload = parse_zero_offload(v); }).s);
   t.push_back(F("backend", kTrain, "the ddp communicator (gloo, mpi, nccl: one process per rank)")
-                  .choice({"local", "gloo", "mpi", "nccl"}).applies("parallel", {"ddp"})
+                  .choice({"local", "gloo", "mpi", "nccl"}).applies("parallel", {"ddp", "fsdp"})
                   .to(&RunSpec::backend).s);
 }
 
