@@ -5,6 +5,7 @@
 //   graph_pointwise.cpp arithmetic (broadcasting, with numbers), activations, shape ops;
 //   graph_args.cpp      the checks of values read from the file (dims, indices, integer
 //                       arithmetic) and NodeCtx's argument accessors;
+//   graph_zero3.cpp     ZeRO-3's parameter gathers around each module's run of nodes;
 //   graph_constants.cpp constant folding: nodes that depend on neither the model input nor a
 //                       trainable parameter (position ids, an all-true attention mask) are
 //                       evaluated once on the host, at build time; so is the shape of a mask
@@ -20,6 +21,7 @@
 #include "engine/io/model_graph.h"
 #include "engine/nn/checkpoint_plan.h"
 #include "engine/nn/module.h"
+#include "engine/nn/module_hooks.h"
 #include "models/model_zoo.h"
 
 namespace oomlab::graph {
@@ -111,6 +113,18 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   std::vector<GraphSegment> segments_;   // the applied checkpoint plan, in node order
   void build_tree();
   void plan_lifetimes();
+  // ZeRO-3 (graph_zero3.cpp): each run of a module's nodes gathers the modules whose
+  // parameters it reads and frees them after, through the module call hooks.
+  struct ShardedRun {
+    const nn::ModuleCallHooks* hooks = nullptr;   // none installed: nothing to do
+    std::vector<nn::Module*> owners;
+    std::vector<size_t> made;                     // the run's nodes
+    size_t last = 0;                              // its last node
+  };
+  void plan_parameter_reads();
+  ShardedRun begin_sharded_run(size_t i, size_t end);
+  void end_sharded_run(const ShardedRun& run, std::map<std::string, Value>& env);
+  std::vector<std::vector<nn::Module*>> reads_;   // per node: the parameter owners it reads
   void fold_constants(const Shape& input_shape);
   ModelGraph g_;
   ModelConfig cfg_;

@@ -83,6 +83,7 @@ GraphModel::GraphModel(ModelGraph g, const ModelConfig& cfg) : GraphLeaf("GraphM
   build_tree();
   fold_constants(g_.inputs[0].shape);
   plan_lifetimes();
+  plan_parameter_reads();
 }
 
 std::map<std::string, std::string> GraphModel::module_types() const {
@@ -269,12 +270,14 @@ void GraphModel::run_nodes(std::map<std::string, Value>& env, size_t begin, size
   Tensor run_input;   // the first tensor input of the current module's run of nodes
   const std::string* run_module = nullptr;   // (folded nodes, sizes among them, belong to no run)
   const char* phase = checkpoint_recomputing() ? "recompute" : "fwd";
+  ShardedRun sharded;   // ZeRO-3's gathers (graph_zero3.cpp)
   for (size_t i = begin; i < end; ++i) {
     const GraphNode& n = g_.nodes[i];
     if (!folded(n.name)) {
       if (!run_module || *run_module != n.module) {
         const Value* first = n.refs.empty() || !env.count(n.refs[0]) ? nullptr : &env.at(n.refs[0]);
         run_input = first && !first->outs.empty() ? first->outs[0] : Tensor();
+        sharded = begin_sharded_run(i, end);
       }
       run_module = &n.module;
       MemoryContext ctx(n.module.empty() ? memory_label() : n.module, phase);
@@ -283,6 +286,7 @@ void GraphModel::run_nodes(std::map<std::string, Value>& env, size_t begin, size
     size_t next = i + 1;
     while (next < end && folded(g_.nodes[next].name)) ++next;
     const bool run_ends = !folded(n.name) && (next == end || g_.nodes[next].module != n.module);
+    if (run_ends) end_sharded_run(sharded, env);
     const Value& out = env[n.name];
     if (run_ends && !n.module.empty() && !out.outs.empty() && out.outs[0].defined() && run_input.defined() &&
         !checkpoint_recomputing()) {

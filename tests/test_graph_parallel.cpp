@@ -2,7 +2,8 @@
 // DDP (engine/parallel): a toy GPT-2 export (tests/fixtures/graphs/tiny_gpt2.json: causal
 // attention, layer norm, Conv1D linears, a tied head, next-token loss) trained two SGD steps
 // in float64 on one device, DP / BDP over logical CPU devices and DDP over rank threads gives
-// the same weights to 1e-12: the graph's replicas and slices compute the one-device step.
+// the same weights to 1e-12: the graph's replicas and slices compute the one-device step; so
+// do ZeRO stages 1-3 over rank threads (stage 3 gathers per run of a module's nodes).
 // ctest tier: ranks
 #include <gtest/gtest.h>
 
@@ -60,7 +61,7 @@ std::vector<double> dp_weights(int devices, int64_t gpu0) {
   return flat_weights(*m);
 }
 
-std::vector<double> ddp_weights(int ranks) {
+std::vector<double> ddp_weights(int ranks, int zero = 0) {
   const Tensor x = ids(12), y = Tensor::zeros({12}, DType::i64);
   std::vector<Device> ds;
   for (int i = 0; i < ranks; ++i) ds.push_back(cpu_device(i));
@@ -69,14 +70,18 @@ std::vector<double> ddp_weights(int ranks) {
     CurrentDeviceGuard dev(comm.device());
     nn::ModulePtr m = build_model(kModel, config(comm.device(), 1 + uint64_t(comm.rank()) * 7));   // broadcast from 0
     auto queue = std::make_shared<CommQueue>(comm);
-    DistributedDataParallel ddp(*m, queue, kDdpDefaultBucketCap);
-    auto opt = sgd(*m);
+    DistributedDataParallel ddp(*m, queue, kDdpDefaultBucketCap, zero);
+    ParamGroup g;   // ZeRO: the optimizer updates this rank's shards
+    g.params = ddp.optimizer_parameters();
+    g.lr = 0.1;
+    auto opt = make_optimizer("sgd", {g});
     DdpStrategy sync(ddp);
     TrainStep step(*m, *opt, {&sync});
     const int64_t per = 12 / ranks;
     const Tensor xr = copy_to_device(x.narrow(0, comm.rank() * per, per), comm.device());
     const Tensor yr = copy_to_device(y.narrow(0, comm.rank() * per, per), comm.device());
     for (int s = 0; s < 2; ++s) step.run(xr, yr, false);
+    ddp.materialize_parameters();   // ZeRO-3: every rank gathers (a collective)
     if (comm.rank() == 0) out = flat_weights(*m);
   });
   return out;
@@ -91,4 +96,8 @@ TEST(GraphParallel, DpBdpAndDdpEqualOneDevice) {
   EXPECT_LT(max_rel_diff(dp_weights(3, 2), one), 1e-12) << "bdp 2+5+5";
   EXPECT_LT(max_rel_diff(ddp_weights(2), one), 1e-12) << "ddp, 2 ranks";
   EXPECT_LT(max_rel_diff(ddp_weights(3), one), 1e-12) << "ddp, 3 ranks";
+  // ZeRO-3 (FSDP's FULL_SHARD): each module's run of nodes gathers the parameters it reads,
+  // the tied head's read of the token embedding included
+  for (int zero : {1, 2, 3}) EXPECT_LT(max_rel_diff(ddp_weights(2, zero), one), 1e-12) << "zero " << zero;
+  EXPECT_LT(max_rel_diff(ddp_weights(3, 3), one), 1e-12) << "zero 3, 3 ranks";
 }

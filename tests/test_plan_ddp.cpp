@@ -208,6 +208,31 @@ TEST(PlanDdp, ZeroRanksPeakAlikeWithCheckpointing) {
     }
 }
 
+// An imported graph under FSDP (ZeRO-3 gathering per run of a module's nodes; the toy GPT-2's
+// tied head reads the token embedding a second time): the estimate is every training rank's
+// peak, with checkpointing too, and the parameters a rank keeps are its shards.
+TEST(PlanDdp, FsdpOnAnImportedGraphIsEveryRanksPeak) {
+  const std::string g = "graph:" + std::string(OOMLAB_SOURCE_DIR) + "/tests/fixtures/graphs/tiny_gpt2.json";
+  const std::string common = "--model " + g + " --batch 8 --seq-len 16 --optimizer adamw --devices 4";
+  const nlohmann::json ddp = run_ok("estimate " + common + " --parallel ddp");
+  for (const char* policy : {"none", "all"}) {
+    const std::string fsdp = common + " --parallel fsdp --checkpoint " + policy;
+    const nlohmann::json e = run_ok("estimate " + fsdp);
+    const nlohmann::json t = run_ok("train " + fsdp + " --dataset synthetic-seq --device meta --steps 3 "
+                                    "--synthetic-size 64 --eval-batches 0 --quiet");
+    if (e.empty() || t.empty() || ddp.empty()) return;
+    for (const auto& [dev, stats] : t["memory"]["devices"].items())
+      EXPECT_EQ(stats["allocated_bytes.all.peak"], e["metrics"]["exact"]["peak_allocated_bytes"]) << policy << dev;
+    const int64_t params = e["metrics"]["exact"]["params_bytes"].get<int64_t>();
+    const int64_t full = ddp["metrics"]["exact"]["params_bytes"].get<int64_t>();
+    EXPECT_GE(params, full / 4) << policy;
+    EXPECT_LE(params, full / 4 + 4096) << policy;
+    // 3 Psi and more: the tied embedding is gathered again for the head, forward and backward
+    EXPECT_GT(e["metrics"]["ddp"]["bytes_sent_per_step"].get<double>(),
+              1.5 * ddp["metrics"]["ddp"]["bytes_sent_per_step"].get<double>()) << policy;
+  }
+}
+
 TEST(PlanDdp, TheAllReduceIsTheRingsBytesAtTheLinksRate) {
   GpuSpec g;
   g.link_gbps = 300;

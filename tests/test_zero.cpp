@@ -271,7 +271,7 @@ TEST(Zero, AnUnknownStageIsAClearError) {
 }
 
 // Stage 3 releases each unit's storage between its module's calls: reading a parameter then
-// (the imported graphs' nodes did, before --zero 3 refused them) is one clear error, never a
+// (an imported graph's nodes would, without their runs' gathers: graph_zero3.cpp) is one clear error, never a
 // null-pointer crash; materialize_parameters() makes the weights readable again.
 TEST(Zero, AReleasedParameterIsAClearErrorNotACrash) {
   run_local_ranks({cpu_device(0), cpu_device(1)}, AllReduceAlgo::ring, [&](LocalCommunicator& comm) {

@@ -50,7 +50,8 @@
 //    one storage of world x shard elements that exists only while the unit is gathered; a
 //    rank keeps its shard of every unit (param_shard; the float32 master beside it with
 //    master_weights). Module call hooks (engine/nn/module_hooks.h, on the constructing
-//    thread) all-gather a module's units before its forward and free them after it; the
+//    thread; an imported graph calls them around each run of a module's nodes) all-gather a
+//    module's units before its forward and free them after it; the
 //    output gets a pre-backward node that gathers them again when backward reaches it; once
 //    every gradient of a unit is ready the unit is freed and its gradients reduced as in
 //    stage 2 (with checkpointing: a checkpointed block's output is not aliased, and a
