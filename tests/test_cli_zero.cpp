@@ -55,6 +55,10 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
   }
   // --parallel fsdp is --zero 3
   EXPECT_EQ(train("gloo", 2, "", "fsdp").weights, ddp.weights);
+  // channels_last weights: the shards and stage 3's units hold them in NHWC order
+  const Losses cl = train("local", 2, " --channels-last");
+  for (const char* z : {" --zero 2", " --zero 3"})
+    EXPECT_EQ(train("gloo", 2, std::string(z) + " --channels-last").weights, cl.weights) << z << " --channels-last";
   // stage 3 with every block checkpointed: the re-run in backward gathers its units again
   const Losses ckpt = train("local", 2, " --checkpoint all");
   const Losses ckpt3 = train("gloo", 2, " --zero 3 --checkpoint all");

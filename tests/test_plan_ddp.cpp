@@ -114,6 +114,15 @@ TEST(PlanDdp, ZeroEstimateIsEveryTrainingRanksPeakAndShardsTheState) {
     EXPECT_EQ(eh["metrics"]["exact"]["peak_allocated_bytes"],
               th["memory"]["devices"]["meta:3"]["allocated_bytes.all.peak"]);
   }
+  // channels_last weights under stage 3: the units keep their layout, the peak is the training's
+  const std::string cl = common + " --zero 3 --channels-last";
+  const nlohmann::json ec = run_ok("estimate " + cl);
+  const nlohmann::json tc = run_ok("train " + cl + " --dataset synthetic --device meta --steps 3 "
+                                   "--synthetic-size 64 --eval-batches 0 --quiet");
+  if (!ec.empty() && !tc.empty()) {
+    for (const auto& [dev, stats] : tc["memory"]["devices"].items())
+      EXPECT_EQ(ec["metrics"]["exact"]["peak_allocated_bytes"], stats["allocated_bytes.all.peak"]) << dev;
+  }
   const CliRun bad = run_oomlab("train " + common + " --zero 3 --dataset synthetic --steps 1 --ema 0.99");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--ema"), std::string::npos) << bad.output;
@@ -167,7 +176,9 @@ TEST(PlanDdp, OffloadIsSearchedWhenNothingElseFits) {
   ASSERT_TRUE(p["metrics"].contains("recommended")) << p.dump().substr(0, 2000);
   int offloaded = 0;
   for (const auto& c : p["metrics"]["candidates"]) {
-    if (c["offload"] == "") EXPECT_FALSE(c["fits"].get<bool>()) << c.dump();
+    if (c["offload"] == "") {
+      EXPECT_FALSE(c["fits"].get<bool>()) << c.dump();
+    }
     offloaded += c["offload"] != "" && c["fits"].get<bool>();
   }
   EXPECT_GT(offloaded, 0);
@@ -184,7 +195,9 @@ TEST(PlanDdp, OffloadIsSearchedWhenNothingElseFits) {
   if (c["checkpoint"] != "none") est += " --checkpoint " + c["checkpoint"].get<std::string>();
   if (c["attention"] == "fused") est += " --attention fused";
   const nlohmann::json e = run_ok(est);
-  if (!e.empty()) EXPECT_EQ(e["metrics"]["exact"]["peak_reserved_bytes"], c["peak_reserved_bytes"]) << est;
+  if (!e.empty()) {
+    EXPECT_EQ(e["metrics"]["exact"]["peak_reserved_bytes"], c["peak_reserved_bytes"]) << est;
+  }
   const nlohmann::json fits = run_ok("plan --model resnet20 --gpu h100-sxm --global-batch 64");
   for (const auto& k : fits["metrics"]["candidates"]) EXPECT_EQ(k["offload"], "") << k.dump();
 }

@@ -37,6 +37,24 @@ Tensor as_on(const Tensor& t, DType dtype, Device device) {
 }
 }  // namespace
 
+namespace {
+// A channels_last parameter's elements in memory order are its NHWC permutation's.
+const std::vector<int64_t> kNhwc = {0, 2, 3, 1}, kFromNhwc = {0, 3, 1, 2};
+bool nhwc_ordered(const Tensor& param) {
+  return !param.is_contiguous() && param.dim() == 4 && param.is_contiguous(MemoryFormat::channels_last);
+}
+}  // namespace
+
+Tensor DistributedDataParallel::zero_flat(const Tensor& t, const Tensor& param) {
+  return (nhwc_ordered(param) ? t.permute(kNhwc) : t).reshape({t.numel()});
+}
+
+Tensor DistributedDataParallel::zero_unflat(const Tensor& flat, const Tensor& param) {
+  if (!nhwc_ordered(param)) return flat.reshape(param.shape());
+  const Shape& s = param.shape();
+  return flat.reshape({s[0], s[2], s[3], s[1]}).permute(kFromNhwc);
+}
+
 void DistributedDataParallel::make_shards(Device dev, bool master_weights) {
   const int64_t world = queue_->world_size(), rank = queue_->rank();
   NoGradGuard no_grad;
@@ -65,14 +83,14 @@ void DistributedDataParallel::copy_flat_range(const Bucket& b, int64_t begin, co
     OOMLAB_CHECK(t.defined(), "ZeRO: ", params_[b.params[slot]].first, " has no gradient to reduce");
     Tensor elems = flat.narrow(0, lo - begin, hi - lo);
     if (!into_tensors) {
-      elems.copy_(t.reshape({n}).narrow(0, lo - b.offsets[slot], hi - lo));
-    } else if (t.is_contiguous()) {   // a view of the tensor's storage: written in place
-      t.reshape({n}).narrow(0, lo - b.offsets[slot], hi - lo).copy_(elems);
-    } else {                          // channels_last: through a logical-order copy
-      Tensor logical = t.reshape({n});
-      logical.narrow(0, lo - b.offsets[slot], hi - lo).copy_(elems);
+      elems.copy_(zero_flat(t, param).narrow(0, lo - b.offsets[slot], hi - lo));
+      continue;
+    }
+    Tensor ordered = zero_flat(t, param);   // a view of the tensor when laid out as the parameter
+    ordered.narrow(0, lo - b.offsets[slot], hi - lo).copy_(elems);
+    if (ordered.impl()->storage != t.impl()->storage) {   // (a gradient in another layout: a copy)
       Tensor dst = t;
-      dst.copy_(logical.reshape(t.shape()));
+      dst.copy_(zero_unflat(ordered, param));
     }
   }
 }
@@ -127,7 +145,7 @@ void DistributedDataParallel::fill_zero_bucket(Bucket& b, size_t slot, const Ten
     if (padded > b.numel) b.flat.narrow(0, b.numel, padded - b.numel).fill_(0);
   }
   const int64_t n = params_[param].second.numel();
-  b.flat.narrow(0, b.offsets[slot], n).copy_(grad.reshape({n}));
+  b.flat.narrow(0, b.offsets[slot], n).copy_(zero_flat(grad, params_[param].second));
   if (zero_stage_ >= 2) params_[param].second.set_grad(Tensor());   // only the shard's share is kept
 }
 

@@ -29,8 +29,8 @@ void DistributedDataParallel::assign_units() {
       if (name.find('.') != std::string::npos || !index.count(t.impl())) continue;   // a child's, or frozen
       OOMLAB_CHECK(seen.insert(t.impl()).second, "ZeRO stage 3: parameter ", t.name(),
                    " is shared by two modules (tied weights are not supported)");
-      OOMLAB_CHECK(t.is_contiguous(), "ZeRO stage 3: parameter ", t.name(),
-                   " is not contiguous (--channels-last is not supported with --zero 3)");
+      OOMLAB_CHECK(t.is_contiguous() || (t.dim() == 4 && t.is_contiguous(MemoryFormat::channels_last)),
+                   "ZeRO stage 3: parameter ", t.name(), " is neither contiguous nor channels_last");
       const size_t group = group_of_(params_[index[t.impl()]].first);
       Bucket& b = by_dtype[{t.dtype(), group}];
       b.dtype = t.dtype();
@@ -57,8 +57,7 @@ void DistributedDataParallel::shard_parameter_storage(Device dev) {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       TensorImpl* impl = params_[b.params[slot]].second.impl();
       impl->storage = b.unit;
-      impl->offset = b.offsets[slot];
-      impl->strides = contiguous_strides(impl->shape);
+      impl->offset = b.offsets[slot];   // its strides kept: the unit holds it in its memory order
     }
     release_storage(*b.unit);
   }

@@ -70,7 +70,7 @@ DistributedDataParallel::ZeroState DistributedDataParallel::zero_consolidate(con
                        nn::NamedTensors& out) {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       const auto& [name, p] = params_[b.params[slot]];
-      out.push_back({prefix + name + suffix, full.narrow(0, b.offsets[slot], p.numel()).reshape(p.shape())});
+      out.push_back({prefix + name + suffix, zero_unflat(full.narrow(0, b.offsets[slot], p.numel()), p)});
     }
   };
   std::map<std::string, int64_t> steps;
@@ -136,7 +136,7 @@ DistributedDataParallel::ZeroState DistributedDataParallel::shard_consolidated(c
       OOMLAB_CHECK(it != from.end(), "ZeRO resume: tensor ", key(name), " is missing from the checkpoint");
       OOMLAB_CHECK_T(ShapeError, it->second.shape() == p.shape(), "ZeRO resume: ", key(name), " has shape ",
                      shape_str(it->second.shape()), ", the parameter ", shape_str(p.shape()));
-      flat.narrow(0, b.offsets[slot], p.numel()).copy_(it->second.reshape({p.numel()}));
+      flat.narrow(0, b.offsets[slot], p.numel()).copy_(zero_flat(it->second, p));
     }
     return flat.narrow(0, rank * b.shard, b.shard).contiguous();
   };

@@ -61,9 +61,10 @@
 //    and a pre-backward node that of the module before it (unless its gradients are done),
 //    on the communication thread, overlapping this module's work: one unit more alive; a
 //    prefetched unit left unused is released when backward ends. After the optimizer step the
-//    shards stay shards (no all-gather). Parameters
-//    shared by two modules, and parameters not laid out contiguously (channels_last), are
-//    refused. materialize_parameters() gathers every unit for good (reading the weights).
+//    shards stay shards (no all-gather). A unit holds each parameter in its memory order
+//    (zero_flat: a channels_last weight stays channels_last). Parameters shared by two
+//    modules, and parameters neither contiguous nor channels_last, are refused.
+//    materialize_parameters() gathers every unit for good (reading the weights).
 //  * ZeRO with parameter groups (group_of): buckets and units are cut per (dtype, group),
 //    each shard belongs to its parameters' group (zero_shard_groups), and the consolidated
 //    checkpoint's JSON lists each group's parameters as DDP's optimizer does.
@@ -197,6 +198,11 @@ class DistributedDataParallel {
   // Copies between a bucket's flat elements [begin, begin + flat.numel()) and `flat`, on
   // the parameters' values or their gradients; to_bucket_side: into those tensors.
   enum class Side { values, grads };
+  // ZeRO's flat order of a parameter's elements is its memory order (a channels_last
+  // weight's NHWC one): `t` (the parameter, its gradient or a saved tensor of its shape) as
+  // numel() elements in that order (a view when t is laid out as the parameter), and back.
+  static Tensor zero_flat(const Tensor& t, const Tensor& param);
+  static Tensor zero_unflat(const Tensor& flat, const Tensor& param);
   void copy_flat_range(const Bucket& b, int64_t begin, const Tensor& flat, Side side, bool into_tensors) const;
   ZeroState shard_consolidated(const ZeroState& in);   // zero_shard's work (ddp_zero_state.cpp)
   void on_grad_ready(size_t param, Tensor& grad);

@@ -92,9 +92,7 @@ void check_zero_supported(const RunSpec& c) {
   OOMLAB_CHECK(c.offload == ZeroOffload::none || c.zero_stage > 0, "--offload ", zero_offload_name(c.offload),
                " needs --zero 1|2|3 (it offloads the rank's shards)");
   if (c.zero_stage == 0) return;
-  const char* with = c.zero_stage == 3 && c.channels_last                            ? "--channels-last"
-                     : c.zero_stage == 3 && c.ema_decay > 0          ? "--ema (the parameters are sharded)"
-                                                                     : nullptr;
+  const char* with = c.zero_stage == 3 && c.ema_decay > 0 ? "--ema (the parameters are sharded)" : nullptr;
   OOMLAB_CHECK(with == nullptr, "--zero ", c.zero_stage, " with ", with, " is not supported yet");
 }
 

@@ -135,6 +135,8 @@ json train_rank(const RunSpec& c, TrainerConfig t, const ModelBuilder& build, co
       queue->run([&](Communicator& cm) { cm.all_reduce(x, ReduceOp::sum); });
     });
   if (c.half) half_model(*model, DType::f16);   // before the reducer, as model.half() before DDP(model)
+  // and model.to(memory_format=torch.channels_last): ZeRO's shards hold the weights as laid out
+  if (c.channels_last) channels_last_model(*model);
   const LrGroups groups = c.lr_groups;   // ZeRO cuts its shards by the optimizer groups
   DistributedDataParallel ddp(*model, queue, c.bucket_cap, c.zero_stage, c.zero_stage > 0 && c.master_weights,
                               c.offload, [groups](const std::string& name) { return lr_group_of(groups, name); });
