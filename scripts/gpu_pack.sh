@@ -85,6 +85,8 @@ done
 for s in gpu_run.sh gpu_report.py gpu_rounds.py torch_bench.py trace_breakdown.py fatbin_archs.py attention_vs_torch.py export_model.py; do
   cp "scripts/$s" "$kit/scripts/"
 done
+mkdir -p "$kit/python/oomlab"   # export_model.py's exporter (the Python package's, without its C++ module)
+cp python/oomlab/*.py "$kit/python/oomlab/"
 mkdir -p "$kit/models/graphs"   # the imported models of experiment 16 (its gpu profile; the graph_* pairs)
 cp models/graphs/*.json "$kit/models/graphs/"
 for spec in experiments/*/experiment.json; do   # the experiments' gpu profiles (gpu_run.sh runs them)

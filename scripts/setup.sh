@@ -15,10 +15,12 @@ cd "$(dirname "$0")/.."
 # (PyTorch's CPU backend); slurm-wlm and munge serve scripts/slurm_allreduce.sh; strace kills
 # a training run at each checkpoint publication point (tests/test_checkpoint_kill.cpp).
 # libopenblas-openmp-dev: OpenBLAS on the same OpenMP pool as oomlab's kernels (CMakeLists.txt).
+# pybind11-dev, python3-dev and python3-venv: the Python package (pyproject.toml; its tests run
+# in a venv, scripts/test.sh).
 packages=(cmake g++ make libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin zlib1g-dev
           nlohmann-json3-dev libgtest-dev libbenchmark-dev python3 python3-matplotlib python3-pyflakes
           dataset-fashion-mnist clang libclang-rt-dev libomp-dev ninja-build lld
-          libgloo-dev slurm-wlm munge strace)
+          libgloo-dev slurm-wlm munge strace pybind11-dev python3-dev python3-venv)
 
 if command -v dpkg-query >/dev/null 2>&1; then
   missing=()

@@ -4,7 +4,7 @@
 #   * ctest -LE slow: every C++ test of the tiers unit, ops, models, cli, ranks and gpu (the
 #     GPU tests skip without a GPU) except those labelled slow; a test without a tier label
 #     fails the run (CMakeLists.txt: tests/test_*.cpp name their tier);
-#   * pyflakes over the Python (scripts/, the experiments' report.py, tests/*.py);
+#   * pyflakes over the Python (scripts/, the experiments' report.py, tests/*.py, the package);
 #   * the Python checks of the GPU kit's scripts (tests/test_gpu_tools.py; the kit's
 #     end-to-end run is in the slow tier) and of the report (tests/test_report.py: an
 #     experiment planted in a copy of experiments/ runs and renders; tests/test_gpu_records.py:
@@ -16,7 +16,9 @@
 #   * every repository file a source comment names exists (scripts/check_comment_refs.py;
 #     tests/test_comment_refs.py);
 #   * the figures and REPORT.md regenerated from the committed results into a temp dir
-#     (scripts/make_report.py); a missing, empty or non-PNG figure fails.
+#     (scripts/make_report.py); a missing, empty or non-PNG figure fails;
+#   * the Python package: its wheel built from this tree (the build dir's libraries), installed
+#     in a venv, its pytest suite run against it (scripts/python_package.sh).
 # Steps after the build all run even if one fails; the exit status is non-zero on any failure.
 # Environment: OOMLAB_BUILD_DIR (default: build), OOMLAB_RESULTS_DIR (default: reports/results),
 #   OOMLAB_SKIP_SETUP=1 (use an existing build; for iterating, never in CI),
@@ -48,8 +50,8 @@ if [[ "$untiered" != 0 ]]; then
   failures+=("untiered tests")
 fi
 
-step "pyflakes (scripts/, experiments/*/report.py, tests/*.py)"
-if ! /usr/bin/python3 -m pyflakes scripts experiments tests/*.py; then
+step "pyflakes (scripts/, experiments/*/report.py, tests/*.py, python/, tests/python/)"
+if ! /usr/bin/python3 -m pyflakes scripts experiments tests/*.py python tests/python; then
   failures+=("pyflakes")
 fi
 
@@ -101,6 +103,11 @@ if "$py" scripts/make_report.py --results "$results_dir" --out "$tmp"; then
   fi
 else
   failures+=("make_report")
+fi
+
+step "the Python package (scripts/python_package.sh: pip wheel . once, installed in a venv; pytest tests/python)"
+if ! OOMLAB_BUILD_DIR="$build_dir" bash scripts/python_package.sh; then
+  failures+=("python package")
 fi
 
 echo

@@ -25,6 +25,7 @@
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_export.h"
 #include "experiments/cli/cli_args.h"
+#include "experiments/cli/cli_output.h"
 #include "experiments/cli/flag_table.h"
 #include "experiments/cli/run_spec_flags.h"
 #include "experiments/plan/comm_time.h"
@@ -58,7 +59,7 @@ void check_output_paths(const CliArgs& a) {
 // "wrote PATH" on standard output, unless PATH is standard output itself (the line would
 // follow the JSON on the same stream).
 void print_wrote(const std::string& path, const char* note = "") {
-  if (!is_standard_output(path)) std::printf("wrote %s%s\n", path.c_str(), note);
+  if (!is_standard_output(path)) cli_printf("wrote %s%s\n", path.c_str(), note);
 }
 
 // --memory-snapshot FILE (pytorch.org/memory_viz) and --chrome-trace FILE (Perfetto).
@@ -105,6 +106,10 @@ BackendOptions backend_options(const CliArgs& a) {
 }  // namespace
 
 void write_json_if_asked(const CliArgs& a, const nlohmann::json& j) {
+  if (CommandCapture* capture = active_capture()) {   // the Python package: the results, no file
+    capture->results = j;
+    return;
+  }
   if (auto path = a.get_opt("json")) {
     write_json_atomic(*path, j);
     print_wrote(*path);
@@ -128,7 +133,7 @@ const CommandFlags& command_flags(const std::string& command) {
 int cmd_models(const std::vector<std::string>& args) {
   if (print_help_if_asked("models", args)) return 0;
   CliArgs a(args, "models");   // takes nothing: a stray word or flag is an error
-  for (const auto& m : model_names()) std::printf("%s\n", m.c_str());
+  for (const auto& m : model_names()) cli_printf("%s\n", m.c_str());
   return 0;
 }
 
@@ -136,10 +141,10 @@ int cmd_amp_policy(const std::vector<std::string>& args) {
   if (print_help_if_asked("amp-policy", args)) return 0;
   CliArgs a(args, "amp-policy");
   check_output_paths(a);
-  std::printf("%-20s %-13s %s\n", "op", "policy", "what it does under --amp fp16|bf16");
+  cli_printf("%-20s %-13s %s\n", "op", "policy", "what it does under --amp fp16|bf16");
   nlohmann::json rows = nlohmann::json::array();
   for (const AutocastRule& r : autocast_rules()) {
-    std::printf("%-20s %-13s %s\n", r.op, cast_policy_name(r.policy), r.why);
+    cli_printf("%-20s %-13s %s\n", r.op, cast_policy_name(r.policy), r.why);
     rows.push_back({{"op", r.op}, {"policy", cast_policy_name(r.policy)}, {"why", r.why}});
   }
   std::puts("other ops (relu, gelu, dropout, pooling, upsample, embedding, views) run in their input's dtype; "
@@ -155,14 +160,14 @@ int cmd_summary(const std::vector<std::string>& args) {
   const RunSpec spec = model_spec(a);
   check_output_paths(a);
   ModelSummary s = summarize_model(spec, spec.batch);
-  std::printf("%-28s %-18s %-18s %12s %12s %-16s %14s %14s\n", "layer", "type", "output", "values/img",
+  cli_printf("%-28s %-18s %-18s %12s %12s %-16s %14s %14s\n", "layer", "type", "output", "values/img",
               "params", "compute dtype", "output bytes", "saved bytes");
   for (const LayerRow& r : s.layers)
-    std::printf("%-28s %-18s %-18s %12lld %12lld %-16s %14s %14s\n", r.name.c_str(), r.type.c_str(),
+    cli_printf("%-28s %-18s %-18s %12lld %12lld %-16s %14s %14s\n", r.name.c_str(), r.type.c_str(),
                 shape_str(r.output_shape).c_str(), (long long)r.output_values, (long long)r.params,
                 r.compute_dtype.c_str(), format_bytes(double(r.output_bytes)).c_str(),
                 format_bytes(double(r.saved_bytes)).c_str());
-  std::printf("total params %lld; activation values per sample %lld (%s fp32); saved for backward %s "
+  cli_printf("total params %lld; activation values per sample %lld (%s fp32); saved for backward %s "
               "(batch %lld); forward-only peak %s; training-forward peak %s\n",
               (long long)s.params, (long long)s.activation_values_per_sample,
               format_bytes(4.0 * double(s.activation_values_per_sample)).c_str(),
@@ -170,13 +175,13 @@ int cmd_summary(const std::vector<std::string>& args) {
               format_bytes(double(s.forward_only_peak_bytes)).c_str(),
               format_bytes(double(s.training_forward_peak_bytes)).c_str());
   if (s.nonleaf_saved_bytes > 0)
-    std::printf("saved for backward by code in non-leaf modules (not in the rows above): %s\n",
+    cli_printf("saved for backward by code in non-leaf modules (not in the rows above): %s\n",
                 format_bytes(double(s.nonleaf_saved_bytes)).c_str());
   if (!s.transformer_layers.empty()) {
-    std::printf("\n%-28s %14s %18s %18s %8s\n", "transformer layer", "saved (ours)", "Korthikanti fp16",
+    cli_printf("\n%-28s %14s %18s %18s %8s\n", "transformer layer", "saved (ours)", "Korthikanti fp16",
                 "Korthikanti fp32", "ours/fp32");
     for (const TransformerLayerRow& t : s.transformer_layers)
-      std::printf("%-28s %14s %18s %18s %8.3f\n", t.name.c_str(), format_bytes(double(t.saved_bytes)).c_str(),
+      cli_printf("%-28s %14s %18s %18s %8.3f\n", t.name.c_str(), format_bytes(double(t.saved_bytes)).c_str(),
                   format_bytes(double(t.korthikanti_fp16_bytes)).c_str(),
                   format_bytes(double(t.korthikanti_fp32_bytes)).c_str(),
                   double(t.saved_bytes) / double(std::max<int64_t>(1, t.korthikanti_fp32_bytes)));
@@ -205,18 +210,18 @@ nlohmann::json estimate_time_on_gpu(const CliArgs& a, const RunSpec& spec, const
     for (const DpDeviceEstimate& d : e.dp_devices) b.chunks.push_back(d.chunk);
     const CommTime c = dp_comm_time(b, g);
     t["communication"] = c.to_json();
-    std::printf("  DataParallel copies over %lld devices on %s: %.2f ms (lower bound)\n", (long long)spec.devices,
+    cli_printf("  DataParallel copies over %lld devices on %s: %.2f ms (lower bound)\n", (long long)spec.devices,
                 c.link.c_str(), c.total_ms);
   }
   if (spec.parallel == ParallelMode::ddp) {   // the all-reduce, beside the step (not in it)
     const CommTime c = ddp_comm_time(e.ddp_bucket_bytes, int(spec.devices), g, spec.zero_stage);
     t["communication"] = c.to_json();
-    std::printf("  DDP all-reduce over %lld ranks on %s: %.2f ms (lower bound; last bucket %.2f ms)\n",
+    cli_printf("  DDP all-reduce over %lld ranks on %s: %.2f ms (lower bound; last bucket %.2f ms)\n",
                 (long long)spec.devices, c.link.c_str(), c.total_ms, c.last_bucket_ms);
   }
   const TimeModel* m = default_time_model();
   if (!m) {
-    std::printf("  step time on %s: no time model (reports/plan_calibration.json is not beside this build)\n",
+    cli_printf("  step time on %s: no time model (reports/plan_calibration.json is not beside this build)\n",
                 g.name.c_str());
     return t;
   }
@@ -224,7 +229,7 @@ nlohmann::json estimate_time_on_gpu(const CliArgs& a, const RunSpec& spec, const
   t["predicted_ms"] = ms;
   t["unseen_features"] = m->unseen(f);
   t["calibration"] = m->source;
-  std::printf("  %s on %s: %.1f ms predicted (time model fitted on the GPU records: %s)\n",
+  cli_printf("  %s on %s: %.1f ms predicted (time model fitted on the GPU records: %s)\n",
               e.dp_devices.empty() ? "step time" : "device 0's work (no straggler, no copies: oomlab plan adds them)",
               g.name.c_str(), ms, m->source.c_str());
   return t;
@@ -235,12 +240,12 @@ namespace {
 // The estimate's table: each component, exact (meta) beside the source's formula.
 void print_estimate(const RunSpec& spec, const MemoryEstimate& e) {
   auto row = [](const char* what, int64_t exact, const char* formula_what, int64_t formula) {
-    std::printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
+    cli_printf("  %-22s %14s   %-30s %14s\n", what, format_bytes(double(exact)).c_str(), formula_what,
                 formula < 0 ? "" : format_bytes(double(formula)).c_str());
   };
-  std::printf("%s, batch %lld, %s: %lld params, %lld output values per sample\n", e.model.c_str(),
+  cli_printf("%s, batch %lld, %s: %lld params, %lld output values per sample\n", e.model.c_str(),
               (long long)e.batch, e.optimizer.c_str(), (long long)e.params, (long long)e.outputs_per_sample);
-  std::printf("  %-22s %14s   %-30s %14s\n", "component (exact, meta)", "bytes", "source formula", "bytes");
+  cli_printf("  %-22s %14s   %-30s %14s\n", "component (exact, meta)", "bytes", "source formula", "bytes");
   row("params", e.params_bytes, "params x n (n=2 SGD, 4 Adam)", e.formula_params_bytes);
   row("buffers (BN stats)", e.buffers_bytes, "-", -1);
   row("grads", e.grads_bytes, "(inside params x n)", -1);
@@ -262,12 +267,12 @@ void print_estimate(const RunSpec& spec, const MemoryEstimate& e) {
     row("graph: peak reserved", e.graph_reserved_peak_bytes, "-", -1);
   }
   for (const DpDeviceEstimate& d : e.dp_devices)
-    std::printf("  %-8s %5lld samples: peak allocated %s, reserved %s\n", d.device.c_str(), (long long)d.chunk,
+    cli_printf("  %-8s %5lld samples: peak allocated %s, reserved %s\n", d.device.c_str(), (long long)d.chunk,
                 format_bytes(double(d.peak_allocated_bytes)).c_str(),
                 format_bytes(double(d.peak_reserved_bytes)).c_str());
-  std::printf("  formula error: %+.1f%%\n", e.formula_error_pct);
+  cli_printf("  formula error: %+.1f%%\n", e.formula_error_pct);
   for (const auto& [dtype, flops] : e.step_flops)
-    std::printf("  matrix work per step (%s): %.3f TFLOP\n", dtype.c_str(), flops / 1e12);
+    cli_printf("  matrix work per step (%s): %.3f TFLOP\n", dtype.c_str(), flops / 1e12);
 }
 }  // namespace
 
@@ -282,7 +287,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
   nlohmann::json budget;
   if (spec.checkpoint.kind == CheckpointPolicy::Kind::budget) {
     const CheckpointBudgetChoice ch = choose_checkpoint_budget(spec, spec.batch, opt, spec.checkpoint.budget_bytes);
-    std::printf("--checkpoint %s: %s (exact meta peak %s; tried %zu plans)\n", spec.checkpoint.spec.c_str(),
+    cli_printf("--checkpoint %s: %s (exact meta peak %s; tried %zu plans)\n", spec.checkpoint.spec.c_str(),
                 ch.policy.spec.c_str(), format_bytes(double(ch.predicted_peak_bytes)).c_str(), ch.tried.size());
     budget = ch.to_json();
     spec.checkpoint = ch.policy;
@@ -293,10 +298,10 @@ int cmd_estimate(const std::vector<std::string>& args) {
   nlohmann::json metrics = e.to_json();
   if (a.has("gpu")) metrics["time_model"] = estimate_time_on_gpu(a, spec, e);
   if (cap > 0 && !e.dp_devices.empty()) {
-    std::printf("  largest batch: not searched under DataParallel (oomlab plan --gpus N searches it)\n");
+    cli_printf("  largest batch: not searched under DataParallel (oomlab plan --gpus N searches it)\n");
   } else if (cap > 0) {   // what batch fits the card (exact meta steps under the cap)
     const LargestBatch lb = largest_batch_under(spec, opt, cap);
-    std::printf("  largest batch under %s: %s%lld (%lld exact meta steps)\n", format_bytes(double(cap)).c_str(),
+    cli_printf("  largest batch under %s: %s%lld (%lld exact meta steps)\n", format_bytes(double(cap)).c_str(),
                 lb.at_search_cap ? ">= " : "", (long long)lb.batch, (long long)lb.probes);
     metrics["largest_batch"] = lb.to_json();
   }

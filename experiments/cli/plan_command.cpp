@@ -14,6 +14,7 @@
 #include "engine/io/file_kinds.h"
 #include "engine/train/results.h"
 #include "experiments/cli/cli_args.h"
+#include "experiments/cli/cli_output.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/flag_table.h"
 #include "experiments/cli/run_spec_flags.h"
@@ -47,7 +48,7 @@ PlanRequest plan_request(const CliArgs& a) {
 std::string ms_cell(bool shown, double ms) { return shown && ms > 0 ? str_cat(int64_t(ms * 10 + 0.5) / 10.0) : "-"; }
 
 void print_candidates(const Plan& p) {
-  std::printf("  %-44s %6s %6s %11s %10s %10s  %s\n", "techniques", "micro", "accum", "peak", "time (ms)",
+  cli_printf("  %-44s %6s %6s %11s %10s %10s  %s\n", "techniques", "micro", "accum", "peak", "time (ms)",
               "bound (ms)", "");
   for (size_t i = 0; i < p.candidates.size(); ++i) {
     const PlanCandidate& c = p.candidates[i];
@@ -56,7 +57,7 @@ void print_candidates(const Plan& p) {
     const bool fits = c.micro_batch > 0;
     const std::string note = !c.why_not.empty() ? c.why_not : !c.unseen.empty() ? "extrapolated: " + c.unseen.front()
                                                                                 : "";
-    std::printf("  %-44s %6lld %6lld %11s %10s %10s  %s\n", c.techniques().c_str(), (long long)c.micro_batch,
+    cli_printf("  %-44s %6lld %6lld %11s %10s %10s  %s\n", c.techniques().c_str(), (long long)c.micro_batch,
                 (long long)c.accumulate,
                 c.peak_reserved_bytes < 0 ? "-" : format_bytes(double(c.peak_reserved_bytes)).c_str(),
                 ms_cell(fits, c.predicted_ms).c_str(), ms_cell(fits, c.compute_bound_ms).c_str(),
@@ -65,32 +66,32 @@ void print_candidates(const Plan& p) {
 }
 
 void print_plan(const PlanRequest& r, const Plan& p) {
-  std::printf("%s on %s%s (%s, %s kept free), global batch %lld: %zu candidates, %lld exact meta steps, "
+  cli_printf("%s on %s%s (%s, %s kept free), global batch %lld: %zu candidates, %lld exact meta steps, "
               "%lld ruled out by their static bytes\n",
               r.model.model.c_str(), r.gpus > 1 ? str_cat(r.gpus, " x ").c_str() : "", r.gpu.name.c_str(),
               format_bytes(double(r.gpu.memory_bytes)).c_str(), format_bytes(double(r.reserve_bytes)).c_str(),
               (long long)r.global_batch, p.candidates.size(), (long long)p.meta_steps, (long long)p.pruned);
   print_candidates(p);
   if (r.gpus > 1)
-    std::printf("communication: DDP's all-reduce, or DataParallel's copies to and from device 0 every "
+    cli_printf("communication: DDP's all-reduce, or DataParallel's copies to and from device 0 every "
                 "micro-step, over %s, added whole to each time (no overlap; a lower bound of its own: no "
                 "multi-GPU record)\n",
                 ddp_comm_time({}, r.gpus, r.gpu).link.c_str());
   if (r.time_model)
-    std::printf("time: the time model fitted on the GPU records (%s); bound: matrix FLOPs over the dense peak\n",
+    cli_printf("time: the time model fitted on the GPU records (%s); bound: matrix FLOPs over the dense peak\n",
                 r.time_model->source.c_str());
   else
-    std::printf("time: no calibration beside this build; ranked by the bound (matrix FLOPs over the dense peak)\n");
+    cli_printf("time: no calibration beside this build; ranked by the bound (matrix FLOPs over the dense peak)\n");
   if (p.recommended) {
     const PlanCandidate& c = p.candidates[*p.recommended];
-    std::printf("recommended: oomlab train %s\n  in PyTorch: %s\n", train_flags(r, c).c_str(),
+    cli_printf("recommended: oomlab train %s\n  in PyTorch: %s\n", train_flags(r, c).c_str(),
                 pytorch_settings(r, c).c_str());
     if (!c.unseen.empty())
-      std::printf("  note: the calibration never saw %zu of its terms (the first: %s): its time omits them\n",
+      cli_printf("  note: the calibration never saw %zu of its terms (the first: %s): its time omits them\n",
                   c.unseen.size(), c.unseen.front().c_str());
-    for (const std::string& why : p.technique_reasons) std::printf("  not chosen: %s\n", why.c_str());
+    for (const std::string& why : p.technique_reasons) cli_printf("  not chosen: %s\n", why.c_str());
   } else if (!p.frontier.empty()) {
-    std::printf("the card's peaks are unknown (--device-memory): give --gpu NAME to rank the fitting ones\n");
+    cli_printf("the card's peaks are unknown (--device-memory): give --gpu NAME to rank the fitting ones\n");
   }
 }
 
@@ -129,7 +130,7 @@ nlohmann::json verify_recommendation(const PlanRequest& r, const PlanCandidate& 
   if (r.gpus > 1)
     for (const auto& [name, stats] : mem["devices"].items())
       peak = std::max(peak, stats["reserved_bytes.all.peak"].get<int64_t>());
-  std::printf("verify on %s: step %.1f ms measured, %.1f ms predicted for %s; peak reserved %s measured, %s "
+  cli_printf("verify on %s: step %.1f ms measured, %.1f ms predicted for %s; peak reserved %s measured, %s "
               "predicted (meta)\n", device.c_str(), ms, c.predicted_ms, r.gpu.name.c_str(),
               format_bytes(double(peak)).c_str(), format_bytes(double(c.peak_reserved_bytes)).c_str());
   return {{"device", device}, {"steps", s.steps}, {"measured_ms", ms}, {"predicted_ms", c.predicted_ms},
@@ -173,7 +174,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   const PlanRequest r = plan_request(a);
   if (a.has("json")) check_output_file(a.get("json"), "--json");
   if (a.has("verify")) check_verify_device(a.get("verify"));
-  const Plan p = make_plan(r, [](const std::string& what) { std::fprintf(stderr, "plan: %s\n", what.c_str()); });
+  const Plan p = make_plan(r, cli_progress);
   print_plan(r, p);
   if (p.frontier.empty()) {   // nothing fits: say what would (one error line, exit 2, no JSON)
     std::string cards;

@@ -119,9 +119,18 @@ TimeModel load_time_model(const std::string& path) {
   return m;
 }
 
+namespace {
+std::string& time_model_path() {
+  static std::string path = std::string(OOMLAB_SOURCE_DIR) + "/reports/plan_calibration.json";
+  return path;
+}
+}  // namespace
+
+void set_time_model_path(const std::string& path) { time_model_path() = path; }
+
 const TimeModel* default_time_model() {
   static const std::optional<TimeModel> model = []() -> std::optional<TimeModel> {
-    const std::string path = std::string(OOMLAB_SOURCE_DIR) + "/reports/plan_calibration.json";
+    const std::string path = time_model_path();
     if (!std::filesystem::exists(path)) return std::nullopt;
     return load_time_model(path);
   }();

@@ -57,5 +57,8 @@ struct TimeModel {
 
 TimeModel load_time_model(const std::string& path);
 const TimeModel* default_time_model();
+// Where default_time_model() reads from (the Python package's copy of the calibration), set
+// before its first call; later calls change nothing.
+void set_time_model_path(const std::string& path);
 
 }  // namespace oomlab
