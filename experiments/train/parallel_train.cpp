@@ -52,7 +52,7 @@ void check_parallel_config(const RunSpec& c) {
   OOMLAB_CHECK(n <= int64_t(kMaxDeviceIndex - c.device.index), "--devices ", n, " from ", c.device.str(),
                " goes past the last logical device index ", kMaxDeviceIndex - 1);
   if (c.parallel == ParallelMode::none) {
-    OOMLAB_CHECK(n == 1, "--devices ", n, " needs --parallel dp, bdp or ddp");
+    OOMLAB_CHECK(n == 1, "--devices ", n, " needs --parallel dp, bdp, ddp or fsdp");
     return;
   }
   const int64_t step = c.batch * c.accumulate;
