@@ -67,21 +67,18 @@ GraphModel::ShardedRun GraphModel::begin_sharded_run(size_t i, size_t end) {
 // After the run's last node: each owner's after hook over the values that leave the run.
 void GraphModel::end_sharded_run(const ShardedRun& run, std::map<std::string, Value>& env) {
   if (!run.hooks || !run.hooks->after) return;
+  std::vector<Tensor*> leaving;   // the run's outputs a later node or the graph's output reads
+  for (size_t k : run.made) {
+    const std::string& name = g_.nodes[k].name;
+    const auto last = last_use_.find(name);
+    const auto v = env.find(name);
+    if (v == env.end() || !(held_.count(name) || (last != last_use_.end() && last->second > run.last))) continue;
+    for (Tensor& t : v->second.outs)
+      if (t.defined()) leaving.push_back(&t);
+  }
   for (nn::Module* m : run.owners) {
-    bool called = false;
-    for (size_t k : run.made) {
-      const std::string& name = g_.nodes[k].name;
-      const auto last = last_use_.find(name);
-      const bool leaves = held_.count(name) || (last != last_use_.end() && last->second > run.last);
-      auto v = env.find(name);
-      if (!leaves || v == env.end()) continue;
-      for (Tensor& t : v->second.outs) {
-        if (!t.defined()) continue;
-        t = run.hooks->after(*m, t);
-        called = true;
-      }
-    }
-    if (!called) run.hooks->after(*m, Tensor());
+    for (Tensor* t : leaving) *t = run.hooks->after(*m, *t);
+    if (leaving.empty()) run.hooks->after(*m, Tensor());
   }
 }
 
