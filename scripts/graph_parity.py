@@ -36,7 +36,8 @@ from pathlib import Path
 
 from oomlab_report import parity_run
 from oomlab_report.atomic import write_json_atomic
-from torch_parity import BARS, LR, grad_errors, nmse
+from torch_parity import BARS, LR
+from oomlab.parity import compare  # noqa: E402  (torch_parity puts python/ on the path)
 
 HERE = Path(__file__).resolve().parent
 
@@ -165,30 +166,6 @@ def model_nmse(exact, grad_of):
         num += float(((grad_of(n).double() - ref) ** 2).sum())
         den += float((ref ** 2).sum())
     return num / den if den > 0 else 0.0
-
-
-def compare(name, dtype_name, batch, ours, loss, logits, grads, after, names, tied):
-    """One point: loss, logits, gradients (under the graph's name of a tied weight: `tied`,
-    the export's {other name: graph name}) and the weights after the update."""
-    errs = grad_errors(name, grads, lambda n: ours["grad/" + tied.get(n, n)])
-    w_num = w_den = 0.0
-    for key, v in after.items():
-        if key not in names or not v.dtype.is_floating_point:
-            continue
-        mine = ours["after/" + key]
-        w_num += float(((mine.double() - v.double()) ** 2).sum())
-        w_den += float((v.double() ** 2).sum())
-    point = {
-        "model": name, "dtype": dtype_name, "batch": batch,
-        "parameters": sum(int(g.numel()) for g in grads.values()),
-        "loss_oomlab": float(ours["loss"].double()), "loss_torch": float(loss.double()),
-        "loss_abs_diff": abs(float(ours["loss"].double()) - float(loss.double())),
-        "logits_nmse": nmse(ours["logits"].reshape(logits.shape), logits),
-        **errs, "tied": tied, "weights_after_nmse": w_num / w_den if w_den > 0 else 0.0,
-        "bar_grad_nmse": BARS[dtype_name],
-    }
-    point["meets_bar"] = errs["grad_nmse"] <= BARS[dtype_name] and errs["grad_nmse_worst"] <= BARS[dtype_name]
-    return point
 
 
 def main(argv):

@@ -8,8 +8,8 @@ safetensors.torch.save_file and a random batch as .npy files (the layout `oomlab
 (zero_grad; loss = F.cross_entropy(model(x), y); loss.backward(); SGD(lr, no momentum,
 no weight decay).step(); train mode, dropout 0), and compare: loss, logits, every
 parameter gradient, every state_dict entry after the update (BN running statistics too).
-NMSE = sum((oomlab - torch)^2) / sum(torch^2) over all gradients of the model together
-(`grad_nmse`) and per tensor (`grad_nmse_worst`, with its name). Bars (issue 18): grad NMSE
+NMSE = sum((oomlab - torch)^2) / sum(torch^2) (python/oomlab/parity.py) over all gradients of
+the model together (`grad_nmse`) and per tensor (`grad_nmse_worst`, with its name). Bars (issue 18): grad NMSE
 <= 1e-6 in float32 and <= 1e-10 in float64, for the whole model and for every tensor but
 those whose gradient is analytically zero (RMS below 1e-6 of the model's: BERT's attention
 key biases, to which softmax is blind), listed under `near_zero_grads` with both RMS values.
@@ -30,6 +30,8 @@ from oomlab_report import parity_run
 from oomlab_report.atomic import write_json_atomic
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python"))   # python/oomlab: the comparison, shared with oomlab.train_step
+from oomlab.parity import BARS, grad_errors, nmse  # noqa: E402
 
 # model -> (input: (C, H, W) or ("tokens", T), batch, classes, extra oomlab flags)
 CASES = {
@@ -39,42 +41,7 @@ CASES = {
     "bert-mini": (("tokens", 32), 8, 2, ["--dropout", "0"]),
     "unet-small": ((3, 32, 32), 4, 3, []),
 }
-BARS = {"float32": 1e-6, "float64": 1e-10}
 LR = 0.1
-
-
-def nmse(a, b):
-    den = float((b.double() ** 2).sum())
-    num = float(((a.double() - b.double()) ** 2).sum())
-    return num / den if den > 0 else (0.0 if num == 0 else float("inf"))
-
-
-def grad_errors(model_name, grads, mine_of):
-    """oomlab's gradients (mine_of(name)) against PyTorch's (grads): the whole model's NMSE,
-    the worst tensor's, the model's gradient RMS, and the near-zero gradients listed apart.
-    A gradient that is analytically zero (BERT's attention key bias: softmax ignores a shift
-    shared by all keys) is rounding noise on both sides: its NMSE compares noise with noise,
-    so it is listed apart (RMS below 1e-6 of the model's) instead of ranked."""
-    num = den = 0.0
-    for name, g in grads.items():
-        mine = mine_of(name)
-        if mine.shape != g.shape:
-            raise RuntimeError(f"{model_name}: grad/{name} has shape {tuple(mine.shape)} in oomlab, {tuple(g.shape)} in torch")
-        num += float(((mine.double() - g.double()) ** 2).sum())
-        den += float((g.double() ** 2).sum())
-    model_rms = (den / max(1, sum(g.numel() for g in grads.values()))) ** 0.5
-    worst_name, worst, near_zero = "", 0.0, {}
-    for name, g in grads.items():
-        mine = mine_of(name)
-        rms = float(g.double().pow(2).mean().sqrt())
-        if rms < 1e-6 * model_rms:
-            near_zero[name] = {"torch_rms": rms, "oomlab_rms": float(mine.double().pow(2).mean().sqrt())}
-            continue
-        e = nmse(mine, g)
-        if e > worst or not worst_name:
-            worst_name, worst = name, e
-    return {"grad_nmse": num / den if den > 0 else 0.0, "grad_nmse_worst": worst, "grad_nmse_worst_tensor": worst_name,
-            "grad_rms": model_rms, "near_zero_grads": near_zero}
 
 
 def make_batch(np, rng, model, spec, batch, classes, work):

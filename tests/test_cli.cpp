@@ -3,7 +3,8 @@
 // output file; on good input: exit 0 and a strict results JSON with provenance. Also
 // `--device cuda` without a usable GPU (or in a CPU-only build): one clear error line;
 // output paths that are directories rejected before any work; the memory snapshot still
-// written when a run stops with out-of-memory; BERT/UNet architecture flags.
+// written when a run stops with out-of-memory; BERT/UNet architecture flags; estimate's
+// --by-module table.
 // ctest tier: cli
 #include <gtest/gtest.h>
 
@@ -141,6 +142,27 @@ TEST(Cli, EstimateWritesStrictJsonWithProvenance) {
   EXPECT_GT(j["metrics"]["exact"]["peak_allocated_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(j["metrics"]["exact"]["optimizer_state_bytes"], 2 * j["metrics"]["exact"]["params_bytes"].get<int64_t>());
   fs::remove(out);
+}
+
+// --by-module: the peak's table in the text and metrics.by_module in the JSON, its rows
+// summing to the exact peak (the attribution itself: test_peak_by_module.cpp).
+TEST(Cli, EstimateByModuleTellsWhoHoldsThePeak) {
+  fs::path out = tmp("by_module.json");
+  CliRun r = run_oomlab("estimate --model resnet18 --batch 4 --by-module --json " + out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("at the peak ("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("more modules)"), std::string::npos) << r.output;
+  std::ifstream f(out);
+  const nlohmann::json m = nlohmann::json::parse(f)["metrics"];
+  const nlohmann::json& b = m["by_module"];
+  int64_t total = 0;
+  for (const auto& row : b["modules"]) total += row["total_bytes"].get<int64_t>();
+  EXPECT_EQ(total, m["exact"]["peak_allocated_bytes"].get<int64_t>());
+  EXPECT_EQ(b["peak_allocated_bytes"], m["exact"]["peak_allocated_bytes"]);
+  EXPECT_EQ(b["modules"][0].size(), b["categories"].size() + 2);   // module, total_bytes, a field per category
+  fs::remove(out);
+  CliRun plain = run_oomlab("estimate --model resnet18 --batch 4");
+  EXPECT_EQ(plain.output.find("at the peak ("), std::string::npos) << plain.output;
 }
 
 TEST(Cli, CudaDeviceWithoutUsableGpuIsOneClearError) {

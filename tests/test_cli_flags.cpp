@@ -219,7 +219,7 @@ TEST(FlagTable, ArchFlagUsesAreTheTables) {
 TEST(FlagTable, EveryRunFlagIsBoundOrReadByHand) {
   const std::set<std::string> by_hand = {
       "classes", "checkpoint", "loss-scale", "hidden", "layers", "heads", "max-positions", "dropout",
-      "base-width", "depth", "norm", "fuse-relu", "attention", "json", "memory-snapshot", "chrome-trace",
+      "base-width", "depth", "norm", "fuse-relu", "attention", "json", "memory-snapshot", "chrome-trace", "by-module",
       "allow-tf32", "gpu", "cudnn-benchmark", "cudnn-deterministic", "cudnn-workspace-limit", "out", "dtype"};
   for (const char* command : {"train", "summary", "estimate", "step"})
     for (const FlagSpec* f : flags_of(command)) {

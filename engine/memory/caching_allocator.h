@@ -122,6 +122,7 @@ class CachingAllocator {
 
   // Trace recording (off by default; bounded by max_entries, oldest dropped).
   void record_history(bool enabled, size_t max_entries = 1 << 20);
+  bool recording_history() const;
   std::vector<TraceEvent> trace() const;
   void clear_trace();
   std::vector<SegmentInfo> segments() const;

@@ -79,6 +79,11 @@ void CachingAllocator::record_history(bool enabled, size_t max_entries) {
   while (impl_->events.size() > impl_->max_entries) impl_->events.pop_front();
 }
 
+bool CachingAllocator::recording_history() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->recording;
+}
+
 std::vector<TraceEvent> CachingAllocator::trace() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return {impl_->events.begin(), impl_->events.end()};

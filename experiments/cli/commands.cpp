@@ -293,8 +293,10 @@ int cmd_estimate(const std::vector<std::string>& args) {
     spec.checkpoint = ch.policy;
   }
   MemoryEstimate e =
-      with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, spec.batch, opt, cap, record); });
+      with_traces_on_oom(a, meta_device(), [&] { return estimate_memory(spec, spec.batch, opt, cap, record,
+                                                                        a.has("by-module")); });
   print_estimate(spec, e);
+  if (e.by_module) cli_printf("%s", e.by_module->table(15).c_str());
   nlohmann::json metrics = e.to_json();
   if (a.has("gpu")) metrics["time_model"] = estimate_time_on_gpu(a, spec, e);
   if (cap > 0 && !e.dp_devices.empty()) {

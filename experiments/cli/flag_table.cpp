@@ -269,6 +269,8 @@ void rows_output_flags(std::vector<FlagSpec>& t) {
                   .output()
                   .s);
   t.push_back(F("chrome-trace", {"train", "estimate"}, "ops and memory for ui.perfetto.dev").text("FILE").output().s);
+  t.push_back(F("by-module", kEstimate,
+                "who holds the peak: its bytes by module and kind (parameters, activations, ...)").sw().s);
 }
 
 void rows_parallel_flags(std::vector<FlagSpec>& t) {

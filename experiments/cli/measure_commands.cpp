@@ -8,6 +8,7 @@
 #include "engine/io/file_kinds.h"
 #include "engine/train/results.h"
 #include "experiments/cli/cli_args.h"
+#include "experiments/cli/cli_output.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/flag_table.h"
 #include "experiments/cli/run_spec_flags.h"
@@ -86,7 +87,11 @@ int cmd_step(const std::vector<std::string>& args) {
     return 0;
   }
   CliArgs a(args, "step");
-  run_parity_step(step_spec(a), a.get("out"), a.get("dtype") == "float64" ? DType::f64 : DType::f32);
+  const RunSpec spec = step_spec(a);
+  const DType dtype = a.get("dtype") == "float64" ? DType::f64 : DType::f32;
+  const ParityStepDone done = run_parity_step(spec, a.get("out"), dtype);
+  cli_printf("step: %s %s batch %lld: loss %.10g -> %s\n", spec.model.c_str(), a.get("dtype").c_str(),
+             static_cast<long long>(done.batch), done.loss, a.get("out").c_str());
   return 0;
 }
 

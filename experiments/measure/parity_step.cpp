@@ -13,7 +13,6 @@
 #include "experiments/measure/parity_step.h"
 
 #include <cmath>
-#include <cstdio>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/dispatch.h"
@@ -29,7 +28,7 @@
 
 namespace oomlab {
 
-void run_parity_step(const RunSpec& r, const std::string& out, DType dtype) {
+ParityStepDone run_parity_step(const RunSpec& r, const std::string& out, DType dtype) {
   const std::string& model_name = r.model;
   const std::string& init = r.init;
   const std::string dtype_flag = dtype == DType::f64 ? "float64" : "float32";
@@ -96,8 +95,7 @@ void run_parity_step(const RunSpec& r, const std::string& out, DType dtype) {
   opt->step();
   for (const auto& [name, t] : model->state_dict()) outputs.emplace_back("after/" + name, t);
   write_safetensors(out, outputs, {{"model", model_name}, {"dtype", dtype_flag}, {"lr", str_cat(lr)}});
-  std::printf("step: %s %s batch %lld: loss %.10g -> %s\n", model_name.c_str(), dtype_flag.c_str(),
-              static_cast<long long>(batch.n), loss_value, out.c_str());
+  return {int64_t(batch.n), loss_value};
 }
 
 }  // namespace oomlab

@@ -19,6 +19,7 @@
 #include "experiments/plan/dp_on_meta.h"
 #include "experiments/plan/memory_report.h"
 #include "experiments/plan/meta_model.h"
+#include "experiments/plan/peak_by_module.h"
 
 namespace oomlab {
 
@@ -67,6 +68,7 @@ nlohmann::json MemoryEstimate::to_json() const {
   if (graph_pool_bytes >= 0)
     j["cuda_graphs"] = {{"pool_bytes", graph_pool_bytes}, {"capture_peak_allocated_bytes", graph_capture_peak_bytes},
                         {"peak_reserved_bytes", graph_reserved_peak_bytes}};
+  if (by_module) j["by_module"] = by_module->to_json();
   if (!dp_devices.empty()) {
     j["data_parallel"]["devices"] = nlohmann::json::array();
     for (const DpDeviceEstimate& d : dp_devices) j["data_parallel"]["devices"].push_back(d.to_json());
@@ -170,6 +172,35 @@ void fill_state_bytes(nn::Module& model, const MasterWeights* masters, Optimizer
                         e.zero_shard_bytes;
 }
 
+// The optimizer over `params` (the model's, the masters' or ZeRO's shards); its lr moves no byte.
+std::unique_ptr<Optimizer> estimate_optimizer(const RunSpec& spec, const std::string& optimizer, NamedTensors params) {
+  ParamGroup g;
+  g.params = std::move(params);
+  g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
+  if (optimizer == "sgd") g.momentum = spec.momentum.value_or(0.9);   // estimate's --momentum default
+  return make_optimizer(optimizer, {g});
+}
+
+// --by-module: what outlives the step, by the storage it holds (peak_by_module.h).
+OwnedTensors owned_after_step(nn::Module& model, const std::optional<MasterWeights>& masters, const Optimizer& opt,
+                              const Tensor& x, const Tensor& y) {
+  OwnedTensors owned(model.memory_label());
+  for (const auto& [n, p] : model.named_parameters()) {
+    owned.add("parameters", n, p);
+    owned.add("gradients", n, p.grad());
+  }
+  for (const auto& [n, b] : model.named_buffers()) owned.add("buffers", n, b);
+  for (const auto& [n, t] : opt.state_tensors()) owned.add("optimizer_state", n, t);
+  if (masters)
+    for (const auto& [n, m] : masters->state_tensors()) {
+      owned.add("optimizer_state", n, m);
+      owned.add("gradients", n, m.grad());
+    }
+  owned.add_module("inputs", "input", x);
+  owned.add_module("inputs", "input", y);
+  return owned;
+}
+
 // The estimate's description: model, optimizer, batch, parameter and buffer bytes.
 MemoryEstimate described(const RunSpec& spec, const std::string& optimizer, int64_t batch, int64_t outputs,
                          nn::Module& model) {
@@ -228,7 +259,7 @@ void reset_meta_devices(int64_t devices, uint64_t capacity, bool record) {
 }  // namespace
 
 MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::string& optimizer,
-                               uint64_t device_memory, bool record) {
+                               uint64_t device_memory, bool record, bool by_module) {
   OOMLAB_CHECK(batch >= 1, "--batch must be >= 1 (got ", batch, ")");
   // "Sum of layer outputs" as the source's table counts it: outputs that occupy memory
   // of their own (in-place ReLU and flatten views share their input's).
@@ -261,19 +292,16 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   std::optional<DpOnMeta> dp;   // --parallel dp | bdp: the replicas on meta:1..N-1
   if (data_parallel) dp.emplace(b.model, spec.devices, spec.parallel == ParallelMode::bdp ? spec.gpu0_bsz : -1, batch,
                                 [&](Device d) { return replica_on_meta(spec, d); });
-  ParamGroup g;
-  g.params = ddp && spec.zero_stage > 0 ? ddp->ddp.optimizer_parameters()
-             : masters                  ? masters->parameters()
-                                        : b.model->named_parameters();
-  g.lr = optimizer == "sgd" ? 0.1 : 1e-3;
-  if (optimizer == "sgd") g.momentum = spec.momentum.value_or(0.9);   // estimate's --momentum default
-  auto opt = make_optimizer(optimizer, {g});
-  Tensor x = make_input(b, batch, spec.channels_last);
-  Tensor y = make_target(b, batch);
+  auto opt = estimate_optimizer(spec, optimizer, ddp && spec.zero_stage > 0 ? ddp->ddp.optimizer_parameters()
+                                                 : masters                  ? masters->parameters()
+                                                                            : b.model->named_parameters());
+  Tensor x = make_input(b, batch, spec.channels_last), y = make_target(b, batch);
   e.input_bytes = int64_t(x.nbytes() + y.nbytes());
   // The run's mixed precision: autocast and the loss scaler are part of the step.
   std::vector<StepStrategy*> strategies;
-  if (ddp) strategies.push_back(&ddp->strategy);   // first, as the trainer orders it
+  PeakByModuleRecorder peak_owners(allocator_for(meta_device()));   // --by-module: step 2, from its window
+  if (by_module) strategies.push_back(&peak_owners);
+  if (ddp) strategies.push_back(&ddp->strategy);   // first of the techniques, as the trainer orders them
   std::optional<AutocastStrategy> autocast;
   std::optional<GradScaler> scaler;
   if (spec.amp) strategies.push_back(&autocast.emplace(*spec.amp));
@@ -282,9 +310,11 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   if (spec.loss_scale.kind != LossScaleSpec::Kind::none) strategies.push_back(&scaler.emplace(spec.loss_scale));
   TrainStep step(dp ? *dp->dp : *b.model, *opt, strategies);
   step.run(x, y);                       // step 1 creates optimizer state
-  // The allocator's peaks from here on are step 2's: the results' `memory` block then
-  // reports the estimate's own peak (metrics.exact.peak_allocated_bytes).
+  // The allocator's peaks from here on are step 2's, from its zero_grad on (step 1's gradients
+  // can exceed them): the results' `memory` block reports metrics.exact.peak_allocated_bytes.
+  step.zero_grad();
   allocator_for(meta_device()).reset_peak_stats();
+  if (by_module) peak_owners.arm();
   if (ddp) ddp->comm.reset_stats();     // the steady step's communication
   if (dp) dp->begin_steady_step();
   FlopCounter counter;                  // the steady step's matrix work (flop_counter.h)
@@ -299,8 +329,8 @@ MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::st
   e.peak_allocated_bytes = s2.memory.step_peak;
   e.peak_reserved_bytes = s2.memory.reserved_peak;
   e.transient_bytes = e.peak_allocated_bytes - s2.memory.after_forward;
+  if (by_module) e.by_module = peak_owners.finish(owned_after_step(*b.model, masters, *opt, x, y), s2.memory.step_peak);
   if (dp) add_dp_devices(*dp, e);
-
   fill_source_formula(e, optimizer, batch, outputs, int64_t(x.nbytes()));
   if (record) OpProfiler::enable(false);
   if (spec.cuda_graphs) estimate_graph(step, x, y, s2, e);

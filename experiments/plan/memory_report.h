@@ -14,12 +14,14 @@
 // the layer next to Korthikanti et al. 2022's per-layer activation formula (see the .cpp).
 #pragma once
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "engine/core/tensor.h"
 #include "engine/nn/checkpoint_plan.h"
+#include "experiments/plan/peak_by_module.h"
 #include "experiments/plan/run_spec.h"
 
 namespace oomlab {
@@ -141,18 +143,21 @@ struct MemoryEstimate {
   // step_flops are device 0's (the calling thread's work, which runs there, and its own
   // thread's). Empty otherwise.
   std::vector<DpDeviceEstimate> dp_devices;
+  // by_module: the steady step's peak by module and category (peak_by_module.h); device 0's
+  std::optional<PeakByModule> by_module;
   int64_t dp_max_peak_reserved_bytes() const;   // the fullest device's
   nlohmann::json to_json() const;
 };
 
 // record: keep the meta allocator's trace and op spans (for --memory-snapshot /
-// --chrome-trace); read them from allocator_for(meta_device()) afterwards.
+// --chrome-trace); read them from allocator_for(meta_device()) afterwards. by_module: also
+// attribute the steady step's peak to modules (MemoryEstimate::by_module).
 // spec.parallel ddp: one rank's step under DistributedDataParallel at spec.bucket_cap, batch
 // the rank's own (as train's --batch). spec.parallel dp | bdp: the whole step over
 // spec.devices meta devices, batch the step's (split as DataParallel splits it; bdp: device
 // 0 gets spec.gpu0_bsz of it); device_memory caps every device.
 MemoryEstimate estimate_memory(const RunSpec& spec, int64_t batch, const std::string& optimizer,
-                               uint64_t device_memory = 0, bool record = false);
+                               uint64_t device_memory = 0, bool record = false, bool by_module = false);
 
 // --checkpoint budget:SIZE: the chain policy with the least recompute whose exact meta
 // peak (one training step at `batch` with `optimizer`) fits `budget`: none first, then

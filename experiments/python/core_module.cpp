@@ -1,6 +1,6 @@
 // core_module.cpp — oomlab._core, the Python package's C++ side (python/oomlab): the CLI's own
 // commands (experiments/cli) run in-process under a CommandCapture, so the package answers
-// with the same code, checks and messages as `oomlab estimate|summary|plan`, no second
+// with the same code, checks and messages as `oomlab estimate|summary|plan|step`, no second
 // implementation.
 // Contracts: run(command, args) takes the command's flags as the CLI does ("--model", "x",
 // ...), without --json, and returns (kind, message, results JSON text): kind "" with the
@@ -32,7 +32,8 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "estimate") return oomlab::cmd_estimate(args);
   if (command == "summary") return oomlab::cmd_summary(args);
   if (command == "plan") return oomlab::cmd_plan(args);
-  throw oomlab::ValueError("oomlab._core.run: unknown command '" + command + "' (estimate, summary, plan)");
+  if (command == "step") return oomlab::cmd_step(args);   // oomlab.train_step: writes its --out file
+  throw oomlab::ValueError("oomlab._core.run: unknown command '" + command + "' (estimate, summary, plan, step)");
 }
 
 Outcome run(const std::string& command, const std::vector<std::string>& args) {
@@ -60,7 +61,7 @@ Outcome run(const std::string& command, const std::vector<std::string>& args) {
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "oomlab's C++ core: the CLI's estimate, summary and plan commands, in-process";
+  m.doc() = "oomlab's C++ core: the CLI's estimate, summary, plan and step commands, in-process";
   m.def("run", &run, py::arg("command"), py::arg("args"),
         "Runs an oomlab command; returns (error kind or '', error message, results JSON).");
   m.def("set_time_model_path", &oomlab::set_time_model_path, py::arg("path"),

@@ -2,6 +2,7 @@
 run in-process by the C++ core (experiments/python/core_module.cpp), so the package's answers,
 checks and error messages are the CLI's, byte for byte.
 
+oomlab.train_step (oomlab.parity) checks one training step of an nn.Module against PyTorch's.
 A model is a zoo name ("resnet50", "bert-base"), a graph file ("models/graphs/resnet50.json",
 or "graph:FILE"), or a torch.nn.Module with an example input, exported with oomlab.export (its
 batch dim symbolic) to a temporary graph file first. Keyword arguments are the CLI's flags
@@ -16,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from oomlab.errors import KINDS, InputError
-from oomlab.results import Estimate, Plan, Summary
+from oomlab.results import Estimate, Plan, Summary, TrainStepCheck
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _core = None
@@ -48,7 +49,7 @@ def _run(command, flags):
     kind, message, results = _core_module().run(command, _flag_args(flags))
     if kind:
         raise KINDS.get(kind, InputError)(message)
-    return json.loads(results)
+    return json.loads(results) if results else None
 
 
 def _is_torch_module(model):
@@ -97,13 +98,14 @@ def _model_flags(m, batch, flags):
 
 
 def estimate(model, example_inputs=None, *, batch=None, optimizer=None, amp=None, checkpoint=None, attention=None,
-             device_memory=None, export_args=None, **flags):
+             device_memory=None, by_module=True, export_args=None, **flags):
     """The exact memory of one training step on the meta device, as `oomlab estimate`: peak
-    allocated and reserved bytes, by component; with device_memory (bytes or "24GiB") also the
-    largest batch that fits. batch defaults to the example input's."""
+    allocated and reserved bytes, by component and (by_module, `--by-module`) by module path at
+    the peak; with device_memory (bytes or "24GiB") also the largest batch that fits. batch
+    defaults to the example input's."""
     with _ModelArg(model, example_inputs, export_args or {}) as m:
         fl = _model_flags(m, batch, dict(optimizer=optimizer, amp=amp, checkpoint=checkpoint, attention=attention,
-                                         device_memory=device_memory, **flags))
+                                         device_memory=device_memory, by_module=by_module, **flags))
         return Estimate.from_results(_run("estimate", fl))
 
 
@@ -124,3 +126,14 @@ def plan(model, example_inputs=None, *, gpu=None, device_memory=None, gpus=None,
             fl["global_batch"] = m.batch
         fl.update(flags)
         return Plan.from_results(_run("plan", fl))
+
+
+def train_step(model, example_inputs, targets=None, *, lr=0.1, dtype="float32", seed=0, export_args=None):
+    """A quick parity check: one SGD step (lr, no momentum, train mode, dropout 0) of the
+    torch.nn.Module `model` on the batch `example_inputs` with class-id `targets` (default:
+    random ones, seeded), in oomlab (`oomlab step` on its export) and in PyTorch on a copy,
+    compared: loss, logits, every gradient and the weights after the update (oomlab.parity).
+    `dtype` is float32 or float64; the model itself is left untouched."""
+    from oomlab.parity import run_train_step
+    return TrainStepCheck.from_point(run_train_step(_run, model, example_inputs, targets, lr, dtype, seed,
+                                                    export_args))

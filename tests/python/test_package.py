@@ -3,7 +3,9 @@ graph estimates from Python with the CLI's bytes, summary and plan answer as the
 errors are the CLI's messages as exceptions, nothing is printed, the GIL is released while the
 core runs, and `import oomlab` loads no PyTorch. With PyTorch (and torchvision) importable, a
 torch.nn.Module estimates through the exporter: torchvision's resnet50 equals the zoo's
-resnet50 to the byte, a small custom module round-trips, an nn.LSTM names its module.
+resnet50 to the byte, a small custom module round-trips, an nn.LSTM names its module, and
+oomlab.train_step's step meets PyTorch's within the parity bar. --by-module's table is the
+CLI's and sums to the peak.
 Run by scripts/test.sh in a venv with the wheel installed; OOMLAB_BUILD_DIR names the build
 whose `oomlab` binary is the reference (default: build).
 """
@@ -63,6 +65,28 @@ def test_flags_and_largest_batch_follow_the_cli():
     assert e.results["metrics"]["exact"] == want["metrics"]["exact"]
     assert e.largest_batch == want["metrics"]["largest_batch"]["batch"] > 8
     assert json.loads(e.to_json())["command"] == want["command"]
+
+
+def test_by_module_is_the_clis_and_sums_to_the_peak():
+    e = oomlab.estimate(str(ROOT / "models" / "graphs" / "resnet50.json"), batch=4)
+    want = cli_json("estimate", "--model", f"graph:{ROOT / 'models' / 'graphs' / 'resnet50.json'}", "--batch", 4,
+                    "--by-module")["metrics"]
+    assert e.results["metrics"]["by_module"] == want["by_module"]
+    assert sum(row.total for row in e.by_module) == e.peak_allocated
+    assert e.peak_frame == want["by_module"]["peak_frame"] != ""
+    rows = {row.module: row for row in e.by_module}
+    assert rows["fc"].parameters >= 2048 * 1000 * 4 and rows["fc"].optimizer_state == rows["fc"].parameters
+    stages = {row.module: row for row in e.by_module_at(1)}
+    assert stages["layer1"].total == sum(r.total for m, r in rows.items() if m.startswith("layer1."))
+    assert sum(r.total for r in stages.values()) == e.peak_allocated
+    assert not oomlab.estimate("resnet20", batch=2, by_module=False).by_module
+
+
+def test_memory_snapshot_and_chrome_trace_are_the_clis_files(tmp_path):
+    snap, trace = tmp_path / "snap.json", tmp_path / "trace.json"
+    oomlab.estimate("resnet20", batch=2, memory_snapshot=str(snap), chrome_trace=str(trace))
+    assert {"segments", "device_traces"} <= set(json.loads(snap.read_text()))
+    assert json.loads(trace.read_text())["traceEvents"]
 
 
 def test_summary_rows_are_the_clis():
@@ -143,6 +167,11 @@ def test_the_gil_is_released_while_the_core_runs():
     assert took[0] > 0.2 and gap < took[0] / 4, (gap, took[0])
 
 
+def test_train_step_needs_a_torch_module():
+    with pytest.raises(oomlab.InputError, match="PyTorch|torch.nn.Module"):
+        oomlab.train_step("resnet20", None)
+
+
 def test_import_loads_neither_torch_nor_the_core():
     code = "import sys, oomlab; print('torch' in sys.modules, 'oomlab._core' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -186,6 +215,53 @@ class TestTorchModules:
         s = oomlab.summary(net, x, batch=4)
         assert e.batch == 4 and e.peak_allocated > 0
         assert {"conv", "head"} <= {r.name for r in s.rows}
+        conv = next(r for r in e.by_module if r.module == "conv")   # torch's module paths
+        assert conv.parameters == 2048 + 512   # weight 1728 B and bias 64 B, in 512 B blocks
+
+    def test_train_step_matches_pytorch_and_leaves_the_module_alone(self):
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+                self.bn = torch.nn.BatchNorm2d(8)
+                self.drop = torch.nn.Dropout(0.5)   # set to 0 on both sides
+                self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+                self.head = torch.nn.Linear(8, 5)
+
+            def forward(self, x):
+                h = self.drop(torch.relu(self.bn(self.conv(x)))).flatten(2).transpose(1, 2)
+                h, _ = self.attn(h, h, h, need_weights=False)
+                return self.head(h[:, 0])
+
+        torch.manual_seed(0)
+        net, x = Net(), torch.randn(4, 3, 6, 6)
+        before = {k: v.clone() for k, v in net.state_dict().items()}
+        for dtype in ("float32", "float64"):
+            c = oomlab.train_step(net, x, dtype=dtype)
+            assert c.passed and c.grad_nmse <= c.bar and c.grad_nmse_worst <= c.bar, c.results
+            assert abs(c.loss_oomlab - c.loss_torch) < (1e-5 if dtype == "float32" else 1e-12)
+            assert c.weights_after_nmse < c.bar
+        assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+        assert json.loads(c.to_json())["meets_bar"] is True
+
+    def test_train_step_on_torchvision_resnet18(self):
+        import torch
+        import torchvision
+        torch.manual_seed(0)
+        c = oomlab.train_step(torchvision.models.resnet18(num_classes=10), torch.randn(4, 3, 32, 32),
+                              torch.tensor([1, 2, 3, 4]), dtype="float64")
+        assert c.passed, c.results
+
+    def test_train_step_refuses_what_it_cannot_compare(self):
+        import torch
+        with pytest.raises(oomlab.InputError, match="classes"):
+            oomlab.train_step(torch.nn.Conv2d(3, 4, 3), torch.randn(2, 3, 8, 8))
+        with pytest.raises(oomlab.InputError, match="targets"):
+            oomlab.train_step(torch.nn.Linear(4, 3), torch.randn(2, 4), torch.tensor([0, 7]))
+        with pytest.raises(oomlab.InputError, match="dtype"):
+            oomlab.train_step(torch.nn.Linear(4, 3), torch.randn(2, 4), dtype="float16")
 
     def test_an_lstm_names_its_module(self):
         import torch
