@@ -61,8 +61,8 @@ std::string PeakByModule::table(size_t top) const {
 }
 
 std::string OwnedTensors::owner_of(const std::string& name) const {
-  std::string n = name.rfind("state.", 0) == 0 ? name.substr(6) : name;
-  if (name.rfind("state.", 0) == 0) n = n.substr(0, n.rfind('.'));   // drop the state kind
+  const bool state = name.rfind("state.", 0) == 0;   // "state.<param>.<kind>": the param's owner
+  const std::string n = state ? name.substr(6, name.rfind('.') - 6) : name;
   const size_t dot = n.rfind('.');
   return dot == std::string::npos ? root_ : n.substr(0, dot);
 }
