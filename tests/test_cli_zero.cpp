@@ -70,7 +70,8 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
   const Losses four = train("local", 4, "");
   // the trained weights: AdamW's first steps divide by sqrt(v), so a weight whose gradient
   // is near 0 may move by up to lr (1e-3) where rounding differs; each tensor's RMS difference
-  // within 1e-5 + 1e-4 x its RMS (a wrong shard or step moves whole tensors by ~lr)
+  // within 5e-5 + 1e-4 x its RMS (a wrong shard or step moves whole tensors by ~lr; measured on
+  // the 2-core AVX-512 VM, 2026-12-02: up to 1.3e-5, bn1.bias, and 1.2e-5 relative in a loss)
   for (const char* z : {" --zero 1", " --zero 2 --offload optimizer"}) {
     const Losses s = train("gloo", 4, z);
     ASSERT_EQ(s.weights.size(), four.weights.size()) << z;
@@ -81,14 +82,14 @@ TEST(CliZero, EveryStageOverGlooTrainsAsDdp) {
         norm += w[i] * w[i];
       }
       const double n = double(w.size());
-      EXPECT_LE(std::sqrt(diff / n), 1e-5 + 1e-4 * std::sqrt(norm / n)) << z << " " << name;
+      EXPECT_LE(std::sqrt(diff / n), 5e-5 + 1e-4 * std::sqrt(norm / n)) << z << " " << name;
     }
   }
   const Losses four3 = train("gloo", 4, " --zero 3");
   ASSERT_EQ(four3.train.size(), four.train.size());
   for (size_t i = 0; i < four.train.size(); ++i)
-    EXPECT_NEAR(four3.train[i].get<double>(), four.train[i].get<double>(), 1e-5 * four.train[i].get<double>()) << i;
-  EXPECT_NEAR(four3.test.get<double>(), four.test.get<double>(), 1e-5 * four.test.get<double>());
+    EXPECT_NEAR(four3.train[i].get<double>(), four.train[i].get<double>(), 5e-5 * four.train[i].get<double>()) << i;
+  EXPECT_NEAR(four3.test.get<double>(), four.test.get<double>(), 5e-5 * four.test.get<double>());
 }
 
 TEST(CliZero, FsdpIsDdpWithZero3) {

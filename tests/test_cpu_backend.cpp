@@ -8,10 +8,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <condition_variable>
 
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "engine/core/backend.h"
@@ -80,6 +82,40 @@ TEST(CpuBackend, BlasThreadLimitFollowsTheSmallestLiveGuard) {
     EXPECT_EQ(openblas_get_num_threads(), std::min(4, original));
   }
   EXPECT_EQ(openblas_get_num_threads(), original);
+}
+
+// OpenBLAS's OpenMP build sizes each call by the calling thread's OpenMP thread count, and
+// its setter changes that count on whichever thread calls it: a guard gives its own thread
+// its limit and puts the thread's count back after, so another thread's guards never decide
+// this thread's BLAS thread count (their timing made float64 DDP runs differ run to run).
+TEST(CpuBackend, BlasGuardsLeaveEveryThreadItsOwnOpenMpCount) {
+  ensure_kernels_registered();
+  std::mutex mu;
+  std::condition_variable cv;
+  int stage = 0;
+  auto advance_to = [&](int s) { { std::lock_guard<std::mutex> l(mu); stage = s; } cv.notify_all(); };
+  auto wait_for = [&](int s) { std::unique_lock<std::mutex> l(mu); cv.wait(l, [&] { return stage >= s; }); };
+  omp_set_num_threads(2);
+  std::thread other([&] {
+    omp_set_num_threads(2);
+    {
+      BlasThreadsGuard serial(1);   // the first limit: the setter runs on this thread
+      EXPECT_EQ(omp_get_max_threads(), 1);
+      advance_to(1);
+      wait_for(2);
+    }   // the main thread's guard is still live: the limit stays, no setter call
+    EXPECT_EQ(omp_get_max_threads(), 2) << "this thread kept the count the setter gave it";
+    advance_to(3);
+  });
+  wait_for(1);
+  {
+    BlasThreadsGuard serial(1);   // the limit is 1 already: the setter does not run here
+    EXPECT_EQ(omp_get_max_threads(), 1) << "serial BLAS on this thread ran with 2 threads";
+    advance_to(2);
+    wait_for(3);
+  }
+  EXPECT_EQ(omp_get_max_threads(), 2);
+  other.join();
 }
 
 // Casts keep subnormals although the backend's arithmetic flushes them: the cast semantics
