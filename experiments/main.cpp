@@ -1,6 +1,9 @@
 // main.cpp — the `oomlab` command line (the application's top: it sees the CLI commands and
 // the runner): train | summary | estimate | run | models | amp-policy |
-// trick | allreduce-bench | step | help.
+// trick | allreduce-bench | step | plan | help, and --version.
+// A build with CUDA puts the CUDA backend in liboomlab_cuda.so beside this binary, loaded at
+// the first CUDA use (engine/core/lazy_backend.h): cpu and meta commands start
+// without mapping cuBLAS, cuDNN or NCCL.
 // Contract: exit codes as commands.h (kExit*): an oomlab::Error prints "oomlab: error:
 // <message>" and exits 2, out of memory (the device's or the host's std::bad_alloc) exits 3
 // with the phase named, divergence 4 (cmd_train), anything unexpected "oomlab: internal
@@ -10,11 +13,14 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/lazy_backend.h"
+#include "engine/train/version.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/flag_table.h"
 #include "experiments/runner/run_command.h"
@@ -76,11 +82,26 @@ int run_command(const std::string& cmd, const std::vector<std::string>& args) {
     return oomlab::kExitInternal;
   }
 }
+
+// OOMLAB_LAZY_CUDA_LIBRARY (CMakeLists.txt): the CUDA backend library's file name.
+void declare_lazy_backends() {
+#ifdef OOMLAB_LAZY_CUDA_LIBRARY
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path dir = ec ? std::filesystem::path(".") : exe.parent_path();
+  oomlab::set_lazy_backend(oomlab::DeviceType::cuda, (dir / OOMLAB_LAZY_CUDA_LIBRARY).string());
+#endif
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);   // progress lines appear promptly in logs
   if (argc < 2) { std::fputs(oomlab::main_usage().c_str(), stderr); return 2; }
+  declare_lazy_backends();
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::fputs(oomlab::version_line().c_str(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : oomlab::kExitUsage;
+  }
   const int rc = run_command(argv[1], std::vector<std::string>(argv + 2, argv + argc));
   // A table written to a full disk or a closed pipe (> /dev/full) is a failed command too.
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {

@@ -58,9 +58,12 @@ cmake --build "$bld" -j"${OOMLAB_JOBS:-$(nproc)}" --target oomlab bench_attentio
 if [[ $dirty == false && ( "$(git rev-parse HEAD)" != "$commit" || -n "$(git status --porcelain --untracked-files=no)" ) ]]; then
   die "the tree changed during the build (HEAD or tracked files): pack again from a clean commit"
 fi
-ldd "$bld/oomlab" | grep -q libcudart || die "$bld has no CUDA backend (nvcc or cuDNN not found at configure time)"
+# oomlab loads the CUDA backend from liboomlab_cuda.so beside it (CMakeLists.txt: CLI)
+[[ -f $bld/liboomlab_cuda.so ]] && ldd "$bld/liboomlab_cuda.so" | grep -q libcudart ||
+  die "$bld has no CUDA backend library (nvcc or cuDNN not found at configure time)"
 # shellcheck disable=SC2046
-archs=$(python3 scripts/fatbin_archs.py --need-sass 90 $(for b in oomlab bench_attention $tests; do echo "$bld/$b"; done)) ||
+archs=$(python3 scripts/fatbin_archs.py --need-sass 90 $(for b in liboomlab_cuda.so bench_attention $tests; do
+  echo "$bld/$b"; done)) ||
   die "the binaries of $bld hold no sm_90 machine code"
 archs=$(head -1 <<<"$archs" | cut -d' ' -f2-)
 
@@ -70,7 +73,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 kit="$stage/$name"
 mkdir -p "$kit/bin" "$kit/lib" "$kit/scripts"
-for b in oomlab bench_attention $tests; do
+for b in oomlab liboomlab_cuda.so bench_attention $tests; do
   install -m 755 "$bld/$b" "$kit/bin/$b"
   strip --strip-unneeded "$kit/bin/$b"
 done

@@ -125,6 +125,7 @@ log "preflight ok: ${gpu:-dry run}; kit $(python3 -c 'import json,sys; m=json.lo
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "nccl", torch.cuda.nccl.version())'
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$kit/bin/oomlab"
+  ldd "$kit/bin/liboomlab_cuda.so"   # the CUDA backend, which oomlab loads at its first CUDA use
 } > "$work/logs/environment.txt" 2>&1
 timeout 60 "$kit/bin/oomlab" train --model mlp --dataset synthetic --device "$device" --steps 2 --batch 8 \
   --synthetic-size 16 --eval-batches 0 --quiet --json "$work/res/provenance_run.json" > "$work/logs/provenance_run.log" 2>&1 ||

@@ -20,10 +20,9 @@ inline std::string oomlab_path() {
   return std::string(dir && *dir ? dir : OOMLAB_BINARY_DIR) + "/oomlab";
 }
 
-// `env` is put before the command (e.g. "RANK=0 WORLD_SIZE=2"), `args` after it; both are
-// shell words.
-inline CliRun run_oomlab(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + (env.empty() ? "" : " ") + oomlab_path() + " " + args + " 2>&1";
+// Runs a shell command line, its stderr merged into its stdout.
+inline CliRun run_shell(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   CliRun r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -34,4 +33,10 @@ inline CliRun run_oomlab(const std::string& args, const std::string& env = "") {
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   if (r.code > 128) r.signal = r.code - 128;
   return r;
+}
+
+// `env` is put before the command (e.g. "RANK=0 WORLD_SIZE=2"), `args` after it; both are
+// shell words.
+inline CliRun run_oomlab(const std::string& args, const std::string& env = "") {
+  return run_shell(env + (env.empty() ? "" : " ") + oomlab_path() + " " + args);
 }

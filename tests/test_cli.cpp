@@ -4,7 +4,7 @@
 // `--device cuda` without a usable GPU (or in a CPU-only build): one clear error line;
 // output paths that are directories rejected before any work; the memory snapshot still
 // written when a run stops with out-of-memory; BERT/UNet architecture flags; estimate's
-// --by-module table.
+// --by-module table; --version, and the CUDA backend outside the binary.
 // ctest tier: cli
 #include <gtest/gtest.h>
 
@@ -163,6 +163,27 @@ TEST(Cli, EstimateByModuleTellsWhoHoldsThePeak) {
   fs::remove(out);
   CliRun plain = run_oomlab("estimate --model resnet18 --batch 4");
   EXPECT_EQ(plain.output.find("at the peak ("), std::string::npos) << plain.output;
+}
+
+// `oomlab --version` names the build and its backends without loading any; a CUDA build's
+// oomlab links no CUDA library: its backend is liboomlab_cuda.so beside it, loaded at the
+// first CUDA use (the test below and the --half one load it), so cpu and meta commands
+// start as a CPU-only build's do.
+TEST(Cli, VersionNamesTheBackendsAndTheBinaryLinksNoCudaLibrary) {
+  CliRun r = run_oomlab("--version");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("oomlab 0.1.0 (commit ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("\nbackends: cpu"), std::string::npos) << r.output;
+  const std::string lib = fs::weakly_canonical(oomlab_path()).parent_path() / "liboomlab_cuda.so";
+  CliRun ldd = run_shell("ldd " + oomlab_path());
+  ASSERT_EQ(ldd.code, 0) << ldd.output;
+  for (const char* cuda_lib : {"libcudart", "libcublas", "libcudnn", "libnccl"})
+    EXPECT_EQ(ldd.output.find(cuda_lib), std::string::npos) << ldd.output;
+  if (!oomlab::built_with_cuda()) return;
+  EXPECT_NE(r.output.find("cuda (" + lib + ", loaded at its first use)"), std::string::npos) << r.output;
+  CliRun lib_ldd = run_shell("ldd " + lib);
+  EXPECT_NE(lib_ldd.output.find("libcublas"), std::string::npos) << lib_ldd.output;
+  EXPECT_EQ(lib_ldd.output.find("not found"), std::string::npos) << lib_ldd.output;
 }
 
 TEST(Cli, CudaDeviceWithoutUsableGpuIsOneClearError) {

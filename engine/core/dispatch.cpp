@@ -1,13 +1,19 @@
 // dispatch.cpp — the backend registry behind ensure_kernels_registered() (dispatch.h).
 // Backends announce themselves from static initialisers, before main(); the list is a
 // function-local static so announcement order does not depend on initialisation order.
+// A lazy backend's library (lazy_backend.h) announces itself while dlopen runs its static
+// initialisers, after registration may already have run: its registrar then runs at once.
 #include "engine/core/dispatch.h"
+
+#include <dlfcn.h>
 
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "engine/core/lazy_backend.h"
 
 namespace oomlab {
 namespace {
@@ -22,8 +28,13 @@ BackendList& backend_list() { static BackendList* l = new BackendList; return *l
 
 bool announce_backend(const char* name, void (*register_fn)()) {
   BackendList& l = backend_list();
-  std::lock_guard<std::mutex> lock(l.mu);
-  l.backends.push_back({name, register_fn});
+  bool run_now = false;
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    l.backends.push_back({name, register_fn});
+    run_now = l.ran;
+  }
+  if (run_now) register_fn();
   return true;
 }
 
@@ -42,11 +53,66 @@ void ensure_kernels_registered() {
 }
 
 bool backend_linked(const char* name) {
+  for (int t = 0; t < kNumDeviceTypes; ++t)
+    if (!lazy_backend_path(DeviceType(t)).empty() && std::strcmp(device_type_name(DeviceType(t)), name) == 0)
+      return true;
   BackendList& l = backend_list();
   std::lock_guard<std::mutex> lock(l.mu);
   for (const Announced& b : l.backends)
     if (std::strcmp(b.name, name) == 0) return true;
   return false;
+}
+
+// ---- lazy backends --------------------------------------------------------------------------
+namespace {
+struct LazyBackend {
+  std::string path;
+  bool loading = false;   // dlopen is running on the thread that holds the lock
+  bool loaded = false;
+};
+struct LazyBackends {
+  std::recursive_mutex mu;   // a library's registrar may ask for its own backend while it loads
+  LazyBackend of[kNumDeviceTypes];
+};
+LazyBackends& lazy_backends() { static auto* l = new LazyBackends; return *l; }   // leaked: used at exit
+}  // namespace
+
+void set_lazy_backend(DeviceType type, const std::string& path) {
+  LazyBackends& l = lazy_backends();
+  std::lock_guard<std::recursive_mutex> lock(l.mu);
+  OOMLAB_CHECK(!l.of[int(type)].loaded, "the ", device_type_name(type), " backend is already loaded");
+  l.of[int(type)].path = path;
+}
+
+bool ensure_backend_loaded(DeviceType type) {
+  LazyBackends& l = lazy_backends();
+  std::lock_guard<std::recursive_mutex> lock(l.mu);
+  LazyBackend& b = l.of[int(type)];
+  if (b.path.empty()) return false;
+  if (b.loaded || b.loading) return true;
+  ensure_kernels_registered();   // so that the library's announcement registers at once
+  b.loading = true;
+  void* handle = dlopen(b.path.c_str(), RTLD_NOW | RTLD_GLOBAL);   // never closed: its kernels stay in tables
+  b.loading = false;
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    throw DeviceError(str_cat("the ", device_type_name(type), " backend library ", b.path,
+                              " could not be loaded: ", why ? why : "unknown reason"));
+  }
+  b.loaded = true;
+  return true;
+}
+
+std::string lazy_backend_path(DeviceType type) {
+  LazyBackends& l = lazy_backends();
+  std::lock_guard<std::recursive_mutex> lock(l.mu);
+  return l.of[int(type)].path;
+}
+
+bool lazy_backend_loaded(DeviceType type) {
+  LazyBackends& l = lazy_backends();
+  std::lock_guard<std::recursive_mutex> lock(l.mu);
+  return l.of[int(type)].loaded;
 }
 
 namespace {
@@ -55,6 +121,7 @@ thread_local DeviceType emulated_by_meta = DeviceType::cpu;
 DeviceType meta_emulated_device_type() { return emulated_by_meta; }
 MetaEmulationGuard::MetaEmulationGuard(DeviceType emulated) : previous_(emulated_by_meta) {
   OOMLAB_CHECK(emulated != DeviceType::meta, "meta cannot emulate itself");
+  ensure_backend_loaded(emulated);   // lazy_backend.h: the tables meta's launches will check
   emulated_by_meta = emulated;
 }
 MetaEmulationGuard::~MetaEmulationGuard() { emulated_by_meta = previous_; }

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "engine/core/lazy_backend.h"
 #include "engine/core/error.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/kernel_choices.h"
@@ -64,7 +65,17 @@ void register_raw_memory(DeviceType type, RawMemoryFactory factory) {
   r.factories[int(type)] = factory;
 }
 
+namespace {
+bool has_factory(DeviceType type) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.factories[int(type)] != nullptr;
+}
+}  // namespace
+
 CachingAllocator& allocator_for(Device device) {
+  // A lazy backend (lazy_backend.h) registers its memory as it loads: load it before the lock.
+  if (!device.is_cpu() && !device.is_meta() && !has_factory(device.type)) ensure_backend_loaded(device.type);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto key = std::make_pair(int(device.type), device.index);

@@ -4,6 +4,8 @@
 #include <map>
 #include <mutex>
 
+#include "engine/core/lazy_backend.h"
+
 namespace oomlab {
 namespace {
 struct Registry {
@@ -11,7 +13,27 @@ struct Registry {
   std::map<std::string, CommFactory> factories;
 };
 Registry& registry() { static Registry* r = new Registry; return *r; }
+
+CommFactory registered_factory(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.mu);
+  auto it = r.factories.find(name);
+  return it == r.factories.end() ? CommFactory{} : it->second;
+}
+
+// The factory of `name`, loading the lazy backends (lazy_backend.h: nccl lives in the CUDA
+// library) when no linked library registered it.
+CommFactory factory_of(const std::string& name) {
+  CommFactory f = registered_factory(name);
+  if (f) return f;
+  bool loaded = false;
+  for (int t = 0; t < kNumDeviceTypes; ++t)
+    if (!lazy_backend_loaded(DeviceType(t))) loaded |= ensure_backend_loaded(DeviceType(t));
+  return loaded ? registered_factory(name) : CommFactory{};
+}
 }  // namespace
+
+bool comm_backend_available(const std::string& name) { return bool(factory_of(name)); }
 
 void register_comm_backend(const std::string& name, CommFactory factory) {
   Registry& r = registry();
@@ -28,13 +50,7 @@ std::vector<std::string> comm_backends() {
 }
 
 std::unique_ptr<Communicator> make_communicator(const std::string& name, const RankInfo& rank, Device device) {
-  CommFactory f;
-  {
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lk(r.mu);
-    auto it = r.factories.find(name);
-    if (it != r.factories.end()) f = it->second;
-  }
+  CommFactory f = factory_of(name);
   if (!f) {
     std::string have;
     for (const std::string& n : comm_backends()) have += (have.empty() ? "" : ", ") + n;

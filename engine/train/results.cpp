@@ -40,7 +40,7 @@ nlohmann::json results_context(const std::vector<Device>& devices) {
   const Device device = devices.empty() ? cpu_device() : devices[0];
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  nlohmann::json j = {{"oomlab_version", "0.1.0"},
+  nlohmann::json j = {{"oomlab_version", "0.1.0"},   // as version_line() (version.cpp)
           {"git_sha", OOMLAB_GIT_SHA},
           {"git_dirty", OOMLAB_GIT_DIRTY != 0},   // tracked files differed from the commit at build time
           {"build_type", OOMLAB_BUILD_TYPE},

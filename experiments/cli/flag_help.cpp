@@ -76,7 +76,7 @@ std::string main_usage() {
     name.resize(std::max<size_t>(name.size() + 1, 17), ' ');
     s += "  " + name + c.summary + "\n";
   }
-  return s + "run `oomlab <command> --help` for the flags of a command\n";
+  return s + "run `oomlab <command> --help` for the flags of a command, `oomlab --version` for the build\n";
 }
 
 std::string synopsis(const std::string& command) {

@@ -48,9 +48,9 @@ struct Row {
 void check_bench_options(BenchOptions& o) {
   const bool local = o.backend == "local";
   if (!local) {
+    const bool found = comm_backend_available(o.backend);   // loads the CUDA library for nccl
     std::string built = "local";
-    bool found = false;
-    for (const std::string& b : comm_backends()) { built += ", " + b; found |= b == o.backend; }
+    for (const std::string& b : comm_backends()) built += ", " + b;
     OOMLAB_CHECK(found, "--backend '", o.backend, "' is not in this build (it has: ", built, ")");
     o.algo = "-";
   }

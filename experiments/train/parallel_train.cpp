@@ -80,15 +80,13 @@ void check_parallel_config(const RunSpec& c) {
     OOMLAB_CHECK(n == 1 || n == world, "--devices ", n, " under a launcher that started ", world,
                  " ranks: the launcher starts the ranks (one device each)");
     const std::string b = ddp_backend(c);
-    const std::vector<std::string> have = comm_backends();
-    std::string names;
-    for (const std::string& h : have) names += (names.empty() ? "" : ", ") + h;
-    OOMLAB_CHECK(std::find(have.begin(), have.end(), b) != have.end(), "--backend ", b, " is not in this build (",
-                 names, ")");
+    if (!comm_backend_available(b)) {
+      std::string names;
+      for (const std::string& h : comm_backends()) names += (names.empty() ? "" : ", ") + h;
+      throw ValueError(str_cat("--backend ", b, " is not in this build (", names, ")"));
+    }
   } else if (!c.backend.empty() && c.backend != "local") {   // self_launch_ddp starts the processes
-    const std::vector<std::string> have = comm_backends();
-    OOMLAB_CHECK(std::find(have.begin(), have.end(), c.backend) != have.end(), "--backend ", c.backend,
-                 " is not in this build");
+    OOMLAB_CHECK(comm_backend_available(c.backend), "--backend ", c.backend, " is not in this build");
   }
 }
 
