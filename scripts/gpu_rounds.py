@@ -13,6 +13,11 @@ bar x PyTorch eager's, BERT's against PyTorch with SDPA attention) is judged as 
 judges a threshold claim (judge_threshold): met when the whole interval is below the bar, not
 met when it is wholly above, inconclusive when it straddles the bar or there are fewer than 5
 pairs.
+Issue 54's bars (ISSUE54_BARS) judge the same rounds against PyTorch's best eager
+configuration (torch_bench.py's TAG@best: channels-last under AMP, SDPA, fused AdamW, foreach
+SGD), and the ratio against torch.compile of it (TAG@compile) is reported beside, unjudged. A
+pair whose p90/p10 exceeds NOISY_SPREAD on either side (oomlab's step_time_s, PyTorch's
+p10_ms / p90_ms) is noisy: counted, and left out of the ratio.
 """
 import json
 from pathlib import Path
@@ -33,6 +38,22 @@ ISSUE31_BARS = {
 }
 
 
+# tag -> (PyTorch twin tag, bar): issue 54's bars against PyTorch's best eager configuration,
+# oomlab in its own configurations (its channels-last and fused-attention rows included).
+ISSUE54_BARS = {
+    "r50_tf32": ("r50_tf32@best", 0.90), "r50_bf16": ("r50_bf16@best", 0.90), "r50_fp16": ("r50_fp16@best", 0.90),
+    "r50_tf32_cl": ("r50_tf32@best", 0.90), "r50_bf16_cl": ("r50_bf16@best", 0.90),
+    "vgg16_tf32": ("vgg16_tf32@best", 0.90),
+    "bert_fp32": ("bert_fp32@best", 0.90), "bert_tf32": ("bert_tf32@best", 0.90),
+    "bert_bf16": ("bert_bf16@best", 0.90), "bert_fp16": ("bert_fp16@best", 0.90),
+    "bert_fp32_fused": ("bert_fp32@best", 0.90), "bert_tf32_fused": ("bert_tf32@best", 0.90),
+    "bert_bf16_fused": ("bert_bf16@best", 0.90),
+    "bert384_fused": ("bert384_none@best", 1.0), "bert384_fused_bf16": ("bert384_bf16_sdpa@best", 1.0),
+    "graph_gpt2_tf32": ("graph_gpt2_tf32@best", 1.0),
+}
+NOISY_SPREAD = 1.3   # p90 / p10 of a side's timed steps above this: the pair is noisy
+
+
 def judge_at_most(interval, bar):
     """The claim "the ratio is at most `bar`" under the rule: met / not met / inconclusive."""
     if not interval["enough"]:
@@ -50,6 +71,48 @@ def _median_ms(doc):
     return 1e3 * m if isinstance(m, (int, float)) else None
 
 
+def _spread(p10, p90):
+    """p90 / p10, or None when either is missing or p10 is not positive."""
+    ok = isinstance(p10, (int, float)) and isinstance(p90, (int, float)) and p10 > 0
+    return p90 / p10 if ok else None
+
+
+def _oomlab_round(doc):
+    """(median ms, p90/p10) of an oomlab results document."""
+    st = ((doc or {}).get("metrics") or {}).get("step_time_s") or {}
+    return _median_ms(doc), _spread(st.get("p10"), st.get("p90"))
+
+
+def pair_rounds(ours, theirs):
+    """The rounds both sides measured, split into kept and noisy ones: ours {round: (ms,
+    spread)}, theirs {round: PyTorch's record}. Returns (rounds, oomlab ms, PyTorch ms, noisy rounds)."""
+    rounds, a, b, noisy = [], [], [], []
+    for r in sorted(ours):
+        ms, spread = ours[r]
+        rec = theirs.get(r) or {}
+        if not ms or not rec.get("median_ms"):
+            continue
+        spreads = (spread, _spread(rec.get("p10_ms"), rec.get("p90_ms")))
+        if any(x is not None and x > NOISY_SPREAD for x in spreads):
+            noisy.append(r)
+            continue
+        rounds.append(r)
+        a.append(ms)
+        b.append(rec["median_ms"])
+    return rounds, a, b, noisy
+
+
+def against(ours, torch_by_round, twin, bar=None):
+    """One twin's paired ratio over the kept rounds, with its verdict when it has a bar."""
+    rounds, a, b, noisy = pair_rounds(ours, torch_by_round.get(twin, {}))
+    row = {"twin": twin, "rounds": rounds, "oomlab_ms": a, "torch_ms": b, "noisy_rounds": noisy,
+           "ratio": paired_ratio(a, b)}
+    if bar is not None:
+        row["bar"] = bar
+        row["verdict"] = judge_at_most(row["ratio"], bar)
+    return row
+
+
 def load_json(path):
     """A JSON file's document, or None when it is missing or malformed (gpu_report.py's too)."""
     try:
@@ -63,28 +126,22 @@ def collect(res, torch_by_round):
     "bar", "verdict"}} for every tag run in two rounds or more; torch_by_round is
     {tag: {round: PyTorch's record}}."""
     res = Path(res)
-    oomlab = {}   # tag -> {round: median ms}
+    oomlab = {}   # tag -> {round: (median ms, p90/p10)}
     for p in res.glob("oomlab_*.json"):
-        oomlab.setdefault(p.stem[len("oomlab_"):], {})[1] = _median_ms(load_json(p))
+        oomlab.setdefault(p.stem[len("oomlab_"):], {})[1] = _oomlab_round(load_json(p))
     for d in sorted((res / "rounds").glob("*")) if (res / "rounds").is_dir() else []:
         if d.name.isdigit():
             for p in d.glob("oomlab_*.json"):
-                oomlab.setdefault(p.stem[len("oomlab_"):], {})[int(d.name)] = _median_ms(load_json(p))
+                oomlab.setdefault(p.stem[len("oomlab_"):], {})[int(d.name)] = _oomlab_round(load_json(p))
     out = {}
     for tag, by_round in sorted(oomlab.items()):
         if len(by_round) < 2:
             continue
-        twin, bar = ISSUE31_BARS.get(tag, (tag, None))
-        theirs = torch_by_round.get(twin, {})
-        rounds = [r for r in sorted(by_round) if by_round[r] and (theirs.get(r) or {}).get("median_ms")]
-        a = [by_round[r] for r in rounds]
-        b = [theirs[r]["median_ms"] for r in rounds]
-        ratio = paired_ratio(a, b)
-        row = {"twin": twin, "rounds": rounds, "oomlab_ms": a, "torch_ms": b, "ratio": ratio}
-        if bar is not None:
-            row["bar"] = bar
-            row["verdict"] = judge_at_most(ratio, bar)
-        out[tag] = row
+        out[tag] = against(by_round, torch_by_round, *ISSUE31_BARS.get(tag, (tag, None)))
+        if tag in ISSUE54_BARS:
+            best_twin, bar = ISSUE54_BARS[tag]
+            out[tag]["against_best"] = against(by_round, torch_by_round, best_twin, bar)
+            out[tag]["against_compile"] = against(by_round, torch_by_round, best_twin.replace("@best", "@compile"))
     return out
 
 
@@ -103,9 +160,17 @@ def readme_lines(rounds):
              "| config | PyTorch twin | pairs | oomlab ms (per round) | PyTorch ms (per round) | ratio | 95% interval "
              "| bar | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for tag, r in rounds.items():
-        i = r["ratio"]
-        lines.append(f"| {tag} | {r['twin']} | {i['n']} | {', '.join(_f(x, '.1f') for x in r['oomlab_ms'])} | "
-                     f"{', '.join(_f(x, '.1f') for x in r['torch_ms'])} | {_f(i['estimate'], '.3f')} | "
-                     f"{_f(i['lo'], '.3f')}-{_f(i['hi'], '.3f')}{'' if i['enough'] else ' (range)'} | "
-                     f"{_f(r.get('bar'), '.2f')} | {r.get('verdict', '—')} |")
-    return lines + [""]
+        for row in (r, r.get("against_best"), r.get("against_compile")):
+            if row and (row is r or row["ratio"]["n"] or row["noisy_rounds"]):
+                lines.append(_readme_row(tag, row))
+    return lines + ["", f"A round whose p90/p10 exceeded {NOISY_SPREAD} on either side is noisy and left out "
+                    "(its number in the pairs column, as + N noisy).", ""]
+
+
+def _readme_row(tag, r):
+    i = r["ratio"]
+    noisy = f" + {len(r['noisy_rounds'])} noisy" if r.get("noisy_rounds") else ""
+    return (f"| {tag} | {r['twin']} | {i['n']}{noisy} | {', '.join(_f(x, '.1f') for x in r['oomlab_ms'])} | "
+            f"{', '.join(_f(x, '.1f') for x in r['torch_ms'])} | {_f(i['estimate'], '.3f')} | "
+            f"{_f(i['lo'], '.3f')}-{_f(i['hi'], '.3f')}{'' if i['enough'] else ' (range)'} | "
+            f"{_f(r.get('bar'), '.2f')} | {r.get('verdict', '—')} |")

@@ -221,6 +221,21 @@ ORDER=(r50_fp32 r50_tf32 r50_tf32_pin r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r5
        bert384_fused_bf16 bert384_fused_bf16_mma r50_tf32_graph r50_bf16_graph r50_tf32_bench r50_tf32_bench_legacy
        bert384_none bert384_all bert384_selective bert384_fused graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_fp32_sdpa bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
+# Issue 54's baselines: per oomlab row, PyTorch's best eager configuration of its twin
+# (torch_bench.py's TAG@best; gpu_rounds.py's ISSUE54_BARS name the same twins) and, when the
+# budget allows, torch.compile of it (TAG@compile, compile time apart), asked once per round.
+declare -A BEST=([r50_tf32]=r50_tf32@best [r50_tf32_cl]=r50_tf32@best [r50_bf16]=r50_bf16@best
+                 [r50_bf16_cl]=r50_bf16@best [r50_fp16]=r50_fp16@best [vgg16_tf32]=vgg16_tf32@best
+                 [bert_fp32]=bert_fp32@best [bert_tf32]=bert_tf32@best [bert_bf16]=bert_bf16@best
+                 [bert_fp16]=bert_fp16@best [bert_fp32_fused]=bert_fp32@best [bert_tf32_fused]=bert_tf32@best
+                 [bert_bf16_fused]=bert_bf16@best [bert384_fused]=bert384_none@best
+                 [bert384_fused_bf16]=bert384_bf16_sdpa@best [graph_gpt2_tf32]=graph_gpt2_tf32@best)
+# Each side on its own half of the cores (oomlab's OpenMP threads and PyTorch's never share one).
+cores=$(nproc)
+pin_oomlab=(); pin_torch=()
+if command -v taskset > /dev/null && ((cores >= 2)); then
+  pin_oomlab=(taskset -c "0-$((cores / 2 - 1))"); pin_torch=(taskset -c "$((cores / 2))-$((cores - 1))")
+fi
 # tag device -> the whole oomlab train argument list but --steps / --json. On meta the CUDA
 # numerics switches (--allow-tf32, --cudnn-*) are left out: oomlab refuses them off a GPU (they
 # would change nothing there). Sequences are --seq-len long: the zoo's BERT with --seq-min-len,
@@ -335,7 +350,7 @@ if [[ -n ${OOMLAB_KIT_TAGS:-} ]]; then   # the pairs, breakdowns and extras: ask
 # ---- oomlab and PyTorch, alternating ------------------------------------------------------
 torch_args=(--serve --steps 15 --warmup 5 --out "$work/res/torch.jsonl")
 [[ $dry == 1 ]] && torch_args+=(--dry-run)   # the protocol without PyTorch (CI)
-coproc TORCH { exec python3 "$kit/scripts/torch_bench.py" "${torch_args[@]}" 2> "$work/logs/torch.log"; }
+coproc TORCH { exec "${pin_torch[@]}" python3 "$kit/scripts/torch_bench.py" "${torch_args[@]}" 2> "$work/logs/torch.log"; }
 # Bash closes a coproc's descriptors in subshells, and every $(torch_ask ...) is one (the
 # first H200 run lost every answer so): talk through copies, which subshells inherit.
 torch_out=""; torch_in=""
@@ -355,15 +370,19 @@ torch_read 120 > "$work/res/torch_versions.json"   # printed once PyTorch is imp
 # PyTorch `run TAG ROUND`, so gpu_report.py pairs the same round's medians (gpu_rounds.py).
 run_pairs() {   # round
   local round=$1 dir=$work/res suffix="" tag rc
+  # shellcheck disable=SC2034  # ask_baselines' record of the twins asked this round (a nameref)
+  local -A asked=()
   ((round > 1)) && { dir=$work/res/rounds/$round; suffix=".r$round"; mkdir -p "$dir"; }
   for tag in "${ORDER[@]}"; do
     wanted "$tag" || continue
     (($(left) > 40)) || { log "skipped: $tag and later pairs${suffix:+ of round $round} (budget)"; return 0; }
+    local load; load=$(cut -d' ' -f1 /proc/loadavg)
     # shellcheck disable=SC2046,SC2086  # train_args and ENVS are word lists
-    env ${ENVS[$tag]:-} timeout 90 "$kit/bin/oomlab" train $(train_args "$tag" "$device") --steps "$steps" \
-      --json "$dir/oomlab_$tag.json" > "$work/logs/oomlab_$tag$suffix.log" 2>&1
+    env ${ENVS[$tag]:-} timeout 90 "${pin_oomlab[@]}" "$kit/bin/oomlab" train $(train_args "$tag" "$device") \
+      --steps "$steps" --json "$dir/oomlab_$tag.json" > "$work/logs/oomlab_$tag$suffix.log" 2>&1
     rc=$?
-    log "oomlab $tag$suffix rc=$rc"
+    log "oomlab $tag$suffix rc=$rc (host load $load)"
+    ask_baselines "${BEST[$tag]:-}" "$round" "$suffix" asked
     [[ $tag == bert384_selective || $tag == *_fused* || $tag == *_fuse || $tag == *_graph || $tag == *_next ||
        $tag == *_legacy || $tag == *_cl_cudagraphs ||
        $tag == bert*_cudagraphs ]] &&
@@ -375,6 +394,18 @@ run_pairs() {   # round
     (($(left) > 30)) || { log "skipped: torch $tag$suffix (budget)"; continue; }
     log "torch $tag$suffix: $(torch_ask "run $tag $round" 60 | cut -c1-160)"
   done
+}
+# best_twin round suffix asked-array -> PyTorch's best eager twin, then its torch.compile
+# (when 150 s are left), each once per round (a twin several rows share is asked once).
+ask_baselines() {
+  local best=$1 round=$2 suffix=$3 compiled
+  local -n seen=$4
+  [[ -n $best && -z ${seen[$best]:-} ]] || return 0
+  seen["$best"]=1
+  log "torch $best$suffix: $(torch_ask "run $best $round" 120 | cut -c1-160)"
+  compiled=${best%@best}@compile
+  (($(left) > 150)) || { log "skipped: torch $compiled$suffix (budget)"; return 0; }
+  log "torch $compiled$suffix: $(torch_ask "run $compiled $round" 300 | cut -c1-160)"
 }
 for ((round = 1; round <= rounds; ++round)); do run_pairs "$round"; done
 

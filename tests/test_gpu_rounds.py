@@ -4,11 +4,13 @@ verdict rule computes it (experiments/runner/verdict_rule.cpp: the worked exampl
 t table's df = 4 row that tests/test_verdict_rule.cpp holds the C++ to), issue 31's bar verdicts (met, not met, straddling, too few pairs), the
 rounds found in a hand-made work folder and paired by round with PyTorch's twin (BERT's SDPA
 run), gpu_report.py's points.json and README table, torch_bench.py's `run TAG ROUND` answer,
-and REPORT.md's GPU appendix line from a record's points.json.
+REPORT.md's GPU appendix line from a record's points.json, and issue 54's baselines (PyTorch's
+best eager twin and torch.compile's, noisy rounds left out, the kit asking the twins the bars name).
 Run: python3 -m unittest tests/test_gpu_rounds.py
 """
 import json
 import math
+import re
 import subprocess
 import sys
 import tempfile
@@ -112,6 +114,62 @@ class Rounds(unittest.TestCase):
             self.assertEqual(gpu_rounds.collect(work / "res", {}), {"bert_fp32": dict(
                 rep, rounds=[], oomlab_ms=[], torch_ms=[], ratio=gpu_rounds.paired_ratio([], []),
                 verdict="inconclusive (too few pairs: 0 of 5)")})
+
+
+class Issue54Baselines(unittest.TestCase):
+    """Issue 54's bars: the same rounds against PyTorch's best eager twin (TAG@best), torch.compile's
+    ratio beside it unjudged, noisy rounds (p90/p10 > 1.3 on either side) left out."""
+
+    def test_best_and_compile_twins_with_a_noisy_round(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Rounds.work(self, tmp, [80, 81, 79, 80, 82, 80], [100] * 6, "r50_bf16", tag="r50_bf16")
+            best = {r: {"median_ms": 100.0, "p10_ms": 99.0, "p90_ms": 101.0} for r in range(1, 7)}
+            best[6] = {"median_ms": 100.0, "p10_ms": 90.0, "p90_ms": 130.0}   # 1.44: noisy
+            compiled = {r: {"median_ms": 75.0} for r in range(1, 7)}
+            rep = gpu_rounds.collect(work / "res", {"r50_bf16@best": best, "r50_bf16@compile": compiled})["r50_bf16"]
+            b = rep["against_best"]
+            self.assertEqual((b["twin"], b["bar"], b["rounds"], b["noisy_rounds"]), ("r50_bf16@best", 0.90,
+                                                                                    [1, 2, 3, 4, 5], [6]))
+            self.assertEqual(b["verdict"], "met")   # 0.80 (0.79-0.82) under 0.90
+            c = rep["against_compile"]
+            self.assertEqual((c["twin"], c["ratio"]["n"]), ("r50_bf16@compile", 6))
+            self.assertNotIn("verdict", c)          # reported beside, not judged
+            self.assertAlmostEqual(c["ratio"]["estimate"], math.exp(sum(
+                math.log(a / 75.0) for a in [80, 81, 79, 80, 82, 80]) / 6))
+            lines = "\n".join(gpu_rounds.readme_lines({"r50_bf16": rep}))
+            self.assertIn("| r50_bf16 | r50_bf16@best | 5 + 1 noisy |", lines)
+            self.assertIn("| r50_bf16 | r50_bf16@compile | 6 |", lines)
+
+    def test_a_noisy_oomlab_side_leaves_its_round_out(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Rounds.work(self, tmp, [80, 80], [100, 100], "r50_bf16", tag="r50_bf16")
+            doc = json.loads((work / "res" / "oomlab_r50_bf16.json").read_text())
+            doc["metrics"]["step_time_s"].update(p10=0.070, p90=0.100)   # 1.43
+            (work / "res" / "oomlab_r50_bf16.json").write_text(json.dumps(doc))
+            best = {r: {"median_ms": 100.0} for r in (1, 2)}
+            b = gpu_rounds.collect(work / "res", {"r50_bf16@best": best})["r50_bf16"]["against_best"]
+            self.assertEqual((b["rounds"], b["noisy_rounds"]), ([2], [1]))
+
+    def test_the_kit_asks_the_twins_the_bars_name(self):
+        text = (ROOT / "scripts" / "gpu_run.sh").read_text()
+        block = text[text.index("declare -A BEST=("):]
+        block = block[:block.index(")\n")]
+        pairs = dict(re.findall(r"\[(\w+)\]=(\S+)", block))
+        self.assertEqual(pairs, {tag: twin for tag, (twin, _) in gpu_rounds.ISSUE54_BARS.items()})
+
+    def test_torch_bench_best_is_the_issues_configuration(self):
+        import torch_bench   # no PyTorch import at module level
+        eff = {t: torch_bench.effective(t) for t in ("r50_bf16@best", "r50_tf32@best", "bert_fp32@best",
+                                                   "bert_fp32", "r50_fp16@compile")}
+        # (channels_last, optimizer kwargs, attention, baseline)
+        self.assertEqual([(e[8], e[9], e[5], e[10]) for e in eff.values()], [
+            (True, {"foreach": True}, "", "best"), (False, {"foreach": True}, "", "best"),
+            (False, {"fused": True}, "sdpa", "best"), (False, {}, "eager", "eager"),
+            (True, {"foreach": True}, "", "compile")])
+        self.assertTrue(torch_bench.known("graph_gpt2_tf32@best"))
+        self.assertFalse(torch_bench.known("r50_bf16@fastest"))
+        self.assertFalse(torch_bench.known("r50_bf16_cudagraphs@best"))   # its capture is eager PyTorch's
+        self.assertIn("unknown config", torch_bench.guarded(None, "r50_bf16@fastest")["error"])
 
 
 class TorchBenchRound(unittest.TestCase):

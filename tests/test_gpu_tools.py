@@ -336,8 +336,34 @@ class TorchBenchInput(unittest.TestCase):
             self.assertIn("PyTorch is not importable", r.stderr)
 
 
-CUDA_BUILD = OOMLAB.exists() and subprocess.run(["ldd", str(OOMLAB)], capture_output=True, text=True).stdout.find(
-    "libcudart") >= 0
+@unittest.skipUnless(importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision") and
+                     importlib.util.find_spec("transformers"), "PyTorch, torchvision and transformers not installed")
+class TorchBenchBaselinesOnTheCpu(unittest.TestCase):
+    """torch_bench.py's @best variants run (--device cpu, a batch of 1): channels-last ResNet under
+    bf16 autocast with foreach SGD, BERT with SDPA and fused AdamW; spreads and load recorded."""
+
+    def test_best_variants_run_and_say_what_they_ran(self):
+        r = subprocess.run([sys.executable, "scripts/torch_bench.py", "--device", "cpu", "--batch", "1", "--steps", "2",
+                            "--warmup", "1", "r50_bf16@best", "bert_fp32@best"], capture_output=True, text=True,
+                           cwd=ROOT, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        recs = {d["tag"]: d for d in map(json.loads, r.stdout.splitlines())}
+        r50, bert = recs["r50_bf16@best"], recs["bert_fp32@best"]
+        self.assertNotIn("error", r50, r50)
+        self.assertNotIn("error", bert, bert)
+        self.assertEqual((r50["baseline"], r50["channels_last"], r50["optimizer_kwargs"]), ("best", True, {"foreach": True}))
+        self.assertEqual((bert["attention"], bert["optimizer_kwargs"], bert["batch"]), ("sdpa", {"fused": True}, 1))
+        for rec in (r50, bert):
+            self.assertLessEqual(rec["p10_ms"], rec["median_ms"])
+            self.assertLessEqual(rec["median_ms"], rec["p90_ms"])
+            self.assertGreaterEqual(rec["load_avg_1m"], 0)
+            self.assertIsNone(rec["peak_allocated"])   # no CUDA memory stats on the CPU
+
+
+# a build with the CUDA backend: oomlab's liboomlab_cuda.so beside it (loaded at the first CUDA use)
+CUDA_LIBRARY = OOMLAB.parent / "liboomlab_cuda.so"
+CUDA_BUILD = CUDA_LIBRARY.exists() and subprocess.run(["ldd", str(CUDA_LIBRARY)], capture_output=True,
+                                                      text=True).stdout.find("libcudart") >= 0
 
 
 def run_kit_cut_after(kit, out, env, name, points):
@@ -435,6 +461,11 @@ class GpuKit(unittest.TestCase):
             # 03cd90e lost every answer to coproc descriptors closed in command substitutions.
             for tag in ("r50_fp32", "bert_bf16", "bert384_none_sdpa"):
                 self.assertEqual(pts[tag]["torch"].get("error"), "dry run: PyTorch was not run", tag)
+            # issue 54's baselines: PyTorch's best eager twin, once a round although r50_bf16 and
+            # r50_bf16_cl share it, then torch.compile of it (or its skip for the budget)
+            log = (dry / "run.log").read_text()
+            self.assertEqual(log.count("torch r50_bf16@best: "), 1, log)
+            self.assertRegex(log, r"torch r50_bf16@compile: |skipped: torch r50_bf16@compile \(budget\)")
             t = json.loads((dry / "tests.json").read_text())
             self.assertTrue(t["binaries"])
             self.assertTrue(all(b.get("failed") == 0 for b in t["binaries"].values()), t)
