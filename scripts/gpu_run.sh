@@ -222,8 +222,9 @@ ORDER=(r50_fp32 r50_tf32 r50_tf32_pin r50_tf32_cl r50_tf32_cl_legacy r50_bf16 r5
        bert384_none bert384_all bert384_selective bert384_fused graph_r50_tf32 graph_bert_tf32 graph_gpt2_tf32)
 TORCH_ONLY=(bert_fp32_sdpa bert_tf32_sdpa bert_bf16_sdpa bert384_none_sdpa bert384_bf16_sdpa)
 # Issue 54's baselines: per oomlab row, PyTorch's best eager configuration of its twin
-# (torch_bench.py's TAG@best; gpu_rounds.py's ISSUE54_BARS name the same twins) and, when the
-# budget allows, torch.compile of it (TAG@compile, compile time apart), asked once per round.
+# (torch_bench.py's TAG@best; gpu_rounds.py's ISSUE54_BARS name the same twins), asked once a
+# round right after the row, and torch.compile of it (TAG@compile, compile time apart), asked
+# at the end of the round while 150 s are left (its compiles never push a pair out).
 declare -A BEST=([r50_tf32]=r50_tf32@best [r50_tf32_cl]=r50_tf32@best [r50_bf16]=r50_bf16@best
                  [r50_bf16_cl]=r50_bf16@best [r50_fp16]=r50_fp16@best [vgg16_tf32]=vgg16_tf32@best
                  [bert_fp32]=bert_fp32@best [bert_tf32]=bert_tf32@best [bert_bf16]=bert_bf16@best
@@ -370,8 +371,7 @@ torch_read 120 > "$work/res/torch_versions.json"   # printed once PyTorch is imp
 # PyTorch `run TAG ROUND`, so gpu_report.py pairs the same round's medians (gpu_rounds.py).
 run_pairs() {   # round
   local round=$1 dir=$work/res suffix="" tag rc
-  # shellcheck disable=SC2034  # ask_baselines' record of the twins asked this round (a nameref)
-  local -A asked=()
+  local -A asked=()   # the best twins asked this round (ask_baselines, through a nameref)
   ((round > 1)) && { dir=$work/res/rounds/$round; suffix=".r$round"; mkdir -p "$dir"; }
   for tag in "${ORDER[@]}"; do
     wanted "$tag" || continue
@@ -394,18 +394,21 @@ run_pairs() {   # round
     (($(left) > 30)) || { log "skipped: torch $tag$suffix (budget)"; continue; }
     log "torch $tag$suffix: $(torch_ask "run $tag $round" 60 | cut -c1-160)"
   done
+  local best compiled
+  for best in "${!asked[@]}"; do   # torch.compile of each best twin this round asked
+    compiled=${best%@best}@compile
+    (($(left) > 150)) || { log "skipped: torch $compiled$suffix (budget)"; continue; }
+    log "torch $compiled$suffix: $(torch_ask "run $compiled $round" 300 | cut -c1-160)"
+  done
 }
-# best_twin round suffix asked-array -> PyTorch's best eager twin, then its torch.compile
-# (when 150 s are left), each once per round (a twin several rows share is asked once).
+# best_twin round suffix asked-array -> PyTorch's best eager twin, once a round (a twin several
+# rows share is asked once); run_pairs asks torch.compile of the asked twins at the round's end.
 ask_baselines() {
-  local best=$1 round=$2 suffix=$3 compiled
+  local best=$1 round=$2 suffix=$3
   local -n seen=$4
   [[ -n $best && -z ${seen[$best]:-} ]] || return 0
   seen["$best"]=1
   log "torch $best$suffix: $(torch_ask "run $best $round" 120 | cut -c1-160)"
-  compiled=${best%@best}@compile
-  (($(left) > 150)) || { log "skipped: torch $compiled$suffix (budget)"; return 0; }
-  log "torch $compiled$suffix: $(torch_ask "run $compiled $round" 300 | cut -c1-160)"
 }
 for ((round = 1; round <= rounds; ++round)); do run_pairs "$round"; done
 
