@@ -1,8 +1,8 @@
 // test_lazy_backend.cpp — lazy backends (engine/core/lazy_backend.h): a backend library
 // declared with set_lazy_backend is loaded by the first allocator, hook request or meta probe
 // for its device type, registers as it loads (after registration has run), gets the backend
-// options set before it loaded, and a library that cannot be loaded is one DeviceError
-// naming it. The library is tests/lazy_backend_fixture.cpp, built as the CLI's CUDA backend
+// options set before it loaded, and a library that cannot be loaded, or of another build,
+// is one DeviceError naming it. The library is tests/lazy_backend_fixture.cpp, built as the CLI's CUDA backend
 // library is; this binary links no accelerator backend, so the accelerator type is free.
 // ctest tier: unit
 #include <gtest/gtest.h>
@@ -91,6 +91,26 @@ TEST(LazyBackend, ALibraryThatCannotBeLoadedIsOneDeviceErrorNamingIt) {
   EXPECT_THROW(MetaEmulationGuard{kAccelerator}, DeviceError);
   EXPECT_THROW(make_communicator("no-such-comm", RankInfo{}, cpu_device()), DeviceError);
   EXPECT_FALSE(lazy_backend_loaded(kAccelerator));
+}
+
+// A library of another build (a new oomlab beside an old liboomlab_cuda.so) registers nothing
+// and is one DeviceError naming both builds, at this request and every later one.
+TEST(LazyBackend, ALibraryOfAnotherBuildIsRefusedAndRegistersNothing) {
+  set_lazy_backend(kAccelerator, OOMLAB_LAZY_FOREIGN);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      allocator_for(kAcceleratorDevice);
+      FAIL() << "accepted a library of another build";
+    } catch (const DeviceError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string(OOMLAB_LAZY_FOREIGN) + " was refused: the lazy fixture is of build 0123456789ab, "
+                       "this oomlab of build " + lazy_backend_build_id()), std::string::npos) << m;
+    }
+  }
+  EXPECT_FALSE(lazy_backend_loaded(kAccelerator));
+  EXPECT_THROW(device_synchronize(kAcceleratorDevice), DeviceError);   // every request: the same refusal
+  bool tf32_seen = false;
+  EXPECT_THROW(probe_on_accelerator(&tf32_seen), NotImplementedError);   // its kernel was never registered
 }
 
 TEST(LazyBackend, WithoutADeclaredLibraryAMissingKernelIsNotImplemented) {

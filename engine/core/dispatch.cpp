@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/core/lazy_backend.h"
+#include "oomlab_git.h"   // OOMLAB_GIT_SHA, OOMLAB_GIT_DIRTY (scripts/git_version.cmake)
 
 namespace oomlab {
 namespace {
@@ -69,7 +70,9 @@ struct LazyBackend {
   std::string path;
   bool loading = false;   // dlopen is running on the thread that holds the lock
   bool loaded = false;
+  std::string refused;    // refuse_lazy_backend's reason: the load's error from then on
 };
+thread_local std::string t_refusal;   // what the registrar of the library loading here refused
 struct LazyBackends {
   std::recursive_mutex mu;   // a library's registrar may ask for its own backend while it loads
   LazyBackend of[kNumDeviceTypes];
@@ -89,9 +92,11 @@ bool ensure_backend_loaded(DeviceType type) {
   std::lock_guard<std::recursive_mutex> lock(l.mu);
   LazyBackend& b = l.of[int(type)];
   if (b.path.empty()) return false;
+  if (!b.refused.empty()) throw DeviceError(b.refused);
   if (b.loaded || b.loading) return true;
   ensure_kernels_registered();   // so that the library's announcement registers at once
   b.loading = true;
+  t_refusal.clear();
   void* handle = dlopen(b.path.c_str(), RTLD_NOW | RTLD_GLOBAL);   // never closed: its kernels stay in tables
   b.loading = false;
   if (handle == nullptr) {
@@ -99,8 +104,24 @@ bool ensure_backend_loaded(DeviceType type) {
     throw DeviceError(str_cat("the ", device_type_name(type), " backend library ", b.path,
                               " could not be loaded: ", why ? why : "unknown reason"));
   }
+  if (!t_refusal.empty()) {
+    b.refused = str_cat("the ", device_type_name(type), " backend library ", b.path, " was refused: ", t_refusal);
+    throw DeviceError(b.refused);
+  }
   b.loaded = true;
   return true;
+}
+
+const char* lazy_backend_build_id() { return OOMLAB_BUILD_ID; }
+
+void refuse_lazy_backend(const std::string& why) { t_refusal = why; }
+
+bool accept_lazy_backend_build(const char* library, const char* library_build) {
+  if (std::strcmp(library_build, lazy_backend_build_id()) == 0) return true;
+  refuse_lazy_backend(str_cat(library, " is of build ", library_build, ", this oomlab of build ",
+                              lazy_backend_build_id(), ": put the library of the same build beside the binary "
+                              "(rebuild both)"));
+  return false;
 }
 
 std::string lazy_backend_path(DeviceType type) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "engine/core/dispatch.h"
 #include "engine/core/lazy_backend.h"
 
 namespace oomlab {
@@ -15,6 +16,7 @@ struct Registry {
 Registry& registry() { static Registry* r = new Registry; return *r; }
 
 CommFactory registered_factory(const std::string& name) {
+  ensure_kernels_registered();   // the CUDA backend registers nccl with its kernels
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);
   auto it = r.factories.find(name);
@@ -42,6 +44,7 @@ void register_comm_backend(const std::string& name, CommFactory factory) {
 }
 
 std::vector<std::string> comm_backends() {
+  ensure_kernels_registered();
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);
   std::vector<std::string> names;

@@ -1,6 +1,6 @@
 // comm_registry.h — the process-level communicator backends (one rank per process: mpi,
-// later gloo and nccl), registered by their own libraries when the build has them (CMake
-// links them whole-archive, as it does the kernel backends). The local backend is not
+// gloo and nccl), registered by their own libraries when the build has them (CMake links
+// them whole-archive, as it does the kernel backends; nccl registers with the CUDA kernels). The local backend is not
 // here: its ranks are threads of one process (local_comm.h).
 // make_communicator(name, ...) throws ValueError naming the backends this build has; a name
 // no linked library registered loads the lazy backends first (nccl is in the CUDA library).

@@ -2,8 +2,8 @@
 // one rank per process and one GPU per rank, on the cuda device the rank is given (logical
 // index, cuda_device.h; any other device type is a DeviceError; two ranks on one GPU are a
 // DeviceError naming the rule before NCCL is called: check_one_rank_per_gpu). Compiled into the CUDA
-// backend library when CMake finds libnccl and nccl.h under the CUDA prefix (that library is
-// linked whole-archive, so the registrar at the bottom runs), CI included.
+// backend library when CMake finds libnccl and nccl.h under the CUDA prefix, CI included; the
+// backend's registrar (register_cuda.cpp) calls register_nccl_communicator at the bottom.
 // NOT YET RUN ON A GPU: written and compiled on a machine without one; tests/test_comm_nccl.cpp
 // runs the collective suite on one rank when a GPU is present and skips otherwise.
 // Rendezvous: rank 0 serves a TcpStore on MASTER_ADDR:MASTER_PORT (rank_env.h, tcp_store.h),
@@ -468,12 +468,12 @@ class NcclCommunicator : public Communicator {
   bool broken_ = false;
 };
 
-const bool registered = [] {
+}  // namespace
+
+// The CUDA backend's registrar calls this (register_cuda.cpp), after its build check.
+void register_nccl_communicator() {
   register_comm_backend("nccl", [](const RankInfo& info, Device device) -> std::unique_ptr<Communicator> {
     return std::make_unique<NcclCommunicator>(info, device);
   });
-  return true;
-}();
-
-}  // namespace
+}
 }  // namespace oomlab

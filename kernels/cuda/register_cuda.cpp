@@ -2,12 +2,16 @@
 // OOMLAB_REGISTER_BACKEND("cuda"): registers the cudaMalloc raw memory behind cuda:i
 // allocators (cuda_runtime.cpp) and the runtime hooks (cuda_backend.cpp: synchronize,
 // properties, numerics options), then fills the op families' kernel tables with their
-// CUDA kernels (kernels/cuda/<family>.cu defines register_<family>_cuda_kernels()).
+// CUDA kernels (kernels/cuda/<family>.cu defines register_<family>_cuda_kernels()) and
+// registers the nccl communicator. First it checks that the engine is of its own build
+// (engine/core/lazy_backend.h: the CLI loads this backend as a library).
 // Includes no CUDA header: the registrars are plain functions of the backend library.
 #include <memory>
 
 #include "engine/core/dispatch.h"
+#include "engine/core/lazy_backend.h"
 #include "engine/memory/caching_allocator.h"
+#include "oomlab_git.h"   // OOMLAB_BUILD_ID's parts, as the engine's (scripts/git_version.cmake)
 
 namespace oomlab {
 namespace cuda {
@@ -35,8 +39,14 @@ void register_optim_foreach_cuda_kernels();
 void register_collective_cuda_kernels();
 void register_broadcast_cuda_kernels();
 
+#ifdef OOMLAB_WITH_NCCL
+void register_nccl_communicator();   // nccl_comm.cpp
+#endif
+
 namespace {
 void register_cuda_kernels() {
+  // Loaded as liboomlab_cuda.so into another build's oomlab: refused, nothing registered.
+  if (!accept_lazy_backend_build("the CUDA backend", OOMLAB_BUILD_ID)) return;
   register_raw_memory(DeviceType::cuda, &cuda::make_cuda_raw_memory);
   cuda::register_cuda_backend_hooks();
   register_elementwise_cuda_kernels();
@@ -58,6 +68,9 @@ void register_cuda_kernels() {
   register_optim_cuda_kernels();
   register_optim_foreach_cuda_kernels();
   register_collective_cuda_kernels();
+#ifdef OOMLAB_WITH_NCCL
+  register_nccl_communicator();
+#endif
 }
 }  // namespace
 
