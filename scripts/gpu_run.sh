@@ -356,14 +356,22 @@ coproc TORCH { exec "${pin_torch[@]}" python3 "$kit/scripts/torch_bench.py" "${t
 # first H200 run lost every answer so): talk through copies, which subshells inherit.
 torch_out=""; torch_in=""
 [[ -n ${TORCH[0]:-} && -n ${TORCH[1]:-} ]] && exec {torch_out}<&"${TORCH[0]}" {torch_in}>&"${TORCH[1]}"
-torch_read() {   # seconds -> PyTorch's next JSON line, or an error record
-  local line=""
-  [[ -n $torch_out ]] && IFS= read -r -t "$1" line <&"$torch_out"
-  if [[ -n $line ]]; then echo "$line"; else echo '{"error": "no answer from torch_bench.py (see logs/torch.log)"}'; fi
+# seconds [tag] -> PyTorch's next JSON line (with tag: its answer for that tag; a late answer
+# to an earlier command that timed out, e.g. a long compile, goes to logs/torch_late.jsonl
+# instead of being taken for this one), or an error record after `seconds`.
+torch_read() {
+  local line="" end=$((SECONDS + $1))
+  while [[ -n $torch_out ]] && ((SECONDS < end)) && IFS= read -r -t "$((end - SECONDS))" line <&"$torch_out"; do
+    [[ -z ${2:-} || $line == *"\"tag\": \"$2\""* ]] && { echo "$line"; return 0; }
+    echo "$line" >> "$work/logs/torch_late.jsonl"
+  done
+  echo '{"error": "no answer from torch_bench.py (see logs/torch.log)"}'
 }
-torch_ask() {   # command seconds -> the answer
+torch_ask() {   # command seconds -> the answer to it (its second word is the tag)
   [[ -n $torch_in ]] && echo "$1" >&"$torch_in" 2>/dev/null
-  torch_read "$2"
+  local words
+  read -r -a words <<<"$1"
+  torch_read "$2" "${words[1]:-}"
 }
 torch_read 120 > "$work/res/torch_versions.json"   # printed once PyTorch is imported
 # One round of pairs: oomlab then PyTorch per tag, then PyTorch's SDPA twins. Round 1 writes

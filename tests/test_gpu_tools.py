@@ -360,6 +360,28 @@ class TorchBenchBaselinesOnTheCpu(unittest.TestCase):
             self.assertIsNone(rec["peak_allocated"])   # no CUDA memory stats on the CPU
 
 
+class KitTorchProtocol(unittest.TestCase):
+    """gpu_run.sh's torch_read: the answer for the asked tag; a late answer to an earlier command
+    (one whose wait timed out, e.g. a long torch.compile) is set aside, not taken for this one."""
+
+    def test_a_late_answer_is_not_taken_for_the_next(self):
+        text = (ROOT / "scripts" / "gpu_run.sh").read_text()
+        func = text[text.index("torch_read() {"):]
+        func = func[:func.index("\n}\n") + 3]
+        with tempfile.TemporaryDirectory() as tmp:
+            script = (f"work={tmp}; mkdir -p $work/logs\n"
+                      "exec {torch_out}< <(printf '%s\\n' '{\"tag\": \"r50_bf16@compile\", \"median_ms\": 1}' "
+                      "'{\"tag\": \"r50_bf16\", \"median_ms\": 2}'; sleep 3)\n" + func +
+                      "torch_read 5 r50_bf16; torch_read 1 bert_bf16\n")
+            r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = [json.loads(x) for x in r.stdout.splitlines()]
+            self.assertEqual(got[0], {"tag": "r50_bf16", "median_ms": 2})
+            self.assertIn("no answer", got[1]["error"])   # none came for bert_bf16 within its second
+            late = [json.loads(x) for x in (Path(tmp) / "logs" / "torch_late.jsonl").read_text().splitlines()]
+            self.assertEqual(late, [{"tag": "r50_bf16@compile", "median_ms": 1}])
+
+
 # a build with the CUDA backend: oomlab's liboomlab_cuda.so beside it (loaded at the first CUDA use)
 CUDA_LIBRARY = OOMLAB.parent / "liboomlab_cuda.so"
 CUDA_BUILD = CUDA_LIBRARY.exists() and subprocess.run(["ldd", str(CUDA_LIBRARY)], capture_output=True,
