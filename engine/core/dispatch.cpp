@@ -70,9 +70,9 @@ struct LazyBackend {
   std::string path;
   bool loading = false;   // dlopen is running on the thread that holds the lock
   bool loaded = false;
-  std::string refused;    // refuse_lazy_backend's reason: the load's error from then on
+  std::string refused;    // accept_lazy_backend_build's refusal: the load's error from then on
 };
-thread_local std::string t_refusal;   // what the registrar of the library loading here refused
+thread_local std::string t_refusal;   // accept_lazy_backend_build's refusal of the library loading here
 struct LazyBackends {
   std::recursive_mutex mu;   // a library's registrar may ask for its own backend while it loads
   LazyBackend of[kNumDeviceTypes];
@@ -114,13 +114,10 @@ bool ensure_backend_loaded(DeviceType type) {
 
 const char* lazy_backend_build_id() { return OOMLAB_BUILD_ID; }
 
-void refuse_lazy_backend(const std::string& why) { t_refusal = why; }
-
 bool accept_lazy_backend_build(const char* library, const char* library_build) {
   if (std::strcmp(library_build, lazy_backend_build_id()) == 0) return true;
-  refuse_lazy_backend(str_cat(library, " is of build ", library_build, ", this oomlab of build ",
-                              lazy_backend_build_id(), ": put the library of the same build beside the binary "
-                              "(rebuild both)"));
+  t_refusal = str_cat(library, " is of build ", library_build, ", this oomlab of build ", lazy_backend_build_id(),
+                      ": put the library of the same build beside the binary (rebuild both)");
   return false;
 }
 

@@ -14,9 +14,9 @@
 //    set_backend_options() never load it.
 //  * A library that cannot be loaded is a DeviceError naming it and the loader's reason,
 //    raised again at each request (never a crash). So is one from another build: a library's
-//    registrar compares its build_id() with the engine's (lazy_backend_build_id(), the commit
-//    both were built from) and, on a mismatch, calls refuse_lazy_backend instead of
-//    registering anything (a library from another commit would run with another engine ABI).
+//    registrar first calls accept_lazy_backend_build with its own build id (OOMLAB_BUILD_ID,
+//    the commit it was built from) and, on a mismatch, registers nothing (a library from
+//    another commit would run with another engine ABI).
 #pragma once
 #include <string>
 
@@ -32,12 +32,10 @@ std::string lazy_backend_path(DeviceType type);   // "" when none is declared
 bool lazy_backend_loaded(DeviceType type);
 // The engine's build: "<commit>" or "<commit>-dirty" (the generated oomlab_git.h).
 const char* lazy_backend_build_id();
-// Called by a library's registrar while it loads: it registers nothing, and the load is the
-// DeviceError `why` (now and at every later request).
-void refuse_lazy_backend(const std::string& why);
 // A registrar's first call: true when `library_build` (the library's own build id, from the
-// oomlab_git.h it was compiled with: OOMLAB_BUILD_ID below) is the engine's; otherwise it
-// refuses the library (naming both builds) and returns false: register nothing then.
+// oomlab_git.h it was compiled with: OOMLAB_BUILD_ID below) is the engine's; otherwise the
+// load is a DeviceError naming both builds (now and at every later request) and it returns
+// false: register nothing then.
 bool accept_lazy_backend_build(const char* library, const char* library_build);
 // The build id of the code that expands it (include "oomlab_git.h" first).
 #define OOMLAB_BUILD_ID (OOMLAB_GIT_DIRTY != 0 ? OOMLAB_GIT_SHA "-dirty" : OOMLAB_GIT_SHA)

@@ -12,6 +12,7 @@
 #include "engine/core/dispatch.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/kernel_choices.h"
+#include "engine/train/version.h"
 
 #include "oomlab_git.h"   // OOMLAB_GIT_SHA, OOMLAB_GIT_DIRTY: written at build time (scripts/git_version.cmake)
 
@@ -40,7 +41,7 @@ nlohmann::json results_context(const std::vector<Device>& devices) {
   const Device device = devices.empty() ? cpu_device() : devices[0];
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  nlohmann::json j = {{"oomlab_version", "0.1.0"},   // as version_line() (version.cpp)
+  nlohmann::json j = {{"oomlab_version", kOomlabVersion},
           {"git_sha", OOMLAB_GIT_SHA},
           {"git_dirty", OOMLAB_GIT_DIRTY != 0},   // tracked files differed from the commit at build time
           {"build_type", OOMLAB_BUILD_TYPE},

@@ -17,7 +17,7 @@ std::string version_line() {
     backends += str_cat(backends.empty() ? "" : ", ", device_type_name(t),
                         lazy.empty() ? "" : str_cat(" (", lazy, ", loaded at its first use)"));
   }
-  return str_cat("oomlab 0.1.0 (commit ", OOMLAB_GIT_SHA, OOMLAB_GIT_DIRTY != 0 ? ", dirty" : "", "; ",
+  return str_cat("oomlab ", kOomlabVersion, " (commit ", OOMLAB_GIT_SHA, OOMLAB_GIT_DIRTY != 0 ? ", dirty" : "", "; ",
                  OOMLAB_BUILD_TYPE, ", ", OOMLAB_COMPILER, ")\nbackends: ", backends, "\n");
 }
 

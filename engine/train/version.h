@@ -5,5 +5,6 @@
 #include <string>
 
 namespace oomlab {
+inline constexpr const char* kOomlabVersion = "0.1.0";   // also every results file's oomlab_version
 std::string version_line();   // two lines, each ending in '\n'
 }  // namespace oomlab
