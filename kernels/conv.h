@@ -3,8 +3,9 @@
 // swapped): 2-D convolution forward / backward data / backward weight and the NCHW
 // channel-bias add / grad. All pointers are contiguous NCHW / KCRS, or with `channels_last`
 // NHWC / KRSC (torch.channels_last: x, w, y, dy, dx, dw all in it); backward kernels
-// overwrite their output. The bias kernels take NHWC as [N*H*W, K, 1]. CPU kernels: kernels/cpu/conv_cpu.cpp (+
-// conv_direct_cpu.cpp); CUDA: kernels/cuda/conv.cu (cuDNN) and conv_bias.cu.
+// overwrite their output. The bias kernels take NHWC as [N*H*W, K, 1]. CPU kernels:
+// kernels/cpu/conv_cpu.cpp (+ conv_direct_cpu.cpp, conv_taps_cpu.cpp, conv_nhwc_cpu.cpp);
+// CUDA: kernels/cuda/conv.cu (cuDNN) and conv_bias.cu.
 #pragma once
 #include <string_view>
 #include <cstdint>

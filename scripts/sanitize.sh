@@ -129,12 +129,13 @@ strict_string_checks=1"
 
 # Tests that start threads (see the header); executables and a ctest -R regex.
 tsan_targets=(oomlab test_data test_data_seq_seg test_devices test_cpu_backend test_caching_allocator
-              test_train_resume test_matrix_runner test_ops_conv test_ops_conv_direct
+              test_train_resume test_matrix_runner test_ops_conv test_ops_conv_direct test_ops_conv_taps
               test_ops_cross_family test_ops_dropout test_optim test_comm_local test_tcp_store
               test_sync_batchnorm test_data_parallel test_zero)
 tsan_regex='^(DataLoader\.|SeqSegLoader\.|SyntheticSeq\.PaddedVariableLengthBatches|Devices\.|CpuBackend\.'
 tsan_regex+='|CachingAllocator\.TwoThreadsSmoke|Trainer\.|MatrixRunner\.|Conv2d\.DeterministicAcrossThreadCounts'
-tsan_regex+='|ConvDirect\.BitwiseIndependentOfThreadCount|BatchNormPool\.ResultsIndependentOfThreadCount'
+tsan_regex+='|ConvDirect\.BitwiseIndependentOfThreadCount|ConvTaps\.BitwiseIndependentOfThreadCount'
+tsan_regex+='|BatchNormPool\.ResultsIndependentOfThreadCount'
 tsan_regex+='|Transformer\.ColumnReductionsIndependentOfThreadCount|Vision\.ThreadCountIndependent'
 tsan_regex+='|Dropout\.KeepFractionAndThreadIndependence|Optimizer\.LargeFloatParamIsThreadCountIndependent'
 tsan_regex+='|LocalComm\.|TcpStore\.|SyncBatchNorm\.|DataParallel|Ddp\.|DistributedSampler\.|Zero\.)'

@@ -1,6 +1,6 @@
 // bench_conv.cpp — Google Benchmark: OpenBLAS sgemm GFLOP/s (square and conv-GEMM sizes)
 // and the raw CPU conv2d kernels (forward, backward data, backward weight, and all three)
-// on ResNet-20 (batch 128, 28x28 input) and ResNet-18 (batch 32, 224x224) layer shapes.
+// on ResNet-20 (batch 128, 28x28 input) and ResNet-18 (batch 32, 224x224 and 64x64) layer shapes.
 // Counters: GFLOPS (2*N*K*P*Q*C/groups*R*S per direction) and pct_sgemm = GFLOPS as a %
 // of the best square sgemm GFLOP/s measured earlier in the same run (sgemm runs first);
 // *_cpu: the same per second of process CPU time (all threads), for shared machines.
@@ -81,6 +81,12 @@ const Shape4 kShapes[] = {
     {"r18_128c_28x28", 32, 128, 28, 28, 128, 3, 3, 1, 1},
     {"r18_256c_14x14", 32, 256, 14, 14, 256, 3, 3, 1, 1},
     {"r18_512c_7x7", 32, 512, 7, 7, 512, 3, 3, 1, 1},
+    // ResNet-18 on 64x64 inputs (scripts/cpu_vs_torch.py's case): the small late planes
+    {"r18in64_128c_8x8", 32, 128, 8, 8, 128, 3, 3, 1, 1},
+    {"r18in64_128to256c_8x8_s2", 32, 128, 8, 8, 256, 3, 3, 2, 1},
+    {"r18in64_256c_4x4", 32, 256, 4, 4, 256, 3, 3, 1, 1},
+    {"r18in64_256to512c_4x4_s2", 32, 256, 4, 4, 512, 3, 3, 2, 1},
+    {"r18in64_512c_2x2", 32, 512, 2, 2, 512, 3, 3, 1, 1},
 };
 
 enum Dir { kFwd, kBwdData, kBwdWeight, kAll };

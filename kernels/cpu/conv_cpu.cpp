@@ -10,8 +10,10 @@
 //                    slice sums the tiles in tile order: bitwise independent of threads)
 // Float 3x3 convs with small channel counts (conv_direct_applies: the ResNet-20 shapes)
 // take the direct kernels of conv_direct_cpu.cpp instead; the choice depends on the
-// shapes only. channels_last buffers go to conv_nhwc_cpu.cpp. Threading is one level: OpenMP outside, single-threaded
-// OpenBLAS inside (set for the call, restored after). Scratch panels are thread-local host buffers (kernel-private, not
+// shapes only; small output planes (conv_taps_applies) take conv_taps_cpu.cpp's per-tap
+// GEMMs (no products with padding). channels_last buffers go to conv_nhwc_cpu.cpp.
+// Threading is one level: OpenMP outside, single-threaded OpenBLAS inside (set for the
+// call, restored after). Scratch panels are thread-local host buffers (kernel-private, not
 // device memory; grow-only).
 #include <cblas.h>
 #include <omp.h>
@@ -29,6 +31,7 @@
 #include "kernels/cpu/half_widen.h"
 #include "kernels/cpu/conv_direct_cpu.h"
 #include "kernels/cpu/conv_nhwc_cpu.h"
+#include "kernels/cpu/conv_taps_cpu.h"
 #include "kernels/cpu/sgemm_avx512.h"
 
 extern "C" char* openblas_get_corename(void);
@@ -315,6 +318,10 @@ template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
       note_path<T>("conv2d_forward", true);
       return conv_direct_forward(a);
     }
+  if (conv_taps_applies(a)) {
+    note_kernel_choice("conv2d_forward", "tap GEMMs (small planes)");
+    return conv_taps_forward<T>(a);
+  }
   const Geom g = make_geom<T>(a);
   note_path<T>("conv2d_forward", false, &g);
   const T* x = static_cast<const T*>(a.x);
@@ -362,6 +369,10 @@ template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
       note_path<T>("conv2d_backward_data", true);
       return conv_direct_backward_data(a);
     }
+  if (conv_taps_applies(a)) {
+    note_kernel_choice("conv2d_backward_data", "tap GEMMs (small planes)");
+    return conv_taps_backward_data<T>(a);
+  }
   const Geom g = make_geom<T>(a);
   note_path<T>("conv2d_backward_data", false, &g);
   const T* w = static_cast<const T*>(a.w);
@@ -415,6 +426,10 @@ template <class T> void conv2d_backward_weight_cpu(const Conv2dArgs& a) {
       note_path<T>("conv2d_backward_weight", true);
       return conv_direct_backward_weight(a);
     }
+  if (conv_taps_applies(a)) {
+    note_kernel_choice("conv2d_backward_weight", "tap GEMMs (small planes)");
+    return conv_taps_backward_weight<T>(a);
+  }
   const Geom g = make_geom<T>(a, /*min_tiles=*/1);
   note_path<T>("conv2d_backward_weight", false, &g);
   const T* x = static_cast<const T*>(a.x);

@@ -1,0 +1,25 @@
+// conv_taps_cpu.h — NCHW conv2d for small output planes by one GEMM per (tap, output row)
+// (kernels/cpu/conv_taps_cpu.cpp; float and double). im2col multiplies every tap of every
+// output pixel, the padded ones included: on ResNet's late stages (3x3, pad 1) 56% of the
+// products of a 2x2 plane and 31% of a 4x4 plane are with zeros. Here only in-bounds taps
+// are multiplied, and with stride 1 the GEMMs read the input in place (no im2col copy).
+// conv_cpu.cpp calls these when conv_taps_applies(args) holds, a rule on the shapes alone
+// (never the data or the thread count).
+// Contracts: the conv2d kernel tables' (kernels/conv.h; outputs overwritten); every output
+// element sums its taps in tap order with GEMM work cut by the shapes alone, so results do
+// not depend on the thread count.
+#pragma once
+#include "kernels/conv.h"
+
+namespace oomlab {
+
+// NCHW, one group, an R x S kernel with R*S > 1, an output plane of at most 64 pixels, and
+// either at least a quarter of im2col's products with padding or stride 1 with C*R*S <= 2304
+// (the measured rule: conv_taps_cpu.cpp).
+bool conv_taps_applies(const Conv2dArgs& a);
+
+template <class T> void conv_taps_forward(const Conv2dArgs& a);
+template <class T> void conv_taps_backward_data(const Conv2dArgs& a);
+template <class T> void conv_taps_backward_weight(const Conv2dArgs& a);
+
+}  // namespace oomlab
