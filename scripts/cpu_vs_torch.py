@@ -94,7 +94,8 @@ def run_oomlab(oomlab, model, steps, warmup, tmp):
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()}")
     doc = json.loads(out.read_text())
-    return doc["metrics"]["step_time_s"]["median"], doc["config"]["optimizer"], doc["context"].get("git_sha", "?")
+    sha = doc["context"].get("git_sha", "?") + ("-dirty" if doc["context"].get("git_dirty") else "")
+    return doc["metrics"]["step_time_s"]["median"], doc["config"]["optimizer"], sha
 
 
 def run_torch(model, steps, warmup):
@@ -165,12 +166,32 @@ def main(argv):
             print(f"{m:10s} median ratio oomlab/torch {results[-1]['ratio_median']:.3f}", flush=True)
     doc = {"command": "cpu_vs_torch", "load_avg_1m_at_start": load_at_start, "waited_for_quiet_s": waited,
            "forced": a.force, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "oomlab_git_sha": sha, "host": platform.node(), "cpu": cpu_name(), "cores": os.cpu_count(),
+           "oomlab_git_sha": sha, "host": platform.node(), "cpu": cpu_name(), **cpu_identity(),
+           "cores": os.cpu_count(),
            "steps": a.steps, "warmup": a.warmup, "results": results}
     if a.json:
         write_json_atomic(a.json, doc)
         print(f"wrote {a.json}")
     return 0
+
+
+def cpu_identity():
+    """Family, model and vector ISA of the CPU: the VMs these runs land on differ between sessions
+    (the same "AMD EPYC" name has come with and without AVX-512), and both sides' kernels follow."""
+    info = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("cpu family", "model") and key.replace(" ", "_") not in info:
+                info[key.replace(" ", "_")] = value.strip()
+            elif key == "flags":
+                flags = set(value.split())
+                info["simd"] = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
+                break
+    except OSError:
+        pass
+    return {"cpu_" + k if not k.startswith("cpu") else k: v for k, v in info.items()}
 
 
 def cpu_name():
