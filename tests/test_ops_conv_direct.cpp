@@ -8,94 +8,35 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
-#include <cmath>
+#include <algorithm>
 #include <sstream>
 #include <string>
-#include <vector>
 
-#include "engine/ops/conv.h"   // conv2d_output_shape
-#include "kernels/conv.h"
 #include "kernels/cpu/conv_direct_avx512.h"
 #include "kernels/cpu/conv_direct_cpu.h"
+#include "tests/conv_reference_util.h"
 
 using namespace oomlab;
+using namespace oomlab::testing;
 
 namespace {
 
-struct Case { int64_t N, C, H, W, K, stride; };
+struct Case { int64_t N, C, H, W, K, stride; };   // 3x3, padding 1
 
 Conv2dArgs args_for(const Case& c) {
-  Conv2dArgs a{};
-  a.N = c.N; a.C = c.C; a.H = c.H; a.W = c.W; a.K = c.K; a.R = 3; a.S = 3;
-  a.p.stride_h = a.p.stride_w = c.stride; a.p.pad_h = a.p.pad_w = 1;
-  Shape y = conv2d_output_shape({c.N, c.C, c.H, c.W}, {c.K, c.C, 3, 3}, a.p);
-  a.P = y[2]; a.Q = y[3];
-  return a;
+  return conv_ref_args({c.N, c.C, c.H, c.W, c.K, 3, 3, c.stride, c.stride, 1, 1, 1, 1});
 }
 
-std::vector<float> values(size_t n, uint64_t seed) {   // deterministic, in [-1, 1)
-  std::vector<float> v(n);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& x : v) {
-    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-    x = float(double(s >> 11) / double(1ull << 53) * 2.0 - 1.0);
-  }
-  return v;
-}
-
-struct Buffers {
-  std::vector<float> x, w, dy, y, dx, dw;
-  explicit Buffers(const Conv2dArgs& a, uint64_t seed)
-      : x(values(size_t(a.N * a.C * a.H * a.W), seed)), w(values(size_t(a.K * a.C * 9), seed + 1)),
-        dy(values(size_t(a.N * a.K * a.P * a.Q), seed + 2)), y(dy.size(), NAN), dx(x.size(), NAN),
-        dw(w.size(), NAN) {}
-  void run(Conv2dArgs a) {   // NaN-filled outputs: every element must be overwritten
-    a.x = x.data(); a.w = w.data(); a.y = y.data(); a.dy = dy.data(); a.dx = dx.data(); a.dw = dw.data();
-    conv2d_forward_kernels().launch(cpu_device(), DType::f32, a);
-    conv2d_backward_data_kernels().launch(cpu_device(), DType::f32, a);
-    conv2d_backward_weight_kernels().launch(cpu_device(), DType::f32, a);
-  }
-};
-
-// |got - ref| <= rtol * sum|terms| + 1e-30 per element (sum|terms| from the reference).
-void expect_close(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& mag,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), ref.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_LE(std::fabs(double(got[i]) - ref[i]), 1e-5 * mag[i] + 1e-30)
-        << what << " element " << i << ": " << got[i] << " vs " << ref[i];
-}
+using Buffers = ConvBuffers<float>;
 
 void check_case(const Case& c) {
   const Conv2dArgs a = args_for(c);
   ASSERT_TRUE(conv_direct_applies(a));
   Buffers b(a, uint64_t(c.N * 1000 + c.C * 100 + c.K + c.H + c.stride));
   b.run(a);
-  std::vector<double> y(b.y.size(), 0), ym(y.size(), 0), dx(b.dx.size(), 0), dxm(dx.size(), 0),
-      dw(b.dw.size(), 0), dwm(dw.size(), 0);
-  for (int64_t n = 0; n < a.N; ++n)
-    for (int64_t k = 0; k < a.K; ++k)
-      for (int64_t p = 0; p < a.P; ++p)
-        for (int64_t q = 0; q < a.Q; ++q)
-          for (int64_t ci = 0; ci < a.C; ++ci)
-            for (int64_t r = 0; r < 3; ++r)
-              for (int64_t s = 0; s < 3; ++s) {
-                const int64_t h = p * c.stride - 1 + r, ww = q * c.stride - 1 + s;
-                if (h < 0 || h >= a.H || ww < 0 || ww >= a.W) continue;
-                const size_t yi = size_t(((n * a.K + k) * a.P + p) * a.Q + q);
-                const size_t xi = size_t(((n * a.C + ci) * a.H + h) * a.W + ww);
-                const size_t wi = size_t(((k * a.C + ci) * 3 + r) * 3 + s);
-                const double xv = b.x[xi], wv = b.w[wi], gv = b.dy[yi];
-                y[yi] += xv * wv; ym[yi] += std::fabs(xv * wv);
-                dx[xi] += gv * wv; dxm[xi] += std::fabs(gv * wv);
-                dw[wi] += gv * xv; dwm[wi] += std::fabs(gv * xv);
-              }
   std::ostringstream os;
   os << "N" << c.N << " C" << c.C << " " << c.H << "x" << c.W << " K" << c.K << " s" << c.stride;
-  const std::string name = os.str();
-  expect_close(b.y, y, ym, name + " forward");
-  expect_close(b.dx, dx, dxm, name + " backward data");
-  expect_close(b.dw, dw, dwm, name + " backward weight");
+  expect_matches_reference(a, b, 1e-5, 1e-30, os.str());
 }
 
 }  // namespace

@@ -8,32 +8,24 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
-#include <cmath>
+#include <algorithm>
 #include <sstream>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/memory/kernel_choices.h"
-#include "engine/ops/conv.h"   // conv2d_output_shape
-#include "kernels/conv.h"
 #include "kernels/cpu/conv_taps_cpu.h"
+#include "tests/conv_reference_util.h"
 
 using namespace oomlab;
+using namespace oomlab::testing;
 
 namespace {
 
-struct Case { int64_t N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw; };
-
-Conv2dArgs args_for(const Case& c) {
-  Conv2dArgs a{};
-  a.N = c.N; a.C = c.C; a.H = c.H; a.W = c.W; a.K = c.K; a.R = c.R; a.S = c.S;
-  a.p.stride_h = c.sh; a.p.stride_w = c.sw; a.p.pad_h = c.ph; a.p.pad_w = c.pw; a.p.dil_h = c.dh; a.p.dil_w = c.dw;
-  Shape y = conv2d_output_shape({c.N, c.C, c.H, c.W}, {c.K, c.C, c.R, c.S}, a.p);
-  a.P = y[2]; a.Q = y[3];
-  return a;
-}
+using Case = ConvGeometry;
+template <class T> using Buffers = ConvBuffers<T>;
+Conv2dArgs args_for(const Case& c) { return conv_ref_args(c); }
 
 std::string name_of(const Case& c) {
   std::ostringstream os;
@@ -42,71 +34,13 @@ std::string name_of(const Case& c) {
   return os.str();
 }
 
-template <class T> std::vector<T> values(size_t n, uint64_t seed) {   // deterministic, in [-1, 1)
-  std::vector<T> v(n);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (T& x : v) {
-    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-    x = T(double(s >> 11) / double(1ull << 53) * 2.0 - 1.0);
-  }
-  return v;
-}
-
-template <class T> constexpr DType dtype_of() { return sizeof(T) == 4 ? DType::f32 : DType::f64; }
-
-template <class T> struct Buffers {
-  std::vector<T> x, w, dy, y, dx, dw;
-  Buffers(const Conv2dArgs& a, uint64_t seed)
-      : x(values<T>(size_t(a.N * a.C * a.H * a.W), seed)), w(values<T>(size_t(a.K * a.C * a.R * a.S), seed + 1)),
-        dy(values<T>(size_t(a.N * a.K * a.P * a.Q), seed + 2)), y(dy.size(), NAN), dx(x.size(), NAN),
-        dw(w.size(), NAN) {}
-  void run(Conv2dArgs a) {   // NaN-filled outputs: every element must be overwritten
-    a.x = x.data(); a.w = w.data(); a.y = y.data(); a.dy = dy.data(); a.dx = dx.data(); a.dw = dw.data();
-    conv2d_forward_kernels().launch(cpu_device(), dtype_of<T>(), a);
-    conv2d_backward_data_kernels().launch(cpu_device(), dtype_of<T>(), a);
-    conv2d_backward_weight_kernels().launch(cpu_device(), dtype_of<T>(), a);
-  }
-};
-
-// |got - ref| <= rtol * sum|terms| + 1e-300 per element (sum|terms| from the reference).
-template <class T>
-void expect_close(const std::vector<T>& got, const std::vector<double>& ref, const std::vector<double>& mag,
-                  double rtol, const std::string& what) {
-  ASSERT_EQ(got.size(), ref.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_LE(std::fabs(double(got[i]) - ref[i]), rtol * mag[i] + 1e-300)
-        << what << " element " << i << ": " << got[i] << " vs " << ref[i];
-}
-
 template <class T> void check_case(const Case& c) {
   const Conv2dArgs a = args_for(c);
   const std::string name = name_of(c) + (sizeof(T) == 4 ? " f32" : " f64");
   ASSERT_TRUE(conv_taps_applies(a)) << name;
   Buffers<T> b(a, uint64_t(c.N * 1000 + c.C * 100 + c.K + c.H + c.sh));
   b.run(a);
-  std::vector<double> y(b.y.size(), 0), ym(y.size(), 0), dx(b.dx.size(), 0), dxm(dx.size(), 0),
-      dw(b.dw.size(), 0), dwm(dw.size(), 0);
-  for (int64_t n = 0; n < a.N; ++n)
-    for (int64_t k = 0; k < a.K; ++k)
-      for (int64_t p = 0; p < a.P; ++p)
-        for (int64_t q = 0; q < a.Q; ++q)
-          for (int64_t ci = 0; ci < a.C; ++ci)
-            for (int64_t r = 0; r < a.R; ++r)
-              for (int64_t s = 0; s < a.S; ++s) {
-                const int64_t h = p * c.sh - c.ph + r * c.dh, ww = q * c.sw - c.pw + s * c.dw;
-                if (h < 0 || h >= a.H || ww < 0 || ww >= a.W) continue;
-                const size_t yi = size_t(((n * a.K + k) * a.P + p) * a.Q + q);
-                const size_t xi = size_t(((n * a.C + ci) * a.H + h) * a.W + ww);
-                const size_t wi = size_t(((k * a.C + ci) * a.R + r) * a.S + s);
-                const double xv = b.x[xi], wv = b.w[wi], gv = b.dy[yi];
-                y[yi] += xv * wv; ym[yi] += std::fabs(xv * wv);
-                dx[xi] += gv * wv; dxm[xi] += std::fabs(gv * wv);
-                dw[wi] += gv * xv; dwm[wi] += std::fabs(gv * xv);
-              }
-  const double rtol = sizeof(T) == 4 ? 1e-5 : 1e-13;
-  expect_close(b.y, y, ym, rtol, name + " forward");
-  expect_close(b.dx, dx, dxm, rtol, name + " backward data");
-  expect_close(b.dw, dw, dwm, rtol, name + " backward weight");
+  expect_matches_reference(a, b, sizeof(T) == 4 ? 1e-5 : 1e-13, 1e-300, name);
 }
 
 // Channel counts above 64 keep float32 3x3 pad-1 shapes off the direct kernels.

@@ -33,6 +33,7 @@
 #include "kernels/cpu/conv_nhwc_cpu.h"
 #include "kernels/cpu/conv_taps_cpu.h"
 #include "kernels/cpu/sgemm_avx512.h"
+#include "kernels/cpu/thread_scratch.h"
 
 extern "C" char* openblas_get_corename(void);
 
@@ -85,14 +86,10 @@ struct SerialBlas {
   BlasThreadsGuard guard{1};
 };
 
-// Thread-local grow-only scratch (slot 0: col/dcol panel, slot 1: gathered dY panel, slot 2:
-// the calling thread's packed weights for the own GEMM, read by the OpenMP workers).
-template <class T> T* scratch(int slot, size_t n) {
-  thread_local std::vector<T> bufs[3];
-  std::vector<T>& b = bufs[slot];
-  if (b.size() < n) { std::vector<T>().swap(b); b.resize(n); }
-  return b.data();
-}
+// Scratch slots (thread_scratch.h): 0 the col/dcol panel, 1 the gathered dY panel, 2 the calling
+// thread's packed weights for the own GEMM, read by the OpenMP workers.
+struct Im2colFamily;
+template <class T> T* scratch(int slot, size_t n) { return thread_scratch<T, Im2colFamily, 3>(slot, n); }
 
 // The weights of every group packed once for the own GEMM (use_own_sgemm), trans: W^T
 // (backward data); null for double or when OpenBLAS runs the tiles.

@@ -24,6 +24,7 @@
 #include "kernels/cpu/conv_direct_cpu.h"
 
 #include "kernels/cpu/conv_direct_avx512.h"
+#include "kernels/cpu/thread_scratch.h"
 
 #include <omp.h>
 
@@ -63,12 +64,8 @@ constexpr double kParallelFlops = 4e6;      // below this, one thread
 inline int64_t up(int64_t v, int64_t m) { return conv_direct_up(v, m); }
 
 enum Slot { kIn, kOut, kDyT, kPack, kPart, kNumSlots };
-float* scratch(Slot s, size_t n) {
-  thread_local std::vector<float> bufs[kNumSlots];
-  std::vector<float>& b = bufs[s];
-  if (b.size() < n) { std::vector<float>().swap(b); b.resize(n); }
-  return b.data();
-}
+struct DirectFamily;
+float* scratch(Slot s, size_t n) { return thread_scratch<float, DirectFamily, kNumSlots>(s, n); }
 
 struct Geom {
   int64_t N, C, H, W, K, P, Q, st;

@@ -22,6 +22,7 @@
 
 #include "engine/core/thread_budget.h"
 #include "kernels/cpu/conv_nhwc_cpu.h"   // conv_tile_gemm
+#include "kernels/cpu/thread_scratch.h"
 
 namespace oomlab {
 namespace {
@@ -95,14 +96,10 @@ TapGeom make_geom(const Conv2dArgs& a) {
   return g;
 }
 
-// Grow-only thread-local scratch; slots 0-3 belong to the calling thread's buffers shared
-// with the workers, slot 4 to a worker's own panel.
-template <class T> T* scratch(int slot, size_t n) {
-  thread_local std::vector<T> bufs[5];
-  std::vector<T>& b = bufs[slot];
-  if (b.size() < n) { std::vector<T>().swap(b); b.resize(n); }
-  return b.data();
-}
+// Scratch slots (thread_scratch.h): 0-3 the calling thread's buffers shared with the workers,
+// 4 a worker's own panel.
+struct TapsFamily;
+template <class T> T* scratch(int slot, size_t n) { return thread_scratch<T, TapsFamily, 5>(slot, n); }
 
 // dst[(c*HW + i)*L + l] = src[((n0 + l)*C + c)*HW + i], l < L.
 template <class T> void to_pixel_major(const T* src, int64_t n0, int64_t L, int64_t C, int64_t HW, T* dst, int nt) {

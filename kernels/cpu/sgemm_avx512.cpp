@@ -6,6 +6,7 @@
 // block into C (masked loads/stores at the edges). Packed panels are zero-padded, so edge
 // strips run the same kernel.
 #include "kernels/cpu/sgemm_avx512.h"
+#include "kernels/cpu/thread_scratch.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -19,12 +20,8 @@ namespace {
 
 constexpr int64_t kMr = 12, kNr = 32, kKc = 256, kMc = 120, kNc = 2048;
 
-float* scratch(int slot, size_t n) {
-  thread_local std::vector<float> bufs[2];
-  std::vector<float>& b = bufs[slot];
-  if (b.size() < n) { std::vector<float>().swap(b); b.resize(n); }
-  return b.data();
-}
+struct SgemmFamily;
+float* scratch(int slot, size_t n) { return thread_scratch<float, SgemmFamily, 2>(slot, n); }
 
 // Strip s of a K block (kKc floats per row, whatever kc): trans (A stored [K, M]): k-major,
 // Ap[s][k][r] = op(A)[i0 + s*12 + r][p0 + k]; otherwise row-major, Ap[s][r][k] (a row copy,
