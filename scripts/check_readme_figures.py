@@ -2,10 +2,12 @@
 """check_readme_figures.py — a measured figure stated by hand must be in its results file.
 
 What is checked: each experiments/NN_name/README.md, all of its prose against
-reports/results/NN_name.json; and README.md and docs/*.md, where each sentence (or semicolon
-clause) that names exactly one experiment (NN_name, `NN` or "experiment NN") is checked against
-that experiment's results. A figure that is not there fails (exit 1; one line per figure: file,
-line, figure). A README whose experiment has no results file is not checked. Prose only: HTML
+reports/results/NN_name.json; reports/benchmarks/README.md, all of its prose against every
+JSON file beside it (the benchmark records it describes); and README.md and docs/*.md, where
+each sentence (or semicolon clause) that names exactly one experiment (NN_name, `NN` or
+"experiment NN") is checked against that experiment's results. A figure that is not there
+fails (exit 1; one line per figure: file, line, figure). A README whose experiment has no
+results file is not checked. Prose only: HTML
 comments, code blocks and spans (flags, formulas, paths), link targets and URLs are skipped.
 
 A figure is
@@ -41,9 +43,10 @@ issue's examples (08's split 0.77x where the results say 2.88x; 12's 3-seed tabl
 coarsely: an integer percentage matches any number within half a percent, which a large
 results file often holds; prefer pointing to REPORT.md's section, rendered from the results,
 over restating figures.
-Usage: check_readme_figures.py [--experiments DIR] [--results DIR] [FILE ...]
-  (FILE: files to check, an experiment's README.md checked as its own; default: every
-  experiment's README.md, README.md and docs/*.md)
+Usage: check_readme_figures.py [--experiments DIR] [--results DIR] [--benchmarks DIR] [FILE ...]
+  (FILE: files to check, an experiment's README.md checked as its own, the benchmarks folder's
+  against its JSON files; default: every experiment's README.md, the benchmarks README.md,
+  README.md and docs/*.md)
 Standard library only.
 """
 import argparse
@@ -64,7 +67,7 @@ UNITS = {   # unit (lower case) -> (kind, scale to the base of its kind: bytes, 
 }
 FIGURE = re.compile(
     r"(?P<sign>[-+−]\s?)?(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)"
-    r"(?:(?P<ratio>[x×])(?![\w.]|\d)|\s?(?P<unit>%|points?\b|[KMG]i?B\b|B\b|ms\b|s\b|sec\b|seconds?\b|mins?\b|"
+    r"(?:(?P<ratio>[x×])(?!\w|\.\w)|\s?(?P<unit>%|points?\b|[KMG]i?B\b|B\b|ms\b|s\b|sec\b|seconds?\b|mins?\b|"
     r"minutes?\b|h\b|hours?\b))?")
 NAMED_BEFORE = re.compile(r"(?:sec\.|eq\.|section|§|issue|PyTorch|Python|CUDA|cuDNN|NCCL|torch|torchvision|"
                           r"version|nvcc|GCC|gcc|OpenBLAS)\s*$", re.I)
@@ -164,7 +167,20 @@ def matches(value, dec, kind, scale, numbers):
     return any(abs(c - v) <= tol for n in numbers for c in candidates(n, kind, scale))
 
 
+def folder_numbers(folder):
+    """The numbers of every JSON file in `folder` (None when it holds none that parses)."""
+    numbers = set()
+    for f in sorted(folder.glob("*.json")):
+        try:
+            numbers.update(result_numbers(json.loads(f.read_text(encoding="utf-8"))))
+        except (OSError, ValueError):
+            continue
+    return sorted(numbers) or None
+
+
 # ---- the check ----------------------------------------------------------------------------------
+
+BENCHMARKS = "benchmarks"   # the `own` key of the benchmarks README: checked against its folder
 
 EXPERIMENT = re.compile(r"\b(\d{2})_[a-z][a-z0-9_]*\b|`(\d{2})`|\b[Ee]xperiments? (\d{2})\b")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(\[*])|(?<=;)\s+|\n\s*\n")
@@ -205,12 +221,15 @@ def main(argv=None):
     ap.add_argument("--experiments", default=str(ROOT / "experiments"))
     ap.add_argument("--results", default=str(ROOT / "reports" / "results"))
     ap.add_argument("files", nargs="*", type=Path)
+    ap.add_argument("--benchmarks", default=str(ROOT / "reports" / "benchmarks"))
     args = ap.parse_args(argv)
-    exps, results = Path(args.experiments), Path(args.results)
+    exps, results, benchmarks = Path(args.experiments), Path(args.results), Path(args.benchmarks)
     folders = {d.name[:2]: d.name for d in sorted(exps.glob("[0-9][0-9]_*")) if d.is_dir()}
     cache = {}
 
     def numbers_of(nn):
+        if nn == BENCHMARKS and nn not in cache:
+            cache[nn] = folder_numbers(benchmarks)
         if nn not in cache:
             try:
                 doc = json.loads((results / f"{folders[nn]}.json").read_text(encoding="utf-8"))
@@ -219,18 +238,21 @@ def main(argv=None):
                 cache[nn] = None
         return cache[nn]
 
-    files = args.files or (sorted(exps.glob("[0-9][0-9]_*/README.md")) + [ROOT / "README.md"] +
-                           sorted((ROOT / "docs").glob("*.md")))
+    files = args.files or (sorted(exps.glob("[0-9][0-9]_*/README.md")) + [benchmarks / "README.md"] +
+                           [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md")))
     failed = checked = 0
     for f in files:
         own = f.parent.name[:2] if f.parent.resolve().parent == exps.resolve() else None
+        if f.parent.resolve() == benchmarks.resolve():
+            own = BENCHMARKS
         if own is not None and numbers_of(own) is None:
             print(f"check_readme_figures: note: {f}: no results for {f.parent.name}; not checked")
             continue
         bad = check_text(f.read_text(encoding="utf-8"), numbers_of, own)
         checked += 1
         for line, fig in bad:
-            where = f"results/{folders[own]}.json" if own else "the results of the experiment its sentence names"
+            where = ("the JSON files beside it" if own == BENCHMARKS else f"results/{folders[own]}.json" if own
+                     else "the results of the experiment its sentence names")
             print(f"FAIL {f}:{line}: '{fig}' is in no number of {where}")
         failed += bool(bad)
     print(f"check_readme_figures: {checked - failed}/{checked} files state only figures their results hold")

@@ -67,7 +67,7 @@ if ! python3 scripts/check_results.py "$results_dir"; then
   failures+=("check_results")
 fi
 
-step "figures stated in the READMEs are in their results (experiments/*/README.md, README.md, docs/)"
+step "figures stated in the READMEs are in their results (experiments/*/README.md, reports/benchmarks/, README.md, docs/)"
 if ! python3 scripts/check_readme_figures.py --results "$results_dir"; then
   failures+=("check_readme_figures")
 fi

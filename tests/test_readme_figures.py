@@ -1,8 +1,8 @@
 """test_readme_figures.py — scripts/check_readme_figures.py: a README figure that its results
 file does not hold fails, one it holds (at the printed precision, after the unit's scaling)
 passes; integers without a unit, names, versions and code are not figures. Planted folders:
-an experiment README and its results file, and a top README whose sentence names the
-experiment; then the committed READMEs pass.
+an experiment README and its results file, a top README whose sentence names the experiment,
+and a benchmarks README beside its JSON records; then the committed READMEs pass.
 Run: python3 -m unittest tests/test_readme_figures.py
 """
 import json
@@ -34,6 +34,7 @@ class Figures(unittest.TestCase):
         self.assertEqual(check("Split took 0.77x of the uncapped run's time."), ["0.77x"])   # a loss history's value
         self.assertEqual(check("Split took 2.88x of the uncapped run's time."), [])
         self.assertEqual(check("DDP 1.08x faster."), ["1.08x"])
+        self.assertEqual(check("DDP took 1.08x. DP took 2.88x."), ["1.08x"])   # a ratio ending a sentence
         self.assertEqual(check("DP/DDP 0.94x (95% CI 0.80-1.11)."), [])
 
     def test_units_scale(self):
@@ -94,6 +95,25 @@ class CommandLine(unittest.TestCase):
                            top="In `99`, 93.55% of it.\n")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("2/2 files state only figures their results hold", r.stdout)
+
+    def test_the_benchmarks_readme_is_checked_against_every_json_beside_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bench = Path(tmp) / "benchmarks"
+            bench.mkdir()
+            (bench / "a_vs_torch.json").write_text(json.dumps({"results": [{"ratio_median": 0.7912}]}))
+            (bench / "b_bench.json").write_text(json.dumps({"benchmarks": [{"real_time": 12.5}]}))
+            (bench / "notes.txt").write_text("1.048")   # only JSON files count
+
+            def run(text):
+                (bench / "README.md").write_text(text)
+                return subprocess.run([sys.executable, str(ROOT / "scripts/check_readme_figures.py"), "--benchmarks",
+                                       str(bench), str(bench / "README.md")], capture_output=True, text=True,
+                                      timeout=60)
+            r = run("resnet20 0.79x; the conv took 12.5 ms.\n")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            r = run("resnet20 0.79x, resnet18 1.048x.\n")
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("README.md:1: '1.048x' is in no number of the JSON files beside it", r.stdout)
 
     def test_the_committed_readmes_pass(self):
         r = subprocess.run([sys.executable, str(ROOT / "scripts/check_readme_figures.py")], capture_output=True,
