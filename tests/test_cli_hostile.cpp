@@ -80,6 +80,8 @@ INSTANTIATE_TEST_SUITE_P(
                     "--rank applies to --backend"},
         HostileCase{"", "allreduce-bench --master-port 29555 --max-bytes 1K --iters 2", 2,
                     "--master-port applies to --backend"},
+        HostileCase{"", "allreduce-bench --backend bogus --max-bytes 1K --iters 2", 2,
+                    "--backend must be local, gloo, mpi or nccl (got 'bogus')"},
         // 10: the skip policy gives up when no batch fits.
         HostileCase{"",
                     "train --model resnet20 --dataset synthetic --batch 8 --synthetic-size 64 --steps 2 --device meta "

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "engine/memory/caching_allocator.h"
+#include "engine/parallel/comm_registry.h"
 #include "engine/parallel/local_comm.h"
 #include "tests/collective_suite.h"
 #include "tests/cuda_test_util.h"
@@ -102,6 +103,23 @@ TEST(LocalComm, ByteCountsAndServerMemory) {
     }
   }
   reset_allocators();
+}
+
+// An unknown backend is one ValueError naming it and the backends this build has.
+TEST(LocalComm, AnUnknownBackendNamesWhatTheBuildHas) {
+  try {
+    make_communicator("bogus", RankInfo{}, cpu_device());
+    FAIL() << "made a 'bogus' communicator";
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("communicator backend 'bogus' is not in this build (it has: local"), std::string::npos) << m;
+  }
+  try {
+    require_comm_backend("bogus", "--backend");
+    FAIL() << "accepted --backend bogus";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("--backend 'bogus' is not in this build"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LocalComm, AFailingRankBreaksTheWorldInsteadOfHanging) {

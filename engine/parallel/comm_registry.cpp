@@ -37,6 +37,13 @@ CommFactory factory_of(const std::string& name) {
 
 bool comm_backend_available(const std::string& name) { return bool(factory_of(name)); }
 
+void require_comm_backend(const std::string& name, const std::string& what) {
+  if (comm_backend_available(name)) return;
+  std::string have = "local";
+  for (const std::string& n : comm_backends()) have += ", " + n;
+  throw ValueError(str_cat(what, " '", name, "' is not in this build (it has: ", have, ")"));
+}
+
 void register_comm_backend(const std::string& name, CommFactory factory) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);
@@ -53,14 +60,8 @@ std::vector<std::string> comm_backends() {
 }
 
 std::unique_ptr<Communicator> make_communicator(const std::string& name, const RankInfo& rank, Device device) {
-  CommFactory f = factory_of(name);
-  if (!f) {
-    std::string have;
-    for (const std::string& n : comm_backends()) have += (have.empty() ? "" : ", ") + n;
-    throw ValueError(str_cat("communicator backend '", name, "' is not in this build (it has: local",
-                             have.empty() ? "" : ", ", have, ")"));
-  }
-  return f(rank, device);
+  require_comm_backend(name);
+  return factory_of(name)(rank, device);
 }
 
 }  // namespace oomlab

@@ -48,10 +48,7 @@ struct Row {
 void check_bench_options(BenchOptions& o) {
   const bool local = o.backend == "local";
   if (!local) {
-    const bool found = comm_backend_available(o.backend);   // loads the CUDA library for nccl
-    std::string built = "local";
-    for (const std::string& b : comm_backends()) built += ", " + b;
-    OOMLAB_CHECK(found, "--backend '", o.backend, "' is not in this build (it has: ", built, ")");
+    require_comm_backend(o.backend, "--backend");   // loads the CUDA library for nccl
     o.algo = "-";
   }
   const DType d = bench_dtype(o.dtype);

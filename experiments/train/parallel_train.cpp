@@ -79,14 +79,9 @@ void check_parallel_config(const RunSpec& c) {
     const int world = discover_rank({}, current_environment()).world_size;
     OOMLAB_CHECK(n == 1 || n == world, "--devices ", n, " under a launcher that started ", world,
                  " ranks: the launcher starts the ranks (one device each)");
-    const std::string b = ddp_backend(c);
-    if (!comm_backend_available(b)) {
-      std::string names;
-      for (const std::string& h : comm_backends()) names += (names.empty() ? "" : ", ") + h;
-      throw ValueError(str_cat("--backend ", b, " is not in this build (", names, ")"));
-    }
+    require_comm_backend(ddp_backend(c), "--backend");
   } else if (!c.backend.empty() && c.backend != "local") {   // self_launch_ddp starts the processes
-    OOMLAB_CHECK(comm_backend_available(c.backend), "--backend ", c.backend, " is not in this build");
+    require_comm_backend(c.backend, "--backend");
   }
 }
 
