@@ -4,7 +4,8 @@
 // channel-bias add / grad. All pointers are contiguous NCHW / KCRS, or with `channels_last`
 // NHWC / KRSC (torch.channels_last: x, w, y, dy, dx, dw all in it); backward kernels
 // overwrite their output. The bias kernels take NHWC as [N*H*W, K, 1]. CPU kernels:
-// kernels/cpu/conv_cpu.cpp (+ conv_direct_cpu.cpp, conv_taps_cpu.cpp, conv_nhwc_cpu.cpp);
+// kernels/cpu/conv_cpu.cpp (+ im2col_cpu.h, conv_direct_cpu.cpp, conv_taps_cpu.cpp, conv_nhwc_cpu.cpp) and
+// channel_bias_cpu.cpp;
 // CUDA: kernels/cuda/conv.cu (cuDNN) and conv_bias.cu.
 #pragma once
 #include <string_view>
@@ -18,6 +19,12 @@ struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1, groups = 1;
 };
 
+// The CPU kernels' path for a call, as cuDNN's algorithm choice is for CUDA (which ignores
+// this): by_shape takes the measured rule (kernels/cpu/conv_cpu.cpp); im2col forces im2col +
+// GEMM; taps forces the tap GEMMs where their structure allows (kernels/cpu/conv_taps_cpu.h),
+// else the rule. For bench_conv's A/B runs of the rule and the tests of each path.
+enum class CpuConvPath : uint8_t { by_shape, im2col, taps };
+
 struct Conv2dArgs {
   int64_t N, C, H, W, K, R, S, P, Q;
   Conv2dParams p;
@@ -25,6 +32,7 @@ struct Conv2dArgs {
   const void* dy; void* dx; void* dw;         // backward_data: dx = conv^T(dy, w) (overwrite)
                                               // backward_weight: dw = corr(x, dy) (overwrite)
   bool channels_last = false;                 // NHWC / KRSC buffers (--channels-last)
+  CpuConvPath cpu_path = CpuConvPath::by_shape;
 };
 // flop_counter.h: forward, backward-data and backward-weight each do 2 N K P Q (C / groups) R S.
 inline double kernel_flops(const Conv2dArgs& a, std::string_view) {

@@ -3,7 +3,7 @@
 // weight in float32 and float64 against a naive float64 reference (ResNet's 2x2 and 4x4
 // stages, stride 2, non-square kernels and inputs, dilation, padding that leaves taps with
 // no pixel, several image tiles, partial channel chunks), bitwise equality across thread
-// counts, and which shapes take the path.
+// counts, which shapes take the path, and Conv2dArgs::cpu_path forcing it or im2col.
 // ctest tier: ops
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -111,4 +112,39 @@ TEST(ConvTaps, KernelChoiceNamesThePath) {
   for (const auto& row : kernel_choices_json())
     if (row["op"] == "conv2d_backward_weight") seen = row["choice"] == "tap GEMMs (small planes)";
   EXPECT_TRUE(seen);
+}
+
+// Conv2dArgs::cpu_path: im2col forced on a shape the rule gives the taps, the taps forced on
+// one it gives im2col (8x8 -> 4x4, stride 2); each path matches the reference and says so.
+// Forced taps on a grouped conv, which they cannot run, take the rule (im2col).
+TEST(ConvTaps, ForcedPathIsTakenWhereTheShapesAllowIt) {
+  struct Forced { Case c; int groups; CpuConvPath path; const char* choice; };
+  const Forced cases[] = {
+      {kCases[0], 1, CpuConvPath::im2col, "im2col + "},
+      {{2, 70, 8, 8, 66, 3, 3, 2, 2, 1, 1, 1, 1}, 1, CpuConvPath::taps, "tap GEMMs (small planes)"},
+      {{2, 70, 2, 2, 66, 3, 3, 1, 1, 1, 1, 1, 1}, 2, CpuConvPath::taps, "im2col + "},
+  };
+  ASSERT_TRUE(conv_taps_applies(args_for(cases[0].c)));
+  ASSERT_FALSE(conv_taps_applies(args_for(cases[1].c)));
+  for (const Forced& f : cases) {
+    Conv2dArgs a = args_for(f.c);
+    a.cpu_path = f.path;
+    const std::string name = name_of(f.c) + " forced " + (f.path == CpuConvPath::taps ? "taps" : "im2col");
+    reset_kernel_choices();
+    if (f.groups == 1) {
+      Buffers<float> b(a, 11);
+      b.run(a);
+      expect_matches_reference(a, b, 1e-5, 1e-30, name);
+    } else {   // the shared reference is for one group: the choice alone
+      a.p.groups = f.groups;
+      std::vector<float> x(size_t(a.N * a.C * a.H * a.W), 0.5f), w(size_t(a.K * a.C / 2 * a.R * a.S), 0.25f),
+          y(size_t(a.N * a.K * a.P * a.Q));
+      a.x = x.data(); a.w = w.data(); a.y = y.data();
+      conv2d_forward_kernels().launch(cpu_device(), DType::f32, a);
+    }
+    std::string choice;
+    for (const auto& row : kernel_choices_json())
+      if (row["op"] == "conv2d_forward") choice = row["choice"];
+    EXPECT_EQ(choice.rfind(f.choice, 0), 0u) << name << ": " << choice;
+  }
 }

@@ -1,9 +1,8 @@
-// conv_cpu.cpp — CPU kernels of the conv family (kernels/conv.h; float, double): conv2d
-// by tiled im2col + GEMM, plus NCHW channel-bias add / grad. The output-pixel space
-// (image-major) is cut into column tiles fixed by the shapes alone: slices of one image
-// when P*Q is large, else groups of whole images. A tile's col panel [C*R*S, cols] stays
-// cache-sized; group g owns col rows [g*CRSg, (g+1)*CRSg). 1x1 / stride 1 / pad 0 convs
-// read x directly (no im2col).
+// conv_cpu.cpp — CPU kernels of conv2d (kernels/conv.h; float, double; float16/bfloat16 on
+// widened float32 copies) by tiled im2col + GEMM. The tiles and im2col/col2im are
+// im2col_cpu.h's (column tiles fixed by the shapes alone, cache-sized col panels); group g
+// owns col rows [g*CRSg, (g+1)*CRSg). 1x1 / stride 1 / pad 0 convs read x directly (no
+// im2col). The channel bias is channel_bias_cpu.cpp's.
 //   forward:         y_g = W_g * col_g              (OpenMP over tiles)
 //   backward data:   dcol_g = W_g^T * dY_g; col2im  (OpenMP over images: no write races)
 //   backward weight: dW[:, rows] (+)= dY * col[rows]^T (OpenMP over col-row slices, each
@@ -11,7 +10,8 @@
 // Float 3x3 convs with small channel counts (conv_direct_applies: the ResNet-20 shapes)
 // take the direct kernels of conv_direct_cpu.cpp instead; the choice depends on the
 // shapes only; small output planes (conv_taps_applies) take conv_taps_cpu.cpp's per-tap
-// GEMMs (no products with padding). channels_last buffers go to conv_nhwc_cpu.cpp.
+// GEMMs (no products with padding). Conv2dArgs::cpu_path may force im2col or the tap GEMMs
+// (route_of). channels_last buffers go to conv_nhwc_cpu.cpp.
 // Threading is one level: OpenMP outside, single-threaded OpenBLAS inside (set for the
 // call, restored after). Scratch panels are thread-local host buffers (kernel-private, not
 // device memory; grow-only).
@@ -23,7 +23,6 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "engine/core/thread_budget.h"
 #include "engine/memory/kernel_choices.h"
@@ -32,6 +31,7 @@
 #include "kernels/cpu/conv_direct_cpu.h"
 #include "kernels/cpu/conv_nhwc_cpu.h"
 #include "kernels/cpu/conv_taps_cpu.h"
+#include "kernels/cpu/im2col_cpu.h"
 #include "kernels/cpu/sgemm_avx512.h"
 #include "kernels/cpu/thread_scratch.h"
 
@@ -39,13 +39,7 @@ extern "C" char* openblas_get_corename(void);
 
 namespace oomlab {
 namespace {
-
-constexpr int64_t kPanelBytes = 512 << 10;   // target col-panel size (per-core L2); 256K-2M measured
-constexpr int64_t kMinCols = 192, kMaxCols = 2048;
-constexpr int64_t kMinTiles = 8;
-constexpr int64_t kGatherMaxPQ = 64;  // output planes up to 8x8 im2col through a tap table              // work items
-                                      // for the OpenMP loops when N allows
-constexpr double kParallelFlops = 4e6;        // below this, one thread (no OpenMP region)
+using namespace conv_tiles;   // Geom, Tile, make_geom, im2col, col2im_add (im2col_cpu.h)
 
 // The tiles' float GEMMs run on sgemm_avx512.h where the CPU has AVX-512 but OpenBLAS runs
 // AVX2 kernels (its core type is not an AVX-512 one): single-threaded conv-tile shapes
@@ -107,22 +101,6 @@ const float* pack_weights(const T* w, int64_t G, int64_t Kg, int64_t CRSg, bool 
   }
 }
 
-struct Geom {
-  int64_t N, C, H, W, K, R, S, P, Q, G, Cg, Kg, CRS, CRSg, HW, PQ;
-  int64_t sh, sw, ph, pw, dh, dw;
-  bool direct;     // 1x1, stride 1, no padding: col rows of an image are x itself
-  int64_t nb;      // images per tile (> 1 only when whole images fit in a tile)
-  int64_t cols;    // tile width when nb == 1 (the last tile of an image may be narrower)
-  int64_t per_img; // tiles per image when nb == 1
-  int64_t ntiles;
-  int nt;          // OpenMP threads for this call (1 for small problems)
-  // Small output planes (PQ <= kGatherMaxPQ): taps[(r*S + s)*PQ + pq] = the input offset in a
-  // channel plane that output pixel pq reads through tap (r, s), -1 in the padding. im2col
-  // gathers through it (the row-by-row copies cost more in bookkeeping than in bytes there).
-  // Thread-local to the calling thread, read-only for the OpenMP workers of the call.
-  const int32_t* taps = nullptr;
-};
-
 // The path a call takes, for kernel_choices.h: the direct 3x3 kernels, or im2col (none for
 // 1x1 stride-1 unpadded convolutions) and a GEMM.
 template <class T> void note_path(const char* op, bool direct_kernel, const Geom* g = nullptr) {
@@ -132,193 +110,31 @@ template <class T> void note_path(const char* op, bool direct_kernel, const Geom
   note_kernel_choice(op, std::string(g && g->direct ? "1x1 GEMM on x, " : "im2col + ") + gemm);
 }
 
-// min_tiles: forward and backward data run their OpenMP loops over tiles (kMinTiles);
-// backward weight runs it over col-row slices, and wider tiles make its GEMMs' K longer (1).
-template <class T> Geom make_geom(const Conv2dArgs& a, int64_t min_tiles = kMinTiles) {
-  Geom g{};
-  g.N = a.N; g.C = a.C; g.H = a.H; g.W = a.W; g.K = a.K; g.R = a.R; g.S = a.S; g.P = a.P; g.Q = a.Q;
-  g.G = a.p.groups; g.Cg = a.C / g.G; g.Kg = a.K / g.G;
-  g.CRSg = g.Cg * a.R * a.S; g.CRS = g.CRSg * g.G; g.HW = a.H * a.W; g.PQ = a.P * a.Q;
-  g.sh = a.p.stride_h; g.sw = a.p.stride_w; g.ph = a.p.pad_h; g.pw = a.p.pad_w;
-  g.dh = a.p.dil_h; g.dw = a.p.dil_w;
-  g.direct = a.R == 1 && a.S == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
-  int64_t target = kPanelBytes / int64_t(sizeof(T)) / std::max<int64_t>(g.CRS, 1);
-  target = std::clamp(target, kMinCols, kMaxCols);
-  if (g.PQ >= target) {
-    g.nb = 1;
-    g.per_img = (g.PQ + target - 1) / target;
-    g.cols = (g.PQ + g.per_img - 1) / g.per_img;
-    g.ntiles = g.N * g.per_img;
-  } else {
-    g.nb = std::clamp<int64_t>(target / std::max<int64_t>(g.PQ, 1), 1, std::max<int64_t>(g.N, 1));
-    // Late ResNet stages (2x2 or 4x4 pixels, thousands of col rows) would fit the whole batch
-    // in one or two tiles, i.e. one thread: keep at least kMinTiles tiles when the batch has
-    // the images (a rule on the shapes alone, so the bits never depend on the thread count).
-    g.nb = std::min(g.nb, std::max<int64_t>(1, (g.N + min_tiles - 1) / min_tiles));
-    g.per_img = 1;
-    g.cols = g.PQ;
-    g.ntiles = (g.N + g.nb - 1) / g.nb;
-  }
-  const double flops = 2.0 * double(g.N * g.K * g.PQ) * double(g.CRSg);
-  g.nt = omp_in_parallel() || flops < kParallelFlops ? 1 : omp_get_max_threads();
-  if (g.PQ <= kGatherMaxPQ && g.HW <= INT32_MAX) {
-    thread_local std::vector<int32_t> table;
-    table.resize(size_t(a.R * a.S * g.PQ));
-    for (int64_t r = 0; r < a.R; ++r)
-      for (int64_t s = 0; s < a.S; ++s)
-        for (int64_t p = 0; p < a.P; ++p)
-          for (int64_t q = 0; q < a.Q; ++q) {
-            const int64_t ih = p * g.sh - g.ph + r * g.dh, iw = q * g.sw - g.pw + s * g.dw;
-            table[size_t((r * a.S + s) * g.PQ + p * a.Q + q)] =
-                ih >= 0 && ih < a.H && iw >= 0 && iw < a.W ? int32_t(ih * a.W + iw) : -1;
-          }
-    g.taps = table.data();
-  }
-  return g;
+// The path of an NCHW call: Conv2dArgs::cpu_path, where it names one the shapes allow, else
+// the measured rule (direct 3x3 kernels, then tap GEMMs, then im2col + GEMM).
+enum class Route { direct, taps, im2col };
+template <class T> Route route_of(const Conv2dArgs& a) {
+  if (a.cpu_path == CpuConvPath::im2col) return Route::im2col;
+  if (a.cpu_path == CpuConvPath::taps && conv_taps_supported(a)) return Route::taps;
+  if constexpr (std::is_same_v<T, float>)
+    if (conv_direct_applies(a)) return Route::direct;
+  return conv_taps_applies(a) ? Route::taps : Route::im2col;
 }
 
-// A tile: images [n0, n0+nbc) and, when nbc == 1, pixels [pq0, pq1) of image n0.
-struct Tile { int64_t n0, nbc, pq0, pq1; };
-Tile tile_of(const Geom& g, int64_t t) {
-  if (g.nb > 1) {
-    const int64_t n0 = t * g.nb;
-    return {n0, std::min(g.nb, g.N - n0), 0, g.PQ};
+// Runs the direct (float) or tap kernels of `op` when the call's route is theirs (true).
+template <class T, void (*Direct)(const Conv2dArgs&), void (*Taps)(const Conv2dArgs&)>
+bool ran_direct_or_taps(const char* op, const Conv2dArgs& a) {
+  switch (route_of<T>(a)) {
+    case Route::direct: note_path<T>(op, true); Direct(a); return true;
+    case Route::taps: note_kernel_choice(op, "tap GEMMs (small planes)"); Taps(a); return true;
+    case Route::im2col: return false;
   }
-  const int64_t n0 = t / g.per_img, pq0 = (t % g.per_img) * g.cols;
-  return {n0, 1, pq0, std::min(g.PQ, pq0 + g.cols)};
-}
-int64_t tile_cols(const Geom& g, const Tile& t) { return t.nbc * (t.pq1 - t.pq0); }
-
-// Output columns q in [lo, hi) read input column iw0 + q*sw inside [0, W).
-inline void q_range(int64_t iw0, int64_t sw, int64_t W, int64_t Q, int64_t& lo, int64_t& hi) {
-  lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
-  hi = iw0 > W - 1 ? 0 : (W - 1 - iw0) / sw + 1;
-  lo = std::min(lo, Q);
-  hi = std::max(lo, std::min(hi, Q));
-}
-
-// Visits the output pixels [pq0, pq1) of col row (c, r, s) row by row: f(p, q0, q1, ih, lo, hi, j0)
-// with j0 the column of q = 0 (may be negative), [lo, hi) the in-bounds q's.
-template <class F>
-inline void for_row_pixels(const Geom& g, int64_t r, int64_t s, int64_t pq0, int64_t pq1, F f) {
-  int64_t lo, hi;
-  const int64_t iw0 = s * g.dw - g.pw;
-  q_range(iw0, g.sw, g.W, g.Q, lo, hi);
-  for (int64_t pq = pq0; pq < pq1;) {
-    const int64_t p = pq / g.Q, q0 = pq % g.Q, q1 = std::min(g.Q, q0 + (pq1 - pq));
-    f(p, q0, q1, p * g.sh - g.ph + r * g.dh, iw0, std::clamp(lo, q0, q1), std::clamp(hi, q0, q1),
-      (pq - pq0) - q0);
-    pq += q1 - q0;
-  }
-}
-
-// Short-row helpers; SW is the stride when known at compile time (0: runtime `sw`).
-template <int SW, class T> inline void copy_row(T* __restrict d, const T* __restrict src, int64_t n, int64_t sw) {
-  const int64_t st = SW ? SW : sw;
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) d[i] = src[i * st];
-}
-template <int SW, class T> inline void add_row(T* __restrict d, const T* __restrict src, int64_t n, int64_t sw) {
-  const int64_t st = SW ? SW : sw;
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) d[i * st] += src[i];
-}
-template <class T> inline void zero_row(T* d, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) d[i] = T(0);
-}
-
-// col[row - row0, coff + j] for rows [row0, row1) and pixels [pq0, pq1) of image n.
-template <int SW, class T>
-void im2col_sw(const Geom& g, const T* x, int64_t n, int64_t pq0, int64_t pq1, int64_t row0, int64_t row1,
-               T* col, int64_t ld, int64_t coff) {
-  const int64_t RS = g.R * g.S;
-  for (int64_t row = row0; row < row1; ++row) {
-    const int64_t c = row / RS, r = (row / g.S) % g.R, s = row % g.S;
-    const T* xp = x + (n * g.C + c) * g.HW;
-    T* d = col + (row - row0) * ld + coff;
-    for_row_pixels(g, r, s, pq0, pq1, [&](int64_t, int64_t q0, int64_t q1, int64_t ih, int64_t iw0,
-                                          int64_t lo, int64_t hi, int64_t j0) {
-      // d[j0 + q] is the slot of pixel (p, q); input column of q is iw0 + q*sw
-      if (ih < 0 || ih >= g.H) { zero_row(d + j0 + q0, q1 - q0); return; }
-      zero_row(d + j0 + q0, lo - q0);
-      copy_row<SW>(d + j0 + lo, xp + ih * g.W + iw0 + lo * g.sw, hi - lo, g.sw);
-      zero_row(d + j0 + hi, q1 - hi);
-    });
-  }
-}
-template <class T>
-void im2col(const Geom& g, const T* x, int64_t n, int64_t pq0, int64_t pq1, int64_t row0, int64_t row1,
-            T* col, int64_t ld, int64_t coff) {
-  if (g.taps) {   // small planes: one gather per col row
-    const int64_t RS = g.R * g.S;
-    for (int64_t row = row0; row < row1; ++row) {
-      const T* xp = x + (n * g.C + row / RS) * g.HW;
-      const int32_t* t = g.taps + (row % RS) * g.PQ;
-      T* d = col + (row - row0) * ld + coff - pq0;
-      for (int64_t pq = pq0; pq < pq1; ++pq) d[pq] = t[pq] >= 0 ? xp[t[pq]] : T(0);
-    }
-    return;
-  }
-  if (g.sw == 1) im2col_sw<1>(g, x, n, pq0, pq1, row0, row1, col, ld, coff);
-  else if (g.sw == 2) im2col_sw<2>(g, x, n, pq0, pq1, row0, row1, col, ld, coff);
-  else im2col_sw<0>(g, x, n, pq0, pq1, row0, row1, col, ld, coff);
-}
-
-// dx[n] += col2im of dcol[:, coff + j] for pixels [pq0, pq1) (all C*R*S rows).
-template <int SW, class T>
-void col2im_add_sw(const Geom& g, const T* dcol, int64_t ld, int64_t coff, int64_t n, int64_t pq0,
-                   int64_t pq1, T* dx) {
-  for (int64_t c = 0; c < g.C; ++c) {
-    T* xp = dx + (n * g.C + c) * g.HW;
-    for (int64_t r = 0; r < g.R; ++r)
-      for (int64_t s = 0; s < g.S; ++s) {
-        const T* sp = dcol + ((c * g.R + r) * g.S + s) * ld + coff;
-        for_row_pixels(g, r, s, pq0, pq1, [&](int64_t, int64_t, int64_t, int64_t ih, int64_t iw0,
-                                              int64_t lo, int64_t hi, int64_t j0) {
-          if (ih >= 0 && ih < g.H) add_row<SW>(xp + ih * g.W + iw0 + lo * g.sw, sp + j0 + lo, hi - lo, g.sw);
-        });
-      }
-  }
-}
-template <class T>
-void col2im_add(const Geom& g, const T* dcol, int64_t ld, int64_t coff, int64_t n, int64_t pq0,
-                int64_t pq1, T* dx) {
-  if (g.taps) {   // small planes: one scatter-add per col row, in the row-copy path's order
-    const int64_t RS = g.R * g.S;
-    for (int64_t row = 0; row < g.CRS; ++row) {
-      T* xp = dx + (n * g.C + row / RS) * g.HW;
-      const int32_t* t = g.taps + (row % RS) * g.PQ;
-      const T* sp = dcol + row * ld + coff - pq0;
-      for (int64_t pq = pq0; pq < pq1; ++pq)
-        if (t[pq] >= 0) xp[t[pq]] += sp[pq];
-    }
-    return;
-  }
-  if (g.sw == 1) col2im_add_sw<1>(g, dcol, ld, coff, n, pq0, pq1, dx);
-  else if (g.sw == 2) col2im_add_sw<2>(g, dcol, ld, coff, n, pq0, pq1, dx);
-  else col2im_add_sw<0>(g, dcol, ld, coff, n, pq0, pq1, dx);
-}
-
-// panel[k, i*PQ + pq] = dy[n0+i, k, pq]
-template <class T> void gather_dy(const Geom& g, const T* dy, const Tile& t, T* panel) {
-  const int64_t ld = t.nbc * g.PQ;
-  for (int64_t k = 0; k < g.K; ++k)
-    for (int64_t i = 0; i < t.nbc; ++i)
-      std::memcpy(panel + k * ld + i * g.PQ, dy + ((t.n0 + i) * g.K + k) * g.PQ, size_t(g.PQ) * sizeof(T));
+  return false;
 }
 
 template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
   if (a.channels_last) return conv2d_forward_nhwc<T>(a);   // kernels/cpu/conv_nhwc_cpu.cpp
-  if constexpr (std::is_same_v<T, float>)
-    if (conv_direct_applies(a)) {
-      note_path<T>("conv2d_forward", true);
-      return conv_direct_forward(a);
-    }
-  if (conv_taps_applies(a)) {
-    note_kernel_choice("conv2d_forward", "tap GEMMs (small planes)");
-    return conv_taps_forward<T>(a);
-  }
+  if (ran_direct_or_taps<T, conv_direct_forward, conv_taps_forward<T>>("conv2d_forward", a)) return;
   const Geom g = make_geom<T>(a);
   note_path<T>("conv2d_forward", false, &g);
   const T* x = static_cast<const T*>(a.x);
@@ -361,15 +177,7 @@ template <class T> void conv2d_forward_cpu(const Conv2dArgs& a) {
 
 template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
   if (a.channels_last) return conv2d_backward_data_nhwc<T>(a);   // kernels/cpu/conv_nhwc_cpu.cpp
-  if constexpr (std::is_same_v<T, float>)
-    if (conv_direct_applies(a)) {
-      note_path<T>("conv2d_backward_data", true);
-      return conv_direct_backward_data(a);
-    }
-  if (conv_taps_applies(a)) {
-    note_kernel_choice("conv2d_backward_data", "tap GEMMs (small planes)");
-    return conv_taps_backward_data<T>(a);
-  }
+  if (ran_direct_or_taps<T, conv_direct_backward_data, conv_taps_backward_data<T>>("conv2d_backward_data", a)) return;
   const Geom g = make_geom<T>(a);
   note_path<T>("conv2d_backward_data", false, &g);
   const T* w = static_cast<const T*>(a.w);
@@ -418,15 +226,8 @@ template <class T> void conv2d_backward_data_cpu(const Conv2dArgs& a) {
 
 template <class T> void conv2d_backward_weight_cpu(const Conv2dArgs& a) {
   if (a.channels_last) return conv2d_backward_weight_nhwc<T>(a);   // kernels/cpu/conv_nhwc_cpu.cpp
-  if constexpr (std::is_same_v<T, float>)
-    if (conv_direct_applies(a)) {
-      note_path<T>("conv2d_backward_weight", true);
-      return conv_direct_backward_weight(a);
-    }
-  if (conv_taps_applies(a)) {
-    note_kernel_choice("conv2d_backward_weight", "tap GEMMs (small planes)");
-    return conv_taps_backward_weight<T>(a);
-  }
+  if (ran_direct_or_taps<T, conv_direct_backward_weight, conv_taps_backward_weight<T>>("conv2d_backward_weight", a))
+    return;
   const Geom g = make_geom<T>(a, /*min_tiles=*/1);
   note_path<T>("conv2d_backward_weight", false, &g);
   const T* x = static_cast<const T*>(a.x);
@@ -467,45 +268,6 @@ template <class T> void conv2d_backward_weight_cpu(const Conv2dArgs& a) {
   }
 }
 
-template <class T> void channel_bias_add_cpu(const ChannelBiasArgs& a) {
-  T* y = static_cast<T*>(a.y);
-  const T* b = static_cast<const T*>(a.b);
-  const bool relu = a.relu;
-#pragma omp parallel for collapse(2) schedule(static) if (a.N * a.K * a.HW > 32768)
-  for (int64_t n = 0; n < a.N; ++n)
-    for (int64_t k = 0; k < a.K; ++k) {
-      T* p = y + (n * a.K + k) * a.HW;
-      const T bk = b[k];
-      if (relu) {   // relu_forward_cpu's rule on the sum: NaN propagates
-#pragma omp simd
-        for (int64_t i = 0; i < a.HW; ++i) {
-          const T v = p[i] + bk;
-          p[i] = (v > T(0) || v != v) ? v : T(0);
-        }
-      } else {
-#pragma omp simd
-        for (int64_t i = 0; i < a.HW; ++i) p[i] += bk;
-      }
-    }
-}
-
-template <class T> void channel_bias_grad_cpu(const ChannelBiasArgs& a) {
-  if (a.channels_last) return channel_bias_grad_rows<T>(a);   // conv_nhwc_cpu.cpp
-  const T* dy = static_cast<const T*>(a.dy);
-  T* db = static_cast<T*>(a.db);
-#pragma omp parallel for schedule(static) if (a.N * a.K * a.HW > 32768)
-  for (int64_t k = 0; k < a.K; ++k) {
-    double acc = 0.0;   // fixed order: images, then pixels
-    for (int64_t n = 0; n < a.N; ++n) {
-      const T* p = dy + (n * a.K + k) * a.HW;
-      double s = 0.0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < a.HW; ++i) s += double(p[i]);
-      acc += s;
-    }
-    db[k] = T(acc);
-  }
-}
 // ---- float16 / bfloat16 (kernels/cpu/half_widen.h: float32 kernels on widened copies) ----
 template <DType H> Conv2dArgs conv_widened(const Conv2dArgs& a, Widen<H>& w, KernelTable<Conv2dArgs>& t) {
   const int64_t xn = a.N * a.C * a.H * a.W, wn = a.K * (a.C / std::max<int64_t>(a.p.groups, 1)) * a.R * a.S,
@@ -525,30 +287,11 @@ template <DType H, KernelTable<Conv2dArgs>& (*Table)()> void conv_half(const Con
   run_f32(Table(), conv_widened(a, w, Table()));
   w.narrow();
 }
-template <DType H> void channel_bias_add_half(const ChannelBiasArgs& a) {
-  Widen<H> w;
-  ChannelBiasArgs f = a;
-  f.y = w.inout(a.y, a.N * a.K * a.HW);
-  f.b = w.in(a.b, a.K);
-  run_f32(channel_bias_add_kernels(), f);
-  w.narrow();
-}
-template <DType H> void channel_bias_grad_half(const ChannelBiasArgs& a) {
-  Widen<H> w;
-  ChannelBiasArgs f = a;
-  f.dy = w.in(a.dy, a.N * a.K * a.HW);
-  f.db = w.out(a.db, a.K);
-  run_f32(channel_bias_grad_kernels(), f);
-  w.narrow();
-}
-
 template <DType H> void register_conv_half() {
   const DeviceType cpu = DeviceType::cpu;
   set_kernel<&conv_half<H, conv2d_forward_kernels>>(conv2d_forward_kernels(), cpu, H);
   set_kernel<&conv_half<H, conv2d_backward_data_kernels>>(conv2d_backward_data_kernels(), cpu, H);
   set_kernel<&conv_half<H, conv2d_backward_weight_kernels>>(conv2d_backward_weight_kernels(), cpu, H);
-  set_kernel<&channel_bias_add_half<H>>(channel_bias_add_kernels(), cpu, H);
-  set_kernel<&channel_bias_grad_half<H>>(channel_bias_grad_kernels(), cpu, H);
 }
 }  // namespace
 
@@ -566,8 +309,6 @@ void register_conv_cpu_kernels() {
   OOMLAB_REGISTER_FLOAT_CPU(conv2d_forward_kernels(), conv2d_forward_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(conv2d_backward_data_kernels(), conv2d_backward_data_cpu);
   OOMLAB_REGISTER_FLOAT_CPU(conv2d_backward_weight_kernels(), conv2d_backward_weight_cpu);
-  OOMLAB_REGISTER_FLOAT_CPU(channel_bias_add_kernels(), channel_bias_add_cpu);
-  OOMLAB_REGISTER_FLOAT_CPU(channel_bias_grad_kernels(), channel_bias_grad_cpu);
   register_conv_half<DType::f16>();
   register_conv_half<DType::bf16>();
 }

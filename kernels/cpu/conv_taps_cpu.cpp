@@ -36,7 +36,6 @@ namespace {
 constexpr int64_t kMaxPQ = 64;
 constexpr double kMinPaddedShare = 0.25;
 constexpr int64_t kMaxReduction = 2304;
-        // output planes up to 4x4
 constexpr int64_t kMaxCols = 2048;     // images per tile * P*Q
 constexpr int64_t kChunkRows = 256;    // channels per OpenMP work item
 constexpr double kParallelFlops = 4e6; // below this, one thread
@@ -177,10 +176,13 @@ int64_t chunks(int64_t rows) { return (rows + kChunkRows - 1) / kChunkRows; }
 
 }  // namespace
 
+bool conv_taps_supported(const Conv2dArgs& a) {
+  return !a.channels_last && a.p.groups == 1 && a.R * a.S > 1 && a.P * a.Q <= kMaxPQ && a.N > 0 && a.C > 0 &&
+         a.K > 0 && a.P > 0 && a.Q > 0;
+}
+
 bool conv_taps_applies(const Conv2dArgs& a) {
-  if (a.channels_last || a.p.groups != 1 || a.R * a.S <= 1 || a.P * a.Q > kMaxPQ || a.N <= 0 || a.C <= 0 ||
-      a.K <= 0 || a.P <= 0 || a.Q <= 0)
-    return false;
+  if (!conv_taps_supported(a)) return false;
   const Conv2dParams& p = a.p;
   const double in_bounds = double(in_bounds_pairs(a.P, p.stride_h, p.pad_h, p.dil_h, a.R, a.H)) *
                            double(in_bounds_pairs(a.Q, p.stride_w, p.pad_w, p.dil_w, a.S, a.W));

@@ -13,9 +13,11 @@
 
 namespace oomlab {
 
-// NCHW, one group, an R x S kernel with R*S > 1, an output plane of at most 64 pixels, and
-// either at least a quarter of im2col's products with padding or stride 1 with C*R*S <= 2304
-// (the measured rule: conv_taps_cpu.cpp).
+// What the tap kernels can run: NCHW, one group, an R x S kernel with R*S > 1, a non-empty
+// output plane of at most 64 pixels.
+bool conv_taps_supported(const Conv2dArgs& a);
+// Where they are faster than im2col (the measured rule: conv_taps_cpu.cpp): supported, and
+// either at least a quarter of im2col's products with padding or stride 1 with C*R*S <= 2304.
 bool conv_taps_applies(const Conv2dArgs& a);
 
 template <class T> void conv_taps_forward(const Conv2dArgs& a);

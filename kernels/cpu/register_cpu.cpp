@@ -27,6 +27,7 @@ void register_elementwise_cpu_kernels();
 void register_copy_cpu_kernels();
 void register_linear_cpu_kernels();
 void register_conv_cpu_kernels();
+void register_channel_bias_cpu_kernels();
 void register_pool_cpu_kernels();
 void register_batchnorm_cpu_kernels();
 void register_activation_cpu_kernels();
@@ -63,6 +64,7 @@ void register_cpu_kernels() {
   register_copy_cpu_kernels();
   register_linear_cpu_kernels();
   register_conv_cpu_kernels();
+  register_channel_bias_cpu_kernels();
   register_pool_cpu_kernels();
   register_batchnorm_cpu_kernels();
   register_activation_cpu_kernels();
