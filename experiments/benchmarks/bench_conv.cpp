@@ -4,11 +4,13 @@
 // Counters: GFLOPS (2*N*K*P*Q*C/groups*R*S per direction) and pct_sgemm = GFLOPS as a %
 // of the best square sgemm GFLOP/s measured earlier in the same run (sgemm runs first);
 // *_cpu: the same per second of process CPU time (all threads), for shared machines.
+// conv_ab/*: the tap GEMMs against im2col on the small planes, alternating (bm_conv_ab).
 // Calls the kernel tables directly (no autograd, no allocator). Usage:
 //   ./bench_conv --benchmark_min_time=0.2 [--benchmark_filter=conv]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <ctime>
 #include <string>
@@ -116,6 +118,68 @@ void bm_conv(benchmark::State& st, Shape4 s, Dir dir) {
   benchmark::DoNotOptimize(dx.data());
   benchmark::DoNotOptimize(dw.data());
 }
+
+// conv_ab/<shape>/taps_vs_im2col: the A/B behind conv_taps_applies' rule (kernels/cpu/
+// conv_taps_cpu.cpp), re-run on any CPU. Each iteration runs fwd+bwd through the tap GEMMs
+// and through im2col (Conv2dArgs::cpu_path), in alternating order; counters: each path's
+// median ms and the median of the per-iteration ratios taps / im2col (< 1: taps faster).
+void bm_conv_ab(benchmark::State& st, Shape4 s) {
+  Conv2dArgs a{};
+  a.N = s.N; a.C = s.C; a.H = s.H; a.W = s.W; a.K = s.K; a.R = s.R; a.S = s.S;
+  a.p.stride_h = a.p.stride_w = s.stride; a.p.pad_h = a.p.pad_w = s.pad;
+  Shape y = conv2d_output_shape({s.N, s.C, s.H, s.W}, {s.K, s.C, s.R, s.S}, a.p);
+  a.P = y[2]; a.Q = y[3];
+  std::vector<float> x = filled(size_t(s.N * s.C * s.H * s.W), 1), w = filled(size_t(s.K * s.C * s.R * s.S), 2);
+  std::vector<float> out(size_t(s.N * s.K * a.P * a.Q)), dy = filled(out.size(), 3);
+  std::vector<float> dx(x.size()), dw(w.size());
+  a.x = x.data(); a.w = w.data(); a.y = out.data(); a.dy = dy.data(); a.dx = dx.data(); a.dw = dw.data();
+  const std::array<CpuConvPath, 2> paths = {CpuConvPath::taps, CpuConvPath::im2col};
+  auto run_path = [&](CpuConvPath path) {
+    a.cpu_path = path;
+    const auto t0 = std::chrono::steady_clock::now();
+    conv2d_forward_kernels().launch(cpu_device(), DType::f32, a);
+    conv2d_backward_data_kernels().launch(cpu_device(), DType::f32, a);
+    conv2d_backward_weight_kernels().launch(cpu_device(), DType::f32, a);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::array<std::vector<double>, 2> ms;
+  std::vector<double> ratios;
+  int64_t i = 0;
+  for (auto _ : st) {
+    std::array<double, 2> t{};
+    for (int k = 0; k < 2; ++k) {   // taps first on even iterations, im2col first on odd ones
+      const int which = int((k + i) % 2);
+      t[size_t(which)] = run_path(paths[size_t(which)]);
+    }
+    st.SetIterationTime(t[0] + t[1]);
+    ms[0].push_back(1e3 * t[0]);
+    ms[1].push_back(1e3 * t[1]);
+    ratios.push_back(t[0] / t[1]);
+    ++i;
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  a.cpu_path = CpuConvPath::by_shape;
+  st.counters["taps_ms"] = median(ms[0]);
+  st.counters["im2col_ms"] = median(ms[1]);
+  st.counters["taps_over_im2col"] = median(ratios);
+  benchmark::DoNotOptimize(dw.data());
+}
+
+// The small-plane shapes the rule decides on: ResNet-18's late stages at 64x64 and 224x224
+// inputs (the 512-channel 7x7 plane is past kMaxReduction, its 8x8 -> 4x4 conv strided).
+const Shape4 kTapShapes[] = {
+    {"r18in64_128c_8x8", 32, 128, 8, 8, 128, 3, 3, 1, 1},
+    {"r18in64_128to256c_8x8_s2", 32, 128, 8, 8, 256, 3, 3, 2, 1},
+    {"r18in64_256c_4x4", 32, 256, 4, 4, 256, 3, 3, 1, 1},
+    {"r18in64_256to512c_4x4_s2", 32, 256, 4, 4, 512, 3, 3, 2, 1},
+    {"r18in64_512c_2x2", 32, 512, 2, 2, 512, 3, 3, 1, 1},
+    {"r18_512c_7x7", 32, 512, 7, 7, 512, 3, 3, 1, 1},
+    {"r18_256to512c_14x14_s2", 32, 256, 14, 14, 512, 3, 3, 2, 1},
+};
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -134,6 +198,9 @@ int main(int argc, char** argv) {
     for (Dir d : {kFwd, kBwdData, kBwdWeight, kAll})
       benchmark::RegisterBenchmark((std::string("conv/") + s.name + "/" + dir_names[d]).c_str(), bm_conv, s, d)
           ->UseManualTime()->Unit(benchmark::kMillisecond);
+  for (const Shape4& s : kTapShapes)
+    benchmark::RegisterBenchmark((std::string("conv_ab/") + s.name + "/taps_vs_im2col").c_str(), bm_conv_ab, s)
+        ->UseManualTime()->Unit(benchmark::kMillisecond);
   add_benchmark_context(cpu_device());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
