@@ -3,7 +3,8 @@
 // weight in float32 and float64 against a naive float64 reference (ResNet's 2x2 and 4x4
 // stages, stride 2, non-square kernels and inputs, dilation, padding that leaves taps with
 // no pixel, several image tiles, partial channel chunks), bitwise equality across thread
-// counts, which shapes take the path, and Conv2dArgs::cpu_path forcing it or im2col.
+// counts, which shapes take the path under each GEMM's rule, and Conv2dArgs::cpu_path forcing
+// it or im2col.
 // ctest tier: ops
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -27,6 +28,12 @@ namespace {
 using Case = ConvGeometry;
 template <class T> using Buffers = ConvBuffers<T>;
 Conv2dArgs args_for(const Case& c) { return conv_ref_args(c); }
+// The tap kernels forced (whatever the measured rule says of the shape).
+Conv2dArgs taps_args(const Case& c) {
+  Conv2dArgs a = conv_ref_args(c);
+  a.cpu_path = CpuConvPath::taps;
+  return a;
+}
 
 std::string name_of(const Case& c) {
   std::ostringstream os;
@@ -36,9 +43,9 @@ std::string name_of(const Case& c) {
 }
 
 template <class T> void check_case(const Case& c) {
-  const Conv2dArgs a = args_for(c);
+  const Conv2dArgs a = taps_args(c);
   const std::string name = name_of(c) + (sizeof(T) == 4 ? " f32" : " f64");
-  ASSERT_TRUE(conv_taps_applies(a)) << name;
+  ASSERT_TRUE(conv_taps_supported(a)) << name;
   Buffers<T> b(a, uint64_t(c.N * 1000 + c.C * 100 + c.K + c.H + c.sh));
   b.run(a);
   expect_matches_reference(a, b, sizeof(T) == 4 ? 1e-5 : 1e-13, 1e-300, name);
@@ -73,7 +80,7 @@ TEST(ConvTaps, Float64MatchesFloat64Reference) {
 TEST(ConvTaps, BitwiseIndependentOfThreadCount) {
   const int saved = omp_get_max_threads();
   for (const Case& c : {kCases[0], kCases[3], kCases[4], kCases[10]}) {
-    const Conv2dArgs a = args_for(c);
+    const Conv2dArgs a = taps_args(c);
     Buffers<float> one(a, 5), many(a, 5);
     omp_set_num_threads(1);
     one.run(a);
@@ -86,21 +93,55 @@ TEST(ConvTaps, BitwiseIndependentOfThreadCount) {
   }
 }
 
-TEST(ConvTaps, TakesSmallPlanesOfOneGroupOnly) {
-  EXPECT_TRUE(conv_taps_applies(args_for(kCases[0])));
-  EXPECT_TRUE(conv_taps_applies(args_for({2, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1, 1, 1})));   // 31% padding
-  EXPECT_TRUE(conv_taps_applies(args_for({2, 512, 4, 4, 512, 3, 3, 2, 2, 1, 1, 1, 1})));   // 4x4 -> 2x2
-  EXPECT_TRUE(conv_taps_applies(args_for({2, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1, 1, 1})));   // 2304 products
-  EXPECT_FALSE(conv_taps_applies(args_for({2, 257, 8, 8, 256, 3, 3, 1, 1, 1, 1, 1, 1})));  // 2313, 16% padding
-  EXPECT_FALSE(conv_taps_applies(args_for({2, 128, 8, 8, 256, 3, 3, 2, 2, 1, 1, 1, 1})));  // 8x8 -> 4x4
-  EXPECT_FALSE(conv_taps_applies(args_for({2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1})));      // 81 pixels
-  EXPECT_FALSE(conv_taps_applies(args_for({2, 8, 2, 2, 8, 1, 1, 1, 1, 0, 0, 1, 1})));      // 1x1 kernel
+TEST(ConvTaps, RunsSmallPlanesOfOneGroupOnly) {
+  EXPECT_TRUE(conv_taps_supported(args_for(kCases[0])));
+  EXPECT_TRUE(conv_taps_supported(args_for({2, 8, 10, 10, 8, 3, 3, 1, 1, 0, 0, 1, 1})));   // 8x8, unpadded
+  EXPECT_FALSE(conv_taps_supported(args_for({2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1})));    // 81 pixels
+  EXPECT_FALSE(conv_taps_supported(args_for({2, 8, 2, 2, 8, 1, 1, 1, 1, 0, 0, 1, 1})));    // 1x1 kernel
   Conv2dArgs grouped = args_for({2, 8, 2, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1});
   grouped.p.groups = 2;
-  EXPECT_FALSE(conv_taps_applies(grouped));
+  EXPECT_FALSE(conv_taps_supported(grouped));
   Conv2dArgs nhwc = args_for(kCases[0]);
   nhwc.channels_last = true;
-  EXPECT_FALSE(conv_taps_applies(nhwc));
+  EXPECT_FALSE(conv_taps_supported(nhwc));
+  for (bool own : {false, true}) {
+    EXPECT_FALSE(conv_taps_applies(grouped, own));
+    EXPECT_FALSE(conv_taps_applies(nhwc, own));
+  }
+}
+
+TEST(ConvTaps, PaddedShareCountsTheProductsWithZeros) {
+  EXPECT_NEAR(conv_padded_share(args_for({2, 8, 2, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1})), 1 - 4.0 / 9, 1e-12);
+  EXPECT_NEAR(conv_padded_share(args_for({2, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1})), 1 - (22.0 * 22) / (24 * 24), 1e-12);
+  EXPECT_NEAR(conv_padded_share(args_for({2, 8, 14, 14, 8, 3, 3, 2, 2, 1, 1, 1, 1})), 1 - (20.0 * 20) / (21 * 21),
+              1e-12);
+  EXPECT_EQ(conv_padded_share(args_for({2, 8, 10, 10, 8, 3, 3, 1, 1, 0, 0, 1, 1})), 0.0);
+}
+
+// The rule measured with OpenBLAS's GEMMs (Zen 3, AVX2): a quarter padded, or stride 1 and at
+// most 2304 products per output.
+TEST(ConvTaps, OpenBlasRule) {
+  auto applies = [](const Case& c) { return conv_taps_applies(args_for(c), false); };
+  EXPECT_TRUE(applies(kCases[0]));
+  EXPECT_TRUE(applies({2, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1, 1, 1}));     // 31% padding
+  EXPECT_TRUE(applies({2, 512, 4, 4, 512, 3, 3, 2, 2, 1, 1, 1, 1}));     // 4x4 -> 2x2
+  EXPECT_TRUE(applies({2, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1, 1, 1}));     // 2304 products
+  EXPECT_TRUE(applies({2, 128, 10, 10, 8, 3, 3, 1, 1, 0, 0, 1, 1}));     // unpadded, 1152 products
+  EXPECT_FALSE(applies({2, 257, 8, 8, 256, 3, 3, 1, 1, 1, 1, 1, 1}));    // 2313, 16% padding
+  EXPECT_FALSE(applies({2, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1}));    // 18% padding
+  EXPECT_FALSE(applies({2, 128, 8, 8, 256, 3, 3, 2, 2, 1, 1, 1, 1}));    // 8x8 -> 4x4
+}
+
+// The rule measured with the own AVX-512 sgemm (Zen 5): an eighth padded.
+TEST(ConvTaps, OwnAvx512SgemmRule) {
+  auto applies = [](const Case& c) { return conv_taps_applies(args_for(c), true); };
+  EXPECT_TRUE(applies(kCases[0]));
+  EXPECT_TRUE(applies({2, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1}));     // 18% padding
+  EXPECT_TRUE(applies({2, 512, 8, 8, 512, 3, 3, 1, 1, 1, 1, 1, 1}));     // 16%
+  EXPECT_TRUE(applies({2, 128, 8, 8, 256, 3, 3, 2, 2, 1, 1, 1, 1}));     // 8x8 -> 4x4, 16%
+  EXPECT_FALSE(applies({2, 256, 14, 14, 512, 3, 3, 2, 2, 1, 1, 1, 1}));  // 14x14 -> 7x7, 9%
+  EXPECT_FALSE(applies({2, 256, 16, 16, 512, 3, 3, 2, 2, 1, 1, 1, 1}));  // 16x16 -> 8x8, 8%
+  EXPECT_FALSE(applies({2, 128, 10, 10, 8, 3, 3, 1, 1, 0, 0, 1, 1}));    // unpadded
 }
 
 TEST(ConvTaps, KernelChoiceNamesThePath) {
@@ -114,18 +155,20 @@ TEST(ConvTaps, KernelChoiceNamesThePath) {
   EXPECT_TRUE(seen);
 }
 
-// Conv2dArgs::cpu_path: im2col forced on a shape the rule gives the taps, the taps forced on
-// one it gives im2col (8x8 -> 4x4, stride 2); each path matches the reference and says so.
+// Conv2dArgs::cpu_path: im2col forced on a shape the rules give the taps, the taps forced on
+// one they give im2col (16x16 -> 8x8, stride 2); each path matches the reference and says so.
 // Forced taps on a grouped conv, which they cannot run, take the rule (im2col).
 TEST(ConvTaps, ForcedPathIsTakenWhereTheShapesAllowIt) {
   struct Forced { Case c; int groups; CpuConvPath path; const char* choice; };
   const Forced cases[] = {
       {kCases[0], 1, CpuConvPath::im2col, "im2col + "},
-      {{2, 70, 8, 8, 66, 3, 3, 2, 2, 1, 1, 1, 1}, 1, CpuConvPath::taps, "tap GEMMs (small planes)"},
+      {{2, 70, 16, 16, 66, 3, 3, 2, 2, 1, 1, 1, 1}, 1, CpuConvPath::taps, "tap GEMMs (small planes)"},
       {{2, 70, 2, 2, 66, 3, 3, 1, 1, 1, 1, 1, 1}, 2, CpuConvPath::taps, "im2col + "},
   };
-  ASSERT_TRUE(conv_taps_applies(args_for(cases[0].c)));
-  ASSERT_FALSE(conv_taps_applies(args_for(cases[1].c)));
+  for (bool own : {false, true}) {
+    ASSERT_TRUE(conv_taps_applies(args_for(cases[0].c), own));
+    ASSERT_FALSE(conv_taps_applies(args_for(cases[1].c), own));
+  }
   for (const Forced& f : cases) {
     Conv2dArgs a = args_for(f.c);
     a.cpu_path = f.path;

@@ -118,7 +118,7 @@ template <class T> Route route_of(const Conv2dArgs& a) {
   if (a.cpu_path == CpuConvPath::taps && conv_taps_supported(a)) return Route::taps;
   if constexpr (std::is_same_v<T, float>)
     if (conv_direct_applies(a)) return Route::direct;
-  return conv_taps_applies(a) ? Route::taps : Route::im2col;
+  return conv_taps_applies(a, std::is_same_v<T, float> && use_own_sgemm()) ? Route::taps : Route::im2col;
 }
 
 // Runs the direct (float) or tap kernels of `op` when the call's route is theirs (true).

@@ -27,15 +27,21 @@
 namespace oomlab {
 namespace {
 
-// Which convs take this path (conv_taps_applies), from bench_conv's A/B runs against
-// im2col on the 2-core Zen 3 VM: planes of at most 64 pixels where at least a quarter of
-// im2col's products are with padding (ResNet's 2x2 and 4x4 stages: 0.39-0.75x the time),
-// or stride 1 with at most 2304 (256 channels x 3x3) products per output (8x8 and 7x7 at
-// 96-256 channels: 0.85-0.99x). 512 channels at 7x7 or 8x8 (1.06-1.09x) and the 8x8 -> 4x4
-// stride-2 conv (1.05x) stay on im2col.
+// Which convs take this path (conv_taps_applies): planes of at most 64 pixels where enough
+// of im2col's products are with padding; the cut depends on the GEMM the float tiles run on
+// (conv_cpu.cpp's use_own_sgemm), each from bench_conv's conv_ab A/B runs against im2col.
+// OpenBLAS (AVX2 CPUs; float64 everywhere), on the 2-core Zen 3 VM: at least a quarter
+// padded (ResNet's 2x2 and 4x4 stages: 0.39-0.75x the time), or stride 1 with at most 2304
+// (256 channels x 3x3) products per output (8x8 and 7x7 at 96-256 channels: 0.85-0.99x);
+// 512 channels at 7x7 or 8x8 (1.06-1.09x) and the 8x8 -> 4x4 stride-2 conv (1.05x) stay on
+// im2col. The own AVX-512 sgemm, on the 2-core Zen 5 VM (reports/benchmarks/
+// cpu_bench_conv_taps.json): 16% padded or more wins (0.61-0.95x, 512 channels at 7x7 and
+// 8x8 and 8x8 -> 4x4 included), 9% or less loses (14x14 -> 7x7 and 16x16 -> 8x8 stride 2:
+// 1.11-1.19x; an unpadded 10x10 -> 8x8: 1.01-1.06x); the cut is between, at 12.5%.
 constexpr int64_t kMaxPQ = 64;
-constexpr double kMinPaddedShare = 0.25;
-constexpr int64_t kMaxReduction = 2304;
+constexpr double kMinPaddedShare = 0.25;            // OpenBLAS
+constexpr int64_t kMaxReduction = 2304;             // OpenBLAS, stride 1
+constexpr double kMinPaddedShareOwnSgemm = 0.125;   // own AVX-512 sgemm
 constexpr int64_t kMaxCols = 2048;     // images per tile * P*Q
 constexpr int64_t kChunkRows = 256;    // channels per OpenMP work item
 constexpr double kParallelFlops = 4e6; // below this, one thread
@@ -181,13 +187,19 @@ bool conv_taps_supported(const Conv2dArgs& a) {
          a.K > 0 && a.P > 0 && a.Q > 0;
 }
 
-bool conv_taps_applies(const Conv2dArgs& a) {
-  if (!conv_taps_supported(a)) return false;
+double conv_padded_share(const Conv2dArgs& a) {
   const Conv2dParams& p = a.p;
   const double in_bounds = double(in_bounds_pairs(a.P, p.stride_h, p.pad_h, p.dil_h, a.R, a.H)) *
                            double(in_bounds_pairs(a.Q, p.stride_w, p.pad_w, p.dil_w, a.S, a.W));
-  const bool mostly_padding = in_bounds <= (1.0 - kMinPaddedShare) * double(a.P * a.Q * a.R * a.S);
-  return mostly_padding || (p.stride_h == 1 && p.stride_w == 1 && a.C * a.R * a.S <= kMaxReduction);
+  return 1.0 - in_bounds / double(a.P * a.Q * a.R * a.S);
+}
+
+bool conv_taps_applies(const Conv2dArgs& a, bool own_avx512_sgemm) {
+  if (!conv_taps_supported(a)) return false;
+  const double padded = conv_padded_share(a);
+  if (own_avx512_sgemm) return padded >= kMinPaddedShareOwnSgemm;
+  const bool stride1 = a.p.stride_h == 1 && a.p.stride_w == 1;
+  return padded >= kMinPaddedShare || (stride1 && a.C * a.R * a.S <= kMaxReduction);
 }
 
 template <class T> void conv_taps_forward(const Conv2dArgs& a) {

@@ -3,8 +3,8 @@
 // output pixel, the padded ones included: on ResNet's late stages (3x3, pad 1) 56% of the
 // products of a 2x2 plane and 31% of a 4x4 plane are with zeros. Here only in-bounds taps
 // are multiplied, and with stride 1 the GEMMs read the input in place (no im2col copy).
-// conv_cpu.cpp calls these when conv_taps_applies(args) holds, a rule on the shapes alone
-// (never the data or the thread count).
+// conv_cpu.cpp calls these when conv_taps_applies holds, a rule on the shapes and the GEMM
+// alone (never the data or the thread count).
 // Contracts: the conv2d kernel tables' (kernels/conv.h; outputs overwritten); every output
 // element sums its taps in tap order with GEMM work cut by the shapes alone, so results do
 // not depend on the thread count.
@@ -16,9 +16,12 @@ namespace oomlab {
 // What the tap kernels can run: NCHW, one group, an R x S kernel with R*S > 1, a non-empty
 // output plane of at most 64 pixels.
 bool conv_taps_supported(const Conv2dArgs& a);
-// Where they are faster than im2col (the measured rule: conv_taps_cpu.cpp): supported, and
-// either at least a quarter of im2col's products with padding or stride 1 with C*R*S <= 2304.
-bool conv_taps_applies(const Conv2dArgs& a);
+// The share of im2col's products that are with padding (0 to 1).
+double conv_padded_share(const Conv2dArgs& a);
+// Where they are faster than im2col (the measured rules: conv_taps_cpu.cpp), by the GEMM the
+// tiles run on. Supported, and with OpenBLAS at least a quarter of the products padded or
+// stride 1 with C*R*S <= 2304; with the own AVX-512 sgemm at least an eighth padded.
+bool conv_taps_applies(const Conv2dArgs& a, bool own_avx512_sgemm);
 
 template <class T> void conv_taps_forward(const Conv2dArgs& a);
 template <class T> void conv_taps_backward_data(const Conv2dArgs& a);
