@@ -35,13 +35,17 @@ namespace {
 // (256 channels x 3x3) products per output (8x8 and 7x7 at 96-256 channels: 0.85-0.99x);
 // 512 channels at 7x7 or 8x8 (1.06-1.09x) and the 8x8 -> 4x4 stride-2 conv (1.05x) stay on
 // im2col. The own AVX-512 sgemm, on the 2-core Zen 5 VM (reports/benchmarks/
-// cpu_bench_conv_taps.json): 16% padded or more wins (0.61-0.95x, 512 channels at 7x7 and
-// 8x8 and 8x8 -> 4x4 included), 9% or less loses (14x14 -> 7x7 and 16x16 -> 8x8 stride 2:
-// 1.11-1.19x; an unpadded 10x10 -> 8x8: 1.01-1.06x); the cut is between, at 12.5%.
+// cpu_bench_conv_taps.json; ranges over five runs): 16% padded or more wins at up to 2304
+// products per output (0.60-0.97x: 2x2, 4x4, 8x8/128c, 4x4 -> 2x2 and 8x8 -> 4x4 stride 2)
+// and at 18% with 4608 (512 channels at 7x7: 0.86-0.98x); 512 channels at 8x8 (16%) are at
+// parity (0.94-1.12x) and 9% or less loses (14x14 -> 7x7 and 16x16 -> 8x8 stride 2:
+// 1.03-1.26x; an unpadded 10x10 -> 8x8: 1.01-1.19x). The cuts lie between: 12.5% padded, and
+// 17% above 2304 products.
 constexpr int64_t kMaxPQ = 64;
 constexpr double kMinPaddedShare = 0.25;            // OpenBLAS
 constexpr int64_t kMaxReduction = 2304;             // OpenBLAS, stride 1
 constexpr double kMinPaddedShareOwnSgemm = 0.125;   // own AVX-512 sgemm
+constexpr double kMinPaddedShareOwnSgemmWide = 0.17;   // ... above kMaxReduction
 constexpr int64_t kMaxCols = 2048;     // images per tile * P*Q
 constexpr int64_t kChunkRows = 256;    // channels per OpenMP work item
 constexpr double kParallelFlops = 4e6; // below this, one thread
@@ -197,9 +201,10 @@ double conv_padded_share(const Conv2dArgs& a) {
 bool conv_taps_applies(const Conv2dArgs& a, bool own_avx512_sgemm) {
   if (!conv_taps_supported(a)) return false;
   const double padded = conv_padded_share(a);
-  if (own_avx512_sgemm) return padded >= kMinPaddedShareOwnSgemm;
+  const bool narrow = a.C * a.R * a.S <= kMaxReduction;
+  if (own_avx512_sgemm) return padded >= (narrow ? kMinPaddedShareOwnSgemm : kMinPaddedShareOwnSgemmWide);
   const bool stride1 = a.p.stride_h == 1 && a.p.stride_w == 1;
-  return padded >= kMinPaddedShare || (stride1 && a.C * a.R * a.S <= kMaxReduction);
+  return padded >= kMinPaddedShare || (stride1 && narrow);
 }
 
 template <class T> void conv_taps_forward(const Conv2dArgs& a) {
