@@ -28,24 +28,24 @@ namespace oomlab {
 namespace {
 
 // Which convs take this path (conv_taps_applies): planes of at most 64 pixels where enough
-// of im2col's products are with padding; the cut depends on the GEMM the float tiles run on
-// (conv_cpu.cpp's use_own_sgemm), each from bench_conv's conv_ab A/B runs against im2col.
+// of im2col's products are with padding, from bench_conv's conv_ab A/B runs against im2col;
+// the rule depends on the GEMM the float tiles run on (conv_cpu.cpp's use_own_sgemm).
 // OpenBLAS (AVX2 CPUs; float64 everywhere), on the 2-core Zen 3 VM: at least a quarter
 // padded (ResNet's 2x2 and 4x4 stages: 0.39-0.75x the time), or stride 1 with at most 2304
 // (256 channels x 3x3) products per output (8x8 and 7x7 at 96-256 channels: 0.85-0.99x);
 // 512 channels at 7x7 or 8x8 (1.06-1.09x) and the 8x8 -> 4x4 stride-2 conv (1.05x) stay on
 // im2col. The own AVX-512 sgemm, on the 2-core Zen 5 VM (reports/benchmarks/
-// cpu_bench_conv_taps.json; ranges over five runs): 16% padded or more wins at up to 2304
-// products per output (0.60-0.97x: 2x2, 4x4, 8x8/128c, 4x4 -> 2x2 and 8x8 -> 4x4 stride 2)
-// and at 18% with 4608 (512 channels at 7x7: 0.86-0.98x); 512 channels at 8x8 (16%) are at
-// parity (0.94-1.12x) and 9% or less loses (14x14 -> 7x7 and 16x16 -> 8x8 stride 2:
-// 1.03-1.26x; an unpadded 10x10 -> 8x8: 1.01-1.19x). The cuts lie between: 12.5% padded, and
-// 17% above 2304 products.
+// cpu_bench_conv_taps.json, 5 repetitions; the session's other runs in the message of the
+// commit that made this rule): a quarter padded wins as well (2x2/512c 0.60-0.64x, 4x4/256c
+// 0.86-0.89x), and so does an eighth at up to 2304 products, stride 2 included (8x8/128c
+// 0.88-0.89x, 8x8 -> 4x4 median 0.95x); 512 channels at 7x7 and 8x8 (16-18% padded) are at
+// parity (0.86-1.05x over seven runs, 0.94-1.12x over six) and stay on im2col, as do 9%
+// padded or less (14x14 -> 7x7 and 16x16 -> 8x8 stride 2: 1.03-1.25x) and the unpadded
+// convs the OpenBLAS rule gives the taps (10x10 -> 8x8: 1.04-1.07x).
 constexpr int64_t kMaxPQ = 64;
-constexpr double kMinPaddedShare = 0.25;            // OpenBLAS
-constexpr int64_t kMaxReduction = 2304;             // OpenBLAS, stride 1
-constexpr double kMinPaddedShareOwnSgemm = 0.125;   // own AVX-512 sgemm
-constexpr double kMinPaddedShareOwnSgemmWide = 0.17;   // ... above kMaxReduction
+constexpr double kMinPaddedShare = 0.25;            // either GEMM
+constexpr int64_t kMaxReduction = 2304;
+constexpr double kMinPaddedShareOwnSgemm = 0.125;   // own AVX-512 sgemm, C*R*S <= kMaxReduction
 constexpr int64_t kMaxCols = 2048;     // images per tile * P*Q
 constexpr int64_t kChunkRows = 256;    // channels per OpenMP work item
 constexpr double kParallelFlops = 4e6; // below this, one thread
@@ -201,10 +201,9 @@ double conv_padded_share(const Conv2dArgs& a) {
 bool conv_taps_applies(const Conv2dArgs& a, bool own_avx512_sgemm) {
   if (!conv_taps_supported(a)) return false;
   const double padded = conv_padded_share(a);
-  const bool narrow = a.C * a.R * a.S <= kMaxReduction;
-  if (own_avx512_sgemm) return padded >= (narrow ? kMinPaddedShareOwnSgemm : kMinPaddedShareOwnSgemmWide);
-  const bool stride1 = a.p.stride_h == 1 && a.p.stride_w == 1;
-  return padded >= kMinPaddedShare || (stride1 && narrow);
+  if (padded >= kMinPaddedShare) return true;
+  if (a.C * a.R * a.S > kMaxReduction) return false;
+  return own_avx512_sgemm ? padded >= kMinPaddedShareOwnSgemm : a.p.stride_h == 1 && a.p.stride_w == 1;
 }
 
 template <class T> void conv_taps_forward(const Conv2dArgs& a) {

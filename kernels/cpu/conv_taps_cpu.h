@@ -19,9 +19,8 @@ bool conv_taps_supported(const Conv2dArgs& a);
 // The share of im2col's products that are with padding (0 to 1).
 double conv_padded_share(const Conv2dArgs& a);
 // Where they are faster than im2col (the measured rules: conv_taps_cpu.cpp), by the GEMM the
-// tiles run on. Supported, and with OpenBLAS at least a quarter of the products padded or
-// stride 1 with C*R*S <= 2304; with the own AVX-512 sgemm at least an eighth padded (17%
-// where C*R*S > 2304).
+// tiles run on. Supported, and at least a quarter of the products padded, or C*R*S <= 2304
+// and with OpenBLAS stride 1, with the own AVX-512 sgemm at least an eighth padded.
 bool conv_taps_applies(const Conv2dArgs& a, bool own_avx512_sgemm);
 
 template <class T> void conv_taps_forward(const Conv2dArgs& a);
