@@ -24,6 +24,7 @@
 #include "kernels/cpu/conv_direct_cpu.h"
 
 #include "kernels/cpu/conv_direct_avx512.h"
+#include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/thread_scratch.h"
 
 #include <omp.h>
@@ -59,7 +60,6 @@ namespace {
 
 constexpr int64_t kSlack = 32;              // zeros after each plane's data (16-wide vector tails read them)
 constexpr int64_t kChunkBytes = 512 << 10;  // backward-weight working set per chunk of images
-constexpr double kParallelFlops = 4e6;      // below this, one thread
 
 inline int64_t up(int64_t v, int64_t m) { return conv_direct_up(v, m); }
 
@@ -81,7 +81,7 @@ Geom make_geom(const Conv2dArgs& a) {
   else { g.Wp = g.Q + 1; g.ps = up((g.P + 1) * g.Wp + kSlack, 8); g.cs = 4 * g.ps; }
   g.Lo = g.P * g.Wp;
   const double flops = 18.0 * double(g.N * g.K * g.P * g.Q) * double(g.C);
-  g.nt = omp_in_parallel() || flops < kParallelFlops ? 1 : omp_get_max_threads();
+  g.nt = conv_omp_threads(flops);
   return g;
 }
 

@@ -22,6 +22,7 @@
 
 #include "engine/core/thread_budget.h"
 #include "kernels/cpu/conv_nhwc_cpu.h"   // conv_tile_gemm
+#include "kernels/cpu/conv_threads.h"
 #include "kernels/cpu/thread_scratch.h"
 
 namespace oomlab {
@@ -48,7 +49,6 @@ constexpr int64_t kMaxReduction = 2304;
 constexpr double kMinPaddedShareOwnSgemm = 0.125;   // own AVX-512 sgemm, C*R*S <= kMaxReduction
 constexpr int64_t kMaxCols = 2048;     // images per tile * P*Q
 constexpr int64_t kChunkRows = 256;    // channels per OpenMP work item
-constexpr double kParallelFlops = 4e6; // below this, one thread
 
 // Output pixels (p, lo..hi-1) through tap t read input row ih, columns iw_lo + j*sw.
 struct Segment { int64_t t, p, lo, hi, ih, iw_lo; };
@@ -101,7 +101,7 @@ TapGeom make_geom(const Conv2dArgs& a) {
   g.nb = std::clamp<int64_t>(kMaxCols / std::max<int64_t>(g.PQ, 1), 1, std::max<int64_t>(g.N, 1));
   g.ntiles = (g.N + g.nb - 1) / g.nb;
   const double flops = 2.0 * double(g.N) * double(g.K) * double(g.C) * double(pixels);
-  g.nt = omp_in_parallel() || flops < kParallelFlops ? 1 : omp_get_max_threads();
+  g.nt = conv_omp_threads(flops);
   return g;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/cpu/conv_threads.h"
 
 namespace oomlab::conv_tiles {
 
@@ -22,7 +23,6 @@ constexpr int64_t kPanelBytes = 512 << 10;   // target col-panel size (per-core 
 constexpr int64_t kMinCols = 192, kMaxCols = 2048;
 constexpr int64_t kMinTiles = 8;      // work items for the OpenMP loops when N allows
 constexpr int64_t kGatherMaxPQ = 64;  // output planes up to 8x8 im2col through a tap table
-constexpr double kParallelFlops = 4e6;        // below this, one thread (no OpenMP region)
 
 struct Geom {
   int64_t N, C, H, W, K, R, S, P, Q, G, Cg, Kg, CRS, CRSg, HW, PQ;
@@ -68,7 +68,7 @@ template <class T> Geom make_geom(const Conv2dArgs& a, int64_t min_tiles = kMinT
     g.ntiles = (g.N + g.nb - 1) / g.nb;
   }
   const double flops = 2.0 * double(g.N * g.K * g.PQ) * double(g.CRSg);
-  g.nt = omp_in_parallel() || flops < kParallelFlops ? 1 : omp_get_max_threads();
+  g.nt = conv_omp_threads(flops);
   if (g.PQ <= kGatherMaxPQ && g.HW <= INT32_MAX) {
     thread_local std::vector<int32_t> table;
     table.resize(size_t(a.R * a.S * g.PQ));
