@@ -1,8 +1,9 @@
 // test_cli_plan.cpp — `oomlab plan` and `oomlab estimate --gpu` from the command line: the
 // issue 52 bar's commands (bert-base s512 on an RTX 4090 within 24 GB with the reserve,
 // gpt2's import on a T4, 8 x A100 80GB), one exit-2 line for an unknown card or an impossible
-// request, --verify cpu training the recommendation with the meta peak equal to the measured
-// one, --verify cuda without a GPU refused before the search, and estimate --gpu's prediction.
+// request, --batch (per card, never accumulated), --verify cpu training the recommendation
+// with the meta peak equal to the measured one, --verify cuda without a GPU refused before
+// the search, and estimate --gpu's prediction.
 // ctest tier: cli
 #include <gtest/gtest.h>
 
@@ -44,11 +45,33 @@ TEST(CliPlan, TheIssuesBarCommands) {
   EXPECT_EQ(run_oomlab("plan --model resnet50 --gpus 8 --gpu a100-80gb --global-batch 512").code, 0);
 }
 
+// --batch B: B samples per card per step, no accumulation; with --gpus N the global batch is N B.
+TEST(CliPlan, BatchPerCardIsNeverAccumulated) {
+  TempDir d("cli_plan_batch");
+  const CliRun r = run_oomlab("plan --model resnet50 --gpu t4 --gpus 2 --batch 48 --json " + d.file("p.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("global batch 96 (no accumulation)"), std::string::npos) << r.output;
+  const nlohmann::json p = read_json(d.file("p.json"));
+  EXPECT_EQ(p["config"]["global_batch"], 96);
+  EXPECT_EQ(p["config"]["accumulation_searched"], false);
+  int fitting = 0;
+  for (const nlohmann::json& c : p["metrics"]["candidates"]) {
+    if (!c["fits"].get<bool>()) continue;
+    ++fitting;
+    EXPECT_EQ(c["accumulate"], 1) << c.dump();
+    EXPECT_EQ(c["micro_batch"], 48) << c.dump();   // per rank; DataParallel's: per device
+  }
+  EXPECT_GT(fitting, 0);
+}
+
 TEST(CliPlan, BadRequestsAreOneExitTwoLine) {
   expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu h999 --global-batch 64"), "h999");
   expect_one_exit2_line(run_oomlab("plan --model bert-large --gpu t4 --global-batch 64"), "bert-large");
   expect_one_exit2_line(run_oomlab("plan --model resnet50 --device-memory 1MiB --global-batch 64"), "nothing fits");
   expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu t4 --gpus 3 --global-batch 64"), "--gpus 3");
+  expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu t4"), "--global-batch B");
+  expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu t4 --batch 8 --global-batch 8"), "exclude");
+  expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu t4 --batch 100000"), "at micro-batch 100000");
   expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu t4 --global-batch 64 --verify meta"), "--verify");
   expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu t4 --global-batch 64 --verify gpu0"), "gpu0");
 }

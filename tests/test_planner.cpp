@@ -4,7 +4,8 @@
 // is the counted FLOPs over the card's peak, a card too small gets no recommendation but
 // the smallest need, and the GPU table answers names. With a time model, each candidate's
 // time is the model's prediction for its meta step x accumulate, the recommendation the
-// fastest, and every technique it did not take has a reason.
+// fastest, and every technique it did not take has a reason. Without accumulation (plan
+// --batch) the whole batch fits or the candidate is out.
 // ctest tier: models
 #include <gtest/gtest.h>
 
@@ -63,6 +64,40 @@ TEST(Planner, EachFitIsTheLargestDivisorThatFits) {
       EXPECT_LE(p.candidates[*p.recommended].compute_bound_ms, c.compute_bound_ms);
     }
   }
+}
+
+// plan --batch (accumulate false): the whole per-rank batch or nothing. At 40 MiB some
+// candidates fit 64 samples only by accumulating: those are out, with the batch in the reason;
+// the others train it in one micro-step, at the peak of that step.
+TEST(Planner, WithoutAccumulationTheWholeBatchFitsOrTheCandidateIsOut) {
+  const PlanRequest with = small_request(uint64_t(40) << 20);
+  PlanRequest without = with;
+  without.accumulate = false;
+  const Plan a = make_plan(with), b = make_plan(without);
+  ASSERT_EQ(a.candidates.size(), b.candidates.size());
+  int out = 0, whole = 0;
+  for (size_t i = 0; i < b.candidates.size(); ++i) {
+    const PlanCandidate& c = b.candidates[i];
+    SCOPED_TRACE(c.techniques());
+    ASSERT_EQ(c.techniques(), a.candidates[i].techniques());
+    if (c.micro_batch == 0) {
+      ++out;
+      EXPECT_LT(a.candidates[i].micro_batch, 64);
+      if (a.candidates[i].micro_batch > 0) {   // fits by accumulating, so was measured: at 64
+        EXPECT_NE(c.why_not.find("at micro-batch 64"), std::string::npos) << c.why_not;
+      }
+      continue;
+    }
+    ++whole;
+    EXPECT_EQ(c.micro_batch, 64);
+    EXPECT_EQ(c.accumulate, 1);
+    EXPECT_EQ(a.candidates[i].micro_batch, 64);
+    EXPECT_EQ(c.peak_reserved_bytes, a.candidates[i].peak_reserved_bytes);
+    EXPECT_EQ(uint64_t(c.peak_reserved_bytes),
+              uint64_t(estimate_memory(spec_of(with, c), 64, with.optimizer).peak_reserved_bytes));
+  }
+  EXPECT_GT(out, 0);
+  EXPECT_GT(whole, 0);
 }
 
 TEST(Planner, WithATimeModelTheFastestPredictedCandidateIsRecommended) {

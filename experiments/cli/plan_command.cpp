@@ -39,7 +39,10 @@ PlanRequest plan_request(const CliArgs& a) {
   }
   r.reserve_bytes = parse_size(a.get("reserve"));
   r.gpus = int(a.get_int("gpus"));
-  r.global_batch = a.get_int("global-batch");
+  OOMLAB_CHECK(a.has("global-batch") != a.has("batch"),
+               "oomlab plan needs one of --global-batch B (accumulation searched) or --batch B (per card, none)");
+  r.accumulate = a.has("global-batch");
+  r.global_batch = r.accumulate ? a.get_int("global-batch") : a.get_int("batch") * r.gpus;
   r.optimizer = r.model.optimizer.value_or("adamw");
   r.time_model = default_time_model();
   return r;
@@ -66,11 +69,12 @@ void print_candidates(const Plan& p) {
 }
 
 void print_plan(const PlanRequest& r, const Plan& p) {
-  cli_printf("%s on %s%s (%s, %s kept free), global batch %lld: %zu candidates, %lld exact meta steps, "
+  cli_printf("%s on %s%s (%s, %s kept free), global batch %lld%s: %zu candidates, %lld exact meta steps, "
               "%lld ruled out by their static bytes\n",
               r.model.model.c_str(), r.gpus > 1 ? str_cat(r.gpus, " x ").c_str() : "", r.gpu.name.c_str(),
               format_bytes(double(r.gpu.memory_bytes)).c_str(), format_bytes(double(r.reserve_bytes)).c_str(),
-              (long long)r.global_batch, p.candidates.size(), (long long)p.meta_steps, (long long)p.pruned);
+              (long long)r.global_batch, r.accumulate ? "" : " (no accumulation)", p.candidates.size(),
+              (long long)p.meta_steps, (long long)p.pruned);
   print_candidates(p);
   if (r.gpus > 1)
     cli_printf("communication: DDP's all-reduce, or DataParallel's copies to and from device 0 every "
@@ -162,7 +166,8 @@ nlohmann::json plan_json(const PlanRequest& r, const Plan& p) {
                               {"bandwidth_gbps", r.gpu.bandwidth_gbps}, {"source", r.gpu.source},
                               {"link_gbps", r.gpu.link_gbps}, {"link", r.gpu.link}};
   const nlohmann::json config = {{"model", r.model.model}, {"gpu", gpu}, {"gpus", r.gpus},
-                                 {"global_batch", r.global_batch}, {"seq_len", r.model.seq_len},
+                                 {"global_batch", r.global_batch}, {"accumulation_searched", r.accumulate},
+                                 {"seq_len", r.model.seq_len},
                                  {"optimizer", r.optimizer}, {"reserve_bytes", r.reserve_bytes}};
   return make_results("plan", meta_device(), config, m, "the last candidate's meta step");
 }
@@ -181,7 +186,8 @@ int cmd_plan(const std::vector<std::string>& args) {
     for (const std::string& g : cards_that_hold(p.smallest_peak_bytes, r.reserve_bytes))
       cards += (cards.empty() ? "" : ", ") + g;
     throw ValueError(str_cat("nothing fits ", r.gpu.name, ": the smallest candidate needs ",
-                             format_bytes(double(p.smallest_peak_bytes)), " at micro-batch 1 plus the ",
+                             format_bytes(double(p.smallest_peak_bytes)), " at micro-batch ",
+                             r.accumulate ? 1 : r.global_batch / r.gpus, " plus the ",
                              format_bytes(double(r.reserve_bytes)), " reserve; cards that hold it: ",
                              cards.empty() ? "none in the table" : cards));
   }

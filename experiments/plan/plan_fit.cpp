@@ -41,6 +41,13 @@ std::vector<int64_t> divisors(int64_t n) {
   return d;
 }
 
+// The micro-batches a rank may train: the divisors of its share of the global batch (the
+// rest accumulated), or with r.accumulate false the whole share only.
+std::vector<int64_t> micro_batches(const PlanRequest& r) {
+  const int64_t per_rank = r.global_batch / r.gpus;
+  return r.accumulate ? divisors(per_rank) : std::vector<int64_t>{per_rank};
+}
+
 }  // namespace
 
 RunSpec candidate_spec(const PlanRequest& r, const Precision& p, const std::string& policy, const Choice& ch) {
@@ -162,25 +169,25 @@ std::string static_key(const std::string& precision, const Choice& ch) {
                  ch.offload == ZeroOffload::none ? "" : zero_offload_name(ch.offload));
 }
 
-// The largest divisor of the per-rank batch whose step fits, by binary search (the peak
-// grows with the micro-batch); fills c (micro_batch 0 when micro-batch 1 does not fit).
+// The largest of micro_batches(r) whose step fits, by binary search (the peak grows with the
+// micro-batch); fills c (micro_batch 0 when the least does not fit).
 // DataParallel: the share is each device's; every device must fit.
 void fit_micro_batch(const PlanRequest& r, const RunSpec& s, const Precision& p, PlanCandidate& c, Plan& plan) {
   const int64_t per_rank = r.global_batch / r.gpus;
   const uint64_t usable = usable_bytes(r);
-  const std::vector<int64_t> d = divisors(per_rank);
+  const std::vector<int64_t> d = micro_batches(r);
   auto probe = [&](int64_t share) {
     ++plan.meta_steps;
     return estimate_memory(s, share * samples_per_share(s), r.optimizer);
   };
-  MemoryEstimate best = probe(1);
+  MemoryEstimate best = probe(d[0]);
   if (plan.params == 0) plan.params = best.params;
   plan.static_bytes[static_key(p.name, Choice{"", false, false, c.zero, s.parallel})] = static_bytes(best);
   c.peak_reserved_bytes = best.dp_max_peak_reserved_bytes();
   if (plan.smallest_peak_bytes < 0 || c.peak_reserved_bytes < plan.smallest_peak_bytes)
     plan.smallest_peak_bytes = c.peak_reserved_bytes;
   if (uint64_t(c.peak_reserved_bytes) > usable) {
-    c.why_not = str_cat("does not fit: ", format_bytes(double(c.peak_reserved_bytes)), " at micro-batch 1");
+    c.why_not = str_cat("does not fit: ", format_bytes(double(c.peak_reserved_bytes)), " at micro-batch ", d[0]);
     return;
   }
   size_t lo = 0, hi = d.size() - 1;   // d[lo] fits; find the largest that does
@@ -237,8 +244,9 @@ PlanCandidate fit_balanced_dp(const PlanRequest& r, const PlanCandidate& from, P
   const RunSpec s = candidate_spec(r, p, c.checkpoint,
                                    Choice{c.attention, c.channels_last, c.fuse_relu, 0, ParallelMode::bdp});
   const int64_t per_rank = r.global_batch / r.gpus;
-  const std::vector<int64_t> d = divisors(per_rank);
-  size_t lo = size_t(std::find(d.begin(), d.end(), std::max<int64_t>(1, from.micro_batch)) - d.begin());
+  const std::vector<int64_t> d = micro_batches(r);
+  const auto from_share = std::find(d.begin(), d.end(), from.micro_batch);
+  size_t lo = from_share == d.end() ? 0 : size_t(from_share - d.begin());
   std::optional<MemoryEstimate> best = fit_balanced_share(r, s, d[lo], plan);
   c.peak_reserved_bytes = from.peak_reserved_bytes;
   if (!best) {

@@ -13,7 +13,8 @@
 //    on and off (models with that use). For each, the largest micro-batch that divides the
 //    per-rank batch and fits: peak reserved <= capacity - reserve. The peak grows with the
 //    micro-batch, so a binary search over the divisors finds it; a candidate whose
-//    micro-batch 1 does not fit is out.
+//    micro-batch 1 does not fit is out. With accumulate false (plan --batch B) the only
+//    micro-batch is the whole per-rank batch: it fits or the candidate is out.
 //  * Time: predicted_ms = the time model's prediction for the micro-step x accumulate (the
 //    optimizer's share counted per micro-step: an over-estimate of accumulate - 1 optimizer
 //    passes), when a calibration exists and the card's peaks are known; compute_bound_ms =
@@ -46,7 +47,8 @@
 //  * recommended: the fitting candidate with the least time (predicted, else the bound),
 //    then the smallest peak, among those whose every time term and precision the
 //    calibration measured (`unseen` empty) when any fits; none when nothing fits
-//    (smallest_peak_bytes then says what the smallest needs, at micro-batch 1: more cards
+//    (smallest_peak_bytes then says what the smallest needs, at the least micro-batch
+//    searched (1, or --batch's): more cards
 //    shrink only the batch, never below that) or when the card's peaks are unknown
 //    (--device-memory: every time is 0).
 //  * technique_reasons: for each technique choice the recommendation did not take, the
@@ -73,6 +75,7 @@ struct PlanRequest {
   uint64_t reserve_bytes = 0;           // CUDA context and library workspaces, kept free
   int gpus = 1;
   int64_t global_batch = 0;             // samples per optimizer step over all ranks
+  bool accumulate = true;               // false (plan --batch): micro-batch = global_batch / gpus
   std::string optimizer = "adamw";
   const TimeModel* time_model = nullptr;   // nullptr: rank by the compute bound
 };
@@ -107,7 +110,7 @@ struct Plan {
   int64_t meta_steps = 0;               // estimate_memory calls made
   int64_t pruned = 0;                   // candidates ruled out by a precision's static bytes
   std::map<std::string, int64_t> static_bytes;   // per "precision/zeroN", from its first meta step
-  int64_t smallest_peak_bytes = -1;     // the least any candidate needs (micro-batch 1)
+  int64_t smallest_peak_bytes = -1;     // the least any candidate needs (least micro-batch)
   int64_t params = 0;                   // the model's parameters (its first meta step's)
   std::vector<std::string> technique_reasons;
 };
