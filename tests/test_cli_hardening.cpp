@@ -189,7 +189,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CliOutputs, RunChecksItsOutputBeforeThePoints) {
   for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
            {"run experiments/01_vgg16_memory --out .", "it is a directory"},
-           {"run experiments/01_vgg16_memory --out /etc/hostname/results.json", "does not exist"},
+           {"run experiments/01_vgg16_memory --out /etc/hostname/results.json", "/etc/hostname is not a directory"},
            {"run experiments/01_vgg16_memory --out /proc/results.json", "is not writable"}}) {
     const CliRun s = run_oomlab(args.substr(0, 4) + std::string(OOMLAB_SOURCE_DIR) + "/" + args.substr(4));
     EXPECT_EQ(s.code, 2) << args << ": " << s.output;

@@ -2,8 +2,9 @@
 // binary: sizes past the documented limits, commands that must check their arguments, rank
 // variables that contradict each other, outputs through /dev/stdout, links and FIFOs, input
 // FIFOs, step-N folders the run did not write, rendezvous that must end within --timeout,
-// an unresolvable master, and the skip policy when no batch fits. Every case ends with the
-// documented exit code and message, no signal, within its bound, and nothing lost.
+// an unresolvable master, the skip policy when no batch fits, and a file given where a
+// directory belongs. Every case ends with the documented exit code and message, no signal,
+// within its bound, and nothing lost.
 // ctest tier: cli
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -273,4 +274,19 @@ TEST(CliHostileOutputs, ResumePastTheLastStepIsAnError) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("is at step 2, past this run's last step 1"), std::string::npos) << r.output;
   fs::remove_all(dir);
+}
+
+// A file where a directory is expected is named as such: --json under it, --resume of it.
+TEST(CliHostileOutputs, AFileWhereADirectoryIsExpectedIsNamed) {
+  const fs::path dir = tmp("file_as_dir");
+  fs::create_directories(dir);
+  const std::string f = (dir / "plain").string();
+  std::ofstream(f) << "not a directory\n";
+  CliRun r = run_oomlab("estimate --model mlp --batch 2 --json " + f + "/out.json");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find(f + " is not a directory"), std::string::npos) << r.output;
+  r = run_oomlab("train --model tiny-ff --dataset synthetic --steps 1 --device meta --resume " + f);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find(f + " is a file, not a checkpoint directory"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(f + "/out.json"));
 }

@@ -153,8 +153,9 @@ void check_output_file(const std::string& path0, const std::string& what) {
   OOMLAB_CHECK_T(IoError, !p.filename().empty() && p.filename() != "." && p.filename() != "..", what, ": cannot write ",
                  path, ": not a file name");
   const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-  OOMLAB_CHECK_T(IoError, ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), what, ": cannot write ", path,
-                 ": directory ", dir, " does not exist");
+  const bool dir_exists = ::stat(dir.c_str(), &st) == 0;
+  OOMLAB_CHECK_T(IoError, dir_exists, what, ": cannot write ", path, ": directory ", dir, " does not exist");
+  OOMLAB_CHECK_T(IoError, S_ISDIR(st.st_mode), what, ": cannot write ", path, ": ", dir, " is not a directory");
   probe_writable(dir, what, path);
 }
 

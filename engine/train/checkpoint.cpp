@@ -259,6 +259,8 @@ LoadedCheckpoint load_checkpoint(
   fs::path p = recover_replaced(fs::path(path));
   std::error_code ec;   // an unusable path is "does not exist", never a filesystem_error
   OOMLAB_CHECK_T(IoError, fs::exists(p, ec), "resume: ", path, " does not exist");
+  OOMLAB_CHECK_T(IoError, fs::is_directory(p, ec), "resume: ", path,
+                 " is a file, not a checkpoint directory (give the --save directory or one of its step-N)");
   if (fs::exists(p / "latest", ec)) {
     p = newest_of_same_run(p, recover_replaced(p / trim(read_file((p / "latest").string()))));
   } else if (!fs::exists(p / "trainer_state.json", ec)) {
