@@ -41,7 +41,7 @@
 # A machine that lacks something (no GPU, a GPU other than sm_90, no PyTorch wheels, a
 # library that does not resolve) stops the run with one line `gpu_run: error: ...` on
 # stderr and exit status 1, after writing what it has.
-# OOMLAB_KIT_DRY_RUN=1 (CI, on a machine without a GPU: tests/test_gpu_tools.py) runs every
+# OOMLAB_KIT_DRY_RUN=1 (CI, on a machine without a GPU: tests/test_gpu_kit.py) runs every
 # step with oomlab on the meta device and no GPU checks (6 steps a pair unless OOMLAB_KIT_STEPS
 # says otherwise; a GPU run takes 21; the experiments' gpu profiles with --device meta), so the
 # script itself is exercised before a lease spends minutes on it; its figures are not GPU

@@ -5,8 +5,8 @@
 #     GPU tests skip without a GPU) except those labelled slow; a test without a tier label
 #     fails the run (CMakeLists.txt: tests/test_*.cpp name their tier);
 #   * pyflakes over the Python (scripts/, the experiments' report.py, tests/*.py, the package);
-#   * the Python checks of the GPU kit's scripts (tests/test_gpu_tools.py; the kit's
-#     end-to-end run is in the slow tier) and of the report (tests/test_report.py: an
+#   * the Python checks of the GPU kit's scripts (tests/test_gpu_tools.py, test_gpu_kit.py;
+#     the kit's end-to-end run, GpuKit, is in the slow tier) and of the report (tests/test_report.py: an
 #     experiment planted in a copy of experiments/ runs and renders; tests/test_gpu_records.py:
 #     the newest GPU record is the latest run; tests/test_report_links.py: every link and every
 #     path REPORT.md names exists in the repository);
@@ -56,7 +56,7 @@ if ! /usr/bin/python3 -m pyflakes scripts experiments tests/*.py python tests/py
 fi
 
 step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_*.py, test_report*.py, test_readme_figures.py, test_comment_refs.py, test_plan_calibration.py)"
-if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py tests/test_gpu_rounds.py \
+if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py tests/test_gpu_kit.py tests/test_gpu_rounds.py \
      tests/test_gpu_records.py tests/test_gpu_results.py tests/test_report.py tests/test_report_links.py \
      tests/test_readme_figures.py tests/test_comment_refs.py tests/test_plan_calibration.py; then
   failures+=("python tests")

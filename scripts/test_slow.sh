@@ -2,7 +2,7 @@
 # The second half of CI (.ci/run runs scripts/test.sh, the README's test command, first):
 #   * ctest -L slow: the long tests of every tier (the learning-curve runs, VGG's checkpoint
 #     policies, bert-mini's accumulation and data-parallel equivalences ...);
-#   * the GPU kit end to end without a GPU (tests/test_gpu_tools.py GpuKit: pack, the
+#   * the GPU kit end to end without a GPU (tests/test_gpu_kit.py GpuKit: pack, the
 #     one-line stop, the dry run through every step);
 #   * the sanitizer runs (scripts/sanitize.sh: the whole suite under ASan+UBSan in build-asan/,
 #     then, after the fuzz targets, the threaded tests under TSan in build-tsan/; under CI=true
@@ -32,7 +32,7 @@ run_step() {   # name command...
 run_step "ctest -L slow" ctest --test-dir "$build_dir" --output-on-failure -j"${OOMLAB_CTEST_JOBS:-2}" --timeout 900 \
   --no-tests=error -L slow
 run_step "GPU kit end to end" env OOMLAB_BUILD_DIR="$build_dir" OOMLAB_SLOW_TESTS=1 \
-  python3 -m unittest tests.test_gpu_tools.GpuKit
+  python3 -m unittest tests.test_gpu_kit.GpuKit
 disk_free() { echo "test_slow: disk: $(df -h . | awk 'NR == 2 {print $4 " free of " $2}')"; }
 disk_free
 if [[ "${OOMLAB_SKIP_SANITIZERS:-0}" != 1 ]]; then
