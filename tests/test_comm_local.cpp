@@ -6,13 +6,16 @@
 // data; NaN propagates through max; the byte counts of ring (2(n-1)/n x size per rank) and
 // parameter server ((n-1) x size at rank 0) and the server's staging memory on meta; a rank
 // that throws, leaves or hangs makes the others fail with CommError / CommTimeoutError,
-// never hang; mismatched calls and bad arguments are clear errors.
+// never hang; a counter written just before a waiter sleeps wakes it; mismatched calls and
+// bad arguments are clear errors.
 // ctest tier: ranks
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <utility>
 
 #include "engine/memory/caching_allocator.h"
 #include "engine/parallel/comm_registry.h"
@@ -23,6 +26,18 @@
 using namespace oomlab;
 using namespace oomlab::testing;
 using namespace std::chrono_literals;
+
+namespace oomlab {
+// The wait / wake handshake from outside: local_comm.h's private counters and the world's
+// before-sleep hook.
+struct LocalCommTestPeer {
+  static void before_sleep(LocalWorld& w, std::function<void()> f) { w.before_sleep_ = std::move(f); }
+  static void wait_for_progress(LocalCommunicator& c, int peer, int64_t target) {
+    c.wait_counter(c.world_->slots_[size_t(peer)].progress, target, peer, "to reach the test's step");
+  }
+  static void step_done(LocalCommunicator& c, int64_t step) { c.step_done(step); }
+};
+}  // namespace oomlab
 
 namespace {
 std::vector<Device> cpus(int n) {
@@ -177,6 +192,37 @@ TEST(LocalComm, ARankThatLeavesOrHangsIsNamed) {
 
 // The data path a cuda rank takes (copy and collective kernels launched on its device,
 // settle points, one ring segment), run by cpu ranks: the same suite, bit for bit.
+// A ring counter written (without the lock) after a waiter's last check but before it sleeps
+// wakes it. Until 2026-12-03 a waiter counted itself a sleeper after its check, so the writer
+// skipped the notify and the waiter slept its whole timeout, then went on: under load,
+// experiment 11's DDP points on meta took 5 min instead of 3 s. Here the write happens while
+// the waiter holds the lock in its last step before sleeping (the hook waits up to 200 ms for
+// it; with the fix the writer's notify waits for the lock, so the hook gives up and returns).
+TEST(LocalComm, ACounterWrittenJustBeforeAWaiterSleepsWakesIt) {
+  auto world = std::make_shared<LocalWorld>(2);
+  LocalCommunicator waiter(world, 0, meta_device(0)), writer(world, 1, meta_device(1));
+  waiter.set_timeout(3s);
+  std::atomic<bool> write{false}, written{false};
+  std::thread peer([&] {
+    while (!write) std::this_thread::yield();
+    LocalCommTestPeer::step_done(writer, 1);   // progress 1, then the wake-up
+    written = true;
+  });
+  bool first = true;
+  LocalCommTestPeer::before_sleep(*world, [&] {
+    if (!std::exchange(first, false)) return;
+    write = true;
+    for (auto until = std::chrono::steady_clock::now() + 200ms; !written && std::chrono::steady_clock::now() < until;)
+      std::this_thread::yield();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  LocalCommTestPeer::wait_for_progress(waiter, 1, 1);
+  const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  peer.join();
+  EXPECT_FALSE(first);   // the hook ran: the waiter did go to sleep
+  EXPECT_LT(waited_s, 1.5) << "the write before the sleep was missed: the waiter slept until its timeout";
+}
+
 TEST(LocalComm, AcceleratorDataPathOnCpuRanks) {
   LocalCommunicator::use_kernel_path_on_cpu_for_tests(true);
   for (int n : {1, 2, 3})

@@ -74,9 +74,19 @@ void LocalCommunicator::fail(const std::string& why) {
   world_->cv_.notify_all();
 }
 
+// The waiter counts itself in sleepers_ before it first checks ready(), and counter writers
+// (step_done) store the counter before they read sleepers_ (all seq_cst): either the check
+// sees the new counter, or the writer sees a sleeper and notifies under the lock, which this
+// rank holds until it sleeps. Counting after the check loses the wake-up of a write between
+// the two: the rank then slept its whole timeout (300 s) and went on as if nothing happened.
 void LocalCommunicator::wait(Lock& lk, const std::function<bool()>& ready, int peer, const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   LocalWorld& w = *world_;
+  struct Sleeper {
+    std::atomic<int>& n;
+    explicit Sleeper(std::atomic<int>& count) : n(count) { ++n; }
+    ~Sleeper() { --n; }
+  } counted(w.sleepers_);
   for (;;) {
     if (ready()) return;   // what this rank waited for happened: a later failure is not its
     if (!w.failure_.empty())
@@ -87,9 +97,8 @@ void LocalCommunicator::wait(Lock& lk, const std::function<bool()>& ready, int p
         w.cv_.notify_all();
         throw CommError(str_cat("local rank ", rank_, ": ", w.failure_));
       }
-    ++w.sleepers_;
+    if (w.before_sleep_) w.before_sleep_();
     const std::cv_status st = w.cv_.wait_until(lk, deadline);
-    --w.sleepers_;
     if (st == std::cv_status::timeout && !ready() && w.failure_.empty()) {
       const double s = std::chrono::duration<double>(timeout_).count();
       w.failure_ = str_cat("rank ", rank_, " timed out after ", s, " s waiting for ",
@@ -137,7 +146,7 @@ void LocalCommunicator::step_done(int64_t step, int reader_of) {
 }
 
 void LocalCommunicator::wake() {
-  if (world_->sleepers_.load() == 0) return;   // seq_cst: a sleeper counted after our store sees it
+  if (world_->sleepers_.load() == 0) return;   // seq_cst, after the counter's store: see wait()
   std::lock_guard<std::mutex> lk(world_->mu_);
   world_->cv_.notify_all();
 }

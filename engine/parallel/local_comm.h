@@ -17,7 +17,9 @@
 // allocations happen. Synchronisation: each rank publishes its buffers per collective;
 // ring steps advance through per-rank atomic progress / consumed counters (a rank writes a
 // chunk only after its right neighbour has read the previous one), waited for by spinning
-// briefly, then yielding, then sleeping on the world's condition variable. The ring is
+// briefly, then yielding, then sleeping on the world's condition variable (a waiter counts
+// itself a sleeper before it checks, so a counter written without the lock always wakes it:
+// local_comm.cpp, wait). The ring is
 // pipelined: the buffer is cut into segments of n slices of kRingSliceBytes, and the whole
 // reduce-scatter + all-gather runs per segment, so a chunk is re-read while still in cache.
 // See communicator.h for the shared contracts (timeouts, a failed or departed rank,
@@ -64,6 +66,8 @@ class LocalWorld {
   std::string failure_;                      // non-empty: the world is broken, every wait throws
   int64_t barrier_generation_ = 0;
   int barrier_waiting_ = 0;
+  std::function<void()> before_sleep_;       // tests only (LocalCommTestPeer): runs locked, before a sleep
+  friend struct LocalCommTestPeer;
 };
 
 class LocalCommunicator : public Communicator {
@@ -120,6 +124,7 @@ class LocalCommunicator : public Communicator {
   bool kernel_path_;           // data moves through kernels: accelerators (and cpu in tests)
   int64_t steps_ = 0;          // this rank's steps before the current collective
   std::string call_;           // the current collective
+  friend struct LocalCommTestPeer;   // tests/test_comm_local.cpp: the wait / wake handshake
 };
 
 // Runs fn on devices.size() threads, rank r's communicator on devices[r], all in one world.
