@@ -58,8 +58,10 @@ cmake --build "$bld" -j"${OOMLAB_JOBS:-$(nproc)}" --target oomlab bench_attentio
 if [[ $dirty == false && ( "$(git rev-parse HEAD)" != "$commit" || -n "$(git status --porcelain --untracked-files=no)" ) ]]; then
   die "the tree changed during the build (HEAD or tracked files): pack again from a clean commit"
 fi
-# oomlab loads the CUDA backend from liboomlab_cuda.so beside it (CMakeLists.txt: CLI)
-[[ -f $bld/liboomlab_cuda.so ]] && ldd "$bld/liboomlab_cuda.so" | grep -q libcudart ||
+# oomlab loads the CUDA backend from liboomlab_cuda.so beside it (CMakeLists.txt: CLI). Not
+# `ldd | grep -q`: grep -q stops reading at the match, ldd may then die of SIGPIPE, and
+# pipefail turns that into "no CUDA backend" (it did, under load).
+[[ -f $bld/liboomlab_cuda.so && $(ldd "$bld/liboomlab_cuda.so") == *libcudart* ]] ||
   die "$bld has no CUDA backend library (nvcc or cuDNN not found at configure time)"
 # shellcheck disable=SC2046
 archs=$(python3 scripts/fatbin_archs.py --need-sass 90 $(for b in liboomlab_cuda.so bench_attention $tests; do
