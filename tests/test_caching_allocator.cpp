@@ -205,6 +205,22 @@ TEST(CachingAllocator, ResetPeakAndAccumulatedStats) {
   a.free(q);
 }
 
+// A small request fails for its segment (2 MiB from the small pool), not for its own size:
+// the message says both, or "576 bytes" beside "1.00 KiB free" reads as a contradiction.
+TEST(CachingAllocator, AnOomNamesTheSegmentARequestNeeded) {
+  auto a = make_meta();
+  a.set_capacity(1024);
+  try {
+    a.allocate(576);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("tried to allocate 576 bytes, which needs a new 2.00 MiB segment (capacity 1.00 KiB;"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 TEST(CachingAllocator, CapacityOomMessageCountersAndRecovery) {
   auto a = make_meta();
   a.set_capacity(64 * MiB);
@@ -221,6 +237,7 @@ TEST(CachingAllocator, CapacityOomMessageCountersAndRecovery) {
     EXPECT_NE(msg.find("capacity 64.00 MiB"), std::string::npos) << msg;
     EXPECT_NE(msg.find("40.00 MiB allocated"), std::string::npos) << msg;
     EXPECT_NE(msg.find("reserved by oomlab"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("segment"), std::string::npos) << msg;   // the segment is the request
   }
   EXPECT_EQ(a.stat("num_alloc_retries"), 1);
   EXPECT_EQ(a.stat("num_ooms"), 1);

@@ -121,14 +121,20 @@ void CachingAllocator::Impl::release_cached() {
   }
 }
 
-void CachingAllocator::Impl::throw_oom(size_t nbytes) {
+// The request as asked; where the device would have been asked for more (a new segment of
+// the small pool's 2 MiB or the large pool's 20 MiB, PyTorch's "Tried to allocate"), that
+// too, so a request smaller than the free memory still reads as an out-of-memory.
+void CachingAllocator::Impl::throw_oom(size_t nbytes, size_t segment_bytes) {
   uint64_t allocated = st[kAllocatedBytes][0].current, reserved = st[kReservedBytes][0].current;
   uint64_t free_bytes = raw->free_bytes();
   if (capacity != 0) free_bytes = std::min<uint64_t>(free_bytes, capacity > reserved ? capacity - reserved : 0);
   ++num_ooms;
   record("oom", free_bytes == SIZE_MAX ? 0 : free_bytes, nbytes, false);
   std::string msg =
-      str_cat("oomlab: ", device.str(), " out of memory: tried to allocate ", format_size(nbytes), " (capacity ",
+      str_cat(device.str(), " out of memory: tried to allocate ", format_size(nbytes),
+              segment_bytes > nbytes ? str_cat(", which needs a new ", format_size(segment_bytes), " segment")
+                                     : std::string(),
+              " (capacity ",
               capacity == 0 ? std::string("unlimited, but at most 4 EiB can be accounted") : format_size(capacity),
               "; ", format_size(allocated), " allocated, ", format_size(reserved), " reserved by oomlab; ",
               free_bytes == SIZE_MAX ? std::string("unknown") : format_size(free_bytes), " free)");
@@ -157,13 +163,13 @@ alloc_detail::Block* CachingAllocator::Impl::take_block(size_t size, bool small,
     release_cached();
     ++num_alloc_retries;
     block = new_segment(seg_size, small);
-    if (block == nullptr) throw_oom(nbytes);
+    if (block == nullptr) throw_oom(nbytes, seg_size);
   }
   return block;
 }
 
 void* CachingAllocator::Impl::allocate(size_t nbytes, const char* tag) {
-  if (nbytes > (SIZE_MAX >> 2)) throw_oom(nbytes);  // guards the rounding arithmetic
+  if (nbytes > (SIZE_MAX >> 2)) throw_oom(nbytes, 0);  // guards the rounding arithmetic
   const size_t size = round_size(nbytes);
   const bool small = size <= kSmallSize;
   Block* block = take_block(size, small, nbytes);

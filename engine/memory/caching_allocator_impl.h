@@ -121,7 +121,7 @@ struct CachingAllocator::Impl {
   Block* new_segment(size_t seg_size, bool small);
   void release_raw(Segment* seg);
   void release_cached();
-  [[noreturn]] void throw_oom(size_t nbytes);
+  [[noreturn]] void throw_oom(size_t nbytes, size_t segment_bytes);
   Block* take_block(size_t size, bool small, size_t nbytes);
   void* allocate(size_t nbytes, const char* tag);
   void free(void* ptr);
