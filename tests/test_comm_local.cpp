@@ -190,8 +190,6 @@ TEST(LocalComm, ARankThatLeavesOrHangsIsNamed) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
 }
 
-// The data path a cuda rank takes (copy and collective kernels launched on its device,
-// settle points, one ring segment), run by cpu ranks: the same suite, bit for bit.
 // A ring counter written (without the lock) after a waiter's last check but before it sleeps
 // wakes it. Until 2026-12-03 a waiter counted itself a sleeper after its check, so the writer
 // skipped the notify and the waiter slept its whole timeout, then went on: under load,
@@ -223,6 +221,8 @@ TEST(LocalComm, ACounterWrittenJustBeforeAWaiterSleepsWakesIt) {
   EXPECT_LT(waited_s, 1.5) << "the write before the sleep was missed: the waiter slept until its timeout";
 }
 
+// The data path a cuda rank takes (copy and collective kernels launched on its device,
+// settle points, one ring segment), run by cpu ranks: the same suite, bit for bit.
 TEST(LocalComm, AcceleratorDataPathOnCpuRanks) {
   LocalCommunicator::use_kernel_path_on_cpu_for_tests(true);
   for (int n : {1, 2, 3})
