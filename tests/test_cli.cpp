@@ -253,6 +253,25 @@ TEST(Cli, OutputPathThatIsADirectoryIsRejectedUpFront) {
   fs::remove_all(dir);
 }
 
+// The results JSON is written last: a trace that fails to write (/dev/full: no space left)
+// fails the run with exit 2 and leaves no results file that would claim it succeeded.
+TEST(Cli, ATraceThatCannotBeWrittenLeavesNoResultsFile) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  for (const char* args :
+       {"train --model mlp --dataset synthetic --synthetic-size 64 --batch 8 --steps 2 --device meta --quiet",
+        "estimate --model mlp --batch 2"}) {
+    for (const char* trace : {"--memory-snapshot", "--chrome-trace"}) {
+      fs::path out = tmp("trace_fails_results.json");
+      fs::remove(out);
+      CliRun r = run_oomlab(std::string(args) + " --json " + out.string() + " " + trace + " /dev/full");
+      EXPECT_EQ(r.code, 2) << args << " " << trace << ": " << r.output;
+      EXPECT_NE(r.output.find("cannot write /dev/full"), std::string::npos) << r.output;
+      EXPECT_FALSE(fs::exists(out)) << args << " " << trace << ": a results file beside a failed trace";
+      fs::remove(out);
+    }
+  }
+}
+
 // Out of memory: the snapshot and trace (showing the OOM) are written, the results JSON is
 // not, and the run still fails with the OOM message and exit code 3; a training step names
 // the phase it ran out in.

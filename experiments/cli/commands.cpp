@@ -54,8 +54,6 @@ void check_output_paths(const CliArgs& a) {
     if (a.has(k)) check_output_file(a.get(k), str_cat("--", k));
 }
 
-
-
 // "wrote PATH" on standard output, unless PATH is standard output itself (the line would
 // follow the JSON on the same stream).
 void print_wrote(const std::string& path, const char* note = "") {
@@ -72,6 +70,14 @@ void write_traces_if_asked(const CliArgs& a, const Device& dev) {
     write_json_atomic(*path, chrome_trace_json(allocator_for(dev), OpProfiler::take()), -1);
     print_wrote(*path, " (open it in ui.perfetto.dev or chrome://tracing)");
   }
+}
+
+// The snapshot and trace, then the results JSON last: a --json file that exists means every
+// output of the run was written (a trace that fails to write, e.g. on a full disk, leaves no
+// results file claiming success).
+void write_outputs_if_asked(const CliArgs& a, const Device& dev, const nlohmann::json& results) {
+  write_traces_if_asked(a, dev);
+  write_json_if_asked(a, results);
 }
 
 // Runs work(); on OutOfMemoryError writes the requested snapshot/trace (the allocator's
@@ -327,9 +333,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
   if (spec.parallel == ParallelMode::bdp) cfg["gpu0_bsz"] = spec.gpu0_bsz;
   if (!budget.is_null()) cfg["checkpoint_budget"] = budget;
   cfg.update(spec.arch.to_json(spec.model));
-  write_json_if_asked(a, make_results("estimate", meta_device(), cfg, metrics,
-                                         "the steady-state training step (metrics.exact)"));
-  write_traces_if_asked(a, meta_device());
+  write_outputs_if_asked(a, meta_device(), make_results("estimate", meta_device(), cfg, metrics,
+                                                       "the steady-state training step (metrics.exact)"));
   return 0;
 }
 
@@ -345,8 +350,7 @@ int cmd_train(const std::vector<std::string>& args) {
   nlohmann::json results = with_traces_on_oom(a, c.device, [&] { return train(c); });
   // DDP under a launcher: every rank trains, rank 0 writes.
   if (results["metrics"].contains("ddp") && results["metrics"]["ddp"].value("rank", 0) != 0) return 0;
-  write_json_if_asked(a, results);
-  write_traces_if_asked(a, c.device);
+  write_outputs_if_asked(a, c.device, results);
   if (results.contains("metrics") && results["metrics"].contains("diverged_at_step")) {
     std::fprintf(stderr, "oomlab: diverged: the loss became %s at step %lld (exit %d)\n",
                  results["metrics"].value("diverged_loss", "NaN").c_str(),
