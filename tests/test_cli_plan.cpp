@@ -74,6 +74,16 @@ TEST(CliPlan, BadRequestsAreOneExitTwoLine) {
   expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu t4 --batch 100000"), "at micro-batch 100000");
   expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu t4 --global-batch 64 --verify meta"), "--verify");
   expect_one_exit2_line(run_oomlab("plan --model resnet50 --gpu t4 --global-batch 64 --verify gpu0"), "gpu0");
+  // past 2^40 samples: refused by the flag (was: minutes listing the divisors of 2^63 - 1, or
+  // --batch x --gpus wrapping to a negative "--global-batch")
+  expect_one_exit2_line(run_oomlab("plan --model mlp --gpu t4 --global-batch 9223372036854775807"),
+                        "--global-batch must be in 1..1099511627776");
+  expect_one_exit2_line(run_oomlab("plan --model mlp --gpu t4 --batch 9223372036854775807 --gpus 2"),
+                        "--batch must be in 1..1099511627776");
+  // every candidate refused before its meta step: the reason, once (was: "needs -1 B")
+  const CliRun seq = run_oomlab("plan --model bert-base --gpu h200 --seq-len 513 --batch 1");
+  expect_one_exit2_line(seq, "no candidate can train bert-base as asked: --seq-len 513 exceeds max_positions 512");
+  EXPECT_EQ(seq.output.find("-1 B"), std::string::npos) << seq.output;
 }
 
 TEST(CliPlan, VerifyOnTheCpuMeasuresThePeakMetaPredicted) {

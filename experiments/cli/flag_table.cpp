@@ -395,9 +395,10 @@ void rows_plan_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("device-memory", kPlan, "a card of this capacity instead (peaks: --gpu's, or none)").size()
                   .excludes("gpu").s);
   t.push_back(F("gpus", kPlan, "cards, one DDP rank each").integer("N", 1, 1024).def("1").s);
+  // 2^40 samples: far past any batch trained, and its divisors (the micro-batches) are quick to list
   t.push_back(F("global-batch", kPlan, "samples per optimizer step over all cards (accumulation searched)")
-                  .integer("B", 1).excludes("batch").s);
-  t.push_back(F("batch", kPlan, "samples per card per step, no accumulation").integer("B", 1)
+                  .integer("B", 1, 0x1p40).excludes("batch").s);
+  t.push_back(F("batch", kPlan, "samples per card per step, no accumulation").integer("B", 1, 0x1p40)
                   .excludes("global-batch").s);
   t.push_back(F("seq-len", kPlan, "the sequence length (token models)").integer("T", 1).to(&RunSpec::seq_len).s);
   t.push_back(F("input", kPlan, "the sample shape (image models)").int_list("C,H,W")

@@ -241,6 +241,20 @@ PlanCandidate one_candidate(const PlanRequest& r, const Precision& p, const std:
   return c;
 }
 
+// No candidate got as far as a meta step: the model refuses the request itself (a sequence
+// past its position table, a shape its layers cannot take). One ValueError naming why,
+// instead of a plan whose every row says the same.
+void check_some_candidate_ran(const PlanRequest& r, const Plan& plan) {
+  if (plan.smallest_peak_bytes >= 0) return;
+  std::vector<std::string> reasons;
+  for (const PlanCandidate& c : plan.candidates)
+    if (std::find(reasons.begin(), reasons.end(), c.why_not) == reasons.end()) reasons.push_back(c.why_not);
+  std::string text = reasons.front();
+  for (size_t i = 1; i < std::min<size_t>(reasons.size(), 3); ++i) text += "; " + reasons[i];
+  if (reasons.size() > 3) text += str_cat(" (and ", reasons.size() - 3, " other reasons)");
+  throw ValueError(str_cat("oomlab plan: no candidate can train ", r.model.model, " as asked: ", text));
+}
+
 void search(const PlanRequest& r, const ModelEntry& m, const std::vector<Choice>& chs, Plan& plan,
             const std::function<void(const std::string&)>& progress) {
   for (const Precision& p : precisions(r.gpu))
@@ -258,6 +272,7 @@ Plan make_plan(const PlanRequest& r, const std::function<void(const std::string&
   bool fits = false;
   for (const PlanCandidate& c : plan.candidates) fits |= c.micro_batch > 0;
   if (!fits && !m.is_graph()) search(r, m, offload_choices(m), plan, progress);   // the host's memory too
+  check_some_candidate_ran(r, plan);
   if (r.gpus > 1) add_balanced_dp(r, plan, progress);
   choose(plan);
   explain(plan);

@@ -51,6 +51,9 @@
 //    searched (1, or --batch's): more cards
 //    shrink only the batch, never below that) or when the card's peaks are unknown
 //    (--device-memory: every time is 0).
+//  * A request no candidate can even run (every one refused before its meta step: a
+//    sequence past the position table, a shape the layers refuse) is one ValueError naming
+//    the distinct reasons, not a plan.
 //  * technique_reasons: for each technique choice the recommendation did not take, the
 //    candidate that differs from it in that choice alone and why it lost (does not fit, or
 //    its time).
