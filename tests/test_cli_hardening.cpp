@@ -77,7 +77,15 @@ INSTANTIATE_TEST_SUITE_P(
                    "--epochs 2305843009213693953",
                    2, "more than 2^63 - 1"},
         RejectCase{"train --model bert-mini --dataset synthetic-seq --seq-len 9223372036854775807 --steps 1", 2,
-                   "exceeds max_positions"}));
+                   "exceeds max_positions"},
+        // the synthetic pool (the set plus its test quarter) and the loader's epoch order
+        RejectCase{"train --model mlp --dataset synthetic --batch 2 --synthetic-size 9223372036854775807 "
+                   "--device meta --steps 1",
+                   2, "--synthetic-size plus its test split: 9223372036854775807 + 2305843009213693951 is more than "
+                      "2^63 - 1"},
+        RejectCase{"train --model bert-tiny --dataset synthetic-seq --batch 2 --synthetic-size 4611686018427387904 "
+                   "--device meta --steps 1",
+                   2, "DataLoader: the epoch order of synthetic-seq"}));
 
 INSTANTIATE_TEST_SUITE_P(
     IgnoredFlags, CliRejects,

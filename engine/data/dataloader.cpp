@@ -9,6 +9,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "engine/core/checked_math.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 
@@ -32,6 +33,8 @@ DataLoader::DataLoader(const Dataset& dataset, int64_t batch_size, bool shuffle,
   OOMLAB_CHECK(batch_ > 0, "DataLoader: batch size must be positive, got ", batch_);
   OOMLAB_CHECK(workers_ >= 0 && workers_ <= 64, "DataLoader: workers must be in 0..64, got ", workers_);
   OOMLAB_CHECK(prefetch_factor_ >= 1, "DataLoader: prefetch_factor must be >= 1, got ", prefetch_factor_);
+  // each epoch holds its order of every sample: a size it cannot represent is a ShapeError
+  checked_nbytes(n, sizeof(int64_t), str_cat("DataLoader: the epoch order of ", ds_.name()));
   OOMLAB_CHECK(!drop_last_ || n == 0 || batch_ <= n, "DataLoader: impossible batch: batch size ", batch_,
                " exceeds the ", n, " samples of ", ds_.name(), " and drop_last would leave no batch");
   batches_per_epoch_ = drop_last_ ? n / batch_ : (n + batch_ - 1) / batch_;

@@ -82,11 +82,12 @@ Datasets make_datasets(const RunSpec& c) {
   if (c.dataset == "fashion-mnist")
     return {std::make_shared<FashionMnistDataset>(Split::train, c.data_dir),
             std::make_shared<FashionMnistDataset>(Split::test, c.data_dir)};
-  int64_t test_size = std::max<int64_t>(c.synthetic_size / 4, c.batch);
+  const int64_t test_size = std::max<int64_t>(c.synthetic_size / 4, c.batch);
+  const int64_t pool = checked_add(c.synthetic_size, test_size, "--synthetic-size plus its test split");
   std::shared_ptr<Dataset> all;
   if (c.dataset == "synthetic-seq") {
     SyntheticSeqOptions o;
-    o.size = c.synthetic_size + test_size;
+    o.size = pool;
     o.max_len = c.seq_len;
     // a graph's shapes are the export's: padding only where it takes an attention mask
     o.min_len = is_graph_model(c.model) && !graph_has_mask_input(graph_of_model(c.model)) ? c.seq_len : c.seq_min_len;
@@ -101,9 +102,9 @@ Datasets make_datasets(const RunSpec& c) {
     Shape in = image_input_shape(c);
     OOMLAB_CHECK_T(ShapeError, in.size() == 3, "--input must be C,H,W (got ", shape_str(in), ")");
     if (c.dataset == "synthetic")
-      all = std::make_shared<SyntheticImageDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
+      all = std::make_shared<SyntheticImageDataset>(in, pool, c.num_classes, c.seed + 1);
     else
-      all = std::make_shared<SyntheticSegmentationDataset>(in, c.synthetic_size + test_size, c.num_classes, c.seed + 1);
+      all = std::make_shared<SyntheticSegmentationDataset>(in, pool, c.num_classes, c.seed + 1);
   }
   return {std::make_shared<SubsetDataset>(all, 0, c.synthetic_size, all->name() + "[train]"),
           std::make_shared<SubsetDataset>(all, c.synthetic_size, test_size, all->name() + "[test]")};
