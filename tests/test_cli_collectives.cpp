@@ -45,3 +45,19 @@ TEST(CliCollectives, ReduceScatterAndAllGatherAreCheckedOnEveryBackend) {
       }
     }
 }
+
+// A --max-bytes below one element per rank holds no reduce_scatter / all_gather buffer: one
+// exit-2 line naming it (was: an empty size list, then a segfault), on threads and processes
+// (said once, before the rank processes start).
+TEST(CliCollectives, AMaxBytesBelowOneElementPerRankIsRefused) {
+  for (const char* where : {"--ranks 3", "--device meta --ranks 8", "--backend gloo --ranks 3"})
+    for (const char* col : {"reduce_scatter", "all_gather"}) {
+      const CliRun r = run_oomlab(std::string("allreduce-bench --collective ") + col + " " + where +
+                                  " --min-bytes 8 --max-bytes 8 --iters 1 --warmup 0");
+      EXPECT_EQ(r.code, 2) << col << " " << where << "\n" << r.output;
+      const std::string line = std::string("--max-bytes 8 holds no ") + col + " buffer over";
+      const size_t at = r.output.find(line);
+      EXPECT_NE(at, std::string::npos) << col << " " << where << "\n" << r.output;
+      EXPECT_EQ(r.output.find(line, at + 1), std::string::npos) << "said more than once:\n" << r.output;
+    }
+}

@@ -43,6 +43,17 @@ struct Row {
   std::vector<int64_t> sent, received;   // per rank, bytes per call
 };
 
+// reduce_scatter / all_gather: whole buffers of a multiple of the ranks' elements
+int64_t least_buffer_bytes(const BenchOptions& o) {
+  return int64_t(dtype_size(bench_dtype(o.dtype))) * (o.collective == "all_reduce" ? 1 : o.ranks);
+}
+
+// --max-bytes holds at least one buffer over o.ranks (the launcher's, once known).
+void check_holds_a_buffer(const BenchOptions& o) {
+  OOMLAB_CHECK(o.max_bytes >= least_buffer_bytes(o), "--max-bytes ", o.max_bytes, " holds no ", o.collective,
+               " buffer over ", o.ranks, " ranks: the least is one ", o.dtype, " per rank (", least_buffer_bytes(o),
+               " bytes)");
+}
 }  // namespace
 
 void check_bench_options(BenchOptions& o) {
@@ -61,6 +72,7 @@ void check_bench_options(BenchOptions& o) {
   OOMLAB_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes (", o.min_bytes, ") is larger than --max-bytes (", o.max_bytes,
                ")");
   OOMLAB_CHECK(o.max_bytes >= int64_t(dtype_size(d)), "--max-bytes ", o.max_bytes, " is smaller than one ", o.dtype);
+  if (local) check_holds_a_buffer(o);   // process backends: once the launcher's world is known
 }
 
 namespace {
@@ -80,8 +92,7 @@ double memcpy_gbps(int64_t bytes) {
 }
 
 std::vector<int64_t> bench_sizes(const BenchOptions& o) {
-  // reduce_scatter / all_gather: whole buffers of a multiple of the ranks' elements
-  const int64_t es = int64_t(dtype_size(bench_dtype(o.dtype))) * (o.collective == "all_reduce" ? 1 : o.ranks);
+  const int64_t es = least_buffer_bytes(o);
   std::vector<int64_t> sizes;
   for (int64_t b = std::max(o.min_bytes, es); b <= o.max_bytes; b *= o.step_factor) {
     sizes.push_back(b / es * es);
@@ -306,12 +317,12 @@ int run_allreduce_bench(BenchOptions o, const BenchLaunch& launch) {
   check_bench_options(o);
   const std::string& out = launch.json_out;
   if (!out.empty()) check_output_file(out, "--json");
-  const std::vector<int64_t> sizes = bench_sizes(o);
   std::unique_ptr<Communicator> comm;   // a process backend: this process is one rank
   if (o.backend != "local") {
     RankInfo info = discover_rank(launch.rank_flags, current_environment());
     info.timeout = std::chrono::milliseconds(int64_t(o.timeout_s * 1000));   // the rendezvous's bound too
     if (info.source == "single" && o.ranks > 1) {   // no launcher: be one
+      check_holds_a_buffer(o);                       // once, before the rank processes
       std::vector<std::string> job = {"allreduce-bench"};
       job.insert(job.end(), launch.args.begin(), launch.args.end());
       return launch_local_job(o.backend, o.ranks, job);
@@ -322,6 +333,8 @@ int run_allreduce_bench(BenchOptions o, const BenchLaunch& launch) {
     const Device dev = o.device == "cuda" ? Device{DeviceType::cuda, info.local_rank} : Device{DeviceType::cpu, 0};
     comm = make_communicator(o.backend, info, dev);
   }
+  check_holds_a_buffer(o);
+  const std::vector<int64_t> sizes = bench_sizes(o);   // over the ranks there are (a launcher's)
   const bool printer = !comm || comm->rank() == 0;
   const double memcpy_bw =
       o.device != "cpu" || !printer ? 0.0 : memcpy_gbps(sizes.back());
