@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "engine/core/checked_math.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/data/idx_reader.h"
@@ -87,7 +88,10 @@ SyntheticImageDataset::SyntheticImageDataset(Shape chw, int64_t size, int64_t nu
   OOMLAB_CHECK(std::isfinite(sigma_) && sigma_ >= 0, "synthetic dataset: noise sigma must be finite and >= 0");
   if (learnable_) {
     const int64_t n = shape_numel(shape_);
-    prototypes_.resize(size_t(num_classes_ * n));
+    // one prototype per class: a count that cannot be represented is a ShapeError, not a wrap
+    const int64_t values = checked_mul(num_classes_, n, "synthetic dataset: num_classes x sample elements");
+    prototypes_.resize(checked_nbytes(values, sizeof(float), "synthetic dataset: its class prototypes") /
+                       sizeof(float));
     const uint64_t key = mix_seed(seed_);
     for (int64_t c = 0; c < num_classes_; ++c)
       fill_normal(prototypes_.data() + c * n, n, key, uint64_t(c) * kSampleStride, 0);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/core/checked_math.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 
@@ -35,8 +36,12 @@ SyntheticSegmentationDataset::SyntheticSegmentationDataset(Shape chw, int64_t si
   OOMLAB_CHECK(std::isfinite(sigma_) && sigma_ >= 0, "synthetic-seg: noise sigma must be finite and >= 0");
   const int64_t C = shape_[0];
   const uint64_t key = seg_mix(seed_);
-  level_.resize(size_t(num_classes_ * C));
-  freq_.resize(size_t(num_classes_ * 2));
+  // per-class tables: a count that cannot be represented is a ShapeError, not a wrap
+  const auto floats = [](int64_t a, int64_t b, const char* what) {
+    return checked_nbytes(checked_mul(a, b, what), sizeof(float), what) / sizeof(float);
+  };
+  level_.resize(floats(num_classes_, C, "synthetic-seg: num_classes x channels"));
+  freq_.resize(floats(num_classes_, 2, "synthetic-seg: num_classes x 2 frequencies"));
   for (int64_t k = 0; k < num_classes_; ++k) {
     for (int64_t c = 0; c < C; ++c) {
       auto b = Generator::block(key, uint64_t(k) * 4096, uint64_t(c));
