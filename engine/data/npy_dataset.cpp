@@ -37,8 +37,10 @@ void check_labels(const NpyArray& labels, int64_t num_classes) {
   require_integer_labels(labels);
   for (int64_t i = 0, n = labels.numel(); i < n; ++i) {
     const int64_t v = labels.int_at(i);
-    OOMLAB_CHECK(v >= 0 && v < num_classes, labels.file, ": label ", v, " of ", label_position(labels, i),
-                 " is outside [0, ", num_classes, ")", num_classes > 0 ? " (the class count given)" : "");
+    OOMLAB_CHECK(v >= 0, labels.file, ": label ", v, " of ", label_position(labels, i),
+                 " is negative (class labels are 0..K-1)");
+    OOMLAB_CHECK(v < num_classes, labels.file, ": label ", v, " of ", label_position(labels, i), " is outside [0, ",
+                 num_classes, ") (the class count given)");
   }
 }
 
