@@ -55,10 +55,11 @@ if ! /usr/bin/python3 -m pyflakes scripts experiments tests/*.py python tests/py
   failures+=("pyflakes")
 fi
 
-step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_*.py, test_report*.py, test_readme_figures.py, test_comment_refs.py, test_plan_calibration.py)"
+step "the GPU kit's scripts and the report on the CPU (tests/test_gpu_*.py, test_report*.py, test_readme_figures.py, test_comment_refs.py, test_plan_calibration.py, test_cli_probe.py)"
 if ! OOMLAB_BUILD_DIR="$build_dir" python3 -m unittest tests/test_gpu_tools.py tests/test_gpu_kit.py tests/test_gpu_rounds.py \
      tests/test_gpu_records.py tests/test_gpu_results.py tests/test_report.py tests/test_report_links.py \
-     tests/test_readme_figures.py tests/test_comment_refs.py tests/test_plan_calibration.py; then
+     tests/test_readme_figures.py tests/test_comment_refs.py tests/test_plan_calibration.py \
+     tests/test_cli_probe.py; then
   failures+=("python tests")
 fi
 

@@ -4,6 +4,8 @@
 #     policies, bert-mini's accumulation and data-parallel equivalences ...);
 #   * the GPU kit end to end without a GPU (tests/test_gpu_kit.py GpuKit: pack, the
 #     one-line stop, the dry run through every step);
+#   * the CLI probe (scripts/cli_probe.py via tests/test_cli_probe.py: 300 real runs with random
+#     flags at edge values, none may crash, exit 70 or hang);
 #   * the sanitizer runs (scripts/sanitize.sh: the whole suite under ASan+UBSan in build-asan/,
 #     then, after the fuzz targets, the threaded tests under TSan in build-tsan/; under CI=true
 #     build-asan/ is removed between the two, and the free disk is printed around them);
@@ -33,6 +35,8 @@ run_step "ctest -L slow" ctest --test-dir "$build_dir" --output-on-failure -j"${
   --no-tests=error -L slow
 run_step "GPU kit end to end" env OOMLAB_BUILD_DIR="$build_dir" OOMLAB_SLOW_TESTS=1 \
   python3 -m unittest tests.test_gpu_kit.GpuKit
+run_step "CLI probe (300 random runs)" env OOMLAB_BUILD_DIR="$build_dir" OOMLAB_SLOW_TESTS=1 \
+  python3 -m unittest tests.test_cli_probe.ProbeOnTheBuild
 disk_free() { echo "test_slow: disk: $(df -h . | awk 'NR == 2 {print $4 " free of " $2}')"; }
 disk_free
 if [[ "${OOMLAB_SKIP_SANITIZERS:-0}" != 1 ]]; then
