@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
@@ -62,6 +63,23 @@ TEST(CliPlan, BatchPerCardIsNeverAccumulated) {
     EXPECT_EQ(c["micro_batch"], 48) << c.dump();   // per rank; DataParallel's: per device
   }
   EXPECT_GT(fitting, 0);
+}
+
+// DataParallel is one process over one machine's cards: past 16 it is not searched, and the
+// plan says so (a 64-card bert-base plan spent 66 of its 79 s on DataParallel's meta steps).
+TEST(CliPlan, DataParallelIsSearchedOnOneMachinesCardsOnly) {
+  TempDir d("cli_plan_dp");
+  for (const int gpus : {8, 32}) {
+    const CliRun r = run_oomlab("plan --model resnet20 --gpu t4 --gpus " + std::to_string(gpus) +
+                                " --global-batch 256 --json " + d.file("p.json"));
+    ASSERT_EQ(r.code, 0) << r.output;
+    const nlohmann::json p = read_json(d.file("p.json"));
+    int dp = 0;
+    for (const auto& c : p["metrics"]["candidates"]) dp += c["parallel"] == "dp" || c["parallel"] == "bdp";
+    EXPECT_EQ(dp > 0, gpus == 8) << gpus << " cards: " << dp << " DataParallel candidates";
+    EXPECT_EQ(p["config"]["data_parallel_searched"], gpus == 8);
+    EXPECT_EQ(r.output.find("DataParallel: not searched past 16 cards") != std::string::npos, gpus == 32) << r.output;
+  }
 }
 
 TEST(CliPlan, BadRequestsAreOneExitTwoLine) {

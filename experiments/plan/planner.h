@@ -28,7 +28,9 @@
 //    channels-last: those candidates say so): exact peaks from meta ranks; stages 1 and 2
 //    communicate as DDP, stage 3 1.5 times that (parameters gathered for forward and
 //    backward); the time model counts each rank's share of the optimizer's work.
-//  * gpus > 1 also searches DataParallel (one process, N devices; not with half): exact
+//  * 1 < gpus <= kDataParallelMaxGpus also searches DataParallel (one process, N devices of
+//    one machine; not with half; past 16 cards no box holds them, and each candidate's meta
+//    step of every replica would take minutes): exact
 //    peaks of every device from one meta step of the whole micro-step (dp_on_meta.h), the
 //    fullest one fitting; micro_batch is each device's share. Time: device 0's work (its
 //    replica's, the loss's, the reduction's, the optimizer's) plus the slowest device's excess
@@ -71,6 +73,9 @@
 #include "experiments/plan/time_model.h"
 
 namespace oomlab {
+
+// DataParallel drives one machine's cards from one process; the largest boxes hold 16.
+constexpr int kDataParallelMaxGpus = 16;
 
 struct PlanRequest {
   RunSpec model;                        // model, input / seq_len, classes, arch (attention is searched)
