@@ -17,6 +17,8 @@ Flags that name files or hosts (--json, --save, --data-dir, --master-addr ...) a
 their hostile values have their own tests and fuzz targets.
 
   python3 scripts/cli_probe.py --oomlab build/oomlab --runs 300 --seed 1
+  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1 \
+    python3 scripts/cli_probe.py --oomlab build-asan/oomlab --memory-gib 0   # under the sanitizers
 """
 import argparse
 import random
@@ -113,7 +115,8 @@ def main():
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=60, help="seconds a run may take (default 60)")
-    ap.add_argument("--memory-gib", type=int, default=6, help="each run's address space (default 6 GiB)")
+    ap.add_argument("--memory-gib", type=int, default=6,
+                    help="each run's address space (default 6 GiB; 0: no cap, for a sanitizer build's shadow memory)")
     o = ap.parse_args()
     rng = random.Random(o.seed)
     table = {c: flags_of(o.oomlab, c) for c in BASES}
@@ -123,7 +126,7 @@ def main():
         args = one_run(rng, table)
         try:
             r = subprocess.run([o.oomlab] + args, capture_output=True, text=True, timeout=o.timeout,
-                               preexec_fn=limit_memory(o.memory_gib))
+                               preexec_fn=limit_memory(o.memory_gib) if o.memory_gib else None)
             code, tail = r.returncode, (r.stdout + r.stderr).strip().splitlines()[-1:]
         except subprocess.TimeoutExpired:
             code, tail = f"timeout ({o.timeout:g} s)", []

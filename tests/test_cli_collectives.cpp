@@ -61,3 +61,15 @@ TEST(CliCollectives, AMaxBytesBelowOneElementPerRankIsRefused) {
       EXPECT_EQ(r.output.find(line, at + 1), std::string::npos) << "said more than once:\n" << r.output;
     }
 }
+
+// The memcpy roof of a message under 9 bytes (--max-bytes 8 on one rank) stays inside its
+// buffer (its 9 timed copies indexed past an 8-byte vector: UBSan's finding through
+// scripts/cli_probe.py on the sanitizer build).
+TEST(CliCollectives, TheMemcpyRoofOfATinyMessageStaysInItsBuffer) {
+  for (const char* bytes : {"2", "8"}) {
+    const CliRun r = run_oomlab(std::string("allreduce-bench --ranks 1 --dtype half --min-bytes 2 --max-bytes ") +
+                                bytes + " --iters 1 --warmup 0");
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("# memcpy bandwidth"), std::string::npos) << r.output;
+  }
+}

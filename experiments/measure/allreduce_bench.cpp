@@ -85,7 +85,8 @@ double memcpy_gbps(int64_t bytes) {
     const auto t0 = Clock::now();
     std::memcpy(b.data(), a.data(), a.size());
     t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    a[size_t(i)] = b[size_t(bytes - 1 - i)];   // keep the copies observable
+    const size_t k = size_t(i) % a.size();      // inside even a 2-byte buffer (--max-bytes 2)
+    a[k] = b[a.size() - 1 - k];                  // keep the copies observable
   }
   std::sort(t.begin(), t.end());
   return double(bytes) / t[4] / 1e9;
