@@ -81,7 +81,7 @@ void print_plan(const PlanRequest& r, const Plan& p) {
                 "micro-step, over %s, added whole to each time (no overlap; a lower bound of its own: no "
                 "multi-GPU record)\n",
                 ddp_comm_time({}, r.gpus, r.gpu).link.c_str());
-  if (r.gpus > kDataParallelMaxGpus)
+  if (r.gpus > 1 && !searches_data_parallel(r.gpus))
     cli_printf("DataParallel: not searched past %d cards (one process drives one machine's cards)\n",
                 kDataParallelMaxGpus);
   if (r.time_model)
@@ -170,7 +170,7 @@ nlohmann::json plan_json(const PlanRequest& r, const Plan& p) {
                               {"link_gbps", r.gpu.link_gbps}, {"link", r.gpu.link}};
   const nlohmann::json config = {{"model", r.model.model}, {"gpu", gpu}, {"gpus", r.gpus},
                                  {"global_batch", r.global_batch}, {"accumulation_searched", r.accumulate},
-                                 {"data_parallel_searched", r.gpus > 1 && r.gpus <= kDataParallelMaxGpus},
+                                 {"data_parallel_searched", searches_data_parallel(r.gpus)},
                                  {"seq_len", r.model.seq_len},
                                  {"optimizer", r.optimizer}, {"reserve_bytes", r.reserve_bytes}};
   return make_results("plan", meta_device(), config, m, "the last candidate's meta step");

@@ -33,7 +33,7 @@ std::vector<Choice> choices(const ModelEntry& m, int gpus) {
   if (gpus > 1) modes = {{ParallelMode::ddp, 0}};
   if (gpus > 1 && !m.is_graph()) modes = {{ParallelMode::ddp, 0}, {ParallelMode::ddp, 1}, {ParallelMode::ddp, 2},
                                           {ParallelMode::ddp, 3}};
-  if (gpus > 1 && gpus <= kDataParallelMaxGpus) modes.push_back({ParallelMode::dp, 0});
+  if (searches_data_parallel(gpus)) modes.push_back({ParallelMode::dp, 0});
   for (const std::string& a : attention)
     for (bool cl : layouts ? std::vector<bool>{false, true} : std::vector<bool>{false})
       for (bool fuse : m.has_use("fuse-relu") ? std::vector<bool>{false, true} : std::vector<bool>{false})

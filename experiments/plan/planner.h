@@ -76,6 +76,8 @@ namespace oomlab {
 
 // DataParallel drives one machine's cards from one process; the largest boxes hold 16.
 constexpr int kDataParallelMaxGpus = 16;
+// Whether a plan over `gpus` cards searches DataParallel (and balanced DataParallel).
+constexpr bool searches_data_parallel(int gpus) { return gpus > 1 && gpus <= kDataParallelMaxGpus; }
 
 struct PlanRequest {
   RunSpec model;                        // model, input / seq_len, classes, arch (attention is searched)
