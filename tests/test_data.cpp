@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -217,6 +218,28 @@ TEST(Synthetic, DeterministicPerSeedAndIndex) {
   EXPECT_NE(x, z);
   EXPECT_THROW(a.get(100, x.data(), &lx), ValueError);
   EXPECT_THROW(SyntheticImageDataset({3, 8}, 10, 10, 1), ValueError);
+}
+
+// A prototype table past its byte budget is not built: each sample redraws its class's
+// prototype, and the samples are the same floats as the table's.
+TEST(Synthetic, PrototypesPastTheTableBudgetAreRedrawnBitIdentically) {
+  const Shape chw{3, 5, 7};  // 105 values: the last Philox block is partly used
+  SyntheticImageDataset table(chw, 64, 9, 11, true, 0.5f), stream(chw, 64, 9, 11, true, 0.5f, 105 * 4 * 9 - 1);
+  std::vector<float> x(105), y(105);
+  int64_t lx = -1, ly = -2;
+  std::set<int64_t> labels;
+  for (int64_t i = 0; i < 64; ++i) {
+    table.get(i, x.data(), &lx);
+    stream.get(i, y.data(), &ly);
+    ASSERT_EQ(lx, ly) << "sample " << i;
+    ASSERT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float))) << "sample " << i;
+    labels.insert(lx);
+  }
+  EXPECT_GT(labels.size(), 5u);  // several classes' prototypes were compared
+  // A class count whose table could not even be sized is no error when it is not built.
+  SyntheticImageDataset huge(chw, 4, int64_t(1) << 62, 11);
+  huge.get(3, y.data(), &ly);
+  EXPECT_TRUE(ly >= 0 && std::isfinite(y[0]));
 }
 
 // Nearest class mean separates the learnable dataset and not the noise one.

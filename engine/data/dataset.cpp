@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include "engine/core/checked_math.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/data/idx_reader.h"
@@ -12,22 +11,37 @@
 namespace oomlab {
 namespace {
 
-// Fills out[0..n) with N(0,1) values from blocks first_block.. of (seed, base): each
-// Philox block yields four Box-Muller normals (two (u1, u2) pairs, cos and sin branches),
-// in float: this runs in the loader thread and must keep up with a GPU step.
-void fill_normal(float* out, int64_t n, uint64_t seed, uint64_t base, uint64_t first_block) {
+// The four N(0,1) values of Philox block `block` of (seed, base): two (u1, u2) pairs, cos
+// and sin branches of Box-Muller, in float: this runs in the loader thread and must keep up
+// with a GPU step.
+void normal4(uint64_t seed, uint64_t base, uint64_t block, float v[4]) {
   constexpr float k24 = 1.0f / 16777216.0f;
+  auto b = Generator::block(seed, base, block);
+  for (int p = 0; p < 2; ++p) {
+    float u1 = (float(b[2 * p] >> 8) + 1.0f) * k24;  // (0, 1]
+    float u2 = float(b[2 * p + 1] >> 8) * k24;       // [0, 1)
+    float r = std::sqrt(-2.0f * std::log(u1)), t = 6.28318530718f * u2;
+    v[2 * p] = r * std::cos(t);
+    v[2 * p + 1] = r * std::sin(t);
+  }
+}
+
+// Fills out[0..n) with N(0,1) values from blocks first_block.. of (seed, base).
+void fill_normal(float* out, int64_t n, uint64_t seed, uint64_t base, uint64_t first_block) {
+  float v[4];
   for (int64_t i = 0; i < n; i += 4) {
-    auto b = Generator::block(seed, base, first_block + uint64_t(i / 4));
-    float v[4];
-    for (int p = 0; p < 2; ++p) {
-      float u1 = (float(b[2 * p] >> 8) + 1.0f) * k24;  // (0, 1]
-      float u2 = float(b[2 * p + 1] >> 8) * k24;       // [0, 1)
-      float r = std::sqrt(-2.0f * std::log(u1)), t = 6.28318530718f * u2;
-      v[2 * p] = r * std::cos(t);
-      v[2 * p + 1] = r * std::sin(t);
-    }
+    normal4(seed, base, first_block + uint64_t(i / 4), v);
     for (int64_t k = 0; k < 4 && i + k < n; ++k) out[i + k] = v[k];
+  }
+}
+
+// out[i] = prototype[i] + sigma * out[i], the prototype drawn as fill_normal(.., first_block 0)
+// draws it: the same floats whether it comes from a table or from its stream.
+void add_prototype(float* out, int64_t n, uint64_t seed, uint64_t base, float sigma) {
+  float v[4];
+  for (int64_t i = 0; i < n; i += 4) {
+    normal4(seed, base, uint64_t(i / 4), v);
+    for (int64_t k = 0; k < 4 && i + k < n; ++k) out[i + k] = v[k] + sigma * out[i + k];
   }
 }
 
@@ -78,7 +92,7 @@ std::string FashionMnistDataset::name() const {
 // ---- synthetic ----------------------------------------------------------------------------
 
 SyntheticImageDataset::SyntheticImageDataset(Shape chw, int64_t size, int64_t num_classes, uint64_t seed,
-                                             bool learnable, float noise_sigma)
+                                             bool learnable, float noise_sigma, int64_t max_table_bytes)
     : shape_(std::move(chw)), size_(size), num_classes_(num_classes), seed_(seed), learnable_(learnable),
       sigma_(noise_sigma) {
   OOMLAB_CHECK(shape_.size() == 3 && shape_[0] > 0 && shape_[1] > 0 && shape_[2] > 0,
@@ -86,17 +100,14 @@ SyntheticImageDataset::SyntheticImageDataset(Shape chw, int64_t size, int64_t nu
   OOMLAB_CHECK(size_ >= 0, "synthetic dataset: size must be >= 0, got ", size_);
   OOMLAB_CHECK(num_classes_ >= 1, "synthetic dataset: num_classes must be >= 1, got ", num_classes_);
   OOMLAB_CHECK(std::isfinite(sigma_) && sigma_ >= 0, "synthetic dataset: noise sigma must be finite and >= 0");
-  if (learnable_) {
-    const int64_t n = shape_numel(shape_);
-    // one prototype per class: a count that cannot be represented is a ShapeError, not a wrap
-    const int64_t values = checked_mul(num_classes_, n, "synthetic dataset: num_classes x sample elements");
-    prototypes_.resize(checked_nbytes(values, sizeof(float), "synthetic dataset: its class prototypes") /
-                       sizeof(float));
-    const uint64_t key = mix_seed(seed_);
-    for (int64_t c = 0; c < num_classes_; ++c)
-      fill_normal(prototypes_.data() + c * n, n, key, uint64_t(c) * kSampleStride, 0);
-  }
+  if (!learnable_ || num_classes_ > max_table_bytes / int64_t(sizeof(float)) / shape_numel(shape_)) return;
+  const int64_t n = shape_numel(shape_);
+  prototypes_.resize(size_t(num_classes_ * n));
+  for (int64_t c = 0; c < num_classes_; ++c)
+    fill_normal(prototypes_.data() + c * n, n, prototype_key(), uint64_t(c) * kSampleStride, 0);
 }
+
+uint64_t SyntheticImageDataset::prototype_key() const { return mix_seed(seed_); }
 
 void SyntheticImageDataset::get(int64_t index, float* image_out, int64_t* label_out) const {
   check_index(*this, index);
@@ -106,10 +117,10 @@ void SyntheticImageDataset::get(int64_t index, float* image_out, int64_t* label_
   const int64_t label = int64_t((uint64_t(b0[0]) << 32 | b0[1]) % uint64_t(num_classes_));
   *label_out = label;
   fill_normal(image_out, n, seed_, base, 1);
-  if (learnable_) {
-    const float* proto = prototypes_.data() + label * n;
-    for (int64_t i = 0; i < n; ++i) image_out[i] = proto[i] + sigma_ * image_out[i];
-  }
+  if (!learnable_) return;
+  if (prototypes_.empty()) return add_prototype(image_out, n, prototype_key(), uint64_t(label) * kSampleStride, sigma_);
+  const float* proto = prototypes_.data() + label * n;
+  for (int64_t i = 0; i < n; ++i) image_out[i] = proto[i] + sigma_ * image_out[i];
 }
 
 std::string SyntheticImageDataset::name() const {

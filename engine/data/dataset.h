@@ -78,10 +78,14 @@ class FashionMnistDataset : public Dataset {
 class SyntheticImageDataset : public Dataset {
  public:
   static constexpr uint64_t kSampleStride = uint64_t(1) << 32;   // Philox blocks per sample
+  // The prototypes are kept in a table while it takes at most this many bytes; past it,
+  // each sample redraws its class's prototype from the prototype stream (the same floats,
+  // twice the Philox work per sample), so host memory stays flat in num_classes.
+  static constexpr int64_t kMaxPrototypeTableBytes = int64_t(1) << 30;
   // learnable: sample = prototype[label] + noise_sigma * N(0,1), prototypes ~ N(0,1);
   // otherwise: pure N(0,1) noise with uniformly random labels.
-  SyntheticImageDataset(Shape chw, int64_t size, int64_t num_classes, uint64_t seed,
-                        bool learnable = true, float noise_sigma = 0.5f);
+  SyntheticImageDataset(Shape chw, int64_t size, int64_t num_classes, uint64_t seed, bool learnable = true,
+                        float noise_sigma = 0.5f, int64_t max_table_bytes = kMaxPrototypeTableBytes);
 
   int64_t size() const override { return size_; }
   Shape sample_shape() const override { return shape_; }
@@ -95,7 +99,8 @@ class SyntheticImageDataset : public Dataset {
   uint64_t seed_;
   bool learnable_;
   float sigma_;
-  std::vector<float> prototypes_;  // num_classes x numel (learnable only)
+  uint64_t prototype_key() const;  // the prototype stream's seed: unrelated to seed_
+  std::vector<float> prototypes_;  // num_classes x numel (learnable, within the table budget)
 };
 
 // The contiguous index range [begin, begin + size) of another dataset (train/test splits

@@ -10,6 +10,8 @@
 //                               4*b*s^2*h per layer)
 //   BM_train_step_meta_bert_base bert-base, batch 32, seq 512, AdamW on the meta device
 //   BM_autograd_overhead        per-op cost of recording + backward for a chain of tiny ops
+//   BM_synthetic_sample/<table> one 3x224x224 learnable synthetic sample, its prototype
+//                               from the class table (1) or redrawn from its stream (0)
 // Usage: ./bench_engine --benchmark_min_time=1 [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/data/dataset.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/nn/forward_observer.h"
 #include "engine/ops/elementwise.h"
@@ -166,3 +169,16 @@ BENCHMARK(BM_autograd_overhead)->Arg(1000)->Unit(benchmark::kMicrosecond);
 }  // namespace
 
 OOMLAB_BENCHMARK_MAIN(cpu_device())
+
+static void BM_synthetic_sample(benchmark::State& state) {
+  const bool table = state.range(0) != 0;
+  SyntheticImageDataset ds({3, 224, 224}, 1 << 20, 10, 1, true, 0.5f, table ? int64_t(1) << 30 : 0);
+  std::vector<float> image(3 * 224 * 224);
+  int64_t label = 0, i = 0;
+  for (auto _ : state) {
+    ds.get(i++ % ds.size(), image.data(), &label);
+    benchmark::DoNotOptimize(image.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_synthetic_sample)->Arg(1)->Arg(0)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
