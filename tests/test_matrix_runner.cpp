@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/io/file_lock.h"
 #include "experiments/launch/child_process.h"
 #include "experiments/runner/experiment_runner.h"
 #include "experiments/runner/matrix.h"
@@ -83,6 +84,38 @@ TEST(MatrixRunner, EachPointsOutcomeIsRecordedNotTheRuns) {
   EXPECT_EQ(r["runner"]["outcomes"], json({{"ok", 1}, {"oom", 1}, {"error", 1}}));
   EXPECT_EQ(r["points"][0]["args"], json({"estimate", "--batch", "2", "--model", "resnet20"}));
   EXPECT_FALSE(fs::exists(out + ".partial"));
+}
+
+// Two runs on one results file would interleave their points in OUT.partial: while one holds
+// OUT.lock a second is one IoError naming the holder, and writes nothing.
+TEST(MatrixRunner, ASecondRunOnTheSameResultsFileIsRefused) {
+  TempDir t;
+  const std::string dir = write_spec(t, kSpec), out = t.path + "/r.json";
+  {
+    ExclusiveFileLock other_run(out + ".lock", "the other run");
+    try {
+      run_experiment(dir, options(out));
+      ADD_FAILURE() << "a second run on a locked results file ran";
+    } catch (const IoError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("is being written by another process (pid " + std::to_string(getpid())), std::string::npos) << m;
+    }
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(out + ".partial"));
+  }
+  EXPECT_FALSE(fs::exists(out + ".lock"));   // the holder removes its lock file
+  run_experiment(dir, options(out));          // free again
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".lock"));
+}
+
+// A lock file left by a holder that died (no flock on it) blocks nothing.
+TEST(MatrixRunner, AStaleLockFileDoesNotBlock) {
+  TempDir t;
+  const std::string out = t.path + "/r.json";
+  std::ofstream(out + ".lock") << "12345\n";
+  run_experiment(write_spec(t, kSpec), options(out));
+  EXPECT_TRUE(fs::exists(out));
 }
 
 TEST(MatrixRunner, ResumesFromThePartialFileSkippingFinishedPoints) {

@@ -12,11 +12,13 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 
 #include "engine/core/backend.h"
 #include "engine/core/error.h"
 #include "engine/core/process.h"
 #include "engine/io/atomic_file.h"
+#include "engine/io/file_lock.h"
 #include "engine/train/results.h"
 #include "experiments/cli/commands.h"
 #include "experiments/launch/child_process.h"
@@ -106,6 +108,7 @@ struct Plan {
   std::string digest, exe;
   json build;
   std::map<std::string, json> done;
+  std::shared_ptr<ExclusiveFileLock> lock;   // on out + ".lock": one run per results file
 };
 
 // `arg` with every `key` ("{scratch}", "{root}") replaced by `dir`.
@@ -208,6 +211,7 @@ Plan plan_run(const std::string& dir, const RunOptions& o) {
   p.out = o.out.empty() ? default_out(d, p.name, o, p.device) : fs::absolute(fs::path(o.out));
   p.partial = p.out.string() + ".partial";
   prepare_outputs(p);
+  p.lock = std::make_shared<ExclusiveFileLock>(p.out.string() + ".lock", str_cat("oomlab run: ", p.out.string()));
   p.digest = spec_digest(p.spec, o.profile + "|" + p.device_text);
   p.build = this_build(p.device);
   if (!o.fresh) p.done = resumable_points(p.partial, p.digest, p.build);

@@ -7,6 +7,8 @@
 // After each point the results so far go atomically to OUT.partial; a later run of the
 // same spec and profile resumes from it, skipping the points that finished ok or oom
 // (deterministic outcomes; errors, crashes and timeouts are run again) unless `fresh`.
+// The run holds OUT.lock (file_lock.h) from before it reads OUT.partial to its end: a second
+// run on the same OUT is an IoError (exit 2) before any point, never interleaved points.
 // A run on cuda (--device cuda[:N], or the gpu profile's default) first checks that a GPU is
 // there: without one it is one DeviceError (exit 2) and nothing is written. A run given a
 // device or the gpu profile writes reports/results/local/PROFILE-DEVICE/NAME.json by
