@@ -75,7 +75,7 @@ int run_command(const std::string& cmd, const std::vector<std::string>& args) {
     return oomlab::kExitUsage;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "oomlab: error: out of host memory (std::bad_alloc): the request needs more RAM than "
-                         "this machine can give; try a smaller --batch or model\n");
+                         "this machine can give; try a smaller --batch, model or --synthetic-size\n");
     return oomlab::kExitOutOfMemory;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "oomlab: internal error: %s\n", e.what());
