@@ -100,14 +100,12 @@ SyntheticImageDataset::SyntheticImageDataset(Shape chw, int64_t size, int64_t nu
   OOMLAB_CHECK(size_ >= 0, "synthetic dataset: size must be >= 0, got ", size_);
   OOMLAB_CHECK(num_classes_ >= 1, "synthetic dataset: num_classes must be >= 1, got ", num_classes_);
   OOMLAB_CHECK(std::isfinite(sigma_) && sigma_ >= 0, "synthetic dataset: noise sigma must be finite and >= 0");
-  if (!learnable_ || num_classes_ > max_table_bytes / int64_t(sizeof(float)) / shape_numel(shape_)) return;
   const int64_t n = shape_numel(shape_);
+  if (!learnable_ || num_classes_ > max_table_bytes / int64_t(sizeof(float)) / n) return;
   prototypes_.resize(size_t(num_classes_ * n));
   for (int64_t c = 0; c < num_classes_; ++c)
-    fill_normal(prototypes_.data() + c * n, n, prototype_key(), uint64_t(c) * kSampleStride, 0);
+    fill_normal(prototypes_.data() + c * n, n, mix_seed(seed_), uint64_t(c) * kSampleStride, 0);
 }
-
-uint64_t SyntheticImageDataset::prototype_key() const { return mix_seed(seed_); }
 
 void SyntheticImageDataset::get(int64_t index, float* image_out, int64_t* label_out) const {
   check_index(*this, index);
@@ -118,7 +116,7 @@ void SyntheticImageDataset::get(int64_t index, float* image_out, int64_t* label_
   *label_out = label;
   fill_normal(image_out, n, seed_, base, 1);
   if (!learnable_) return;
-  if (prototypes_.empty()) return add_prototype(image_out, n, prototype_key(), uint64_t(label) * kSampleStride, sigma_);
+  if (prototypes_.empty()) return add_prototype(image_out, n, mix_seed(seed_), uint64_t(label) * kSampleStride, sigma_);
   const float* proto = prototypes_.data() + label * n;
   for (int64_t i = 0; i < n; ++i) image_out[i] = proto[i] + sigma_ * image_out[i];
 }

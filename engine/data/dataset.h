@@ -99,7 +99,6 @@ class SyntheticImageDataset : public Dataset {
   uint64_t seed_;
   bool learnable_;
   float sigma_;
-  uint64_t prototype_key() const;  // the prototype stream's seed: unrelated to seed_
   std::vector<float> prototypes_;  // num_classes x numel (learnable, within the table budget)
 };
 

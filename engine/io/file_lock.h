@@ -19,7 +19,6 @@ class ExclusiveFileLock {
   ~ExclusiveFileLock();
   ExclusiveFileLock(const ExclusiveFileLock&) = delete;
   ExclusiveFileLock& operator=(const ExclusiveFileLock&) = delete;
-  const std::string& path() const { return path_; }
 
  private:
   std::string path_;
