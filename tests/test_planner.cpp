@@ -4,8 +4,9 @@
 // is the counted FLOPs over the card's peak, a card too small gets no recommendation but
 // the smallest need, and the GPU table answers names. With a time model, each candidate's
 // time is the model's prediction for its meta step x accumulate, the recommendation the
-// fastest, and every technique it did not take has a reason. Without accumulation (plan
-// --batch) the whole batch fits or the candidate is out.
+// fastest, and every technique it did not take has a reason (a faster one's names the
+// uncalibrated term that kept it out). Without accumulation (plan --batch) the whole batch
+// fits or the candidate is out.
 // ctest tier: models
 #include <gtest/gtest.h>
 
@@ -125,6 +126,33 @@ TEST(Planner, WithATimeModelTheFastestPredictedCandidateIsRecommended) {
     for (const std::string& why : p.technique_reasons) named |= why.rfind(dim, 0) == 0;
     EXPECT_TRUE(named) << dim;
   }
+}
+
+// A candidate predicted faster than the recommendation lost only because a term of its
+// time was never calibrated (here: every precision but fp32); its reason says so.
+TEST(Planner, AFasterButExtrapolatedCandidateSaysWhyItLost) {
+  TimeModel m;
+  m.coefficients = {{"conv.fp32", 1}, {"conv.tf32", 1}, {"conv.16", 1}, {"launches", 5}, {"bytes", 1}};
+  for (const std::string& f : time_feature_names()) m.seen[f] = 1;   // every term measured...
+  m.precisions = {"fp32"};                                          // ...but in fp32 alone
+  PlanRequest r = small_request(uint64_t(1) << 30);
+  r.time_model = &m;
+  const Plan p = make_plan(r);
+  ASSERT_TRUE(p.recommended.has_value());
+  const PlanCandidate& best = p.candidates[*p.recommended];
+  EXPECT_EQ(best.precision, "fp32");
+  int faster = 0;
+  for (const PlanCandidate& c : p.candidates)
+    faster += c.micro_batch > 0 && c.time_ms() < best.time_ms();
+  ASSERT_GT(faster, 0) << "the planted model makes 16-bit convolutions faster";
+  int explained = 0;
+  for (const std::string& why : p.technique_reasons) {
+    if (why.find("faster, but extrapolated: precision ") == std::string::npos) continue;
+    ++explained;
+    EXPECT_NE(why.find("(no calibration pair ran it)"), std::string::npos) << why;
+    EXPECT_EQ(why.rfind("precision ", 0), 0u) << why;
+  }
+  EXPECT_GT(explained, 0);
 }
 
 TEST(Planner, TheBoundIsTheCountedFlopsOverThePeak) {

@@ -120,6 +120,16 @@ const Dimension kDimensions[] = {
      }},
 };
 
+// Why a candidate predicted faster than the recommendation lost: a term of its time the
+// calibration never measured (recommend() takes only measured ones when any fits).
+std::string faster_but_extrapolated(const PlanCandidate& c, const PlanCandidate& best) {
+  if (c.time_ms() >= best.time_ms() || measured(c)) return "";
+  std::string why;
+  for (const std::string& u : c.unseen)
+    if (u.rfind("communication", 0) != 0) why += (why.empty() ? "" : "; ") + u;
+  return "; faster, but extrapolated: " + why;
+}
+
 void explain(Plan& plan) {
   if (!plan.recommended) return;
   const PlanCandidate& best = plan.candidates[*plan.recommended];
@@ -135,7 +145,8 @@ void explain(Plan& plan) {
     else
       plan.technique_reasons.push_back(str_cat(what, ms_text(c.time_ms()), " against ", ms_text(best.time_ms()),
                                                " (micro-batch ", c.micro_batch, ", peak ",
-                                               format_bytes(double(c.peak_reserved_bytes)), ")"));
+                                               format_bytes(double(c.peak_reserved_bytes)), ")",
+                                               faster_but_extrapolated(c, best)));
   }
 }
 }  // namespace

@@ -58,7 +58,7 @@
 //    the distinct reasons, not a plan.
 //  * technique_reasons: for each technique choice the recommendation did not take, the
 //    candidate that differs from it in that choice alone and why it lost (does not fit, or
-//    its time).
+//    its time; a faster one names the uncalibrated terms that kept it out).
 #pragma once
 #include <cstdint>
 #include <functional>
