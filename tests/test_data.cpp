@@ -1,7 +1,7 @@
 // test_data.cpp — IDX reader (good files and every corruption, on tiny gz files made here
 // with zlib), the Fashion-MNIST directory search, the real dataset when installed, the
-// synthetic dataset's determinism/learnability, and the DataLoader (shuffle, coverage,
-// drop_last, resume, prefetch errors, shutdown).
+// synthetic datasets' determinism/learnability (and no repeats past 2^32 samples), and the
+// DataLoader (shuffle, coverage, drop_last, resume, prefetch errors, shutdown).
 // ctest tier: unit
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -21,6 +21,9 @@
 #include "engine/data/dataloader.h"
 #include "engine/data/dataset.h"
 #include "engine/data/idx_reader.h"
+#include "engine/data/synthetic_seg.h"
+#include "engine/data/synthetic_seq.h"
+#include "engine/core/rng.h"
 #include "tests/temp_dir_util.h"
 
 namespace fs = std::filesystem;
@@ -218,6 +221,35 @@ TEST(Synthetic, DeterministicPerSeedAndIndex) {
   EXPECT_NE(x, z);
   EXPECT_THROW(a.get(100, x.data(), &lx), ValueError);
   EXPECT_THROW(SyntheticImageDataset({3, 8}, 10, 10, 1), ValueError);
+}
+
+// One Philox stream per sample: stream i below 2^32 is the old counter base i * 2^32 (so no
+// recorded sample changed), and sample i + 2^32 is not sample i again, in every synthetic set.
+TEST(Synthetic, SamplesPast2To32DoNotRepeatTheFirstOnes) {
+  for (uint64_t i : {uint64_t(0), uint64_t(5), (uint64_t(1) << 32) - 1})
+    for (uint64_t b : {uint64_t(0), uint64_t(1), uint64_t(1234567)})
+      EXPECT_EQ(Generator::stream_block(42, i, b), Generator::block(42, i << 32, b)) << i << " " << b;
+  const int64_t far = int64_t(1) << 32, size = far + 8;
+  SyntheticImageDataset image({3, 4, 4}, size, 10, 42);
+  std::vector<float> x(48), y(48);
+  int64_t lx = 0, ly = 0;
+  image.get(5, x.data(), &lx);
+  image.get(5 + far, y.data(), &ly);
+  EXPECT_NE(x, y);
+  SyntheticSeqOptions o;
+  o.size = size;
+  o.seed = 42;
+  SyntheticSequenceDataset seq(o);
+  std::vector<int64_t> tx, ty;
+  seq.get_tokens(5, tx, &lx);
+  seq.get_tokens(5 + far, ty, &ly);
+  EXPECT_NE(tx, ty);
+  SyntheticSegmentationDataset seg({1, 8, 8}, size, 3, 42);
+  std::vector<float> sx(64), sy(64);
+  std::vector<int64_t> mx(64), my(64);
+  seg.get(5, sx.data(), mx.data());
+  seg.get(5 + far, sy.data(), my.data());
+  EXPECT_NE(sx, sy);
 }
 
 // A prototype table past its byte budget is not built: each sample redraws its class's

@@ -43,6 +43,14 @@ struct Generator {
     uint64_t c = base + i;
     return philox4x32({uint32_t(c), uint32_t(c >> 32), 0u, 0u}, {uint32_t(seed), uint32_t(seed >> 32)});
   }
+  // Block `i` (< kStreamBlocks) of stream `stream`: the 128-bit counter stream * 2^32 + i,
+  // so streams never alias (a base of stream * 2^32 in block() wraps every 2^32 streams);
+  // equal to block(seed, stream << 32, i) for stream < 2^32. One stream per dataset sample.
+  static constexpr uint64_t kStreamBlocks = uint64_t(1) << 32;
+  static std::array<uint32_t, 4> stream_block(uint64_t seed, uint64_t stream, uint64_t i) {
+    return philox4x32({uint32_t(i), uint32_t(stream), uint32_t(stream >> 32), 0u},
+                      {uint32_t(seed), uint32_t(seed >> 32)});
+  }
   // Reserve n uniforms (ceil(n/4) blocks); returns the base to use with block().
   uint64_t reserve(uint64_t n) { uint64_t b = offset; offset += (n + 3) / 4; return b; }
 

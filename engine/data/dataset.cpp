@@ -11,12 +11,12 @@
 namespace oomlab {
 namespace {
 
-// The four N(0,1) values of Philox block `block` of (seed, base): two (u1, u2) pairs, cos
+// The four N(0,1) values of Philox block `block` of (seed, stream): two (u1, u2) pairs, cos
 // and sin branches of Box-Muller, in float: this runs in the loader thread and must keep up
 // with a GPU step.
-void normal4(uint64_t seed, uint64_t base, uint64_t block, float v[4]) {
+void normal4(uint64_t seed, uint64_t stream, uint64_t block, float v[4]) {
   constexpr float k24 = 1.0f / 16777216.0f;
-  auto b = Generator::block(seed, base, block);
+  auto b = Generator::stream_block(seed, stream, block);
   for (int p = 0; p < 2; ++p) {
     float u1 = (float(b[2 * p] >> 8) + 1.0f) * k24;  // (0, 1]
     float u2 = float(b[2 * p + 1] >> 8) * k24;       // [0, 1)
@@ -26,21 +26,21 @@ void normal4(uint64_t seed, uint64_t base, uint64_t block, float v[4]) {
   }
 }
 
-// Fills out[0..n) with N(0,1) values from blocks first_block.. of (seed, base).
-void fill_normal(float* out, int64_t n, uint64_t seed, uint64_t base, uint64_t first_block) {
+// Fills out[0..n) with N(0,1) values from blocks first_block.. of (seed, stream).
+void fill_normal(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first_block) {
   float v[4];
   for (int64_t i = 0; i < n; i += 4) {
-    normal4(seed, base, first_block + uint64_t(i / 4), v);
+    normal4(seed, stream, first_block + uint64_t(i / 4), v);
     for (int64_t k = 0; k < 4 && i + k < n; ++k) out[i + k] = v[k];
   }
 }
 
 // out[i] = prototype[i] + sigma * out[i], the prototype drawn as fill_normal(.., first_block 0)
 // draws it: the same floats whether it comes from a table or from its stream.
-void add_prototype(float* out, int64_t n, uint64_t seed, uint64_t base, float sigma) {
+void add_prototype(float* out, int64_t n, uint64_t seed, uint64_t stream, float sigma) {
   float v[4];
   for (int64_t i = 0; i < n; i += 4) {
-    normal4(seed, base, uint64_t(i / 4), v);
+    normal4(seed, stream, uint64_t(i / 4), v);
     for (int64_t k = 0; k < 4 && i + k < n; ++k) out[i + k] = v[k] + sigma * out[i + k];
   }
 }
@@ -101,22 +101,24 @@ SyntheticImageDataset::SyntheticImageDataset(Shape chw, int64_t size, int64_t nu
   OOMLAB_CHECK(num_classes_ >= 1, "synthetic dataset: num_classes must be >= 1, got ", num_classes_);
   OOMLAB_CHECK(std::isfinite(sigma_) && sigma_ >= 0, "synthetic dataset: noise sigma must be finite and >= 0");
   const int64_t n = shape_numel(shape_);
+  OOMLAB_CHECK(uint64_t(n) / 4 + 1 < Generator::kStreamBlocks, "synthetic dataset: sample shape ", shape_str(shape_),
+               " has more elements than one Philox stream per sample holds (2^32 blocks of 4)");
   if (!learnable_ || num_classes_ > max_table_bytes / int64_t(sizeof(float)) / n) return;
   prototypes_.resize(size_t(num_classes_ * n));
   for (int64_t c = 0; c < num_classes_; ++c)
-    fill_normal(prototypes_.data() + c * n, n, mix_seed(seed_), uint64_t(c) * kSampleStride, 0);
+    fill_normal(prototypes_.data() + c * n, n, mix_seed(seed_), uint64_t(c), 0);
 }
 
 void SyntheticImageDataset::get(int64_t index, float* image_out, int64_t* label_out) const {
   check_index(*this, index);
   const int64_t n = shape_numel(shape_);
-  const uint64_t base = uint64_t(index) * kSampleStride;
-  auto b0 = Generator::block(seed_, base, 0);
+  const uint64_t stream = uint64_t(index);
+  auto b0 = Generator::stream_block(seed_, stream, 0);
   const int64_t label = int64_t((uint64_t(b0[0]) << 32 | b0[1]) % uint64_t(num_classes_));
   *label_out = label;
-  fill_normal(image_out, n, seed_, base, 1);
+  fill_normal(image_out, n, seed_, stream, 1);
   if (!learnable_) return;
-  if (prototypes_.empty()) return add_prototype(image_out, n, mix_seed(seed_), uint64_t(label) * kSampleStride, sigma_);
+  if (prototypes_.empty()) return add_prototype(image_out, n, mix_seed(seed_), uint64_t(label), sigma_);
   const float* proto = prototypes_.data() + label * n;
   for (int64_t i = 0; i < n; ++i) image_out[i] = proto[i] + sigma_ * image_out[i];
 }

@@ -15,8 +15,9 @@
 //  * Every sample is a pure function of (dataset parameters, index): no hidden state, so
 //    access order, shuffling and resume never change what index i returns.
 //  * FashionMnistDataset normalises with the train-set statistics: (x/255 - 0.2860)/0.3530.
-//  * SyntheticImageDataset(seed) draws sample i from Generator{seed, i * kSampleStride};
-//    class prototypes come from a separate stream keyed by a mix of the seed.
+//  * SyntheticImageDataset(seed) draws sample i from Philox stream i of the seed
+//    (Generator::stream_block: no two samples alias, however many); class c's prototype
+//    from stream c of a key mixed from the seed.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -77,7 +78,6 @@ class FashionMnistDataset : public Dataset {
 
 class SyntheticImageDataset : public Dataset {
  public:
-  static constexpr uint64_t kSampleStride = uint64_t(1) << 32;   // Philox blocks per sample
   // The prototypes are kept in a table while it takes at most this many bytes; past it,
   // each sample redraws its class's prototype from the prototype stream (the same floats,
   // twice the Philox work per sample), so host memory stays flat in num_classes.

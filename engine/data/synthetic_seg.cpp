@@ -34,6 +34,8 @@ SyntheticSegmentationDataset::SyntheticSegmentationDataset(Shape chw, int64_t si
   OOMLAB_CHECK(num_classes_ >= 2, "synthetic-seg: needs >= 2 classes (background + 1), got ", num_classes_);
   OOMLAB_CHECK(max_shapes_ >= 1, "synthetic-seg: max_shapes must be >= 1");
   OOMLAB_CHECK(std::isfinite(sigma_) && sigma_ >= 0, "synthetic-seg: noise sigma must be finite and >= 0");
+  OOMLAB_CHECK(uint64_t(shape_numel(shape_)) / 4 + 65 < Generator::kStreamBlocks, "synthetic-seg: sample shape ",
+               shape_str(shape_), " has more elements than one Philox stream per sample holds (2^32 blocks of 4)");
   const int64_t C = shape_[0];
   const uint64_t key = seg_mix(seed_);
   // per-class tables: a count that cannot be represented is a ShapeError, not a wrap
@@ -59,11 +61,11 @@ SyntheticSegmentationDataset::SyntheticSegmentationDataset(Shape chw, int64_t si
 void SyntheticSegmentationDataset::get(int64_t index, float* image_out, int64_t* mask_out) const {
   OOMLAB_CHECK(index >= 0 && index < size_, name(), ": sample index ", index, " out of range [0, ", size_, ")");
   const int64_t C = shape_[0], H = shape_[1], W = shape_[2];
-  const uint64_t base = uint64_t(index) * kSampleStride;
+  const uint64_t stream = uint64_t(index);   // Philox stream of the sample (Generator::stream_block)
   std::fill(mask_out, mask_out + H * W, int64_t(0));
-  const int64_t shapes = 1 + int64_t(Generator::block(seed_, base, 0)[0] % uint64_t(max_shapes_));
+  const int64_t shapes = 1 + int64_t(Generator::stream_block(seed_, stream, 0)[0] % uint64_t(max_shapes_));
   for (int64_t s = 0; s < shapes; ++s) {
-    auto b = Generator::block(seed_, base, 1 + uint64_t(s));
+    auto b = Generator::stream_block(seed_, stream, 1 + uint64_t(s));
     const int64_t cls = 1 + int64_t(b[0] % uint64_t(num_classes_ - 1));
     const bool disc = (b[0] >> 16) & 1u;
     const float cy = unit(b[1]) * float(H), cx = unit(b[2]) * float(W);
@@ -80,7 +82,7 @@ void SyntheticSegmentationDataset::get(int64_t index, float* image_out, int64_t*
   // Noise: normals from blocks 64.., 4 per block.
   const int64_t n = C * H * W;
   for (int64_t i = 0; i < n; i += 4) {
-    auto b = Generator::block(seed_, base, 64 + uint64_t(i / 4));
+    auto b = Generator::stream_block(seed_, stream, 64 + uint64_t(i / 4));
     float v[4];
     for (int p = 0; p < 2; ++p) {
       float u1 = (float(b[2 * p] >> 8) + 1.0f) * (1.0f / 16777216.0f), u2 = unit(b[2 * p + 1]);

@@ -19,7 +19,6 @@ namespace oomlab {
 
 class SyntheticSegmentationDataset : public Dataset {
  public:
-  static constexpr uint64_t kSampleStride = uint64_t(1) << 32;
   SyntheticSegmentationDataset(Shape chw, int64_t size, int64_t num_classes, uint64_t seed,
                                float noise_sigma = 0.5f, int64_t max_shapes = 3);
 

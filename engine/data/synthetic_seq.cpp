@@ -1,5 +1,5 @@
 // synthetic_seq.cpp — the A-before-B token task (see synthetic_seq.h). Random words come
-// from Generator::block(seed, index * kSampleStride, k): block 0 decides length and label,
+// from Generator::stream_block(seed, index, k), one Philox stream per sample: block 0 decides length and label,
 // block 1 the two forced marker positions, blocks 2.. the other positions (two each).
 #include "engine/data/synthetic_seq.h"
 
@@ -30,8 +30,8 @@ void SyntheticSequenceDataset::get(int64_t, float*, int64_t*) const {
 
 void SyntheticSequenceDataset::get_tokens(int64_t index, std::vector<int64_t>& tokens, int64_t* label_out) const {
   OOMLAB_CHECK(index >= 0 && index < o_.size, name(), ": sample index ", index, " out of range [0, ", o_.size, ")");
-  const uint64_t base = uint64_t(index) * kSampleStride;
-  auto b0 = Generator::block(o_.seed, base, 0);
+  const uint64_t stream = uint64_t(index);
+  auto b0 = Generator::stream_block(o_.seed, stream, 0);
   int64_t len = o_.min_len + int64_t(b0[0] % uint64_t(o_.max_len - o_.min_len + 1));
   // 2^-32 resolution on the long probability (exact for 0 and 1).
   if (o_.long_prob > 0 && double(b0[1]) < o_.long_prob * 4294967296.0) len = o_.long_len;
@@ -41,7 +41,7 @@ void SyntheticSequenceDataset::get_tokens(int64_t index, std::vector<int64_t>& t
   // position of the second half one of type "second" likewise; first = A iff label == 1.
   // Many markers per half give a strong early signal (per-token "A early" features),
   // which trains much faster than one pair of markers at arbitrary positions.
-  auto b1 = Generator::block(o_.seed, base, 1);
+  auto b1 = Generator::stream_block(o_.seed, stream, 1);
   const int64_t h = 1 + (len - 1) / 2;
   const int64_t r1 = 1 + int64_t(b1[0] % uint64_t(h - 1));
   const int64_t r2 = h + int64_t(b1[1] % uint64_t(len - h));
@@ -50,7 +50,7 @@ void SyntheticSequenceDataset::get_tokens(int64_t index, std::vector<int64_t>& t
   tokens[0] = kCls;
   const uint64_t n_distractors = uint64_t(id_range_ - kFirstDistractor);
   for (int64_t t = 1; t < len; t += 2) {   // one block per two positions: (marker?, id) pairs
-    auto b = Generator::block(o_.seed, base, 2 + uint64_t(t / 2));
+    auto b = Generator::stream_block(o_.seed, stream, 2 + uint64_t(t / 2));
     for (int64_t k = 0; k < 2 && t + k < len; ++k) {
       const int64_t pos = t + k;
       const bool marker = (b[2 * k] & 3u) == 0 || pos == r1 || pos == r2;

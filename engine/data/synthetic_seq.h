@@ -33,7 +33,6 @@ struct SyntheticSeqOptions {
 class SyntheticSequenceDataset : public Dataset {
  public:
   static constexpr int64_t kPad = 0, kCls = 1, kMarkerA = 2, kMarkerB = 3, kFirstDistractor = 4;
-  static constexpr uint64_t kSampleStride = uint64_t(1) << 32;
   explicit SyntheticSequenceDataset(const SyntheticSeqOptions& o);
 
   int64_t size() const override { return o_.size; }
