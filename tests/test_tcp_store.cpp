@@ -1,9 +1,17 @@
 // test_tcp_store.cpp — the rendezvous store (engine/parallel/tcp_store.h) on loopback: set /
 // get across clients, a get that waits for a later set, bounded waits (a key that never
-// comes, a master that is not there, a port already taken) with errors naming what is wrong.
+// comes, a master that is not there, a port already taken) with errors naming what is wrong,
+// and strangers: a client of another service on MASTER_PORT is a CommError, a stranger's
+// connection to the store (an HTTP request, a hostile length) is closed while ranks go on.
 // ctest tier: ranks
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
 #include <thread>
 
 #include "engine/parallel/communicator.h"
@@ -53,4 +61,99 @@ TEST(TcpStore, NoMasterIsATimeoutNamingTheAddress) {
   } catch (const CommTimeoutError& e) {
     EXPECT_NE(std::string(e.what()).find(str_cat("127.0.0.1:", port)), std::string::npos) << e.what();
   }
+}
+
+namespace {
+// A raw loopback connection to `port` (a stranger: no handshake unless it sends one).
+int raw_connect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// Sends `bytes`, then reads until the peer closes: true when it closed within the 5 s timeout.
+bool closed_after(int fd, const std::string& bytes) {
+  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
+  char buf[256];
+  for (;;) {
+    const ssize_t k = ::recv(fd, buf, sizeof buf, 0);
+    if (k == 0) return true;
+    if (k < 0) return false;
+  }
+}
+
+std::string u32_bytes(uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+}  // namespace
+
+// Another service on MASTER_PORT (here one that greets like sshd, then waits): the client's
+// handshake fails at once with a CommError naming the address, no garbage length allocated.
+TEST(TcpStore, AnotherServiceOnTheMasterPortIsACommError) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  std::thread sshd([&] {
+    const int fd = ::accept(lfd, nullptr, nullptr);
+    const std::string banner = "SSH-2.0-OpenSSH_9.2p1\r\n";
+    (void)!::send(fd, banner.data(), banner.size(), MSG_NOSIGNAL);
+    char buf[64];
+    while (::recv(fd, buf, sizeof buf, 0) > 0) {}   // until the client hangs up
+    ::close(fd);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    TcpStore client("127.0.0.1", port, false, 10s);
+    FAIL() << "took sshd for a store";
+  } catch (const CommError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("is not oomlab's rendezvous store"), std::string::npos) << what;
+    EXPECT_NE(what.find(str_cat("127.0.0.1:", port)), std::string::npos) << what;
+    EXPECT_NE(what.find("53 53 48 2d 32"), std::string::npos) << what;   // "SSH-2"
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "no wait for the timeout";
+  sshd.join();
+  ::close(lfd);
+}
+
+// Strangers on the store's port are hung up on, and the ranks' clients are served on: an
+// HTTP request, a handshake with another magic, and a greeted peer announcing a 4 GiB key,
+// a 4 GiB value or an unknown op.
+TEST(TcpStore, AStrangerIsHungUpOnAndTheRanksGoOn) {
+  TcpStore server("127.0.0.1", 0, true, 5s);
+  TcpStore client("127.0.0.1", server.port(), false, 5s);
+  const std::string hello = "H" + u32_bytes(TcpStore::kMagic);
+  const std::string strangers[] = {
+      "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+      "H" + u32_bytes(0x12345678),
+      hello + "G" + u32_bytes(0xFFFFFFFFu),
+      hello + "S" + u32_bytes(1) + "k" + u32_bytes(0xFFFFFFFFu),
+      hello + "X" + u32_bytes(0),
+  };
+  for (const std::string& bytes : strangers) {
+    SCOPED_TRACE(bytes.substr(0, 5));
+    const int fd = raw_connect(server.port());
+    EXPECT_TRUE(closed_after(fd, bytes)) << "the store kept a stranger's connection";
+    ::close(fd);
+    client.set("after", {'o', 'k'});
+    EXPECT_EQ(server.get("after"), (std::vector<char>{'o', 'k'}));
+  }
+}
+
+TEST(TcpStore, AKeyOrValuePastTheLimitsIsRefusedBeforeSending) {
+  TcpStore server("127.0.0.1", 0, true, 5s);
+  EXPECT_THROW(server.set(std::string(TcpStore::kMaxKeyBytes + 1, 'k'), {}), CommError);
+  EXPECT_THROW(server.set("v", std::vector<char>(TcpStore::kMaxValueBytes + 1)), CommError);
+  server.set("v", {'1'});   // the connection is still good
+  EXPECT_EQ(server.get("v"), std::vector<char>{'1'});
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -66,21 +67,42 @@ addrinfo* resolve(const std::string& host, int port, bool passive) {
 struct Peer {
   int fd;
   std::string in;
+  bool greeted = false;   // its handshake came: other requests are served only after it
 };
 
-// Parses one complete request at the front of `in` (false: incomplete) and appends the answer.
-bool handle(std::string& in, std::map<std::string, std::vector<char>>& kv, std::string& out) {
-  auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, in.data() + at, 4); return size_t(v); };
-  if (in.size() < 5) return false;
+enum class Parsed { incomplete, answered, refused };
+
+uint32_t u32_at(const std::string& in, size_t at) {
+  uint32_t v;
+  std::memcpy(&v, in.data() + at, 4);
+  return v;
+}
+
+// Parses one complete request at the front of p.in and appends its answer to `out`. A
+// peer's first request must be the handshake; a wrong magic, an unknown op or a length past
+// the limits refuses the peer (it is not an oomlab rank: its connection is closed).
+Parsed handle(Peer& p, std::map<std::string, std::vector<char>>& kv, std::string& out) {
+  std::string& in = p.in;
+  if (in.size() < 5) return Parsed::incomplete;
   const char op = in[0];
-  const size_t klen = u32(1);
-  if (in.size() < 5 + klen) return false;
+  if (!p.greeted) {
+    if (op != 'H' || u32_at(in, 1) != TcpStore::kMagic) return Parsed::refused;
+    p.greeted = true;
+    out.push_back('h');
+    put_u32(out, TcpStore::kMagic);
+    in.erase(0, 5);
+    return Parsed::answered;
+  }
+  const size_t klen = u32_at(in, 1);
+  if ((op != 'S' && op != 'G') || klen > TcpStore::kMaxKeyBytes) return Parsed::refused;
+  if (in.size() < 5 + klen) return Parsed::incomplete;
   const std::string key = in.substr(5, klen);
   size_t used = 5 + klen;
   if (op == 'S') {
-    if (in.size() < used + 4) return false;
-    const size_t vlen = u32(used);
-    if (in.size() < used + 4 + vlen) return false;
+    if (in.size() < used + 4) return Parsed::incomplete;
+    const size_t vlen = u32_at(in, used);
+    if (vlen > TcpStore::kMaxValueBytes) return Parsed::refused;
+    if (in.size() < used + 4 + vlen) return Parsed::incomplete;
     kv[key] = std::vector<char>(in.begin() + long(used + 4), in.begin() + long(used + 4 + vlen));
     used += 4 + vlen;
     out.push_back('k');
@@ -93,7 +115,17 @@ bool handle(std::string& in, std::map<std::string, std::vector<char>>& kv, std::
     }
   }
   in.erase(0, used);
-  return true;
+  return Parsed::answered;
+}
+
+std::string hex_bytes(const char* p, size_t n) {
+  std::string s;
+  char buf[4];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, "%s%02x", i ? " " : "", unsigned(static_cast<unsigned char>(p[i])));
+    s += buf;
+  }
+  return s;
 }
 }  // namespace
 
@@ -164,6 +196,27 @@ void TcpStore::connect_client(Clock::time_point deadline) {
   timeval tv{long(timeout_.count() / 1000), long(timeout_.count() % 1000) * 1000};
   ::setsockopt(client_fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(client_fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  greet();
+}
+
+// The handshake: whatever listens on MASTER_PORT must answer it as oomlab's rank 0 does.
+void TcpStore::greet() {
+  std::string req(1, 'H');
+  put_u32(req, kMagic);
+  const std::string what = str_cat("the handshake of the store at ", where(host_, port_),
+                                   " (is oomlab's rank 0 listening on MASTER_PORT?)");
+  send_all(client_fd_, req.data(), req.size(), what.c_str());
+  char answer[5] = {};
+  recv_all(client_fd_, answer, sizeof answer, what.c_str());
+  if (answer[0] != 'h' || u32_at(std::string(answer, 5), 1) != kMagic)
+    throw CommError(str_cat("tcp store: the server at MASTER_ADDR:MASTER_PORT = ", where(host_, port_),
+                            " is not oomlab's rendezvous store (it answered the handshake with bytes ",
+                            hex_bytes(answer, sizeof answer), "); another service on that port?"));
+}
+
+// A reply that oomlab's store would never send: the connection is not to be trusted further.
+[[noreturn]] void TcpStore::protocol_error(const std::string& what) const {
+  throw CommError(str_cat("tcp store ", where(host_, port_), ": ", what, " (not oomlab's store protocol)"));
 }
 
 TcpStore::~TcpStore() { shutdown(); }
@@ -213,10 +266,14 @@ void TcpStore::serve() {
       }
       p.in.append(buf, size_t(k));
       std::string out;
-      while (handle(p.in, kv, out)) {}
+      Parsed r;
+      while ((r = handle(p, kv, out)) == Parsed::answered) {}
       try {
         if (!out.empty()) send_all(p.fd, out.data(), out.size(), "an answer");
       } catch (const CommError&) {
+        r = Parsed::refused;
+      }
+      if (r == Parsed::refused) {
         ::close(p.fd);
         p.fd = -1;
       }
@@ -226,7 +283,15 @@ void TcpStore::serve() {
   for (const Peer& p : peers) ::close(p.fd);
 }
 
+void TcpStore::check_sizes(const std::string& key, size_t value_bytes) const {
+  if (key.size() > kMaxKeyBytes || value_bytes > kMaxValueBytes)
+    throw CommError(str_cat("tcp store: key '", key.substr(0, 64), "' (", key.size(), " bytes) or its value (",
+                            value_bytes, " bytes) is past the store's limits (", kMaxKeyBytes, " and ",
+                            kMaxValueBytes, " bytes)"));
+}
+
 void TcpStore::set(const std::string& key, const std::vector<char>& value) {
+  check_sizes(key, value.size());
   std::string req(1, 'S');
   put_u32(req, uint32_t(key.size()));
   req += key;
@@ -235,18 +300,22 @@ void TcpStore::set(const std::string& key, const std::vector<char>& value) {
   send_all(client_fd_, req.data(), req.size(), "a set");
   char ack = 0;
   recv_all(client_fd_, &ack, 1, str_cat("the answer to set(", key, ")").c_str());
+  if (ack != 'k') protocol_error(str_cat("set(", key, ") was answered with byte ", hex_bytes(&ack, 1)));
 }
 
 bool TcpStore::try_get(const std::string& key, std::vector<char>* value) {
+  check_sizes(key, 0);
   std::string req(1, 'G');
   put_u32(req, uint32_t(key.size()));
   req += key;
   send_all(client_fd_, req.data(), req.size(), "a get");
   char found = 0;
   recv_all(client_fd_, &found, 1, "a get's answer");
+  if (found != 0 && found != 1) protocol_error(str_cat("get(", key, ") was answered with byte ", hex_bytes(&found, 1)));
   if (!found) return false;
   uint32_t len = 0;
   recv_all(client_fd_, &len, 4, "a value's length");
+  if (len > kMaxValueBytes) protocol_error(str_cat("get(", key, ") announced a value of ", len, " bytes"));
   value->resize(len);
   if (len) recv_all(client_fd_, value->data(), len, "a value");
   return true;

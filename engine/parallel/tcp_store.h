@@ -10,11 +10,22 @@
 //    CommError before rank 0's server thread starts (never std::terminate).
 //  * The server lives as long as rank 0's TcpStore; it answers its clients from one thread
 //    (poll over every connection), so a slow client never blocks the others.
-// Protocol (little-endian, one request per round trip): u8 op ('S' set, 'G' get-if-present),
-// u32 key length, key, then for 'S' u32 value length and value; the answer to 'S' is one
-// byte, to 'G' a u8 found flag then, if found, u32 length and the value.
+//  * Only oomlab ranks are served (PyTorch's TCPStore validates its clients likewise): a
+//    client's first request is the handshake, and a connection that opens with anything else
+//    (an HTTP request, a port scan), or sends an unknown op or a length past the limits, is
+//    closed; the other clients are served on. A client whose server does not answer the
+//    handshake as oomlab's does (another service on MASTER_PORT) or that gets a reply the
+//    protocol never sends is a CommError naming the address; no garbage length is ever
+//    allocated.
+// Protocol (little-endian, one request per round trip): the handshake 'H' u32 kMagic,
+// answered 'h' u32 kMagic; then u8 op ('S' set, 'G' get-if-present), u32 key length
+// (<= kMaxKeyBytes), key, then for 'S' u32 value length (<= kMaxValueBytes) and value; the
+// answer to 'S' is 'k', to 'G' a u8 found flag (0 or 1) then, if found, u32 length and the
+// value.
 #pragma once
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +34,8 @@ namespace oomlab {
 
 class TcpStore {
  public:
+  static constexpr uint32_t kMagic = 0x316D6F6F;   // "oom1" (protocol version 1)
+  static constexpr size_t kMaxKeyBytes = size_t(64) << 10, kMaxValueBytes = size_t(64) << 20;
   // is_server: this process listens (rank 0). The client connects, retrying until timeout.
   TcpStore(const std::string& host, int port, bool is_server, std::chrono::milliseconds timeout);
   ~TcpStore();
@@ -38,6 +51,9 @@ class TcpStore {
  private:
   using Clock = std::chrono::steady_clock;
   void connect_client(Clock::time_point deadline);
+  void greet();
+  void check_sizes(const std::string& key, size_t value_bytes) const;
+  [[noreturn]] void protocol_error(const std::string& what) const;
   bool try_get(const std::string& key, std::vector<char>* value);
   void serve();
   void shutdown();   // closes the client, stops and joins the server
