@@ -48,6 +48,7 @@ max_len() {
     fuzz_experiment_spec) echo 8192 ;;
     fuzz_cli) echo 1024 ;;
     fuzz_rank_env) echo 1024 ;;
+    fuzz_tcp_store) echo 4096 ;;   # a few requests or answers
     fuzz_output_paths) echo 64 ;;
     fuzz_graph_values) echo 194 ;;   # 2 bytes + 16 mutation records of 12
     *) echo 4096 ;;
