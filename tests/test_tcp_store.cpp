@@ -2,7 +2,8 @@
 // get across clients, a get that waits for a later set, bounded waits (a key that never
 // comes, a master that is not there, a port already taken) with errors naming what is wrong,
 // and strangers: a client of another service on MASTER_PORT is a CommError, a stranger's
-// connection to the store (an HTTP request, a hostile length) is closed while ranks go on.
+// connection to the store (an HTTP request, a hostile length) is closed while ranks go on,
+// and a peer that never reads its answers does not stall the store.
 // ctest tier: ranks
 #include <gtest/gtest.h>
 
@@ -156,4 +157,20 @@ TEST(TcpStore, AKeyOrValuePastTheLimitsIsRefusedBeforeSending) {
   EXPECT_THROW(server.set("v", std::vector<char>(TcpStore::kMaxValueBytes + 1)), CommError);
   server.set("v", {'1'});   // the connection is still good
   EXPECT_EQ(server.get("v"), std::vector<char>{'1'});
+}
+
+// A greeted peer asks for a 1 MiB value 200 times and never reads the answers: the store
+// keeps serving the ranks (it used to block in send() on that peer, and every rank with it).
+TEST(TcpStore, APeerThatDoesNotReadDoesNotStallTheStore) {
+  TcpStore server("127.0.0.1", 0, true, 5s);
+  TcpStore client("127.0.0.1", server.port(), false, 3s);
+  server.set("big", std::vector<char>(size_t(1) << 20, 'b'));
+  const int fd = raw_connect(server.port());
+  std::string requests = "H" + u32_bytes(TcpStore::kMagic);
+  for (int i = 0; i < 200; ++i) requests += "G" + u32_bytes(3) + "big";
+  ASSERT_EQ(::send(fd, requests.data(), requests.size(), MSG_NOSIGNAL), ssize_t(requests.size()));
+  std::this_thread::sleep_for(100ms);   // the store has its requests, its socket buffer is full
+  client.set("still", {'u', 'p'});
+  EXPECT_EQ(client.get("still"), (std::vector<char>{'u', 'p'}));
+  ::close(fd);
 }

@@ -63,12 +63,16 @@ addrinfo* resolve(const std::string& host, int port, bool passive) {
   return res;
 }
 
-// A server connection's pending request bytes; complete requests are answered in order.
+// A server connection's pending request bytes and the answers not yet sent; complete
+// requests are answered in order.
 struct Peer {
   int fd;
-  std::string in;
+  std::string in, out;
   bool greeted = false;   // its handshake came: other requests are served only after it
 };
+
+// Past this many unsent answer bytes a peer's requests wait until it reads.
+constexpr size_t kMaxPendingAnswerBytes = size_t(16) << 20;
 
 enum class Parsed { incomplete, answered, refused };
 
@@ -116,6 +120,33 @@ Parsed handle(Peer& p, std::map<std::string, std::vector<char>>& kv, std::string
   }
   in.erase(0, used);
   return Parsed::answered;
+}
+
+// Sends what the socket takes of p.out now, never blocking; false when the connection broke.
+bool flush(Peer& p) {
+  while (!p.out.empty()) {
+    const ssize_t k = ::send(p.fd, p.out.data(), p.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (k <= 0) return false;
+    p.out.erase(0, size_t(k));
+  }
+  return true;
+}
+
+// One poll event of a peer: sends pending answers, reads its bytes, answers the complete
+// requests while its unsent answers stay under the bound. False: it closed, broke or was refused.
+bool serve_peer(Peer& p, short revents, std::map<std::string, std::vector<char>>& kv) {
+  if ((revents & POLLOUT) && !flush(p)) return false;
+  if (revents & (POLLIN | POLLHUP | POLLERR)) {
+    char buf[65536];
+    const ssize_t k = ::recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+    if (k > 0) p.in.append(buf, size_t(k));
+  }
+  Parsed r = Parsed::incomplete;
+  while (p.out.size() < kMaxPendingAnswerBytes && (r = handle(p, kv, p.out)) == Parsed::answered) {}
+  return r != Parsed::refused && flush(p);
 }
 
 std::string hex_bytes(const char* p, size_t n) {
@@ -240,7 +271,9 @@ void TcpStore::serve() {
   std::vector<Peer> peers;
   for (;;) {
     std::vector<pollfd> fds = {{wake_fds_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    for (const Peer& p : peers) fds.push_back({p.fd, POLLIN, 0});
+    for (const Peer& p : peers)   // a peer that does not read its answers is not read either
+      fds.push_back({p.fd, short((p.out.size() < kMaxPendingAnswerBytes ? POLLIN : 0) |
+                                 (p.out.empty() ? 0 : POLLOUT)), 0});
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       return;
@@ -251,30 +284,13 @@ void TcpStore::serve() {
       if (fd >= 0) {
         const int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        peers.push_back({fd, {}});
+        peers.push_back({fd, {}, {}});
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
-      if (!fds[i].revents) continue;
       Peer& p = peers[i - 2];
-      char buf[65536];
-      const ssize_t k = ::recv(p.fd, buf, sizeof buf, 0);
-      if (k <= 0) {   // closed (or broken): forget the client, keep its keys
-        ::close(p.fd);
-        p.fd = -1;
-        continue;
-      }
-      p.in.append(buf, size_t(k));
-      std::string out;
-      Parsed r;
-      while ((r = handle(p, kv, out)) == Parsed::answered) {}
-      try {
-        if (!out.empty()) send_all(p.fd, out.data(), out.size(), "an answer");
-      } catch (const CommError&) {
-        r = Parsed::refused;
-      }
-      if (r == Parsed::refused) {
-        ::close(p.fd);
+      if (fds[i].revents && !serve_peer(p, fds[i].revents, kv)) {   // closed, broken or refused:
+        ::close(p.fd);                                                // forget it, keep its keys
         p.fd = -1;
       }
     }

@@ -9,7 +9,9 @@
 //    address, the key and the seconds waited. Never a hang. An unresolvable host is a
 //    CommError before rank 0's server thread starts (never std::terminate).
 //  * The server lives as long as rank 0's TcpStore; it answers its clients from one thread
-//    (poll over every connection), so a slow client never blocks the others.
+//    (poll over every connection, answers sent without blocking), so a slow client never
+//    blocks the others; one that does not read its answers is not read either once 16 MiB
+//    of them wait.
 //  * Only oomlab ranks are served (PyTorch's TCPStore validates its clients likewise): a
 //    client's first request is the handshake, and a connection that opens with anything else
 //    (an HTTP request, a port scan), or sends an unknown op or a length past the limits, is
