@@ -153,7 +153,8 @@ TEST(CliHostileOutputs, ForeignStepFolderIsKept) {
 }
 
 // 8, 9: rendezvous bounded by --timeout: a missing peer, a missing master, an unresolvable
-// master; a typed error (exit 2) naming what was waited for, never a signal.
+// master, a port taken, another job's store; a typed error (exit 2) naming what was waited
+// for, never a signal.
 TEST(CliHostileRanks, RendezvousEndsWithinTheTimeout) {
   if (!has_gloo()) GTEST_SKIP() << "this build has no gloo backend";
   struct Case { std::string env; const char* expected; };
@@ -169,6 +170,12 @@ TEST(CliHostileRanks, RendezvousEndsWithinTheTimeout) {
            "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
            std::to_string(port + 3),
        "cannot listen on port"},
+      // A second job's rank on that port: refused by the first job's store, naming both jobs.
+      {"(env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port + 4) + " " + oomlab_path() +
+           " allreduce-bench --backend gloo --timeout 6 --max-bytes 1K >/dev/null 2>&1 &); sleep 2; "
+           "RANK=1 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+           std::to_string(port + 4),
+       "serves another job (world size 2; this rank's: world size 3)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.env);
@@ -219,7 +226,7 @@ TEST(CliHostileRanks, APeerKilledMidRendezvousEndsRankZeroWithinTheTimeout) {
     ASSERT_GT(rank0, 0);
     ASSERT_GT(rank1, 0);
     {
-      oomlab::TcpStore watcher("127.0.0.1", port, false, std::chrono::seconds(20));
+      oomlab::TcpStore watcher("127.0.0.1", port, false, std::chrono::seconds(20), "world size 2");   // their job
       watcher.get("gloo/1");   // rank 1 has published its address
       ::kill(rank1, SIGKILL);
     }

@@ -1,7 +1,7 @@
 // test_rank_env.cpp — rank discovery (engine/parallel/rank_env.h), table-driven: each
 // launcher's variables, the precedence flags > torchrun > OpenMPI > PMI > Slurm > single,
-// the rendezvous address and port, Slurm host lists, and every inconsistency as a
-// ValueError naming the variable.
+// the rendezvous address and port, Slurm host lists, the job's run id (from the launcher
+// that gave the ranks only), and every inconsistency as a ValueError naming the variable.
 // ctest tier: ranks
 #include <gtest/gtest.h>
 
@@ -82,6 +82,24 @@ TEST(RankEnv, EachLauncherAndThePrecedence) {
     EXPECT_EQ(r.master_port, c.want.master_port);
     EXPECT_EQ(r.source, c.want.source);
   }
+}
+
+// The run id comes from the launcher that gave the ranks, never from another's leftovers:
+// ranks started by flags inside a Slurm step, or by PMI, have none.
+TEST(RankEnv, TheJobIsTheRanksLaunchersRunId) {
+  const EnvMap torchrun = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_RUN_ID", "f00d"},
+                           {"SLURM_JOB_ID", "77"}};
+  const EnvMap ompi = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                       {"OMPI_MCA_ess_base_jobid", "830603265"}, {"TORCHELASTIC_RUN_ID", "stale"}};
+  const EnvMap slurm = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "3"}, {"SLURM_LOCALID", "0"},
+                        {"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "2"}};
+  const EnvMap pmi = {{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"SLURM_JOB_ID", "77"}};
+  EXPECT_EQ(rendezvous_job(discover_rank({}, torchrun)), "world size 2, run f00d");
+  EXPECT_EQ(rendezvous_job(discover_rank({}, ompi)), "world size 4, run 830603265");
+  EXPECT_EQ(rendezvous_job(discover_rank({}, slurm)), "world size 3, run 77.2");
+  EXPECT_EQ(rendezvous_job(discover_rank({}, pmi)), "world size 2");
+  EXPECT_EQ(rendezvous_job(discover_rank(flags(1, 2), slurm)), "world size 2");
+  EXPECT_EQ(rendezvous_job(discover_rank({}, {})), "world size 1");
 }
 
 TEST(RankEnv, InconsistenciesNameTheVariable) {

@@ -133,10 +133,10 @@ TEST(TcpStore, AnotherServiceOnTheMasterPortIsACommError) {
 TEST(TcpStore, AStrangerIsHungUpOnAndTheRanksGoOn) {
   TcpStore server("127.0.0.1", 0, true, 5s);
   TcpStore client("127.0.0.1", server.port(), false, 5s);
-  const std::string hello = "H" + u32_bytes(TcpStore::kMagic);
+  const std::string hello = "H" + u32_bytes(TcpStore::kMagic) + u32_bytes(0);   // job ""
   const std::string strangers[] = {
       "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-      "H" + u32_bytes(0x12345678),
+      "H" + u32_bytes(0x12345678) + u32_bytes(0),
       hello + "G" + u32_bytes(0xFFFFFFFFu),
       hello + "S" + u32_bytes(1) + "k" + u32_bytes(0xFFFFFFFFu),
       hello + "X" + u32_bytes(0),
@@ -166,11 +166,31 @@ TEST(TcpStore, APeerThatDoesNotReadDoesNotStallTheStore) {
   TcpStore client("127.0.0.1", server.port(), false, 3s);
   server.set("big", std::vector<char>(size_t(1) << 20, 'b'));
   const int fd = raw_connect(server.port());
-  std::string requests = "H" + u32_bytes(TcpStore::kMagic);
+  std::string requests = "H" + u32_bytes(TcpStore::kMagic) + u32_bytes(0);
   for (int i = 0; i < 200; ++i) requests += "G" + u32_bytes(3) + "big";
   ASSERT_EQ(::send(fd, requests.data(), requests.size(), MSG_NOSIGNAL), ssize_t(requests.size()));
   std::this_thread::sleep_for(100ms);   // the store has its requests, its socket buffer is full
   client.set("still", {'u', 'p'});
   EXPECT_EQ(client.get("still"), (std::vector<char>{'u', 'p'}));
   ::close(fd);
+}
+
+// A second job on the same MASTER_PORT: its ranks are told the store's job and refused before
+// they can touch a key; the store's own ranks go on.
+TEST(TcpStore, ARankOfAnotherJobIsRefusedNamingBothJobs) {
+  TcpStore server("127.0.0.1", 0, true, 5s, "world size 2, run a");
+  TcpStore mine("127.0.0.1", server.port(), false, 5s, "world size 2, run a");
+  mine.set("gloo/1", {'1'});
+  for (const char* other : {"world size 3, run a", "world size 2, run b", "world size 2"}) {
+    try {
+      TcpStore theirs("127.0.0.1", server.port(), false, 5s, other);
+      ADD_FAILURE() << "joined another job: " << other;
+    } catch (const CommError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("serves another job (world size 2, run a; this rank's: " + std::string(other)),
+                std::string::npos) << what;
+      EXPECT_NE(what.find("--master-port"), std::string::npos) << what;
+    }
+  }
+  EXPECT_EQ(server.get("gloo/1"), std::vector<char>{'1'});
 }

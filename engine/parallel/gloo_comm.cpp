@@ -82,7 +82,8 @@ class GlooCommunicator : public Communicator {
                    ")");
     ignore_sigpipe_by_default();
     set_timeout(info.timeout);   // the rendezvous below is bounded by it too
-    store_ = std::make_unique<TcpStore>(info.master_addr, info.master_port, info.rank == 0, timeout());
+    store_ = std::make_unique<TcpStore>(info.master_addr, info.master_port, info.rank == 0, timeout(),
+                                        rendezvous_job(info));
     StoreAdapter adapter(*store_);
     gloo::transport::tcp::attr attr;
     attr.hostname = info.master_addr == "localhost" ? "127.0.0.1" : local_host_for(info.master_addr);

@@ -31,6 +31,17 @@ std::optional<int> env_int(const EnvMap& env, const std::string& k, int lo, int 
   return to_int(k, *v, lo, hi);
 }
 
+// The job id of the launcher that gave the ranks (ranks given by flags or PMI have none).
+std::string launcher_run_id(const std::string& source, const EnvMap& env) {
+  std::optional<std::string> id;
+  if (source == "torchrun") id = get(env, "TORCHELASTIC_RUN_ID");
+  if (source == "openmpi") id = get(env, "OMPI_MCA_ess_base_jobid");
+  if (source == "slurm" && (id = get(env, "SLURM_JOB_ID"))) {
+    if (auto step = get(env, "SLURM_STEP_ID")) *id += "." + *step;
+  }
+  return id.value_or("");
+}
+
 // A launcher's variables: rank and size both or neither; local rank / size optional.
 std::optional<RankInfo> from_env(const EnvMap& env, const std::string& source, const std::string& rank_var,
                                  const std::string& size_var, const std::string& local_rank_var,
@@ -126,6 +137,7 @@ RankInfo discover_rank(const RankFlags& f, const EnvMap& env) {
     OOMLAB_CHECK(r.local_world_size < 0 || r.local_rank < r.local_world_size, "slurm: SLURM_LOCALID=", r.local_rank,
                  " is not below SLURM_NTASKS_PER_NODE=", r.local_world_size);
   }
+  r.run_id = launcher_run_id(r.source, env);
   if (f.master_addr) r.master_addr = *f.master_addr;
   else if (auto a = get(env, "MASTER_ADDR")) r.master_addr = *a;
   else if (auto nodes = get(env, "SLURM_STEP_NODELIST") ? get(env, "SLURM_STEP_NODELIST") : get(env, "SLURM_NODELIST"))
@@ -134,6 +146,10 @@ RankInfo discover_rank(const RankFlags& f, const EnvMap& env) {
   if (f.master_port) r.master_port = to_int("the master port", std::to_string(*f.master_port), 1, 65535);
   else if (auto p = env_int(env, "MASTER_PORT", 1, 65535)) r.master_port = *p;
   return r;
+}
+
+std::string rendezvous_job(const RankInfo& r) {
+  return str_cat("world size ", r.world_size, r.run_id.empty() ? "" : ", run " + r.run_id);
 }
 
 }  // namespace oomlab

@@ -11,6 +11,10 @@
 // A source that is present must be whole and consistent: a ValueError names the variable
 // (or flag) that is missing or wrong — a rank without a size, a non-number, rank >= size,
 // local rank >= local size, a port outside 1..65535.
+// The job: the launcher that gave the ranks names it (run_id: torchrun's TORCHELASTIC_RUN_ID,
+// OpenMPI's OMPI_MCA_ess_base_jobid, Slurm's SLURM_JOB_ID.SLURM_STEP_ID; "" for flags, PMI or
+// a bare environment); rendezvous_job() adds the world size, and rank 0's store serves only
+// ranks of its job (tcp_store.h), so a second job on the same MASTER_PORT cannot join the first.
 #pragma once
 #include <chrono>
 #include <map>
@@ -26,6 +30,7 @@ struct RankInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source = "single";   // flags | torchrun | openmpi | pmi | slurm | single
+  std::string run_id;              // the launcher's id of the job ("" when the source has none)
   // The communicator's rendezvous (store, connections) and each collective wait at most this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
 };
@@ -39,6 +44,9 @@ using EnvMap = std::map<std::string, std::string>;
 EnvMap current_environment();
 
 RankInfo discover_rank(const RankFlags& flags, const EnvMap& env);
+
+// The rendezvous identity of a rank's job: "world size N" and ", run ID" when run_id is set.
+std::string rendezvous_job(const RankInfo& r);
 
 // Slurm's compressed host list -> its first host: "n[1-4],m" -> "n1", "gpu[07,09]" -> "gpu07".
 std::string slurm_first_host(const std::string& nodelist);

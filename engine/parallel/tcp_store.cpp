@@ -83,18 +83,29 @@ uint32_t u32_at(const std::string& in, size_t at) {
 }
 
 // Parses one complete request at the front of p.in and appends its answer to `out`. A
-// peer's first request must be the handshake; a wrong magic, an unknown op or a length past
-// the limits refuses the peer (it is not an oomlab rank: its connection is closed).
-Parsed handle(Peer& p, std::map<std::string, std::vector<char>>& kv, std::string& out) {
+// peer's first request must be the handshake, of `job`; a wrong magic, an unknown op or a
+// length past the limits refuses the peer (it is not an oomlab rank: its connection is
+// closed), and so does another job, told which job this store serves.
+Parsed handle(Peer& p, const std::string& job, std::map<std::string, std::vector<char>>& kv, std::string& out) {
   std::string& in = p.in;
   if (in.size() < 5) return Parsed::incomplete;
   const char op = in[0];
   if (!p.greeted) {
     if (op != 'H' || u32_at(in, 1) != TcpStore::kMagic) return Parsed::refused;
-    p.greeted = true;
-    out.push_back('h');
+    if (in.size() < 9) return Parsed::incomplete;
+    const size_t jlen = u32_at(in, 5);
+    if (jlen > TcpStore::kMaxKeyBytes) return Parsed::refused;
+    if (in.size() < 9 + jlen) return Parsed::incomplete;
+    const bool same_job = in.compare(9, jlen, job) == 0;
+    out.push_back(same_job ? 'h' : 'x');
     put_u32(out, TcpStore::kMagic);
-    in.erase(0, 5);
+    if (!same_job) {
+      put_u32(out, uint32_t(job.size()));
+      out += job;
+      return Parsed::refused;
+    }
+    p.greeted = true;
+    in.erase(0, 9 + jlen);
     return Parsed::answered;
   }
   const size_t klen = u32_at(in, 1);
@@ -136,7 +147,7 @@ bool flush(Peer& p) {
 
 // One poll event of a peer: sends pending answers, reads its bytes, answers the complete
 // requests while its unsent answers stay under the bound. False: it closed, broke or was refused.
-bool serve_peer(Peer& p, short revents, std::map<std::string, std::vector<char>>& kv) {
+bool serve_peer(Peer& p, short revents, const std::string& job, std::map<std::string, std::vector<char>>& kv) {
   if ((revents & POLLOUT) && !flush(p)) return false;
   if (revents & (POLLIN | POLLHUP | POLLERR)) {
     char buf[65536];
@@ -145,8 +156,12 @@ bool serve_peer(Peer& p, short revents, std::map<std::string, std::vector<char>>
     if (k > 0) p.in.append(buf, size_t(k));
   }
   Parsed r = Parsed::incomplete;
-  while (p.out.size() < kMaxPendingAnswerBytes && (r = handle(p, kv, p.out)) == Parsed::answered) {}
-  return r != Parsed::refused && flush(p);
+  while (p.out.size() < kMaxPendingAnswerBytes && (r = handle(p, job, kv, p.out)) == Parsed::answered) {}
+  if (r == Parsed::refused) {
+    flush(p);   // what the refusal says (another job's), when the socket takes it at once
+    return false;
+  }
+  return flush(p);
 }
 
 std::string hex_bytes(const char* p, size_t n) {
@@ -160,8 +175,10 @@ std::string hex_bytes(const char* p, size_t n) {
 }
 }  // namespace
 
-TcpStore::TcpStore(const std::string& host, int port, bool is_server, std::chrono::milliseconds timeout)
-    : host_(host), port_(port), timeout_(timeout) {
+TcpStore::TcpStore(const std::string& host, int port, bool is_server, std::chrono::milliseconds timeout,
+                   std::string job)
+    : host_(host), port_(port), job_(std::move(job)), timeout_(timeout) {
+  check_sizes(job_, 0);
   ::freeaddrinfo(resolve(host_, port_, false));   // an unresolvable master fails before any thread starts
   if (is_server) {
     addrinfo* res = resolve(host, port, true);
@@ -234,15 +251,26 @@ void TcpStore::connect_client(Clock::time_point deadline) {
 void TcpStore::greet() {
   std::string req(1, 'H');
   put_u32(req, kMagic);
+  put_u32(req, uint32_t(job_.size()));
+  req += job_;
   const std::string what = str_cat("the handshake of the store at ", where(host_, port_),
                                    " (is oomlab's rank 0 listening on MASTER_PORT?)");
   send_all(client_fd_, req.data(), req.size(), what.c_str());
   char answer[5] = {};
   recv_all(client_fd_, answer, sizeof answer, what.c_str());
-  if (answer[0] != 'h' || u32_at(std::string(answer, 5), 1) != kMagic)
+  if ((answer[0] != 'h' && answer[0] != 'x') || u32_at(std::string(answer, 5), 1) != kMagic)
     throw CommError(str_cat("tcp store: the server at MASTER_ADDR:MASTER_PORT = ", where(host_, port_),
                             " is not oomlab's rendezvous store (it answered the handshake with bytes ",
                             hex_bytes(answer, sizeof answer), "); another service on that port?"));
+  if (answer[0] == 'h') return;
+  uint32_t len = 0;
+  recv_all(client_fd_, &len, 4, what.c_str());
+  if (len > kMaxKeyBytes) protocol_error(str_cat("the handshake's refusal announced a job of ", len, " bytes"));
+  std::string theirs(len, '\0');
+  if (len) recv_all(client_fd_, theirs.data(), len, what.c_str());
+  throw CommError(str_cat("tcp store: the store at MASTER_ADDR:MASTER_PORT = ", where(host_, port_),
+                          " serves another job (", theirs, "; this rank's: ", job_,
+                          "): two jobs on one MASTER_PORT? give each its own port (--master-port)"));
 }
 
 // A reply that oomlab's store would never send: the connection is not to be trusted further.
@@ -289,7 +317,7 @@ void TcpStore::serve() {
     }
     for (size_t i = 2; i < fds.size(); ++i) {
       Peer& p = peers[i - 2];
-      if (fds[i].revents && !serve_peer(p, fds[i].revents, kv)) {   // closed, broken or refused:
+      if (fds[i].revents && !serve_peer(p, fds[i].revents, job_, kv)) {   // closed, broken or refused:
         ::close(p.fd);                                                // forget it, keep its keys
         p.fd = -1;
       }

@@ -19,11 +19,16 @@
 //    handshake as oomlab's does (another service on MASTER_PORT) or that gets a reply the
 //    protocol never sends is a CommError naming the address; no garbage length is ever
 //    allocated.
-// Protocol (little-endian, one request per round trip): the handshake 'H' u32 kMagic,
-// answered 'h' u32 kMagic; then u8 op ('S' set, 'G' get-if-present), u32 key length
-// (<= kMaxKeyBytes), key, then for 'S' u32 value length (<= kMaxValueBytes) and value; the
-// answer to 'S' is 'k', to 'G' a u8 found flag (0 or 1) then, if found, u32 length and the
-// value.
+//  * One job per store: the handshake carries the client's job (rank_env.h's
+//    rendezvous_job: world size and the launcher's run id), and a client of another job
+//    (a second job started on the same MASTER_PORT) is told the store's job and refused: a
+//    CommError naming both, before it can read or overwrite a key of the first job.
+// Protocol (little-endian, one request per round trip): the handshake 'H' u32 kMagic u32
+// job length (<= kMaxKeyBytes) job, answered 'h' u32 kMagic, or for another job 'x' u32
+// kMagic u32 length and the store's job before the store hangs up; then u8 op ('S' set,
+// 'G' get-if-present), u32 key length (<= kMaxKeyBytes), key, then for 'S' u32 value length
+// (<= kMaxValueBytes) and value; the answer to 'S' is 'k', to 'G' a u8 found flag (0 or 1)
+// then, if found, u32 length and the value.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -39,7 +44,8 @@ class TcpStore {
   static constexpr uint32_t kMagic = 0x316D6F6F;   // "oom1" (protocol version 1)
   static constexpr size_t kMaxKeyBytes = size_t(64) << 10, kMaxValueBytes = size_t(64) << 20;
   // is_server: this process listens (rank 0). The client connects, retrying until timeout.
-  TcpStore(const std::string& host, int port, bool is_server, std::chrono::milliseconds timeout);
+  TcpStore(const std::string& host, int port, bool is_server, std::chrono::milliseconds timeout,
+           std::string job = "");
   ~TcpStore();
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
@@ -62,6 +68,7 @@ class TcpStore {
 
   std::string host_;
   int port_;
+  std::string job_;   // the handshake's identity: the server serves only clients of this job
   std::chrono::milliseconds timeout_;
   int client_fd_ = -1;
   int listen_fd_ = -1;

@@ -91,7 +91,8 @@ int launch_local_job(const std::string& backend, int ranks, const std::vector<st
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env = {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
                                     "WORLD_SIZE=" + std::to_string(ranks), "LOCAL_WORLD_SIZE=" + std::to_string(ranks),
-                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
+                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                                    str_cat("TORCHELASTIC_RUN_ID=oomlab-", ::getpid(), "-", port)};
     for (const std::string& kv : root_env)
       if (kv.rfind("OMP_NUM_THREADS=", 0) == 0) env.push_back(kv);
     pids.push_back(spawn(argv, env));

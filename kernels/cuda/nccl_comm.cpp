@@ -164,7 +164,8 @@ class NcclCommunicator : public Communicator {
                    device.str(), ")");
     cuda::DeviceGuard guard(device_.index);   // DeviceError without a usable GPU, before any rank is waited for
     set_timeout(info.timeout);   // the rendezvous below is bounded by it too
-    store_ = std::make_unique<TcpStore>(info.master_addr, info.master_port, info.rank == 0, timeout());
+    store_ = std::make_unique<TcpStore>(info.master_addr, info.master_port, info.rank == 0, timeout(),
+                                        rendezvous_job(info));
     if (world_ > 1) check_one_rank_per_gpu(*store_, rank_, world_, device_);
     ncclUniqueId id;
     std::memset(&id, 0, sizeof id);

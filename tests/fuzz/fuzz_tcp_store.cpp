@@ -8,6 +8,7 @@
 // length trips -malloc_limit_mb), or a broken property: the store keeps serving its ranks (a
 // client's set/get round trip after every stranger), and a stranger's connection ends when
 // the stranger hangs up (the server closes it: no connection is kept, no request waits).
+// The store's job and the client's are "" (a stranger naming another job is refused).
 // Seeds: tests/fuzz/corpus/fuzz_tcp_store/; dictionary: tests/fuzz/fuzz_tcp_store.dict.
 #include <netinet/in.h>
 #include <sys/socket.h>
