@@ -218,6 +218,9 @@ TEST(SyntheticSeg, DeterministicMasksAndLearnableColours) {
   }
   EXPECT_GT(double(nearest_hits) / double(total), 0.6);
   EXPECT_THROW(SyntheticSegmentationDataset({3, 32, 32}, 10, 1, 0), ValueError);
+  // past its Philox block layout: shapes into the noise blocks, channels into the stripes'
+  EXPECT_THROW(SyntheticSegmentationDataset({3, 32, 32}, 10, 4, 0, 0.5f, 64), ValueError);
+  EXPECT_THROW(SyntheticSegmentationDataset({4096, 4, 4}, 10, 4, 0), ValueError);
 }
 
 TEST(SyntheticSeg, BatchesCarryMasks) {

@@ -32,7 +32,11 @@ SyntheticSegmentationDataset::SyntheticSegmentationDataset(Shape chw, int64_t si
                "synthetic-seg: sample shape must be (C, H, W) with H, W >= 4, got ", shape_str(shape_));
   OOMLAB_CHECK(size_ >= 0, "synthetic-seg: size must be >= 0, got ", size_);
   OOMLAB_CHECK(num_classes_ >= 2, "synthetic-seg: needs >= 2 classes (background + 1), got ", num_classes_);
-  OOMLAB_CHECK(max_shapes_ >= 1, "synthetic-seg: max_shapes must be >= 1");
+  // Philox blocks 1..63 of a sample hold its shapes, 64.. its noise; blocks 0..4094 of a class
+  // its channels' levels, 4095 its stripes: within these, no two draws share a block.
+  OOMLAB_CHECK(max_shapes_ >= 1 && max_shapes_ <= 63, "synthetic-seg: max_shapes must be in 1..63, got ",
+               max_shapes_);
+  OOMLAB_CHECK(shape_[0] <= 4095, "synthetic-seg: at most 4095 channels, got ", shape_[0]);
   OOMLAB_CHECK(std::isfinite(sigma_) && sigma_ >= 0, "synthetic-seg: noise sigma must be finite and >= 0");
   OOMLAB_CHECK(uint64_t(shape_numel(shape_)) / 4 + 65 < Generator::kStreamBlocks, "synthetic-seg: sample shape ",
                shape_str(shape_), " has more elements than one Philox stream per sample holds (2^32 blocks of 4)");
