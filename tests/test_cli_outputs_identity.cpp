@@ -1,5 +1,7 @@
 // test_cli_outputs_identity.cpp — outputs and experiments keep their identity: two output
-// flags naming one file are an error before any work (nothing written); `oomlab run` refuses
+// flags naming one file, or an output naming a file an input flag reads (--init, --model
+// graph:FILE; run's --out naming the experiment's own spec), are an error before any work
+// (nothing written, the input kept); `oomlab run` refuses
 // a spec whose name is not its folder's (no other experiment's results overwritten); a
 // TMPDIR that is not a folder is one exit-2 line; `oomlab run` killed with -9 leaves no point
 // running and its scratch folder goes at the next run; a JSON written to standard output is
@@ -45,6 +47,48 @@ TEST(CliOutputs, TwoFlagsNamingOneFileFailBeforeAnyWork) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--json and --memory-snapshot name the same file"), std::string::npos) << r.output;
   EXPECT_EQ(run_oomlab("estimate --model mlp --batch 2 --json /dev/null --chrome-trace /dev/null").code, 0);
+  fs::remove_all(dir);
+}
+
+std::string slurp_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+TEST(CliOutputs, AnOutputNamingAnInputFailsBeforeAnyWork) {
+  const fs::path dir = tmp("input");
+  fs::create_directories(dir);
+  const std::string w = (dir / "w.safetensors").string(), g = (dir / "g.json").string();
+  { std::ofstream(w) << "my weights"; }
+  { std::ofstream(g) << "my graph"; }
+  const struct { std::string args, message; } cases[] = {
+      {"train --model mlp --dataset synthetic --steps 1 --device cpu --quiet --init " + w + " --json " + w,
+       "--json names " + w + ", the file --init reads"},
+      {"step --model mlp --data-dir " + dir.string() + " --init " + w + " --out " + dir.string() + "/./w.safetensors",
+       "--out names " + dir.string() + "/./w.safetensors, the file --init reads"},
+      {"summary --model graph:" + g + " --json " + g, "--json names " + g + ", the file --model reads"},
+      {"plan --model graph:" + g + " --gpu t4 --global-batch 8 --json " + g,
+       "--json names " + g + ", the file --model reads"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CliRun r = run_oomlab(c.args);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("oomlab: error: " + c.message + ": writing it would replace your input"),
+              std::string::npos) << r.output;
+  }
+  EXPECT_EQ(slurp_file(w), "my weights");
+  EXPECT_EQ(slurp_file(g), "my graph");
+  // run --out naming the experiment's own spec
+  const fs::path exp = dir / "experiments" / "02_memory_vs_batch";
+  fs::create_directories(exp.parent_path());
+  fs::copy(fs::path(OOMLAB_SOURCE_DIR) / "experiments" / "02_memory_vs_batch", exp, fs::copy_options::recursive);
+  const std::string spec = slurp_file(exp / "experiment.json");
+  const CliRun r = run_oomlab("run " + exp.string() + " --device meta --out " + (exp / "experiment.json").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("the experiment's own experiment.json: the results would replace it"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(slurp_file(exp / "experiment.json"), spec);
   fs::remove_all(dir);
 }
 

@@ -102,4 +102,12 @@ bool is_standard_output(const std::string& path) {
   return out.st_dev == target.st_dev && out.st_ino == target.st_ino;
 }
 
+bool same_output_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  const fs::path pa = fs::absolute(a, ec).lexically_normal(), pb = fs::absolute(b, ec).lexically_normal();
+  if (pa == "/dev/null" || pb == "/dev/null") return false;
+  if (pa == pb) return true;
+  return fs::exists(pa, ec) && fs::exists(pb, ec) && fs::equivalent(pa, pb, ec);
+}
+
 }  // namespace oomlab

@@ -30,6 +30,11 @@ OutputTarget resolve_output(const std::string& path);
 // written there.
 bool is_standard_output(const std::string& path);
 
+// Whether a write to `a` would land in the file `b` names: the same path once made absolute
+// and normal, or two names of one existing file (a symlink, /dev/stdout and /proc/self/fd/1).
+// /dev/null is never the same file (it takes any number of outputs).
+bool same_output_file(const std::string& a, const std::string& b);
+
 // The kind of file `mode` describes, in words ("a FIFO", "a directory", ...).
 std::string file_kind_name(unsigned mode);
 

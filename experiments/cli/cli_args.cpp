@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/io/file_kinds.h"
 #include "experiments/cli/flag_table.h"
 
 namespace oomlab {
@@ -155,30 +156,37 @@ void CliArgs::parse(const std::vector<std::string>& argv) {
 }
 
 namespace {
-// Whether two output paths name one file: the same path once made absolute and normal, or
-// two names of one existing file (a symlink, /dev/stdout and /proc/self/fd/1). /dev/null
-// takes any number of outputs.
-bool same_output(const std::string& a, const std::string& b) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path pa = fs::absolute(a, ec).lexically_normal(), pb = fs::absolute(b, ec).lexically_normal();
-  if (pa == "/dev/null" || pb == "/dev/null") return false;
-  if (pa == pb) return true;
-  return fs::exists(pa, ec) && fs::exists(pb, ec) && fs::equivalent(pa, pb, ec);
+// The file an input flag's value names ("" for a zoo model: --model without "graph:").
+std::string input_file(const FlagSpec& f, const std::string& value) {
+  if (f.name != "model") return value;
+  return value.rfind("graph:", 0) == 0 ? value.substr(6) : "";
 }
 }  // namespace
 
+// No two outputs name one file, and no output names a file an input flag reads.
+void CliArgs::check_outputs() const {
+  std::vector<const FlagSpec*> outputs, inputs;
+  for (const FlagSpec* f : flags_of(command_)) {
+    if (f->output && values_.count(f->name)) outputs.push_back(f);
+    if (f->input && values_.count(f->name)) inputs.push_back(f);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string& a = values_.at(outputs[i]->name);
+    for (size_t j = i + 1; j < outputs.size(); ++j)
+      OOMLAB_CHECK(!same_output_file(a, values_.at(outputs[j]->name)), "--", outputs[i]->name, " and --",
+                   outputs[j]->name, " name the same file ", a,
+                   ": each output needs its own (one would replace the other)");
+    for (const FlagSpec* in : inputs) {
+      const std::string file = input_file(*in, values_.at(in->name));
+      OOMLAB_CHECK(file.empty() || !same_output_file(a, file), "--", outputs[i]->name, " names ", a, ", the file --",
+                   in->name, " reads: writing it would replace your input (give the output another name)");
+    }
+  }
+}
+
 // The rules between flags, in table order, one wording each (flag_table.h).
 void CliArgs::check_rules() const {
-  std::vector<const FlagSpec*> outputs;
-  for (const FlagSpec* f : flags_of(command_))
-    if (f->output && values_.count(f->name)) outputs.push_back(f);
-  for (size_t i = 0; i < outputs.size(); ++i)
-    for (size_t j = i + 1; j < outputs.size(); ++j) {
-      const std::string& a = values_.at(outputs[i]->name);
-      OOMLAB_CHECK(!same_output(a, values_.at(outputs[j]->name)), "--", outputs[i]->name, " and --", outputs[j]->name,
-                   " name the same file ", a, ": each output needs its own (one would replace the other)");
-    }
+  check_outputs();
   for (const FlagSpec* f : flags_of(command_)) {
     if (!has(f->name)) continue;
     for (const std::string& n : f->requires_flags)

@@ -38,6 +38,7 @@ class CliArgs {
  private:
   void parse(const std::vector<std::string>& argv);
   void check_rules() const;
+  void check_outputs() const;   // of check_rules: outputs apart from each other and the inputs
   std::optional<std::string> value_or_default(const std::string& key) const;
   std::string command_;
   std::map<std::string, std::string> values_;

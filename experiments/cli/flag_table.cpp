@@ -65,6 +65,7 @@ struct F {
   }
   F& models(std::string use) { s.models = std::move(use); return *this; }
   F& output() { s.output = true; return *this; }
+  F& input() { s.input = true; return *this; }
   F& to(RunSpecField f) { s.field = f; return *this; }
 };
 
@@ -75,7 +76,7 @@ const std::vector<std::string> kSynthetic = {"synthetic", "synthetic-seq", "synt
 const std::vector<std::string> kProcessBackends = {"gloo", "mpi", "nccl"};   // one process per rank
 
 void rows_model_flags(std::vector<FlagSpec>& t) {
-  t.push_back(F("model", kModel, "the model (`oomlab models` lists the zoo)").text("M").required()
+  t.push_back(F("model", kModel, "the model (`oomlab models` lists the zoo)").text("M").required().input()
                   .to(&RunSpec::model).s);
   t.push_back(F("dataset", kTrain, "the training data: Fashion-MNIST, a synthetic task, or your npy arrays")
                   .choice({"fashion-mnist", "synthetic", "synthetic-seq", "synthetic-seg", "npy"}).required()
@@ -92,6 +93,7 @@ void rows_model_flags(std::vector<FlagSpec>& t) {
       F("init", kStep, "the starting weights (a PyTorch state_dict saved with safetensors)")
           .text("FILE")
           .required()
+          .input()
           .to(&RunSpec::init)
           .s);
   t.push_back(F("out", kStep, "where to write loss, logits, gradients and updated weights (safetensors)")
@@ -113,7 +115,7 @@ void rows_model_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("no-shuffle", kTrain, "visit samples in file order every epoch (DataLoader(shuffle=False))").sw()
                   .to(+[](RunSpec& r, const std::string&) { r.shuffle = false; }).s);
   t.push_back(F("init", kTrain, "the starting weights (a PyTorch state_dict saved with safetensors)")
-                  .text("FILE.safetensors").excludes("resume")
+                  .text("FILE.safetensors").excludes("resume").input()
                   .to(&RunSpec::init).s);
   t.push_back(F("init-non-strict", kTrain, "load what matches --init, keep the model's own values for the rest")
                   .sw().needs("init")
@@ -389,7 +391,7 @@ void rows_plan_flags(std::vector<FlagSpec>& t) {
   std::vector<std::string> gpus;
   for (const GpuSpec& g : gpu_table()) gpus.push_back(g.name);
   t.push_back(F("model", kPlan, "the model (`oomlab models` lists the zoo; graph:FILE an import)").text("M").required()
-                  .to(&RunSpec::model).s);
+                  .input().to(&RunSpec::model).s);
   t.push_back(F("gpu", kPlan, "the card (its memory and dense peaks; docs/cli.md lists them)").choice(gpus)
                   .excludes("device-memory").s);
   t.push_back(F("device-memory", kPlan, "a card of this capacity instead (peaks: --gpu's, or none)").size()

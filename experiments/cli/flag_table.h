@@ -19,7 +19,9 @@
 //    not one"), checked when the command knows its --model (check_model_flags). Rules that
 //    need more than this (a value a parser reads) stay in the command's code, in the CLI
 //    layer only. Two `output` flags naming the same file ("--json out.json --chrome-trace
-//    out.json": one would silently replace the other) are an error before any work.
+//    out.json": one would silently replace the other), or an output naming the file an
+//    `input` flag reads ("--init w.safetensors --json w.safetensors"), are an error before
+//    any work.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -65,6 +67,7 @@ struct FlagSpec {
   std::vector<FlagRule> applies_when;        // each must hold (flag's value in values)
   std::string models;                        // a model use (model_arch.h) the flag needs; "" = any model
   bool output = false;                       // names a file the command writes: no two may name the same one
+  bool input = false;                        // names a file it reads ("graph:FILE" for --model): no output may
   RunSpecField field;                        // what it sets in the command's RunSpec (monostate: read by hand)
 };
 

@@ -23,7 +23,14 @@ RunOptions run_options(const CliArgs& a) {
     parse_device(o.device);   // a malformed name is a usage error before anything runs
   }
   o.out = a.get("out");
-  if (a.has("out")) check_output_file(o.out, "--out");
+  if (a.has("out")) {
+    check_output_file(o.out, "--out");
+    for (const char* own : {"experiment.json", "summary.schema.json", "driver.cpp", "report.py", "README.md"}) {
+      const std::string file = a.positionals()[0] + "/" + own;
+      OOMLAB_CHECK(!same_output_file(o.out, file), "--out names ", o.out, ", the experiment's own ", own,
+                   ": the results would replace it (give --out another name)");
+    }
+  }
   o.fresh = a.flag("fresh");
   o.point_timeout_s = a.get_double("point-timeout", 0.0);
   return o;
