@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 
 #include "engine/core/error.h"
 #include "engine/io/file_kinds.h"
