@@ -1,6 +1,6 @@
 // test_cli_outputs_identity.cpp — outputs and experiments keep their identity: two output
 // flags naming one file, or an output naming a file an input flag reads (--init, --model
-// graph:FILE; run's --out naming the experiment's own spec), are an error before any work
+// graph:FILE, --data-dir's npy files; run's --out naming the experiment's own spec), are an error before any work
 // (nothing written, the input kept); `oomlab run` refuses
 // a spec whose name is not its folder's (no other experiment's results overwritten); a
 // TMPDIR that is not a folder is one exit-2 line; `oomlab run` killed with -9 leaves no point
@@ -63,12 +63,15 @@ TEST(CliOutputs, AnOutputNamingAnInputFailsBeforeAnyWork) {
   { std::ofstream(g) << "my graph"; }
   const struct { std::string args, message; } cases[] = {
       {"train --model mlp --dataset synthetic --steps 1 --device cpu --quiet --init " + w + " --json " + w,
-       "--json names " + w + ", the file --init reads"},
+       "--json names " + w + ", a file --init reads"},
       {"step --model mlp --data-dir " + dir.string() + " --init " + w + " --out " + dir.string() + "/./w.safetensors",
-       "--out names " + dir.string() + "/./w.safetensors, the file --init reads"},
-      {"summary --model graph:" + g + " --json " + g, "--json names " + g + ", the file --model reads"},
+       "--out names " + dir.string() + "/./w.safetensors, a file --init reads"},
+      {"summary --model graph:" + g + " --json " + g, "--json names " + g + ", a file --model reads"},
       {"plan --model graph:" + g + " --gpu t4 --global-batch 8 --json " + g,
-       "--json names " + g + ", the file --model reads"},
+       "--json names " + g + ", a file --model reads"},
+      {"train --model mlp --dataset npy --data-dir " + dir.string() + " --steps 1 --json " + dir.string() +
+           "/train_labels.npy",
+       "--json names " + dir.string() + "/train_labels.npy, a file --data-dir reads"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);

@@ -195,6 +195,13 @@ class NpyTokenDataset final : public Dataset {
 
 }  // namespace
 
+std::vector<std::string> npy_dataset_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const char* split : {"train", "test"})
+    for (const char* what : {"inputs", "labels"}) out.push_back(split_file(dir, split, what));
+  return out;
+}
+
 bool npy_split_exists(const std::string& dir, const std::string& split) {
   std::error_code ec;
   return std::filesystem::exists(split_file(dir, split, "inputs"), ec);

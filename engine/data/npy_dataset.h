@@ -20,10 +20,14 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/data/dataset.h"
 
 namespace oomlab {
+
+// The files the splits of a dataset folder are read from: DIR/{train,test}_{inputs,labels}.npy.
+std::vector<std::string> npy_dataset_files(const std::string& dir);
 
 // DIR/<split>_inputs.npy exists (the test split is optional for `oomlab train`).
 bool npy_split_exists(const std::string& dir, const std::string& split);

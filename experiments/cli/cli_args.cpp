@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "engine/core/error.h"
+#include "engine/data/npy_dataset.h"
 #include "engine/io/file_kinds.h"
 #include "experiments/cli/flag_table.h"
 
@@ -155,10 +156,13 @@ void CliArgs::parse(const std::vector<std::string>& argv) {
 }
 
 namespace {
-// The file an input flag's value names ("" for a zoo model: --model without "graph:").
-std::string input_file(const FlagSpec& f, const std::string& value) {
-  if (f.name != "model") return value;
-  return value.rfind("graph:", 0) == 0 ? value.substr(6) : "";
+// The files an input flag's value names: --model's graph:FILE (none for a zoo model), the
+// npy files of a --data-dir folder, else the value itself.
+std::vector<std::string> input_files(const FlagSpec& f, const std::string& value) {
+  if (f.name == "data-dir") return npy_dataset_files(value);
+  if (f.name != "model") return {value};
+  if (value.rfind("graph:", 0) == 0) return {value.substr(6)};
+  return {};
 }
 }  // namespace
 
@@ -175,11 +179,10 @@ void CliArgs::check_outputs() const {
       OOMLAB_CHECK(!same_output_file(a, values_.at(outputs[j]->name)), "--", outputs[i]->name, " and --",
                    outputs[j]->name, " name the same file ", a,
                    ": each output needs its own (one would replace the other)");
-    for (const FlagSpec* in : inputs) {
-      const std::string file = input_file(*in, values_.at(in->name));
-      OOMLAB_CHECK(file.empty() || !same_output_file(a, file), "--", outputs[i]->name, " names ", a, ", the file --",
-                   in->name, " reads: writing it would replace your input (give the output another name)");
-    }
+    for (const FlagSpec* in : inputs)
+      for (const std::string& file : input_files(*in, values_.at(in->name)))
+        OOMLAB_CHECK(!same_output_file(a, file), "--", outputs[i]->name, " names ", a, ", a file --", in->name,
+                     " reads: writing it would replace your input (give the output another name)");
   }
 }
 

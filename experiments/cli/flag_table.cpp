@@ -82,11 +82,12 @@ void rows_model_flags(std::vector<FlagSpec>& t) {
                   .choice({"fashion-mnist", "synthetic", "synthetic-seq", "synthetic-seg", "npy"}).required()
                   .to(&RunSpec::dataset).s);
   t.push_back(F("data-dir", kTrain, "the dataset's folder (Fashion-MNIST's IDX files, or the npy files)")
-                  .text("DIR").applies("dataset", {"fashion-mnist", "npy"})
+                  .text("DIR").applies("dataset", {"fashion-mnist", "npy"}).input()
                   .to(&RunSpec::data_dir).s);
   t.push_back(F("data-dir", kStep, "the folder of train_inputs.npy and train_labels.npy")
                   .text("DIR")
                   .required()
+                  .input()
                   .to(&RunSpec::data_dir)
                   .s);
   t.push_back(

@@ -67,7 +67,7 @@ struct FlagSpec {
   std::vector<FlagRule> applies_when;        // each must hold (flag's value in values)
   std::string models;                        // a model use (model_arch.h) the flag needs; "" = any model
   bool output = false;                       // names a file the command writes: no two may name the same one
-  bool input = false;                        // names a file it reads ("graph:FILE" for --model): no output may
+  bool input = false;   // names what it reads (--model's graph:FILE, --data-dir's npy files): no output may
   RunSpecField field;                        // what it sets in the command's RunSpec (monostate: read by hand)
 };
 
