@@ -7,7 +7,6 @@
 // ctest tier: ranks
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 
 #include "engine/parallel/communicator.h"
 #include "engine/parallel/tcp_store.h"
+#include "tests/loopback_util.h"
 
 using namespace oomlab;
 using namespace std::chrono_literals;
@@ -67,26 +67,15 @@ TEST(TcpStore, NoMasterIsATimeoutNamingTheAddress) {
 namespace {
 // A raw loopback connection to `port` (a stranger: no handshake unless it sends one).
 int raw_connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const int fd = oomlab_test::loopback_connect(port, 5);
+  EXPECT_GE(fd, 0) << std::strerror(errno);
   return fd;
 }
 
 // Sends `bytes`, then reads until the peer closes: true when it closed within the 5 s timeout.
 bool closed_after(int fd, const std::string& bytes) {
   EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
-  char buf[256];
-  for (;;) {
-    const ssize_t k = ::recv(fd, buf, sizeof buf, 0);
-    if (k == 0) return true;
-    if (k < 0) return false;
-  }
+  return oomlab_test::read_until_closed(fd);
 }
 
 std::string u32_bytes(uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
@@ -95,21 +84,14 @@ std::string u32_bytes(uint32_t v) { return std::string(reinterpret_cast<const ch
 // Another service on MASTER_PORT (here one that greets like sshd, then waits): the client's
 // handshake fails at once with a CommError naming the address, no garbage length allocated.
 TEST(TcpStore, AnotherServiceOnTheMasterPortIsACommError) {
-  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 4), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
+  int port = 0;
+  const int lfd = oomlab_test::loopback_listen(&port);
+  ASSERT_GE(lfd, 0);
   std::thread sshd([&] {
     const int fd = ::accept(lfd, nullptr, nullptr);
     const std::string banner = "SSH-2.0-OpenSSH_9.2p1\r\n";
     (void)!::send(fd, banner.data(), banner.size(), MSG_NOSIGNAL);
-    char buf[64];
-    while (::recv(fd, buf, sizeof buf, 0) > 0) {}   // until the client hangs up
+    oomlab_test::read_until_closed(fd);   // until the client hangs up
     ::close(fd);
   });
   const auto t0 = std::chrono::steady_clock::now();

@@ -76,9 +76,9 @@ constexpr size_t kMaxPendingAnswerBytes = size_t(16) << 20;
 
 enum class Parsed { incomplete, answered, refused };
 
-uint32_t u32_at(const std::string& in, size_t at) {
+uint32_t u32_at(const char* p) {
   uint32_t v;
-  std::memcpy(&v, in.data() + at, 4);
+  std::memcpy(&v, p, 4);
   return v;
 }
 
@@ -91,9 +91,9 @@ Parsed handle(Peer& p, const std::string& job, std::map<std::string, std::vector
   if (in.size() < 5) return Parsed::incomplete;
   const char op = in[0];
   if (!p.greeted) {
-    if (op != 'H' || u32_at(in, 1) != TcpStore::kMagic) return Parsed::refused;
+    if (op != 'H' || u32_at(in.data() + 1) != TcpStore::kMagic) return Parsed::refused;
     if (in.size() < 9) return Parsed::incomplete;
-    const size_t jlen = u32_at(in, 5);
+    const size_t jlen = u32_at(in.data() + 5);
     if (jlen > TcpStore::kMaxKeyBytes) return Parsed::refused;
     if (in.size() < 9 + jlen) return Parsed::incomplete;
     const bool same_job = in.compare(9, jlen, job) == 0;
@@ -108,14 +108,14 @@ Parsed handle(Peer& p, const std::string& job, std::map<std::string, std::vector
     in.erase(0, 9 + jlen);
     return Parsed::answered;
   }
-  const size_t klen = u32_at(in, 1);
+  const size_t klen = u32_at(in.data() + 1);
   if ((op != 'S' && op != 'G') || klen > TcpStore::kMaxKeyBytes) return Parsed::refused;
   if (in.size() < 5 + klen) return Parsed::incomplete;
   const std::string key = in.substr(5, klen);
   size_t used = 5 + klen;
   if (op == 'S') {
     if (in.size() < used + 4) return Parsed::incomplete;
-    const size_t vlen = u32_at(in, used);
+    const size_t vlen = u32_at(in.data() + used);
     if (vlen > TcpStore::kMaxValueBytes) return Parsed::refused;
     if (in.size() < used + 4 + vlen) return Parsed::incomplete;
     kv[key] = std::vector<char>(in.begin() + long(used + 4), in.begin() + long(used + 4 + vlen));
@@ -258,7 +258,7 @@ void TcpStore::greet() {
   send_all(client_fd_, req.data(), req.size(), what.c_str());
   char answer[5] = {};
   recv_all(client_fd_, answer, sizeof answer, what.c_str());
-  if ((answer[0] != 'h' && answer[0] != 'x') || u32_at(std::string(answer, 5), 1) != kMagic)
+  if ((answer[0] != 'h' && answer[0] != 'x') || u32_at(answer + 1) != kMagic)
     throw CommError(str_cat("tcp store: the server at MASTER_ADDR:MASTER_PORT = ", where(host_, port_),
                             " is not oomlab's rendezvous store (it answered the handshake with bytes ",
                             hex_bytes(answer, sizeof answer), "); another service on that port?"));

@@ -70,13 +70,16 @@ std::string ms_text(double ms) {
 // The recommendation: the least time, then the smallest peak, among fitting candidates
 // whose every term the calibration measured, communication aside (when any fits; else among
 // all that fit).
-// Measured: every term but the communication (which no candidate with several GPUs has
-// measured) seen by the calibration.
-bool measured(const PlanCandidate& c) {
+// The terms of a candidate's time the calibration never saw, communication aside (no
+// candidate with several GPUs has it measured); measured: none.
+std::vector<std::string> uncalibrated(const PlanCandidate& c) {
+  std::vector<std::string> out;
   for (const std::string& u : c.unseen)
-    if (u.rfind("communication", 0) != 0) return false;
-  return true;
+    if (u.rfind("communication", 0) != 0) out.push_back(u);
+  return out;
 }
+
+bool measured(const PlanCandidate& c) { return uncalibrated(c).empty(); }
 
 void recommend(Plan& plan) {
   bool any_measured = false;
@@ -123,10 +126,10 @@ const Dimension kDimensions[] = {
 // Why a candidate predicted faster than the recommendation lost: a term of its time the
 // calibration never measured (recommend() takes only measured ones when any fits).
 std::string faster_but_extrapolated(const PlanCandidate& c, const PlanCandidate& best) {
-  if (c.time_ms() >= best.time_ms() || measured(c)) return "";
+  const std::vector<std::string> terms = uncalibrated(c);
+  if (c.time_ms() >= best.time_ms() || terms.empty()) return "";
   std::string why;
-  for (const std::string& u : c.unseen)
-    if (u.rfind("communication", 0) != 0) why += (why.empty() ? "" : "; ") + u;
+  for (const std::string& u : terms) why += (why.empty() ? "" : "; ") + u;
   return "; faster, but extrapolated: " + why;
 }
 

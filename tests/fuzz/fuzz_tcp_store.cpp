@@ -10,7 +10,6 @@
 // the stranger hangs up (the server closes it: no connection is kept, no request waits).
 // The store's job and the client's are "" (a stranger naming another job is refused).
 // Seeds: tests/fuzz/corpus/fuzz_tcp_store/; dictionary: tests/fuzz/fuzz_tcp_store.dict.
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,34 +25,21 @@
 #include "engine/core/error.h"
 #include "engine/parallel/tcp_store.h"
 #include "tests/fuzz/fuzz_common.h"
+#include "tests/loopback_util.h"
 
 using oomlab_fuzz::fuzz_require;
 using namespace std::chrono_literals;
 
 namespace {
 int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  fuzz_require(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, "cannot reach the store");
-  timeval tv{2, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const int fd = oomlab_test::loopback_connect(port, 2);
+  fuzz_require(fd >= 0, "cannot reach the store");
   return fd;
 }
 
 // Reads until the peer closes; false when it is still open after the 2 s receive timeout.
-bool drained(int fd) {
-  char buf[4096];
-  for (;;) {
-    const ssize_t k = ::recv(fd, buf, sizeof buf, 0);
-    if (k == 0) return true;
-    if (k < 0) return false;
-  }
-}
+bool drained(int fd) { return oomlab_test::read_until_closed(fd); }
 
-// A stranger's bytes to rank 0's store; then a rank's round trip must still work.
 // The store is made anew every 4096 inputs: the keys strangers set stay bounded.
 void stranger_to_store(const std::string& bytes) {
   static std::unique_ptr<oomlab::TcpStore> store, rank;
@@ -76,15 +62,8 @@ void stranger_to_store(const std::string& bytes) {
 class ForeignService {
  public:
   ForeignService() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    fuzz_require(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, "bind");
-    fuzz_require(::listen(listen_fd_, 16) == 0, "listen");
-    socklen_t len = sizeof a;
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    listen_fd_ = oomlab_test::loopback_listen(&port_);
+    fuzz_require(listen_fd_ >= 0, "cannot listen on a loopback port");
     std::thread([this] { serve(); }).detach();   // lives as long as the process
   }
   int port() const { return port_; }
