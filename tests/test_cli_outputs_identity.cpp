@@ -61,6 +61,8 @@ TEST(CliOutputs, AnOutputNamingAnInputFailsBeforeAnyWork) {
   const std::string w = (dir / "w.safetensors").string(), g = (dir / "g.json").string();
   { std::ofstream(w) << "my weights"; }
   { std::ofstream(g) << "my graph"; }
+  const std::string idx = (dir / "t10k-labels-idx1-ubyte.gz").string();
+  { std::ofstream(idx) << "my labels"; }
   const struct { std::string args, message; } cases[] = {
       {"train --model mlp --dataset synthetic --steps 1 --device cpu --quiet --init " + w + " --json " + w,
        "--json names " + w + ", a file --init reads"},
@@ -72,6 +74,8 @@ TEST(CliOutputs, AnOutputNamingAnInputFailsBeforeAnyWork) {
       {"train --model mlp --dataset npy --data-dir " + dir.string() + " --steps 1 --json " + dir.string() +
            "/train_labels.npy",
        "--json names " + dir.string() + "/train_labels.npy, a file --data-dir reads"},
+      {"train --model mlp --dataset fashion-mnist --data-dir " + dir.string() + " --steps 1 --json " + idx,
+       "--json names " + idx + ", a file --data-dir reads"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
@@ -82,6 +86,7 @@ TEST(CliOutputs, AnOutputNamingAnInputFailsBeforeAnyWork) {
   }
   EXPECT_EQ(slurp_file(w), "my weights");
   EXPECT_EQ(slurp_file(g), "my graph");
+  EXPECT_EQ(slurp_file(idx), "my labels");
   // run --out naming the experiment's own spec
   const fs::path exp = dir / "experiments" / "02_memory_vs_batch";
   fs::create_directories(exp.parent_path());

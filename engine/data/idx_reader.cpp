@@ -187,6 +187,14 @@ std::string fashion_mnist_file(const std::string& dir, bool train, bool images) 
   return "";
 }
 
+std::vector<std::string> fashion_mnist_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (bool train : {true, false})
+    for (bool images : {true, false})
+      if (std::string p = fashion_mnist_file(dir, train, images); !p.empty()) out.push_back(std::move(p));
+  return out;
+}
+
 std::string find_fashion_mnist_dir(const std::string& override_dir) {
   std::string dir, source;
   if (!override_dir.empty()) {

@@ -42,5 +42,7 @@ std::string find_fashion_mnist_dir(const std::string& override_dir = "");
 // (train-images-idx3-ubyte.gz, train-images.idx3-ubyte.gz, and the uncompressed forms);
 // returns "" when none exists.
 std::string fashion_mnist_file(const std::string& dir, bool train, bool images);
+// The Fashion-MNIST files of `dir` that exist (0 to 4 paths, in any of the accepted spellings).
+std::vector<std::string> fashion_mnist_files(const std::string& dir);
 
 }  // namespace oomlab

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "engine/core/error.h"
+#include "engine/data/idx_reader.h"
 #include "engine/data/npy_dataset.h"
 #include "engine/io/file_kinds.h"
 #include "experiments/cli/flag_table.h"
@@ -157,9 +158,13 @@ void CliArgs::parse(const std::vector<std::string>& argv) {
 
 namespace {
 // The files an input flag's value names: --model's graph:FILE (none for a zoo model), the
-// npy files of a --data-dir folder, else the value itself.
+// npy and Fashion-MNIST files of a --data-dir folder, else the value itself.
 std::vector<std::string> input_files(const FlagSpec& f, const std::string& value) {
-  if (f.name == "data-dir") return npy_dataset_files(value);
+  if (f.name == "data-dir") {
+    std::vector<std::string> files = npy_dataset_files(value);
+    for (std::string& idx : fashion_mnist_files(value)) files.push_back(std::move(idx));
+    return files;
+  }
   if (f.name != "model") return {value};
   if (value.rfind("graph:", 0) == 0) return {value.substr(6)};
   return {};
