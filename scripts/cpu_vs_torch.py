@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from oomlab_report.atomic import write_json_atomic
+from oomlab_report.host import cpu_identity, cpu_name, wait_for_quiet
 
 HERE = Path(__file__).resolve().parent
 CASES = {  # model -> (oomlab flags, torch recipe)
@@ -134,12 +135,8 @@ def main(argv):
     if not os.access(a.oomlab, os.X_OK):
         print(f"cpu_vs_torch: error: {a.oomlab} is not an executable oomlab", file=sys.stderr)
         return 2
-    waited = 0
-    while os.getloadavg()[0] > a.max_load and waited < a.wait_quiet and not a.force:
-        time.sleep(5)   # the 1-minute load average decays over about a minute after a busy spell
-        waited += 5
-    load_at_start = os.getloadavg()[0]
-    if load_at_start > a.max_load and not a.force:
+    load_at_start, waited, quiet = wait_for_quiet(a.max_load, a.wait_quiet, a.force)
+    if not quiet and not a.force:
         print(f"cpu_vs_torch: error: 1-minute load average {load_at_start:.2f} > --max-load {a.max_load} after waiting "
               f"{waited} s: the machine is not quiet (find what runs, or --force and say so)", file=sys.stderr)
         return 2
@@ -173,35 +170,6 @@ def main(argv):
         write_json_atomic(a.json, doc)
         print(f"wrote {a.json}")
     return 0
-
-
-def cpu_identity():
-    """Family, model and vector ISA of the CPU: the VMs these runs land on differ between sessions
-    (the same "AMD EPYC" name has come with and without AVX-512), and both sides' kernels follow."""
-    info = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key in ("cpu family", "model") and key.replace(" ", "_") not in info:
-                info[key.replace(" ", "_")] = value.strip()
-            elif key == "flags":
-                flags = set(value.split())
-                info["simd"] = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
-                break
-    except OSError:
-        pass
-    return {"cpu_" + k if not k.startswith("cpu") else k: v for k, v in info.items()}
-
-
-def cpu_name():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ themselves need a GPU (scripts/gpu_run.sh on a lent machine); the kit end to end
 is tests/test_gpu_kit.py.
 Run: python3 -m unittest tests/test_gpu_tools.py  (OOMLAB_BUILD_DIR: the build with oomlab)
 """
+import argparse
 import importlib.util
 import json
 import os
@@ -414,9 +415,10 @@ class TorchReferenceInput(unittest.TestCase):
 
 
 class TorchSideBySideScripts(unittest.TestCase):
-    """scripts/torch_parity.py, graph_parity.py, cpu_vs_torch.py and attention_vs_torch.py without PyTorch (as
-    CI runs them): usage errors exit 2 with one line; a machine without torch is a clear skip
-    (exit 0); attention_vs_torch's oomlab side reads the real bench_attention's JSON."""
+    """scripts/torch_parity.py, graph_parity.py, cpu_vs_torch.py, gloo_vs_torch.py and attention_vs_torch.py
+    without PyTorch (as CI runs them): usage errors exit 2 with one line; a machine without torch is a
+    clear skip (exit 0); attention_vs_torch's and gloo_vs_torch's oomlab sides read the real JSON of
+    bench_attention and allreduce-bench."""
 
     BENCH = OOMLAB.parent / "bench_attention"
 
@@ -425,6 +427,7 @@ class TorchSideBySideScripts(unittest.TestCase):
         for script, args in (("torch_parity.py", ["--models", "resnet99"]), ("torch_parity.py", ["--dtypes", "float16"]),
                              ("graph_parity.py", ["--models", "resnet99"]), ("graph_parity.py", ["--dtypes", "float16"]),
                              ("cpu_vs_torch.py", ["--models", "vgg99"]), ("cpu_vs_torch.py", ["--rounds", "0"]),
+                             ("gloo_vs_torch.py", ["--ranks", "1"]), ("gloo_vs_torch.py", ["--min-bytes", "6"]),
                              ("attention_vs_torch.py", ["--seqs", "0"] + bench),
                              ("attention_vs_torch.py", ["--dropouts", "100"] + bench),
                              ("attention_vs_torch.py", ["--bench", "/nonexistent", "--json", "/tmp/unused.json"])):
@@ -436,10 +439,23 @@ class TorchSideBySideScripts(unittest.TestCase):
         if importlib.util.find_spec("torch") is not None:
             self.skipTest("torch is installed here: the scripts run for real")
         for script, args in (("torch_parity.py", []), ("cpu_vs_torch.py", []), ("graph_parity.py", []),
+                             ("gloo_vs_torch.py", []),
                              ("attention_vs_torch.py", ["--bench", "/bin/true", "--json", "/tmp/unused.json"])):
             r = run(sys.executable, ROOT / "scripts" / script, *args)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("skipped", r.stdout)
+
+    def test_gloo_oomlab_side_reads_allreduce_bench(self):
+        spec = importlib.util.spec_from_file_location("gloo_vs_torch", ROOT / "scripts" / "gloo_vs_torch.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        a = argparse.Namespace(oomlab=str(OOMLAB), ranks=2, min_bytes=4096, max_bytes=16384, step_factor=4, iters=2,
+                               warmup=1)
+        with tempfile.TemporaryDirectory() as tmp:
+            times, sha = mod.run_oomlab(a, tmp)
+        self.assertEqual(sorted(times, key=int), ["4096", "16384"])
+        self.assertTrue(all(t > 0 for t in times.values()), times)
+        self.assertRegex(sha, r"^[0-9a-f]{7,}")
 
     def test_attention_oomlab_side_reads_bench_attention(self):
         if not self.BENCH.exists():
