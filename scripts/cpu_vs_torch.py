@@ -19,11 +19,9 @@ Usage: python3 scripts/cpu_vs_torch.py [--oomlab build/oomlab] [--models resnet2
 Skips with a message (exit 0) where torch is not installed. Exit 2 on bad usage.
 """
 import argparse
-import datetime
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,7 +30,7 @@ import time
 from pathlib import Path
 
 from oomlab_report.atomic import write_json_atomic
-from oomlab_report.host import cpu_identity, cpu_name, wait_for_quiet
+from oomlab_report.host import add_bench_args, oomlab_sha, quiet_gate, run_header
 
 HERE = Path(__file__).resolve().parent
 CASES = {  # model -> (oomlab flags, torch recipe)
@@ -95,8 +93,7 @@ def run_oomlab(oomlab, model, steps, warmup, tmp):
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()}")
     doc = json.loads(out.read_text())
-    sha = doc["context"].get("git_sha", "?") + ("-dirty" if doc["context"].get("git_dirty") else "")
-    return doc["metrics"]["step_time_s"]["median"], doc["config"]["optimizer"], sha
+    return doc["metrics"]["step_time_s"]["median"], doc["config"]["optimizer"], oomlab_sha(doc)
 
 
 def run_torch(model, steps, warmup):
@@ -109,15 +106,11 @@ def run_torch(model, steps, warmup):
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--oomlab", default=str(HERE.parent / "build" / "oomlab"))
+    add_bench_args(p, str(HERE.parent / "build" / "oomlab"))
     p.add_argument("--models", default=",".join(CASES))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--max-load", type=float, default=0.5)
-    p.add_argument("--wait-quiet", type=int, default=180, help="seconds to wait for the load to fall first")
-    p.add_argument("--force", action="store_true", help="run even when the machine is not quiet")
-    p.add_argument("--json", default="")
     p.add_argument("--torch-worker", default="", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.torch_worker:
@@ -132,13 +125,8 @@ def main(argv):
     if missing:   # the workers import them; say so early and clearly here
         print(f"cpu_vs_torch: skipped: no module {', '.join(missing)} (needs torch, torchvision, transformers)")
         return 0
-    if not os.access(a.oomlab, os.X_OK):
-        print(f"cpu_vs_torch: error: {a.oomlab} is not an executable oomlab", file=sys.stderr)
-        return 2
-    load_at_start, waited, quiet = wait_for_quiet(a.max_load, a.wait_quiet, a.force)
-    if not quiet and not a.force:
-        print(f"cpu_vs_torch: error: 1-minute load average {load_at_start:.2f} > --max-load {a.max_load} after waiting "
-              f"{waited} s: the machine is not quiet (find what runs, or --force and say so)", file=sys.stderr)
+    gate = quiet_gate("cpu_vs_torch", a)
+    if gate is None:
         return 2
     results = []
     with tempfile.TemporaryDirectory(prefix="oomlab-vs-torch-") as tmp:
@@ -161,11 +149,7 @@ def main(argv):
                             "torch_threads": got["torch"]["threads"], "torch_version": got["torch"]["torch"],
                             "rounds": rounds, "ratio_median": statistics.median(x["ratio"] for x in rounds)})
             print(f"{m:10s} median ratio oomlab/torch {results[-1]['ratio_median']:.3f}", flush=True)
-    doc = {"command": "cpu_vs_torch", "load_avg_1m_at_start": load_at_start, "waited_for_quiet_s": waited,
-           "forced": a.force, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "oomlab_git_sha": sha, "host": platform.node(), "cpu": cpu_name(), **cpu_identity(),
-           "cores": os.cpu_count(),
-           "steps": a.steps, "warmup": a.warmup, "results": results}
+    doc = {**run_header("cpu_vs_torch", a, gate, sha), "steps": a.steps, "warmup": a.warmup, "results": results}
     if a.json:
         write_json_atomic(a.json, doc)
         print(f"wrote {a.json}")

@@ -15,11 +15,9 @@ Usage: python3 scripts/gloo_vs_torch.py [--oomlab build/oomlab] [--ranks 2] [--m
 Skips with a message (exit 0) where torch is not installed. Exit 2 on bad usage.
 """
 import argparse
-import datetime
 import importlib.util
 import json
 import os
-import platform
 import socket
 import statistics
 import subprocess
@@ -29,7 +27,7 @@ import time
 from pathlib import Path
 
 from oomlab_report.atomic import write_json_atomic
-from oomlab_report.host import cpu_identity, cpu_name, wait_for_quiet
+from oomlab_report.host import add_bench_args, oomlab_sha, quiet_gate, run_header
 
 HERE = Path(__file__).resolve().parent
 
@@ -106,8 +104,7 @@ def run_oomlab(a, tmp):
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()[-2000:]}")
     doc = json.loads(out.read_text())
-    sha = doc["context"].get("git_sha", "?") + ("-dirty" if doc["context"].get("git_dirty") else "")
-    return {str(r["size_bytes"]): r["in_place"]["time_us"] for r in doc["metrics"]["rows"]}, sha
+    return {str(r["size_bytes"]): r["in_place"]["time_us"] for r in doc["metrics"]["rows"]}, oomlab_sha(doc)
 
 
 def one_round(a, r, tmp):
@@ -137,7 +134,7 @@ def bad_usage(a):
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--oomlab", default=str(HERE.parent / "build" / "oomlab"))
+    add_bench_args(p, str(HERE.parent / "build" / "oomlab"))
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--min-bytes", type=int, default=4096)
     p.add_argument("--max-bytes", type=int, default=4 << 20)
@@ -145,10 +142,6 @@ def main(argv):
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--max-load", type=float, default=0.5)
-    p.add_argument("--wait-quiet", type=int, default=180, help="seconds to wait for the load to fall first")
-    p.add_argument("--force", action="store_true", help="run even when the machine is not quiet")
-    p.add_argument("--json", default="")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if bad_usage(a):
@@ -160,22 +153,14 @@ def main(argv):
     if importlib.util.find_spec("torch") is None:
         print("gloo_vs_torch: skipped: no module torch")
         return 0
-    if not os.access(a.oomlab, os.X_OK):
-        print(f"gloo_vs_torch: error: {a.oomlab} is not an executable oomlab", file=sys.stderr)
-        return 2
-    load_at_start, waited, quiet = wait_for_quiet(a.max_load, a.wait_quiet, a.force)
-    if not quiet and not a.force:
-        print(f"gloo_vs_torch: error: 1-minute load average {load_at_start:.2f} > --max-load {a.max_load} after "
-              f"waiting {waited} s: the machine is not quiet (find what runs, or --force and say so)", file=sys.stderr)
+    gate = quiet_gate("gloo_vs_torch", a)
+    if gate is None:
         return 2
     with tempfile.TemporaryDirectory(prefix="oomlab-gloo-") as tmp:
         rounds, shas, versions = zip(*(one_round(a, r, tmp) for r in range(a.rounds)))
     medians = {n: statistics.median(r["ratio"][n] for r in rounds) for n in rounds[0]["ratio"]}
     print("median ratio oomlab/torch: " + "  ".join(f"{n} B {v:.2f}" for n, v in medians.items()))
-    doc = {"command": "gloo_vs_torch", "load_avg_1m_at_start": load_at_start, "waited_for_quiet_s": waited,
-           "forced": a.force, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "oomlab_git_sha": shas[-1], "torch_version": versions[-1], "host": platform.node(), "cpu": cpu_name(),
-           **cpu_identity(), "cores": os.cpu_count(), "ranks": a.ranks, "iters": a.iters, "warmup": a.warmup,
+    doc = {**run_header("gloo_vs_torch", a, gate, shas[-1]), "torch_version": versions[-1], "ranks": a.ranks, "iters": a.iters, "warmup": a.warmup,
            "timing": "in-place float sum; barrier, iters calls, barrier; mean over ranks",
            "rounds": list(rounds), "ratio_median": medians}
     if a.json:
