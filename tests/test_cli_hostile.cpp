@@ -83,6 +83,11 @@ INSTANTIATE_TEST_SUITE_P(
                     "--master-port applies to --backend"},
         HostileCase{"", "allreduce-bench --backend bogus --max-bytes 1K --iters 2", 2,
                     "--backend must be local, gloo, mpi or nccl (got 'bogus')"},
+        // a rank past int's range is refused as given, never narrowed to another rank (2^32 was rank 0)
+        HostileCase{"", "allreduce-bench --backend gloo --rank 4294967296 --world-size 1 --max-bytes 1K --iters 2", 2,
+                    "--rank must be in 0..1048575 (got 4294967296)"},
+        HostileCase{"", "allreduce-bench --backend gloo --rank 0 --world-size 9223372036854775807 --max-bytes 1K", 2,
+                    "--world-size must be in 1..1048576 (got 9223372036854775807)"},
         // 10: the skip policy gives up when no batch fits.
         HostileCase{"",
                     "train --model resnet20 --dataset synthetic --batch 8 --synthetic-size 64 --steps 2 --device meta "

@@ -356,16 +356,21 @@ void rows_backend_option_flags(std::vector<FlagSpec>& t) {
                   .applies("device", {"cuda"}).s);
 }
 
+// The largest world a rank flag names: the launcher variables' bound (engine/parallel/rank_env.cpp),
+// so that no value is narrowed to a different rank on its way to an int.
+constexpr double kMaxWorld = 1 << 20;
+
 void rows_bench_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("backend", kBench, "the communicator").choice({"local", "gloo", "mpi", "nccl"}).def("local").s);
   t.push_back(F("algo", kBench, "ring or parameter server (the local backend's)").choice({"ring", "ps"}).def("ring")
                   .applies("backend", {"local"}).s);
   t.push_back(F("ranks", kBench, "ranks (threads for local; processes otherwise)").integer("N", 1, 1024).def("2").s);
   t.push_back(F("device", kBench, "where the buffers live").choice({"cpu", "meta", "cuda"}).def("cpu").s);
-  t.push_back(F("rank", kBench, "this process's rank (else torchrun / mpirun / Slurm variables)").integer("R", 0)
+  t.push_back(F("rank", kBench, "this process's rank (else torchrun / mpirun / Slurm variables)")
+                  .integer("R", 0, kMaxWorld - 1)
                   .needs("world-size").applies("backend", kProcessBackends).s);
   t.push_back(F("world-size", kBench, "the number of processes")
-                  .integer("N", 1)
+                  .integer("N", 1, kMaxWorld)
                   .needs("rank")
                   .applies("backend", kProcessBackends)
                   .s);
