@@ -126,6 +126,7 @@ class GraphModel : public GraphLeaf, public CheckpointPlanner {
   void end_sharded_run(const ShardedRun& run, std::map<std::string, Value>& env);
   std::vector<std::vector<nn::Module*>> reads_;   // per node: the parameter owners it reads
   void fold_constants(const Shape& input_shape);
+  size_t input_dim_read(const GraphNode& n, const Shape& input_shape) const;
   ModelGraph g_;
   ModelConfig cfg_;
   std::map<std::string, Tensor> tensors_;              // parameters and buffers by state_dict name

@@ -135,6 +135,21 @@ void GraphModel::build_tree() {
 // the input (aten.sym_size.int: a dynamic batch) for `input_shape`; values derived from the
 // model input are "batched" (in a static export a view of one scales its dim 0 with the
 // running batch).
+// The dim of the input an aten.sym_size.int node reads: an int64 in range (JSON's unsigned 2^64 - 1
+// is an error, not dim -1), negative dims counting from the end.
+size_t GraphModel::input_dim_read(const GraphNode& n, const Shape& input_shape) const {
+  int64_t given = 0;
+  try {
+    given = arg_integer(n.args[1], 1);
+  } catch (const GraphArgError& e) {
+    throw ValueError(node_where(g_.file, n) + e.what());
+  }
+  const int64_t d = given + (given < 0 ? int64_t(input_shape.size()) : 0);
+  OOMLAB_CHECK_T(ShapeError, d >= 0 && d < int64_t(input_shape.size()), "graph ", g_.file, ": node '", n.name,
+                 "' reads dim ", given, " of an input of shape ", shape_str(input_shape));
+  return size_t(d);
+}
+
 void GraphModel::fold_constants(const Shape& input_shape) {
   constants_ = buffer_constants_;
   folded_for_ = input_shape;
@@ -155,12 +170,8 @@ void GraphModel::fold_constants(const Shape& input_shape) {
     }
     if (any_batched) batched_.insert(n.name);
     const bool of_input = n.refs.size() == 1 && (n.refs[0] == g_.inputs[0].name || n.refs[0] == mask_input_);
-    if (n.op == "aten.sym_size.int" && of_input && n.args.size() == 2 &&
-        n.args[1].is_number_integer()) {
-      const int64_t d = n.args[1].get<int64_t>() + (n.args[1].get<int64_t>() < 0 ? int64_t(input_shape.size()) : 0);
-      OOMLAB_CHECK_T(ShapeError, d >= 0 && d < int64_t(input_shape.size()), "graph ", g_.file, ": node '", n.name,
-                     "' reads dim ", n.args[1].get<int64_t>(), " of an input of shape ", shape_str(input_shape));
-      constants_[n.name] = HostValue{{}, {input_shape[size_t(d)]}};
+    if (n.op == "aten.sym_size.int" && of_input && n.args.size() == 2 && n.args[1].is_number_integer()) {
+      constants_[n.name] = HostValue{{}, {input_shape[input_dim_read(n, input_shape)]}};
       continue;
     }
     if (n.op == "aten._assert_tensor_metadata.default") {   // a check torch.export leaves: nothing to run

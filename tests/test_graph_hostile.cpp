@@ -215,6 +215,14 @@ const Case kCases[] = {
      },
      {2, 128},
      "node 'unsqueeze_7' (aten.unsqueeze.default) | argument 1: 18446744073709551615 where an integer was expected"},
+    {"sym_size of dim 2^64 - 1 (not dim -1)",
+     [] {
+       json g = seed("tiny_gpt2_dynamic");
+       node(g, "sym_size_int_4")["args"][1] = UINT64_MAX;
+       return g;
+     },
+     {2, 16},
+     "node 'sym_size_int_4' (aten.sym_size.int) | argument 1: 18446744073709551615 where an integer was expected"},
 };
 
 class GraphHostile : public ::testing::TestWithParam<Case> {};
