@@ -364,6 +364,7 @@ TEST(GradScaler, UnscalesSkipsOnInfBacksOffAndGrows) {
   other.load_state(scaler.state_json());
   EXPECT_EQ(other.scale(), scaler.scale());
   EXPECT_THROW(other.load_state({{"scale", -1}, {"growth_tracker", 0}}), ValueError);
+  EXPECT_THROW(other.load_state({{"scale", 1}, {"growth_tracker", UINT64_MAX}}), ValueError);
   // PyTorch's defaults
   GradScaler torch_default(spec);
   EXPECT_EQ(torch_default.scale(), 65536.0f);

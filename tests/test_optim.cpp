@@ -267,6 +267,22 @@ TEST(Optimizer, StateRoundTripGivesIdenticalNextStep) {
     nlohmann::json broken = js;
     broken["param_groups"][0].erase("lr");
     EXPECT_THROW(b->load_state(broken, copies), ValueError);
+    // Counts are non-negative int64s as the file spells them: 2.5 is not truncated to 2, and
+    // JSON's unsigned 2^64 - 1 is named as such, not as -1.
+    for (const nlohmann::json& count : {nlohmann::json(2.5), nlohmann::json(UINT64_MAX), nlohmann::json(-1)}) {
+      nlohmann::json bad_step = js, bad_count = js;
+      bad_step["state"]["layer.w"]["step"] = count;
+      bad_count["step_count"] = count;
+      for (const nlohmann::json* bad : {&bad_step, &bad_count}) {
+        try {
+          b->load_state(*bad, copies);
+          ADD_FAILURE() << name << " took a count of " << count.dump();
+        } catch (const ValueError& e) {
+          EXPECT_NE(std::string(e.what()).find("must be a non-negative integer (got " + count.dump() + ")"),
+                    std::string::npos) << e.what();
+        }
+      }
+    }
   }
 }
 
@@ -452,6 +468,11 @@ TEST(LrSchedule, StepDecayCosineConstantAndLambda) {
   l2.load_state(st);
   EXPECT_EQ(l2.last_step(), 2);
   EXPECT_NEAR(opt->param_groups()[0].lr, 1.0 / 3, 1e-15);
+  for (const nlohmann::json& count : {nlohmann::json(1.5), nlohmann::json(UINT64_MAX), nlohmann::json("2")}) {
+    nlohmann::json bad = st;
+    bad["last_step"] = count;
+    EXPECT_THROW(l2.load_state(bad), ValueError) << count.dump();
+  }
 }
 
 TEST(LrSchedule, ParseErrorsNameTheBadPart) {
@@ -534,5 +555,8 @@ TEST(WeightEma, UpdateSwapAndState) {
   NamedTensors bad = copies;
   bad[0].second = Tensor::zeros({3}, DType::f64);
   EXPECT_THROW(ema2.load_state(bad), ShapeError);
+  nlohmann::json wrapped = ema.state_json();
+  wrapped["num_updates"] = UINT64_MAX;
+  EXPECT_THROW(ema2.load_state(copies, wrapped), ValueError);
   EXPECT_THROW(WeightEma({{"w", w}}, 1.5), ValueError);
 }

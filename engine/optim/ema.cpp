@@ -7,6 +7,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
+#include "engine/io/json_count.h"
 #include "kernels/elementwise.h"
 
 namespace oomlab {
@@ -109,7 +110,7 @@ void WeightEma::load_state(const NamedTensors& tensors, const nlohmann::json& j)
     std::vector<std::string> params, buffers;
     try {
       decay = j.at("decay").get<double>();
-      updates = j.at("num_updates").get<int64_t>();
+      updates = json_count(j.at("num_updates"), std::string(ctx) + "num_updates");
       params = j.at("params").get<std::vector<std::string>>();
       buffers = j.at("buffers").get<std::vector<std::string>>();
     } catch (const nlohmann::json::exception& e) {

@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "engine/core/error.h"
+#include "engine/io/json_count.h"
 #include "engine/optim/optimizer.h"
 
 namespace oomlab {
@@ -213,7 +214,7 @@ void LrScheduler::load_state(const nlohmann::json& j) {
   int64_t step = 0;
   std::vector<double> bases;
   try {
-    step = j.at("last_step").get<int64_t>();
+    step = json_count(j.at("last_step"), "LrScheduler load_state: last_step");
     bases = j.at("base_lrs").get<std::vector<double>>();
   } catch (const nlohmann::json::exception& e) {
     throw ValueError(std::string("LrScheduler load_state: malformed state JSON: ") + e.what());

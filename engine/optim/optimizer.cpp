@@ -8,6 +8,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
+#include "engine/io/json_count.h"
 #include "engine/memory/caching_allocator.h"
 
 namespace oomlab {
@@ -186,8 +187,7 @@ Optimizer::LoadedJson Optimizer::parse_state_json(const nlohmann::json& j, const
     OOMLAB_CHECK(j.is_object(), ctx, "state is not a JSON object");
     const std::string saved = j.at("optimizer").get<std::string>();
     OOMLAB_CHECK(saved == name_, ctx, "the state was saved by optimizer '", saved, "', this one is '", name_, "'");
-    out.step_count = j.at("step_count").get<int64_t>();
-    OOMLAB_CHECK(out.step_count >= 0, ctx, "negative step_count ", out.step_count);
+    out.step_count = json_count(j.at("step_count"), ctx + "step_count");
     const auto& gjs = j.at("param_groups");
     OOMLAB_CHECK(gjs.is_array() && gjs.size() == groups_.size(), ctx, "the state has ",
                  gjs.is_array() ? gjs.size() : 0, " parameter groups, the optimizer has ", groups_.size());
@@ -196,8 +196,7 @@ Optimizer::LoadedJson Optimizer::parse_state_json(const nlohmann::json& j, const
     OOMLAB_CHECK(sj.is_object(), ctx, "'state' is not an object");
     for (auto it = sj.begin(); it != sj.end(); ++it) {
       OOMLAB_CHECK(params.count(it.key()), ctx, "state for unknown parameter '", it.key(), "'");
-      int64_t st = it.value().at("step").get<int64_t>();
-      OOMLAB_CHECK(st >= 0, ctx, "negative step ", st, " for parameter '", it.key(), "'");
+      const int64_t st = json_count(it.value().at("step"), str_cat(ctx, "the step of parameter '", it.key(), "'"));
       if (st > 0) out.steps[it.key()] = st;
     }
   } catch (const nlohmann::json::exception& e) {

@@ -8,6 +8,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
+#include "engine/io/json_count.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/distributed_data_parallel.h"
 
@@ -156,7 +157,8 @@ DistributedDataParallel::ZeroState DistributedDataParallel::shard_consolidated(c
     std::optional<int64_t> step;
     for (size_t k : b.params) {
       const std::string& name = params_[k].first;
-      const int64_t s = saved_steps.contains(name) ? saved_steps[name].at("step").get<int64_t>() : 0;
+      const int64_t s =
+          saved_steps.contains(name) ? json_count(saved_steps[name].at("step"), "ZeRO resume: the step of " + name) : 0;
       OOMLAB_CHECK(!step || *step == s, "ZeRO resume: the parameters of bucket ", i, " have different step counts (",
                    name, ": ", s, ", the bucket's first: ", *step, ")");
       step = s;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/io/json_count.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/ops/elementwise.h"
 #include "kernels/optim.h"
@@ -100,7 +101,7 @@ void GradScaler::load_state(const nlohmann::json& s) {
                    s["growth_tracker"].is_number_integer(),
                "grad_scaler state: expected {\"scale\": number, \"growth_tracker\": integer}");
   const double sc = s["scale"].get<double>();
-  const int64_t tr = s["growth_tracker"].get<int64_t>();
+  const int64_t tr = json_count(s["growth_tracker"], "grad_scaler state: growth_tracker");
   OOMLAB_CHECK(std::isfinite(sc) && sc > 0 && tr >= 0 && tr < growth_interval_, "grad_scaler state: scale ", sc,
                " / growth_tracker ", tr, " out of range");
   scale_ = float(sc);
