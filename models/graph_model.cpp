@@ -130,11 +130,6 @@ void GraphModel::build_tree() {
     if (!n.module.empty()) module_at(n.module, n.module.size());
 }
 
-// A node all of whose references are folded constants (integer buffers with values, or
-// nodes folded before it) and whose op the folder evaluates is folded, and so is a size of
-// the input (aten.sym_size.int: a dynamic batch) for `input_shape`; values derived from the
-// model input are "batched" (in a static export a view of one scales its dim 0 with the
-// running batch).
 // The dim of the input an aten.sym_size.int node reads: an int64 in range (JSON's unsigned 2^64 - 1
 // is an error, not dim -1), negative dims counting from the end.
 size_t GraphModel::input_dim_read(const GraphNode& n, const Shape& input_shape) const {
@@ -150,6 +145,11 @@ size_t GraphModel::input_dim_read(const GraphNode& n, const Shape& input_shape) 
   return size_t(d);
 }
 
+// A node all of whose references are folded constants (integer buffers with values, or
+// nodes folded before it) and whose op the folder evaluates is folded, and so is a size of
+// the input (aten.sym_size.int: a dynamic batch) for `input_shape`; values derived from the
+// model input are "batched" (in a static export a view of one scales its dim 0 with the
+// running batch).
 void GraphModel::fold_constants(const Shape& input_shape) {
   constants_ = buffer_constants_;
   folded_for_ = input_shape;

@@ -12,11 +12,14 @@
 
 namespace oomlab {
 
-inline int64_t json_count(const nlohmann::json& j, const std::string& what) {
+inline bool is_json_count(const nlohmann::json& j) {
   // parsed text holds 2 as unsigned; a json built in memory from an int64_t holds it as signed
-  const bool ok = j.is_number_unsigned() ? j.get<uint64_t>() <= uint64_t(INT64_MAX)
-                                         : j.is_number_integer() && j.get<int64_t>() >= 0;
-  if (!ok) {
+  return j.is_number_unsigned() ? j.get<uint64_t>() <= uint64_t(INT64_MAX)
+                                : j.is_number_integer() && j.get<int64_t>() >= 0;
+}
+
+inline int64_t json_count(const nlohmann::json& j, const std::string& what) {
+  if (!is_json_count(j)) {
     std::string got = j.dump();
     if (got.size() > 40) got = got.substr(0, 40) + "...";
     throw ValueError(what + " must be a non-negative integer (got " + got + ")");

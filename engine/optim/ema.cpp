@@ -117,7 +117,6 @@ void WeightEma::load_state(const NamedTensors& tensors, const nlohmann::json& j)
       throw ValueError(std::string(ctx) + "malformed state JSON: " + e.what());
     }
     OOMLAB_CHECK(decay >= 0 && decay <= 1, ctx, "decay must be in [0, 1], got ", decay);
-    OOMLAB_CHECK(updates >= 0, ctx, "negative num_updates ", updates);
     std::vector<std::string> mine_p, mine_b;
     for (const Entry& e : entries_) (e.average ? mine_p : mine_b).push_back(e.name);
     OOMLAB_CHECK(params == mine_p, ctx, "the state's parameter names do not match this model's (",

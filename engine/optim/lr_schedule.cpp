@@ -219,7 +219,6 @@ void LrScheduler::load_state(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     throw ValueError(std::string("LrScheduler load_state: malformed state JSON: ") + e.what());
   }
-  OOMLAB_CHECK(step >= 0, "LrScheduler load_state: negative last_step ", step);
   OOMLAB_CHECK(bases.size() == base_lrs_.size(), "LrScheduler load_state: state has ", bases.size(),
                " base lrs, the optimizer has ", base_lrs_.size(), " parameter groups");
   base_lrs_ = std::move(bases);

@@ -52,12 +52,12 @@ std::optional<RankInfo> from_env(const EnvMap& env, const std::string& source, c
   OOMLAB_CHECK(has_size, source, ": ", rank_var, " is set but ", size_var, " is not");
   RankInfo r;
   r.source = source;
-  r.world_size = *env_int(env, size_var, 1, 1 << 20);
-  r.rank = *env_int(env, rank_var, 0, 1 << 20);
+  r.world_size = *env_int(env, size_var, 1, kMaxWorldSize);
+  r.rank = *env_int(env, rank_var, 0, kMaxWorldSize);
   OOMLAB_CHECK(r.rank < r.world_size, source, ": ", rank_var, "=", r.rank, " is not below ", size_var, "=",
                r.world_size);
-  r.local_rank = env_int(env, local_rank_var, 0, 1 << 20).value_or(r.rank);   // none given: one node
-  r.local_world_size = local_size_var.empty() ? -1 : env_int(env, local_size_var, 1, 1 << 20).value_or(-1);
+  r.local_rank = env_int(env, local_rank_var, 0, kMaxWorldSize).value_or(r.rank);   // none given: one node
+  r.local_world_size = local_size_var.empty() ? -1 : env_int(env, local_size_var, 1, kMaxWorldSize).value_or(-1);
   OOMLAB_CHECK(r.local_rank < r.world_size, source, ": ", local_rank_var, "=", r.local_rank, " is not below ", size_var,
                "=", r.world_size);   // a node runs at most the world's ranks, whether or not its size is given
   if (r.local_world_size > 0)

@@ -23,6 +23,9 @@
 
 namespace oomlab {
 
+// The largest world size a launcher variable or a rank flag may name.
+constexpr int kMaxWorldSize = 1 << 20;
+
 struct RankInfo {
   int rank = 0, world_size = 1;
   int local_rank = 0;

@@ -102,7 +102,7 @@ void GradScaler::load_state(const nlohmann::json& s) {
                "grad_scaler state: expected {\"scale\": number, \"growth_tracker\": integer}");
   const double sc = s["scale"].get<double>();
   const int64_t tr = json_count(s["growth_tracker"], "grad_scaler state: growth_tracker");
-  OOMLAB_CHECK(std::isfinite(sc) && sc > 0 && tr >= 0 && tr < growth_interval_, "grad_scaler state: scale ", sc,
+  OOMLAB_CHECK(std::isfinite(sc) && sc > 0 && tr < growth_interval_, "grad_scaler state: scale ", sc,
                " / growth_tracker ", tr, " out of range");
   scale_ = float(sc);
   tracker_ = tr;

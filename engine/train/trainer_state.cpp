@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "engine/core/error.h"
+#include "engine/io/json_count.h"
 
 namespace oomlab {
 using json = nlohmann::json;
@@ -27,7 +28,7 @@ const json& field(const json& root, const std::string& file, std::initializer_li
     case Want::object: ok = j->is_object(); what = "an object"; break;
     case Want::array: ok = j->is_array(); what = "an array"; break;
     case Want::count:   // non-negative, fits int64
-      ok = j->is_number_unsigned() && j->get<uint64_t>() <= uint64_t(INT64_MAX);
+      ok = is_json_count(*j);
       what = "a non-negative integer"; break;
     case Want::u64: ok = j->is_number_unsigned(); what = "a non-negative integer"; break;
     case Want::number: ok = j->is_number() && std::isfinite(j->get<double>()); what = "a finite number"; break;

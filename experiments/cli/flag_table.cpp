@@ -7,6 +7,7 @@
 
 #include "engine/autograd/autocast.h"
 #include "engine/core/byte_sizes.h"
+#include "engine/parallel/rank_env.h"
 #include "experiments/measure/tricks.h"
 #include "experiments/plan/gpu_table.h"
 
@@ -356,10 +357,6 @@ void rows_backend_option_flags(std::vector<FlagSpec>& t) {
                   .applies("device", {"cuda"}).s);
 }
 
-// The largest world a rank flag names: the launcher variables' bound (engine/parallel/rank_env.cpp),
-// so that no value is narrowed to a different rank on its way to an int.
-constexpr double kMaxWorld = 1 << 20;
-
 void rows_bench_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("backend", kBench, "the communicator").choice({"local", "gloo", "mpi", "nccl"}).def("local").s);
   t.push_back(F("algo", kBench, "ring or parameter server (the local backend's)").choice({"ring", "ps"}).def("ring")
@@ -367,10 +364,10 @@ void rows_bench_flags(std::vector<FlagSpec>& t) {
   t.push_back(F("ranks", kBench, "ranks (threads for local; processes otherwise)").integer("N", 1, 1024).def("2").s);
   t.push_back(F("device", kBench, "where the buffers live").choice({"cpu", "meta", "cuda"}).def("cpu").s);
   t.push_back(F("rank", kBench, "this process's rank (else torchrun / mpirun / Slurm variables)")
-                  .integer("R", 0, kMaxWorld - 1)
+                  .integer("R", 0, kMaxWorldSize - 1)   // bounded: never narrowed to another rank
                   .needs("world-size").applies("backend", kProcessBackends).s);
   t.push_back(F("world-size", kBench, "the number of processes")
-                  .integer("N", 1, kMaxWorld)
+                  .integer("N", 1, kMaxWorldSize)
                   .needs("rank")
                   .applies("backend", kProcessBackends)
                   .s);
